@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# test.sh — installs what is needed, builds, and runs every CTest label:
+# unit, mpi, slurm, convergence, gpu (gpu tests SKIP without a CUDA device).
+# Usage: scripts/test.sh [ctest arguments, e.g. -L unit]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+cd build
+ctest --output-on-failure --timeout 1200 "$@"

@@ -1,0 +1,88 @@
+// main.cpp — `cnnscale <command> [options]`: dispatch, --version, and the one place
+// where errors become "cnnscale: error: ..." and an exit status.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "cli/commands.hpp"
+#include "launch/bootstrap.hpp"
+#include "util/error.hpp"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int, char**);
+  const char* summary;
+};
+
+const Command kCommands[] = {
+    {"train", cnnscale::cli::cmd_train, "data-parallel CNN training (synthetic or a `prep` data set)"},
+    {"prep", cnnscale::cli::cmd_prep, "convert a data set (IDX, HDF5) into sharded HDF5 for training"},
+    {"allreduce", cnnscale::cli::cmd_allreduce, "collective benchmark with nccl-tests columns and a correctness check"},
+    {"report", cnnscale::cli::cmd_report, "scaling analysis of run directories (tables, charts, a recommendation)"},
+    {"env", cnnscale::cli::cmd_env, "one line per rank: launcher, rank, size, local rank, node, host, device, backend"},
+};
+
+void usage(FILE* out) {
+  std::fprintf(out,
+               "Usage: cnnscale <command> [options]\n\n"
+               "Data-parallel CNN training and scaling analysis for Slurm clusters.\n"
+               "Launch with `srun --mpi=pmix cnnscale ...`, `mpirun -n N cnnscale ...`, or alone.\n\n"
+               "Commands:\n");
+  for (const auto& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  std::fprintf(out,
+               "\n`cnnscale <command> --help` documents each command.\n"
+               "`cnnscale --version` prints the version and the build's features.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return cnnscale::kUserErrorStatus;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    usage(stdout);
+    return 0;
+  }
+  if (cmd == "--version") {
+    std::printf("cnnscale %s (%s)\n", CNNSCALE_VERSION,
+#ifdef CNNSCALE_HAVE_CUDA
+                "CPU + CUDA/cuDNN/NCCL"
+#else
+                "CPU only"
+#endif
+    );
+    return 0;
+  }
+  const Command* found = nullptr;
+  for (const auto& c : kCommands)
+    if (cmd == c.name) found = &c;
+  int status = 0;
+  try {
+    if (!found)
+      cnnscale::fail("unknown command '", cmd, "'; commands are train, prep, allreduce, report, env (see `cnnscale --help`)");
+    status = found->run(argc - 1, argv + 1);
+  } catch (const cnnscale::CollectiveError& e) {
+    // Every rank found the same mistake: rank 0 says it once, all leave cleanly.
+    if (!cnnscale::mpi_active() ? cnnscale::launcher_rank_or_zero() == 0 : e.rank() == 0)
+      cnnscale::print_error(e.what());
+    cnnscale::finalize_mpi();
+    return cnnscale::kUserErrorStatus;
+  } catch (const cnnscale::UserError& e) {
+    // Before MPI every task sees the same options and files: the launcher's rank 0 speaks.
+    if (cnnscale::mpi_active() || cnnscale::launcher_rank_or_zero() == 0) cnnscale::print_error(e.what());
+    if (cnnscale::mpi_active()) {
+      int size = 1;
+      MPI_Comm_size(MPI_COMM_WORLD, &size);
+      if (size > 1) MPI_Abort(MPI_COMM_WORLD, cnnscale::kUserErrorStatus);
+    }
+    cnnscale::finalize_mpi();
+    return cnnscale::kUserErrorStatus;
+  }
+  cnnscale::finalize_mpi();
+  return status;
+}

@@ -1,0 +1,53 @@
+// options.cpp — see options.hpp.
+#include "cli/options.hpp"
+
+#include <fstream>
+#include <iostream>
+
+#include "util/error.hpp"
+
+namespace cnnscale::cli {
+
+void print_help(const CommandSpec& spec, const po::options_description& desc) {
+  std::cout << "Usage: " << spec.usage << "\n\n" << spec.summary << "\n\n" << desc << "\n";
+  if (!spec.epilog.empty()) std::cout << spec.epilog << "\n";
+}
+
+ParsedOptions parse_options(const CommandSpec& spec, int argc, char** argv,
+                            const po::options_description& desc,
+                            const std::vector<Positional>& positional, bool allow_config) {
+  ParsedOptions out;
+  po::options_description all(desc);
+  po::options_description meta("General");
+  meta.add_options()("help,h", "show this help and exit");
+  if (allow_config)
+    meta.add_options()("config", po::value<std::string>(),
+                       "INI file of long options (key = value, one per line); the command line wins");
+  all.add(meta);
+  po::positional_options_description pos;
+  for (const auto& p : positional) pos.add(p.name.c_str(), p.max_count);
+  const std::string hint = " (see `cnnscale " + spec.name + " --help`)";
+  try {
+    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), out.vm);
+    if (out.vm.count("help")) {
+      out.help = true;
+      return out;
+    }
+    if (allow_config && out.vm.count("config")) {
+      const std::string path = out.vm["config"].as<std::string>();
+      std::ifstream in(path);
+      if (!in) fail("cannot read --config file '", path, "': no such file or not readable");
+      try {
+        po::store(po::parse_config_file(in, desc, /*allow_unregistered=*/false), out.vm);
+      } catch (const po::error& e) {
+        fail("in --config file '", path, "': ", e.what(), hint);
+      }
+    }
+    po::notify(out.vm);
+  } catch (const po::error& e) {
+    fail(spec.name, ": ", e.what(), hint);
+  }
+  return out;
+}
+
+}  // namespace cnnscale::cli

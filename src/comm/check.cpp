@@ -1,0 +1,33 @@
+// check.cpp — see check.hpp.
+#include "comm/check.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "launch/bootstrap.hpp"
+#include "util/error.hpp"
+#include "util/log.hpp"
+
+namespace cnnscale {
+
+void abort_job(const std::string& message, int status) {
+  print_error(message);
+  if (mpi_active()) {
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, status);
+  }
+  std::exit(status);
+}
+
+void mpi_check(int rc, const char* call, const char* file, int line) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  char where[512];
+  std::snprintf(where, sizeof(where), "%s failed at %s:%d on rank %d: %s", call, file, line, log_rank(), msg);
+  abort_job(where);
+}
+
+}  // namespace cnnscale

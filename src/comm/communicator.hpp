@@ -1,0 +1,42 @@
+// communicator.hpp — the one interface training and benchmarks use to talk to other
+// ranks. Two implementations: MPI (host buffers) and NCCL (device buffers).
+// All reductions are in-place sums; callers scale for averages.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace cnnscale {
+
+enum class DType { f32, bf16 };
+
+inline size_t dtype_size(DType t) { return t == DType::f32 ? 4 : 2; }
+inline const char* dtype_name(DType t) { return t == DType::f32 ? "float" : "bfloat16"; }
+
+// A reduction in flight. wait() blocks until the buffer holds the sum.
+class PendingReduce {
+ public:
+  virtual ~PendingReduce() = default;
+  virtual void wait() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual std::string backend() const = 0;        // "mpi" or "nccl"
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual bool device_buffers() const = 0;        // true: buffers are CUDA device pointers
+  virtual void allreduce_sum(void* buf, size_t count, DType t) = 0;
+  // Starts a sum; the buffer must not be touched until wait() returns.
+  virtual std::unique_ptr<PendingReduce> allreduce_sum_async(void* buf, size_t count, DType t) = 0;
+  virtual void broadcast(void* buf, size_t bytes, int root) = 0;
+  virtual void barrier() = 0;
+  // Lets reductions in flight advance (MPI's non-blocking collectives progress only
+  // inside MPI calls); the training loop calls it between layers. No-op for NCCL.
+  virtual void progress() {}
+  // Waits for outstanding device work (NCCL stream); no-op for MPI.
+  virtual void synchronize() {}
+};
+
+}  // namespace cnnscale

@@ -1,0 +1,25 @@
+// check_cuda.cpp — cudaCheck / ncclCheck bodies (see check.hpp).
+#include <cstdio>
+
+#include "comm/check.hpp"
+#include "util/log.hpp"
+
+namespace cnnscale {
+
+void cuda_check(cudaError_t rc, const char* call, const char* file, int line) {
+  if (rc == cudaSuccess) return;
+  char where[512];
+  std::snprintf(where, sizeof(where), "%s failed at %s:%d on rank %d: %s", call, file, line, log_rank(),
+                cudaGetErrorString(rc));
+  abort_job(where);
+}
+
+void nccl_check(ncclResult_t rc, const char* call, const char* file, int line) {
+  if (rc == ncclSuccess) return;
+  char where[512];
+  std::snprintf(where, sizeof(where), "%s failed at %s:%d on rank %d: %s", call, file, line, log_rank(),
+                ncclGetErrorString(rc));
+  abort_job(where);
+}
+
+}  // namespace cnnscale

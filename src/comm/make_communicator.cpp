@@ -1,0 +1,52 @@
+// make_communicator.cpp — see make_communicator.hpp.
+#include "comm/make_communicator.hpp"
+
+#include "comm/check.hpp"
+#include "comm/mpi_communicator.hpp"
+#include "comm/nccl_communicator.hpp"
+#include "util/error.hpp"
+
+namespace cnnscale {
+
+bool built_with_cuda() {
+#ifdef CNNSCALE_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+Backend parse_backend(const std::string& s) {
+  if (s == "auto") return Backend::automatic;
+  if (s == "mpi") return Backend::mpi;
+  if (s == "nccl") return Backend::nccl;
+  fail("--backend ", s, " is not a backend; use auto, mpi or nccl");
+}
+
+Backend resolve_backend(Backend requested, const ProcessContext& ctx) {
+  int has_gpu = ctx.device >= 0 ? 1 : 0, all_gpu = 0;
+  mpiCheck(MPI_Allreduce(&has_gpu, &all_gpu, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (requested == Backend::mpi) return Backend::mpi;
+  if (requested == Backend::nccl) {
+    if (!built_with_cuda())
+      fail("--backend nccl: this cnnscale was built without CUDA/NCCL (-DCNNSCALE_CUDA=OFF or no toolkit "
+           "found); use --backend mpi or rebuild with the CUDA toolkit");
+    if (!has_gpu)
+      fail("--backend nccl needs a GPU on every rank, but rank ", ctx.rank, " on ", ctx.host,
+           " sees none (check CUDA_VISIBLE_DEVICES and --gres=gpu); use --backend mpi for CPU runs");
+    if (!all_gpu) fail("--backend nccl needs a GPU on every rank, but some ranks have none; use --backend mpi");
+    return Backend::nccl;
+  }
+  return (built_with_cuda() && all_gpu) ? Backend::nccl : Backend::mpi;
+}
+
+std::unique_ptr<Communicator> make_communicator(Backend requested, const ProcessContext& ctx) {
+  Backend b = resolve_backend(requested, ctx);
+#ifdef CNNSCALE_HAVE_CUDA
+  if (b == Backend::nccl) return std::make_unique<NcclCommunicator>(MPI_COMM_WORLD, ctx.device);
+#endif
+  (void)b;
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
+}
+
+}  // namespace cnnscale

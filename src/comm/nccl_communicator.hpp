@@ -1,0 +1,37 @@
+// nccl_communicator.hpp — Communicator over NCCL on device buffers, with its own
+// CUDA stream. Set-up: broadcast_nccl_unique_id, then ncclCommInitRank on the
+// rank's bound device. On a failure the communicator is aborted (ncclCommAbort)
+// and the job ends with the library's error string, never a hang.
+#pragma once
+#ifdef CNNSCALE_HAVE_CUDA
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include "comm/communicator.hpp"
+
+namespace cnnscale {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(MPI_Comm parent, int device);
+  ~NcclCommunicator() override;
+  std::string backend() const override { return "nccl"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  bool device_buffers() const override { return true; }
+  void allreduce_sum(void* buf, size_t count, DType t) override;
+  std::unique_ptr<PendingReduce> allreduce_sum_async(void* buf, size_t count, DType t) override;
+  void broadcast(void* buf, size_t bytes, int root) override;
+  void barrier() override;
+  void synchronize() override;
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  int rank_ = 0, size_ = 1, device_ = 0;
+};
+
+}  // namespace cnnscale
+#endif

@@ -1,0 +1,121 @@
+// bootstrap.cpp — see bootstrap.hpp.
+#include "launch/bootstrap.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "launch/detect_launcher.hpp"
+#include "launch/device_binding.hpp"
+#include "launch/pmix_query.hpp"
+#include "util/env.hpp"
+#include "util/error.hpp"
+#include "util/log.hpp"
+
+namespace cnnscale {
+namespace {
+
+std::string hostname() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+}  // namespace
+
+int launcher_rank_or_zero() {
+  try {
+    return detect_launcher(process_env()).rank;
+  } catch (const UserError&) {
+    return 0;
+  }
+}
+
+bool mpi_active() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+void finalize_mpi() {
+  if (mpi_active()) MPI_Finalize();
+}
+
+void check_launch_against_mpi(const LaunchInfo& info, int mpi_rank, int mpi_size) {
+  if (info.size < 0) return;  // nothing to compare
+  if (info.size > 1 && mpi_size == 1) {
+    if (info.kind == LauncherKind::slurm)
+      fail("srun started ", info.size, " tasks (", info.size_var, "=", info.size,
+           ") but MPI sees a world of 1: this srun ran without PMIx/PMI support, so every task is rank 0 "
+           "of its own job. Launch with `srun --mpi=pmix` (or `--mpi=pmi2`); `srun --mpi=list` shows what "
+           "this Slurm supports");
+    fail("the ", info.name, " environment says ", info.size, " ranks (", info.size_var, "=", info.size,
+         ") but MPI sees a world of 1: the MPI library was not started by that launcher. Launch with "
+         "`srun --mpi=pmix` or `mpirun -n ", info.size, "`, or unset the stale ", info.size_var);
+  }
+  if (info.size != mpi_size)
+    fail("the ", info.name, " environment says ", info.size, " ranks (", info.size_var,
+         ") but MPI_COMM_WORLD has ", mpi_size, "; the launch is inconsistent (stale variables from "
+         "another launcher?)");
+  if (info.rank != mpi_rank)
+    fail("the ", info.name, " environment says this is rank ", info.rank, " (", info.rank_var,
+         ") but MPI says rank ", mpi_rank, "; the launch is inconsistent");
+}
+
+ProcessContext bootstrap(const BootstrapOptions& opts) {
+  ProcessContext ctx;
+  ctx.launch = detect_launcher(process_env());
+  check_pmi_available(ctx.launch);
+  if (ctx.launch.kind == LauncherKind::pmix) {
+    query_pmix(ctx.launch);
+    validate_launch_info(ctx.launch);
+  }
+
+  if (!mpi_active()) {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    ctx.mpi_thread_level = provided;
+  } else {
+    MPI_Query_thread(&ctx.mpi_thread_level);
+  }
+  if (ctx.launch.kind == LauncherKind::pmix) release_pmix();
+  MPI_Comm_rank(MPI_COMM_WORLD, &ctx.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ctx.size);
+  set_log_rank(ctx.rank);
+  check_launch_against_mpi(ctx.launch, ctx.rank, ctx.size);
+
+  // Topology from MPI itself: ranks sharing memory form a node.
+  ctx.host = hostname();
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, ctx.rank, MPI_INFO_NULL, &ctx.local_comm);
+  MPI_Comm_rank(ctx.local_comm, &ctx.local_rank);
+  MPI_Comm_size(ctx.local_comm, &ctx.local_size);
+  int leader = ctx.local_rank == 0 ? 1 : 0;
+  MPI_Allreduce(&leader, &ctx.num_nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  // Node id = number of node leaders with a lower world rank than this node's leader.
+  int leader_rank = ctx.rank;
+  MPI_Bcast(&leader_rank, 1, MPI_INT, 0, ctx.local_comm);
+  std::vector<int> leaders(static_cast<size_t>(ctx.size));
+  MPI_Allgather(&leader_rank, 1, MPI_INT, leaders.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  std::sort(leaders.begin(), leaders.end());
+  leaders.erase(std::unique(leaders.begin(), leaders.end()), leaders.end());
+  ctx.node_id = static_cast<int>(std::lower_bound(leaders.begin(), leaders.end(), leader_rank) - leaders.begin());
+
+  // Device: gather every local rank's visible set, then choose.
+  VisibleDevices mine = opts.use_gpu ? query_visible_devices() : VisibleDevices{"(cpu)", 0};
+  char key[256] = {0};
+  std::strncpy(key, mine.key.c_str(), sizeof(key) - 1);
+  std::vector<char> keys(256 * static_cast<size_t>(ctx.local_size));
+  std::vector<int> counts(static_cast<size_t>(ctx.local_size));
+  MPI_Allgather(key, 256, MPI_CHAR, keys.data(), 256, MPI_CHAR, ctx.local_comm);
+  MPI_Allgather(&mine.count, 1, MPI_INT, counts.data(), 1, MPI_INT, ctx.local_comm);
+  std::vector<VisibleDevices> local(static_cast<size_t>(ctx.local_size));
+  for (int i = 0; i < ctx.local_size; ++i) local[i] = {std::string(&keys[256 * i]), counts[i]};
+  ctx.device = choose_device(local, ctx.local_rank, opts.allow_gpu_sharing, ctx.host).device;
+  ctx.device_label = device_name(ctx.device);
+  return ctx;
+}
+
+}  // namespace cnnscale

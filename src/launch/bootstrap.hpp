@@ -1,0 +1,50 @@
+// bootstrap.hpp — turns "a process was started" into "rank r of an MPI world of W,
+// on node n, bound to device d", checking the launcher against MPI.
+//
+// Order: detect_launcher (env) → check_pmi_available → PMIx_Get when under PMIx →
+// MPI_Init_thread → compare MPI's rank/size with the launcher's → node topology from
+// MPI (shared-memory split, distinct hosts) → device choice among local ranks.
+// Any disagreement throws UserError on every rank (each rank sees the same facts).
+#pragma once
+#include <mpi.h>
+
+#include <string>
+
+#include "launch/launch_info.hpp"
+
+namespace cnnscale {
+
+struct BootstrapOptions {
+  bool use_gpu = true;           // false: always bind the CPU (e.g. --backend mpi --device cpu)
+  bool allow_gpu_sharing = false;
+};
+
+struct ProcessContext {
+  LaunchInfo launch;             // what the launcher said (checked against MPI)
+  int rank = 0, size = 1;        // MPI_COMM_WORLD
+  int local_rank = 0, local_size = 1;
+  int node_id = 0, num_nodes = 1;
+  std::string host;
+  int device = -1;               // CUDA ordinal, -1 = CPU
+  std::string device_label = "cpu";
+  int mpi_thread_level = 0;
+  MPI_Comm local_comm = MPI_COMM_NULL;  // ranks on this node
+};
+
+// Initialises MPI (once) and returns the context. Throws UserError on a bad launch.
+ProcessContext bootstrap(const BootstrapOptions& opts);
+
+// Parses the environment only (no MPI): used to decide which rank prints errors
+// that happen before bootstrap. Returns 0 when the environment says nothing usable.
+int launcher_rank_or_zero();
+
+// Compares the launcher's view with MPI's; throws UserError describing the mismatch.
+void check_launch_against_mpi(const LaunchInfo& info, int mpi_rank, int mpi_size);
+
+// MPI_Finalize if initialised and not yet finalised.
+void finalize_mpi();
+
+// True between MPI_Init and MPI_Finalize.
+bool mpi_active();
+
+}  // namespace cnnscale

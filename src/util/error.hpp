@@ -1,0 +1,51 @@
+// error.hpp — how cnnscale reports failures.
+//
+// UserError: a mistake the user can fix (bad option, bad file, bad launch). The
+// command-line front end prints it as one line "cnnscale: error: <what>" and exits
+// with status 2 (or aborts the MPI job when other ranks may be waiting).
+// fail(...) builds and throws one from streamable parts; fail_collective(rank, ...)
+// marks it as found by every rank alike.
+#pragma once
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace cnnscale {
+
+class UserError : public std::runtime_error {
+ public:
+  explicit UserError(const std::string& what) : std::runtime_error(what) {}
+};
+
+// A mistake every rank detects identically (same options, same files): main() lets
+// rank 0 print it once and every rank leaves through MPI_Finalize, no MPI_Abort.
+class CollectiveError : public UserError {
+ public:
+  CollectiveError(const std::string& what, int rank) : UserError(what), rank_(rank) {}
+  int rank() const { return rank_; }
+
+ private:
+  int rank_;
+};
+
+template <typename... Parts>
+[[noreturn]] void fail_collective(int rank, const Parts&... parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  throw CollectiveError(os.str(), rank);
+}
+
+template <typename... Parts>
+[[noreturn]] void fail(const Parts&... parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  throw UserError(os.str());
+}
+
+// Prints "cnnscale: error: <message>" to stderr (one line, flushed).
+void print_error(const std::string& message);
+
+// Exit status used for user errors.
+constexpr int kUserErrorStatus = 2;
+
+}  // namespace cnnscale

@@ -1,0 +1,29 @@
+// Under mpiexec: the bootstrap's view of the launch agrees with MPI's.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include "launch/bootstrap.hpp"
+#include "launch/device_binding.hpp"
+
+using namespace cnnscale;
+
+TEST(BootstrapMpi, AgreesWithMpi) {
+  BootstrapOptions o;
+  ProcessContext ctx = bootstrap(o);
+  int rank = -1, size = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  EXPECT_EQ(ctx.rank, rank);
+  EXPECT_EQ(ctx.size, size);
+  EXPECT_EQ(ctx.launch.rank, rank);
+  EXPECT_EQ(ctx.launch.size, size);
+  EXPECT_EQ(ctx.launch.kind, LauncherKind::pmix);  // Open MPI's mpiexec serves PMIx
+  EXPECT_EQ(ctx.num_nodes, 1);
+  EXPECT_EQ(ctx.node_id, 0);
+  EXPECT_EQ(ctx.local_size, size);
+  EXPECT_EQ(ctx.local_rank, rank);
+  EXPECT_EQ(ctx.launch.local_rank, rank);
+  EXPECT_EQ(ctx.launch.local_size, size);
+  if (query_visible_devices().count == 0) EXPECT_EQ(ctx.device, -1);
+  else EXPECT_GE(ctx.device, 0);
+}
