@@ -1,0 +1,63 @@
+// batch_source.hpp — the contract between the input pipeline and the training loop.
+//
+// A BatchSource yields, for this rank, its slice of each global batch, in order.
+// The global order of an epoch is a pure function of (seed, epoch) (see sampler.hpp):
+// rank r of W takes samples [r*B, (r+1)*B) of each global batch of W*B samples, so a
+// 1-rank run with batch W*B sees the same global batches as a W-rank run with B.
+// Images arrive normalised (float, N×C×H×W); normalisation and uint8→float happen
+// in the reader thread, never on the training thread.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cnnscale {
+
+struct SampleShape {
+  int channels = 1, height = 28, width = 28;
+  int64_t numel() const { return int64_t{channels} * height * width; }
+};
+
+struct Batch {
+  int epoch = 0;                 // 0-based
+  int64_t step_in_epoch = 0;     // 0-based step within the epoch
+  int64_t count = 0;             // samples on this rank (the per-rank batch size)
+  int64_t rank_offset = 0;       // position of this rank's first sample in the global batch
+  std::vector<float> images;     // count × shape.numel(), normalised
+  std::vector<int32_t> labels;   // count, each in [0, classes)
+  std::vector<int64_t> sample_ids;  // global sample index of each image (drives dropout RNG)
+};
+
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  virtual SampleShape shape() const = 0;
+  virtual int classes() const = 0;
+  virtual int64_t samples() const = 0;          // samples in the split
+  virtual int64_t steps_per_epoch() const = 0;  // global batches per epoch
+  // Positions the source so that the next batch is (epoch, step_in_epoch). Used at
+  // start and on resume; cheap to call once.
+  virtual void seek(int epoch, int64_t step_in_epoch) = 0;
+  // Fills `out` with the next batch (blocking until it is ready; swaps buffers, so
+  // `out`'s old storage is reused). Rolls over to the next epoch after the last step.
+  virtual void next(Batch& out) = 0;
+  // Seconds the caller spent blocked inside next() since the last call (then reset).
+  virtual double take_wait_seconds() = 0;
+};
+
+// Evaluation over a split: every sample exactly once across ranks, no padding, no
+// duplicates. Rank r takes a contiguous, nearly equal share; the last batch of a
+// rank may be short; ranks may have different numbers of batches (evaluation does
+// no per-batch collective).
+class EvalSource {
+ public:
+  virtual ~EvalSource() = default;
+  virtual int64_t samples() const = 0;          // whole split
+  virtual int64_t local_samples() const = 0;    // this rank's share
+  virtual void rewind() = 0;
+  // Next batch of at most max_batch of this rank's share; false at the end.
+  virtual bool next(Batch& out, int64_t max_batch) = 0;
+};
+
+}  // namespace cnnscale

@@ -1,0 +1,83 @@
+// model.hpp — the contract between the network and the training loop.
+//
+// A Model owns its parameters and gradients in two flat float buffers laid out in
+// REVERSE registration order (the last layer's parameters first), so that gradients
+// become ready front-to-back during backward and a communication bucket is a
+// contiguous range of the gradient buffer (no copies for the allreduce).
+// Parameter names and layouts are PyTorch's state_dict ones (conv1.weight O×I×kH×kW,
+// fc1.weight out×in, bn.running_mean ...).
+//
+// Loss convention for exact data parallelism: forward_backward returns the SUM of the
+// per-sample cross-entropy losses of the local batch, and accumulates gradients of
+// (sum of local losses) × loss_scale, with loss_scale = 1/global_batch. Summing the
+// gradients over ranks then gives exactly the gradient of the global-batch mean.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/batch_source.hpp"
+
+namespace cnnscale {
+
+struct ParamInfo {
+  std::string name;              // PyTorch state_dict name, e.g. "conv1.weight"
+  std::vector<int64_t> shape;    // PyTorch layout
+  size_t offset = 0;             // into the flat parameter / gradient buffers
+  size_t numel = 0;
+  bool trainable = true;         // false for buffers such as bn.running_mean (no grad)
+  bool decay = true;             // weight decay applies (weights yes, biases/bn no)
+};
+
+enum class Precision { fp32, bf16 };
+
+struct StepContext {
+  uint64_t seed = 0;             // run seed
+  int64_t step = 0;              // global optimiser step (0-based)
+  const int64_t* sample_ids = nullptr;  // global index of each sample in the batch
+  bool training = true;          // dropout active, batch-norm uses batch statistics
+  float loss_scale = 1.f;        // see above
+};
+
+// Called during backward when the gradients of all parameters with flat offset
+// >= first_ready_offset are final (monotonically decreasing offsets). The training
+// loop launches bucket allreduces from it.
+using GradReadyFn = std::function<void(size_t first_ready_offset)>;
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual std::string name() const = 0;          // "mnist_cnn", or the spec text
+  virtual std::string spec() const = 0;          // canonical one-line spec
+  virtual const std::vector<ParamInfo>& params() const = 0;
+  virtual float* param_data() = 0;               // flat, size param_count()
+  virtual float* grad_data() = 0;                // flat, same layout; zero for non-trainable
+  virtual size_t param_count() const = 0;
+  virtual int classes() const = 0;
+
+  // Allocates activations and builds primitives for up to max_batch samples.
+  // Called once before training (and again only if max_batch grows).
+  virtual void prepare(int64_t max_batch, Precision precision) = 0;
+
+  // Forward, loss and backward on n samples. Gradients are OVERWRITTEN (not
+  // accumulated). Returns the sum of per-sample losses. on_ready may be empty.
+  virtual double forward_backward(const float* images, const int32_t* labels, int64_t n,
+                                  const StepContext& ctx, const GradReadyFn& on_ready) = 0;
+
+  // Inference (dropout off, batch-norm running stats): writes n × classes logits.
+  virtual void forward_eval(const float* images, int64_t n, float* logits) = 0;
+
+  // Re-initialises parameters as PyTorch does by default (Kaiming-uniform(a=√5)
+  // weights, uniform(±1/√fan_in) biases; bn weight 1, bias 0), from seed.
+  virtual void init_params(uint64_t seed) = 0;
+};
+
+// Builds a model from a built-in name (mnist_cnn, lenet5, resnet20) or a one-line spec
+// such as "conv(32,3) relu conv(64,3) relu maxpool(2) dropout(0.25) flatten linear(128)
+// relu dropout(0.5) linear(10)", for inputs of the given shape. Throws UserError with
+// the position of a mistake in a spec.
+std::unique_ptr<Model> make_model(const std::string& name_or_spec, const SampleShape& input, int classes);
+
+}  // namespace cnnscale
