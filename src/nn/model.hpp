@@ -41,10 +41,10 @@ struct StepContext {
   float loss_scale = 1.f;        // see above
 };
 
-// Called during backward when the gradients of all parameters with flat offset
-// >= first_ready_offset are final (monotonically decreasing offsets). The training
-// loop launches bucket allreduces from it.
-using GradReadyFn = std::function<void(size_t first_ready_offset)>;
+// Called during backward each time more gradients are final: all gradients with flat
+// offset < ready_end are final (ready_end only grows; the last call has
+// ready_end == param_count()). The training loop launches bucket allreduces from it.
+using GradReadyFn = std::function<void(size_t ready_end)>;
 
 class Model {
  public:
