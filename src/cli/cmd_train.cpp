@@ -1,9 +1,89 @@
-// cmd_train.cpp — `cnnscale train` (not built yet: see the open issue for it).
+// cmd_train.cpp — `cnnscale train`: options (command line and --config INI) → TrainOptions.
 #include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "train/trainer.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale::cli {
 
-int cmd_train(int, char**) { fail("`cnnscale train` is not available in this build yet"); }
+int cmd_train(int argc, char** argv) {
+  CommandSpec spec{
+      "train", "cnnscale train (--data DIR | --synthetic) [options]",
+      "Data-parallel training with exact DDP semantics: rank 0's initial parameters are broadcast,\n"
+      "gradients are summed in buckets overlapped with backward, and W ranks with batch B each follow\n"
+      "the same trajectory as one rank with batch W*B. Every long option may also come from an INI\n"
+      "file given with --config (key = value, keys without the dashes; the command line wins).",
+      "Examples:\n"
+      "  cnnscale prep --format idx --input /usr/share/datasets/fashion-mnist --output data/fmnist --shards 8\n"
+      "  mpirun -n 2 cnnscale train --data data/fmnist --epochs 5 --run-dir runs/fmnist-2\n"
+      "  srun --mpi=pmix cnnscale train --synthetic --max-steps 200 --run-dir runs/syn-$SLURM_JOB_ID\n"
+      "Outputs (with --run-dir): metrics.jsonl, run.json (read by `cnnscale report`), checkpoints/."};
+  TrainOptions o;
+  po::options_description input("Input");
+  input.add_options()("data", po::value(&o.data_dir), "dataset directory written by `cnnscale prep`")(
+      "synthetic", po::bool_switch(&o.synthetic), "deterministic random images instead of a data set (throughput)")(
+      "synthetic-samples", po::value(&o.synthetic_samples)->default_value(o.synthetic_samples),
+      "samples per synthetic epoch")(
+      "drop-last", po::value(&o.drop_last)->default_value(true)->implicit_value(true),
+      "drop the epoch's tail that does not fill a global batch (default)")(
+      "no-drop-last", po::bool_switch(), "wrap around to fill the last global batch instead")(
+      "prefetch", po::value(&o.prefetch)->default_value(o.prefetch), "batches the reader thread keeps ready")(
+      "cache", po::value(&o.cache)->default_value(o.cache), "none|memory: keep this rank's samples after first read");
+  po::options_description model("Model and numerics");
+  model.add_options()("model", po::value(&o.model)->default_value(o.model),
+                      "mnist_cnn | lenet5 | resnet20 | a one-line spec, e.g. \"conv(32,3) relu maxpool(2) flatten "
+                      "linear(10)\"")(
+      "precision", po::value(&o.precision)->default_value(o.precision), "fp32|bf16 (bf16 compute, fp32 master weights)")(
+      "threads", po::value(&o.threads)->default_value(o.threads), "compute threads per rank");
+  po::options_description sched("Schedule and optimiser");
+  sched.add_options()("epochs", po::value(&o.epochs)->default_value(o.epochs), "passes over the training split")(
+      "max-steps", po::value(&o.max_steps)->default_value(0), "stop after this many steps (0: no limit)")(
+      "batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "samples per rank per step")(
+      "seed", po::value(&o.seed)->default_value(o.seed), "seed for initialisation, sample order and dropout")(
+      "lr", po::value(&o.lr.lr)->default_value(o.lr.lr), "learning rate (for --lr-reference-batch)")(
+      "lr-scaling", po::value(&o.lr.scaling)->default_value(o.lr.scaling),
+      "linear|sqrt|none: scale --lr by global batch / reference batch")(
+      "lr-reference-batch", po::value(&o.lr.reference_batch)->default_value(o.lr.reference_batch),
+      "the batch --lr was tuned for")(
+      "warmup-epochs", po::value(&o.lr.warmup_epochs)->default_value(o.lr.warmup_epochs),
+      "ramp from --lr to the scaled lr over this many epochs (Goyal et al.)")(
+      "lr-decay", po::value(&o.lr.decay)->default_value(o.lr.decay), "none|step|cosine after warm-up")(
+      "lr-step-epochs", po::value(&o.lr.step_epochs)->default_value(o.lr.step_epochs), "epochs per step decay")(
+      "lr-gamma", po::value(&o.lr.gamma)->default_value(o.lr.gamma), "factor per step decay")(
+      "optimizer", po::value(&o.optimizer.kind)->default_value(o.optimizer.kind), "sgd|adamw")(
+      "momentum", po::value(&o.optimizer.momentum)->default_value(o.optimizer.momentum), "SGD momentum")(
+      "nesterov", po::bool_switch(&o.optimizer.nesterov), "Nesterov momentum")(
+      "weight-decay", po::value(&o.optimizer.weight_decay)->default_value(o.optimizer.weight_decay),
+      "L2 (SGD) or decoupled (AdamW) weight decay")(
+      "beta1", po::value(&o.optimizer.beta1)->default_value(o.optimizer.beta1), "AdamW beta1")(
+      "beta2", po::value(&o.optimizer.beta2)->default_value(o.optimizer.beta2), "AdamW beta2")(
+      "no-eval", po::bool_switch(), "skip test-split evaluation at epoch ends");
+  po::options_description par("Parallelism");
+  par.add_options()("backend", po::value(&o.backend)->default_value(o.backend), "auto|mpi|nccl")(
+      "allow-gpu-sharing", po::bool_switch(&o.allow_gpu_sharing), "let several ranks share one GPU")(
+      "bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb), "gradient bucket size (MiB)")(
+      "first-bucket-mb", po::value(&o.first_bucket_mb)->default_value(o.first_bucket_mb),
+      "size of the first bucket, started earliest in backward (MiB)");
+  po::options_description out("Output, checkpoints and faults");
+  out.add_options()("run-dir", po::value(&o.run_dir), "write metrics.jsonl, run.json and checkpoints/ here")(
+      "log-every", po::value(&o.log_every)->default_value(o.log_every), "steps between progress lines")(
+      "checkpoint-every", po::value(&o.checkpoint_every)->default_value(0), "checkpoint every N steps (0: off)")(
+      "resume", po::value(&o.resume)->default_value(o.resume), "auto|none|PATH")(
+      "keep-checkpoints", po::value(&o.keep_checkpoints)->default_value(o.keep_checkpoints),
+      "newest checkpoints to keep")(
+      "collective-timeout", po::value(&o.collective_timeout)->default_value(o.collective_timeout),
+      "seconds before a silent rank is reported")(
+      "on-nan", po::value(&o.on_nan)->default_value(o.on_nan), "stop|skip-step when the loss is not finite");
+  po::options_description all("Options");
+  all.add(input).add(model).add(sched).add(par).add(out);
+  auto parsed = parse_options(spec, argc, argv, all, {}, /*allow_config=*/true);
+  if (parsed.help) {
+    print_help(spec, all);
+    return 0;
+  }
+  if (parsed.vm["no-drop-last"].as<bool>()) o.drop_last = false;
+  if (parsed.vm["no-eval"].as<bool>()) o.evaluate = false;
+  return run_training(o);
+}
 
 }  // namespace cnnscale::cli

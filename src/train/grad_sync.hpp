@@ -1,0 +1,48 @@
+// grad_sync.hpp — DDP-style gradient averaging in buckets, overlapped with backward.
+//
+// The gradient buffer is split into contiguous buckets (the model lays gradients out
+// last-layer-first, so they become final front to back). The first bucket is capped
+// at first_bucket_bytes (PyTorch DDP's 1 MB), the rest at bucket_bytes (--bucket-mb).
+// During backward, on_ready(ready_end) starts a non-blocking sum for every bucket
+// that is now complete; finish() starts what is left and waits for all. With the
+// model's loss_scale = 1/global_batch the sum is the global-batch mean gradient.
+// A world of one rank does nothing.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.hpp"
+
+namespace cnnscale {
+
+struct Bucket {
+  size_t begin = 0, end = 0;  // flat gradient offsets
+};
+
+// Splits [0, total) at parameter boundaries (param_ends: sorted ends of each
+// parameter's flat range) into buckets of at most the caps (a single parameter larger
+// than a cap gets a bucket of its own).
+std::vector<Bucket> plan_buckets(const std::vector<size_t>& param_ends, size_t first_bucket_bytes,
+                                 size_t bucket_bytes);
+
+class GradSync {
+ public:
+  GradSync(Communicator& comm, float* grads, std::vector<Bucket> buckets, DType wire = DType::f32);
+  // Starts every complete, not yet started bucket with end <= ready_end.
+  void on_ready(size_t ready_end);
+  // Starts the remaining buckets and waits for all; returns seconds spent waiting.
+  double finish();
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  size_t bytes_per_step() const;
+
+ private:
+  Communicator& comm_;
+  float* grads_;
+  std::vector<Bucket> buckets_;
+  DType wire_;
+  size_t next_ = 0;
+  std::vector<std::unique_ptr<PendingReduce>> pending_;
+};
+
+}  // namespace cnnscale

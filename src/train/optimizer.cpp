@@ -1,0 +1,111 @@
+// optimizer.cpp — see optimizer.hpp.
+#include "train/optimizer.hpp"
+
+#include <cmath>
+
+#include "util/error.hpp"
+
+namespace cnnscale {
+namespace {
+
+// The flat [begin, end) ranges the optimiser updates (trainable parameters only).
+std::vector<std::pair<size_t, size_t>> trainable_ranges(const std::vector<ParamInfo>& params) {
+  std::vector<std::pair<size_t, size_t>> r;
+  for (const auto& p : params) {
+    if (!p.trainable) continue;
+    if (!r.empty() && r.back().second == p.offset) r.back().second = p.offset + p.numel;
+    else r.emplace_back(p.offset, p.offset + p.numel);
+  }
+  return r;
+}
+
+class Sgd final : public Optimizer {
+ public:
+  Sgd(const OptimizerOptions& o, const std::vector<ParamInfo>& params, size_t n)
+      : o_(o), ranges_(trainable_ranges(params)), buf_(o.momentum != 0 ? n : 0, 0.f) {}
+  std::string kind() const override { return "sgd"; }
+  void step(float* p, const float* g, double lr) override {
+    const float mom = static_cast<float>(o_.momentum), wd = static_cast<float>(o_.weight_decay);
+    const float flr = static_cast<float>(lr);
+    const bool first = steps_ == 0;
+    for (auto [b, e] : ranges_) {
+      if (mom == 0.f) {
+        for (size_t i = b; i < e; ++i) p[i] -= flr * (g[i] + wd * p[i]);
+        continue;
+      }
+      float* buf = buf_.data();
+      for (size_t i = b; i < e; ++i) {
+        float d = g[i] + wd * p[i];
+        buf[i] = first ? d : mom * buf[i] + d;  // torch: buf = d on the first step
+        p[i] -= flr * (o_.nesterov ? d + mom * buf[i] : buf[i]);
+      }
+    }
+    ++steps_;
+  }
+  std::vector<std::pair<std::string, std::vector<float>*>> state() override {
+    if (buf_.empty()) return {};
+    return {{"momentum_buffer", &buf_}};
+  }
+  long long steps_taken() const override { return steps_; }
+  void set_steps_taken(long long s) override { steps_ = s; }
+
+ private:
+  OptimizerOptions o_;
+  std::vector<std::pair<size_t, size_t>> ranges_;
+  std::vector<float> buf_;
+  long long steps_ = 0;
+};
+
+class AdamW final : public Optimizer {
+ public:
+  AdamW(const OptimizerOptions& o, const std::vector<ParamInfo>& params, size_t n)
+      : o_(o), ranges_(trainable_ranges(params)), m_(n, 0.f), v_(n, 0.f) {}
+  std::string kind() const override { return "adamw"; }
+  void step(float* p, const float* g, double lr) override {
+    ++steps_;
+    const double bc1 = 1.0 - std::pow(o_.beta1, static_cast<double>(steps_));
+    const double bc2 = 1.0 - std::pow(o_.beta2, static_cast<double>(steps_));
+    const float b1 = static_cast<float>(o_.beta1), b2 = static_cast<float>(o_.beta2);
+    const float decay = static_cast<float>(1.0 - lr * o_.weight_decay);
+    const float step_size = static_cast<float>(lr / bc1);
+    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+    const float eps = static_cast<float>(o_.eps);
+    for (auto [b, e] : ranges_) {
+      for (size_t i = b; i < e; ++i) {
+        p[i] *= decay;
+        m_[i] = b1 * m_[i] + (1.f - b1) * g[i];
+        v_[i] = b2 * v_[i] + (1.f - b2) * g[i] * g[i];
+        p[i] -= step_size * m_[i] / (std::sqrt(v_[i]) * inv_sqrt_bc2 + eps);
+      }
+    }
+  }
+  std::vector<std::pair<std::string, std::vector<float>*>> state() override {
+    return {{"exp_avg", &m_}, {"exp_avg_sq", &v_}};
+  }
+  long long steps_taken() const override { return steps_; }
+  void set_steps_taken(long long s) override { steps_ = s; }
+
+ private:
+  OptimizerOptions o_;
+  std::vector<std::pair<size_t, size_t>> ranges_;
+  std::vector<float> m_, v_;
+  long long steps_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, const std::vector<ParamInfo>& params,
+                                          size_t param_count) {
+  if (o.momentum < 0 || o.weight_decay < 0) fail("--momentum and --weight-decay must not be negative");
+  if (o.kind == "sgd") {
+    if (o.nesterov && o.momentum <= 0) fail("--nesterov needs --momentum > 0 (as in PyTorch)");
+    return std::make_unique<Sgd>(o, params, param_count);
+  }
+  if (o.kind == "adamw") {
+    if (!(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1)) fail("--betas must lie in [0, 1)");
+    return std::make_unique<AdamW>(o, params, param_count);
+  }
+  fail("--optimizer ", o.kind, " is not supported; use sgd or adamw");
+}
+
+}  // namespace cnnscale

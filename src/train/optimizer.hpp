@@ -1,0 +1,39 @@
+// optimizer.hpp — parameter updates with PyTorch's exact semantics, on the model's
+// flat buffers: SGD (momentum, dampening 0, Nesterov, L2 weight decay added to the
+// gradient) and AdamW (decoupled weight decay). Non-trainable ranges (batch-norm
+// running statistics) are never touched. State is flat too, for checkpoints.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/model.hpp"
+
+namespace cnnscale {
+
+struct OptimizerOptions {
+  std::string kind = "sgd";      // sgd | adamw
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // One update of params from grads (flat, n elements) at learning rate lr.
+  virtual void step(float* params, const float* grads, double lr) = 0;
+  virtual std::string kind() const = 0;
+  // Named flat state buffers (e.g. "momentum_buffer", "exp_avg", "exp_avg_sq") and scalars.
+  virtual std::vector<std::pair<std::string, std::vector<float>*>> state() = 0;
+  virtual long long steps_taken() const = 0;
+  virtual void set_steps_taken(long long s) = 0;
+};
+
+// Throws UserError for an unknown kind or a bad value.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, const std::vector<ParamInfo>& params,
+                                          size_t param_count);
+
+}  // namespace cnnscale

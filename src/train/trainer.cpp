@@ -1,0 +1,332 @@
+// trainer.cpp — see trainer.hpp. The loop, per step:
+//   data (wait for the prefetched slice of the global batch)
+//   compute (forward + backward; bucket allreduces start from the grad-ready hook)
+//   comm_exposed (wait for the buckets still in flight)
+//   optimizer (update the flat parameters)
+// and, at log intervals, one allreduce of the loss for the progress line.
+#include "train/trainer.hpp"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "comm/check.hpp"
+#include "comm/make_communicator.hpp"
+#include "data/open_source.hpp"
+#include "launch/bootstrap.hpp"
+#include "nn/model.hpp"
+#include "train/grad_sync.hpp"
+#include "train/lr_schedule.hpp"
+#include "train/optimizer.hpp"
+#include "train/run_files.hpp"
+#include "train/step_stats.hpp"
+#include "util/error.hpp"
+#include "util/log.hpp"
+
+namespace cnnscale {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string format_duration(double s) {
+  if (!(s >= 0) || s > 1e7) return "?";
+  long t = std::lround(s);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+  return buf;
+}
+
+struct EvalResult {
+  double accuracy = 0, loss = 0;
+  int64_t samples = 0;
+};
+
+// Exact distributed evaluation: every test sample counted once, whatever the world size.
+EvalResult evaluate(Model& model, EvalSource& eval, int64_t max_batch, Batch& scratch, std::vector<float>& logits) {
+  eval.rewind();
+  double local[3] = {0, 0, 0};  // correct, samples, loss sum
+  const int classes = model.classes();
+  while (eval.next(scratch, max_batch)) {
+    const int64_t n = scratch.count;
+    logits.resize(static_cast<size_t>(n * classes));
+    model.forward_eval(scratch.images.data(), n, logits.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const float* z = &logits[static_cast<size_t>(i * classes)];
+      int best = 0;
+      float mx = z[0];
+      for (int c = 1; c < classes; ++c)
+        if (z[c] > mx) mx = z[c], best = c;
+      double se = 0;
+      for (int c = 0; c < classes; ++c) se += std::exp(static_cast<double>(z[c] - mx));
+      local[2] += std::log(se) - static_cast<double>(z[scratch.labels[static_cast<size_t>(i)]] - mx);
+      local[0] += best == scratch.labels[static_cast<size_t>(i)];
+    }
+    local[1] += static_cast<double>(n);
+  }
+  double global[3];
+  mpiCheck(MPI_Allreduce(local, global, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  EvalResult r;
+  r.samples = static_cast<int64_t>(global[1]);
+  if (r.samples != eval.samples())
+    abort_job("evaluation counted " + std::to_string(r.samples) + " samples but the test split has " +
+              std::to_string(eval.samples()) + " (internal error in the evaluation split)");
+  r.accuracy = r.samples ? global[0] / global[1] : 0;
+  r.loss = r.samples ? global[2] / global[1] : 0;
+  return r;
+}
+
+Precision parse_precision(const std::string& s) {
+  if (s == "fp32") return Precision::fp32;
+  if (s == "bf16") return Precision::bf16;
+  fail("--precision ", s, " is not supported; use fp32 or bf16");
+}
+
+}  // namespace
+
+int run_training(const TrainOptions& opt) {
+  // ---- validate what needs no other rank ----
+  const Precision precision = parse_precision(opt.precision);
+  validate_lr_options(opt.lr);
+  if (opt.batch_size < 1) fail("--batch-size must be at least 1 (it is per rank)");
+  if (opt.epochs < 1 && opt.max_steps <= 0) fail("--epochs must be at least 1 (or give --max-steps)");
+  if (opt.data_dir.empty() && !opt.synthetic)
+    fail("no input: give --data DIR (a `cnnscale prep` output) or --synthetic");
+  if (!opt.data_dir.empty() && opt.synthetic) fail("--data and --synthetic exclude each other; pick one");
+  if (opt.bucket_mb <= 0 || opt.first_bucket_mb <= 0) fail("--bucket-mb must be positive");
+  if (opt.log_every < 1) fail("--log-every must be at least 1");
+  Backend requested = parse_backend(opt.backend);
+  if (requested == Backend::nccl)
+    fail("--backend nccl: GPU training kernels are not part of this build yet; train with --backend mpi "
+         "(CPU, oneDNN) — `cnnscale allreduce --backend nccl` benchmarks NCCL itself");
+
+  // ---- who am I ----
+  BootstrapOptions bo;
+  bo.use_gpu = false;  // CPU kernels (oneDNN); see the check above
+  bo.allow_gpu_sharing = opt.allow_gpu_sharing;
+  ProcessContext ctx = bootstrap(bo);
+  auto comm = make_communicator(Backend::mpi, ctx);
+  const int rank = ctx.rank, world = ctx.size;
+  const int64_t global_batch = opt.batch_size * world;
+
+  // ---- data ----
+  DataOptions dopt;
+  dopt.dir = opt.data_dir;
+  dopt.synthetic = opt.synthetic;
+  dopt.synthetic_samples = opt.synthetic_samples;
+  dopt.batch_per_rank = opt.batch_size;
+  dopt.seed = opt.seed;
+  dopt.drop_last = opt.drop_last;
+  dopt.prefetch = opt.prefetch;
+  dopt.cache = opt.cache;
+  auto train = open_train_source(dopt, rank, world);
+  std::unique_ptr<EvalSource> eval;
+  if (opt.evaluate && !opt.synthetic) eval = open_eval_source(dopt, rank, world);
+
+  // ---- model ----
+  set_compute_threads(opt.threads);
+  auto model = make_model(opt.model, train->shape(), train->classes());
+  model->prepare(opt.batch_size, precision);
+  model->init_params(opt.seed);
+  comm->broadcast(model->param_data(), model->param_count() * sizeof(float), 0);  // rank 0's state everywhere
+  bool has_buffers = false;
+  std::vector<size_t> param_ends;
+  for (const auto& p : model->params()) {
+    param_ends.push_back(p.offset + p.numel);
+    has_buffers |= !p.trainable;
+  }
+  std::sort(param_ends.begin(), param_ends.end());
+
+  const int64_t steps_per_epoch = train->steps_per_epoch();
+  int64_t total_steps = steps_per_epoch * std::max(1, opt.epochs);
+  if (opt.max_steps > 0) total_steps = std::min<int64_t>(total_steps, opt.max_steps);
+  if (opt.max_steps > 0 && opt.epochs <= 1 && opt.max_steps > total_steps) total_steps = opt.max_steps;
+  const int epochs_planned = static_cast<int>((total_steps + steps_per_epoch - 1) / steps_per_epoch);
+
+  auto optimizer = make_optimizer(opt.optimizer, model->params(), model->param_count());
+  LrSchedule schedule(opt.lr, global_batch, steps_per_epoch, total_steps);
+  GradSync sync(*comm, model->grad_data(),
+                plan_buckets(param_ends, static_cast<size_t>(opt.first_bucket_mb * 1024 * 1024),
+                             static_cast<size_t>(opt.bucket_mb * 1024 * 1024)));
+
+  MetricsLog metrics;
+  if (rank == 0) metrics.open(opt.run_dir);
+  log_info("cnnscale train: " + std::to_string(world) + " rank(s) on " + std::to_string(ctx.num_nodes) +
+           " node(s), backend " + comm->backend() + ", model " + model->name() + " (" +
+           std::to_string(model->param_count()) + " parameters), " + opt.precision + ", batch " +
+           std::to_string(opt.batch_size) + "/rank = " + std::to_string(global_batch) + " global, " +
+           std::to_string(steps_per_epoch) + " steps/epoch, " + std::to_string(total_steps) + " steps, " +
+           std::to_string(sync.buckets().size()) + " gradient bucket(s)");
+  if (schedule.peak() != schedule.base())
+    log_info("learning rate " + std::to_string(schedule.base()) + " scaled to " + std::to_string(schedule.peak()) +
+             " (" + opt.lr.scaling + ", reference batch " + std::to_string(opt.lr.reference_batch) + ")");
+
+  // ---- loop ----
+  train->seek(0, 0);
+  Batch batch, eval_batch;
+  std::vector<float> logits;
+  std::vector<StepTimes> times;
+  times.reserve(static_cast<size_t>(total_steps));
+  double loss_since_log = 0;
+  int64_t samples_since_log = 0;
+  double last_loss = NAN;
+  nlohmann::json accuracy_curve = nlohmann::json::array();
+  EvalResult last_eval;
+  bool evaluated = false;
+  const auto start = Clock::now();
+  auto log_clock = Clock::now();
+  StepContext sctx;
+  sctx.seed = opt.seed;
+  sctx.training = true;
+  sctx.loss_scale = 1.0f / static_cast<float>(global_batch);
+  const float* params_ro = model->param_data();
+  (void)params_ro;
+
+  for (int64_t step = 0; step < total_steps; ++step) {
+    StepTimes t;
+    const auto t0 = Clock::now();
+    train->next(batch);
+    t.data = train->take_wait_seconds();
+    const auto t1 = Clock::now();
+    sctx.step = step;
+    sctx.sample_ids = batch.sample_ids.data();
+    const double loss_sum = model->forward_backward(batch.images.data(), batch.labels.data(), batch.count, sctx,
+                                                    [&](size_t ready_end) { sync.on_ready(ready_end); });
+    t.compute = seconds_since(t1);
+    t.comm_exposed = sync.finish();
+    const auto t3 = Clock::now();
+    const double lr = schedule.at(step);
+    optimizer->step(model->param_data(), model->grad_data(), lr);
+    if (has_buffers && world > 1) {
+      // As DDP's broadcast_buffers: batch-norm running statistics follow rank 0.
+      for (const auto& p : model->params())
+        if (!p.trainable) comm->broadcast(model->param_data() + p.offset, p.numel * sizeof(float), 0);
+    }
+    t.optimizer = seconds_since(t3);
+    t.step = seconds_since(t0);
+    times.push_back(t);
+    loss_since_log += loss_sum;
+    samples_since_log += batch.count;
+
+    const bool epoch_end = (step + 1) % steps_per_epoch == 0 || step + 1 == total_steps;
+    if ((step + 1) % opt.log_every == 0 || epoch_end) {
+      double local[2] = {loss_since_log, static_cast<double>(samples_since_log)}, global[2];
+      mpiCheck(MPI_Allreduce(local, global, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+      last_loss = global[1] > 0 ? global[0] / global[1] : NAN;
+      if (!std::isfinite(last_loss))
+        fail_collective(rank, "training loss became ", last_loss, " at step ", step + 1,
+                        "; lower --lr (now ", lr, ") or check the input data");
+      const double elapsed = seconds_since(start);
+      const double interval = seconds_since(log_clock);
+      log_clock = Clock::now();
+      const double ips = interval > 0 ? global[1] / interval : 0;
+      const double eta = elapsed / static_cast<double>(step + 1) * static_cast<double>(total_steps - step - 1);
+      char line[256];
+      std::snprintf(line, sizeof(line), "epoch %d/%d step %lld/%lld loss %.4f lr %.4g %.0f img/s ETA %s",
+                    batch.epoch + 1, epochs_planned, static_cast<long long>(step + 1),
+                    static_cast<long long>(total_steps), last_loss, lr, ips, format_duration(eta).c_str());
+      log_info(line);
+      metrics.append({{"step", step + 1}, {"epoch", batch.epoch + 1}, {"loss", last_loss}, {"lr", lr},
+                      {"images_per_s", ips}, {"step_ms", t.step * 1e3}, {"data_ms", t.data * 1e3},
+                      {"compute_ms", t.compute * 1e3}, {"comm_exposed_ms", t.comm_exposed * 1e3},
+                      {"optimizer_ms", t.optimizer * 1e3}, {"elapsed_s", elapsed}});
+      loss_since_log = 0;
+      samples_since_log = 0;
+    }
+    if (epoch_end && eval) {
+      last_eval = evaluate(*model, *eval, opt.batch_size, eval_batch, logits);
+      evaluated = true;
+      const double elapsed = seconds_since(start);
+      char line[160];
+      std::snprintf(line, sizeof(line), "epoch %d test accuracy %.4f loss %.4f (%lld samples)", batch.epoch + 1,
+                    last_eval.accuracy, last_eval.loss, static_cast<long long>(last_eval.samples));
+      log_info(line);
+      accuracy_curve.push_back({{"epoch", batch.epoch + 1}, {"step", step + 1}, {"accuracy", last_eval.accuracy},
+                                {"seconds", elapsed}});
+      metrics.append({{"event", "eval"}, {"step", step + 1}, {"epoch", batch.epoch + 1},
+                      {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss}, {"elapsed_s", elapsed}});
+    }
+  }
+  const double wall = seconds_since(start);
+
+  // ---- summary: timings over steps after warm-up, breakdown averaged over ranks ----
+  const size_t skip = std::min(times.size() ? times.size() - 1 : 0,
+                               static_cast<size_t>(warmup_steps_to_skip(static_cast<long long>(times.size()))));
+  std::vector<double> step_s, ips;
+  double sums[5] = {0, 0, 0, 0, 0};
+  for (size_t i = skip; i < times.size(); ++i) {
+    step_s.push_back(times[i].step);
+    sums[0] += times[i].data;
+    sums[1] += times[i].compute;
+    sums[2] += times[i].comm_exposed;
+    sums[3] += times[i].optimizer;
+    sums[4] += 1;
+  }
+  // images/s per step uses the slowest rank's step time (the global batch completes then).
+  std::vector<double> worst(step_s.size());
+  if (!step_s.empty())
+    mpiCheck(MPI_Allreduce(step_s.data(), worst.data(), static_cast<int>(step_s.size()), MPI_DOUBLE, MPI_MAX,
+                           MPI_COMM_WORLD));
+  double gsums[5];
+  mpiCheck(MPI_Allreduce(sums, gsums, 5, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  for (double s : worst) ips.push_back(s > 0 ? static_cast<double>(global_batch) / s : 0);
+  Spread step_spread = spread_of(worst), ips_spread = spread_of(ips);
+  const double n = gsums[4] > 0 ? gsums[4] : 1;
+  log_info("done: " + std::to_string(total_steps) + " steps in " + format_duration(wall) + ", median " +
+           std::to_string(static_cast<long long>(std::llround(ips_spread.median))) + " img/s, step " +
+           std::to_string(step_spread.median * 1e3) + " ms (data " + std::to_string(gsums[0] / n * 1e3) +
+           ", compute " + std::to_string(gsums[1] / n * 1e3) + ", comm exposed " +
+           std::to_string(gsums[2] / n * 1e3) + ", optimizer " + std::to_string(gsums[3] / n * 1e3) + " ms)" +
+           (evaluated ? ", test accuracy " + std::to_string(last_eval.accuracy) : std::string()));
+
+  if (rank == 0 && !opt.run_dir.empty()) {
+    nlohmann::json j;
+    j["world_size"] = world;
+    j["nodes"] = ctx.num_nodes;
+    j["ranks_per_node"] = ctx.num_nodes > 0 ? world / ctx.num_nodes : world;
+    j["backend"] = comm->backend();
+    j["device"] = "cpu";
+    j["model"] = model->name();
+    j["model_spec"] = model->spec();
+    j["parameters"] = model->param_count();
+    j["precision"] = opt.precision;
+    j["batch_per_rank"] = opt.batch_size;
+    j["global_batch"] = global_batch;
+    j["steps"] = total_steps;
+    j["epochs"] = static_cast<double>(total_steps) / static_cast<double>(steps_per_epoch);
+    j["timed_steps"] = worst.size();
+    j["images_per_s"] = ips_spread.median;
+    j["images_per_s_p10"] = ips_spread.p10;
+    j["images_per_s_p90"] = ips_spread.p90;
+    j["step_ms"] = {{"median", step_spread.median * 1e3}, {"p10", step_spread.p10 * 1e3},
+                    {"p90", step_spread.p90 * 1e3}, {"mean", step_spread.mean * 1e3}};
+    j["breakdown_ms"] = {{"data", gsums[0] / n * 1e3}, {"compute", gsums[1] / n * 1e3},
+                         {"comm_exposed", gsums[2] / n * 1e3}, {"optimizer", gsums[3] / n * 1e3}};
+    j["grad_bytes"] = sync.bytes_per_step();
+    j["buckets"] = sync.buckets().size();
+    j["train_loss"] = std::isfinite(last_loss) ? nlohmann::json(last_loss) : nlohmann::json(nullptr);
+    j["test_accuracy"] = evaluated ? nlohmann::json(last_eval.accuracy) : nlohmann::json(nullptr);
+    j["accuracy_per_epoch"] = accuracy_curve;
+    j["wall_s"] = wall;
+    j["lr"] = {{"base", schedule.base()}, {"peak", schedule.peak()}, {"scaling", opt.lr.scaling},
+               {"warmup_epochs", opt.lr.warmup_epochs}, {"decay", opt.lr.decay}};
+    j["optimizer"] = opt.optimizer.kind;
+    j["seed"] = opt.seed;
+    j["data"] = opt.synthetic ? std::string("synthetic") : opt.data_dir;
+    j["launcher"] = ctx.launch.name;
+    if (!ctx.launch.job_id.empty()) {
+      const char* nl = std::getenv("SLURM_JOB_NODELIST");
+      if (!nl) nl = std::getenv("SLURM_NODELIST");
+      j["slurm"] = {{"job_id", ctx.launch.job_id}, {"nodelist", nl ? nl : ""}};
+    }
+    write_run_json(opt.run_dir, j);
+    log_info("wrote " + opt.run_dir + "/run.json");
+  }
+  return 0;
+}
+
+}  // namespace cnnscale
