@@ -13,17 +13,20 @@
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "comm/check.hpp"
 #include "comm/make_communicator.hpp"
 #include "data/open_source.hpp"
 #include "launch/bootstrap.hpp"
 #include "nn/model.hpp"
+#include "train/checkpoint.hpp"
 #include "train/grad_sync.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/optimizer.hpp"
 #include "train/run_files.hpp"
 #include "train/step_stats.hpp"
+#include "train/stop_signal.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
@@ -86,6 +89,109 @@ Precision parse_precision(const std::string& s) {
   fail("--precision ", s, " is not supported; use fp32 or bf16");
 }
 
+// The options that change the trajectory, as text, for the checkpoint's config digest.
+std::string canonical_config(const TrainOptions& o, int64_t global_batch) {
+  std::ostringstream c;
+  c << "model=" << o.model << ";precision=" << o.precision << ";global_batch=" << global_batch << ";seed=" << o.seed
+    << ";lr=" << o.lr.lr << ";scaling=" << o.lr.scaling << ";ref=" << o.lr.reference_batch
+    << ";warmup=" << o.lr.warmup_epochs << ";decay=" << o.lr.decay << ";opt=" << o.optimizer.kind
+    << ";mom=" << o.optimizer.momentum << ";nesterov=" << o.optimizer.nesterov << ";wd=" << o.optimizer.weight_decay
+    << ";data=" << (o.synthetic ? std::string("synthetic") : o.data_dir) << ";drop_last=" << o.drop_last;
+  return c.str();
+}
+
+// Rank 0 writes; every rank learns the outcome, so a failed write ends all ranks alike.
+void save_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const CheckpointMeta& meta, int keep,
+                     int rank) {
+  char message[512] = {0};
+  if (rank == 0) {
+    try {
+      const std::string path = write_checkpoint(dir, model, opt, meta, keep);
+      log_info("checkpoint " + path);
+    } catch (const UserError& e) {
+      std::snprintf(message, sizeof(message), "%s", e.what());
+    }
+  }
+  mpiCheck(MPI_Bcast(message, sizeof(message), MPI_CHAR, 0, MPI_COMM_WORLD));
+  if (message[0]) fail_collective(rank, message);
+}
+
+struct ResumePoint {
+  bool resumed = false;
+  CheckpointMeta meta;
+  std::string path;
+};
+
+// Rank 0 finds and validates the checkpoint (damaged newest ones are reported and
+// skipped under --resume auto), then broadcasts parameters, optimiser state and position.
+ResumePoint resume_if_asked(const TrainOptions& opt, Model& model, Optimizer& optimizer, Communicator& comm,
+                            int rank) {
+  ResumePoint rp;
+  if (opt.resume == "none") return rp;
+  const bool explicit_path = opt.resume != "auto";
+  if (!explicit_path && opt.run_dir.empty()) return rp;
+  char error[1024] = {0};
+  int64_t pos[7] = {0, 0, 0, 0, 0, 0, 0};  // found, step, epoch, step_in_epoch, world, global_batch, opt_steps
+  char path[512] = {0};
+  if (rank == 0) {
+    std::vector<std::string> candidates =
+        explicit_path ? std::vector<std::string>{opt.resume} : checkpoint_candidates(opt.run_dir + "/checkpoints");
+    std::string skipped;
+    for (const auto& c : candidates) {
+      try {
+        rp.meta = read_checkpoint(c, model, optimizer);
+        rp.path = c;
+        rp.resumed = true;
+        break;
+      } catch (const UserError& e) {
+        if (explicit_path) {
+          std::snprintf(error, sizeof(error), "--resume %s: %s", c.c_str(), e.what());
+          break;
+        }
+        log_warn(std::string("skipping checkpoint: ") + e.what());
+        skipped += skipped.empty() ? c : ", " + c;
+        // A model mismatch is not damage: every older checkpoint has the same model.
+        if (std::string(e.what()).find("configured model") != std::string::npos) {
+          std::snprintf(error, sizeof(error), "%s", e.what());
+          break;
+        }
+      }
+    }
+    if (!rp.resumed && !skipped.empty() && !error[0])
+      std::snprintf(error, sizeof(error),
+                    "no usable checkpoint in %s/checkpoints (damaged: %s); remove the damaged files or pass "
+                    "--resume none to start over",
+                    opt.run_dir.c_str(), skipped.c_str());
+    if (rp.resumed) {
+      pos[0] = 1;
+      pos[1] = rp.meta.step;
+      pos[2] = rp.meta.epoch;
+      pos[3] = rp.meta.step_in_epoch;
+      pos[4] = rp.meta.world_size;
+      pos[5] = rp.meta.global_batch;
+      pos[6] = rp.meta.optimizer_steps;
+      std::snprintf(path, sizeof(path), "%s", rp.path.c_str());
+    }
+  }
+  mpiCheck(MPI_Bcast(error, sizeof(error), MPI_CHAR, 0, MPI_COMM_WORLD));
+  if (error[0]) fail_collective(rank, error);
+  mpiCheck(MPI_Bcast(pos, 7, MPI_INT64_T, 0, MPI_COMM_WORLD));
+  if (!pos[0]) return rp;
+  mpiCheck(MPI_Bcast(path, sizeof(path), MPI_CHAR, 0, MPI_COMM_WORLD));
+  rp.resumed = true;
+  rp.path = path;
+  rp.meta.step = pos[1];
+  rp.meta.epoch = static_cast<int>(pos[2]);
+  rp.meta.step_in_epoch = pos[3];
+  rp.meta.world_size = static_cast<int>(pos[4]);
+  rp.meta.global_batch = pos[5];
+  rp.meta.optimizer_steps = pos[6];
+  comm.broadcast(model.param_data(), model.param_count() * sizeof(float), 0);
+  for (auto& [name, buf] : optimizer.state()) comm.broadcast(buf->data(), buf->size() * sizeof(float), 0);
+  optimizer.set_steps_taken(rp.meta.optimizer_steps);
+  return rp;
+}
+
 }  // namespace
 
 int run_training(const TrainOptions& opt) {
@@ -99,6 +205,9 @@ int run_training(const TrainOptions& opt) {
   if (!opt.data_dir.empty() && opt.synthetic) fail("--data and --synthetic exclude each other; pick one");
   if (opt.bucket_mb <= 0 || opt.first_bucket_mb <= 0) fail("--bucket-mb must be positive");
   if (opt.log_every < 1) fail("--log-every must be at least 1");
+  if (opt.checkpoint_every < 0) fail("--checkpoint-every must not be negative");
+  if (opt.keep_checkpoints < 1) fail("--keep-checkpoints must be at least 1");
+  if (opt.on_nan != "stop" && opt.on_nan != "skip-step") fail("--on-nan ", opt.on_nan, " is not supported; use stop or skip-step");
   Backend requested = parse_backend(opt.backend);
   if (requested == Backend::nccl)
     fail("--backend nccl: GPU training kernels are not part of this build yet; train with --backend mpi "
@@ -153,6 +262,48 @@ int run_training(const TrainOptions& opt) {
                 plan_buckets(param_ends, static_cast<size_t>(opt.first_bucket_mb * 1024 * 1024),
                              static_cast<size_t>(opt.bucket_mb * 1024 * 1024)));
 
+  // ---- resume ----
+  ResumePoint rp = resume_if_asked(opt, *model, *optimizer, *comm, rank);
+  int64_t first_step = 0;
+  int start_epoch = 0;
+  int64_t start_in_epoch = 0;
+  if (rp.resumed) {
+    first_step = rp.meta.step;
+    start_epoch = rp.meta.epoch;
+    start_in_epoch = rp.meta.step_in_epoch;
+    if (rp.meta.global_batch != global_batch) {
+      // Same samples consumed, new batch size: continue at the same point of the epoch.
+      start_in_epoch = rp.meta.step_in_epoch * rp.meta.global_batch / global_batch;
+      log_warn("resuming a run with global batch " + std::to_string(rp.meta.global_batch) + " at global batch " +
+               std::to_string(global_batch) + ": from here on the batches, the step count per epoch and the " +
+               "learning-rate schedule differ from the original run (it continues at the same sample position)");
+    }
+    log_info("resumed from " + rp.path + " at step " + std::to_string(first_step) + " (epoch " +
+             std::to_string(start_epoch + 1) + ", written by " + std::to_string(rp.meta.world_size) + " rank(s))");
+    if (start_in_epoch >= steps_per_epoch) {
+      ++start_epoch;
+      start_in_epoch = 0;
+    }
+  }
+  const std::string ckpt_dir = opt.run_dir.empty() ? std::string() : opt.run_dir + "/checkpoints";
+  const std::string digest = digest_of(canonical_config(opt, global_batch));
+  auto make_meta = [&](int64_t steps_done, int next_epoch, int64_t next_in_epoch) {
+    CheckpointMeta m;
+    m.step = steps_done;
+    m.epoch = next_epoch;
+    m.step_in_epoch = next_in_epoch;
+    m.world_size = world;
+    m.global_batch = global_batch;
+    m.seed = opt.seed;
+    m.model = model->name();
+    m.model_spec = model->spec();
+    m.optimizer = optimizer->kind();
+    m.optimizer_steps = optimizer->steps_taken();
+    m.config_digest = digest;
+    return m;
+  };
+  install_stop_signal_handlers();
+
   MetricsLog metrics;
   if (rank == 0) metrics.open(opt.run_dir);
   log_info("cnnscale train: " + std::to_string(world) + " rank(s) on " + std::to_string(ctx.num_nodes) +
@@ -166,7 +317,7 @@ int run_training(const TrainOptions& opt) {
              " (" + opt.lr.scaling + ", reference batch " + std::to_string(opt.lr.reference_batch) + ")");
 
   // ---- loop ----
-  train->seek(0, 0);
+  train->seek(start_epoch, start_in_epoch);
   Batch batch, eval_batch;
   std::vector<float> logits;
   std::vector<StepTimes> times;
@@ -186,7 +337,8 @@ int run_training(const TrainOptions& opt) {
   const float* params_ro = model->param_data();
   (void)params_ro;
 
-  for (int64_t step = 0; step < total_steps; ++step) {
+  int64_t skipped_steps = 0;
+  for (int64_t step = first_step; step < total_steps; ++step) {
     StepTimes t;
     const auto t0 = Clock::now();
     train->next(batch);
@@ -199,8 +351,20 @@ int run_training(const TrainOptions& opt) {
     t.compute = seconds_since(t1);
     t.comm_exposed = sync.finish();
     const auto t3 = Clock::now();
+    // One small allreduce per step: did any rank get a stop signal or a non-finite loss?
+    int control[2] = {stop_signal_received() ? 1 : 0, std::isfinite(loss_sum) ? 0 : 1}, agreed[2];
+    mpiCheck(MPI_Allreduce(control, agreed, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     const double lr = schedule.at(step);
-    optimizer->step(model->param_data(), model->grad_data(), lr);
+    if (agreed[1]) {
+      if (opt.on_nan == "stop")
+        fail_collective(rank, "the training loss is not finite at step ", step + 1, " (lr ", lr,
+                        "); stopped without writing a checkpoint, so the last good one is untouched. Lower --lr, "
+                        "check the input data, or pass --on-nan skip-step");
+      ++skipped_steps;
+      log_warn("non-finite loss at step " + std::to_string(step + 1) + ": update skipped (--on-nan skip-step)");
+    } else {
+      optimizer->step(model->param_data(), model->grad_data(), lr);
+    }
     if (has_buffers && world > 1) {
       // As DDP's broadcast_buffers: batch-norm running statistics follow rank 0.
       for (const auto& p : model->params())
@@ -209,8 +373,10 @@ int run_training(const TrainOptions& opt) {
     t.optimizer = seconds_since(t3);
     t.step = seconds_since(t0);
     times.push_back(t);
-    loss_since_log += loss_sum;
-    samples_since_log += batch.count;
+    if (!agreed[1]) {
+      loss_since_log += loss_sum;
+      samples_since_log += batch.count;
+    }
 
     const bool epoch_end = (step + 1) % steps_per_epoch == 0 || step + 1 == total_steps;
     if ((step + 1) % opt.log_every == 0 || epoch_end) {
@@ -224,7 +390,8 @@ int run_training(const TrainOptions& opt) {
       const double interval = seconds_since(log_clock);
       log_clock = Clock::now();
       const double ips = interval > 0 ? global[1] / interval : 0;
-      const double eta = elapsed / static_cast<double>(step + 1) * static_cast<double>(total_steps - step - 1);
+      const double eta =
+          elapsed / static_cast<double>(step + 1 - first_step) * static_cast<double>(total_steps - step - 1);
       char line[256];
       std::snprintf(line, sizeof(line), "epoch %d/%d step %lld/%lld loss %.4f lr %.4g %.0f img/s ETA %s",
                     batch.epoch + 1, epochs_planned, static_cast<long long>(step + 1),
@@ -249,6 +416,25 @@ int run_training(const TrainOptions& opt) {
                                 {"seconds", elapsed}});
       metrics.append({{"event", "eval"}, {"step", step + 1}, {"epoch", batch.epoch + 1},
                       {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss}, {"elapsed_s", elapsed}});
+    }
+    const bool want_ckpt = !ckpt_dir.empty() && (epoch_end || agreed[0] || step + 1 == total_steps ||
+                                                 (opt.checkpoint_every > 0 && (step + 1) % opt.checkpoint_every == 0));
+    if (want_ckpt) {
+      int next_epoch = batch.epoch;
+      int64_t next_in_epoch = batch.step_in_epoch + 1;
+      if (next_in_epoch >= steps_per_epoch) {
+        ++next_epoch;
+        next_in_epoch = 0;
+      }
+      save_checkpoint(ckpt_dir, *model, *optimizer, make_meta(step + 1, next_epoch, next_in_epoch),
+                      opt.keep_checkpoints, rank);
+    }
+    if (agreed[0]) {
+      log_info("stop signal received: checkpointed at step " + std::to_string(step + 1) +
+               (ckpt_dir.empty() ? std::string(" (no --run-dir, so nothing was saved)") : std::string()) +
+               "; exiting with status " + std::to_string(kExitCheckpointedOnSignal) +
+               " — rerun with --resume auto to continue");
+      return kExitCheckpointedOnSignal;
     }
   }
   const double wall = seconds_since(start);
@@ -318,6 +504,9 @@ int run_training(const TrainOptions& opt) {
     j["seed"] = opt.seed;
     j["data"] = opt.synthetic ? std::string("synthetic") : opt.data_dir;
     j["launcher"] = ctx.launch.name;
+    j["skipped_steps"] = skipped_steps;
+    j["resumed_from"] = rp.resumed ? nlohmann::json(rp.path) : nlohmann::json(nullptr);
+    j["config_digest"] = digest;
     if (!ctx.launch.job_id.empty()) {
       const char* nl = std::getenv("SLURM_JOB_NODELIST");
       if (!nl) nl = std::getenv("SLURM_NODELIST");

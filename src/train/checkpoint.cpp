@@ -1,0 +1,283 @@
+// checkpoint.cpp — see checkpoint.hpp.
+#include "train/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "util/atomic_file.hpp"
+#include "util/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace cnnscale {
+namespace {
+
+constexpr int kFormat = 1;
+
+// HDF5 prints its error stack by default; we report errors ourselves.
+struct QuietHdf5 {
+  H5E_auto2_t func = nullptr;
+  void* data = nullptr;
+  QuietHdf5() {
+    H5Eget_auto2(H5E_DEFAULT, &func, &data);
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  }
+  ~QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, func, data); }
+};
+
+// Closes an HDF5 handle of any kind when it goes out of scope.
+struct H5Handle {
+  hid_t id = -1;
+  explicit H5Handle(hid_t i) : id(i) {}
+  ~H5Handle() {
+    if (id >= 0) H5Idec_ref(id);
+  }
+  operator hid_t() const { return id; }
+  H5Handle(const H5Handle&) = delete;
+  H5Handle& operator=(const H5Handle&) = delete;
+};
+
+void write_attr_i64(hid_t obj, const char* name, int64_t v) {
+  H5Handle space(H5Screate(H5S_SCALAR));
+  H5Handle a(H5Acreate2(obj, name, H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT));
+  if (a < 0 || H5Awrite(a, H5T_NATIVE_INT64, &v) < 0) throw std::runtime_error(std::string("attribute ") + name);
+}
+
+void write_attr_str(hid_t obj, const char* name, const std::string& v) {
+  H5Handle space(H5Screate(H5S_SCALAR));
+  H5Handle type(H5Tcopy(H5T_C_S1));
+  H5Tset_size(type, v.size() + 1);
+  H5Handle a(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT));
+  if (a < 0 || H5Awrite(a, type, v.c_str()) < 0) throw std::runtime_error(std::string("attribute ") + name);
+}
+
+bool read_attr_i64(hid_t obj, const char* name, int64_t& v) {
+  if (H5Aexists(obj, name) <= 0) return false;
+  H5Handle a(H5Aopen(obj, name, H5P_DEFAULT));
+  return a >= 0 && H5Aread(a, H5T_NATIVE_INT64, &v) >= 0;
+}
+
+bool read_attr_str(hid_t obj, const char* name, std::string& v) {
+  if (H5Aexists(obj, name) <= 0) return false;
+  H5Handle a(H5Aopen(obj, name, H5P_DEFAULT));
+  H5Handle type(H5Aget_type(a));
+  const size_t n = H5Tget_size(type);
+  std::string buf(n, '\0');
+  H5Handle mem(H5Tcopy(H5T_C_S1));
+  H5Tset_size(mem, n);
+  if (H5Aread(a, mem, buf.data()) < 0) return false;
+  v = std::string(buf.c_str());
+  return true;
+}
+
+void write_dataset(hid_t parent, const std::string& name, const std::vector<int64_t>& shape, const float* data) {
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  if (dims.empty()) dims.push_back(1);
+  H5Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  H5Handle dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  H5Pset_chunk(dcpl, static_cast<int>(dims.size()), dims.data());
+  H5Pset_fletcher32(dcpl);
+  H5Handle d(H5Dcreate2(parent, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+  if (d < 0 || H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+    throw std::runtime_error("dataset " + name);
+}
+
+// Reads a float dataset that must have exactly `shape`; returns "" or the problem.
+std::string read_dataset(hid_t parent, const std::string& name, const std::vector<int64_t>& shape, float* out) {
+  if (H5Lexists(parent, name.c_str(), H5P_DEFAULT) <= 0) return "has no dataset '" + name + "'";
+  H5Handle d(H5Dopen2(parent, name.c_str(), H5P_DEFAULT));
+  if (d < 0) return "cannot open dataset '" + name + "'";
+  H5Handle space(H5Dget_space(d));
+  const int rank = H5Sget_simple_extent_ndims(space);
+  std::vector<hsize_t> dims(static_cast<size_t>(std::max(rank, 0)));
+  H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  std::vector<int64_t> want = shape.empty() ? std::vector<int64_t>{1} : shape;
+  bool same = dims.size() == want.size();
+  for (size_t i = 0; same && i < dims.size(); ++i) same = static_cast<int64_t>(dims[i]) == want[i];
+  if (!same) {
+    std::string got, exp;
+    for (auto x : dims) got += (got.empty() ? "" : "x") + std::to_string(x);
+    for (auto x : want) exp += (exp.empty() ? "" : "x") + std::to_string(x);
+    return "parameter '" + name + "' has shape " + got + " but the configured model needs " + exp;
+  }
+  if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+    return "dataset '" + name + "' fails its checksum or cannot be read (damaged file)";
+  return "";
+}
+
+void fsync_path(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) fail("cannot reopen checkpoint '", path, "' to flush it: ", std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) fail("cannot flush checkpoint '", path, "' to disk: ", std::strerror(err));
+}
+
+}  // namespace
+
+std::string checkpoint_file_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "step-%08lld.h5", static_cast<long long>(step));
+  return buf;
+}
+
+std::string digest_of(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a 64
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const CheckpointMeta& meta,
+                             int keep) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail("cannot create checkpoint directory '", dir, "': ", ec.message(), "; choose a writable --run-dir");
+  const std::string name = checkpoint_file_name(meta.step);
+  const std::string final_path = dir + "/" + name;
+  const std::string tmp = final_path + ".tmp";
+  {
+    QuietHdf5 quiet;
+    H5Handle f(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    if (f < 0) fail("cannot write checkpoint '", tmp, "': the directory is not writable or the disk is full");
+    try {
+      H5Handle g(H5Gcreate2(f, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+      const float* p = model.param_data();
+      for (const auto& info : model.params()) write_dataset(g, info.name, info.shape, p + info.offset);
+      H5Handle og(H5Gcreate2(f, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+      for (auto& [sname, buf] : opt.state()) {
+        H5Handle sg(H5Gcreate2(og, sname.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+        for (const auto& info : model.params())
+          if (info.trainable) write_dataset(sg, info.name, info.shape, buf->data() + info.offset);
+      }
+      write_attr_i64(f, "format", kFormat);
+      write_attr_i64(f, "step", meta.step);
+      write_attr_i64(f, "epoch", meta.epoch);
+      write_attr_i64(f, "step_in_epoch", meta.step_in_epoch);
+      write_attr_i64(f, "world_size", meta.world_size);
+      write_attr_i64(f, "global_batch", meta.global_batch);
+      write_attr_i64(f, "seed", static_cast<int64_t>(meta.seed));
+      write_attr_i64(f, "optimizer_steps", meta.optimizer_steps);
+      write_attr_str(f, "model", meta.model);
+      write_attr_str(f, "model_spec", meta.model_spec);
+      write_attr_str(f, "optimizer", meta.optimizer);
+      write_attr_str(f, "config_digest", meta.config_digest);
+      if (H5Fflush(f, H5F_SCOPE_GLOBAL) < 0) throw std::runtime_error("flush");
+    } catch (const std::exception& e) {
+      H5Fclose(f.id);
+      f.id = -1;
+      ::unlink(tmp.c_str());
+      fail("cannot write checkpoint '", tmp, "' (", e.what(),
+           "): the disk is full or the directory is not writable; the previous checkpoint is untouched");
+    }
+    if (H5Fclose(f.id) < 0) {
+      f.id = -1;
+      ::unlink(tmp.c_str());
+      fail("cannot finish checkpoint '", tmp, "': the disk is full or the directory is not writable");
+    }
+    f.id = -1;
+  }
+  fsync_path(tmp);
+  if (std::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    fail("cannot rename checkpoint into place '", final_path, "': ", std::strerror(err));
+  }
+  fsync_directory(dir);
+  write_file_atomic(dir + "/latest", name + "\n");
+  // Keep the newest `keep` step files.
+  std::vector<std::string> steps;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("step-", 0) == 0 && n.size() > 3 && n.substr(n.size() - 3) == ".h5") steps.push_back(n);
+  }
+  std::sort(steps.begin(), steps.end());
+  for (size_t i = 0; keep > 0 && i + static_cast<size_t>(keep) < steps.size(); ++i) fs::remove(dir + "/" + steps[i], ec);
+  return final_path;
+}
+
+CheckpointMeta read_checkpoint(const std::string& path, Model& model, Optimizer& opt) {
+  QuietHdf5 quiet;
+  if (!fs::exists(path)) fail("checkpoint '", path, "' does not exist");
+  H5Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (f < 0) fail("checkpoint '", path, "' is not a readable HDF5 file (truncated or damaged)");
+  CheckpointMeta m;
+  int64_t format = 0, epoch = 0, world = 0, seed = 0;
+  if (!read_attr_i64(f, "format", format) || !read_attr_i64(f, "step", m.step) || !read_attr_i64(f, "epoch", epoch) ||
+      !read_attr_i64(f, "step_in_epoch", m.step_in_epoch) || !read_attr_i64(f, "world_size", world) ||
+      !read_attr_i64(f, "global_batch", m.global_batch) || !read_attr_i64(f, "seed", seed) ||
+      !read_attr_i64(f, "optimizer_steps", m.optimizer_steps) || !read_attr_str(f, "model", m.model) ||
+      !read_attr_str(f, "model_spec", m.model_spec) || !read_attr_str(f, "optimizer", m.optimizer))
+    fail("checkpoint '", path, "' lacks its attributes (not a cnnscale checkpoint, or damaged)");
+  read_attr_str(f, "config_digest", m.config_digest);
+  if (format != kFormat) fail("checkpoint '", path, "' has format ", format, "; this cnnscale reads format ", kFormat);
+  m.epoch = static_cast<int>(epoch);
+  m.world_size = static_cast<int>(world);
+  m.seed = static_cast<uint64_t>(seed);
+  if (m.model_spec != model.spec())
+    fail("checkpoint '", path, "' holds model '", m.model, "' (", m.model_spec, ") but the configured model is '",
+         model.name(), "' (", model.spec(), "); use the same --model, or --resume none to start over");
+  if (m.optimizer != opt.kind())
+    fail("checkpoint '", path, "' was written with --optimizer ", m.optimizer, " but this run uses ", opt.kind());
+  // Read into scratch first: a damaged file must not leave the model half-loaded.
+  std::vector<float> params(model.param_count());
+  H5Handle g(H5Gopen2(f, "model", H5P_DEFAULT));
+  if (g < 0) fail("checkpoint '", path, "' has no /model group");
+  for (const auto& info : model.params()) {
+    std::string problem = read_dataset(g, info.name, info.shape, params.data() + info.offset);
+    if (!problem.empty()) fail("checkpoint '", path, "': /model ", problem);
+  }
+  auto state = opt.state();
+  std::vector<std::vector<float>> states(state.size(), std::vector<float>(model.param_count(), 0.f));
+  for (size_t s = 0; s < state.size(); ++s) {
+    const std::string group = "optimizer/" + state[s].first;
+    if (H5Lexists(f, "optimizer", H5P_DEFAULT) <= 0 || H5Lexists(f, group.c_str(), H5P_DEFAULT) <= 0)
+      fail("checkpoint '", path, "' has no /", group, " (written by another optimizer?)");
+    H5Handle sg(H5Gopen2(f, group.c_str(), H5P_DEFAULT));
+    for (const auto& info : model.params()) {
+      if (!info.trainable) continue;
+      std::string problem = read_dataset(sg, info.name, info.shape, states[s].data() + info.offset);
+      if (!problem.empty()) fail("checkpoint '", path, "': /", group, " ", problem);
+    }
+  }
+  std::copy(params.begin(), params.end(), model.param_data());
+  for (size_t s = 0; s < state.size(); ++s) *state[s].second = std::move(states[s]);
+  opt.set_steps_taken(m.optimizer_steps);
+  return m;
+}
+
+std::vector<std::string> checkpoint_candidates(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  std::ifstream latest(dir + "/latest");
+  std::string name;
+  if (latest && std::getline(latest, name) && !name.empty() && name.find('/') == std::string::npos &&
+      fs::exists(dir + "/" + name))
+    out.push_back(dir + "/" + name);
+  std::vector<std::string> steps;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("step-", 0) == 0 && n.size() > 3 && n.substr(n.size() - 3) == ".h5") steps.push_back(n);
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  for (const auto& n : steps)
+    if (std::find(out.begin(), out.end(), dir + "/" + n) == out.end()) out.push_back(dir + "/" + n);
+  return out;
+}
+
+}  // namespace cnnscale

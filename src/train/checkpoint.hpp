@@ -1,0 +1,57 @@
+// checkpoint.hpp — checkpoints as HDF5 files that PyTorch users can open.
+//
+// Layout of checkpoints/step-NNNNNNNN.h5:
+//   /model/<state_dict name>                 float32, PyTorch layout (O×I×kH×kW, out×in, …)
+//   /optimizer/<state name>/<param name>     e.g. momentum_buffer, exp_avg, exp_avg_sq
+//   root attributes: format, step, epoch, step_in_epoch, world_size, global_batch, seed,
+//     model (name), model_spec, optimizer, optimizer_steps, config_digest
+// Datasets are chunked with HDF5's fletcher32 checksum, so a flipped bit is detected
+// on read. Rank 0 writes "<name>.tmp", fsyncs, renames, then rewrites `latest`
+// atomically: a crash at any moment leaves the previous checkpoint intact and
+// `latest` naming a complete file. The sample order is a pure function of (seed,
+// epoch), so (epoch, step_in_epoch) is the whole sampler state; dropout is a pure
+// function of (seed, step, sample), so there is no other RNG state to save.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nn/model.hpp"
+#include "train/optimizer.hpp"
+
+namespace cnnscale {
+
+struct CheckpointMeta {
+  int64_t step = 0;              // optimiser steps completed
+  int epoch = 0;                 // sampler position of the NEXT batch
+  int64_t step_in_epoch = 0;
+  int world_size = 1;
+  int64_t global_batch = 0;
+  uint64_t seed = 0;
+  std::string model;
+  std::string model_spec;
+  std::string optimizer;
+  int64_t optimizer_steps = 0;
+  std::string config_digest;
+};
+
+std::string checkpoint_file_name(int64_t step);  // "step-00000123.h5"
+
+// Rank 0 only. Writes dir/step-N.h5 and dir/latest, then keeps the newest `keep`.
+// Throws UserError (directory unwritable, disk full) leaving older checkpoints valid.
+std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const CheckpointMeta& meta,
+                             int keep);
+
+// Reads and validates a checkpoint into model and optimiser (names, shapes and every
+// dataset's checksum). Throws UserError naming the file and the first problem, e.g.
+// the first parameter that does not match the configured model.
+CheckpointMeta read_checkpoint(const std::string& path, Model& model, Optimizer& opt);
+
+// Checkpoints of dir, newest first: `latest`'s target, then step-*.h5 by step.
+std::vector<std::string> checkpoint_candidates(const std::string& dir);
+
+// A stable digest of the options that change the trajectory (hex).
+std::string digest_of(const std::string& canonical_config);
+
+}  // namespace cnnscale

@@ -1,0 +1,15 @@
+// stop_signal.hpp — SIGUSR1/SIGTERM (Slurm's --signal=USR1@T before the time limit,
+// scancel, preemption) set a flag; the training loop reads it at each step boundary,
+// all ranks agree through one small allreduce, checkpoint, and exit with
+// kExitCheckpointedOnSignal so that a requeued job resumes with --resume auto.
+#pragma once
+
+namespace cnnscale {
+
+constexpr int kExitCheckpointedOnSignal = 75;  // EX_TEMPFAIL: stopped cleanly, resume later
+
+void install_stop_signal_handlers();
+// The signal number received (0 if none).
+int stop_signal_received();
+
+}  // namespace cnnscale
