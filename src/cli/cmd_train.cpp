@@ -63,7 +63,9 @@ int cmd_train(int argc, char** argv) {
       "allow-gpu-sharing", po::bool_switch(&o.allow_gpu_sharing), "let several ranks share one GPU")(
       "bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb), "gradient bucket size (MiB)")(
       "first-bucket-mb", po::value(&o.first_bucket_mb)->default_value(o.first_bucket_mb),
-      "size of the first bucket, started earliest in backward (MiB)");
+      "size of the first bucket, started earliest in backward (MiB)")(
+      "check-replicas", po::value(&o.check_replicas)->default_value(0),
+      "every N steps verify that all ranks hold bitwise-identical parameters (0: off)");
   po::options_description out("Output, checkpoints and faults");
   out.add_options()("run-dir", po::value(&o.run_dir), "write metrics.jsonl, run.json and checkpoints/ here")(
       "log-every", po::value(&o.log_every)->default_value(o.log_every), "steps between progress lines")(

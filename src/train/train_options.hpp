@@ -33,6 +33,7 @@ struct TrainOptions {
   bool allow_gpu_sharing = false;
   double bucket_mb = 25.0;
   double first_bucket_mb = 1.0;
+  int64_t check_replicas = 0;    // every N steps verify all ranks hold identical parameters (0: off)
   // output
   std::string run_dir;           // empty: no files
   int64_t log_every = 100;

@@ -89,6 +89,26 @@ Precision parse_precision(const std::string& s) {
   fail("--precision ", s, " is not supported; use fp32 or bf16");
 }
 
+// 64-bit FNV-1a over the parameter bytes.
+uint64_t hash_params(const float* p, size_t n) {
+  const auto* b = reinterpret_cast<const unsigned char*>(p);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n * sizeof(float); ++i) {
+    h ^= b[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// Collective: true when every rank's parameters hash the same.
+bool replicas_identical(const Model& m) {
+  const uint64_t h = hash_params(const_cast<Model&>(m).param_data(), m.param_count());
+  uint64_t lo = 0, hi = 0;
+  mpiCheck(MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));
+  mpiCheck(MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
+  return lo == hi;
+}
+
 // The options that change the trajectory, as text, for the checkpoint's config digest.
 std::string canonical_config(const TrainOptions& o, int64_t global_batch) {
   std::ostringstream c;
@@ -337,7 +357,7 @@ int run_training(const TrainOptions& opt) {
   const float* params_ro = model->param_data();
   (void)params_ro;
 
-  int64_t skipped_steps = 0;
+  int64_t skipped_steps = 0, replica_checks = 0;
   for (int64_t step = first_step; step < total_steps; ++step) {
     StepTimes t;
     const auto t0 = Clock::now();
@@ -371,6 +391,13 @@ int run_training(const TrainOptions& opt) {
         if (!p.trainable) comm->broadcast(model->param_data() + p.offset, p.numel * sizeof(float), 0);
     }
     t.optimizer = seconds_since(t3);
+    if (opt.check_replicas > 0 && (step + 1) % opt.check_replicas == 0) {
+      if (!replicas_identical(*model))
+        fail_collective(rank, "ranks hold different parameters after step ", step + 1,
+                        " (--check-replicas): a rank computed differently (hardware fault or a bug); "
+                        "do not trust this run");
+      ++replica_checks;
+    }
     t.step = seconds_since(t0);
     times.push_back(t);
     if (!agreed[1]) {
@@ -438,6 +465,8 @@ int run_training(const TrainOptions& opt) {
     }
   }
   const double wall = seconds_since(start);
+  if (opt.check_replicas > 0)
+    log_info("replicas identical at all " + std::to_string(replica_checks) + " check(s)");
 
   // ---- summary: timings over steps after warm-up, breakdown averaged over ranks ----
   const size_t skip = std::min(times.size() ? times.size() - 1 : 0,
