@@ -88,7 +88,7 @@ timeout 120 "$CNNSCALE" train $COMMON --batch-size 64 --max-steps 2 --run-dir "$
 expect_eq "unwritable checkpoint dir exit status" 2 "$?"
 expect_grep "unwritable checkpoint dir named" "cnnscale: error: cannot create checkpoint directory '$TMP/ro/checkpoints'" "$TMP/ro.out"
 
-# Disk full: a 300 KiB tmpfs holds one checkpoint's predecessor but not the next (root only).
+# Disk full: a 6 MiB tmpfs cannot hold a mnist_cnn checkpoint (parameters + momentum = 9.6 MB; root only).
 if [ "$(id -u)" = 0 ] && mkdir -p "$TMP/full" && mount -t tmpfs -o size=6M tmpfs "$TMP/full" 2>/dev/null; then
   timeout 120 "$CNNSCALE" train $COMMON --batch-size 64 --max-steps 2 --checkpoint-every 1 --run-dir "$TMP/full/run" >"$TMP/full.out" 2>&1
   rc=$?
