@@ -59,11 +59,11 @@ TRAIN_ARGS=("$@")
 
 is_count() { [[ "$1" =~ ^[1-9][0-9]*$ ]]; }
 parse_list() {  # "1,2,4" → validated, ascending, unique
-  local list=$1 name=$2 x out=()
+  local list=$1 name=$2 x vals=()
   IFS=, read -r -a items <<<"$list"
   [ ${#items[@]} -gt 0 ] || die "$name is empty"
-  for x in "${items[@]}"; do is_count "$x" || die "$name: '$x' is not a positive integer"; out+=("$x"); done
-  printf '%s\n' "${out[@]}" | sort -n -u | tr '\n' ' '
+  for x in "${items[@]}"; do is_count "$x" || die "$name: '$x' is not a positive integer"; vals+=("$x"); done
+  printf '%s\n' "${vals[@]}" | sort -n -u | tr '\n' ' '
 }
 
 case "$MODE" in strong|weak) ;; *) die "--mode $MODE: use strong or weak" ;; esac
@@ -154,7 +154,8 @@ for n in $COUNTS; do
     echo "+ CNNSCALE_TRAIN_ARGS=$(q "$args")CNNSCALE_RUN_DIR=$(q "$slot")$(q "${cmd[@]}")"
     jid="JOB_n$n"
   else
-    out=$(CNNSCALE_TRAIN_ARGS="$args" CNNSCALE_RUN_DIR="$slot" "${cmd[@]}") || die "sbatch failed for $n node(s)"
+    out=$(CNNSCALE_TRAIN_ARGS="$args" CNNSCALE_RUN_DIR="$slot" "${cmd[@]}") ||
+      die "sbatch failed for $n node(s)${JOBS[*]+; already submitted: ${JOBS[*]} (scancel them if unwanted)}"
     jid=${out%%;*}
     [[ "$jid" =~ ^[0-9]+$ ]] || die "unexpected sbatch output '$out'"
   fi

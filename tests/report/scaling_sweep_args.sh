@@ -5,7 +5,7 @@
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 SWEEP="$CNNSCALE_SOURCE/scripts/scaling-sweep.sh"
-cd "$TMP"
+cd "$TMP" || exit 1
 
 bash "$SWEEP" --dry-run --nodes 4,1,2 --tasks-per-node 2 --global-batch 64 --template /dev/null --out "$TMP/s1" \
   --cnnscale /opt/cnnscale -- --synthetic --max-steps 5 >"$TMP/s1.out" 2>&1
