@@ -1,9 +1,77 @@
-// cmd_report.cpp — `cnnscale report` (not built yet: see the open issue for it).
+// cmd_report.cpp — `cnnscale report RUN_DIR... --output DIR`: scaling analysis of
+// training runs (tables, model, projections, recommendation; Markdown, HTML, CSV, JSON).
+#include <cstdio>
+#include <string>
+#include <vector>
+
 #include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "report/analysis.hpp"
+#include "report/renderers.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale::cli {
 
-int cmd_report(int, char**) { fail("`cnnscale report` is not available in this build yet"); }
+int cmd_report(int argc, char** argv) {
+  CommandSpec spec{
+      "report", "cnnscale report RUN_DIR... --output DIR [options]",
+      "Reads RUN_DIR/run.json of each training run, groups the runs by configuration (model,\n"
+      "precision, backend, device kind), detects strong scaling (global batch constant) or weak\n"
+      "scaling (per-rank batch constant), and writes report.md, report.html (inline SVG charts),\n"
+      "scaling.csv and report.json: throughput, speedup, parallel efficiency, Karp-Flatt serial\n"
+      "fraction, step-time breakdown, an alpha-beta ring-allreduce model of the step time with its\n"
+      "fit error, projections to 2x..64x the largest measured count, and a recommendation.\n"
+      "Formulas: docs/report.md.",
+      "Examples:\n"
+      "  cnnscale report runs/n1-* runs/n2-* runs/n4-* --output scaling\n"
+      "  cnnscale report runs/* --allreduce allreduce.json --efficiency-threshold 0.7 --output scaling\n"
+      "  scripts/scaling-sweep.sh --local --ranks 1,2,4 -- --synthetic --max-steps 50   (runs and reports)"};
+  po::options_description desc("Options");
+  desc.add_options()("run-dir", po::value<std::vector<std::string>>()->multitoken(),
+                     "run directories (positional; each holds run.json)")(
+      "output,o", po::value<std::string>(), "directory for report.md, report.html, scaling.csv, report.json (required)")(
+      "mode", po::value<std::string>(), "strong|weak: override the detected scaling mode")(
+      "efficiency-threshold", po::value<double>()->default_value(0.8, "0.8"),
+      "parallel efficiency the recommendation keeps (0..1]")(
+      "allreduce", po::value<std::string>(),
+      "`cnnscale allreduce --json` output: take alpha and beta of the model from it")(
+      "target-accuracy", po::value<double>(),
+      "accuracy (0..1) for the time-to-accuracy column (default: the highest every run reached)")(
+      "allow-missing", po::bool_switch(),
+      "skip run directories without a usable run.json (e.g. failed jobs of a sweep) instead of failing");
+  auto parsed = parse_options(spec, argc, argv, desc, {{"run-dir", -1}});
+  if (parsed.help) {
+    print_help(spec, desc);
+    return 0;
+  }
+  const auto& vm = parsed.vm;
+  report::ReportOptions o;
+  if (vm.count("run-dir")) o.run_dirs = vm["run-dir"].as<std::vector<std::string>>();
+  if (o.run_dirs.empty()) fail("report: no run directories given; usage: ", spec.usage);
+  if (!vm.count("output")) fail("report: --output DIR is required (where report.md, report.html, ... go)");
+  o.output_dir = vm["output"].as<std::string>();
+  if (vm.count("mode")) o.mode = report::parse_mode(vm["mode"].as<std::string>());
+  o.efficiency_threshold = vm["efficiency-threshold"].as<double>();
+  if (vm.count("allreduce")) o.allreduce_file = vm["allreduce"].as<std::string>();
+  if (vm.count("target-accuracy")) {
+    o.target_accuracy = vm["target-accuracy"].as<double>();
+    if (!(*o.target_accuracy > 0 && *o.target_accuracy <= 1))
+      fail("--target-accuracy must be a fraction in (0, 1], got ", *o.target_accuracy);
+  }
+  o.allow_missing = vm["allow-missing"].as<bool>();
+
+  report::Report rep = report::analyze(o);
+  report::write_report(rep);
+
+  for (const auto& s : rep.skipped) std::printf("skipped: %s\n", s.c_str());
+  for (const auto& ga : rep.groups) {
+    std::printf("%s (%s scaling, %zu rank counts)\n", ga.group.label.c_str(), report::mode_name(ga.group.mode),
+                ga.rows.size());
+    for (const auto& n : ga.notes) std::printf("  %s\n", n.c_str());
+    if (ga.recommendation) std::printf("  %s\n", ga.recommendation->text.c_str());
+  }
+  std::printf("wrote %s/{report.md,report.html,scaling.csv,report.json}\n", o.output_dir.c_str());
+  return 0;
+}
 
 }  // namespace cnnscale::cli

@@ -1,0 +1,141 @@
+// alpha_beta.cpp — α–β ring allreduce model and fits (see alpha_beta.hpp).
+#include "report/alpha_beta.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "util/error.hpp"
+
+namespace cnnscale::report {
+
+double ring_allreduce_kappa_ms(int p, double kappa_ms, double alpha_ms) {
+  if (p <= 1) return 0;
+  return 2.0 * (p - 1) / p * kappa_ms + 2.0 * (p - 1) * alpha_ms;
+}
+
+double ring_allreduce_ms(int p, double bytes, double alpha_ms, double beta_bytes_per_ms) {
+  return ring_allreduce_kappa_ms(p, beta_bytes_per_ms > 0 ? bytes / beta_bytes_per_ms : 0, alpha_ms);
+}
+
+AllreduceBenchmark load_allreduce_benchmark(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("cannot read --allreduce file '", path, "': no such file or not readable");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    fail(path, ": malformed JSON (", e.what(), "); expected the output of `cnnscale allreduce --json FILE`");
+  }
+  AllreduceBenchmark b;
+  b.file = path;
+  if (!j.is_object() || !j.contains("world_size") || !j["world_size"].is_number_integer())
+    fail(path, ": required field 'world_size' is missing; expected the output of `cnnscale allreduce --json FILE`");
+  b.world_size = j["world_size"].get<int>();
+  if (j.contains("backend") && j["backend"].is_string()) b.backend = j["backend"].get<std::string>();
+  if (!j.contains("results") || !j["results"].is_array())
+    fail(path, ": required field 'results' (a list of rows) is missing");
+  for (const auto& r : j["results"]) {
+    if (!r.is_object() || !r.contains("size") || !r["size"].is_number())
+      fail(path, ": a row of 'results' lacks the number 'size'");
+    if (!r.contains("time_us") || !r["time_us"].is_number())
+      fail(path, ": a row of 'results' lacks the number 'time_us'");
+    if (r.contains("wrong") && r["wrong"].is_number() && r["wrong"].get<double>() > 0)
+      fail(path, ": the benchmark row of size ", r["size"].dump(), " has wrong results; its timings are not usable");
+    AllreduceRow row{r["size"].get<double>(), r["time_us"].get<double>() / 1000.0};
+    if (row.bytes > 0 && row.time_ms > 0) b.rows.push_back(row);
+  }
+  if (b.world_size < 2)
+    fail(path, ": the benchmark ran on ", b.world_size,
+         " rank; α and β need an allreduce across at least 2 ranks (run it with mpirun/srun -n 2 or more)");
+  std::set<double> sizes;
+  for (const auto& r : b.rows) sizes.insert(r.bytes);
+  if (sizes.size() < 2) fail(path, ": needs at least two message sizes with positive times to fit α and β");
+  return b;
+}
+
+AlphaBeta fit_alpha_beta_benchmark(const AllreduceBenchmark& bench) {
+  // t = c0 + c1·n with c0 = 2(p-1)α, c1 = 2(p-1)/(p β); minimise Σ((t_i - model_i)/t_i)².
+  const int p = bench.world_size;
+  double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
+  for (const auto& row : bench.rows) {
+    const double w = 1.0 / (row.time_ms * row.time_ms);
+    s00 += w;
+    s01 += w * row.bytes;
+    s11 += w * row.bytes * row.bytes;
+    r0 += w * row.time_ms;
+    r1 += w * row.time_ms * row.bytes;
+  }
+  AlphaBeta out;
+  double c0 = 0, c1 = 0;
+  const double det = s00 * s11 - s01 * s01;
+  if (det > 0) {
+    c0 = (r0 * s11 - r1 * s01) / det;
+    c1 = (s00 * r1 - s01 * r0) / det;
+  }
+  if (!(det > 0) || c0 < 0) {  // latency not resolvable: bandwidth-only fit
+    c0 = 0;
+    c1 = r1 / s11;
+    out.note = "the benchmark's small sizes do not resolve a positive latency: alpha pinned to 0";
+  }
+  if (!(c1 > 0))
+    fail(bench.file, ": allreduce time does not grow with message size; cannot fit a bandwidth (beta)");
+  out.alpha_ms = c0 / (2.0 * (p - 1));
+  out.beta_bytes_per_ms = 2.0 * (p - 1) / (p * c1);
+  double sum = 0;
+  for (const auto& row : bench.rows) {
+    const double e = std::fabs(c0 + c1 * row.bytes - row.time_ms) / row.time_ms;
+    sum += e;
+    out.max_rel_error = std::max(out.max_rel_error, e);
+  }
+  out.mean_rel_error = sum / bench.rows.size();
+  return out;
+}
+
+AlphaKappa fit_alpha_kappa_runs(const std::vector<CommPoint>& points) {
+  // y = a·α + b·κ with a = 2(p-1), b = 2(p-1)/p.
+  double saa = 0, sab = 0, sbb = 0, say = 0, sby = 0;
+  std::set<int> counts;
+  for (const auto& pt : points) {
+    if (pt.ranks <= 1) continue;
+    const double a = 2.0 * (pt.ranks - 1), b = 2.0 * (pt.ranks - 1) / pt.ranks;
+    saa += a * a;
+    sab += a * b;
+    sbb += b * b;
+    say += a * pt.exposed_ms;
+    sby += b * pt.exposed_ms;
+    counts.insert(pt.ranks);
+  }
+  AlphaKappa out;
+  if (counts.empty()) {
+    out.note = "no multi-rank run: communication cannot be fitted";
+    return out;
+  }
+  auto kappa_only = [&] {
+    out.alpha_ms = 0;
+    out.kappa_ms = std::max(0.0, sby / sbb);
+  };
+  if (counts.size() < 2) {
+    kappa_only();
+    out.note = "only one multi-rank count: latency (alpha) is not identifiable and is pinned to 0";
+    return out;
+  }
+  const double det = saa * sbb - sab * sab;
+  out.alpha_ms = (say * sbb - sby * sab) / det;
+  out.kappa_ms = (saa * sby - sab * say) / det;
+  if (out.alpha_ms < 0) {
+    kappa_only();
+    out.note = "the fitted latency was negative: alpha pinned to 0";
+  } else if (out.kappa_ms < 0) {
+    out.kappa_ms = 0;
+    out.alpha_ms = std::max(0.0, say / saa);
+    out.note = "the fitted bandwidth term was negative: beta taken as infinite (latency only)";
+  }
+  return out;
+}
+
+}  // namespace cnnscale::report

@@ -1,0 +1,65 @@
+// alpha_beta.hpp — the α–β cost model of ring allreduce and its two fits.
+//
+//   T_ring(p, n bytes) = 2(p-1)/p · n/β + 2(p-1)·α
+//
+// α is the per-message latency, β the per-link bandwidth. fit_alpha_beta_benchmark()
+// fits α, β to the rows of `cnnscale allreduce --json` (time vs size at one world size);
+// fit_alpha_kappa_runs() fits α and κ = bytes/β to the exposed communication time that
+// training runs measured at several rank counts. Times are in milliseconds, sizes in
+// bytes, β in bytes per millisecond (1 GB/s = 1e6 B/ms).
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cnnscale::report {
+
+// Ring allreduce time in ms of `bytes` over p ranks.
+double ring_allreduce_ms(int p, double bytes, double alpha_ms, double beta_bytes_per_ms);
+
+// Same with κ = bytes/β (ms) in place of bytes and β.
+double ring_allreduce_kappa_ms(int p, double kappa_ms, double alpha_ms);
+
+struct AllreduceRow {
+  double bytes = 0;
+  double time_ms = 0;
+};
+
+struct AllreduceBenchmark {
+  std::string file;
+  int world_size = 1;
+  std::string backend;
+  std::vector<AllreduceRow> rows;
+};
+
+// Reads `cnnscale allreduce --json` output; errors name the file and the field.
+AllreduceBenchmark load_allreduce_benchmark(const std::string& path);
+
+struct AlphaBeta {
+  double alpha_ms = 0;
+  double beta_bytes_per_ms = 0;
+  double mean_rel_error = 0;  // of the fit on the benchmark rows
+  double max_rel_error = 0;
+  std::string note;           // e.g. why α was pinned to 0
+};
+
+// Weighted least squares on relative error (small sizes fix α, large sizes fix β).
+AlphaBeta fit_alpha_beta_benchmark(const AllreduceBenchmark& bench);
+
+struct CommPoint {
+  int ranks = 1;
+  double exposed_ms = 0;
+};
+
+struct AlphaKappa {
+  double alpha_ms = 0;
+  double kappa_ms = 0;  // bytes/β per step
+  std::string note;
+};
+
+// Ordinary least squares of exposed_ms = 2(p-1)·α + 2(p-1)/p·κ over the points with
+// p > 1. Needs two distinct p > 1 for both unknowns; with one, α is pinned to 0 (noted).
+// Negative estimates are refitted with that parameter pinned to 0.
+AlphaKappa fit_alpha_kappa_runs(const std::vector<CommPoint>& points);
+
+}  // namespace cnnscale::report

@@ -1,0 +1,55 @@
+// analysis.hpp — Report: everything `cnnscale report` computes from run directories
+// (groups, measured tables, model fit, projections, recommendation), independent of
+// the output formats, and analyze() which builds it.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "report/alpha_beta.hpp"
+#include "report/grouping.hpp"
+#include "report/scaling_table.hpp"
+#include "report/step_model.hpp"
+
+namespace cnnscale::report {
+
+struct ReportOptions {
+  std::vector<std::string> run_dirs;
+  std::string output_dir;
+  std::optional<ScalingMode> mode;
+  double efficiency_threshold = 0.8;
+  std::optional<std::string> allreduce_file;
+  std::optional<double> target_accuracy;
+  bool allow_missing = false;  // skip run directories without run.json (a sweep with failed jobs)
+  int max_factor = 64;
+};
+
+struct GroupAnalysis {
+  RunGroup group;
+  std::vector<ScalingRow> rows;
+  std::optional<double> target_accuracy;
+  bool scalable = false;  // at least two rank counts
+  std::optional<ModelFit> fit;
+  std::vector<Projection> projections;
+  std::optional<Recommendation> recommendation;
+  std::vector<std::string> notes;
+};
+
+struct Report {
+  ReportOptions options;
+  std::vector<std::string> skipped;  // run dirs left out (allow_missing)
+  std::optional<AllreduceBenchmark> benchmark;
+  std::optional<AlphaBeta> benchmark_fit;
+  std::vector<GroupAnalysis> groups;
+};
+
+// Loads every run, groups, computes; throws UserError on bad input.
+Report analyze(const ReportOptions& options);
+
+// Same from already-loaded runs (used by tests).
+Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& runs);
+
+// Writes report.md, report.html, scaling.csv and report.json into options.output_dir.
+void write_report(const Report& report);
+
+}  // namespace cnnscale::report

@@ -1,0 +1,179 @@
+// run_record.cpp — reading and validating run.json (see run_record.hpp).
+#include "report/run_record.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "util/error.hpp"
+
+namespace cnnscale::report {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// Field access with errors that name the file and the (dotted) field.
+class Fields {
+ public:
+  explicit Fields(const std::string& file) : file_(file) {}
+
+  const json& at(const json& obj, const std::string& path, const std::string& key) const {
+    if (!obj.is_object()) fail(file_, ": '", path, "' is not a JSON object");
+    auto it = obj.find(key);
+    if (it == obj.end())
+      fail(file_, ": required field '", join(path, key), "' is missing (is this a run.json written by `cnnscale train`?)");
+    return *it;
+  }
+  double number(const json& obj, const std::string& path, const std::string& key) const {
+    const json& v = at(obj, path, key);
+    if (!v.is_number()) fail(file_, ": field '", join(path, key), "' must be a number, got ", v.dump());
+    return v.get<double>();
+  }
+  double positive(const json& obj, const std::string& path, const std::string& key) const {
+    double v = number(obj, path, key);
+    if (!(v > 0)) fail(file_, ": field '", join(path, key), "' must be positive, got ", v);
+    return v;
+  }
+  double nonnegative(const json& obj, const std::string& path, const std::string& key) const {
+    double v = number(obj, path, key);
+    if (!(v >= 0)) fail(file_, ": field '", join(path, key), "' must not be negative, got ", v);
+    return v;
+  }
+  long count(const json& obj, const std::string& path, const std::string& key, long min) const {
+    const json& v = at(obj, path, key);
+    if (!v.is_number_integer()) fail(file_, ": field '", join(path, key), "' must be an integer, got ", v.dump());
+    long n = v.get<long>();
+    if (n < min) fail(file_, ": field '", join(path, key), "' must be at least ", min, ", got ", n);
+    return n;
+  }
+  std::string text(const json& obj, const std::string& path, const std::string& key) const {
+    const json& v = at(obj, path, key);
+    if (!v.is_string()) fail(file_, ": field '", join(path, key), "' must be a string, got ", v.dump());
+    return v.get<std::string>();
+  }
+  // Present-but-null allowed (e.g. test_accuracy when not evaluated).
+  std::optional<double> nullable(const json& obj, const std::string& path, const std::string& key) const {
+    const json& v = at(obj, path, key);
+    if (v.is_null()) return std::nullopt;
+    if (!v.is_number()) fail(file_, ": field '", join(path, key), "' must be a number or null, got ", v.dump());
+    return v.get<double>();
+  }
+  // Optional field: absent or null → nullopt.
+  std::optional<double> optional(const json& obj, const std::string& key) const {
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) return std::nullopt;
+    if (!it->is_number()) fail(file_, ": field '", key, "' must be a number, got ", it->dump());
+    return it->get<double>();
+  }
+  const std::string& file() const { return file_; }
+
+ private:
+  static std::string join(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+  const std::string& file_;
+};
+
+}  // namespace
+
+std::string RunRecord::device_kind() const {
+  const std::string d = lower(device), b = lower(backend);
+  for (const char* g : {"cuda", "gpu", "nvidia", "rocm", "hip", "tesla", "h100", "a100", "v100"})
+    if (d.find(g) != std::string::npos) return "gpu";
+  if (b == "nccl" || b == "rccl") return "gpu";
+  return "cpu";
+}
+
+RunRecord parse_run(const json& doc, const std::string& file) {
+  if (!doc.is_object()) fail(file, ": expected a JSON object at the top level");
+  Fields f(file);
+  RunRecord r;
+  r.file = file;
+  r.world_size = static_cast<int>(f.count(doc, "", "world_size", 1));
+  r.nodes = static_cast<int>(f.count(doc, "", "nodes", 1));
+  r.ranks_per_node = static_cast<int>(f.count(doc, "", "ranks_per_node", 1));
+  r.backend = f.text(doc, "", "backend");
+  r.device = f.text(doc, "", "device");
+  r.model = f.text(doc, "", "model");
+  r.precision = f.text(doc, "", "precision");
+  r.batch_per_rank = f.count(doc, "", "batch_per_rank", 1);
+  r.global_batch = f.count(doc, "", "global_batch", 1);
+  r.steps = f.count(doc, "", "steps", 0);
+  r.images_per_s = f.positive(doc, "", "images_per_s");
+  const json& step = f.at(doc, "", "step_ms");
+  r.step_ms_median = f.positive(step, "step_ms", "median");
+  r.step_ms_p10 = f.positive(step, "step_ms", "p10");
+  r.step_ms_p90 = f.positive(step, "step_ms", "p90");
+  const json& bd = f.at(doc, "", "breakdown_ms");
+  r.breakdown.data = f.nonnegative(bd, "breakdown_ms", "data");
+  r.breakdown.compute = f.nonnegative(bd, "breakdown_ms", "compute");
+  r.breakdown.comm_exposed = f.nonnegative(bd, "breakdown_ms", "comm_exposed");
+  r.breakdown.optimizer = f.nonnegative(bd, "breakdown_ms", "optimizer");
+  r.train_loss = f.nullable(doc, "", "train_loss");
+  r.test_accuracy = f.nullable(doc, "", "test_accuracy");
+
+  r.images_per_s_p10 = f.optional(doc, "images_per_s_p10");
+  r.images_per_s_p90 = f.optional(doc, "images_per_s_p90");
+  r.grad_bytes = f.optional(doc, "grad_bytes");
+  r.epochs = f.optional(doc, "epochs");
+  if (auto it = doc.find("time_to_accuracy"); it != doc.end() && !it->is_null()) {
+    if (!it->is_array()) fail(file, ": field 'time_to_accuracy' must be a list of {accuracy, seconds}");
+    for (const auto& e : *it) {
+      AccuracyTime at;
+      at.accuracy = f.number(e, "time_to_accuracy[]", "accuracy");
+      at.seconds = f.nonnegative(e, "time_to_accuracy[]", "seconds");
+      r.time_to_accuracy.push_back(at);
+    }
+  }
+  if (auto it = doc.find("slurm"); it != doc.end() && it->is_object()) {
+    if (auto j = it->find("job_id"); j != it->end())
+      r.slurm_job_id = j->is_string() ? j->get<std::string>() : j->dump();
+    if (auto n = it->find("nodelist"); n != it->end() && n->is_string()) r.slurm_nodelist = n->get<std::string>();
+  }
+
+  // Consistency: a report built on contradictory numbers would be silently wrong.
+  if (r.nodes > r.world_size)
+    fail(file, ": 'nodes' (", r.nodes, ") is larger than 'world_size' (", r.world_size, ")");
+  if (r.global_batch != r.batch_per_rank * r.world_size)
+    fail(file, ": 'global_batch' (", r.global_batch, ") is not 'batch_per_rank' x 'world_size' (", r.batch_per_rank,
+         " x ", r.world_size, ")");
+  if (r.step_ms_p10 > r.step_ms_median || r.step_ms_median > r.step_ms_p90)
+    fail(file, ": 'step_ms' must satisfy p10 <= median <= p90, got ", r.step_ms_p10, ", ", r.step_ms_median, ", ",
+         r.step_ms_p90);
+  if (r.grad_bytes && !(*r.grad_bytes > 0)) fail(file, ": field 'grad_bytes' must be positive, got ", *r.grad_bytes);
+  return r;
+}
+
+RunRecord load_run(const std::string& dir) {
+  fs::path p(dir);
+  std::error_code ec;
+  if (!fs::exists(p, ec)) fail("run directory '", dir, "' does not exist");
+  fs::path file = fs::is_directory(p, ec) ? p / "run.json" : p;
+  if (!fs::exists(file, ec))
+    fail("'", dir, "' has no run.json: not a finished `cnnscale train --run-dir` directory (the run may have failed "
+         "or still be running; look at its log)");
+  std::ifstream in(file);
+  if (!in) fail("cannot read '", file.string(), "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json doc;
+  try {
+    doc = json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    fail(file.string(), ": malformed JSON (", e.what(), ")");
+  }
+  RunRecord r = parse_run(doc, file.string());
+  r.dir = dir;
+  return r;
+}
+
+}  // namespace cnnscale::report

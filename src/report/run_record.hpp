@@ -1,0 +1,63 @@
+// run_record.hpp — RunRecord: the measurements of one training run as read from its
+// run.json (SPEC "Files"), and the loader that validates them.
+//
+// Required fields (SPEC): world_size, nodes, ranks_per_node, backend, device, model,
+// precision, batch_per_rank, global_batch, steps, images_per_s, step_ms {median, p10,
+// p90}, breakdown_ms {data, compute, comm_exposed, optimizer}, train_loss, test_accuracy.
+// Optional: images_per_s_p10/_p90, grad_bytes, epochs, time_to_accuracy [{accuracy,
+// seconds}], slurm {job_id, nodelist}. A missing or mistyped required field is a
+// UserError naming the file and the field.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cnnscale::report {
+
+// Median per-step time split into its parts, in milliseconds.
+struct StepBreakdown {
+  double data = 0;
+  double compute = 0;
+  double comm_exposed = 0;
+  double optimizer = 0;
+  double sum() const { return data + compute + comm_exposed + optimizer; }
+};
+
+struct AccuracyTime {
+  double accuracy = 0;  // fraction in [0, 1]
+  double seconds = 0;   // wall time from the start of training
+};
+
+struct RunRecord {
+  std::string dir;   // the run directory as given
+  std::string file;  // the run.json read
+  int world_size = 1;
+  int nodes = 1;
+  int ranks_per_node = 1;
+  std::string backend, device, model, precision;
+  long batch_per_rank = 0;
+  long global_batch = 0;
+  long steps = 0;
+  double images_per_s = 0;
+  std::optional<double> images_per_s_p10, images_per_s_p90;
+  double step_ms_median = 0, step_ms_p10 = 0, step_ms_p90 = 0;
+  StepBreakdown breakdown;
+  std::optional<double> train_loss;
+  std::optional<double> test_accuracy;
+  std::optional<double> grad_bytes;
+  std::optional<double> epochs;
+  std::vector<AccuracyTime> time_to_accuracy;
+  std::string slurm_job_id, slurm_nodelist;
+
+  // "cpu" or "gpu", from `device` (anything naming cuda/gpu/a GPU model is "gpu").
+  std::string device_kind() const;
+};
+
+// Parses an already-loaded run.json document; `file` names it in error messages.
+RunRecord parse_run(const nlohmann::json& doc, const std::string& file);
+
+// Reads DIR/run.json (or DIR itself when it is a file).
+RunRecord load_run(const std::string& dir);
+
+}  // namespace cnnscale::report

@@ -1,0 +1,157 @@
+// svg_chart.cpp — see svg_chart.hpp.
+#include "report/svg_chart.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "report/format.hpp"
+
+namespace cnnscale::report {
+
+namespace {
+
+constexpr double W = 640, H = 360, L = 72, R = 170, T = 36, B = 52;  // size and margins
+constexpr double PW = W - L - R, PH = H - T - B;                      // plot area
+
+// A "nice" axis maximum and step for values up to v (5 or so ticks).
+std::pair<double, double> nice_axis(double v) {
+  if (!(v > 0)) v = 1;
+  const double raw = v / 5;
+  const double mag = std::pow(10, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+    if (m * mag >= raw) {
+      step = m * mag;
+      break;
+    }
+  return {step * std::ceil(v / step - 1e-9), step};
+}
+
+std::string n(double v) { return fmt_fixed(v, 1); }
+
+void header(std::ostringstream& os, const std::string& title, const std::string& x_label, const std::string& y_label) {
+  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H << "\" viewBox=\"0 0 " << W
+     << " " << H << "\" role=\"img\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  os << "<title>" << xml_escape(title) << "</title>\n";
+  os << "<rect x=\"0\" y=\"0\" width=\"" << W << "\" height=\"" << H << "\" fill=\"white\"/>\n";
+  os << "<text x=\"" << n(L + PW / 2) << "\" y=\"20\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">"
+     << xml_escape(title) << "</text>\n";
+  os << "<text x=\"" << n(L + PW / 2) << "\" y=\"" << n(H - 10) << "\" text-anchor=\"middle\">" << xml_escape(x_label)
+     << "</text>\n";
+  os << "<text x=\"16\" y=\"" << n(T + PH / 2) << "\" text-anchor=\"middle\" transform=\"rotate(-90 16 " << n(T + PH / 2)
+     << ")\">" << xml_escape(y_label) << "</text>\n";
+}
+
+void y_axis(std::ostringstream& os, double ymax, double step) {
+  for (double y = 0; y <= ymax + step * 1e-6; y += step) {
+    const double py = T + PH - y / ymax * PH;
+    os << "<line x1=\"" << n(L) << "\" y1=\"" << n(py) << "\" x2=\"" << n(L + PW) << "\" y2=\"" << n(py)
+       << "\" stroke=\"#e0e0e0\"/>\n";
+    os << "<text x=\"" << n(L - 6) << "\" y=\"" << n(py + 4) << "\" text-anchor=\"end\">" << fmt_num(y, 3)
+       << "</text>\n";
+  }
+  os << "<line x1=\"" << n(L) << "\" y1=\"" << n(T) << "\" x2=\"" << n(L) << "\" y2=\"" << n(T + PH)
+     << "\" stroke=\"black\"/>\n";
+  os << "<line x1=\"" << n(L) << "\" y1=\"" << n(T + PH) << "\" x2=\"" << n(L + PW) << "\" y2=\"" << n(T + PH)
+     << "\" stroke=\"black\"/>\n";
+}
+
+void legend_entry(std::ostringstream& os, int i, const std::string& name, const std::string& color, bool dashed,
+                  bool box) {
+  const double x = L + PW + 14, y = T + 10 + 20 * i;
+  if (box)
+    os << "<rect x=\"" << n(x) << "\" y=\"" << n(y - 6) << "\" width=\"18\" height=\"10\" fill=\"" << color << "\"/>\n";
+  else
+    os << "<line x1=\"" << n(x) << "\" y1=\"" << n(y) << "\" x2=\"" << n(x + 18) << "\" y2=\"" << n(y)
+       << "\" stroke=\"" << color << "\" stroke-width=\"2\"" << (dashed ? " stroke-dasharray=\"5,3\"" : "") << "/>\n";
+  os << "<text x=\"" << n(x + 24) << "\" y=\"" << n(y + 4) << "\">" << xml_escape(name) << "</text>\n";
+}
+
+}  // namespace
+
+std::string render_svg(const LineChart& c) {
+  double xmin = 0, xmax = 0, ymax = 0;
+  bool first = true;
+  for (const auto& s : c.series)
+    for (const auto& [x, y] : s.points) {
+      if (first) xmin = xmax = x, first = false;
+      xmin = std::min(xmin, x);
+      xmax = std::max(xmax, x);
+      if (std::isfinite(y)) ymax = std::max(ymax, y);
+    }
+  if (first) xmin = 1, xmax = 2;
+  if (c.y_max) ymax = *c.y_max;
+  if (c.hline) ymax = std::max(ymax, *c.hline);
+  auto [top, step] = nice_axis(ymax);
+  // log2 x axis with a little padding on both sides.
+  const double lx0 = std::log2(xmin) - 0.25, lx1 = std::log2(std::max(xmax, xmin * 2)) + 0.25;
+  auto px = [&](double x) { return L + (std::log2(x) - lx0) / (lx1 - lx0) * PW; };
+  auto py = [&](double y) { return T + PH - std::clamp(y, 0.0, top) / top * PH; };
+
+  std::ostringstream os;
+  header(os, c.title, c.x_label, c.y_label);
+  y_axis(os, top, step);
+  for (int k = static_cast<int>(std::ceil(lx0)); k <= static_cast<int>(std::floor(lx1)); ++k) {
+    const double x = std::pow(2.0, k);
+    os << "<line x1=\"" << n(px(x)) << "\" y1=\"" << n(T + PH) << "\" x2=\"" << n(px(x)) << "\" y2=\"" << n(T + PH + 5)
+       << "\" stroke=\"black\"/>\n";
+    os << "<text x=\"" << n(px(x)) << "\" y=\"" << n(T + PH + 18) << "\" text-anchor=\"middle\">" << fmt_count(x)
+       << "</text>\n";
+  }
+  int li = 0;
+  if (c.hline) {
+    os << "<line x1=\"" << n(L) << "\" y1=\"" << n(py(*c.hline)) << "\" x2=\"" << n(L + PW) << "\" y2=\""
+       << n(py(*c.hline)) << "\" stroke=\"#d62728\" stroke-dasharray=\"2,3\"/>\n";
+    legend_entry(os, li++, c.hline_label, "#d62728", true, false);
+  }
+  for (const auto& s : c.series) {
+    if (s.points.empty()) continue;
+    os << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"2\""
+       << (s.dashed ? " stroke-dasharray=\"5,3\"" : "") << " points=\"";
+    for (const auto& [x, y] : s.points) os << n(px(x)) << "," << n(py(y)) << " ";
+    os << "\"/>\n";
+    if (s.markers)
+      for (const auto& [x, y] : s.points)
+        os << "<circle cx=\"" << n(px(x)) << "\" cy=\"" << n(py(y)) << "\" r=\"3.5\" fill=\"" << s.color << "\"><title>"
+           << xml_escape(s.name) << ": " << fmt_count(x) << " ranks, " << fmt_num(y, 4) << "</title></circle>\n";
+    legend_entry(os, li++, s.name, s.color, s.dashed, false);
+  }
+  os << "</svg>\n";
+  return os.str();
+}
+
+std::string render_svg(const StackedBarChart& c) {
+  const size_t nc = c.categories.size();
+  double ymax = 0;
+  for (size_t i = 0; i < nc; ++i) {
+    double sum = 0;
+    for (const auto& s : c.stacks) sum += i < s.values.size() ? std::max(0.0, s.values[i]) : 0;
+    ymax = std::max(ymax, sum);
+  }
+  auto [top, step] = nice_axis(ymax);
+  std::ostringstream os;
+  header(os, c.title, c.x_label, c.y_label);
+  y_axis(os, top, step);
+  const double slot = nc ? PW / nc : PW, bw = slot * 0.6;
+  for (size_t i = 0; i < nc; ++i) {
+    const double x = L + slot * i + (slot - bw) / 2;
+    double base = 0;
+    for (const auto& s : c.stacks) {
+      const double v = i < s.values.size() ? std::max(0.0, s.values[i]) : 0;
+      const double y0 = T + PH - base / top * PH, y1 = T + PH - (base + v) / top * PH;
+      os << "<rect x=\"" << n(x) << "\" y=\"" << n(y1) << "\" width=\"" << n(bw) << "\" height=\"" << n(y0 - y1)
+         << "\" fill=\"" << s.color << "\"><title>" << xml_escape(s.name) << " at " << xml_escape(c.categories[i])
+         << ": " << fmt_num(v, 4) << "</title></rect>\n";
+      base += v;
+    }
+    os << "<text x=\"" << n(x + bw / 2) << "\" y=\"" << n(T + PH + 18) << "\" text-anchor=\"middle\">"
+       << xml_escape(c.categories[i]) << "</text>\n";
+  }
+  int li = 0;
+  for (auto it = c.stacks.rbegin(); it != c.stacks.rend(); ++it) legend_entry(os, li++, it->name, it->color, false, true);
+  os << "</svg>\n";
+  return os.str();
+}
+
+}  // namespace cnnscale::report

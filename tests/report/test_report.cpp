@@ -1,0 +1,413 @@
+// test_report.cpp — `cnnscale report` arithmetic: hand-computed tables, Karp–Flatt on
+// data generated from Amdahl's law, α–β fits on data generated from the ring model
+// (from runs and from an allreduce benchmark), grouping and bad input.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "report/analysis.hpp"
+#include "report/renderers.hpp"
+#include "util/error.hpp"
+
+using namespace cnnscale;
+using namespace cnnscale::report;
+using nlohmann::json;
+
+namespace {
+
+// A run.json document with the SPEC fields. step median T (ms); throughput = G/T.
+json run_doc(int p, long batch_per_rank, double step_ms, double data, double compute, double comm, double opt,
+             const std::string& model = "mnist_cnn") {
+  const long g = batch_per_rank * p;
+  return {{"world_size", p},
+          {"nodes", (p + 3) / 4},
+          {"ranks_per_node", std::min(p, 4)},
+          {"backend", "mpi"},
+          {"device", "cpu"},
+          {"model", model},
+          {"precision", "fp32"},
+          {"batch_per_rank", batch_per_rank},
+          {"global_batch", g},
+          {"steps", 100},
+          {"images_per_s", g * 1000.0 / step_ms},
+          {"step_ms", {{"median", step_ms}, {"p10", step_ms * 0.9}, {"p90", step_ms * 1.2}}},
+          {"breakdown_ms", {{"data", data}, {"compute", compute}, {"comm_exposed", comm}, {"optimizer", opt}}},
+          {"train_loss", 0.3},
+          {"test_accuracy", nullptr}};
+}
+
+// "prefix" + p without GCC 12's false -Wrestrict on operator+(const char*, string&&).
+std::string nm(const char* prefix, int p) {
+  std::string s(prefix);
+  s += std::to_string(p);
+  return s;
+}
+
+RunRecord rec(const json& doc, const std::string& name) {
+  RunRecord r = parse_run(doc, name + "/run.json");
+  r.dir = name;
+  return r;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+ReportOptions opts(double threshold = 0.8) {
+  ReportOptions o;
+  o.efficiency_threshold = threshold;
+  return o;
+}
+
+// Ring allreduce in ms, written out independently of the code under test.
+double ring(int p, double bytes, double alpha_ms, double beta_bpms) {
+  return p == 1 ? 0.0 : 2.0 * (p - 1) / p * bytes / beta_bpms + 2.0 * (p - 1) * alpha_ms;
+}
+
+}  // namespace
+
+// Hand-computed: G = 240; 100, 180, 300 images/s at 1, 2, 4 ranks.
+// S = 1.8, 3.0; E = 0.9, 0.75; e = (1/1.8 - 1/2)/(1 - 1/2) = 1/9 and (1/3 - 1/4)/(3/4) = 1/9.
+// p10/p90 images/s from step p90/p10: 240 images / 2.88 s = 83.33, / 2.16 s = 111.1.
+TEST(ReportTable, HandComputedStrong) {
+  std::vector<RunRecord> runs = {rec(run_doc(1, 240, 2400, 100, 2000, 0, 300), "r1"),
+                                 rec(run_doc(2, 120, 240000.0 / 180, 50, 1000, 100, 300), "r2"),
+                                 rec(run_doc(4, 60, 800, 25, 500, 100, 150), "r4")};
+  Report rep = analyze_runs(opts(), runs);
+  ASSERT_EQ(rep.groups.size(), 1u);
+  const auto& ga = rep.groups[0];
+  EXPECT_EQ(ga.group.mode, ScalingMode::strong);
+  ASSERT_EQ(ga.rows.size(), 3u);
+  EXPECT_NEAR(ga.rows[0].images_per_s, 100.0, 1e-9);
+  EXPECT_NEAR(ga.rows[1].speedup, 1.8, 1e-12);
+  EXPECT_NEAR(ga.rows[2].speedup, 3.0, 1e-12);
+  EXPECT_NEAR(ga.rows[1].efficiency, 0.9, 1e-12);
+  EXPECT_NEAR(ga.rows[2].efficiency, 0.75, 1e-12);
+  EXPECT_FALSE(ga.rows[0].karp_flatt.has_value());
+  EXPECT_NEAR(*ga.rows[1].karp_flatt, 1.0 / 9, 1e-12);
+  EXPECT_NEAR(*ga.rows[2].karp_flatt, 1.0 / 9, 1e-12);
+  EXPECT_NEAR(ga.rows[0].images_per_s_p10, 83.3333333333, 1e-6);
+  EXPECT_NEAR(ga.rows[0].images_per_s_p90, 111.111111111, 1e-6);
+  // Recommendation: 2 ranks keep 90% ≥ 80%; 4 ranks (75%) fall below.
+  ASSERT_TRUE(ga.recommendation);
+  EXPECT_EQ(ga.recommendation->recommended_ranks, 2);
+  EXPECT_EQ(ga.recommendation->measured_below, 4);
+  EXPECT_NE(ga.recommendation->text.find("up to 2 ranks"), std::string::npos);
+}
+
+// Same speedups relative to a base of 2 ranks: q = p/p0 is what counts.
+TEST(ReportTable, RelativeToSmallestCount) {
+  std::vector<RunRecord> runs = {rec(run_doc(8, 30, 240000.0 / 600, 0, 100, 0, 0), "r8"),
+                                 rec(run_doc(2, 120, 240000.0 / 200, 0, 100, 0, 0), "r2"),
+                                 rec(run_doc(4, 60, 240000.0 / 360, 0, 100, 0, 0), "r4")};
+  const Report rep1 = analyze_runs(opts(), runs);
+  const auto& ga = rep1.groups.at(0);
+  ASSERT_EQ(ga.rows.size(), 3u);
+  EXPECT_EQ(ga.rows[0].ranks, 2);
+  EXPECT_EQ(ga.rows[2].ranks, 8);
+  EXPECT_NEAR(ga.rows[1].efficiency, 0.9, 1e-12);
+  EXPECT_NEAR(ga.rows[2].efficiency, 0.75, 1e-12);
+  EXPECT_NEAR(*ga.rows[2].karp_flatt, 1.0 / 9, 1e-12);
+}
+
+// Weak scaling: per-rank batch 32 constant; 100 → 360 images/s at 1 → 4 ranks: S = 3.6, E = 0.9.
+TEST(ReportTable, WeakScalingDetected) {
+  std::vector<RunRecord> runs = {rec(run_doc(1, 32, 320, 0, 300, 0, 20), "w1"),
+                                 rec(run_doc(4, 32, 128000.0 / 360, 0, 300, 40, 20), "w4")};
+  const Report rep2 = analyze_runs(opts(), runs);
+  const auto& ga = rep2.groups.at(0);
+  EXPECT_EQ(ga.group.mode, ScalingMode::weak);
+  EXPECT_NEAR(ga.rows[1].speedup, 3.6, 1e-12);
+  EXPECT_NEAR(ga.rows[1].efficiency, 0.9, 1e-12);
+  // --mode strong overrides, with a note because the global batch is not constant.
+  ReportOptions o = opts();
+  o.mode = ScalingMode::strong;
+  const Report rep3 = analyze_runs(o, runs);
+  const auto& forced = rep3.groups.at(0);
+  EXPECT_EQ(forced.group.mode, ScalingMode::strong);
+  EXPECT_TRUE(forced.group.mode_forced);
+  EXPECT_FALSE(forced.group.notes.empty());
+}
+
+// Amdahl's law with serial fraction f: T(p) = T1 (f + (1-f)/p). Karp–Flatt must return f
+// at every count; the model (W = (1-f)T1, F = f T1, no communication) must reproduce the
+// runs exactly and project Amdahl's speedup; the efficiency threshold crossing is at
+// p* = (1/thr - 1 + f)/f.
+TEST(ReportModel, AmdahlKarpFlattRecoversSerialFraction) {
+  for (double f : {0.01, 0.07, 0.25}) {
+    const double t1 = 500;
+    std::vector<RunRecord> runs;
+    for (int p : {1, 2, 4, 8, 16}) {
+      const double t = t1 * (f + (1 - f) / p);
+      runs.push_back(rec(run_doc(p, 1024 / p, t, 0.1 * t1 * (1 - f) / p, 0.9 * t1 * (1 - f) / p, 0, t1 * f),
+                         nm("a", p)));
+    }
+    const Report rep4 = analyze_runs(opts(), runs);
+  const auto& ga = rep4.groups.at(0);
+    for (const auto& r : ga.rows) {
+      const double amdahl = 1.0 / (f + (1 - f) / r.ranks);
+      EXPECT_NEAR(r.speedup, amdahl, 1e-9 * amdahl) << "f=" << f << " p=" << r.ranks;
+      if (r.ranks > 1) {
+        EXPECT_NEAR(*r.karp_flatt, f, 1e-9) << "f=" << f << " p=" << r.ranks;
+      }
+    }
+    ASSERT_TRUE(ga.fit);
+    EXPECT_LT(ga.fit->max_rel_error, 1e-9);
+    ASSERT_EQ(ga.projections.size(), 6u);  // 2x..64x
+    EXPECT_EQ(ga.projections.back().ranks, 16 * 64);
+    for (const auto& pr : ga.projections) {
+      const double amdahl = 1.0 / (f + (1 - f) / pr.ranks);
+      EXPECT_NEAR(pr.speedup, amdahl, 1e-9 * amdahl) << "f=" << f << " p=" << pr.ranks;
+      EXPECT_NEAR(pr.efficiency, amdahl / pr.ranks, 1e-9);
+    }
+    const double crossing = (1 / 0.8 - 1 + f) / f;
+    ASSERT_TRUE(ga.recommendation->crossing_ranks) << "f=" << f;
+    EXPECT_NEAR(*ga.recommendation->crossing_ranks, crossing, 1e-6 * crossing) << "f=" << f;
+    // Largest measured count with E ≥ 0.8: the largest p ≤ p*.
+    int expect_rec = 1;
+    for (int p : {1, 2, 4, 8, 16})
+      if (p <= crossing) expect_rec = p;
+    EXPECT_EQ(ga.recommendation->recommended_ranks, expect_rec) << "f=" << f;
+    if (crossing > 16) {
+      // First doubled count beyond the crossing.
+      int first = 32;
+      while (first < crossing) first *= 2;
+      EXPECT_EQ(ga.recommendation->projected_below, first) << "f=" << f;
+      EXPECT_FALSE(ga.recommendation->measured_below);
+    }
+  }
+}
+
+// α–β ring model with known α, β: runs whose exposed communication is exactly the ring
+// cost of grad_bytes; the fit to the runs must recover α and β.
+TEST(ReportModel, AlphaBetaRecoveredFromRuns) {
+  const double alpha_ms = 0.05, beta = 1.0e7 /* B/ms = 10 GB/s */, bytes = 4.8e7, w = 400, fx = 6;
+  std::vector<RunRecord> runs;
+  for (int p : {1, 2, 4, 8, 16}) {
+    const double comm = ring(p, bytes, alpha_ms, beta);
+    json d = run_doc(p, 512 / p, w / p + fx + comm, 0, w / p, comm, fx);
+    d["grad_bytes"] = bytes;
+    runs.push_back(rec(d, nm("ab", p)));
+  }
+  const Report rep5 = analyze_runs(opts(), runs);
+  const auto& ga = rep5.groups.at(0);
+  ASSERT_TRUE(ga.fit);
+  const auto& m = ga.fit->model;
+  EXPECT_NEAR(m.alpha_ms, alpha_ms, 1e-9 * alpha_ms);
+  ASSERT_TRUE(m.beta_bytes_per_ms);
+  EXPECT_NEAR(*m.beta_bytes_per_ms, beta, 1e-9 * beta);
+  EXPECT_NEAR(m.work_ms, w, 1e-9);
+  EXPECT_NEAR(m.fixed_ms, fx, 1e-9);
+  EXPECT_LT(ga.fit->max_rel_error, 1e-9);
+  // Projection at 64 ranks from the generating formula.
+  const int p = 64;
+  const double t = w / p + fx + ring(p, bytes, alpha_ms, beta), t1 = w + fx;
+  const Projection* pr = nullptr;
+  for (const auto& x : ga.projections)
+    if (x.ranks == p) pr = &x;
+  ASSERT_NE(pr, nullptr);
+  EXPECT_NEAR(pr->step_ms, t, 1e-9 * t);
+  EXPECT_NEAR(pr->speedup, t1 / t, 1e-9);
+}
+
+// With only one multi-rank count α is not identifiable: pinned to 0, β from the one point.
+TEST(ReportModel, OneMultiRankCountPinsAlpha) {
+  const double bytes = 1e6, beta = 5e5;
+  std::vector<RunRecord> runs;
+  for (int p : {1, 2}) {
+    const double comm = ring(p, bytes, 0, beta);
+    json d = run_doc(p, 64 / p, 100.0 / p + comm, 0, 100.0 / p, comm, 0);
+    d["grad_bytes"] = bytes;
+    runs.push_back(rec(d, nm("o", p)));
+  }
+  const Report rep6 = analyze_runs(opts(), runs);
+  const auto& m = rep6.groups.at(0).fit->model;
+  EXPECT_EQ(m.alpha_ms, 0.0);
+  EXPECT_NEAR(*m.beta_bytes_per_ms, beta, 1e-9 * beta);
+  ASSERT_FALSE(m.notes.empty());
+  EXPECT_NE(m.notes[0].find("pinned to 0"), std::string::npos);
+}
+
+// α, β fitted from a `cnnscale allreduce --json` file generated from the ring model at 8
+// ranks; then runs whose exposed communication is 60% of that cost give η = 0.6.
+TEST(ReportModel, AlphaBetaFromAllreduceBenchmark) {
+  const double alpha_ms = 0.025, beta = 1.2e7, bytes = 2.0e7;
+  const int n = 8;
+  json rows = json::array();
+  for (double size = 8; size <= 64.0 * 1024 * 1024; size *= 4)
+    rows.push_back({{"size", size}, {"count", size / 4}, {"type", "float"},
+                    {"time_us", 1000.0 * ring(n, size, alpha_ms, beta)}, {"algbw_gbs", 0}, {"busbw_gbs", 0},
+                    {"wrong", 0}});
+  const std::string file = "/tmp/cnnscale-test-allreduce-" + std::to_string(::getpid()) + ".json";
+  std::ofstream(file) << json{{"world_size", n}, {"backend", "mpi"}, {"type", "float"}, {"results", rows}}.dump();
+  AllreduceBenchmark b = load_allreduce_benchmark(file);
+  AlphaBeta ab = fit_alpha_beta_benchmark(b);
+  EXPECT_NEAR(ab.alpha_ms, alpha_ms, 1e-9 * alpha_ms);
+  EXPECT_NEAR(ab.beta_bytes_per_ms, beta, 1e-9 * beta);
+  EXPECT_LT(ab.max_rel_error, 1e-9);
+
+  std::vector<RunRecord> runs;
+  for (int p : {1, 2, 4, 8}) {
+    const double comm = 0.6 * ring(p, bytes, alpha_ms, beta);
+    json d = run_doc(p, 256 / p, 300.0 / p + 2 + comm, 0, 300.0 / p, comm, 2);
+    d["grad_bytes"] = bytes;
+    runs.push_back(rec(d, nm("b", p)));
+  }
+  ReportOptions o = opts();
+  o.allreduce_file = file;
+  Report rep = analyze_runs(o, runs);
+  const auto& m = rep.groups.at(0).fit->model;
+  EXPECT_NEAR(m.exposure, 0.6, 1e-9);
+  EXPECT_NEAR(m.alpha_ms, alpha_ms, 1e-9 * alpha_ms);
+  EXPECT_LT(rep.groups.at(0).fit->max_rel_error, 1e-9);
+  EXPECT_NE(m.comm_source.find(file), std::string::npos);
+  std::filesystem::remove(file);
+
+  // A single-rank benchmark cannot give α, β.
+  std::ofstream(file) << json{{"world_size", 1}, {"results", rows}}.dump();
+  EXPECT_NE(error_of([&] { load_allreduce_benchmark(file); }).find("at least 2 ranks"), std::string::npos);
+  std::filesystem::remove(file);
+}
+
+// Noisy benchmark (±2% alternating): the fit stays close.
+TEST(ReportModel, AlphaBetaBenchmarkToleratesNoise) {
+  const double alpha_ms = 0.01, beta = 2e7;
+  AllreduceBenchmark b;
+  b.file = "noisy";
+  b.world_size = 4;
+  int i = 0;
+  for (double size = 64; size <= 256.0 * 1024 * 1024; size *= 2, ++i)
+    b.rows.push_back({size, ring(4, size, alpha_ms, beta) * (i % 2 ? 1.02 : 0.98)});
+  AlphaBeta ab = fit_alpha_beta_benchmark(b);
+  EXPECT_NEAR(ab.alpha_ms, alpha_ms, 0.05 * alpha_ms);
+  EXPECT_NEAR(ab.beta_bytes_per_ms, beta, 0.05 * beta);
+  EXPECT_NEAR(ab.max_rel_error, 0.02, 0.01);
+}
+
+TEST(ReportGroups, MixedModelsIsAnErrorNamingBoth) {
+  std::vector<RunRecord> runs = {rec(run_doc(1, 64, 100, 0, 90, 0, 10, "mnist_cnn"), "m1"),
+                                 rec(run_doc(2, 32, 60, 0, 45, 5, 10, "resnet18"), "m2")};
+  const std::string e = error_of([&] { analyze_runs(opts(), runs); });
+  EXPECT_NE(e.find("different models"), std::string::npos) << e;
+  EXPECT_NE(e.find("mnist_cnn"), std::string::npos) << e;
+  EXPECT_NE(e.find("resnet18"), std::string::npos) << e;
+  EXPECT_NE(e.find("m2"), std::string::npos) << e;
+}
+
+TEST(ReportGroups, NeitherBatchConstantIsAnError) {
+  std::vector<RunRecord> runs = {rec(run_doc(1, 64, 100, 0, 90, 0, 10), "x1"),
+                                 rec(run_doc(2, 48, 60, 0, 45, 5, 10), "x2")};
+  const std::string e = error_of([&] { analyze_runs(opts(), runs); });
+  EXPECT_NE(e.find("--mode"), std::string::npos) << e;
+  ReportOptions o = opts();
+  o.mode = ScalingMode::weak;
+  EXPECT_EQ(analyze_runs(o, runs).groups.at(0).group.mode, ScalingMode::weak);
+}
+
+TEST(ReportGroups, SeparateGroupsPerPrecision) {
+  json bf = run_doc(2, 32, 50, 0, 45, 5, 0);
+  bf["precision"] = "bf16";
+  std::vector<RunRecord> runs = {rec(run_doc(1, 64, 100, 0, 90, 0, 10), "f1"), rec(run_doc(2, 32, 60, 0, 45, 5, 10), "f2"),
+                                 rec(bf, "b2")};
+  Report rep = analyze_runs(opts(), runs);
+  ASSERT_EQ(rep.groups.size(), 2u);
+  EXPECT_TRUE(rep.groups[0].scalable);
+  EXPECT_FALSE(rep.groups[1].scalable);
+}
+
+TEST(ReportGroups, RepeatsUseTheMedianRun) {
+  std::vector<RunRecord> runs = {rec(run_doc(1, 64, 100, 0, 90, 0, 10), "s1"),
+                                 rec(run_doc(2, 32, 70, 0, 45, 5, 10), "slow"),
+                                 rec(run_doc(2, 32, 50, 0, 45, 5, 10), "fast"),
+                                 rec(run_doc(2, 32, 60, 0, 45, 5, 10), "mid")};
+  const Report rep7 = analyze_runs(opts(), runs);
+  const auto& ga = rep7.groups.at(0);
+  ASSERT_EQ(ga.rows.size(), 2u);
+  EXPECT_EQ(ga.group.runs[1].dir, "mid");
+  EXPECT_EQ(ga.rows[1].repeats, 3);
+}
+
+TEST(ReportGroups, SingleRunIsReportedWithoutAModel) {
+  Report rep = analyze_runs(opts(), {rec(run_doc(4, 16, 80, 0, 70, 5, 5), "only")});
+  const auto& ga = rep.groups.at(0);
+  EXPECT_FALSE(ga.scalable);
+  EXPECT_FALSE(ga.fit);
+  EXPECT_FALSE(ga.recommendation);
+  ASSERT_EQ(ga.rows.size(), 1u);
+  ASSERT_FALSE(ga.notes.empty());
+  EXPECT_NE(ga.notes[0].find("two or more rank counts"), std::string::npos);
+  // Every output renders.
+  EXPECT_NE(render_markdown(rep).find("two or more rank counts"), std::string::npos);
+  EXPECT_NE(render_html(rep).find("</html>"), std::string::npos);
+  EXPECT_EQ(render_json(rep)["groups"][0]["scalable"], false);
+}
+
+TEST(ReportAccuracy, TimeToTarget) {
+  json a = run_doc(1, 64, 100, 0, 90, 0, 10), b = run_doc(2, 32, 55, 0, 45, 0, 10);
+  a["time_to_accuracy"] = json::array({{{"accuracy", 0.8}, {"seconds", 40}}, {{"accuracy", 0.9}, {"seconds", 90}}});
+  b["time_to_accuracy"] = json::array({{{"accuracy", 0.8}, {"seconds", 25}}, {{"accuracy", 0.85}, {"seconds", 45}}});
+  std::vector<RunRecord> runs = {rec(a, "t1"), rec(b, "t2")};
+  // Default target: highest accuracy every run reached = min(0.9, 0.85) = 0.85.
+  const Report rep8 = analyze_runs(opts(), runs);
+  const auto& ga = rep8.groups.at(0);
+  ASSERT_TRUE(ga.target_accuracy);
+  EXPECT_DOUBLE_EQ(*ga.target_accuracy, 0.85);
+  EXPECT_DOUBLE_EQ(*ga.rows[0].time_to_target_s, 90);  // first entry ≥ 0.85
+  EXPECT_DOUBLE_EQ(*ga.rows[1].time_to_target_s, 45);
+  ReportOptions o = opts();
+  o.target_accuracy = 0.88;
+  const Report rep9 = analyze_runs(o, runs);
+  const auto& g2 = rep9.groups.at(0);
+  EXPECT_DOUBLE_EQ(*g2.rows[0].time_to_target_s, 90);
+  EXPECT_FALSE(g2.rows[1].time_to_target_s);
+}
+
+TEST(ReportInput, MissingFieldNamesFileAndField) {
+  json d = run_doc(1, 64, 100, 0, 90, 0, 10);
+  d["step_ms"].erase("p90");
+  std::string e = error_of([&] { parse_run(d, "runs/a/run.json"); });
+  EXPECT_NE(e.find("runs/a/run.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("'step_ms.p90'"), std::string::npos) << e;
+  json d2 = run_doc(1, 64, 100, 0, 90, 0, 10);
+  d2.erase("model");
+  EXPECT_NE(error_of([&] { parse_run(d2, "x.json"); }).find("'model' is missing"), std::string::npos);
+  json d3 = run_doc(2, 64, 100, 0, 90, 0, 10);
+  d3["global_batch"] = 100;
+  EXPECT_NE(error_of([&] { parse_run(d3, "x.json"); }).find("global_batch"), std::string::npos);
+  json d4 = run_doc(1, 64, 100, 0, 90, 0, 10);
+  d4["images_per_s"] = "fast";
+  EXPECT_NE(error_of([&] { parse_run(d4, "x.json"); }).find("'images_per_s' must be a number"), std::string::npos);
+}
+
+TEST(ReportInput, DirectoryProblems) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("cnnscale-report-" + std::to_string(::getpid()));
+  fs::create_directories(dir / "empty");
+  EXPECT_NE(error_of([&] { load_run((dir / "empty").string()); }).find("has no run.json"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_run((dir / "nope").string()); }).find("does not exist"), std::string::npos);
+  fs::create_directories(dir / "bad");
+  std::ofstream((dir / "bad" / "run.json").string()) << "{\"world_size\": 2,";
+  const std::string e = error_of([&] { load_run((dir / "bad").string()); });
+  EXPECT_NE(e.find("malformed JSON"), std::string::npos) << e;
+  EXPECT_NE(e.find("bad/run.json"), std::string::npos) << e;
+  // --allow-missing skips them when at least one run is usable.
+  fs::create_directories(dir / "good");
+  std::ofstream((dir / "good" / "run.json").string()) << run_doc(1, 64, 100, 0, 90, 0, 10).dump();
+  ReportOptions o = opts();
+  o.run_dirs = {(dir / "good").string(), (dir / "empty").string()};
+  EXPECT_NE(error_of([&] { analyze(o); }).find("has no run.json"), std::string::npos);
+  o.allow_missing = true;
+  Report rep = analyze(o);
+  EXPECT_EQ(rep.skipped.size(), 1u);
+  EXPECT_EQ(rep.groups.size(), 1u);
+  fs::remove_all(dir);
+}
