@@ -25,8 +25,8 @@ fi
 
 echo "== train mnist_cnn on ranks ${RANKS}, ${EPOCHS} epoch(s) each, then the scaling report"
 rm -rf "$OUT"
-scripts/scaling-sweep.sh --local --ranks "$RANKS" --mode weak --out "$OUT" -- \
-  --data "$DATA" --model mnist_cnn --epochs "$EPOCHS" --batch-size 64 --lr 0.01 --momentum 0.9
+scripts/scaling-sweep.sh --local --ranks "$RANKS" --mode weak --batch-per-rank 64 --out "$OUT" --cnnscale "$BIN" -- \
+  --config configs/fashion-mnist.ini --data "$DATA" --epochs "$EPOCHS" --log-every 200
 
 echo
 echo "== results"
