@@ -58,6 +58,7 @@ class BnExec : public Exec {
     bwd_.arg(DNNL_ARG_VARIANCE, var);
     bwd_.arg(DNNL_ARG_DIFF_DST, out->diff_mem);
     bwd_.arg(DNNL_ARG_SCALE, scale);
+    bwd_.arg(DNNL_ARG_SHIFT, shift);
     bwd_.arg(DNNL_ARG_DIFF_SCALE, dscale);
     bwd_.arg(DNNL_ARG_DIFF_SHIFT, dshift);
     if (in->needs_diff) {
