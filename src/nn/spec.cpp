@@ -97,8 +97,9 @@ struct Parser {
       L.pos = b;
       L.len = name.size();
       const bool has_args = i < s.size() && s[i] == '(';
+      const size_t paren = i;
       auto no_args = [&](LayerKind k) {
-        if (has_args) error(i, 1, name + " takes no arguments");
+        if (has_args) error(paren, i - paren, name + " takes no arguments");
         L.kind = k;
       };
       if (name == "res") {
