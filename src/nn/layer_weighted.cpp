@@ -1,5 +1,5 @@
-// layer_weighted.cpp — conv2d and linear (the layers with weights) on oneDNN:
-// convolution_* and inner_product_* primitives, fp32 or bf16 compute (bf16 src/weights,
+// layer_weighted.cpp — conv2d on oneDNN convolution_* primitives (written generic over
+// the primitive family), fp32 or bf16 compute (bf16 src/weights,
 // f32 dst, f32 diff_weights, fp32 master weights), oneDNN-chosen (blocked) layouts with
 // reorders only where a layout or type differs.
 #include <optional>
@@ -39,24 +39,6 @@ struct ConvTraits {
                              const Fwd::primitive_desc& h) const {
     if (db) return {BwdW::desc(algorithm::convolution_direct, src, dw, *db, ddst, strides, pl, pr), e, h};
     return {BwdW::desc(algorithm::convolution_direct, src, dw, ddst, strides, pl, pr), e, h};
-  }
-};
-
-struct LinearTraits {
-  using Fwd = dnnl::inner_product_forward;
-  using BwdD = dnnl::inner_product_backward_data;
-  using BwdW = dnnl::inner_product_backward_weights;
-  explicit LinearTraits(const Node&) {}
-  Fwd::primitive_desc fwd(const md_t& src, const md_t& w, const md_t* b, const md_t& dst, const dnnl::engine& e) const {
-    return {Fwd::desc(prop_kind::forward_training, src, w, *b, dst), e};
-  }
-  BwdD::primitive_desc bwd_d(const md_t& dsrc, const md_t& w, const md_t& ddst, const dnnl::engine& e,
-                             const Fwd::primitive_desc& h) const {
-    return {BwdD::desc(dsrc, w, ddst), e, h};
-  }
-  BwdW::primitive_desc bwd_w(const md_t& src, const md_t& dw, const md_t* db, const md_t& ddst, const dnnl::engine& e,
-                             const Fwd::primitive_desc& h) const {
-    return {BwdW::desc(src, dw, *db, ddst), e, h};
   }
 };
 
@@ -180,10 +162,6 @@ std::unique_ptr<Exec> make_weighted(const Node& node, Tensor* in, Tensor* out, c
 
 std::unique_ptr<Exec> make_conv(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) {
   return make_weighted<ConvTraits>(node, in, out, env, true);
-}
-
-std::unique_ptr<Exec> make_linear(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) {
-  return make_weighted<LinearTraits>(node, in, out, env, false);
 }
 
 }  // namespace cnnscale::nn
