@@ -27,10 +27,10 @@ void Call::run(const dnnl::stream& s) const {
   if (st != dnnl_success) throw std::runtime_error("oneDNN primitive execution failed (status " + std::to_string(st) + ")");
 }
 
-void Tensor::alloc(const md_t& m, const dnnl::engine& eng) {
+void Tensor::alloc(const md_t& m, const dnnl::engine& eng, void* data_alias) {
   md = m;
-  data.resize(md.get_size());
-  mem = dnnl::memory(md, eng, data.data());
+  if (!data_alias) data.resize(md.get_size());
+  mem = dnnl::memory(md, eng, data_alias ? data_alias : data.data());
   if (needs_diff) {
     diff.resize(md.get_size());
     diff_mem = dnnl::memory(md, eng, diff.data());
@@ -91,9 +91,10 @@ void require_bf16() {
          "(needs AVX512-BF16 or AMX); use --precision fp32");
 }
 
-std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in, Tensor* out, const ExecEnv& env) {
+std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in, Tensor* out, const ExecEnv& env,
+                                Tensor* fused_out) {
   switch (node.op) {
-    case Op::conv: return make_conv(node, in[0], out, env);
+    case Op::conv: return make_conv(node, in[0], out, env, fused_out);
     case Op::linear: return make_linear(node, in[0], out, env);
     case Op::relu: return make_relu(node, in[0], out, env);
     case Op::maxpool:

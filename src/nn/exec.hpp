@@ -62,7 +62,8 @@ struct Tensor {
                                // the first to run backward and writes `diff` directly
   bool needs_diff = true;      // false for the network input
 
-  void alloc(const md_t& m, const dnnl::engine& eng);
+  // Allocates data and diff; data_alias: use that buffer as data instead (fused conv).
+  void alloc(const md_t& m, const dnnl::engine& eng, void* data_alias = nullptr);
   // Where consumer `node` writes its contribution to this tensor's gradient; after
   // the primitive ran, diff_done(node) sums it in when another consumer wrote first.
   const dnnl::memory& diff_target(int node) const { return node == last_consumer ? diff_mem : scratch_mem; }
@@ -115,10 +116,12 @@ class Exec {
 };
 
 // Creates the exec of `node`; sets and allocates `out`.
-std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in, Tensor* out, const ExecEnv& env);
+// For a conv with a fused relu, `fused_out` is the relu's output tensor (allocated here).
+std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in, Tensor* out, const ExecEnv& env,
+                                Tensor* fused_out = nullptr);
 
 // Per-layer factories (one file each).
-std::unique_ptr<Exec> make_conv(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
+std::unique_ptr<Exec> make_conv(const Node&, Tensor* in, Tensor* out, const ExecEnv&, Tensor* fused_out);
 std::unique_ptr<Exec> make_linear(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_relu(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_pool(const Node&, Tensor* in, Tensor* out, const ExecEnv&);

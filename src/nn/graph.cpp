@@ -170,6 +170,18 @@ Graph GraphBuilder::finish(int output, int classes) {
          "linear(", classes, "))");
   g_.classes = classes;
   g_.output = output;
+  // Fuse conv → relu when the relu is the conv output's only reader.
+  std::vector<int> readers(shapes_.size(), 0);
+  for (const auto& n : g_.nodes)
+    for (int t : n.inputs) readers[t]++;
+  for (size_t k = 1; k < g_.nodes.size(); ++k) {
+    Node& r = g_.nodes[k];
+    Node& c = g_.nodes[k - 1];
+    if (r.op == Op::relu && c.op == Op::conv && r.inputs[0] == c.index + 1 && readers[c.index + 1] == 1 &&
+        c.index + 1 != output) {
+      r.fused_relu = c.fused_relu = true;
+    }
+  }
   // Flat layout: reverse registration order.
   size_t off = 0;
   for (size_t i = g_.params.size(); i-- > 0;) {

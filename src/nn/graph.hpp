@@ -37,6 +37,7 @@ struct Node {
   bool bias = true;          // conv
   double p = 0.0;            // dropout
   int index = 0;             // node index (dropout hash, messages)
+  bool fused_relu = false;   // relu: computed by the preceding conv (post-op); conv: has one
   std::vector<int> params;   // indices into Graph::params (registration order)
   size_t flat_begin = 0, flat_end = 0;  // the node's range in the flat buffers
 };

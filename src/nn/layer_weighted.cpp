@@ -27,9 +27,12 @@ struct ConvTraits {
     const int64_t pw = (int64_t{n.out.w} - 1) * n.stride + n.kernel - n.in.w - n.pad;
     pr = {ph, pw};
   }
-  Fwd::primitive_desc fwd(const md_t& src, const md_t& w, const md_t* b, const md_t& dst, const dnnl::engine& e) const {
-    if (b) return {Fwd::desc(prop_kind::forward_training, algorithm::convolution_direct, src, w, *b, dst, strides, pl, pr), e};
-    return {Fwd::desc(prop_kind::forward_training, algorithm::convolution_direct, src, w, dst, strides, pl, pr), e};
+  Fwd::primitive_desc fwd(const md_t& src, const md_t& w, const md_t* b, const md_t& dst, const dnnl::engine& e,
+                          const dnnl::primitive_attr& attr) const {
+    if (b)
+      return {Fwd::desc(prop_kind::forward_training, algorithm::convolution_direct, src, w, *b, dst, strides, pl, pr),
+              attr, e};
+    return {Fwd::desc(prop_kind::forward_training, algorithm::convolution_direct, src, w, dst, strides, pl, pr), attr, e};
   }
   BwdD::primitive_desc bwd_d(const md_t& dsrc, const md_t& w, const md_t& ddst, const dnnl::engine& e,
                              const Fwd::primitive_desc& h) const {
@@ -45,7 +48,7 @@ struct ConvTraits {
 template <class Traits>
 class WeightedExec : public Exec {
  public:
-  WeightedExec(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env, bool conv)
+  WeightedExec(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env, bool conv, Tensor* fused_out)
       : node_(node), in_(in), out_(out) {
     const auto& eng = env.eng;
     const bool bf16 = env.precision == Precision::bf16;
@@ -77,15 +80,26 @@ class WeightedExec : public Exec {
       db_user_ = dnnl::memory(b_md, eng, env.grads + bi.offset);
     }
 
-    auto fpd = tr.fwd(src_any, w_any, has_bias ? &b_md : nullptr, dst_any, eng);
-    out->alloc(fpd.dst_desc(), eng);
+    dnnl::primitive_attr attr;
+    if (fused_out) {  // relu as a post-op: the relu's output is written directly
+      dnnl::post_ops po;
+      po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+      attr.set_post_ops(po);
+    }
+    auto fpd = tr.fwd(src_any, w_any, has_bias ? &b_md : nullptr, dst_any, eng, attr);
+    if (fused_out) {
+      fused_out->alloc(fpd.dst_desc(), eng);
+      out->alloc(fpd.dst_desc(), eng, fused_out->data.data());  // pre-relu values are never read
+    } else {
+      out->alloc(fpd.dst_desc(), eng);
+    }
     src_cv_.init(in->mem, fpd.src_desc(), eng);
     w_cv_.init(w_user_, fpd.weights_desc(), eng);
     fwd_.set(typename Traits::Fwd(fpd));
     fwd_.arg(DNNL_ARG_SRC, src_cv_.out);
     fwd_.arg(DNNL_ARG_WEIGHTS, w_cv_.out);
     if (has_bias) fwd_.arg(DNNL_ARG_BIAS, b_user_);
-    fwd_.arg(DNNL_ARG_DST, out->mem);
+    fwd_.arg(DNNL_ARG_DST, fused_out ? fused_out->mem : out->mem);
 
     // Backward weights.
     const md_t ddst_any = md_t(fpd.dst_desc().dims(), ct, tag::any);
@@ -147,9 +161,10 @@ class WeightedExec : public Exec {
 };
 
 template <class Traits>
-std::unique_ptr<Exec> make_weighted(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env, bool conv) {
+std::unique_ptr<Exec> make_weighted(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env, bool conv,
+                                    Tensor* fused_out) {
   try {
-    return std::make_unique<WeightedExec<Traits>>(node, in, out, env, conv);
+    return std::make_unique<WeightedExec<Traits>>(node, in, out, env, conv, fused_out);
   } catch (const dnnl::error& e) {
     if (env.precision == Precision::bf16)
       fail("--precision bf16: oneDNN has no bf16 ", conv ? "convolution" : "inner product",
@@ -160,8 +175,8 @@ std::unique_ptr<Exec> make_weighted(const Node& node, Tensor* in, Tensor* out, c
 
 }  // namespace
 
-std::unique_ptr<Exec> make_conv(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) {
-  return make_weighted<ConvTraits>(node, in, out, env, true);
+std::unique_ptr<Exec> make_conv(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env, Tensor* fused_out) {
+  return make_weighted<ConvTraits>(node, in, out, env, true, fused_out);
 }
 
 }  // namespace cnnscale::nn

@@ -53,7 +53,8 @@ std::unique_ptr<Net::Plan> Net::build_plan(int64_t n) {
   for (const Node& node : graph_.nodes) {
     std::vector<Tensor*> ins;
     for (int t : node.inputs) ins.push_back(plan->tensors[t].get());
-    plan->execs.push_back(make_exec(node, ins, plan->tensors[node.index + 1].get(), env));
+    Tensor* fused = node.op == Op::conv && node.fused_relu ? plan->tensors[node.index + 2].get() : nullptr;
+    plan->execs.push_back(make_exec(node, ins, plan->tensors[node.index + 1].get(), env, fused));
   }
   const Tensor& out = *plan->tensors[graph_.output];
   if (out.md != plain_md(out.dims)) throw std::logic_error("Net: logits are not in the plain layout");
