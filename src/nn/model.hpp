@@ -51,7 +51,7 @@ class Model {
   virtual ~Model() = default;
   virtual std::string name() const = 0;          // "mnist_cnn", or the spec text
   virtual std::string spec() const = 0;          // canonical one-line spec
-  virtual const std::vector<ParamInfo>& params() const = 0;
+  virtual const std::vector<ParamInfo>& params() const = 0;  // registration (state_dict) order
   virtual float* param_data() = 0;               // flat, size param_count()
   virtual float* grad_data() = 0;                // flat, same layout; zero for non-trainable
   virtual size_t param_count() const = 0;
@@ -78,6 +78,13 @@ class Model {
 // such as "conv(32,3) relu conv(64,3) relu maxpool(2) dropout(0.25) flatten linear(128)
 // relu dropout(0.5) linear(10)", for inputs of the given shape. Throws UserError with
 // the position of a mistake in a spec.
+// Also applies the default thread count once (nn::default_threads(): OMP_NUM_THREADS or 1).
 std::unique_ptr<Model> make_model(const std::string& name_or_spec, const SampleShape& input, int classes);
+
+namespace nn {
+// oneDNN threads per rank (OpenMP); see threads.hpp. Call before prepare().
+void set_threads(int n);
+int threads();
+}  // namespace nn
 
 }  // namespace cnnscale

@@ -1,0 +1,146 @@
+// nn_bench.cpp — CPU kernel benchmark for src/nn (built, never run by tests):
+// forward+backward time per batch and achieved GFLOP/s for a model (default mnist_cnn,
+// batch 64, 1 thread), the conv2-shaped convolution forward alone, and single-core
+// sgemm for reference. FLOPs: 2·MACs per pass; conv/linear have three passes
+// (forward, backward-data, backward-weights) except the first layer (no backward-data).
+// Usage: nn_bench [--model NAME|SPEC] [--batch N] [--steps N] [--threads N] [--bf16]
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "nn/model.hpp"
+#include "nn/net.hpp"
+
+using namespace cnnscale;
+using clk = std::chrono::steady_clock;
+
+static double seconds_since(clk::time_point t) { return std::chrono::duration<double>(clk::now() - t).count(); }
+
+// FLOPs of one training step per sample (conv/linear only; element-wise ops ignored).
+static double train_flops_per_sample(const nn::Graph& g) {
+  double f = 0;
+  for (const auto& n : g.nodes) {
+    double mac = 0;
+    if (n.op == nn::Op::conv) mac = double(n.out.c) * n.out.h * n.out.w * n.in.c * n.kernel * n.kernel;
+    if (n.op == nn::Op::linear) mac = double(n.out.c) * n.in.c;
+    if (mac == 0) continue;
+    const int passes = n.inputs[0] == 0 ? 2 : 3;
+    f += 2.0 * mac * passes;
+  }
+  return f;
+}
+
+static double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int main(int argc, char** argv) {
+  std::string model = "mnist_cnn";
+  int64_t batch = 64;
+  int steps = 20, threads = 1;
+  bool bf16 = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() { return std::string(i + 1 < argc ? argv[++i] : ""); };
+    if (a == "--model") model = next();
+    else if (a == "--batch") batch = std::stoll(next());
+    else if (a == "--steps") steps = std::stoi(next());
+    else if (a == "--threads") threads = std::stoi(next());
+    else if (a == "--bf16") bf16 = true;
+    else {
+      std::fprintf(stderr, "usage: nn_bench [--model NAME|SPEC] [--batch N] [--steps N] [--threads N] [--bf16]\n");
+      return 2;
+    }
+  }
+  nn::set_threads(threads);
+  SampleShape shape{1, 28, 28};
+  if (model == "resnet20") shape = {3, 32, 32};
+  auto m = make_model(model, shape, 10);
+  m->init_params(1);
+  m->prepare(batch, bf16 ? Precision::bf16 : Precision::fp32);
+  std::vector<float> images(static_cast<size_t>(batch * shape.numel()));
+  std::vector<int32_t> labels(static_cast<size_t>(batch));
+  std::vector<int64_t> ids(static_cast<size_t>(batch));
+  for (size_t i = 0; i < images.size(); ++i) images[i] = static_cast<float>((i * 2654435761u) % 1000) / 500.f - 1.f;
+  for (int64_t i = 0; i < batch; ++i) labels[i] = static_cast<int32_t>(i % 10), ids[i] = i;
+  StepContext ctx;
+  ctx.sample_ids = ids.data();
+  ctx.loss_scale = 1.f / static_cast<float>(batch);
+  std::vector<double> t;
+  for (int s = 0; s < steps + 3; ++s) {
+    ctx.step = s;
+    auto t0 = clk::now();
+    m->forward_backward(images.data(), labels.data(), batch, ctx, {});
+    if (s >= 3) t.push_back(seconds_since(t0));
+  }
+  const auto* net = dynamic_cast<nn::Net*>(m.get());
+  const double flops = train_flops_per_sample(net->graph()) * batch;
+  const double ms = median(t) * 1e3;
+  std::printf("model %s  batch %lld  threads %d  precision %s  params %zu\n", model.c_str(), (long long)batch,
+              nn::threads(), bf16 ? "bf16" : "fp32", m->param_count());
+  std::printf("train step (fwd+bwd): %.2f ms median of %d  (%.0f images/s)  %.3f GFLOP/step  %.1f GFLOP/s\n", ms,
+              steps, batch / (ms * 1e-3), flops * 1e-9, flops / (ms * 1e-3) * 1e-9);
+
+  // Forward only (evaluation path).
+  std::vector<float> logits(static_cast<size_t>(batch * 10));
+  t.clear();
+  for (int s = 0; s < steps + 3; ++s) {
+    auto t0 = clk::now();
+    m->forward_eval(images.data(), batch, logits.data());
+    if (s >= 3) t.push_back(seconds_since(t0));
+  }
+  std::printf("eval forward: %.2f ms\n", median(t) * 1e3);
+
+  // conv2 of mnist_cnn alone: 32->64, 3x3, 26x26 input, oneDNN-chosen layouts.
+  {
+    using namespace dnnl;
+    engine eng(engine::kind::cpu, 0);
+    stream st(eng);
+    const memory::data_type ct = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+    memory::desc src({batch, 32, 26, 26}, ct, memory::format_tag::any);
+    memory::desc w({64, 32, 3, 3}, ct, memory::format_tag::any);
+    memory::desc b({64}, memory::data_type::f32, memory::format_tag::x);
+    memory::desc dst({batch, 64, 24, 24}, memory::data_type::f32, memory::format_tag::any);
+    convolution_forward::primitive_desc pd({prop_kind::forward_training, algorithm::convolution_direct, src, w, b, dst,
+                                            {1, 1}, {0, 0}, {0, 0}},
+                                           eng);
+    memory ms(pd.src_desc(), eng), mw(pd.weights_desc(), eng), mb(pd.bias_desc(), eng), md(pd.dst_desc(), eng);
+    std::memset(ms.get_data_handle(), 0, pd.src_desc().get_size());
+    std::memset(mw.get_data_handle(), 0, pd.weights_desc().get_size());
+    std::memset(mb.get_data_handle(), 0, pd.bias_desc().get_size());
+    convolution_forward conv(pd);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_BIAS, mb}, {DNNL_ARG_DST, md}};
+    t.clear();
+    for (int s = 0; s < steps + 3; ++s) {
+      auto t0 = clk::now();
+      conv.execute(st, args);
+      st.wait();
+      if (s >= 3) t.push_back(seconds_since(t0));
+    }
+    const double f = 2.0 * batch * 64 * 24 * 24 * 32 * 9;
+    std::printf("conv2 forward alone (%s): %.2f ms  %.1f GFLOP/s  [%s]\n", bf16 ? "bf16" : "fp32", median(t) * 1e3,
+                f / median(t) * 1e-9, pd.impl_info_str());
+  }
+
+  // Single-core sgemm reference (oneDNN), 1024^3.
+  {
+    const int64_t n = 1024;
+    std::vector<float> A(n * n, 0.5f), B(n * n, 0.25f), C(n * n);
+    t.clear();
+    for (int s = 0; s < 5; ++s) {
+      auto t0 = clk::now();
+      dnnl_sgemm('N', 'N', n, n, n, 1.f, A.data(), n, B.data(), n, 0.f, C.data(), n);
+      if (s >= 1) t.push_back(seconds_since(t0));
+    }
+    const double f = 2.0 * n * n * n;
+    std::printf("sgemm 1024^3: %.1f GFLOP/s; model fwd+bwd achieves %.0f%% of it\n", f / median(t) * 1e-9,
+                100.0 * (flops / (ms * 1e-3)) / (f / median(t)));
+  }
+  return 0;
+}

@@ -1,0 +1,110 @@
+// exec.cpp — Buffer, Call, Tensor, Convert and the exec factory (see exec.hpp).
+#include "nn/exec.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+
+#include "util/error.hpp"
+
+namespace cnnscale::nn {
+
+Buffer::~Buffer() { std::free(p_); }
+
+void Buffer::resize(size_t bytes) {
+  std::free(p_);
+  p_ = nullptr;
+  n_ = bytes;
+  if (bytes == 0) return;
+  p_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!p_) throw std::bad_alloc();
+  std::memset(p_, 0, bytes);
+}
+
+void Call::run(const dnnl::stream& s) const {
+  dnnl_status_t st = dnnl_primitive_execute(prim.get(), s.get(), static_cast<int>(args.size()), args.data());
+  if (st != dnnl_success) throw std::runtime_error("oneDNN primitive execution failed (status " + std::to_string(st) + ")");
+}
+
+void Tensor::alloc(const md_t& m, const dnnl::engine& eng, void* data_alias) {
+  md = m;
+  if (!data_alias) data.resize(md.get_size());
+  mem = dnnl::memory(md, eng, data_alias ? data_alias : data.data());
+  if (needs_diff) {
+    diff.resize(md.get_size());
+    diff_mem = dnnl::memory(md, eng, diff.data());
+    if (consumers > 1) {
+      scratch.resize(md.get_size());
+      scratch_mem = dnnl::memory(md, eng, scratch.data());
+    }
+  }
+}
+
+void Tensor::diff_done(int node) {
+  if (node != last_consumer) {
+    float* d = diff.f();
+    const float* s = scratch.f();
+    const size_t n = md.get_size() / sizeof(float);
+    for (size_t i = 0; i < n; ++i) d[i] += s[i];
+  }
+}
+
+md_t plain_md(const std::vector<int64_t>& dims, dt type) {
+  dnnl::memory::dims d(dims.begin(), dims.end());
+  switch (dims.size()) {
+    case 1: return md_t(d, type, tag::x);
+    case 2: return md_t(d, type, tag::nc);
+    case 4: return md_t(d, type, tag::nchw);
+    default: throw std::logic_error("plain_md: unsupported rank");
+  }
+}
+
+void Convert::init(const dnnl::memory& from, const md_t& want, const dnnl::engine& eng) {
+  if (from.get_desc() == want) {
+    out = from;
+    return;
+  }
+  buf.resize(want.get_size());
+  out = dnnl::memory(want, eng, buf.data());
+  call.set(dnnl::reorder(from, out));
+  call.arg(DNNL_ARG_FROM, from);
+  call.arg(DNNL_ARG_TO, out);
+}
+
+void Convert::init_into(const md_t& have, const dnnl::memory& to, const dnnl::engine& eng) {
+  if (to.get_desc() == have) {
+    out = to;
+    return;
+  }
+  buf.resize(have.get_size());
+  out = dnnl::memory(have, eng, buf.data());
+  call.set(dnnl::reorder(out, to));
+  call.arg(DNNL_ARG_FROM, out);
+  call.arg(DNNL_ARG_TO, to);
+}
+
+void require_bf16() {
+  const auto isa = dnnl::get_effective_cpu_isa();
+  if (isa != dnnl::cpu_isa::avx512_core_bf16 && isa != dnnl::cpu_isa::avx512_core_amx)
+    fail("--precision bf16: this processor (or ONEDNN_MAX_CPU_ISA) lacks native bf16 support "
+         "(needs AVX512-BF16 or AMX); use --precision fp32");
+}
+
+std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in, Tensor* out, const ExecEnv& env,
+                                Tensor* fused_out) {
+  switch (node.op) {
+    case Op::conv: return make_conv(node, in[0], out, env, fused_out);
+    case Op::linear: return make_linear(node, in[0], out, env);
+    case Op::relu: return make_relu(node, in[0], out, env);
+    case Op::maxpool:
+    case Op::avgpool: return make_pool(node, in[0], out, env);
+    case Op::bn: return make_bn(node, in[0], out, env);
+    case Op::dropout: return make_dropout(node, in[0], out, env);
+    case Op::flatten: return make_flatten(node, in[0], out, env);
+    case Op::add: return make_add(node, in[0], in[1], out, env);
+  }
+  throw std::logic_error("make_exec: unknown op");
+}
+
+}  // namespace cnnscale::nn

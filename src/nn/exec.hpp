@@ -1,0 +1,136 @@
+// exec.hpp — the runtime side of a layer: activation tensors (oneDNN memories over
+// buffers owned by a Plan), the Exec interface (forward/backward of one node for one
+// batch size), and small helpers shared by the layer files: aligned buffers,
+// allocation-free primitive execution, and layout conversion.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "nn/graph.hpp"
+#include "nn/model.hpp"
+
+namespace cnnscale::nn {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+using md_t = dnnl::memory::desc;
+
+// 64-byte aligned, zero-initialised byte buffer.
+class Buffer {
+ public:
+  Buffer() = default;
+  explicit Buffer(size_t bytes) { resize(bytes); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  Buffer(Buffer&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
+  ~Buffer();
+  void resize(size_t bytes);  // discards contents, zero-fills
+  void* data() const { return p_; }
+  float* f() const { return static_cast<float*>(p_); }
+  size_t bytes() const { return n_; }
+
+ private:
+  void* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+// Arguments of one primitive call, built once; run() makes no allocation.
+struct Call {
+  dnnl::primitive prim;
+  std::vector<dnnl_exec_arg_t> args;
+  std::vector<dnnl::memory> keep;  // keeps the memories alive
+  bool valid = false;
+  void set(dnnl::primitive p) { prim = std::move(p), valid = true; }
+  void arg(int key, const dnnl::memory& m) {
+    keep.push_back(m);
+    args.push_back({key, m.get()});
+  }
+  void run(const dnnl::stream& s) const;
+};
+
+// An activation: data and gradient, both in layout `md` (chosen by the producer).
+struct Tensor {
+  std::vector<int64_t> dims;   // logical, with the batch: {n,c,h,w} or {n,f}
+  md_t md;
+  Buffer data, diff, scratch;
+  dnnl::memory mem, diff_mem, scratch_mem;
+  int consumers = 0;           // nodes reading it (diffs from several are summed)
+  int last_consumer = -1;      // node index of the last reader in forward order: it is
+                               // the first to run backward and writes `diff` directly
+  bool needs_diff = true;      // false for the network input
+
+  // Allocates data and diff; data_alias: use that buffer as data instead (fused conv).
+  void alloc(const md_t& m, const dnnl::engine& eng, void* data_alias = nullptr);
+  // Where consumer `node` writes its contribution to this tensor's gradient; after
+  // the primitive ran, diff_done(node) sums it in when another consumer wrote first.
+  const dnnl::memory& diff_target(int node) const { return node == last_consumer ? diff_mem : scratch_mem; }
+  float* diff_target_ptr(int node) const { return node == last_consumer ? diff.f() : scratch.f(); }
+  void diff_done(int node);
+};
+
+// The plain (PyTorch) layout of a tensor with these dims.
+md_t plain_md(const std::vector<int64_t>& dims, dt type = dt::f32);
+
+// Converts between a memory and another layout/type; a no-op (same memory) when equal.
+struct Convert {
+  dnnl::memory out;   // the converted view (== input memory when no conversion)
+  Buffer buf;
+  Call call;
+  // Sets up conversion of `from` into layout `want`.
+  void init(const dnnl::memory& from, const md_t& want, const dnnl::engine& eng);
+  // Sets up conversion from a buffer in layout `have` (allocated here) into `to`.
+  void init_into(const md_t& have, const dnnl::memory& to, const dnnl::engine& eng);
+  void run(const dnnl::stream& s) const {
+    if (call.valid) call.run(s);
+  }
+};
+
+struct RunCtx {
+  const dnnl::stream* stream = nullptr;
+  const StepContext* step = nullptr;
+  int64_t n = 0;
+  bool training = true;
+};
+
+struct ExecEnv {
+  dnnl::engine eng;
+  int64_t n = 0;
+  Precision precision = Precision::fp32;
+  float* params = nullptr;
+  float* grads = nullptr;
+  const Graph* graph = nullptr;
+};
+
+class Exec {
+ public:
+  virtual ~Exec() = default;
+  virtual void forward(const RunCtx& c) = 0;      // training forward (ctx.training)
+  virtual void forward_eval(const RunCtx& c) { forward(c); }
+  // Backward in two halves so that the gradient-ready callback can run between them:
+  // parameter gradients first (final after this call), then the input gradient.
+  virtual void backward_params(const RunCtx&) {}
+  virtual void backward_data(const RunCtx& c) = 0;
+};
+
+// Creates the exec of `node`; sets and allocates `out`.
+// For a conv with a fused relu, `fused_out` is the relu's output tensor (allocated here).
+std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in, Tensor* out, const ExecEnv& env,
+                                Tensor* fused_out = nullptr);
+
+// Per-layer factories (one file each).
+std::unique_ptr<Exec> make_conv(const Node&, Tensor* in, Tensor* out, const ExecEnv&, Tensor* fused_out);
+std::unique_ptr<Exec> make_linear(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
+std::unique_ptr<Exec> make_relu(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
+std::unique_ptr<Exec> make_pool(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
+std::unique_ptr<Exec> make_bn(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
+std::unique_ptr<Exec> make_dropout(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
+std::unique_ptr<Exec> make_flatten(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
+std::unique_ptr<Exec> make_add(const Node&, Tensor* a, Tensor* b, Tensor* out, const ExecEnv&);
+
+// Throws UserError when bf16 compute is not supported by this processor.
+void require_bf16();
+
+}  // namespace cnnscale::nn

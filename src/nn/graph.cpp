@@ -1,0 +1,205 @@
+// graph.cpp — GraphBuilder: shape inference, parameter registration, flat layout.
+#include "nn/graph.hpp"
+
+#include <algorithm>
+
+#include "util/error.hpp"
+
+namespace cnnscale::nn {
+
+GraphBuilder::GraphBuilder(const SampleShape& input) {
+  g_.input = input;
+  if (input.channels < 1 || input.height < 1 || input.width < 1)
+    fail("bad input shape ", input.channels, "x", input.height, "x", input.width);
+  shapes_.push_back(Shape{input.channels, input.height, input.width, false});
+}
+
+int GraphBuilder::push(Node n, Shape out) {
+  n.index = static_cast<int>(g_.nodes.size());
+  n.in = shapes_.at(n.inputs.at(0));
+  n.out = out;
+  g_.nodes.push_back(std::move(n));
+  shapes_.push_back(out);
+  return static_cast<int>(shapes_.size()) - 1;
+}
+
+void GraphBuilder::param(Node& n, const std::string& name, std::vector<int64_t> shape, bool trainable, bool decay,
+                         Init init, int64_t fan_in) {
+  ParamDef d;
+  d.info.name = name;
+  d.info.numel = 1;
+  for (auto s : shape) d.info.numel *= static_cast<size_t>(s);
+  d.info.shape = std::move(shape);
+  d.info.trainable = trainable;
+  d.info.decay = decay;
+  d.init = init;
+  d.fan_in = fan_in;
+  for (const auto& p : g_.params)
+    if (p.info.name == name) fail("duplicate parameter name ", name);
+  n.params.push_back(static_cast<int>(g_.params.size()));
+  g_.params.push_back(std::move(d));
+}
+
+static int out_size(int in, int k, int stride, int pad) { return (in + 2 * pad - k) / stride + 1; }
+
+int GraphBuilder::conv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias) {
+  const Shape s = shape(x);
+  if (s.flat) fail("conv needs a c×h×w input, got a flat one (conv after flatten/linear)");
+  if (s.h + 2 * pad < k || s.w + 2 * pad < k)
+    fail("conv kernel ", k, " is larger than its (padded) input ", s.h + 2 * pad, "x", s.w + 2 * pad);
+  if (pad >= k) fail("conv padding ", pad, " must be smaller than the kernel ", k);
+  Node n;
+  n.op = Op::conv;
+  n.inputs = {x};
+  n.out_channels = out;
+  n.kernel = k;
+  n.stride = stride;
+  n.pad = pad;
+  n.bias = bias;
+  const int64_t fan_in = int64_t{s.c} * k * k;
+  param(n, name + ".weight", {out, s.c, k, k}, true, true, Init::kaiming_uniform, fan_in);
+  if (bias) param(n, name + ".bias", {out}, true, false, Init::fan_in_bias, fan_in);
+  return push(std::move(n), Shape{out, out_size(s.h, k, stride, pad), out_size(s.w, k, stride, pad), false});
+}
+
+int GraphBuilder::relu(int x) {
+  Node n;
+  n.op = Op::relu;
+  n.inputs = {x};
+  return push(std::move(n), shape(x));
+}
+
+static Shape pool_shape(const Shape& s, int k, int stride, const char* what) {
+  if (s.flat) fail(what, " needs a c×h×w input, got a flat one");
+  if (s.h < k || s.w < k) fail(what, " kernel ", k, " is larger than its input ", s.h, "x", s.w);
+  return Shape{s.c, out_size(s.h, k, stride, 0), out_size(s.w, k, stride, 0), false};
+}
+
+int GraphBuilder::maxpool(int x, int k, int stride) {
+  Node n;
+  n.op = Op::maxpool;
+  n.inputs = {x};
+  n.kernel = k;
+  n.stride = stride;
+  Shape o = pool_shape(shape(x), k, stride, "maxpool");
+  return push(std::move(n), o);
+}
+
+int GraphBuilder::avgpool(int x, int k, int stride) {
+  Node n;
+  n.op = Op::avgpool;
+  n.inputs = {x};
+  n.kernel = k;
+  n.stride = stride;
+  Shape o = pool_shape(shape(x), k, stride, "avgpool");
+  return push(std::move(n), o);
+}
+
+int GraphBuilder::gap(int x) {
+  const Shape s = shape(x);
+  if (s.flat) fail("gap needs a c×h×w input, got a flat one");
+  if (s.h != s.w) {
+    // Non-square inputs: a kh×kw window is not expressible with one kernel size.
+    fail("gap needs a square input, got ", s.h, "x", s.w);
+  }
+  return avgpool(x, s.h, s.h);
+}
+
+int GraphBuilder::dropout(int x, double p) {
+  Node n;
+  n.op = Op::dropout;
+  n.inputs = {x};
+  n.p = p;
+  return push(std::move(n), shape(x));
+}
+
+int GraphBuilder::flatten(int x) {
+  const Shape s = shape(x);
+  Node n;
+  n.op = Op::flatten;
+  n.inputs = {x};
+  return push(std::move(n), Shape{static_cast<int>(s.numel()), 1, 1, true});
+}
+
+int GraphBuilder::linear(int x, const std::string& name, int out) {
+  const Shape s = shape(x);
+  if (!s.flat) fail("linear needs a flat input: put flatten before it");
+  Node n;
+  n.op = Op::linear;
+  n.inputs = {x};
+  n.out_channels = out;
+  param(n, name + ".weight", {out, s.c}, true, true, Init::kaiming_uniform, s.c);
+  param(n, name + ".bias", {out}, true, false, Init::fan_in_bias, s.c);
+  return push(std::move(n), Shape{out, 1, 1, true});
+}
+
+int GraphBuilder::bn(int x, const std::string& name) {
+  const Shape s = shape(x);
+  if (s.flat) fail("bn (batch-norm 2d) needs a c×h×w input, got a flat one");
+  Node n;
+  n.op = Op::bn;
+  n.inputs = {x};
+  param(n, name + ".weight", {s.c}, true, false, Init::ones, 0);
+  param(n, name + ".bias", {s.c}, true, false, Init::zeros, 0);
+  param(n, name + ".running_mean", {s.c}, false, false, Init::zeros, 0);
+  param(n, name + ".running_var", {s.c}, false, false, Init::ones, 0);
+  param(n, name + ".num_batches_tracked", {}, false, false, Init::zeros, 0);
+  return push(std::move(n), s);
+}
+
+int GraphBuilder::add(int a, int b) {
+  const Shape sa = shape(a), sb = shape(b);
+  if (sa.c != sb.c || sa.h != sb.h || sa.w != sb.w || sa.flat != sb.flat)
+    fail("residual add needs equal shapes, got ", sa.c, "x", sa.h, "x", sa.w, " and ", sb.c, "x", sb.h, "x", sb.w);
+  Node n;
+  n.op = Op::add;
+  n.inputs = {a, b};
+  return push(std::move(n), sa);
+}
+
+Graph GraphBuilder::finish(int output, int classes) {
+  Shape s = shape(output);
+  if (!s.flat && s.h == 1 && s.w == 1) {
+    output = flatten(output);
+    s = shape(output);
+  }
+  if (!s.flat) fail("the model must end in ", classes, " features (end with flatten/linear or gap), got ", s.c, "x",
+                    s.h, "x", s.w);
+  if (s.c != classes)
+    fail("the model ends in ", s.c, " outputs but the data has ", classes, " classes (make the last linear ",
+         "linear(", classes, "))");
+  g_.classes = classes;
+  g_.output = output;
+  // Fuse conv → relu when the relu is the conv output's only reader.
+  std::vector<int> readers(shapes_.size(), 0);
+  for (const auto& n : g_.nodes)
+    for (int t : n.inputs) readers[t]++;
+  for (size_t k = 1; k < g_.nodes.size(); ++k) {
+    Node& r = g_.nodes[k];
+    Node& c = g_.nodes[k - 1];
+    if (r.op == Op::relu && c.op == Op::conv && r.inputs[0] == c.index + 1 && readers[c.index + 1] == 1 &&
+        c.index + 1 != output) {
+      r.fused_relu = c.fused_relu = true;
+    }
+  }
+  // Flat layout: reverse registration order.
+  size_t off = 0;
+  for (size_t i = g_.params.size(); i-- > 0;) {
+    g_.params[i].info.offset = off;
+    off += g_.params[i].info.numel;
+  }
+  g_.param_count = off;
+  for (auto& n : g_.nodes) {
+    if (n.params.empty()) continue;
+    n.flat_begin = SIZE_MAX;
+    n.flat_end = 0;
+    for (int p : n.params) {
+      n.flat_begin = std::min(n.flat_begin, g_.params[p].info.offset);
+      n.flat_end = std::max(n.flat_end, g_.params[p].info.offset + g_.params[p].info.numel);
+    }
+  }
+  for (const auto& p : g_.params) g_.infos.push_back(p.info);
+  return std::move(g_);
+}
+
+}  // namespace cnnscale::nn

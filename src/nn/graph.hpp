@@ -1,0 +1,86 @@
+// graph.hpp — the network as a static graph: nodes in topological order (also the
+// PyTorch registration order), their shapes, and the parameter table with the flat
+// layout (reverse registration order). Built by GraphBuilder; run by Net (net.hpp).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/batch_source.hpp"
+#include "nn/model.hpp"
+
+namespace cnnscale::nn {
+
+enum class Op { conv, relu, maxpool, avgpool, dropout, flatten, linear, bn, add };
+
+// A tensor's per-sample shape: c×h×w, or `flat` features (c = features, h = w = 1).
+struct Shape {
+  int c = 0, h = 1, w = 1;
+  bool flat = false;
+  int64_t numel() const { return int64_t{c} * h * w; }
+};
+
+enum class Init { kaiming_uniform, fan_in_bias, ones, zeros };
+
+struct ParamDef {
+  ParamInfo info;
+  Init init = Init::zeros;
+  int64_t fan_in = 0;
+};
+
+struct Node {
+  Op op = Op::relu;
+  std::vector<int> inputs;   // tensor ids: 0 = network input, k+1 = output of node k
+  Shape in, out;             // in = shape of inputs[0]
+  int out_channels = 0;      // conv / linear
+  int kernel = 0, stride = 1, pad = 0;
+  bool bias = true;          // conv
+  double p = 0.0;            // dropout
+  int index = 0;             // node index (dropout hash, messages)
+  bool fused_relu = false;   // relu: computed by the preceding conv (post-op); conv: has one
+  std::vector<int> params;   // indices into Graph::params (registration order)
+  size_t flat_begin = 0, flat_end = 0;  // the node's range in the flat buffers
+};
+
+struct Graph {
+  SampleShape input;
+  int classes = 0;
+  std::vector<Node> nodes;
+  std::vector<ParamDef> params;  // registration (state_dict) order; info.offset = flat layout
+  std::vector<ParamInfo> infos;  // same order, for Model::params()
+  size_t param_count = 0;
+  int output = 0;                // tensor id of the logits (flat, classes)
+  int tensor_count() const { return static_cast<int>(nodes.size()) + 1; }
+};
+
+// Builds a Graph node by node. Each call returns the id of the tensor it produces.
+// Shape mistakes throw UserError (a spec-level caller adds the position).
+class GraphBuilder {
+ public:
+  explicit GraphBuilder(const SampleShape& input);
+  int input() const { return 0; }
+  const Shape& shape(int tensor) const { return shapes_.at(tensor); }
+
+  int conv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias = true);
+  int relu(int x);
+  int maxpool(int x, int k, int stride);
+  int avgpool(int x, int k, int stride);
+  int gap(int x);
+  int dropout(int x, double p);
+  int flatten(int x);
+  int linear(int x, const std::string& name, int out);
+  int bn(int x, const std::string& name);
+  int add(int a, int b);
+
+  // Finishes: the output must be `classes` features (a c×1×1 tensor is flattened).
+  Graph finish(int output, int classes);
+
+ private:
+  int push(Node n, Shape out);
+  void param(Node& n, const std::string& name, std::vector<int64_t> shape, bool trainable, bool decay, Init init,
+             int64_t fan_in);
+  Graph g_;
+  std::vector<Shape> shapes_;
+};
+
+}  // namespace cnnscale::nn

@@ -1,0 +1,52 @@
+// layer_add.cpp — residual add y = a + b (oneDNN binary); backward passes the gradient
+// to both inputs (reordered to each input's layout).
+#include "nn/exec.hpp"
+
+namespace cnnscale::nn {
+namespace {
+
+class AddExec : public Exec {
+ public:
+  AddExec(const Node& node, Tensor* a, Tensor* b, Tensor* out, const ExecEnv& env) : node_(node), a_(a), b_(b) {
+    using namespace dnnl;
+    out->alloc(a->md, env.eng);
+    binary::primitive_desc pd({algorithm::binary_add, a->md, b->md, out->md}, env.eng);
+    fwd_.set(binary(pd));
+    fwd_.arg(DNNL_ARG_SRC_0, a->mem);
+    fwd_.arg(DNNL_ARG_SRC_1, b->mem);
+    fwd_.arg(DNNL_ARG_DST, out->mem);
+    auto back = [&](Tensor* t, Call& call) {
+      if (!t->needs_diff) return;
+      const memory& to = t->diff_target(node.index);
+      call.set(reorder(out->diff_mem, to));
+      call.arg(DNNL_ARG_FROM, out->diff_mem);
+      call.arg(DNNL_ARG_TO, to);
+    };
+    back(a, bwd_a_);
+    back(b, bwd_b_);
+  }
+  void forward(const RunCtx& c) override { fwd_.run(*c.stream); }
+  void backward_data(const RunCtx& c) override {
+    if (bwd_a_.valid) {
+      bwd_a_.run(*c.stream);
+      a_->diff_done(node_.index);
+    }
+    if (bwd_b_.valid) {
+      bwd_b_.run(*c.stream);
+      b_->diff_done(node_.index);
+    }
+  }
+
+ private:
+  const Node& node_;
+  Tensor *a_, *b_;
+  Call fwd_, bwd_a_, bwd_b_;
+};
+
+}  // namespace
+
+std::unique_ptr<Exec> make_add(const Node& node, Tensor* a, Tensor* b, Tensor* out, const ExecEnv& env) {
+  return std::make_unique<AddExec>(node, a, b, out, env);
+}
+
+}  // namespace cnnscale::nn

@@ -1,0 +1,182 @@
+// layer_weighted.cpp — conv2d on oneDNN convolution_* primitives (written generic over
+// the primitive family), fp32 or bf16 compute (bf16 src/weights,
+// f32 dst, f32 diff_weights, fp32 master weights), oneDNN-chosen (blocked) layouts with
+// reorders only where a layout or type differs.
+#include <optional>
+
+#include "nn/exec.hpp"
+#include "util/error.hpp"
+
+namespace cnnscale::nn {
+namespace {
+
+using dnnl::algorithm;
+using dnnl::prop_kind;
+
+struct ConvTraits {
+  using Fwd = dnnl::convolution_forward;
+  using BwdD = dnnl::convolution_backward_data;
+  using BwdW = dnnl::convolution_backward_weights;
+  dnnl::memory::dims strides, pl, pr;
+
+  explicit ConvTraits(const Node& n) {
+    strides = {n.stride, n.stride};
+    pl = {n.pad, n.pad};
+    // Right padding as oneDNN wants it for PyTorch's floor output size.
+    const int64_t ph = (int64_t{n.out.h} - 1) * n.stride + n.kernel - n.in.h - n.pad;
+    const int64_t pw = (int64_t{n.out.w} - 1) * n.stride + n.kernel - n.in.w - n.pad;
+    pr = {ph, pw};
+  }
+  Fwd::primitive_desc fwd(const md_t& src, const md_t& w, const md_t* b, const md_t& dst, const dnnl::engine& e,
+                          const dnnl::primitive_attr& attr) const {
+    if (b)
+      return {Fwd::desc(prop_kind::forward_training, algorithm::convolution_direct, src, w, *b, dst, strides, pl, pr),
+              attr, e};
+    return {Fwd::desc(prop_kind::forward_training, algorithm::convolution_direct, src, w, dst, strides, pl, pr), attr, e};
+  }
+  BwdD::primitive_desc bwd_d(const md_t& dsrc, const md_t& w, const md_t& ddst, const dnnl::engine& e,
+                             const Fwd::primitive_desc& h) const {
+    return {BwdD::desc(algorithm::convolution_direct, dsrc, w, ddst, strides, pl, pr), e, h};
+  }
+  BwdW::primitive_desc bwd_w(const md_t& src, const md_t& dw, const md_t* db, const md_t& ddst, const dnnl::engine& e,
+                             const Fwd::primitive_desc& h) const {
+    if (db) return {BwdW::desc(algorithm::convolution_direct, src, dw, *db, ddst, strides, pl, pr), e, h};
+    return {BwdW::desc(algorithm::convolution_direct, src, dw, ddst, strides, pl, pr), e, h};
+  }
+};
+
+template <class Traits>
+class WeightedExec : public Exec {
+ public:
+  WeightedExec(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env, bool conv, Tensor* fused_out)
+      : node_(node), in_(in), out_(out) {
+    const auto& eng = env.eng;
+    const bool bf16 = env.precision == Precision::bf16;
+    if (bf16) require_bf16();
+    const dt ct = bf16 ? dt::bf16 : dt::f32;  // compute type of src / weights / diff_dst
+    const Traits tr(node);
+    const auto& gp = env.graph->params;
+    const ParamInfo& wi = gp[node.params[0]].info;
+    const bool has_bias = node.params.size() > 1;
+    const int64_t n = env.n, oc = node.out_channels;
+
+    md_t src_any, dst_any, w_any;
+    if (conv) {
+      src_any = md_t({n, node.in.c, node.in.h, node.in.w}, ct, tag::any);
+      dst_any = md_t({n, oc, node.out.h, node.out.w}, dt::f32, tag::any);
+      w_any = md_t({oc, node.in.c, node.kernel, node.kernel}, ct, tag::any);
+    } else {
+      src_any = md_t({n, node.in.c}, ct, tag::any);
+      dst_any = md_t({n, oc}, dt::f32, tag::nc);  // linear outputs stay plain
+      w_any = md_t({oc, node.in.c}, ct, tag::any);
+    }
+    const md_t b_md({oc}, dt::f32, tag::x);
+    const md_t w_user_md = plain_md(std::vector<int64_t>(wi.shape.begin(), wi.shape.end()));
+    w_user_ = dnnl::memory(w_user_md, eng, env.params + wi.offset);
+    dw_user_ = dnnl::memory(w_user_md, eng, env.grads + wi.offset);
+    if (has_bias) {
+      const ParamInfo& bi = gp[node.params[1]].info;
+      b_user_ = dnnl::memory(b_md, eng, env.params + bi.offset);
+      db_user_ = dnnl::memory(b_md, eng, env.grads + bi.offset);
+    }
+
+    dnnl::primitive_attr attr;
+    if (fused_out) {  // relu as a post-op: the relu's output is written directly
+      dnnl::post_ops po;
+      po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+      attr.set_post_ops(po);
+    }
+    auto fpd = tr.fwd(src_any, w_any, has_bias ? &b_md : nullptr, dst_any, eng, attr);
+    if (fused_out) {
+      fused_out->alloc(fpd.dst_desc(), eng);
+      out->alloc(fpd.dst_desc(), eng, fused_out->data.data());  // pre-relu values are never read
+    } else {
+      out->alloc(fpd.dst_desc(), eng);
+    }
+    src_cv_.init(in->mem, fpd.src_desc(), eng);
+    w_cv_.init(w_user_, fpd.weights_desc(), eng);
+    fwd_.set(typename Traits::Fwd(fpd));
+    fwd_.arg(DNNL_ARG_SRC, src_cv_.out);
+    fwd_.arg(DNNL_ARG_WEIGHTS, w_cv_.out);
+    if (has_bias) fwd_.arg(DNNL_ARG_BIAS, b_user_);
+    fwd_.arg(DNNL_ARG_DST, fused_out ? fused_out->mem : out->mem);
+
+    // Backward weights.
+    const md_t ddst_any = md_t(fpd.dst_desc().dims(), ct, tag::any);
+    const md_t dw_any = md_t(w_any.dims(), dt::f32, tag::any);
+    auto wpd = tr.bwd_w(md_t(src_any.dims(), ct, tag::any), dw_any, has_bias ? &b_md : nullptr, ddst_any, eng, fpd);
+    ddst_w_cv_.init(out->diff_mem, wpd.diff_dst_desc(), eng);
+    src_w_cv_.init(src_cv_.out, wpd.src_desc(), eng);
+    dw_cv_.init_into(wpd.diff_weights_desc(), dw_user_, eng);
+    bwd_w_.set(typename Traits::BwdW(wpd));
+    bwd_w_.arg(DNNL_ARG_SRC, src_w_cv_.out);
+    bwd_w_.arg(DNNL_ARG_DIFF_DST, ddst_w_cv_.out);
+    bwd_w_.arg(DNNL_ARG_DIFF_WEIGHTS, dw_cv_.out);
+    if (has_bias) bwd_w_.arg(DNNL_ARG_DIFF_BIAS, db_user_);
+
+    // Backward data (not for the network input).
+    if (in->needs_diff) {
+      const md_t dsrc_any = md_t(src_any.dims(), dt::f32, tag::any);
+      auto dpd = tr.bwd_d(dsrc_any, w_any, ddst_any, eng, fpd);
+      const dnnl::memory& dd_from =
+          ddst_w_cv_.out.get_desc() == dpd.diff_dst_desc() ? ddst_w_cv_.out : out->diff_mem;
+      ddst_d_cv_.init(dd_from, dpd.diff_dst_desc(), eng);
+      w_d_cv_.init(w_cv_.out.get_desc() == dpd.weights_desc() ? w_cv_.out : w_user_, dpd.weights_desc(), eng);
+      dsrc_cv_.init_into(dpd.diff_src_desc(), in->diff_target(node.index), eng);
+      bwd_d_.set(typename Traits::BwdD(dpd));
+      bwd_d_.arg(DNNL_ARG_DIFF_DST, ddst_d_cv_.out);
+      bwd_d_.arg(DNNL_ARG_WEIGHTS, w_d_cv_.out);
+      bwd_d_.arg(DNNL_ARG_DIFF_SRC, dsrc_cv_.out);
+    }
+  }
+
+  void forward(const RunCtx& c) override {
+    src_cv_.run(*c.stream);
+    w_cv_.run(*c.stream);
+    fwd_.run(*c.stream);
+  }
+
+  void backward_params(const RunCtx& c) override {
+    ddst_w_cv_.run(*c.stream);
+    src_w_cv_.run(*c.stream);
+    bwd_w_.run(*c.stream);
+    dw_cv_.run(*c.stream);
+  }
+
+  void backward_data(const RunCtx& c) override {
+    if (!bwd_d_.valid) return;
+    ddst_d_cv_.run(*c.stream);
+    w_d_cv_.run(*c.stream);
+    bwd_d_.run(*c.stream);
+    dsrc_cv_.run(*c.stream);
+    in_->diff_done(node_.index);
+  }
+
+ private:
+  const Node& node_;
+  Tensor *in_, *out_;
+  dnnl::memory w_user_, dw_user_, b_user_, db_user_;
+  Convert src_cv_, w_cv_, ddst_w_cv_, src_w_cv_, dw_cv_, ddst_d_cv_, w_d_cv_, dsrc_cv_;
+  Call fwd_, bwd_w_, bwd_d_;
+};
+
+template <class Traits>
+std::unique_ptr<Exec> make_weighted(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env, bool conv,
+                                    Tensor* fused_out) {
+  try {
+    return std::make_unique<WeightedExec<Traits>>(node, in, out, env, conv, fused_out);
+  } catch (const dnnl::error& e) {
+    if (env.precision == Precision::bf16)
+      fail("--precision bf16: oneDNN has no bf16 ", conv ? "convolution" : "inner product",
+           " for this processor (", e.what(), "); use --precision fp32");
+    throw;
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Exec> make_conv(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env, Tensor* fused_out) {
+  return make_weighted<ConvTraits>(node, in, out, env, true, fused_out);
+}
+
+}  // namespace cnnscale::nn

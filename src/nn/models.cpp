@@ -1,0 +1,155 @@
+// models.cpp — make_model: the built-in models (mnist_cnn, lenet5, resnet20) and models
+// from a one-line spec (layer-index names like nn.Sequential). See docs/models.md.
+#include <cmath>
+
+#include "nn/graph.hpp"
+#include "nn/net.hpp"
+#include "nn/spec.hpp"
+#include "nn/threads.hpp"
+#include "util/error.hpp"
+
+namespace cnnscale {
+namespace nn {
+namespace {
+
+std::string mnist_spec(int classes) {
+  return "conv(32,3) relu conv(64,3) relu maxpool(2) dropout(0.25) flatten linear(128) relu dropout(0.5) linear(" +
+         std::to_string(classes) + ")";
+}
+
+std::unique_ptr<Model> mnist_cnn(const SampleShape& in, int classes) {
+  GraphBuilder b(in);
+  int x = b.conv(b.input(), "conv1", 32, 3, 1, 0);
+  x = b.relu(x);
+  x = b.conv(x, "conv2", 64, 3, 1, 0);
+  x = b.relu(x);
+  x = b.maxpool(x, 2, 2);
+  x = b.dropout(x, 0.25);
+  x = b.flatten(x);
+  x = b.linear(x, "fc1", 128);
+  x = b.relu(x);
+  x = b.dropout(x, 0.5);
+  x = b.linear(x, "fc2", classes);
+  return std::make_unique<Net>(b.finish(x, classes), "mnist_cnn", mnist_spec(classes));
+}
+
+// LeNet-5, modern variant: ReLU and 2×2 max-pool (not tanh/avg-pool), conv1 padded 2 so
+// that a 28×28 input gives the classic 32×32 geometry.
+std::unique_ptr<Model> lenet5(const SampleShape& in, int classes) {
+  GraphBuilder b(in);
+  int x = b.conv(b.input(), "conv1", 6, 5, 1, 2);
+  x = b.relu(x);
+  x = b.maxpool(x, 2, 2);
+  x = b.conv(x, "conv2", 16, 5, 1, 0);
+  x = b.relu(x);
+  x = b.maxpool(x, 2, 2);
+  x = b.flatten(x);
+  x = b.linear(x, "fc1", 120);
+  x = b.relu(x);
+  x = b.linear(x, "fc2", 84);
+  x = b.relu(x);
+  x = b.linear(x, "fc3", classes);
+  const std::string spec = "conv(6,5,1,2) relu maxpool(2) conv(16,5) relu maxpool(2) flatten linear(120) relu "
+                           "linear(84) relu linear(" + std::to_string(classes) + ")";
+  return std::make_unique<Net>(b.finish(x, classes), "lenet5", spec);
+}
+
+// ResNet-20 for CIFAR (He et al. 2016, §4.2): 3×3 conv 16, three stages of 3 basic
+// blocks (16, 32, 64 channels; stride 2 at the first block of stages 2 and 3), global
+// average pool, fc. Shortcuts: option B (1×1 conv stride 2 + batch-norm where the shape
+// changes, identity elsewhere). Convs have no bias (followed by batch-norm).
+std::unique_ptr<Model> resnet20(const SampleShape& in, int classes) {
+  GraphBuilder b(in);
+  int x = b.conv(b.input(), "conv1", 16, 3, 1, 1, false);
+  x = b.bn(x, "bn1");
+  x = b.relu(x);
+  int planes_in = 16;
+  const int planes[3] = {16, 32, 64};
+  for (int s = 0; s < 3; ++s) {
+    for (int k = 0; k < 3; ++k) {
+      const std::string p = "layer" + std::to_string(s + 1) + "." + std::to_string(k);
+      const int stride = (s > 0 && k == 0) ? 2 : 1;
+      int y = b.conv(x, p + ".conv1", planes[s], 3, stride, 1, false);
+      y = b.bn(y, p + ".bn1");
+      y = b.relu(y);
+      y = b.conv(y, p + ".conv2", planes[s], 3, 1, 1, false);
+      y = b.bn(y, p + ".bn2");
+      int sc = x;
+      if (stride != 1 || planes_in != planes[s]) {
+        sc = b.conv(x, p + ".shortcut.0", planes[s], 1, stride, 0, false);
+        sc = b.bn(sc, p + ".shortcut.1");
+      }
+      x = b.relu(b.add(y, sc));
+      planes_in = planes[s];
+    }
+  }
+  x = b.gap(x);
+  x = b.flatten(x);
+  x = b.linear(x, "fc", classes);
+  return std::make_unique<Net>(b.finish(x, classes), "resnet20", "resnet20");
+}
+
+// Adds the layers of a spec; names are "<prefix><index>.weight" as nn.Sequential.
+int build_spec(GraphBuilder& b, int x, const std::vector<LayerSpec>& layers, const std::string& prefix,
+               const std::string& text) {
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerSpec& L = layers[i];
+    const std::string name = prefix + std::to_string(i);
+    if (L.kind == LayerKind::res) {
+      const int y = build_spec(b, x, L.body, name + ".", text);
+      try {
+        x = b.add(y, x);
+      } catch (const UserError& e) {
+        spec_error(text, L.pos, L.len, e.what());
+      }
+      continue;
+    }
+    try {
+      switch (L.kind) {
+        case LayerKind::conv: x = b.conv(x, name, L.out, L.kernel, L.stride, L.pad); break;
+        case LayerKind::relu: x = b.relu(x); break;
+        case LayerKind::maxpool: x = b.maxpool(x, L.kernel, L.stride); break;
+        case LayerKind::avgpool: x = b.avgpool(x, L.kernel, L.stride); break;
+        case LayerKind::gap: x = b.gap(x); break;
+        case LayerKind::dropout: x = b.dropout(x, L.p); break;
+        case LayerKind::flatten: x = b.flatten(x); break;
+        case LayerKind::linear: x = b.linear(x, name, L.out); break;
+        case LayerKind::bn: x = b.bn(x, name); break;
+        case LayerKind::res: break;
+      }
+    } catch (const UserError& e) {
+      spec_error(text, L.pos, L.len, e.what());
+    }
+  }
+  return x;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> make_spec_model(const std::string& text, const SampleShape& input, int classes) {
+  const auto layers = parse_spec(text);
+  GraphBuilder b(input);
+  const int x = build_spec(b, b.input(), layers, "", text);
+  Graph g;
+  try {
+    g = b.finish(x, classes);
+  } catch (const UserError& e) {
+    const LayerSpec& last = layers.back();
+    spec_error(text, last.pos, last.len, e.what());
+  }
+  const std::string canon = format_spec(layers);
+  return std::make_unique<Net>(std::move(g), canon, canon);
+}
+
+}  // namespace nn
+
+std::unique_ptr<Model> make_model(const std::string& name_or_spec, const SampleShape& input, int classes) {
+  nn::ensure_threads();
+  if (classes < 2) fail("a classifier needs at least 2 classes, got ", classes);
+  if (name_or_spec == "mnist_cnn") return nn::mnist_cnn(input, classes);
+  if (name_or_spec == "lenet5") return nn::lenet5(input, classes);
+  if (name_or_spec == "resnet20") return nn::resnet20(input, classes);
+  return nn::make_spec_model(name_or_spec, input, classes);
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,56 @@
+// net.hpp — Net: the Model implementation that runs a Graph on the CPU through oneDNN.
+// Owns the flat parameter/gradient buffers and one Plan (tensors + primitives) per
+// batch size, created once and reused; evaluation runs on the training plan (padded).
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/exec.hpp"
+#include "nn/graph.hpp"
+#include "nn/model.hpp"
+
+namespace cnnscale::nn {
+
+class Net : public Model {
+ public:
+  Net(Graph graph, std::string name, std::string spec);
+  std::string name() const override { return name_; }
+  std::string spec() const override { return spec_; }
+  const std::vector<ParamInfo>& params() const override { return graph_.infos; }
+  float* param_data() override { return params_.f(); }
+  float* grad_data() override { return grads_.f(); }
+  size_t param_count() const override { return graph_.param_count; }
+  int classes() const override { return graph_.classes; }
+  void prepare(int64_t max_batch, Precision precision) override;
+  double forward_backward(const float* images, const int32_t* labels, int64_t n, const StepContext& ctx,
+                          const GradReadyFn& on_ready) override;
+  void forward_eval(const float* images, int64_t n, float* logits) override;
+  void init_params(uint64_t seed) override;
+
+  const Graph& graph() const { return graph_; }
+
+ private:
+  struct Plan {
+    int64_t n = 0;
+    std::vector<std::unique_ptr<Tensor>> tensors;
+    std::vector<std::unique_ptr<Exec>> execs;
+  };
+  Plan& plan_for(int64_t n);
+  std::unique_ptr<Plan> build_plan(int64_t n);
+
+  Graph graph_;
+  std::string name_, spec_;
+  Buffer params_, grads_;
+  dnnl::engine eng_;
+  dnnl::stream stream_;
+  Precision precision_ = Precision::fp32;
+  int64_t max_batch_ = 0;
+  std::map<int64_t, std::unique_ptr<Plan>> plans_;
+};
+
+// Initialises one parameter as PyTorch does by default (see model.hpp), from seed.
+void init_param(const ParamDef& p, uint64_t seed, float* data);
+
+}  // namespace cnnscale::nn

@@ -1,0 +1,34 @@
+// spec.hpp — the one-line model spec: its layer list (LayerSpec) and the parser.
+// Grammar (docs/models.md):  spec := layer (WS layer)* ;  layer := NAME [ "(" args ")" ]
+//   conv(out,k[,stride[,pad]])  relu  maxpool(k[,stride])  avgpool(k[,stride])  gap
+//   dropout(p)  flatten  linear(out)  bn  res(spec)   (res: x + spec(x), same shape)
+#pragma once
+#include <string>
+#include <vector>
+
+namespace cnnscale::nn {
+
+enum class LayerKind { conv, relu, maxpool, avgpool, gap, dropout, flatten, linear, bn, res };
+
+struct LayerSpec {
+  LayerKind kind = LayerKind::relu;
+  int out = 0;          // conv: out channels; linear: out features
+  int kernel = 0;       // conv, pools
+  int stride = 1;       // conv (default 1), pools (default = kernel)
+  int pad = 0;          // conv
+  double p = 0.0;       // dropout
+  std::vector<LayerSpec> body;  // res
+  size_t pos = 0;       // column (0-based) of the token in the spec text, for errors
+  size_t len = 0;       // length of the token
+};
+
+// Parses a spec; throws UserError showing the spec with a caret under the mistake.
+std::vector<LayerSpec> parse_spec(const std::string& text);
+
+// Canonical text of a layer list (round-trips through parse_spec).
+std::string format_spec(const std::vector<LayerSpec>& layers);
+
+// Throws UserError "<what>" with the spec and a caret under [pos, pos+len).
+[[noreturn]] void spec_error(const std::string& text, size_t pos, size_t len, const std::string& what);
+
+}  // namespace cnnscale::nn

@@ -1,0 +1,157 @@
+// reference.hpp — a tiny double-precision reference forward of a Graph (plain NCHW
+// loops, no oneDNN), used by the tests to check the oneDNN layers: loss in training
+// mode (batch-norm batch statistics, the same dropout masks) and logits in eval mode.
+#pragma once
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "nn/dropout_mask.hpp"
+#include "nn/graph.hpp"
+
+namespace cnnscale::nn::ref {
+
+struct BnStats {
+  std::vector<double> mean, var;  // biased variance
+  int64_t count = 0;
+};
+
+struct Result {
+  double loss_sum = 0;               // sum of per-sample CE
+  std::vector<double> logits;        // n × classes
+  std::map<int, BnStats> bn;         // node index → batch statistics (training)
+};
+
+inline Result forward(const Graph& g, const std::vector<double>& P, const float* images, const int32_t* labels,
+                      int64_t n, const StepContext& ctx, bool training) {
+  std::vector<std::vector<double>> T(g.tensor_count());
+  const int64_t in_numel = g.input.numel();
+  T[0].assign(images, images + n * in_numel);
+  auto shape_of = [&](int t) -> Shape {
+    if (t == 0) return Shape{g.input.channels, g.input.height, g.input.width, false};
+    return g.nodes[t - 1].out;
+  };
+  Result r;
+  for (const Node& nd : g.nodes) {
+    const Shape is = shape_of(nd.inputs[0]), os = nd.out;
+    const std::vector<double>& x = T[nd.inputs[0]];
+    std::vector<double> y(static_cast<size_t>(n * os.numel()), 0.0);
+    auto off = [&](int k) { return g.params[nd.params[k]].info.offset; };
+    switch (nd.op) {
+      case Op::conv: {
+        const int K = nd.kernel;
+        for (int64_t b = 0; b < n; ++b)
+          for (int o = 0; o < os.c; ++o)
+            for (int oy = 0; oy < os.h; ++oy)
+              for (int ox = 0; ox < os.w; ++ox) {
+                double s = nd.bias ? P[off(1) + o] : 0.0;
+                for (int i = 0; i < is.c; ++i)
+                  for (int ky = 0; ky < K; ++ky)
+                    for (int kx = 0; kx < K; ++kx) {
+                      const int iy = oy * nd.stride - nd.pad + ky, ix = ox * nd.stride - nd.pad + kx;
+                      if (iy < 0 || iy >= is.h || ix < 0 || ix >= is.w) continue;
+                      s += P[off(0) + ((size_t(o) * is.c + i) * K + ky) * K + kx] *
+                           x[((size_t(b) * is.c + i) * is.h + iy) * is.w + ix];
+                    }
+                y[((size_t(b) * os.c + o) * os.h + oy) * os.w + ox] = s;
+              }
+        break;
+      }
+      case Op::linear:
+        for (int64_t b = 0; b < n; ++b)
+          for (int o = 0; o < os.c; ++o) {
+            double s = P[off(1) + o];
+            for (int i = 0; i < is.c; ++i) s += P[off(0) + size_t(o) * is.c + i] * x[size_t(b) * is.c + i];
+            y[size_t(b) * os.c + o] = s;
+          }
+        break;
+      case Op::relu:
+        for (size_t i = 0; i < y.size(); ++i) y[i] = x[i] > 0 ? x[i] : 0.0;
+        break;
+      case Op::maxpool:
+      case Op::avgpool:
+        for (int64_t b = 0; b < n; ++b)
+          for (int c = 0; c < os.c; ++c)
+            for (int oy = 0; oy < os.h; ++oy)
+              for (int ox = 0; ox < os.w; ++ox) {
+                double m = -INFINITY, s = 0;
+                for (int ky = 0; ky < nd.kernel; ++ky)
+                  for (int kx = 0; kx < nd.kernel; ++kx) {
+                    const double v =
+                        x[((size_t(b) * is.c + c) * is.h + oy * nd.stride + ky) * is.w + ox * nd.stride + kx];
+                    m = std::max(m, v);
+                    s += v;
+                  }
+                y[((size_t(b) * os.c + c) * os.h + oy) * os.w + ox] =
+                    nd.op == Op::maxpool ? m : s / (nd.kernel * nd.kernel);
+              }
+        break;
+      case Op::dropout: {
+        const bool on = training && ctx.training && nd.p > 0;
+        const uint64_t thr = dropout_threshold(nd.p);
+        const int64_t per = os.numel();
+        for (int64_t b = 0; b < n; ++b) {
+          const uint64_t key =
+              dropout_sample_key(ctx.seed, ctx.step, nd.index, ctx.sample_ids ? ctx.sample_ids[b] : b);
+          for (int64_t j = 0; j < per; ++j) {
+            const double v = x[b * per + j];
+            y[b * per + j] = !on ? v : dropout_keep(key, j, thr) ? v / (1.0 - nd.p) : 0.0;
+          }
+        }
+        break;
+      }
+      case Op::flatten:
+        y = x;
+        break;
+      case Op::bn: {
+        const int64_t hw = int64_t{is.h} * is.w, m = n * hw;
+        BnStats st;
+        st.count = m;
+        for (int c = 0; c < is.c; ++c) {
+          double mean, var;
+          if (training) {
+            double s = 0, s2 = 0;
+            for (int64_t b = 0; b < n; ++b)
+              for (int64_t k = 0; k < hw; ++k) s += x[(b * is.c + c) * hw + k];
+            mean = s / m;
+            for (int64_t b = 0; b < n; ++b)
+              for (int64_t k = 0; k < hw; ++k) s2 += std::pow(x[(b * is.c + c) * hw + k] - mean, 2);
+            var = s2 / m;
+          } else {
+            mean = P[off(2) + c];
+            var = P[off(3) + c];
+          }
+          st.mean.push_back(mean);
+          st.var.push_back(var);
+          const double inv = 1.0 / std::sqrt(var + 1e-5);
+          for (int64_t b = 0; b < n; ++b)
+            for (int64_t k = 0; k < hw; ++k) {
+              const size_t i = (b * is.c + c) * hw + k;
+              y[i] = (x[i] - mean) * inv * P[off(0) + c] + P[off(1) + c];
+            }
+        }
+        if (training) r.bn[nd.index] = st;
+        break;
+      }
+      case Op::add: {
+        const auto& x2 = T[nd.inputs[1]];
+        for (size_t i = 0; i < y.size(); ++i) y[i] = x[i] + x2[i];
+        break;
+      }
+    }
+    T[nd.index + 1] = std::move(y);
+  }
+  const auto& z = T[g.output];
+  const int C = g.classes;
+  r.logits = z;
+  if (labels)
+    for (int64_t b = 0; b < n; ++b) {
+      double m = -INFINITY, s = 0;
+      for (int j = 0; j < C; ++j) m = std::max(m, z[b * C + j]);
+      for (int j = 0; j < C; ++j) s += std::exp(z[b * C + j] - m);
+      r.loss_sum += m + std::log(s) - z[b * C + labels[b]];
+    }
+  return r;
+}
+
+}  // namespace cnnscale::nn::ref

@@ -1,0 +1,111 @@
+// test_nn_gradcheck.cpp — every layer's backward (oneDNN, float) against central finite
+// differences of a double-precision reference forward (reference.hpp); also the float
+// forward's loss against the reference. Each net puts the layer under test after a
+// conv so that its backward-data is exercised through the conv's weight gradient.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "nn/model.hpp"
+#include "nn/net.hpp"
+#include "nn/rng.hpp"
+#include "reference.hpp"
+
+using namespace cnnscale;
+
+namespace {
+
+struct Case {
+  const char* spec;
+  SampleShape shape;
+  int classes;
+  int64_t batch;
+  size_t max_checked;  // trainable params checked by FD (all when 0)
+};
+
+void gradcheck(const std::string& spec, SampleShape shape, int classes, int64_t batch, size_t max_checked) {
+  SCOPED_TRACE(spec);
+  auto m = make_model(spec, shape, classes);
+  m->init_params(7);
+  m->prepare(batch, Precision::fp32);
+  const auto& g = dynamic_cast<nn::Net&>(*m).graph();
+  nn::SplitMix64 rng(99);
+  std::vector<float> x(static_cast<size_t>(batch * shape.numel()));
+  for (auto& v : x) v = static_cast<float>(rng.uniform(-1, 1));
+  std::vector<int32_t> y(batch);
+  std::vector<int64_t> ids(batch);
+  for (int64_t i = 0; i < batch; ++i) y[i] = static_cast<int32_t>(i % classes), ids[i] = 1000 + 7 * i;
+  StepContext ctx;
+  ctx.seed = 5;
+  ctx.step = 3;
+  ctx.sample_ids = ids.data();
+  ctx.loss_scale = 1.f / static_cast<float>(batch);
+
+  std::vector<double> P(m->param_data(), m->param_data() + m->param_count());
+  const double loss = m->forward_backward(x.data(), y.data(), batch, ctx, {});
+  std::vector<float> grad(m->grad_data(), m->grad_data() + m->param_count());
+  const double ref_loss = nn::ref::forward(g, P, x.data(), y.data(), batch, ctx, true).loss_sum;
+  EXPECT_NEAR(loss, ref_loss, 1e-4 * std::abs(ref_loss) + 1e-5);
+
+  // Indices to check: every trainable element, or an even spread.
+  std::vector<size_t> idx;
+  for (const auto& p : g.params)
+    if (p.info.trainable)
+      for (size_t k = 0; k < p.info.numel; ++k) idx.push_back(p.info.offset + k);
+  if (max_checked && idx.size() > max_checked) {
+    std::vector<size_t> sub;
+    for (size_t k = 0; k < max_checked; ++k) sub.push_back(idx[k * idx.size() / max_checked]);
+    idx = sub;
+  }
+  const double h = 1e-6;
+  double max_fd = 0, max_err = 0;
+  size_t worst = 0;
+  std::vector<double> fd(idx.size());
+  for (size_t k = 0; k < idx.size(); ++k) {
+    std::vector<double> Q = P;
+    Q[idx[k]] = P[idx[k]] + h;
+    const double lp = nn::ref::forward(g, Q, x.data(), y.data(), batch, ctx, true).loss_sum;
+    Q[idx[k]] = P[idx[k]] - h;
+    const double lm = nn::ref::forward(g, Q, x.data(), y.data(), batch, ctx, true).loss_sum;
+    fd[k] = (lp - lm) / (2 * h) * ctx.loss_scale;
+    max_fd = std::max(max_fd, std::abs(fd[k]));
+  }
+  for (size_t k = 0; k < idx.size(); ++k) {
+    const double err = std::abs(grad[idx[k]] - fd[k]);
+    if (err > max_err) max_err = err, worst = k;
+  }
+  ASSERT_GT(max_fd, 1e-6) << "degenerate test: no gradient";
+  EXPECT_LE(max_err, 2e-3 * max_fd) << "worst at flat index " << idx[worst] << ": analytic " << grad[idx[worst]]
+                                    << " vs finite difference " << fd[worst] << " (checked " << idx.size() << ")";
+  // Non-trainable buffers (bn running stats) get zero gradient.
+  for (const auto& p : g.params) {
+    if (p.info.trainable) continue;
+    for (size_t k = 0; k < p.info.numel; ++k) {
+      ASSERT_EQ(grad[p.info.offset + k], 0.f) << p.info.name;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(GradCheck, ConvStridePaddingReluLinear) {
+  gradcheck("conv(3,3,1,1) relu conv(4,3,2,0) flatten linear(3)", {2, 7, 7}, 3, 3, 0);
+}
+TEST(GradCheck, MaxPool) { gradcheck("conv(4,3) maxpool(2) flatten linear(3)", {1, 8, 8}, 3, 3, 0); }
+TEST(GradCheck, MaxPoolStride) { gradcheck("conv(3,2) maxpool(3,2) flatten linear(3)", {1, 8, 8}, 3, 2, 0); }
+TEST(GradCheck, AvgPoolAndGap) {
+  gradcheck("conv(4,3,1,1) avgpool(2) relu conv(5,1) gap flatten linear(3)", {2, 6, 6}, 3, 3, 0);
+}
+TEST(GradCheck, BatchNorm) { gradcheck("conv(4,3,1,1) bn relu flatten linear(3)", {2, 5, 5}, 3, 4, 0); }
+TEST(GradCheck, ResidualAddAndDropout) {
+  gradcheck("conv(4,3,1,1) res(conv(4,3,1,1) bn relu conv(4,3,1,1)) relu flatten dropout(0.5) linear(3)", {1, 6, 6},
+            3, 3, 0);
+}
+TEST(GradCheck, DropoutOnBlockedConvOutput) {
+  gradcheck("conv(16,3) relu dropout(0.25) maxpool(2) flatten linear(8) relu dropout(0.5) linear(3)", {1, 8, 8}, 3, 4,
+            0);
+}
+TEST(GradCheck, MnistCnnSubset) { gradcheck("mnist_cnn", {1, 28, 28}, 10, 2, 40); }
+TEST(GradCheck, Lenet5Subset) { gradcheck("lenet5", {1, 28, 28}, 10, 2, 80); }
+TEST(GradCheck, Resnet20Subset) { gradcheck("resnet20", {3, 8, 8}, 10, 2, 60); }

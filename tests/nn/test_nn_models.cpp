@@ -1,0 +1,272 @@
+// test_nn_models.cpp — built-in models (names, shapes, counts, flat layout), PyTorch
+// init rules, the grad-ready callback, gradient overwrite, short batches, evaluation
+// (incl. batch-norm running statistics), dropout independence from the batch split.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "nn/dropout_mask.hpp"
+#include "nn/model.hpp"
+#include "nn/net.hpp"
+#include "nn/rng.hpp"
+#include "reference.hpp"
+
+using namespace cnnscale;
+
+namespace {
+
+struct Data {
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  std::vector<int64_t> ids;
+  Data(int64_t n, const SampleShape& s, int classes, uint64_t seed = 3) {
+    nn::SplitMix64 r(seed);
+    x.resize(static_cast<size_t>(n * s.numel()));
+    for (auto& v : x) v = static_cast<float>(r.uniform(-1, 1));
+    for (int64_t i = 0; i < n; ++i) y.push_back(static_cast<int32_t>(r.next() % classes)), ids.push_back(100 + i);
+  }
+};
+
+StepContext ctx_for(const Data& d, int64_t global_batch, int64_t step = 0) {
+  StepContext c;
+  c.seed = 11;
+  c.step = step;
+  c.sample_ids = d.ids.data();
+  c.loss_scale = 1.f / static_cast<float>(global_batch);
+  return c;
+}
+
+double rel_diff(const float* a, const float* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) num += std::pow(double(a[i]) - b[i], 2), den += std::pow(double(b[i]), 2);
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+}  // namespace
+
+TEST(Models, MnistCnnNamesShapesCountAndLayout) {
+  auto m = make_model("mnist_cnn", {1, 28, 28}, 10);
+  EXPECT_EQ(m->name(), "mnist_cnn");
+  EXPECT_EQ(m->param_count(), 1199882u);
+  EXPECT_EQ(m->classes(), 10);
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> want = {
+      {"conv1.weight", {32, 1, 3, 3}}, {"conv1.bias", {32}},  {"conv2.weight", {64, 32, 3, 3}},
+      {"conv2.bias", {64}},            {"fc1.weight", {128, 9216}}, {"fc1.bias", {128}},
+      {"fc2.weight", {10, 128}},       {"fc2.bias", {10}}};
+  const auto& p = m->params();
+  ASSERT_EQ(p.size(), want.size());
+  size_t expect_end = m->param_count();
+  for (size_t i = 0; i < p.size(); ++i) {
+    EXPECT_EQ(p[i].name, want[i].first);
+    EXPECT_EQ(p[i].shape, want[i].second);
+    EXPECT_TRUE(p[i].trainable);
+    EXPECT_EQ(p[i].decay, p[i].name.find(".weight") != std::string::npos);
+    // reverse registration order: conv1.weight ends the buffer, fc2.bias starts it
+    EXPECT_EQ(p[i].offset + p[i].numel, expect_end) << p[i].name;
+    expect_end = p[i].offset;
+  }
+  EXPECT_EQ(expect_end, 0u);
+}
+
+TEST(Models, MnistCnnForwardShapeAndSpecEquivalence) {
+  auto a = make_model("mnist_cnn", {1, 28, 28}, 10);
+  auto b = make_model(a->spec(), {1, 28, 28}, 10);  // same network as a spec
+  ASSERT_EQ(a->param_count(), b->param_count());
+  std::memcpy(b->param_data(), a->param_data(), a->param_count() * sizeof(float));
+  EXPECT_EQ(b->params()[0].name, "0.weight");
+  EXPECT_EQ(b->params().back().name, "10.bias");
+  Data d(5, {1, 28, 28}, 10);
+  a->prepare(5, Precision::fp32);
+  b->prepare(5, Precision::fp32);
+  std::vector<float> la(50, NAN), lb(50, NAN);
+  a->forward_eval(d.x.data(), 5, la.data());
+  b->forward_eval(d.x.data(), 5, lb.data());
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(std::isfinite(la[i]));
+  EXPECT_EQ(la, lb);
+}
+
+TEST(Models, Lenet5AndResnet20) {
+  auto l = make_model("lenet5", {1, 28, 28}, 10);
+  EXPECT_EQ(l->param_count(), 61706u);  // 156 + 2416 + 48120 + 10164 + 850
+  EXPECT_EQ(l->params().front().name, "conv1.weight");
+  auto r = make_model("resnet20", {3, 32, 32}, 10);
+  // 269,722 (the 0.27M of option A) + option B's 1x1 shortcut convs and their bn
+  size_t trainable = 0;
+  bool has_rm = false, has_nbt = false;
+  for (const auto& p : r->params()) {
+    if (p.trainable) trainable += p.numel;
+    has_rm |= p.name == "layer1.0.bn1.running_mean";
+    has_nbt |= p.name == "layer3.2.bn2.num_batches_tracked";
+  }
+  EXPECT_EQ(trainable, 269722u + 512 + 64 + 2048 + 128);
+  EXPECT_TRUE(has_rm);
+  EXPECT_TRUE(has_nbt);
+  EXPECT_EQ(r->params()[0].name, "conv1.weight");
+  EXPECT_EQ(r->params()[1].name, "bn1.weight");
+  EXPECT_EQ(r->params().back().name, "fc.bias");
+  Data d(4, {3, 32, 32}, 10);
+  r->prepare(4, Precision::fp32);
+  auto c = ctx_for(d, 4);
+  const double loss = r->forward_backward(d.x.data(), d.y.data(), 4, c, {});
+  EXPECT_TRUE(std::isfinite(loss));
+  EXPECT_GT(loss, 0);
+}
+
+TEST(Init, PyTorchBoundsDeterministicSeeded) {
+  auto m = make_model("mnist_cnn", {1, 28, 28}, 10);
+  m->init_params(42);
+  std::vector<float> a(m->param_data(), m->param_data() + m->param_count());
+  m->init_params(42);
+  std::vector<float> b(m->param_data(), m->param_data() + m->param_count());
+  EXPECT_EQ(a, b);
+  m->init_params(43);
+  std::vector<float> c(m->param_data(), m->param_data() + m->param_count());
+  size_t same = 0;
+  for (size_t i = 0; i < a.size(); ++i) same += a[i] == c[i];
+  EXPECT_LT(same, a.size() / 1000);
+  const std::map<std::string, double> fan_in = {{"conv1", 9}, {"conv2", 288}, {"fc1", 9216}, {"fc2", 128}};
+  for (const auto& p : m->params()) {
+    const double bound = 1.0 / std::sqrt(fan_in.at(p.name.substr(0, p.name.find('.'))));
+    double mx = 0, sum = 0, sum2 = 0;
+    for (size_t k = 0; k < p.numel; ++k) {
+      const double v = a[p.offset + k];
+      mx = std::max(mx, std::abs(v));
+      sum += v;
+      sum2 += v * v;
+    }
+    EXPECT_LE(mx, bound * (1 + 1e-7)) << p.name;
+    EXPECT_GT(mx, bound * 0.7) << p.name;  // fills the range (32 samples at least)
+    if (p.numel >= 1000) {
+      const double mean = sum / p.numel, var = sum2 / p.numel - mean * mean;
+      EXPECT_NEAR(mean, 0, 4 * bound / std::sqrt(3.0 * p.numel)) << p.name;
+      EXPECT_NEAR(var, bound * bound / 3, 0.05 * bound * bound / 3) << p.name;
+    }
+  }
+  auto r = make_model("resnet20", {3, 32, 32}, 10);
+  r->init_params(1);
+  for (const auto& p : r->params()) {
+    const float* v = r->param_data() + p.offset;
+    if (p.name.ends_with("bn1.weight") || p.name.ends_with("running_var")) {
+      EXPECT_EQ(v[0], 1.f) << p.name;
+    }
+    if (p.name.ends_with("bn1.bias") || p.name.ends_with("running_mean") || p.name.ends_with("num_batches_tracked")) {
+      EXPECT_EQ(v[0], 0.f) << p.name;
+    }
+  }
+}
+
+TEST(Backward, GradReadyPrefixGrowsAndIsFinal) {
+  auto m = make_model("resnet20", {3, 16, 16}, 10);
+  m->prepare(3, Precision::fp32);
+  Data d(3, {3, 16, 16}, 10);
+  auto c = ctx_for(d, 3);
+  std::vector<size_t> ends;
+  std::vector<std::vector<float>> snap;
+  m->forward_backward(d.x.data(), d.y.data(), 3, c, [&](size_t end) {
+    ends.push_back(end);
+    snap.emplace_back(m->grad_data(), m->grad_data() + end);
+  });
+  ASSERT_GE(ends.size(), 20u);
+  EXPECT_EQ(ends.back(), m->param_count());
+  for (size_t i = 1; i < ends.size(); ++i) EXPECT_GT(ends[i], ends[i - 1]);
+  for (const auto& s : snap)  // what was reported final did not change afterwards
+    ASSERT_EQ(0, std::memcmp(s.data(), m->grad_data(), s.size() * sizeof(float)));
+  // overwritten, not accumulated
+  std::vector<float> g1(m->grad_data(), m->grad_data() + m->param_count());
+  m->forward_backward(d.x.data(), d.y.data(), 3, c, {});
+  EXPECT_LT(rel_diff(m->grad_data(), g1.data(), g1.size()), 1e-5);
+}
+
+TEST(Backward, ShortBatchAndEvalMatchesTrainingLoss) {
+  // mnist_cnn with dropout off (training=false): eval logits give the same loss.
+  auto m = make_model("mnist_cnn", {1, 28, 28}, 10);
+  m->prepare(8, Precision::fp32);
+  Data d(11, {1, 28, 28}, 10);
+  std::vector<float> logits(110);
+  m->forward_eval(d.x.data(), 11, logits.data());  // 8 + a padded short chunk of 3
+  StepContext c = ctx_for(d, 3);
+  c.training = false;
+  const double loss3 = m->forward_backward(d.x.data() + 8 * 784, d.y.data() + 8, 3, c, {});  // short batch
+  double ref = 0;
+  for (int i = 8; i < 11; ++i) {
+    double mx = -INFINITY, s = 0;
+    for (int j = 0; j < 10; ++j) mx = std::max<double>(mx, logits[i * 10 + j]);
+    for (int j = 0; j < 10; ++j) s += std::exp(logits[i * 10 + j] - mx);
+    ref += mx + std::log(s) - logits[i * 10 + d.y[i]];
+  }
+  EXPECT_NEAR(loss3, ref, 1e-5 * ref);
+  // per-sample eval gives the same logits as the batched one
+  std::vector<float> one(10);
+  for (int i : {0, 7, 10}) {
+    m->forward_eval(d.x.data() + i * 784, 1, one.data());
+    EXPECT_LT(rel_diff(one.data(), logits.data() + i * 10, 10), 1e-5) << i;
+  }
+}
+
+TEST(BatchNorm, RunningStatisticsAndEvalMatchReference) {
+  auto m = make_model("conv(4,3,1,1) bn relu gap flatten linear(3)", {2, 5, 5}, 3);
+  m->init_params(5);
+  m->prepare(6, Precision::fp32);
+  const auto& g = dynamic_cast<nn::Net&>(*m).graph();
+  Data d(6, {2, 5, 5}, 3);
+  auto c = ctx_for(d, 6);
+  std::vector<double> P(m->param_data(), m->param_data() + m->param_count());
+  auto r = nn::ref::forward(g, P, d.x.data(), d.y.data(), 6, c, true);
+  m->forward_backward(d.x.data(), d.y.data(), 6, c, {});
+  const auto& st = r.bn.at(1);
+  const auto& bn = g.nodes[1];
+  const float* rm = m->param_data() + g.params[bn.params[2]].info.offset;
+  const float* rv = m->param_data() + g.params[bn.params[3]].info.offset;
+  const float* nbt = m->param_data() + g.params[bn.params[4]].info.offset;
+  for (int ch = 0; ch < 4; ++ch) {
+    EXPECT_NEAR(rm[ch], 0.1 * st.mean[ch], 1e-5);
+    EXPECT_NEAR(rv[ch], 0.9 + 0.1 * st.var[ch] * st.count / (st.count - 1.0), 1e-5);
+  }
+  EXPECT_EQ(*nbt, 1.f);
+  // eval uses the running statistics
+  std::vector<double> P2(m->param_data(), m->param_data() + m->param_count());
+  auto e = nn::ref::forward(g, P2, d.x.data(), nullptr, 6, c, false);
+  std::vector<float> logits(18);
+  m->forward_eval(d.x.data(), 6, logits.data());
+  for (int i = 0; i < 18; ++i) EXPECT_NEAR(logits[i], e.logits[i], 1e-4 * (1 + std::abs(e.logits[i])));
+}
+
+TEST(Dropout, IndependentOfBatchSplit) {
+  auto m = make_model("mnist_cnn", {1, 28, 28}, 10);
+  m->init_params(9);
+  m->prepare(2, Precision::fp32);
+  Data d(2, {1, 28, 28}, 10);
+  auto c = ctx_for(d, 2, 17);
+  const double both = m->forward_backward(d.x.data(), d.y.data(), 2, c, {});
+  std::vector<float> g_both(m->grad_data(), m->grad_data() + m->param_count());
+  std::vector<float> g_sum(m->param_count(), 0.f);
+  double split = 0;
+  for (int i = 0; i < 2; ++i) {  // each sample alone (as on two ranks), same global ids
+    StepContext ci = c;
+    ci.sample_ids = d.ids.data() + i;
+    split += m->forward_backward(d.x.data() + i * 784, d.y.data() + i, 1, ci, {});
+    for (size_t k = 0; k < g_sum.size(); ++k) g_sum[k] += m->grad_data()[k];
+  }
+  EXPECT_NEAR(both, split, 1e-6 * both);
+  EXPECT_LT(rel_diff(g_sum.data(), g_both.data(), g_sum.size()), 1e-5);
+  // and dropout is really active: another step draws other masks
+  auto c2 = ctx_for(d, 2, 18);
+  EXPECT_NE(m->forward_backward(d.x.data(), d.y.data(), 2, c2, {}), both);
+}
+
+TEST(Dropout, MaskRateAndIndependence) {
+  for (double p : {0.25, 0.5}) {
+    const uint64_t thr = nn::dropout_threshold(p);
+    int64_t dropped = 0, both = 0;
+    const int64_t N = 200000;
+    const uint64_t k1 = nn::dropout_sample_key(1, 2, 3, 4), k2 = nn::dropout_sample_key(1, 2, 3, 5);
+    for (int64_t j = 0; j < N; ++j) {
+      const bool d1 = !nn::dropout_keep(k1, j, thr), d2 = !nn::dropout_keep(k2, j, thr);
+      dropped += d1;
+      both += d1 && d2;
+    }
+    EXPECT_NEAR(double(dropped) / N, p, 0.01);
+    EXPECT_NEAR(double(both) / N, p * p, 0.01);
+  }
+}

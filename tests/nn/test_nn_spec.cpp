@@ -1,0 +1,96 @@
+// test_nn_spec.cpp — the one-line model spec: the documented grammar is accepted
+// (shapes, names, canonical text), mistakes are rejected with their position.
+#include <gtest/gtest.h>
+
+#include "nn/model.hpp"
+#include "nn/spec.hpp"
+#include "util/error.hpp"
+
+using namespace cnnscale;
+
+namespace {
+
+// Column (0-based, in the spec) of the first caret of an error message, or -1.
+int caret_column(const std::string& msg) {
+  const size_t c = msg.find('^');
+  if (c == std::string::npos) return -1;
+  const size_t line = msg.rfind('\n', c);
+  return static_cast<int>(c - (line + 1)) - 2;  // the spec is indented by two spaces
+}
+
+std::string error_of(const std::string& spec, SampleShape s = {1, 28, 28}, int classes = 10) {
+  try {
+    make_model(spec, s, classes);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Spec, AcceptsTheDocumentedExample) {
+  const std::string text =
+      "conv(32,3) relu conv(64,3) relu maxpool(2) dropout(0.25) flatten linear(128) relu dropout(0.5) linear(10)";
+  auto m = make_model(text, {1, 28, 28}, 10);
+  EXPECT_EQ(m->param_count(), 1199882u);
+  EXPECT_EQ(m->spec(), text);
+  std::vector<std::string> names;
+  for (const auto& p : m->params()) names.push_back(p.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias", "7.weight", "7.bias",
+                                             "10.weight", "10.bias"}));
+  EXPECT_EQ(m->params()[4].shape, (std::vector<int64_t>{128, 9216}));
+}
+
+TEST(Spec, FullGrammar) {
+  auto layers = nn::parse_spec("  conv(8, 3, 2, 1)  bn relu avgpool(2) maxpool(3,1) res(conv(8,3,1,1) bn) gap flatten "
+                               "dropout(0.1) linear(4)");
+  ASSERT_EQ(layers.size(), 10u);
+  EXPECT_EQ(layers[0].stride, 2);
+  EXPECT_EQ(layers[0].pad, 1);
+  EXPECT_EQ(layers[0].pos, 2u);
+  EXPECT_EQ(layers[3].stride, 2);  // pool stride defaults to the kernel
+  EXPECT_EQ(layers[4].stride, 1);
+  EXPECT_EQ(layers[5].body.size(), 2u);
+  EXPECT_EQ(nn::format_spec(layers),
+            "conv(8,3,2,1) bn relu avgpool(2) maxpool(3,1) res(conv(8,3,1,1) bn) gap flatten dropout(0.1) linear(4)");
+  auto m = make_model(nn::format_spec(layers), {3, 16, 16}, 4);
+  // 16 -conv s2 p1-> 8 -avgpool2-> 4 -maxpool(3,1)-> 2 ; res keeps 8x2x2 ; gap -> 8
+  EXPECT_EQ(m->params()[0].name, "0.weight");
+  EXPECT_EQ(m->params()[2].name, "1.weight");  // bn
+  bool res_conv = false;
+  for (const auto& p : m->params()) res_conv |= p.name == "5.0.weight";
+  EXPECT_TRUE(res_conv);
+  EXPECT_EQ(m->params().back().shape, (std::vector<int64_t>{4}));
+}
+
+TEST(Spec, RejectsMistakesWithTheirPosition) {
+  struct Bad {
+    std::string spec;
+    int column;
+    std::string says;
+  };
+  const std::vector<Bad> bad = {
+      {"conv(32,3) relu conv(64,x) flatten linear(10)", 24, "not a number"},
+      {"conv(32,3) relu convv(64,3) flatten linear(10)", 16, "unknown layer 'convv'"},
+      {"conv(32) flatten linear(10)", 0, "conv(out, kernel"},
+      {"conv(32,3) dropout(1.5) flatten linear(10)", 19, "[0, 1)"},
+      {"conv(32,3) linear(10)", 11, "flatten before"},
+      {"conv(32,3) relu flatten linear(7)", 24, "10 classes"},
+      {"conv(32,3 relu", 10, "expected ',' or ')'"},
+      {"conv(32,30) flatten linear(10)", 0, "larger than"},
+      {"conv(8,3) res(conv(4,3,1,1)) flatten linear(10)", 10, "equal shapes"},
+      {"conv(8,3) flatten linear(10) )", 29, "unexpected ')'"},
+      {"conv(2.5,3) flatten linear(10)", 5, "integer"},
+      {"relu(1) flatten linear(10)", 4, "takes no arguments"},
+      {"", 0, "empty"},
+      {"resnet50", 0, "built-in models"},
+  };
+  for (const auto& b : bad) {
+    const std::string msg = error_of(b.spec);
+    ASSERT_FALSE(msg.empty()) << "accepted: " << b.spec;
+    EXPECT_NE(msg.find(b.says), std::string::npos) << b.spec << "\n" << msg;
+    EXPECT_EQ(caret_column(msg), b.column) << b.spec << "\n" << msg;
+    EXPECT_NE(msg.find("column " + std::to_string(b.column + 1)), std::string::npos) << msg;
+  }
+}
