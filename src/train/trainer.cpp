@@ -257,7 +257,7 @@ int run_training(const TrainOptions& opt) {
   if (opt.evaluate && !opt.synthetic) eval = open_eval_source(dopt, rank, world);
 
   // ---- model ----
-  set_compute_threads(opt.threads);
+  nn::set_threads(opt.threads);
   auto model = make_model(opt.model, train->shape(), train->classes());
   model->prepare(opt.batch_size, precision);
   model->init_params(opt.seed);
