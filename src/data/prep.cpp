@@ -146,6 +146,9 @@ PrepResult run_prep(const PrepOptions& o) {
   } else {
     fail("--format ", o.format, " is not supported; use idx or hdf5");
   }
+  for (auto* s : {train.get(), test.get()})
+    if (s && s->samples() == 0)
+      fail("the ", s == train.get() ? "train" : "test", " input ", s->describe(), " holds no samples; nothing to convert");
   const SampleShape shape = train->shape();
   if (test && (test->shape().channels != shape.channels || test->shape().height != shape.height ||
                test->shape().width != shape.width))
