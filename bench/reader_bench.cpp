@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     else if (a == "--batch") o.batch_per_rank = std::atoll(val().c_str());
     else if (a == "--steps") steps = std::atoll(val().c_str());
     else if (a == "--prefetch") o.prefetch = std::atoi(val().c_str());
-    else if (a == "--cache") o.cache = parse_cache_mode(val());
+    else if (a == "--cache") o.cache = val();
     else if (a == "--compute-ms") compute_ms = std::atof(val().c_str());
     else if (a == "--synthetic") o.synthetic = true;
     else {
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
       std::printf("reader_bench: %d rank(s), batch %lld/rank, %lld steps, prefetch %d, cache %s, compute %.1f ms: "
                   "%.0f..%.0f samples/s per rank, data wait %.2f..%.2f%% of step time\n",
                   world, static_cast<long long>(o.batch_per_rank), static_cast<long long>(steps), o.prefetch,
-                  o.cache == CacheMode::memory ? "memory" : "none", compute_ms, lo[0], hi[0], 100 * lo[1],
+                  o.cache.c_str(), compute_ms, lo[0], hi[0], 100 * lo[1],
                   100 * hi[1]);
   } catch (const UserError& e) {
     std::fprintf(stderr, "cnnscale: error: %s\n", e.what());

@@ -38,7 +38,7 @@ DataSources open_local(const DataOptions& o, int rank, int world) {
   ro.seed = o.seed;
   ro.drop_last = o.drop_last;
   ro.prefetch = o.prefetch;
-  ro.cache_memory = o.cache == CacheMode::memory;
+  ro.cache_memory = parse_cache_mode(o.cache) == CacheMode::memory;
   d.train = make_hdf5_train_source(info, ro, rank, world);
   const SplitInfo& es = o.eval_split == "train" ? info->train : info->test;
   if (es.samples > 0) d.eval = make_hdf5_eval_source(info, o.eval_split, rank, world);

@@ -32,7 +32,7 @@ struct DataOptions {
   uint64_t seed = 0;               // --seed
   bool drop_last = true;           // --drop-last (default) / --no-drop-last
   int prefetch = 2;                // --prefetch N (0: read inline in next())
-  CacheMode cache = CacheMode::none;  // --cache none|memory
+  std::string cache = "none";      // --cache none|memory (parse_cache_mode checks it)
   std::string eval_split = "test";
 };
 
