@@ -24,10 +24,11 @@ OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 RANK=0 WORLD_SIZE=2 \
 expect_eq "torchrun mismatch exit status" 2 "$?"
 expect_grep "torchrun mismatch explained" 'cnnscale: error: the torchrun environment says 2 ranks .*MPI sees a world of 1' "$TMP/tr.err"
 
-# 3. Under a real 2-rank mpiexec, strip PMIx so each rank's MPI is a singleton while
-#    Slurm variables (with a PMI-2 marker) claim a 2-task step: detected after MPI_Init.
+# 3. Under a real 2-rank mpiexec, give each rank a clean environment (no PMIx, so
+#    its MPI is a singleton) in which Slurm variables with a PMI-2 marker claim a
+#    2-task step: this passes the pre-MPI check and must be caught after MPI_Init.
 timeout 120 "$MPIEXEC" --allow-run-as-root --oversubscribe -n 2 \
-  bash -c 'exec env -u PMIX_NAMESPACE -u PMIX_RANK -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE \
+  bash -c 'exec env -i PATH="$PATH" HOME="$HOME" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     SLURM_PROCID=$OMPI_COMM_WORLD_RANK SLURM_NTASKS=2 PMI_RANK=$OMPI_COMM_WORLD_RANK "$0" env' "$CNNSCALE" \
   >"$TMP/mpi.out" 2>"$TMP/mpi.err"
 rc=$?
@@ -40,6 +41,6 @@ expect_eq "malformed SLURM_PROCID exit status" 2 "$?"
 expect_grep "malformed SLURM_PROCID named" 'cnnscale: error: environment variable SLURM_PROCID=abc' "$TMP/bad.err"
 RANK=3 WORLD_SIZE=2 "$CNNSCALE" env >"$TMP/bad2.out" 2>"$TMP/bad2.err"
 expect_eq "rank >= size exit status" 2 "$?"
-expect_grep "rank >= size named" 'cnnscale: error: rank 3 (RANK) is not below the job size 2' "$TMP/bad2.err"
+expect_grep "rank >= size named" 'cnnscale: error: rank 3 \(RANK\) is not below the job size 2' "$TMP/bad2.err"
 
 finish
