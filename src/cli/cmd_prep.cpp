@@ -1,9 +1,96 @@
-// cmd_prep.cpp — `cnnscale prep` (not built yet: see the open issue for it).
+// cmd_prep.cpp — `cnnscale prep`: converts IDX files or an HDF5 file into a sharded
+// HDF5 dataset directory (src/data/prep.hpp), or verifies one (--verify DIR).
+// Runs as one process; no MPI.
+#include <cstdio>
+
 #include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "data/dataset.hpp"
+#include "data/prep.hpp"
+#include "launch/bootstrap.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale::cli {
 
-int cmd_prep(int, char**) { fail("`cnnscale prep` is not available in this build yet"); }
+int cmd_prep(int argc, char** argv) {
+  CommandSpec spec{
+      "prep", "cnnscale prep --format idx|hdf5 --input IN --output DIR [options]\n       cnnscale prep --verify DIR",
+      "Converts a data set into the sharded HDF5 layout `cnnscale train --data DIR` reads: shards\n"
+      "train-NNNNN-of-KKKKK.h5 and test-NNNNN-of-KKKKK.h5 (/images uint8 N×C×H×W, chunked, fletcher32;\n"
+      "/labels int32) and dataset.json (counts, shape, classes, train-split mean/std, shard list).\n"
+      "The output appears only when complete (written as DIR.tmp-PID, then renamed).\n"
+      "--verify DIR re-reads every chunk of an existing data set and checks its checksums.",
+      "Examples:\n"
+      "  cnnscale prep --format idx --input /usr/share/datasets/fashion-mnist --output data/fmnist --shards 8\n"
+      "  cnnscale prep --format hdf5 --input all.h5 --images /x_train --labels /y_train \\\n"
+      "      --test-images /x_test --test-labels /y_test --output data/mine --shards 4\n"
+      "  cnnscale prep --verify data/fmnist"};
+  po::options_description desc("Options");
+  desc.add_options()("format", po::value<std::string>()->default_value("idx"), "input format: idx | hdf5")(
+      "input", po::value<std::string>(), "idx: directory with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]; "
+                                         "hdf5: the input file")(
+      "output", po::value<std::string>(), "dataset directory to create")(
+      "shards", po::value<int>()->default_value(8), "number of train shards")(
+      "test-shards", po::value<int>()->default_value(2), "number of test shards")(
+      "compress", po::value<std::string>()->default_value("none"), "none | gzip (level 4)")(
+      "chunk", po::value<int64_t>()->default_value(64), "samples per HDF5 chunk of /images")(
+      "classes", po::value<int>()->default_value(0), "number of classes (0: largest label + 1)")(
+      "images", po::value<std::string>(), "hdf5: dataset of train images (uint8, N×C×H×W or N×H×W)")(
+      "labels", po::value<std::string>(), "hdf5: dataset of train labels (integer, N)")(
+      "test-images", po::value<std::string>(), "hdf5: dataset of test images (optional)")(
+      "test-labels", po::value<std::string>(), "hdf5: dataset of test labels (optional)")(
+      "force", po::bool_switch(), "replace a non-empty --output")(
+      "verify", po::value<std::string>(), "check an existing dataset directory (all shards, all checksums)");
+  auto parsed = parse_options(spec, argc, argv, desc);
+  if (parsed.help) {
+    print_help(spec, desc);
+    return 0;
+  }
+  const auto& vm = parsed.vm;
+  // prep is one process's job: when started as several tasks (srun -n 4 ...), the
+  // launcher's rank 0 does it and the others leave at once.
+  if (launcher_rank_or_zero() != 0) return 0;
+  auto log = [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  if (vm.count("verify")) {
+    const std::string dir = vm["verify"].as<std::string>();
+    DatasetInfo info = load_dataset(dir);
+    int64_t last = 0;
+    verify_dataset(info, [&](int64_t done, int64_t total) {
+      if (total >= 10000 && done * 10 / total != last) {
+        last = done * 10 / total;
+        if (done < total) log("verify: " + std::to_string(done) + "/" + std::to_string(total) + " samples");
+      }
+    });
+    std::printf("verify: %s is complete: %lld train + %lld test samples in %zu + %zu shards, %d classes, all "
+                "checksums match\n",
+                info.dir.c_str(), static_cast<long long>(info.train.samples),
+                static_cast<long long>(info.test.samples), info.train.shards.size(), info.test.shards.size(),
+                info.classes);
+    return 0;
+  }
+  PrepOptions o;
+  o.format = vm["format"].as<std::string>();
+  if (vm.count("input")) o.input = vm["input"].as<std::string>();
+  if (vm.count("output")) o.output = vm["output"].as<std::string>();
+  for (auto [key, dst] : {std::pair{"images", &o.images}, std::pair{"labels", &o.labels},
+                          std::pair{"test-images", &o.test_images}, std::pair{"test-labels", &o.test_labels}})
+    if (vm.count(key)) *dst = vm[key].as<std::string>();
+  if (o.format == "idx" && (!o.images.empty() || !o.labels.empty() || !o.test_images.empty()))
+    fail("--images/--labels/--test-images/--test-labels belong to --format hdf5; --format idx finds the files itself");
+  o.shards = vm["shards"].as<int>();
+  o.test_shards = vm["test-shards"].as<int>();
+  o.compress = vm["compress"].as<std::string>();
+  o.chunk = vm["chunk"].as<int64_t>();
+  o.classes = vm["classes"].as<int>();
+  o.force = vm["force"].as<bool>();
+  o.log = log;
+  PrepResult r = run_prep(o);
+  std::printf("prep: wrote %s: %lld train + %lld test samples, %d classes\n", r.output.c_str(),
+              static_cast<long long>(r.train_samples), static_cast<long long>(r.test_samples), r.classes);
+  return 0;
+}
 
 }  // namespace cnnscale::cli

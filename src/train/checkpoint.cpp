@@ -15,6 +15,7 @@
 
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
+#include "util/hdf5_lock.hpp"
 
 namespace fs = std::filesystem;
 
@@ -151,6 +152,7 @@ std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& op
   const std::string final_path = dir + "/" + name;
   const std::string tmp = final_path + ".tmp";
   {
+    Hdf5Lock lock(hdf5_mutex());  // the data reader thread uses HDF5 concurrently
     QuietHdf5 quiet;
     H5Handle f(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
     if (f < 0) fail("cannot write checkpoint '", tmp, "': the directory is not writable or the disk is full");
@@ -211,6 +213,7 @@ std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& op
 }
 
 CheckpointMeta read_checkpoint(const std::string& path, Model& model, Optimizer& opt) {
+  Hdf5Lock lock(hdf5_mutex());
   QuietHdf5 quiet;
   if (!fs::exists(path)) fail("checkpoint '", path, "' does not exist");
   H5Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));

@@ -15,7 +15,7 @@ struct Collected {
   std::vector<std::string> names;
 };
 
-herr_t collect(hid_t, const char* name, const H5L_info2_t*, void* data) {
+herr_t collect(hid_t, const char* name, const H5L_info_t*, void* data) {
   static_cast<Collected*>(data)->names.push_back(name);
   return 0;
 }
@@ -46,8 +46,8 @@ int main(int argc, char** argv) {
   }
   Collected ca, cb;
   hid_t ga = H5Gopen2(a, "model", H5P_DEFAULT), gb = H5Gopen2(b, "model", H5P_DEFAULT);
-  H5Literate2(ga, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &ca);
-  H5Literate2(gb, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &cb);
+  H5Literate(ga, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &ca);
+  H5Literate(gb, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &cb);
   if (ca.names != cb.names || ca.names.empty()) {
     std::fprintf(stderr, "ckpt_diff: parameter names differ\n");
     return 1;

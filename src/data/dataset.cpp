@@ -1,0 +1,195 @@
+// dataset.cpp — load_dataset(): dataset.json parsing and its check against the shards.
+#include "data/dataset.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "data/h5util.hpp"
+#include "util/error.hpp"
+#include "util/hdf5_lock.hpp"
+
+namespace cnnscale {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+int SplitInfo::shard_of(int64_t index) const {
+  auto it = std::upper_bound(shards.begin(), shards.end(), index,
+                             [](int64_t i, const ShardInfo& s) { return i < s.first_index; });
+  return static_cast<int>(it - shards.begin()) - 1;
+}
+
+std::string shard_file_name(const std::string& split, int index, int count) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "-%05d-of-%05d.h5", index, count);
+  return split + buf;
+}
+
+namespace {
+
+const char* kRerun = "re-create it with `cnnscale prep`";
+
+template <typename T>
+T get_field(const json& j, const char* key, const std::string& json_path) {
+  if (!j.is_object() || !j.contains(key))
+    fail(json_path, " has no field '", key, "'; it was not written by this version of cnnscale prep (", kRerun, ")");
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception&) {
+    fail(json_path, ": field '", key, "' has the wrong type (", j.at(key).dump(), "); ", kRerun);
+  }
+}
+
+// Opens /images and /labels of one shard and checks them against dataset.json;
+// appends the labels to split.labels.
+void check_shard(const DatasetInfo& info, SplitInfo& split, const ShardInfo& sh, const std::string& json_path) {
+  if (!fs::exists(sh.path))
+    fail("shard ", sh.path, " listed in ", json_path, " does not exist; copy the whole directory again or ",
+         kRerun);
+  std::string cause;
+  H5Id f = h5_open_readonly(sh.path, cause);
+  if (!f.valid())
+    fail("shard ", sh.path, " cannot be opened as HDF5 (", cause, "): the file is truncated or damaged; ",
+         "copy it again or ", kRerun);
+  hid_t d = H5Dopen2(f, "/images", H5P_DEFAULT);
+  if (d < 0) fail("shard ", sh.path, " has no /images dataset (", h5_error_cause(), "); ", kRerun);
+  H5Id images = h5_dataset(d);
+  H5Id space = h5_space(H5Dget_space(images));
+  hsize_t dims[8] = {0};
+  const int rank = H5Sget_simple_extent_ndims(space);
+  if (rank != 4) fail("shard ", sh.path, ": /images has ", rank, " dimensions, expected 4 (N×C×H×W); ", kRerun);
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  if (static_cast<int64_t>(dims[0]) != sh.samples)
+    fail("shard ", sh.path, " holds ", dims[0], " images but ", json_path, " says ", sh.samples,
+         "; the directory mixes files of different prep runs — ", kRerun);
+  if (static_cast<int>(dims[1]) != info.shape.channels || static_cast<int>(dims[2]) != info.shape.height ||
+      static_cast<int>(dims[3]) != info.shape.width)
+    fail("shard ", sh.path, ": /images samples are ", dims[1], "x", dims[2], "x", dims[3], " but ", json_path,
+         " says ", info.shape.channels, "x", info.shape.height, "x", info.shape.width, "; ", kRerun);
+  H5Id type = h5_type(H5Dget_type(images));
+  if (H5Tget_class(type) != H5T_INTEGER || H5Tget_size(type) != 1 || H5Tget_sign(type) != H5T_SGN_NONE)
+    fail("shard ", sh.path, ": /images is not uint8 as ", json_path, " says; ", kRerun);
+
+  d = H5Dopen2(f, "/labels", H5P_DEFAULT);
+  if (d < 0) fail("shard ", sh.path, " has no /labels dataset (", h5_error_cause(), "); ", kRerun);
+  H5Id labels = h5_dataset(d);
+  H5Id lspace = h5_space(H5Dget_space(labels));
+  hsize_t ldims[8] = {0};
+  if (H5Sget_simple_extent_ndims(lspace) != 1)
+    fail("shard ", sh.path, ": /labels is not one-dimensional; ", kRerun);
+  H5Sget_simple_extent_dims(lspace, ldims, nullptr);
+  if (static_cast<int64_t>(ldims[0]) != sh.samples)
+    fail("shard ", sh.path, " holds ", ldims[0], " labels but ", json_path, " says ", sh.samples, " samples; ",
+         kRerun);
+  H5Id ltype = h5_type(H5Dget_type(labels));
+  if (H5Tget_class(ltype) != H5T_INTEGER) fail("shard ", sh.path, ": /labels is not an integer dataset; ", kRerun);
+  const size_t at = split.labels.size();
+  split.labels.resize(at + static_cast<size_t>(sh.samples));
+  if (sh.samples > 0 && H5Dread(labels, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, split.labels.data() + at) < 0)
+    fail("shard ", sh.path, ": reading /labels failed (", h5_error_cause(),
+         "): the file is damaged; copy it again or ", kRerun);
+  for (int64_t i = 0; i < sh.samples; ++i) {
+    const int32_t l = split.labels[at + i];
+    if (l < 0 || l >= info.classes)
+      fail("shard ", sh.path, ": label ", l, " of sample ", i, " (global index ", sh.first_index + i,
+           ") is outside [0, ", info.classes, ") declared by ", json_path,
+           "; fix the labels of the source data (or its classes) and ", kRerun);
+  }
+}
+
+SplitInfo parse_split(const DatasetInfo& info, const json& splits, const std::string& name,
+                      const std::string& json_path, bool required) {
+  SplitInfo s;
+  s.name = name;
+  if (!splits.contains(name)) {
+    if (required) fail(json_path, " has no '", name, "' split; ", kRerun);
+    return s;
+  }
+  const std::string where = json_path + " splits." + name;
+  const json& js = splits.at(name);
+  s.samples = get_field<int64_t>(js, "samples", where);
+  const json shards = get_field<json>(js, "shards", where);
+  if (!shards.is_array()) fail(where, ".shards is not a list; ", kRerun);
+  int64_t next = 0;
+  for (const auto& jsh : shards) {
+    ShardInfo sh;
+    sh.file = get_field<std::string>(jsh, "file", where + ".shards[]");
+    if (sh.file.empty() || sh.file.find('/') != std::string::npos)
+      fail(where, ": shard file name '", sh.file, "' is not a plain file name; ", kRerun);
+    sh.path = info.dir + "/" + sh.file;
+    sh.samples = get_field<int64_t>(jsh, "samples", where + ".shards[]");
+    sh.first_index = jsh.contains("first_index") ? get_field<int64_t>(jsh, "first_index", where) : next;
+    if (sh.samples < 0 || sh.first_index != next)
+      fail(where, ": shard ", sh.file, " has samples ", sh.samples, " and first_index ", sh.first_index,
+           ", which do not follow the previous shards (expected first_index ", next, "); ", kRerun);
+    next += sh.samples;
+    s.shards.push_back(sh);
+  }
+  if (next != s.samples)
+    fail(json_path, ": split '", name, "' says ", s.samples, " samples but its shards add up to ", next, "; ",
+         kRerun);
+  if (required && s.samples == 0)
+    fail("split '", name, "' of ", info.dir, " is empty (", json_path, " lists 0 samples); nothing to train on — ",
+         kRerun, " from a non-empty input");
+  return s;
+}
+
+}  // namespace
+
+DatasetInfo load_dataset(const std::string& dir_in) {
+  std::string dir = dir_in;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  if (dir.empty()) fail("no data directory given (--data DIR); make one with `cnnscale prep`");
+  if (!fs::exists(dir)) fail("data directory ", dir, " does not exist; make it with `cnnscale prep --output ", dir, "`");
+  if (!fs::is_directory(dir)) fail("data path ", dir, " is not a directory; pass the directory `cnnscale prep` wrote");
+  const std::string json_path = dir + "/dataset.json";
+  std::ifstream in(json_path);
+  if (!in)
+    fail(json_path, " does not exist: ", dir, " is not a finished `cnnscale prep` output (an interrupted prep ",
+         "leaves only a .tmp directory); run `cnnscale prep --output ", dir, "`");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    fail(json_path, " is not valid JSON (", e.what(), "); ", kRerun);
+  }
+  DatasetInfo info;
+  info.dir = dir;
+  if (get_field<std::string>(j, "format", json_path) != kDatasetFormat)
+    fail(json_path, ": 'format' is not \"", kDatasetFormat, "\"; ", kRerun);
+  const int version = get_field<int>(j, "version", json_path);
+  if (version != kDatasetVersion)
+    fail(json_path, " has version ", version, "; this cnnscale reads version ", kDatasetVersion, "; ", kRerun);
+  const auto shape = get_field<std::vector<int>>(j, "sample_shape", json_path);
+  if (shape.size() != 3 || shape[0] < 1 || shape[1] < 1 || shape[2] < 1)
+    fail(json_path, ": sample_shape must be [C, H, W] with positive sizes; ", kRerun);
+  info.shape = {shape[0], shape[1], shape[2]};
+  if (get_field<std::string>(j, "dtype", json_path) != "uint8")
+    fail(json_path, ": dtype '", j["dtype"].get<std::string>(), "' is not supported (only uint8); ", kRerun);
+  info.classes = get_field<int>(j, "classes", json_path);
+  if (info.classes < 1) fail(json_path, ": classes must be at least 1; ", kRerun);
+  const json norm = get_field<json>(j, "normalization", json_path);
+  info.mean = get_field<std::vector<double>>(norm, "mean", json_path + " normalization");
+  info.std = get_field<std::vector<double>>(norm, "std", json_path + " normalization");
+  if (info.mean.size() != static_cast<size_t>(info.shape.channels) || info.std.size() != info.mean.size())
+    fail(json_path, ": normalization mean/std need one value per channel (", info.shape.channels, "); ", kRerun);
+  for (double s : info.std)
+    if (!(s > 0)) fail(json_path, ": normalization std must be positive (constant images?); ", kRerun);
+  info.chunk_samples = j.value("chunk_samples", int64_t{0});
+  info.compression = j.value("compression", std::string("none"));
+  const json splits = get_field<json>(j, "splits", json_path);
+  info.train = parse_split(info, splits, "train", json_path, true);
+  info.test = parse_split(info, splits, "test", json_path, false);
+
+  Hdf5Lock lock(hdf5_mutex());
+  h5_quiet();
+  for (auto* split : {&info.train, &info.test}) {
+    split->labels.reserve(static_cast<size_t>(split->samples));
+    for (const auto& sh : split->shards) check_shard(info, *split, sh, json_path);
+  }
+  return info;
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,58 @@
+// dataset.hpp — a `cnnscale prep` output directory: what dataset.json says, checked
+// against the shard files (see docs/data.md for the fields and the layout).
+//
+// load_dataset() reads dataset.json and opens every shard: counts, sample shape and
+// dtype must agree, labels (read whole: 4 bytes per sample) must lie in
+// [0, classes). Images are not read here (verify_dataset() does that, chunk by
+// chunk, so every fletcher32 checksum is checked). Every failure is a UserError
+// naming the file, the cause and the fix.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "data/batch_source.hpp"
+
+namespace cnnscale {
+
+constexpr const char* kDatasetFormat = "cnnscale-dataset";
+constexpr int kDatasetVersion = 1;
+
+struct ShardInfo {
+  std::string file;         // name inside the directory, e.g. train-00000-of-00008.h5
+  std::string path;         // dir + "/" + file
+  int64_t samples = 0;
+  int64_t first_index = 0;  // global index (within the split) of the shard's sample 0
+};
+
+struct SplitInfo {
+  std::string name;                 // "train" or "test"
+  int64_t samples = 0;
+  std::vector<ShardInfo> shards;    // in global-index order
+  std::vector<int32_t> labels;      // all labels of the split (filled by load_dataset)
+  // The shard holding global sample `index` (binary search).
+  int shard_of(int64_t index) const;
+};
+
+struct DatasetInfo {
+  std::string dir;
+  SampleShape shape;
+  int classes = 0;
+  std::vector<double> mean, std;    // per channel, in [0,1] pixel units
+  int64_t chunk_samples = 0;
+  std::string compression = "none";
+  SplitInfo train, test;            // test.samples == 0: the data set has no test split
+};
+
+// Reads and checks `dir`. Throws UserError (see above).
+DatasetInfo load_dataset(const std::string& dir);
+
+// Reads every image chunk of every shard of both splits (checking fletcher32) and
+// calls progress(done, total) now and then. Throws UserError naming a damaged shard.
+void verify_dataset(const DatasetInfo& info, const std::function<void(int64_t, int64_t)>& progress = {});
+
+// Shard file name, e.g. shard_file_name("train", 0, 8) == "train-00000-of-00008.h5".
+std::string shard_file_name(const std::string& split, int index, int count);
+
+}  // namespace cnnscale

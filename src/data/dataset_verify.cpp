@@ -1,0 +1,48 @@
+// dataset_verify.cpp — verify_dataset(): reads every image chunk of every shard so
+// that HDF5 checks each chunk's fletcher32 checksum (`cnnscale prep --verify DIR`).
+#include <algorithm>
+#include <vector>
+
+#include "data/dataset.hpp"
+#include "data/h5util.hpp"
+#include "util/error.hpp"
+#include "util/hdf5_lock.hpp"
+
+namespace cnnscale {
+
+void verify_dataset(const DatasetInfo& info, const std::function<void(int64_t, int64_t)>& progress) {
+  const int64_t total = info.train.samples + info.test.samples;
+  const int64_t numel = info.shape.numel();
+  int64_t done = 0;
+  std::vector<uint8_t> buf;
+  for (const SplitInfo* split : {&info.train, &info.test}) {
+    for (const auto& sh : split->shards) {
+      Hdf5Lock lock(hdf5_mutex());
+      std::string cause;
+      H5Id f = h5_open_readonly(sh.path, cause);
+      if (!f.valid()) fail("shard ", sh.path, " cannot be opened as HDF5 (", cause, "); copy it again or re-run prep");
+      H5Id d = h5_dataset(H5Dopen2(f, "/images", H5P_DEFAULT));
+      H5Id dcpl = h5_plist(H5Dget_create_plist(d));
+      hsize_t cdims[4] = {0};
+      int64_t step = 256;
+      if (H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, 4, cdims) == 4) step = static_cast<int64_t>(cdims[0]);
+      H5Id fspace = h5_space(H5Dget_space(d));
+      for (int64_t at = 0; at < sh.samples; at += step) {
+        const int64_t n = std::min(step, sh.samples - at);
+        hsize_t start[4] = {static_cast<hsize_t>(at), 0, 0, 0};
+        hsize_t count[4] = {static_cast<hsize_t>(n), static_cast<hsize_t>(info.shape.channels),
+                            static_cast<hsize_t>(info.shape.height), static_cast<hsize_t>(info.shape.width)};
+        H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, count, nullptr);
+        H5Id mspace = h5_space(H5Screate_simple(4, count, nullptr));
+        buf.resize(static_cast<size_t>(n * numel));
+        if (H5Dread(d, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, buf.data()) < 0)
+          fail("shard ", sh.path, " is damaged: reading images ", at, "..", at + n - 1, " failed (", h5_error_cause(),
+               "); the data no longer match their checksum — copy the file again or re-run `cnnscale prep`");
+        done += n;
+        if (progress) progress(done, total);
+      }
+    }
+  }
+}
+
+}  // namespace cnnscale

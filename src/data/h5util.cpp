@@ -1,0 +1,43 @@
+// h5util.cpp — see h5util.hpp.
+#include "data/h5util.hpp"
+
+#include <vector>
+
+namespace cnnscale {
+
+void h5_quiet() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+namespace {
+herr_t collect(unsigned, const H5E_error2_t* e, void* data) {
+  auto* v = static_cast<std::vector<std::string>*>(data);
+  if (e->desc && *e->desc) v->push_back(e->desc);
+  return 0;
+}
+}  // namespace
+
+std::string h5_error_cause() {
+  std::vector<std::string> descs;
+  // H5E_WALK_UPWARD starts at the innermost (most specific) error.
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect, &descs);
+  H5Eclear2(H5E_DEFAULT);
+  std::string out;
+  // The innermost one or two lines carry the cause ("truncated file: ...",
+  // "Fletcher32 checksum error", "data pipeline read failed").
+  for (size_t i = 0; i < descs.size() && i < 2; ++i) {
+    if (!out.empty()) out += "; ";
+    out += descs[i];
+  }
+  return out.empty() ? "unknown HDF5 error" : out;
+}
+
+H5Id h5_open_readonly(const std::string& path, std::string& cause) {
+  h5_quiet();
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) {
+    cause = h5_error_cause();
+    return {};
+  }
+  return h5_file(f);
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,64 @@
+// h5util.hpp — small helpers around the HDF5 C API: an owning handle that closes
+// itself, silencing HDF5's own error printing, and the innermost cause on HDF5's
+// error stack (e.g. "Fletcher32 checksum error") for cnnscale's error messages.
+// Callers hold hdf5_mutex() (util/hdf5_lock.hpp) around all of these.
+#pragma once
+#include <hdf5.h>
+
+#include <string>
+#include <utility>
+
+namespace cnnscale {
+
+// Owns an hid_t and closes it with the matching H5*close.
+class H5Id {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  H5Id() = default;
+  H5Id(hid_t id, Closer closer) : id_(id), closer_(closer) {}
+  H5Id(const H5Id&) = delete;
+  H5Id& operator=(const H5Id&) = delete;
+  H5Id(H5Id&& o) noexcept : id_(std::exchange(o.id_, -1)), closer_(o.closer_) {}
+  H5Id& operator=(H5Id&& o) noexcept {
+    if (this != &o) {
+      reset();
+      id_ = std::exchange(o.id_, -1);
+      closer_ = o.closer_;
+    }
+    return *this;
+  }
+  ~H5Id() { reset(); }
+  void reset() {
+    if (id_ >= 0 && closer_) closer_(id_);
+    id_ = -1;
+  }
+  hid_t release() { return std::exchange(id_, -1); }  // gives up ownership
+  hid_t get() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+  operator hid_t() const { return id_; }
+
+ private:
+  hid_t id_ = -1;
+  Closer closer_ = nullptr;
+};
+
+inline H5Id h5_file(hid_t id) { return H5Id(id, H5Fclose); }
+inline H5Id h5_dataset(hid_t id) { return H5Id(id, H5Dclose); }
+inline H5Id h5_space(hid_t id) { return H5Id(id, H5Sclose); }
+inline H5Id h5_plist(hid_t id) { return H5Id(id, H5Pclose); }
+inline H5Id h5_type(hid_t id) { return H5Id(id, H5Tclose); }
+inline H5Id h5_attr(hid_t id) { return H5Id(id, H5Aclose); }
+
+// Turns off HDF5's automatic error-stack printing for the calling thread (and, in a
+// non-thread-safe build, for the process). Idempotent.
+void h5_quiet();
+
+// The most specific description on the current HDF5 error stack (empty if none),
+// e.g. "Fletcher32 checksum error" or "truncated file: eof = ...". Clears the stack.
+std::string h5_error_cause();
+
+// Opens an existing HDF5 file read-only (sec2 driver, serial), or returns an invalid
+// handle; `cause` then says why.
+H5Id h5_open_readonly(const std::string& path, std::string& cause);
+
+}  // namespace cnnscale

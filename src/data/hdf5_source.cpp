@@ -1,0 +1,270 @@
+// hdf5_source.cpp — ShardedHdf5Source and Hdf5EvalSource (see hdf5_source.hpp), and
+// ShardReader, the HDF5 hyperslab reads (and the optional chunk cache) they share.
+#include "data/hdf5_source.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "data/h5util.hpp"
+#include "data/normalize.hpp"
+#include "data/prefetcher.hpp"
+#include "data/sampler.hpp"
+#include "util/error.hpp"
+#include "util/hdf5_lock.hpp"
+
+namespace cnnscale {
+namespace {
+
+const char* kDamaged = "; the shard is truncated or damaged — copy it again or re-create the data set with `cnnscale prep`";
+
+// Reads samples of one split's shards by shard-local index; opens shards lazily.
+class ShardReader {
+ public:
+  ShardReader(std::shared_ptr<const DatasetInfo> info, const SplitInfo& split, bool cache_memory)
+      : info_(std::move(info)), split_(split), cache_(cache_memory), open_(split.shards.size()) {}
+  ~ShardReader() {
+    Hdf5Lock lock(hdf5_mutex());
+    open_.clear();
+  }
+  ShardReader(const ShardReader&) = delete;
+  ShardReader& operator=(const ShardReader&) = delete;
+
+  // Reads shard s's samples local[0..n) (ascending, distinct) into dst, n × numel bytes.
+  void read(int s, const int64_t* local, int64_t n, uint8_t* dst) {
+    Hdf5Lock lock(hdf5_mutex());
+    h5_quiet();
+    Open& o = ensure_open(s);
+    const SampleShape sh = info_->shape;
+    const int64_t numel = sh.numel();
+    if (cache_) {
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t c = local[k] / o.chunk;
+        auto& buf = o.cache[static_cast<size_t>(c)];
+        if (buf.empty()) {
+          const int64_t first = c * o.chunk, cnt = std::min(o.chunk, split_.shards[s].samples - first);
+          buf.resize(static_cast<size_t>(cnt * numel));
+          read_runs(s, o, &first, &cnt, 1, cnt, buf.data());
+        }
+        std::memcpy(dst + k * numel, buf.data() + (local[k] - c * o.chunk) * numel, static_cast<size_t>(numel));
+      }
+      return;
+    }
+    // Merge consecutive indices into runs: one hyperslab block per run.
+    runs_start_.clear();
+    runs_len_.clear();
+    for (int64_t k = 0; k < n; ++k) {
+      if (!runs_start_.empty() && runs_start_.back() + runs_len_.back() == local[k]) ++runs_len_.back();
+      else {
+        runs_start_.push_back(local[k]);
+        runs_len_.push_back(1);
+      }
+    }
+    read_runs(s, o, runs_start_.data(), runs_len_.data(), runs_start_.size(), n, dst);
+  }
+
+  int64_t cached_bytes() const {
+    int64_t b = 0;
+    for (const auto& o : open_)
+      for (const auto& c : o.cache) b += static_cast<int64_t>(c.size());
+    return b;
+  }
+
+ private:
+  struct Open {
+    H5Id file, images;
+    int64_t chunk = 1;
+    std::vector<std::vector<uint8_t>> cache;  // per chunk, empty until read
+  };
+
+  Open& ensure_open(int s) {
+    Open& o = open_[s];
+    if (o.images.valid()) return o;
+    const ShardInfo& si = split_.shards[s];
+    std::string cause;
+    o.file = h5_open_readonly(si.path, cause);
+    if (!o.file.valid()) fail("shard ", si.path, " cannot be opened (", cause, ")", kDamaged);
+    o.images = h5_dataset(H5Dopen2(o.file, "/images", H5P_DEFAULT));
+    if (!o.images.valid()) fail("shard ", si.path, " has no /images (", h5_error_cause(), ")", kDamaged);
+    H5Id dcpl = h5_plist(H5Dget_create_plist(o.images));
+    hsize_t cd[4] = {0};
+    o.chunk = 256;
+    if (H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, 4, cd) == 4) o.chunk = static_cast<int64_t>(cd[0]);
+    if (cache_) o.cache.resize(static_cast<size_t>((si.samples + o.chunk - 1) / o.chunk));
+    return o;
+  }
+
+  void read_runs(int s, Open& o, const int64_t* start, const int64_t* len, size_t runs, int64_t total,
+                 uint8_t* dst) {
+    const SampleShape sh = info_->shape;
+    H5Id fspace = h5_space(H5Dget_space(o.images));
+    for (size_t r = 0; r < runs; ++r) {
+      hsize_t st[4] = {static_cast<hsize_t>(start[r]), 0, 0, 0};
+      hsize_t ct[4] = {static_cast<hsize_t>(len[r]), static_cast<hsize_t>(sh.channels),
+                       static_cast<hsize_t>(sh.height), static_cast<hsize_t>(sh.width)};
+      H5Sselect_hyperslab(fspace, r == 0 ? H5S_SELECT_SET : H5S_SELECT_OR, st, nullptr, ct, nullptr);
+    }
+    hsize_t md[4] = {static_cast<hsize_t>(total), static_cast<hsize_t>(sh.channels),
+                     static_cast<hsize_t>(sh.height), static_cast<hsize_t>(sh.width)};
+    H5Id mspace = h5_space(H5Screate_simple(4, md, nullptr));
+    if (H5Dread(o.images, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, dst) < 0)
+      fail("shard ", split_.shards[s].path, " is damaged: reading ", total, " image(s) from index ", start[0],
+           " failed (", h5_error_cause(), ")", kDamaged);
+  }
+
+  std::shared_ptr<const DatasetInfo> info_;
+  const SplitInfo& split_;
+  bool cache_;
+  std::vector<Open> open_;
+  std::vector<int64_t> runs_start_, runs_len_;
+};
+
+class ShardedHdf5Source : public BatchSource {
+ public:
+  ShardedHdf5Source(std::shared_ptr<const DatasetInfo> info, const ReaderOptions& o, int rank, int world)
+      : info_(info),
+        rank_(rank),
+        per_rank_(o.batch_per_rank),
+        sampler_(info->train.samples, o.batch_per_rank * world, o.drop_last, o.seed),
+        reader_(info, info->train, o.cache_memory),
+        norm_(info->shape, info->mean, info->std),
+        prefetch_([this](int e, int64_t s, Batch& b) { produce(e, s, b); }, sampler_.steps_per_epoch(), o.prefetch) {}
+
+  SampleShape shape() const override { return info_->shape; }
+  int classes() const override { return info_->classes; }
+  int64_t samples() const override { return info_->train.samples; }
+  int64_t steps_per_epoch() const override { return sampler_.steps_per_epoch(); }
+  void seek(int epoch, int64_t step) override {
+    if (epoch < 0 || step < 0 || step >= sampler_.steps_per_epoch())
+      fail("cannot resume at epoch ", epoch, " step ", step, ": an epoch of ", info_->dir, " has ",
+           sampler_.steps_per_epoch(), " steps with this global batch");
+    prefetch_.seek(epoch, step);
+  }
+  void next(Batch& out) override { prefetch_.next(out); }
+  double take_wait_seconds() override { return prefetch_.take_wait_seconds(); }
+
+ private:
+  // Runs in the reader thread.
+  void produce(int epoch, int64_t step, Batch& b) {
+    sampler_.rank_slice(epoch, step, rank_, per_rank_, ids_);
+    const SplitInfo& split = info_->train;
+    const int64_t n = per_rank_, numel = info_->shape.numel();
+    b.epoch = epoch;
+    b.step_in_epoch = step;
+    b.count = n;
+    b.rank_offset = int64_t{rank_} * per_rank_;
+    b.sample_ids = ids_;
+    b.labels.resize(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) b.labels[k] = split.labels[ids_[k]];
+    // Sort by global index (= shard order, then chunk order within a shard).
+    order_.resize(static_cast<size_t>(n));
+    std::iota(order_.begin(), order_.end(), 0);
+    std::sort(order_.begin(), order_.end(), [&](int64_t a, int64_t c) { return ids_[a] < ids_[c]; });
+    staging_.resize(static_cast<size_t>(n * numel));
+    int64_t k = 0;
+    while (k < n) {
+      const int s = split.shard_of(ids_[order_[k]]);
+      const int64_t base = split.shards[s].first_index, end = base + split.shards[s].samples;
+      local_.clear();
+      int64_t k2 = k;
+      while (k2 < n && ids_[order_[k2]] < end) local_.push_back(ids_[order_[k2++]] - base);
+      reader_.read(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + k * numel);
+      k = k2;
+    }
+    b.images.resize(static_cast<size_t>(n * numel));
+    for (int64_t j = 0; j < n; ++j) norm_.apply(staging_.data() + j * numel, b.images.data() + order_[j] * numel);
+  }
+
+  std::shared_ptr<const DatasetInfo> info_;
+  int rank_;
+  int64_t per_rank_;
+  Sampler sampler_;
+  ShardReader reader_;
+  Normalizer norm_;
+  std::vector<int64_t> ids_, order_, local_;
+  std::vector<uint8_t> staging_;
+  Prefetcher prefetch_;  // last: its thread stops before the members above go
+};
+
+class Hdf5EvalSource : public EvalSource {
+ public:
+  Hdf5EvalSource(std::shared_ptr<const DatasetInfo> info, const SplitInfo& split, int rank, int world)
+      : info_(info),
+        split_(split),
+        begin_(split.samples * rank / world),
+        end_(split.samples * (rank + 1) / world),
+        pos_(begin_),
+        reader_(info, split, false),
+        norm_(info->shape, info->mean, info->std) {}
+  int64_t samples() const override { return split_.samples; }
+  int64_t local_samples() const override { return end_ - begin_; }
+  void rewind() override {
+    pos_ = begin_;
+    step_ = 0;
+  }
+  bool next(Batch& out, int64_t max_batch) override {
+    if (max_batch < 1) fail("internal: evaluation batch must be at least 1");
+    if (pos_ >= end_) return false;
+    const int64_t n = std::min(max_batch, end_ - pos_), numel = info_->shape.numel();
+    out.epoch = 0;
+    out.step_in_epoch = step_++;
+    out.count = n;
+    out.rank_offset = pos_ - begin_;
+    out.sample_ids.resize(static_cast<size_t>(n));
+    out.labels.resize(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) {
+      out.sample_ids[k] = pos_ + k;
+      out.labels[k] = split_.labels[pos_ + k];
+    }
+    staging_.resize(static_cast<size_t>(n * numel));
+    int64_t k = 0;
+    while (k < n) {
+      const int s = split_.shard_of(pos_ + k);
+      const int64_t base = split_.shards[s].first_index, end = base + split_.shards[s].samples;
+      local_.clear();
+      for (int64_t g = pos_ + k; g < pos_ + n && g < end; ++g) local_.push_back(g - base);
+      reader_.read(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + k * numel);
+      k += static_cast<int64_t>(local_.size());
+    }
+    out.images.resize(static_cast<size_t>(n * numel));
+    for (int64_t j = 0; j < n; ++j) norm_.apply(staging_.data() + j * numel, out.images.data() + j * numel);
+    pos_ += n;
+    return true;
+  }
+
+ private:
+  std::shared_ptr<const DatasetInfo> info_;
+  const SplitInfo& split_;
+  int64_t begin_, end_, pos_, step_ = 0;
+  ShardReader reader_;
+  Normalizer norm_;
+  std::vector<int64_t> local_;
+  std::vector<uint8_t> staging_;
+};
+
+}  // namespace
+
+std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const DatasetInfo> info,
+                                                    const ReaderOptions& o, int rank, int world) {
+  if (world < 1 || rank < 0 || rank >= world) fail("internal: rank ", rank, " of ", world);
+  if (o.batch_per_rank < 1) fail("--batch-size must be at least 1");
+  if (o.prefetch < 0) fail("--prefetch must be 0 or more");
+  const int64_t g = o.batch_per_rank * world, n = info->train.samples;
+  if (g > n)
+    fail("--batch-size ", o.batch_per_rank, " on ", world, " rank(s) needs ", g,
+         " samples per step but the train split of ", info->dir, " has only ", n, "; use --batch-size ",
+         std::max<int64_t>(1, n / world), " or less");
+  return std::make_unique<ShardedHdf5Source>(std::move(info), o, rank, world);
+}
+
+std::unique_ptr<EvalSource> make_hdf5_eval_source(std::shared_ptr<const DatasetInfo> info, const std::string& split,
+                                                  int rank, int world) {
+  if (world < 1 || rank < 0 || rank >= world) fail("internal: rank ", rank, " of ", world);
+  const SplitInfo* s = split == "train" ? &info->train : split == "test" ? &info->test : nullptr;
+  if (!s) fail("internal: unknown split '", split, "'");
+  if (s->samples == 0)
+    fail("the ", split, " split of ", info->dir, " is empty; evaluation needs a data set prepared with a test split");
+  return std::make_unique<Hdf5EvalSource>(info, *s, rank, world);
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,35 @@
+// hdf5_source.hpp — the readers of a `cnnscale prep` dataset.
+//
+// ShardedHdf5Source (training): each batch is this rank's slice of the sampler's
+// global batch; the reader thread sorts the slice's sample indices, groups them by
+// shard, reads each shard's samples with one HDF5 hyperslab selection (runs of
+// consecutive indices merged, chunk order respected), scatters them back to batch
+// order and normalises them. Only the samples of this rank are read. With
+// cache_memory, every chunk the rank touches is kept (decoded) after its first read,
+// and later reads come from memory.
+// Hdf5EvalSource (evaluation): rank r reads the contiguous global range
+// [N*r/W, N*(r+1)/W) of the split in order, in batches of at most max_batch.
+#pragma once
+#include <memory>
+
+#include "data/batch_source.hpp"
+#include "data/dataset.hpp"
+
+namespace cnnscale {
+
+struct ReaderOptions {
+  int64_t batch_per_rank = 64;
+  uint64_t seed = 0;
+  bool drop_last = true;
+  int prefetch = 2;
+  bool cache_memory = false;
+};
+
+// `info` is shared so that callers may open several sources on one load_dataset().
+std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const DatasetInfo> info,
+                                                    const ReaderOptions& opts, int rank, int world);
+// split: "test" or "train".
+std::unique_ptr<EvalSource> make_hdf5_eval_source(std::shared_ptr<const DatasetInfo> info, const std::string& split,
+                                                  int rank, int world);
+
+}  // namespace cnnscale

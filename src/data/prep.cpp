@@ -1,0 +1,235 @@
+// prep.cpp — run_prep(): shards the train (and test) split, computes the per-channel
+// mean/std of the train split and writes dataset.json, all in a temporary directory
+// that is renamed onto the output at the end.
+#include "data/prep.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "data/dataset.hpp"
+#include "data/prep_input.hpp"
+#include "data/shard_writer.hpp"
+#include "util/atomic_file.hpp"
+#include "util/error.hpp"
+
+namespace cnnscale {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+void fsync_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+struct ChannelStats {
+  std::vector<uint64_t> sum, sumsq;
+  uint64_t per_channel = 0;  // pixels per channel seen
+};
+
+// Writes one split as `shards` shard files into dir; returns the split's json entry.
+json write_split(SampleStream& in, const std::string& split, int shards, const std::string& dir,
+                 const ShardWriteOptions& wopts, int classes, ChannelStats* stats, const PrepOptions& o) {
+  const int64_t n = in.samples();
+  const SampleShape shape = in.shape();
+  if (n == 0) fail("the ", split, " input ", in.describe(), " holds no samples; nothing to convert");
+  if (shards < 1) fail("--", split == "train" ? "shards" : "test-shards", " must be at least 1");
+  if (shards > n)
+    fail("--", split == "train" ? "shards" : "test-shards", " ", shards, " is more than the ", n, " ", split,
+         " samples; use at most ", n, " shards");
+  const auto& labels = in.labels();
+  for (int64_t i = 0; i < n; ++i)
+    if (labels[i] >= classes)
+      fail(in.describe(), ": label ", labels[i], " of ", split, " sample ", i, " is not below --classes ", classes,
+           "; raise --classes or fix the labels");
+  const int64_t px = shape.numel(), plane = int64_t{shape.height} * shape.width;
+  if (stats) {
+    stats->sum.assign(shape.channels, 0);
+    stats->sumsq.assign(shape.channels, 0);
+  }
+  json list = json::array();
+  const int64_t block = std::max<int64_t>(1, (8 << 20) / px);  // ~8 MiB of pixels per read
+  std::vector<uint8_t> buf;
+  int64_t done = 0, next_report = n / 10;
+  const bool chatty = n >= 10000;
+  for (int s = 0; s < shards; ++s) {
+    const int64_t first = n * s / shards, last = n * (s + 1) / shards, count = last - first;
+    const std::string file = shard_file_name(split, s, shards);
+    ShardWriter w(dir + "/" + file, count, shape, wopts);
+    for (int64_t at = first; at < last; at += block) {
+      const int64_t m = std::min(block, last - at);
+      buf.resize(static_cast<size_t>(m * px));
+      in.read_images(buf.data(), m);
+      if (stats) {
+        for (int64_t i = 0; i < m; ++i)
+          for (int c = 0; c < shape.channels; ++c) {
+            const uint8_t* p = buf.data() + i * px + c * plane;
+            uint64_t s1 = 0, s2 = 0;
+            for (int64_t k = 0; k < plane; ++k) {
+              s1 += p[k];
+              s2 += uint64_t{p[k]} * p[k];
+            }
+            stats->sum[c] += s1;
+            stats->sumsq[c] += s2;
+          }
+        stats->per_channel += static_cast<uint64_t>(m * plane);
+      }
+      w.append(buf.data(), labels.data() + at, m);
+      done += m;
+      if (chatty && o.log && done >= next_report && done < n) {
+        o.log("prep: " + split + " " + std::to_string(done) + "/" + std::to_string(n) + " samples (" +
+              std::to_string(100 * done / n) + "%)");
+        next_report += n / 10;
+      }
+    }
+    w.close();
+    fsync_file(dir + "/" + file);
+    list.push_back({{"file", file}, {"samples", count}, {"first_index", first}});
+  }
+  if (o.log)
+    o.log("prep: " + split + " " + std::to_string(n) + " samples in " + std::to_string(shards) + " shard(s)");
+  return {{"samples", n}, {"shards", list}};
+}
+
+void rename_or_fail(const std::string& from, const std::string& to) {
+  std::error_code ec;
+  fs::rename(from, to, ec);
+  if (ec) fail("cannot rename ", from, " to ", to, ": ", ec.message());
+}
+
+std::string strip_slashes(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
+}
+
+}  // namespace
+
+PrepResult run_prep(const PrepOptions& o) {
+  if (o.input.empty()) fail("prep needs --input (an IDX directory, or an HDF5 file with --format hdf5)");
+  if (o.output.empty()) fail("prep needs --output DIR (the dataset directory to create)");
+  if (o.chunk < 1) fail("--chunk must be at least 1 sample");
+  if (o.classes < 0 || o.classes == 1) fail("--classes must be at least 2 (or 0 to count them from the labels)");
+  ShardWriteOptions wopts;
+  wopts.chunk_samples = o.chunk;
+  if (o.compress == "gzip") wopts.gzip_level = 4;
+  else if (o.compress != "none") fail("--compress ", o.compress, " is not supported; use gzip or none");
+
+  // Open the inputs first: a bad input fails before anything is written.
+  std::unique_ptr<SampleStream> train, test;
+  json source;
+  if (o.format == "idx") {
+    if (!fs::is_directory(o.input))
+      fail("--input ", o.input, " is not a directory; with --format idx pass the directory holding the IDX files");
+    train = open_idx_input(find_idx_file(o.input, "train", "images"), find_idx_file(o.input, "train", "labels"));
+    test = open_idx_input(find_idx_file(o.input, "t10k", "images"), find_idx_file(o.input, "t10k", "labels"));
+    source = {{"format", "idx"}, {"input", fs::absolute(o.input).string()}};
+  } else if (o.format == "hdf5") {
+    if (o.images.empty() || o.labels.empty())
+      fail("--format hdf5 needs --images NAME and --labels NAME (datasets inside --input)");
+    if (o.test_images.empty() != o.test_labels.empty())
+      fail("--test-images and --test-labels go together; give both or neither");
+    train = open_hdf5_input(o.input, o.images, o.labels);
+    if (!o.test_images.empty()) test = open_hdf5_input(o.input, o.test_images, o.test_labels);
+    source = {{"format", "hdf5"}, {"input", fs::absolute(o.input).string()}, {"images", o.images},
+              {"labels", o.labels}};
+  } else {
+    fail("--format ", o.format, " is not supported; use idx or hdf5");
+  }
+  for (auto* s : {train.get(), test.get()})
+    if (s && s->samples() == 0)
+      fail("the ", s == train.get() ? "train" : "test", " input ", s->describe(), " holds no samples; nothing to convert");
+  const SampleShape shape = train->shape();
+  if (test && (test->shape().channels != shape.channels || test->shape().height != shape.height ||
+               test->shape().width != shape.width))
+    fail("the test images (", test->describe(), ") do not have the train images' shape ", shape.channels, "x",
+         shape.height, "x", shape.width);
+  int classes = o.classes;
+  if (classes == 0) {
+    int32_t mx = 0;
+    for (auto* s : {train.get(), test.get()})
+      if (s)
+        for (int32_t l : s->labels()) mx = std::max(mx, l);
+    classes = mx + 1;
+    if (classes < 2) fail("the labels of ", train->describe(), " hold a single class; nothing to learn");
+  }
+
+  // Output: refuse to overwrite a non-empty directory unless --force.
+  const std::string out = strip_slashes(o.output);
+  if (fs::exists(out)) {
+    if (!fs::is_directory(out)) fail("--output ", out, " exists and is not a directory; choose another --output");
+    if (!fs::is_empty(out) && !o.force)
+      fail("--output ", out, " exists and is not empty; pass --force to replace it or choose another --output");
+  }
+  const fs::path parent = fs::absolute(out).parent_path();
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) fail("cannot create the parent directory ", parent.string(), " of --output: ", ec.message());
+  const std::string tmp = out + ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directory(tmp, ec) || ec)
+    fail("cannot create ", tmp, " next to --output: ", ec ? ec.message() : "it exists", "; check permissions");
+
+  PrepResult result;
+  try {
+    ChannelStats stats;
+    json splits;
+    splits["train"] = write_split(*train, "train", o.shards, tmp, wopts, classes, &stats, o);
+    if (test) splits["test"] = write_split(*test, "test", o.test_shards, tmp, wopts, classes, nullptr, o);
+    std::vector<double> mean(shape.channels), stdev(shape.channels);
+    for (int c = 0; c < shape.channels; ++c) {
+      const double n = static_cast<double>(stats.per_channel);
+      const double m = static_cast<double>(stats.sum[c]) / (255.0 * n);
+      const double m2 = static_cast<double>(stats.sumsq[c]) / (255.0 * 255.0 * n);
+      mean[c] = m;
+      stdev[c] = std::sqrt(std::max(0.0, m2 - m * m));
+      if (!(stdev[c] > 0))
+        fail("channel ", c, " of the train images is constant (std 0): normalisation is impossible; check the input");
+    }
+    json j = {{"format", kDatasetFormat},
+              {"version", kDatasetVersion},
+              {"source", source},
+              {"sample_shape", {shape.channels, shape.height, shape.width}},
+              {"layout", "NCHW"},
+              {"dtype", "uint8"},
+              {"label_dtype", "int32"},
+              {"classes", classes},
+              {"normalization",
+               {{"mean", mean}, {"std", stdev}, {"computed_on", "train"}, {"pixel_scale", "x / 255"}}},
+              {"chunk_samples", o.chunk},
+              {"compression", o.compress},
+              {"checksum", "fletcher32"},
+              {"splits", splits}};
+    write_file_atomic(tmp + "/dataset.json", j.dump(2) + "\n");
+    // Into place: an existing (empty, or --force) output is moved aside first.
+    if (fs::exists(out)) {
+      const std::string old = out + ".old-" + std::to_string(::getpid());
+      rename_or_fail(out, old);
+      rename_or_fail(tmp, out);
+      fs::remove_all(old, ec);
+    } else {
+      rename_or_fail(tmp, out);
+    }
+    fsync_directory(parent.string());
+    result.output = out;
+    result.train_samples = train->samples();
+    result.test_samples = test ? test->samples() : 0;
+    result.classes = classes;
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  return result;
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,34 @@
+// prep.hpp — `cnnscale prep`: converts IDX files or an HDF5 file into a sharded
+// dataset directory (shards + dataset.json, see docs/data.md). Everything is written
+// into "<output>.tmp-<pid>" next to the output and renamed into place at the end, so
+// an interrupted prep never leaves a directory that looks complete.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace cnnscale {
+
+struct PrepOptions {
+  std::string format = "idx";   // idx | hdf5
+  std::string input;            // idx: directory; hdf5: file
+  std::string output;
+  // hdf5 format: dataset names inside --input (test split optional).
+  std::string images, labels, test_images, test_labels;
+  int shards = 8, test_shards = 2;
+  std::string compress = "none";  // none | gzip
+  int64_t chunk = 64;             // samples per /images chunk
+  int classes = 0;                // 0: max label + 1
+  bool force = false;
+  std::function<void(const std::string&)> log;  // progress lines (may be empty)
+};
+
+struct PrepResult {
+  std::string output;
+  int64_t train_samples = 0, test_samples = 0;
+  int classes = 0;
+};
+
+PrepResult run_prep(const PrepOptions& opts);
+
+}  // namespace cnnscale

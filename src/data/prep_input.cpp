@@ -1,0 +1,206 @@
+// prep_input.cpp — IDX and HDF5 sample streams for `cnnscale prep` (see prep_input.hpp).
+#include "data/prep_input.hpp"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+
+#include "data/h5util.hpp"
+#include "util/error.hpp"
+#include "util/hdf5_lock.hpp"
+
+namespace cnnscale {
+namespace fs = std::filesystem;
+
+std::string find_idx_file(const std::string& dir, const std::string& split, const std::string& kind) {
+  const std::string idx = kind == "images" ? "idx3" : "idx1";
+  const std::string names[] = {split + "-" + kind + "-" + idx + "-ubyte", split + "-" + kind + "." + idx + "-ubyte"};
+  for (const auto& n : names)
+    for (const char* ext : {".gz", ""}) {
+      const std::string p = dir + "/" + n + ext;
+      if (fs::is_regular_file(p)) return p;
+    }
+  fail("no IDX ", kind, " file for the ", split, " split in ", dir, " (looked for ", names[0], "[.gz] and ", names[1],
+       "[.gz]); pass the directory holding the MNIST-style files with --input");
+}
+
+namespace {
+
+// A gzip or raw file read through zlib (gzread reads raw files transparently).
+class GzFile {
+ public:
+  explicit GzFile(const std::string& path) : path_(path) {
+    f_ = gzopen(path.c_str(), "rb");
+    if (!f_) fail("cannot open ", path, ": ", std::strerror(errno));
+    gzbuffer(f_, 1 << 17);
+  }
+  ~GzFile() {
+    if (f_) gzclose(f_);
+  }
+  GzFile(const GzFile&) = delete;
+  GzFile& operator=(const GzFile&) = delete;
+  void read(void* dst, size_t bytes, const char* what) {
+    auto* p = static_cast<char*>(dst);
+    while (bytes > 0) {
+      const unsigned want = static_cast<unsigned>(std::min<size_t>(bytes, 1u << 30));
+      const int got = gzread(f_, p, want);
+      if (got < 0) {
+        int errnum = 0;
+        const char* msg = gzerror(f_, &errnum);
+        fail(path_, " is damaged (", msg, ") while reading ", what, "; download it again");
+      }
+      if (got == 0) fail(path_, " is truncated: it ends inside the ", what, "; download it again");
+      p += got;
+      bytes -= static_cast<size_t>(got);
+    }
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  gzFile f_ = nullptr;
+};
+
+// Reads the IDX header: magic 0x00 0x00 <type> <ndims>, then ndims big-endian uint32.
+std::vector<int64_t> read_idx_header(GzFile& f, int want_min_dims, int want_max_dims) {
+  unsigned char magic[4];
+  f.read(magic, 4, "IDX header");
+  if (magic[0] != 0 || magic[1] != 0)
+    fail(f.path(), " is not an IDX file (bad magic number); pass MNIST-style idx files");
+  if (magic[2] != 0x08)
+    fail(f.path(), ": IDX element type 0x", std::hex, int{magic[2]}, std::dec, " is not unsigned byte (0x08); ",
+         "prep reads uint8 IDX files only");
+  const int nd = magic[3];
+  if (nd < want_min_dims || nd > want_max_dims)
+    fail(f.path(), " has ", nd, " dimensions; expected ", want_min_dims,
+         want_min_dims == want_max_dims ? "" : (" to " + std::to_string(want_max_dims)));
+  std::vector<int64_t> dims(nd);
+  for (int i = 0; i < nd; ++i) {
+    unsigned char b[4];
+    f.read(b, 4, "IDX header");
+    dims[i] = (int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) | (int64_t{b[2]} << 8) | int64_t{b[3]};
+  }
+  return dims;
+}
+
+class IdxStream : public SampleStream {
+ public:
+  IdxStream(const std::string& images, const std::string& labels) : images_(images) {
+    auto d = read_idx_header(images_, 3, 4);
+    n_ = d[0];
+    shape_ = d.size() == 3 ? SampleShape{1, static_cast<int>(d[1]), static_cast<int>(d[2])}
+                           : SampleShape{static_cast<int>(d[1]), static_cast<int>(d[2]), static_cast<int>(d[3])};
+    if (shape_.numel() <= 0) fail(images, " declares empty images (", d[1], "x", d[2], ")");
+    GzFile lf(labels);
+    auto ld = read_idx_header(lf, 1, 1);
+    if (ld[0] != n_)
+      fail(labels, " has ", ld[0], " labels but ", images, " has ", n_, " images; the files do not belong together");
+    std::vector<uint8_t> raw(static_cast<size_t>(n_));
+    if (n_ > 0) lf.read(raw.data(), raw.size(), "labels");
+    labels_.assign(raw.begin(), raw.end());
+    desc_ = images + " + " + labels;
+  }
+  std::string describe() const override { return desc_; }
+  int64_t samples() const override { return n_; }
+  SampleShape shape() const override { return shape_; }
+  const std::vector<int32_t>& labels() const override { return labels_; }
+  void read_images(uint8_t* dst, int64_t n) override {
+    images_.read(dst, static_cast<size_t>(n * shape_.numel()), "images");
+  }
+
+ private:
+  GzFile images_;
+  int64_t n_ = 0;
+  SampleShape shape_;
+  std::vector<int32_t> labels_;
+  std::string desc_;
+};
+
+class Hdf5Stream : public SampleStream {
+ public:
+  Hdf5Stream(const std::string& file, const std::string& images, const std::string& labels) : file_(file) {
+    Hdf5Lock lock(hdf5_mutex());
+    if (!fs::exists(file)) fail("--input ", file, " does not exist");
+    std::string cause;
+    f_ = h5_open_readonly(file, cause);
+    if (!f_.valid()) fail("cannot open --input ", file, " as HDF5 (", cause, ")");
+    hid_t d = H5Dopen2(f_, images.c_str(), H5P_DEFAULT);
+    if (d < 0) fail(file, " has no dataset '", images, "' (--images); list its datasets with `h5ls -r ", file, "`");
+    img_ = h5_dataset(d);
+    H5Id type = h5_type(H5Dget_type(img_));
+    if (H5Tget_class(type) != H5T_INTEGER || H5Tget_size(type) != 1 || H5Tget_sign(type) != H5T_SGN_NONE)
+      fail(file, ": dataset '", images, "' is not uint8; prep converts uint8 images only");
+    H5Id sp = h5_space(H5Dget_space(img_));
+    nd_ = H5Sget_simple_extent_ndims(sp);
+    hsize_t dims[8] = {0};
+    if (nd_ != 3 && nd_ != 4) fail(file, ": dataset '", images, "' has ", nd_, " dimensions; expected N×H×W or N×C×H×W");
+    H5Sget_simple_extent_dims(sp, dims, nullptr);
+    for (int i = 0; i < nd_; ++i) dims_[i] = dims[i];
+    n_ = static_cast<int64_t>(dims[0]);
+    shape_ = nd_ == 3 ? SampleShape{1, static_cast<int>(dims[1]), static_cast<int>(dims[2])}
+                      : SampleShape{static_cast<int>(dims[1]), static_cast<int>(dims[2]), static_cast<int>(dims[3])};
+    d = H5Dopen2(f_, labels.c_str(), H5P_DEFAULT);
+    if (d < 0) fail(file, " has no dataset '", labels, "' (--labels); list its datasets with `h5ls -r ", file, "`");
+    H5Id lab = h5_dataset(d);
+    H5Id ltype = h5_type(H5Dget_type(lab));
+    if (H5Tget_class(ltype) != H5T_INTEGER) fail(file, ": dataset '", labels, "' is not an integer dataset");
+    H5Id lsp = h5_space(H5Dget_space(lab));
+    hsize_t ld[8] = {0};
+    const int lnd = H5Sget_simple_extent_ndims(lsp);
+    H5Sget_simple_extent_dims(lsp, ld, nullptr);
+    if (lnd < 1 || lnd > 2 || (lnd == 2 && ld[1] != 1) || static_cast<int64_t>(ld[0]) != n_)
+      fail(file, ": dataset '", labels, "' must hold one integer label per image (", n_, "), it is ", lnd, "-D with ",
+           ld[0], " rows");
+    std::vector<int64_t> raw(static_cast<size_t>(n_));
+    if (n_ > 0 && H5Dread(lab, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()) < 0)
+      fail(file, ": reading '", labels, "' failed (", h5_error_cause(), ")");
+    labels_.resize(raw.size());
+    for (size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] < 0 || raw[i] > INT32_MAX)
+        fail(file, ": label ", raw[i], " of sample ", i, " in '", labels, "' is negative or too large; labels must be ",
+             "class numbers 0..classes-1");
+      labels_[i] = static_cast<int32_t>(raw[i]);
+    }
+    desc_ = file + ":" + images + " + " + labels;
+  }
+  std::string describe() const override { return desc_; }
+  int64_t samples() const override { return n_; }
+  SampleShape shape() const override { return shape_; }
+  const std::vector<int32_t>& labels() const override { return labels_; }
+  void read_images(uint8_t* dst, int64_t n) override {
+    Hdf5Lock lock(hdf5_mutex());
+    H5Id fs = h5_space(H5Dget_space(img_));
+    hsize_t start[4] = {static_cast<hsize_t>(pos_), 0, 0, 0};
+    hsize_t count[4] = {static_cast<hsize_t>(n), dims_[1], dims_[2], dims_[3]};
+    H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    H5Id ms = h5_space(H5Screate_simple(nd_, count, nullptr));
+    if (H5Dread(img_, H5T_NATIVE_UINT8, ms, fs, H5P_DEFAULT, dst) < 0)
+      fail(file_, ": reading images ", pos_, "..", pos_ + n - 1, " failed (", h5_error_cause(), ")");
+    pos_ += n;
+  }
+
+ private:
+  std::string file_, desc_;
+  H5Id f_, img_;
+  int nd_ = 0;
+  hsize_t dims_[4] = {0, 0, 0, 0};
+  int64_t n_ = 0, pos_ = 0;
+  SampleShape shape_;
+  std::vector<int32_t> labels_;
+};
+
+}  // namespace
+
+std::unique_ptr<SampleStream> open_idx_input(const std::string& images_path, const std::string& labels_path) {
+  return std::make_unique<IdxStream>(images_path, labels_path);
+}
+
+std::unique_ptr<SampleStream> open_hdf5_input(const std::string& file, const std::string& images,
+                                              const std::string& labels) {
+  return std::make_unique<Hdf5Stream>(file, images, labels);
+}
+
+}  // namespace cnnscale

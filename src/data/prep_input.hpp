@@ -1,0 +1,38 @@
+// prep_input.hpp — the inputs `cnnscale prep` converts, as sequential streams of
+// samples: MNIST-style IDX files (gzip or raw) and datasets of an existing HDF5 file.
+// Labels are read whole up front (small); images are streamed block by block so the
+// input is never held in memory at once.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/batch_source.hpp"
+
+namespace cnnscale {
+
+class SampleStream {
+ public:
+  virtual ~SampleStream() = default;
+  virtual std::string describe() const = 0;  // for messages, e.g. the file names
+  virtual int64_t samples() const = 0;
+  virtual SampleShape shape() const = 0;
+  virtual const std::vector<int32_t>& labels() const = 0;
+  // Reads the next n samples' pixels (n × shape().numel() bytes) in order.
+  virtual void read_images(uint8_t* dst, int64_t n) = 0;
+};
+
+// The IDX file for `split` ("train" or "t10k") and `kind` ("images" or "labels") in
+// dir, accepting the usual spellings: train-images-idx3-ubyte[.gz] and
+// train-images.idx3-ubyte[.gz]. Throws UserError naming what was looked for.
+std::string find_idx_file(const std::string& dir, const std::string& split, const std::string& kind);
+
+// IDX images (ubyte, N×H×W → C=1, or N×C×H×W) with their IDX labels (ubyte, N).
+std::unique_ptr<SampleStream> open_idx_input(const std::string& images_path, const std::string& labels_path);
+
+// Datasets of one HDF5 file: images uint8 N×C×H×W or N×H×W, labels integer N.
+std::unique_ptr<SampleStream> open_hdf5_input(const std::string& file, const std::string& images,
+                                              const std::string& labels);
+
+}  // namespace cnnscale

@@ -1,0 +1,70 @@
+// shard_writer.cpp — see shard_writer.hpp.
+#include "data/shard_writer.hpp"
+
+#include <algorithm>
+
+#include "util/error.hpp"
+#include "util/hdf5_lock.hpp"
+
+namespace cnnscale {
+
+ShardWriter::ShardWriter(const std::string& path, int64_t samples, SampleShape shape, const ShardWriteOptions& opts)
+    : path_(path), samples_(samples), shape_(shape) {
+  Hdf5Lock lock(hdf5_mutex());
+  h5_quiet();
+  file_ = h5_file(H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT));
+  if (!file_.valid()) fail("cannot create shard ", path, " (", h5_error_cause(), "); check the output directory");
+  const hsize_t n = static_cast<hsize_t>(samples);
+  const hsize_t dims[4] = {n, static_cast<hsize_t>(shape.channels), static_cast<hsize_t>(shape.height),
+                           static_cast<hsize_t>(shape.width)};
+  hsize_t chunk[4] = {static_cast<hsize_t>(std::max<int64_t>(1, std::min(opts.chunk_samples, samples))), dims[1],
+                      dims[2], dims[3]};
+  H5Id space = h5_space(H5Screate_simple(4, dims, nullptr));
+  H5Id dcpl = h5_plist(H5Pcreate(H5P_DATASET_CREATE));
+  H5Pset_chunk(dcpl, 4, chunk);
+  if (opts.gzip_level > 0) H5Pset_deflate(dcpl, static_cast<unsigned>(opts.gzip_level));
+  H5Pset_fletcher32(dcpl);  // after deflate: the checksum covers the stored (compressed) bytes
+  images_ = h5_dataset(H5Dcreate2(file_, "/images", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+  if (!images_.valid()) fail("cannot create /images in ", path, " (", h5_error_cause(), ")");
+
+  const hsize_t ldims[1] = {n};
+  hsize_t lchunk[1] = {static_cast<hsize_t>(std::max<int64_t>(1, std::min<int64_t>(16384, samples)))};
+  H5Id lspace = h5_space(H5Screate_simple(1, ldims, nullptr));
+  H5Id lcpl = h5_plist(H5Pcreate(H5P_DATASET_CREATE));
+  H5Pset_chunk(lcpl, 1, lchunk);
+  H5Pset_fletcher32(lcpl);
+  labels_ = h5_dataset(H5Dcreate2(file_, "/labels", H5T_STD_I32LE, lspace, H5P_DEFAULT, lcpl, H5P_DEFAULT));
+  if (!labels_.valid()) fail("cannot create /labels in ", path, " (", h5_error_cause(), ")");
+}
+
+void ShardWriter::append(const uint8_t* images, const int32_t* labels, int64_t n) {
+  if (n <= 0) return;
+  if (written_ + n > samples_) fail("internal: shard ", path_, " overfilled");
+  Hdf5Lock lock(hdf5_mutex());
+  hsize_t start[4] = {static_cast<hsize_t>(written_), 0, 0, 0};
+  hsize_t count[4] = {static_cast<hsize_t>(n), static_cast<hsize_t>(shape_.channels),
+                      static_cast<hsize_t>(shape_.height), static_cast<hsize_t>(shape_.width)};
+  H5Id fs = h5_space(H5Dget_space(images_));
+  H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, nullptr, count, nullptr);
+  H5Id ms = h5_space(H5Screate_simple(4, count, nullptr));
+  if (H5Dwrite(images_, H5T_NATIVE_UINT8, ms, fs, H5P_DEFAULT, images) < 0)
+    fail("writing images to ", path_, " failed (", h5_error_cause(), "); is the disk full?");
+  H5Id lfs = h5_space(H5Dget_space(labels_));
+  H5Sselect_hyperslab(lfs, H5S_SELECT_SET, start, nullptr, count, nullptr);
+  H5Id lms = h5_space(H5Screate_simple(1, count, nullptr));
+  if (H5Dwrite(labels_, H5T_NATIVE_INT32, lms, lfs, H5P_DEFAULT, labels) < 0)
+    fail("writing labels to ", path_, " failed (", h5_error_cause(), "); is the disk full?");
+  written_ += n;
+}
+
+void ShardWriter::close() {
+  if (written_ != samples_) fail("internal: shard ", path_, " got ", written_, " of ", samples_, " samples");
+  Hdf5Lock lock(hdf5_mutex());
+  images_.reset();
+  labels_.reset();
+  if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) fail("flushing ", path_, " failed (", h5_error_cause(), ")");
+  const hid_t f = file_.release();
+  if (H5Fclose(f) < 0) fail("closing ", path_, " failed (", h5_error_cause(), "); is the disk full?");
+}
+
+}  // namespace cnnscale

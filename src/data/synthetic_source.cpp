@@ -1,0 +1,126 @@
+// synthetic_source.cpp — see synthetic_source.hpp.
+#include "data/synthetic_source.hpp"
+
+#include <algorithm>
+
+#include "data/prefetcher.hpp"
+#include "data/sampler.hpp"
+#include "util/error.hpp"
+
+namespace cnnscale {
+
+void synthetic_sample(uint64_t seed, int split, int64_t index, SampleShape shape, int classes, float* image,
+                      int32_t* label) {
+  const uint64_t key = mix64(seed ^ mix64(static_cast<uint64_t>(index) * 2 + static_cast<uint64_t>(split) + 1));
+  const int32_t l = static_cast<int32_t>(key % static_cast<uint64_t>(classes));
+  *label = l;
+  uint64_t state = key;
+  const int64_t n = shape.numel();
+  for (int64_t p = 0; p < n; ++p) {
+    const float u = static_cast<float>(splitmix64_next(state) >> 40) * (1.0f / 16777216.0f);  // [0,1)
+    image[p] = 2.0f * u - 1.0f + (p % classes == l ? 1.0f : 0.0f);
+  }
+}
+
+namespace {
+
+void check(const SyntheticOptions& o, int rank, int world) {
+  if (world < 1 || rank < 0 || rank >= world) fail("internal: rank ", rank, " of ", world);
+  if (o.samples < 1) fail("--synthetic-samples must be at least 1");
+  if (o.classes < 2) fail("synthetic data need at least 2 classes");
+  if (o.shape.channels < 1 || o.shape.height < 1 || o.shape.width < 1) fail("synthetic sample shape must be positive");
+  if (o.batch_per_rank < 1) fail("--batch-size must be at least 1");
+  if (o.batch_per_rank * world > o.samples)
+    fail("--batch-size ", o.batch_per_rank, " on ", world, " rank(s) needs ", o.batch_per_rank * world,
+         " samples per step but the synthetic split has ", o.samples, "; use --batch-size ",
+         std::max<int64_t>(1, o.samples / world), " or less (or more synthetic samples)");
+}
+
+class SyntheticSource : public BatchSource {
+ public:
+  SyntheticSource(const SyntheticOptions& o, int rank, int world)
+      : o_(o),
+        rank_(rank),
+        sampler_(o.samples, o.batch_per_rank * world, o.drop_last, o.seed),
+        prefetch_([this](int e, int64_t s, Batch& b) { produce(e, s, b); }, sampler_.steps_per_epoch(), o.prefetch) {}
+  SampleShape shape() const override { return o_.shape; }
+  int classes() const override { return o_.classes; }
+  int64_t samples() const override { return o_.samples; }
+  int64_t steps_per_epoch() const override { return sampler_.steps_per_epoch(); }
+  void seek(int epoch, int64_t step) override {
+    if (epoch < 0 || step < 0 || step >= sampler_.steps_per_epoch())
+      fail("cannot resume at epoch ", epoch, " step ", step, ": a synthetic epoch has ", sampler_.steps_per_epoch(),
+           " steps with this global batch");
+    prefetch_.seek(epoch, step);
+  }
+  void next(Batch& out) override { prefetch_.next(out); }
+  double take_wait_seconds() override { return prefetch_.take_wait_seconds(); }
+
+ private:
+  void produce(int epoch, int64_t step, Batch& b) {
+    const int64_t n = o_.batch_per_rank, numel = o_.shape.numel();
+    sampler_.rank_slice(epoch, step, rank_, n, b.sample_ids);
+    b.epoch = epoch;
+    b.step_in_epoch = step;
+    b.count = n;
+    b.rank_offset = int64_t{rank_} * n;
+    b.images.resize(static_cast<size_t>(n * numel));
+    b.labels.resize(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k)
+      synthetic_sample(o_.seed, 0, b.sample_ids[k], o_.shape, o_.classes, b.images.data() + k * numel, &b.labels[k]);
+  }
+  SyntheticOptions o_;
+  int rank_;
+  Sampler sampler_;
+  Prefetcher prefetch_;  // last: stops its thread first
+};
+
+class SyntheticEvalSource : public EvalSource {
+ public:
+  SyntheticEvalSource(const SyntheticOptions& o, int rank, int world)
+      : o_(o), begin_(o.test_samples * rank / world), end_(o.test_samples * (rank + 1) / world), pos_(begin_) {}
+  int64_t samples() const override { return o_.test_samples; }
+  int64_t local_samples() const override { return end_ - begin_; }
+  void rewind() override {
+    pos_ = begin_;
+    step_ = 0;
+  }
+  bool next(Batch& out, int64_t max_batch) override {
+    if (max_batch < 1) fail("internal: evaluation batch must be at least 1");
+    if (pos_ >= end_) return false;
+    const int64_t n = std::min(max_batch, end_ - pos_), numel = o_.shape.numel();
+    out.epoch = 0;
+    out.step_in_epoch = step_++;
+    out.count = n;
+    out.rank_offset = pos_ - begin_;
+    out.images.resize(static_cast<size_t>(n * numel));
+    out.labels.resize(static_cast<size_t>(n));
+    out.sample_ids.resize(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) {
+      out.sample_ids[k] = pos_ + k;
+      synthetic_sample(o_.seed, 1, pos_ + k, o_.shape, o_.classes, out.images.data() + k * numel, &out.labels[k]);
+    }
+    pos_ += n;
+    return true;
+  }
+
+ private:
+  SyntheticOptions o_;
+  int64_t begin_, end_, pos_, step_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<BatchSource> make_synthetic_train_source(const SyntheticOptions& o, int rank, int world) {
+  check(o, rank, world);
+  if (o.prefetch < 0) fail("--prefetch must be 0 or more");
+  return std::make_unique<SyntheticSource>(o, rank, world);
+}
+
+std::unique_ptr<EvalSource> make_synthetic_eval_source(const SyntheticOptions& o, int rank, int world) {
+  check(o, rank, world);
+  if (o.test_samples < 1) return nullptr;
+  return std::make_unique<SyntheticEvalSource>(o, rank, world);
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# `cnnscale prep` from the command line: IDX and HDF5 input, refusal to overwrite,
+# --force, --verify, and every bad input ends with exit 2 and one `cnnscale: error:`
+# line naming the file at fault (missing dir/shard, disagreeing dataset.json, labels
+# out of range, truncated and bit-flipped shards, empty splits).
+set -u
+source "$CNNSCALE_SOURCE/tests/lib.sh"
+TOOL="$CNNSCALE_BUILD/tests/cnnscale_fixture_tool"
+C="$CNNSCALE"
+
+# run NAME ARGS...: runs cnnscale, keeping stdout/stderr in $TMP/NAME.{out,err}, status in $st
+run() { local n=$1; shift; "$C" "$@" >"$TMP/$n.out" 2>"$TMP/$n.err"; st=$?; }
+# expect_error NAME REGEX: exit 2 and exactly one error line matching REGEX
+expect_error() {
+  expect_eq "$1 exit status" 2 "$st"
+  expect_grep "$1 message" "^cnnscale: error: .*$2" "$TMP/$1.err"
+  expect_eq "$1 one error line" 1 "$(grep -c '^cnnscale: error:' "$TMP/$1.err")"
+}
+
+# ---- IDX: a small raw (uncompressed) MNIST-style directory made from the real files
+mkdir -p "$TMP/idx"
+for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+  zcat "/usr/share/datasets/fashion-mnist/$f.gz" >"$TMP/idx/$f"
+done
+run idx prep --format idx --input "$TMP/idx" --output "$TMP/fm" --shards 3 --test-shards 1 --compress gzip --chunk 128
+expect_eq "prep raw IDX exit status" 0 "$st"
+expect_grep "prep progress lines" '^prep: train [0-9]+/60000 samples \([0-9]+%\)' "$TMP/idx.out"
+expect_grep "prep summary" 'wrote .*: 60000 train \+ 10000 test samples, 10 classes' "$TMP/idx.out"
+expect_file "train shard 2 of 3" "$TMP/fm/train-00002-of-00003.h5"
+expect_eq "no temporary directory left" "" "$(ls -d "$TMP"/fm.tmp-* 2>/dev/null)"
+h5dump -p -H -d /images "$TMP/fm/train-00000-of-00003.h5" >"$TMP/h5dump.txt" 2>&1
+expect_grep "fletcher32 filter on /images" 'CHECKSUM FLETCHER32' "$TMP/h5dump.txt"
+expect_grep "gzip filter on /images" 'COMPRESSION DEFLATE' "$TMP/h5dump.txt"
+expect_grep "chunk of 128 samples" 'CHUNKED \( 128, 1, 28, 28 \)' "$TMP/h5dump.txt"
+run verify prep --verify "$TMP/fm"
+expect_eq "verify exit status" 0 "$st"
+expect_grep "verify summary" 'complete: 60000 train \+ 10000 test samples in 3 \+ 1 shards, 10 classes, all checksums match' "$TMP/verify.out"
+
+run overwrite prep --input "$TMP/idx" --output "$TMP/fm" --shards 2
+expect_error overwrite "--output $TMP/fm exists and is not empty; pass --force"
+run force prep --input "$TMP/idx" --output "$TMP/fm/" --shards 2 --force
+expect_eq "--force replaces the output" 0 "$st"
+expect_file "new shard layout" "$TMP/fm/train-00001-of-00002.h5"
+expect_eq "old shards gone" "" "$(ls "$TMP"/fm/train-*-of-00003.h5 2>/dev/null)"
+
+rm "$TMP/idx/t10k-labels-idx1-ubyte"
+run noidx prep --input "$TMP/idx" --output "$TMP/x1"
+expect_error noidx "no IDX labels file for the t10k split in $TMP/idx"
+zcat /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz >"$TMP/idx/t10k-labels-idx1-ubyte"
+zcat /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz | head -c 5000000 >"$TMP/idx/t10k-images-idx3-ubyte"
+run idxtrunc prep --input "$TMP/idx" --output "$TMP/x2"
+expect_error idxtrunc "$TMP/idx/t10k-images-idx3-ubyte is truncated: it ends inside the images"
+expect_eq "failed prep leaves no output" "" "$(ls -d "$TMP"/x2* 2>/dev/null)"
+
+# ---- HDF5 input: a small fixture, 3 + 2 shards
+"$TOOL" write "$TMP/fx.h5" 500 120 10
+run h5 prep --format hdf5 --input "$TMP/fx.h5" --images /x --labels /y --test-images /tx --test-labels /ty \
+  --output "$TMP/good" --shards 3 --test-shards 2 --chunk 16
+expect_eq "prep hdf5 exit status" 0 "$st"
+run h5verify prep --verify "$TMP/good"
+expect_eq "verify hdf5 data set" 0 "$st"
+python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(j['splits']['train']['samples'], [s['samples'] for s in j['splits']['train']['shards']], j['classes'])" \
+  "$TMP/good/dataset.json" >"$TMP/json.txt"
+expect_eq "dataset.json counts" "500 [166, 167, 167] 10" "$(cat "$TMP/json.txt")"
+
+run baddataset prep --format hdf5 --input "$TMP/fx.h5" --images /nope --labels /y --output "$TMP/x3"
+expect_error baddataset "$TMP/fx.h5 has no dataset '/nope' \(--images\)"
+"$TOOL" write "$TMP/badlab.h5" 100 0 10 42
+run badlabel prep --format hdf5 --input "$TMP/badlab.h5" --images /x --labels /y --output "$TMP/x4" --classes 10
+expect_error badlabel "label 13 of train sample 42 is not below --classes 10"
+"$TOOL" write "$TMP/empty.h5" 0 0 10
+run emptyin prep --format hdf5 --input "$TMP/empty.h5" --images /x --labels /y --output "$TMP/x5"
+expect_error emptyin "the train input $TMP/empty.h5:/x \+ /y holds no samples"
+
+# ---- damaged data sets (copies of the good one)
+copy_good() { rm -rf "$TMP/$1"; cp -r "$TMP/good" "$TMP/$1"; }
+run nodir prep --verify "$TMP/does-not-exist"
+expect_error nodir "data directory $TMP/does-not-exist does not exist"
+
+copy_good b1; rm "$TMP/b1/train-00001-of-00003.h5"
+run missing prep --verify "$TMP/b1"
+expect_error missing "shard $TMP/b1/train-00001-of-00003.h5 listed in .* does not exist"
+
+copy_good b2; python3 - "$TMP/b2/dataset.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1])); s = j["splits"]["train"]
+s["shards"][1]["samples"] += 1; s["shards"][2]["first_index"] += 1; s["samples"] += 1
+json.dump(j, open(sys.argv[1], "w"))
+PY
+run counts prep --verify "$TMP/b2"
+expect_error counts "shard $TMP/b2/train-00001-of-00003.h5 holds 167 images but $TMP/b2/dataset.json says 168"
+
+copy_good b3; python3 - "$TMP/b3/dataset.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1])); j["sample_shape"] = [1, 8, 9]; json.dump(j, open(sys.argv[1], "w"))
+PY
+run shape prep --verify "$TMP/b3"
+expect_error shape "shard $TMP/b3/train-00000-of-00003.h5: /images samples are 1x8x8 but .* says 1x8x9"
+
+copy_good b4; python3 - "$TMP/b4/dataset.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1])); j["splits"]["train"]["samples"] = 7; json.dump(j, open(sys.argv[1], "w"))
+PY
+run sum prep --verify "$TMP/b4"
+expect_error sum "$TMP/b4/dataset.json: split 'train' says 7 samples but its shards add up to 500"
+
+copy_good b5; "$TOOL" set-label "$TMP/b5/test-00001-of-00002.h5" 3 10
+run range prep --verify "$TMP/b5"
+expect_error range "shard $TMP/b5/test-00001-of-00002.h5: label 10 of sample 3 .* is outside \[0, 10\)"
+
+copy_good b6; f6="$TMP/b6/train-00002-of-00003.h5"; truncate -s $(( $(stat -c %s "$f6") * 6 / 10 )) "$f6"
+run trunc prep --verify "$TMP/b6"
+expect_error trunc "shard $TMP/b6/train-00002-of-00003.h5 cannot be opened as HDF5 \(.*truncated"
+
+copy_good b7; off=$("$TOOL" chunk-offset "$TMP/b7/train-00001-of-00003.h5" /images 3)
+python3 - "$TMP/b7/train-00001-of-00003.h5" "$off" <<'PY'
+import sys
+p, off = sys.argv[1], int(sys.argv[2]) + 20
+with open(p, "r+b") as f:
+    f.seek(off); b = f.read(1); f.seek(off); f.write(bytes([b[0] ^ 0x01]))
+PY
+run flip prep --verify "$TMP/b7"
+expect_error flip "shard $TMP/b7/train-00001-of-00003.h5 is damaged: reading images 48..63 failed \(.*[Cc]hecksum"
+
+copy_good b8; python3 - "$TMP/b8/dataset.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1])); j["splits"]["train"] = {"samples": 0, "shards": []}; json.dump(j, open(sys.argv[1], "w"))
+PY
+run empty prep --verify "$TMP/b8"
+expect_error empty "split 'train' of $TMP/b8 is empty"
+
+copy_good b9; echo '{"format": "cnnscale-dataset", ' >"$TMP/b9/dataset.json"
+run json prep --verify "$TMP/b9"
+expect_error json "$TMP/b9/dataset.json is not valid JSON"
+
+mkdir -p "$TMP/half.tmp-1"
+run half prep --verify "$TMP/half"
+expect_error half "data directory $TMP/half does not exist"
+
+run badfmt prep --format csv --input "$TMP/idx" --output "$TMP/x6"
+expect_error badfmt "--format csv is not supported; use idx or hdf5"
+finish
