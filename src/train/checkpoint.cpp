@@ -106,8 +106,12 @@ std::string read_dataset(hid_t parent, const std::string& name, const std::vecto
   for (size_t i = 0; same && i < dims.size(); ++i) same = static_cast<int64_t>(dims[i]) == want[i];
   if (!same) {
     std::string got, exp;
-    for (auto x : dims) got += (got.empty() ? "" : "x") + std::to_string(x);
-    for (auto x : want) exp += (exp.empty() ? "" : "x") + std::to_string(x);
+    auto join = [](std::string& out, long long x) {
+      if (!out.empty()) out.push_back('x');
+      out.append(std::to_string(x));
+    };
+    for (auto x : dims) join(got, static_cast<long long>(x));
+    for (auto x : want) join(exp, static_cast<long long>(x));
     return "parameter '" + name + "' has shape " + got + " but the configured model needs " + exp;
   }
   if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
