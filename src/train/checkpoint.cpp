@@ -119,15 +119,6 @@ std::string read_dataset(hid_t parent, const std::string& name, const std::vecto
   return "";
 }
 
-void fsync_path(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) fail("cannot reopen checkpoint '", path, "' to flush it: ", std::strerror(errno));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) fail("cannot flush checkpoint '", path, "' to disk: ", std::strerror(err));
-}
-
 }  // namespace
 
 std::string checkpoint_file_name(int64_t step) {
@@ -154,12 +145,17 @@ std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& op
   if (ec) fail("cannot create checkpoint directory '", dir, "': ", ec.message(), "; choose a writable --run-dir");
   const std::string name = checkpoint_file_name(meta.step);
   const std::string final_path = dir + "/" + name;
-  const std::string tmp = final_path + ".tmp";
+  // The file is built in memory (HDF5 core driver, no backing store) and written with
+  // our own tmp + fsync + rename: a full disk or an unwritable directory is then a
+  // plain write error, never a half-closed HDF5 file.
+  std::vector<char> image;
   {
     Hdf5Lock lock(hdf5_mutex());  // the data reader thread uses HDF5 concurrently
     QuietHdf5 quiet;
-    H5Handle f(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-    if (f < 0) fail("cannot write checkpoint '", tmp, "': the directory is not writable or the disk is full");
+    H5Handle fapl(H5Pcreate(H5P_FILE_ACCESS));
+    H5Pset_fapl_core(fapl, 4 << 20, /*backing_store=*/0);
+    H5Handle f(H5Fcreate(final_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl));
+    if (f < 0) fail("cannot build checkpoint '", final_path, "' in memory (HDF5 core driver)");
     try {
       H5Handle g(H5Gcreate2(f, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
       const float* p = model.param_data();
@@ -183,27 +179,19 @@ std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& op
       write_attr_str(f, "optimizer", meta.optimizer);
       write_attr_str(f, "config_digest", meta.config_digest);
       if (H5Fflush(f, H5F_SCOPE_GLOBAL) < 0) throw std::runtime_error("flush");
+      const ssize_t size = H5Fget_file_image(f, nullptr, 0);
+      if (size <= 0) throw std::runtime_error("file image");
+      image.resize(static_cast<size_t>(size));
+      if (H5Fget_file_image(f, image.data(), image.size()) != size) throw std::runtime_error("file image");
     } catch (const std::exception& e) {
-      H5Fclose(f.id);
-      f.id = -1;
-      ::unlink(tmp.c_str());
-      fail("cannot write checkpoint '", tmp, "' (", e.what(),
-           "): the disk is full or the directory is not writable; the previous checkpoint is untouched");
+      fail("cannot build checkpoint '", final_path, "' in memory (", e.what(), ")");
     }
-    if (H5Fclose(f.id) < 0) {
-      f.id = -1;
-      ::unlink(tmp.c_str());
-      fail("cannot finish checkpoint '", tmp, "': the disk is full or the directory is not writable");
-    }
-    f.id = -1;
   }
-  fsync_path(tmp);
-  if (std::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    fail("cannot rename checkpoint into place '", final_path, "': ", std::strerror(err));
+  try {
+    write_file_atomic(final_path, image.data(), image.size());
+  } catch (const UserError& e) {
+    fail(e.what(), "; the disk is full or the directory is not writable, and the previous checkpoint is untouched");
   }
-  fsync_directory(dir);
   write_file_atomic(dir + "/latest", name + "\n");
   // Keep the newest `keep` step files.
   std::vector<std::string> steps;

@@ -22,12 +22,17 @@ void fsync_directory(const std::string& dir) {
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {
+  write_file_atomic(path, content.data(), content.size());
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t size) {
+  const char* bytes = static_cast<const char*>(data);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) fail("cannot write '", path, "': ", std::strerror(errno));
   size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+  while (done < size) {
+    ssize_t n = ::write(fd, bytes + done, size - done);
     if (n < 0) {
       int err = errno;
       ::close(fd);
