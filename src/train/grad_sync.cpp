@@ -26,7 +26,6 @@ GradSync::GradSync(Communicator& comm, float* grads, std::vector<Bucket> buckets
 }
 
 size_t GradSync::bytes_per_step() const {
-  if (comm_.size() == 1) return 0;
   size_t n = 0;
   for (const auto& b : buckets_) n += (b.end - b.begin) * sizeof(float);
   return n;

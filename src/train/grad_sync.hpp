@@ -34,6 +34,8 @@ class GradSync {
   // Starts the remaining buckets and waits for all; returns seconds spent waiting.
   double finish();
   const std::vector<Bucket>& buckets() const { return buckets_; }
+  // The allreduce payload per step (the whole gradient), also at one rank where it
+  // is not sent: the report's communication model scales it by the rank count.
   size_t bytes_per_step() const;
 
  private:
