@@ -17,6 +17,7 @@
 
 #include "comm/check.hpp"
 #include "comm/make_communicator.hpp"
+#include "comm/watchdog.hpp"
 #include "data/open_source.hpp"
 #include "launch/bootstrap.hpp"
 #include "nn/model.hpp"
@@ -50,7 +51,8 @@ struct EvalResult {
 };
 
 // Exact distributed evaluation: every test sample counted once, whatever the world size.
-EvalResult evaluate(Model& model, EvalSource& eval, int64_t max_batch, Batch& scratch, std::vector<float>& logits) {
+EvalResult evaluate(Model& model, EvalSource& eval, int64_t max_batch, Batch& scratch, std::vector<float>& logits,
+                    Watchdog& wd) {
   eval.rewind();
   double local[3] = {0, 0, 0};  // correct, samples, loss sum
   const int classes = model.classes();
@@ -72,7 +74,10 @@ EvalResult evaluate(Model& model, EvalSource& eval, int64_t max_batch, Batch& sc
     local[1] += static_cast<double>(n);
   }
   double global[3];
-  mpiCheck(MPI_Allreduce(local, global, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  {
+    Watchdog::Scope waiting(wd, "the evaluation allreduce");
+    mpiCheck(MPI_Allreduce(local, global, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  }
   EvalResult r;
   r.samples = static_cast<int64_t>(global[1]);
   if (r.samples != eval.samples())
@@ -122,7 +127,7 @@ std::string canonical_config(const TrainOptions& o, int64_t global_batch) {
 
 // Rank 0 writes; every rank learns the outcome, so a failed write ends all ranks alike.
 void save_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const CheckpointMeta& meta, int keep,
-                     int rank) {
+                     int rank, Watchdog& wd) {
   char message[512] = {0};
   if (rank == 0) {
     try {
@@ -132,7 +137,10 @@ void save_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const
       std::snprintf(message, sizeof(message), "%s", e.what());
     }
   }
-  mpiCheck(MPI_Bcast(message, sizeof(message), MPI_CHAR, 0, MPI_COMM_WORLD));
+  {
+    Watchdog::Scope waiting(wd, "the checkpoint broadcast");
+    mpiCheck(MPI_Bcast(message, sizeof(message), MPI_CHAR, 0, MPI_COMM_WORLD));
+  }
   if (message[0]) fail_collective(rank, message);
 }
 
@@ -227,6 +235,7 @@ int run_training(const TrainOptions& opt) {
   if (opt.log_every < 1) fail("--log-every must be at least 1");
   if (opt.checkpoint_every < 0) fail("--checkpoint-every must not be negative");
   if (opt.keep_checkpoints < 1) fail("--keep-checkpoints must be at least 1");
+  if (!(opt.collective_timeout > 0)) fail("--collective-timeout must be positive (seconds)");
   if (opt.on_nan != "stop" && opt.on_nan != "skip-step") fail("--on-nan ", opt.on_nan, " is not supported; use stop or skip-step");
   Backend requested = parse_backend(opt.backend);
   if (requested == Backend::nccl)
@@ -323,6 +332,9 @@ int run_training(const TrainOptions& opt) {
     return m;
   };
   install_stop_signal_handlers();
+  Watchdog wd;
+  if (world > 1 && !wd.start(MPI_COMM_WORLD, opt.collective_timeout, ctx.host))
+    log_warn("the MPI library gives less than MPI_THREAD_MULTIPLE, so the --collective-timeout watchdog is off");
 
   MetricsLog metrics;
   if (rank == 0) metrics.open(opt.run_dir);
@@ -360,6 +372,7 @@ int run_training(const TrainOptions& opt) {
   int64_t skipped_steps = 0, replica_checks = 0;
   for (int64_t step = first_step; step < total_steps; ++step) {
     StepTimes t;
+    wd.set_step(step);
     const auto t0 = Clock::now();
     train->next(batch);
     t.data = train->take_wait_seconds();
@@ -369,11 +382,17 @@ int run_training(const TrainOptions& opt) {
     const double loss_sum = model->forward_backward(batch.images.data(), batch.labels.data(), batch.count, sctx,
                                                     [&](size_t ready_end) { sync.on_ready(ready_end); });
     t.compute = seconds_since(t1);
-    t.comm_exposed = sync.finish();
+    {
+      Watchdog::Scope waiting(wd, "the gradient allreduce");
+      t.comm_exposed = sync.finish();
+    }
     const auto t3 = Clock::now();
     // One small allreduce per step: did any rank get a stop signal or a non-finite loss?
     int control[2] = {stop_signal_received() ? 1 : 0, std::isfinite(loss_sum) ? 0 : 1}, agreed[2];
-    mpiCheck(MPI_Allreduce(control, agreed, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    {
+      Watchdog::Scope waiting(wd, "the step agreement allreduce");
+      mpiCheck(MPI_Allreduce(control, agreed, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    }
     const double lr = schedule.at(step);
     if (agreed[1]) {
       if (opt.on_nan == "stop")
@@ -408,7 +427,10 @@ int run_training(const TrainOptions& opt) {
     const bool epoch_end = (step + 1) % steps_per_epoch == 0 || step + 1 == total_steps;
     if ((step + 1) % opt.log_every == 0 || epoch_end) {
       double local[2] = {loss_since_log, static_cast<double>(samples_since_log)}, global[2];
-      mpiCheck(MPI_Allreduce(local, global, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+      {
+        Watchdog::Scope waiting(wd, "the loss allreduce");
+        mpiCheck(MPI_Allreduce(local, global, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+      }
       last_loss = global[1] > 0 ? global[0] / global[1] : NAN;
       if (!std::isfinite(last_loss))
         fail_collective(rank, "training loss became ", last_loss, " at step ", step + 1,
@@ -432,7 +454,7 @@ int run_training(const TrainOptions& opt) {
       samples_since_log = 0;
     }
     if (epoch_end && eval) {
-      last_eval = evaluate(*model, *eval, opt.batch_size, eval_batch, logits);
+      last_eval = evaluate(*model, *eval, opt.batch_size, eval_batch, logits, wd);
       evaluated = true;
       const double elapsed = seconds_since(start);
       char line[160];
@@ -454,7 +476,7 @@ int run_training(const TrainOptions& opt) {
         next_in_epoch = 0;
       }
       save_checkpoint(ckpt_dir, *model, *optimizer, make_meta(step + 1, next_epoch, next_in_epoch),
-                      opt.keep_checkpoints, rank);
+                      opt.keep_checkpoints, rank, wd);
     }
     if (agreed[0]) {
       log_info("stop signal received: checkpointed at step " + std::to_string(step + 1) +

@@ -1,0 +1,157 @@
+// watchdog.cpp — see watchdog.hpp.
+#include "comm/watchdog.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "util/error.hpp"
+
+namespace cnnscale {
+namespace {
+constexpr int kTagBeat = 71, kTagBye = 72;
+}
+
+Watchdog::~Watchdog() { stop(); }
+
+bool Watchdog::start(MPI_Comm world, double timeout_s, const std::string& host) {
+  int level = 0, size = 1;
+  MPI_Query_thread(&level);
+  MPI_Comm_size(world, &size);
+  if (level < MPI_THREAD_MULTIPLE || size < 2 || timeout_s <= 0) return false;
+  MPI_Comm_dup(world, &comm_);
+  MPI_Comm_rank(comm_, &rank_);
+  size_ = size;
+  timeout_ = timeout_s;
+  interval_ = std::clamp(timeout_s / 10.0, 0.05, 1.0);
+  char name[64] = {0};
+  std::snprintf(name, sizeof(name), "%s", host.c_str());
+  std::vector<char> all(64 * static_cast<size_t>(size_));
+  MPI_Allgather(name, 64, MPI_CHAR, all.data(), 64, MPI_CHAR, comm_);
+  for (int r = 0; r < size_; ++r) hosts_.emplace_back(&all[64 * static_cast<size_t>(r)]);
+  const double now = MPI_Wtime();
+  last_heard_.assign(rank_ == 0 ? static_cast<size_t>(size_) : 1, now);
+  last_step_.assign(static_cast<size_t>(size_), 0);
+  thread_ = std::thread([this] { run(); });
+  return true;
+}
+
+void Watchdog::stop() {
+  if (!thread_.joinable()) return;
+  stopping_ = true;
+  thread_.join();
+  MPI_Comm_free(&comm_);
+}
+
+void Watchdog::enter(const char* what) {
+  if (!thread_.joinable()) return;
+  what_.store(what);
+  entered_at_.store(MPI_Wtime());
+}
+
+void Watchdog::leave() { entered_at_.store(-1); }
+
+void Watchdog::run() {
+  int64_t msg[2];
+  int byes = 0;
+  const double stop_deadline_span = 2.0;
+  double stop_deadline = -1;
+  while (true) {
+    const double now = MPI_Wtime();
+    if (stopping_ && stop_deadline < 0) {
+      stop_deadline = now + stop_deadline_span;
+      if (rank_ != 0) {  // say goodbye so rank 0 stops listening; then we are done
+        int64_t bye[2] = {-1, -1};
+        MPI_Send(bye, 2, MPI_INT64_T, 0, kTagBye, comm_);
+      }
+    }
+    // Heartbeats out: every rank to rank 0, rank 0 to every rank.
+    if (!stopping_) {
+      int64_t beat[2] = {step_.load(std::memory_order_relaxed), 0};
+      if (rank_ == 0) {
+        for (int r = 1; r < size_; ++r) {
+          MPI_Request req;
+          MPI_Isend(beat, 2, MPI_INT64_T, r, kTagBeat, comm_, &req);
+          MPI_Request_free(&req);
+        }
+      } else {
+        MPI_Request req;
+        MPI_Isend(beat, 2, MPI_INT64_T, 0, kTagBeat, comm_, &req);
+        MPI_Request_free(&req);
+      }
+    }
+    // Heartbeats in: drain everything that arrived.
+    for (;;) {
+      int flag = 0;
+      MPI_Status st;
+      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &st);
+      if (!flag) break;
+      MPI_Recv(msg, 2, MPI_INT64_T, st.MPI_SOURCE, st.MPI_TAG, comm_, MPI_STATUS_IGNORE);
+      if (st.MPI_TAG == kTagBye) {
+        ++byes;
+        continue;
+      }
+      const size_t idx = rank_ == 0 ? static_cast<size_t>(st.MPI_SOURCE) : 0;
+      last_heard_[idx] = MPI_Wtime();
+      last_step_[static_cast<size_t>(st.MPI_SOURCE)] = msg[0];
+    }
+    if (stopping_) {
+      // Non-root ranks leave after their goodbye; rank 0 drains until all said it
+      // (so no heartbeat is left unmatched at MPI_Finalize) or the deadline passes.
+      if (rank_ != 0 || byes >= size_ - 1 || MPI_Wtime() > stop_deadline) return;
+    } else {
+      const double since = entered_at_.load();
+      if (since >= 0 && MPI_Wtime() - since > timeout_) {
+        // Non-root ranks defer to rank 0 while it is alive (it can name the culprit),
+        // for one extra timeout at most.
+        const bool root_alive = rank_ != 0 && MPI_Wtime() - last_heard_[0] < timeout_ / 2;
+        if (rank_ == 0 || !root_alive || MPI_Wtime() - since > 2 * timeout_) fire(MPI_Wtime() - since);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(interval_));
+  }
+}
+
+void Watchdog::fire(double waited) {
+  const double now = MPI_Wtime();
+  char head[256];
+  std::snprintf(head, sizeof(head), "rank %d on %s waited %.0f s in %s at step %lld (--collective-timeout %.0f): ",
+                rank_, hosts_[static_cast<size_t>(rank_)].c_str(), waited, what_.load(),
+                static_cast<long long>(step_.load()), timeout_);
+  std::string msg = head;
+  if (rank_ == 0) {
+    std::string silent, lagging;
+    auto add = [](std::string& list, const std::string& item) {
+      if (!list.empty()) list.append(", ");
+      list.append(item);
+    };
+    int64_t newest = step_.load();
+    for (int r = 1; r < size_; ++r) newest = std::max(newest, last_step_[static_cast<size_t>(r)]);
+    for (int r = 1; r < size_; ++r) {
+      const std::string who = "rank " + std::to_string(r) + " on " + hosts_[static_cast<size_t>(r)];
+      if (now - last_heard_[static_cast<size_t>(r)] > timeout_ / 2)
+        add(silent, who + " (no heartbeat for " +
+                        std::to_string(static_cast<long long>(now - last_heard_[static_cast<size_t>(r)])) + " s)");
+      else if (last_step_[static_cast<size_t>(r)] < newest)
+        add(lagging, who + " (at step " + std::to_string(static_cast<long long>(last_step_[static_cast<size_t>(r)])) +
+                         ")");
+    }
+    if (!silent.empty())
+      msg += silent + " went silent (process stopped or killed, or its node lost). Stopping the job";
+    else if (!lagging.empty())
+      msg += lagging + " is alive but has not reached this step (stuck outside communication: input, compute, "
+                       "or a deadlock). Stopping the job";
+    else
+      msg += "every rank is alive and at the same step, so the collective itself is stuck (network or MPI "
+             "problem). Stopping the job";
+  } else {
+    msg += "rank 0 on " + hosts_[0] + " went silent (no heartbeat for " +
+           std::to_string(static_cast<long long>(now - last_heard_[0])) + " s). Stopping the job";
+  }
+  print_error(msg);
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::_Exit(3);
+}
+
+}  // namespace cnnscale

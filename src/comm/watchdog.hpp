@@ -1,0 +1,67 @@
+// watchdog.hpp — no silent hangs: a background thread per rank that notices when the
+// training thread has been blocked in a collective for longer than the timeout, and
+// names the rank that went silent.
+//
+// Every rank's thread sends a heartbeat (its current step) to rank 0 every interval
+// on a private communicator; rank 0's thread sends one back to everyone. When a rank
+// has waited in a collective for `timeout` seconds:
+//   - rank 0 names the ranks it has not heard from for half the timeout (stopped,
+//     killed, node lost), or, if all are alive, the ranks whose step lags (stuck
+//     outside communication: I/O, compute, a deadlock);
+//   - another rank defers to rank 0 while rank 0's heartbeats arrive, and names rank 0
+//     if they stopped;
+// then prints "cnnscale: error: ..." and ends the job with MPI_Abort (status 3).
+// Needs MPI_THREAD_MULTIPLE; without it, Watchdog::start() returns false.
+#pragma once
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace cnnscale {
+
+class Watchdog {
+ public:
+  Watchdog() = default;
+  ~Watchdog();
+  // Collective over world. Returns false (and does nothing) when the MPI thread level
+  // is below MPI_THREAD_MULTIPLE or the world has one rank.
+  bool start(MPI_Comm world, double timeout_s, const std::string& host);
+  void stop();  // collective; also done by the destructor
+  void set_step(int64_t step) { step_.store(step, std::memory_order_relaxed); }
+
+  // Marks the training thread as blocked in a collective (RAII).
+  class Scope {
+   public:
+    Scope(Watchdog& w, const char* what) : w_(w) { w_.enter(what); }
+    ~Scope() { w_.leave(); }
+
+   private:
+    Watchdog& w_;
+  };
+
+  void enter(const char* what);
+  void leave();
+
+ private:
+  void run();
+  [[noreturn]] void fire(double waited);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  double timeout_ = 300, interval_ = 1;
+  std::vector<std::string> hosts_;
+  std::vector<double> last_heard_;      // rank 0: per rank; others: [0] = rank 0
+  std::vector<int64_t> last_step_;
+  std::atomic<int64_t> step_{0};
+  std::atomic<double> entered_at_{-1};  // MPI_Wtime when the current wait began, -1 = not waiting
+  std::atomic<const char*> what_{""};
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace cnnscale
