@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# `cnnscale train` as a user meets it: option and config errors, --config merging,
+# run.json and metrics.jsonl as SPEC fixes them, exact evaluation on 3 ranks.
+set -u
+source "$CNNSCALE_SOURCE/tests/lib.sh"
+M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
+SMALL="conv(4,3) relu maxpool(2) flatten linear(10)"
+
+"$CNNSCALE" train --synthetic --bogus >"$TMP/e1" 2>&1
+expect_eq "unknown option exit status" 2 "$?"
+expect_grep "unknown option named" "cnnscale: error: train: unrecognised option '--bogus'" "$TMP/e1"
+"$CNNSCALE" train --synthetic --batch-size lots >"$TMP/e2" 2>&1
+expect_eq "bad value exit status" 2 "$?"
+expect_grep "bad value named" "cnnscale: error: train: .*batch-size.*invalid" "$TMP/e2"
+"$CNNSCALE" train >"$TMP/e3" 2>&1
+expect_eq "no input exit status" 2 "$?"
+expect_grep "no input explained" 'cnnscale: error: no input: give --data DIR .* or --synthetic' "$TMP/e3"
+"$CNNSCALE" train --synthetic --precision fp16 >"$TMP/e4" 2>&1
+expect_grep "bad precision" 'cnnscale: error: --precision fp16 is not supported; use fp32 or bf16' "$TMP/e4"
+"$CNNSCALE" train --synthetic --model "conv(8,3) relu linear(10" >"$TMP/e5" 2>&1
+expect_eq "bad model spec exit status" 2 "$?"
+expect_grep "bad model spec shows where" 'cnnscale: error: .*(column|position)' "$TMP/e5"
+"$CNNSCALE" train --data "$TMP/nowhere" >"$TMP/e6" 2>&1
+expect_eq "missing data dir exit status" 2 "$?"
+expect_grep "missing data dir named" "cnnscale: error: .*$TMP/nowhere" "$TMP/e6"
+"$CNNSCALE" train --synthetic --lr-scaling cubic >"$TMP/e7" 2>&1
+expect_grep "bad lr scaling" 'cnnscale: error: --lr-scaling cubic is not supported' "$TMP/e7"
+
+# --config: INI keys are the long options; the command line wins; unknown keys are errors.
+cat >"$TMP/ok.ini" <<INI
+# a comment
+synthetic = true
+model = $SMALL
+max-steps = 5
+batch-size = 8
+lr = 0.1
+log-every = 1
+INI
+"$CNNSCALE" train --config "$TMP/ok.ini" --max-steps 3 --run-dir "$TMP/cfg" >"$TMP/cfg.out" 2>&1
+expect_eq "config run exit status" 0 "$?"
+python3 - "$TMP/cfg/run.json" <<'PY' >"$TMP/cfg.txt" 2>&1
+import json, sys
+j = json.load(open(sys.argv[1]))
+print("steps", j["steps"], "batch", j["batch_per_rank"], "lr", j["lr"]["base"])
+PY
+expect_grep "config values used, command line wins" '^steps 3 batch 8 lr 0.1$' "$TMP/cfg.txt"
+printf 'synthetic = true\nlearning-rate = 3\n' >"$TMP/bad.ini"
+"$CNNSCALE" train --config "$TMP/bad.ini" >"$TMP/e8" 2>&1
+expect_eq "unknown config key exit status" 2 "$?"
+expect_grep "unknown config key named with the file" "cnnscale: error: in --config file '$TMP/bad.ini': .*learning-rate" "$TMP/e8"
+"$CNNSCALE" train --config "$TMP/none.ini" >"$TMP/e9" 2>&1
+expect_grep "missing config file" "cnnscale: error: cannot read --config file '$TMP/none.ini'" "$TMP/e9"
+
+# Real data on 3 ranks (10000 test samples do not split evenly): exact evaluation,
+# run.json with every SPEC field, metrics.jsonl one JSON object per line.
+"$CNNSCALE" prep --format idx --input /usr/share/datasets/fashion-mnist --output "$TMP/fm" --shards 3 --test-shards 2 >"$TMP/prep.out" 2>&1
+expect_eq "prep exit status" 0 "$?"
+timeout 300 $M -n 3 "$CNNSCALE" train --data "$TMP/fm" --model "$SMALL" --batch-size 16 --max-steps 4 --log-every 2 \
+  --run-dir "$TMP/run3" >"$TMP/run3.out" 2>&1
+expect_eq "3-rank run exit status" 0 "$?"
+expect_grep "progress line" '^epoch 1/1 step 2/4 loss [0-9.]+ lr [0-9.e-]+ [0-9]+ img/s ETA [0-9:]+$' "$TMP/run3.out"
+expect_grep "every test sample once on 3 ranks" 'test accuracy 0\.[0-9]+ loss [0-9.]+ \(10000 samples\)' "$TMP/run3.out"
+python3 - "$TMP/run3" <<'PY' >"$TMP/fields.txt" 2>&1
+import json, sys
+d = sys.argv[1]
+j = json.load(open(d + "/run.json"))
+need = ["world_size", "nodes", "ranks_per_node", "backend", "device", "model", "precision", "batch_per_rank",
+        "global_batch", "steps", "images_per_s", "step_ms", "breakdown_ms", "train_loss", "test_accuracy"]
+missing = [k for k in need if k not in j]
+missing += ["step_ms." + k for k in ("median", "p10", "p90") if k not in j["step_ms"]]
+missing += ["breakdown_ms." + k for k in ("data", "compute", "comm_exposed", "optimizer") if k not in j["breakdown_ms"]]
+print("missing", missing)
+print("world", j["world_size"], "global", j["global_batch"], "steps", j["steps"], "acc_is_number", isinstance(j["test_accuracy"], float))
+lines = [json.loads(l) for l in open(d + "/metrics.jsonl")]
+steps = [l["step"] for l in lines if "event" not in l]
+print("metric steps", steps, "eval events", sum(1 for l in lines if l.get("event") == "eval"))
+PY
+expect_grep "run.json has every SPEC field" '^missing \[\]$' "$TMP/fields.txt"
+expect_grep "run.json values" '^world 3 global 48 steps 4 acc_is_number True$' "$TMP/fields.txt"
+expect_grep "metrics.jsonl: one object per logged step, one eval" '^metric steps \[2, 4\] eval events 1$' "$TMP/fields.txt"
+finish
