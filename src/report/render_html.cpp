@@ -29,7 +29,8 @@ std::string throughput_chart(const GroupAnalysis& ga) {
   LineChart c;
   c.title = "Throughput vs ranks";
   c.x_label = "ranks (log2 scale)";
-  c.y_label = "throughput (images/s)";
+  c.y_label = "throughput (images/s, log scale)";
+  c.log_y = true;
   const auto& base = ga.rows.front();
   Series measured{"measured (median)", "#1f77b4", {}, false, true};
   Series ideal{"ideal (linear)", "#7f7f7f", {}, true, false};
@@ -40,21 +41,9 @@ std::string throughput_chart(const GroupAnalysis& ga) {
   for (const auto& p : ga.projections) xs.push_back(p.ranks);
   if (ga.fit)
     for (double x : xs) model.points.push_back({x, ga.fit->model.images_per_s(x)});
-  // The y axis follows the data; the ideal line stops where it leaves the chart.
-  double ymax = 0;
-  for (const auto* s : {&measured, &model})
-    for (const auto& pt : s->points) ymax = std::max(ymax, pt.second);
-  ymax *= 1.15;
+  // Log y axis: ideal linear scaling is a straight line across all counts.
   const double per_rank = base.images_per_s / base.ranks;
-  for (double x : xs) {
-    if (per_rank * x <= ymax) {
-      ideal.points.push_back({x, per_rank * x});
-    } else {
-      ideal.points.push_back({ymax / per_rank, ymax});
-      break;
-    }
-  }
-  c.y_max = ymax;
+  for (double x : xs) ideal.points.push_back({x, per_rank * x});
   c.series = {ideal, measured};
   if (ga.fit) c.series.push_back(model);
   return render_svg(c);
@@ -88,7 +77,7 @@ std::string breakdown_chart(const GroupAnalysis& ga) {
   StackedBarChart c;
   c.title = "Where the step time goes";
   c.x_label = "ranks";
-  c.y_label = "median time per step (ms)";
+  c.y_label = "mean time per step (ms)";
   BarStack data{"data", "#2ca02c", {}}, compute{"compute", "#1f77b4", {}}, comm{"comm (exposed)", "#d62728", {}},
       opt{"optimizer", "#9467bd", {}}, other{"other", "#bcbd22", {}};
   for (const auto& r : ga.rows) {
@@ -97,7 +86,7 @@ std::string breakdown_chart(const GroupAnalysis& ga) {
     compute.values.push_back(r.breakdown.compute);
     comm.values.push_back(r.breakdown.comm_exposed);
     opt.values.push_back(r.breakdown.optimizer);
-    other.values.push_back(std::max(0.0, r.step_ms - r.breakdown.sum()));
+    other.values.push_back(std::max(0.0, r.step_mean_ms - r.breakdown.sum()));
   }
   c.stacks = {data, compute, comm, opt, other};
   return render_svg(c);
@@ -129,7 +118,7 @@ std::string render_html(const Report& rep) {
        << breakdown_chart(ga) << "</div>\n";
     os << "<h3>Measured</h3>\n";
     table(os, measured_table(ga));
-    os << "<h3>Where the time goes (median ms per step)</h3>\n";
+    os << "<h3>Where the time goes (mean ms per step)</h3>\n";
     table(os, breakdown_table(ga));
     if (ga.fit) {
       os << "<h3>Model</h3>\n";

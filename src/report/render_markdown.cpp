@@ -61,7 +61,7 @@ std::string render_markdown(const Report& rep) {
     if (!ga.group.notes.empty()) os << "\n";
     os << "### Measured\n\n";
     table(os, measured_table(ga));
-    os << "### Where the time goes (median ms per step)\n\n";
+    os << "### Where the time goes (mean ms per step)\n\n";
     table(os, breakdown_table(ga));
     if (ga.fit) {
       os << "### Model\n\n";

@@ -113,6 +113,7 @@ RunRecord parse_run(const json& doc, const std::string& file) {
   r.step_ms_median = f.positive(step, "step_ms", "median");
   r.step_ms_p10 = f.positive(step, "step_ms", "p10");
   r.step_ms_p90 = f.positive(step, "step_ms", "p90");
+  r.step_ms_mean = f.optional(step, "mean");
   const json& bd = f.at(doc, "", "breakdown_ms");
   r.breakdown.data = f.nonnegative(bd, "breakdown_ms", "data");
   r.breakdown.compute = f.nonnegative(bd, "breakdown_ms", "compute");

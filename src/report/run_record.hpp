@@ -42,6 +42,7 @@ struct RunRecord {
   double images_per_s = 0;
   std::optional<double> images_per_s_p10, images_per_s_p90;
   double step_ms_median = 0, step_ms_p10 = 0, step_ms_p90 = 0;
+  std::optional<double> step_ms_mean;  // optional; the breakdown's components are means
   StepBreakdown breakdown;
   std::optional<double> train_loss;
   std::optional<double> test_accuracy;

@@ -49,6 +49,7 @@ std::vector<ScalingRow> scaling_rows(const RunGroup& g) {
     row.efficiency = row.speedup / q;
     if (q > 1) row.karp_flatt = karp_flatt(row.speedup, q);
     row.step_ms = r.step_ms_median;
+    row.step_mean_ms = r.step_ms_mean.value_or(r.step_ms_median);
     row.breakdown = r.breakdown;
     row.test_accuracy = r.test_accuracy;
     rows.push_back(row);

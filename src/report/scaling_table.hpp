@@ -26,6 +26,7 @@ struct ScalingRow {
   double efficiency = 1;
   std::optional<double> karp_flatt;
   double step_ms = 0;
+  double step_mean_ms = 0;  // run.json step_ms.mean when given, else the median
   StepBreakdown breakdown;
   std::optional<double> test_accuracy;
   std::optional<double> time_to_target_s;  // when the run reached the target accuracy

@@ -87,11 +87,37 @@ std::string render_svg(const LineChart& c) {
   // log2 x axis with a little padding on both sides.
   const double lx0 = std::log2(xmin) - 0.25, lx1 = std::log2(std::max(xmax, xmin * 2)) + 0.25;
   auto px = [&](double x) { return L + (std::log2(x) - lx0) / (lx1 - lx0) * PW; };
-  auto py = [&](double y) { return T + PH - std::clamp(y, 0.0, top) / top * PH; };
+  // log10 y: from the decade below the smallest positive value to the decade above the largest.
+  double ymin_pos = ymax;
+  for (const auto& s : c.series)
+    for (const auto& pt : s.points)
+      if (pt.second > 0 && std::isfinite(pt.second)) ymin_pos = std::min(ymin_pos, pt.second);
+  const double ly0 = std::floor(std::log10(ymin_pos > 0 ? ymin_pos : 1)),
+               ly1 = std::max(ly0 + 1, std::ceil(std::log10(ymax > 0 ? ymax : 10)));
+  auto py = [&](double y) {
+    if (c.log_y) return T + PH - (std::log10(std::max(y, std::pow(10.0, ly0))) - ly0) / (ly1 - ly0) * PH;
+    return T + PH - std::clamp(y, 0.0, top) / top * PH;
+  };
 
   std::ostringstream os;
   header(os, c.title, c.x_label, c.y_label);
-  y_axis(os, top, step);
+  if (c.log_y) {
+    for (int k = static_cast<int>(ly0); k <= static_cast<int>(ly1); ++k)
+      for (double m : {1.0, 2.0, 5.0}) {
+        const double y = m * std::pow(10.0, k);
+        if (y > std::pow(10.0, ly1) * 1.0001) break;
+        os << "<line x1=\"" << n(L) << "\" y1=\"" << n(py(y)) << "\" x2=\"" << n(L + PW) << "\" y2=\"" << n(py(y))
+           << "\" stroke=\"" << (m == 1.0 ? "#d0d0d0" : "#eeeeee") << "\"/>\n";
+        os << "<text x=\"" << n(L - 6) << "\" y=\"" << n(py(y) + 4) << "\" text-anchor=\"end\">" << fmt_num(y, 3)
+           << "</text>\n";
+      }
+    os << "<line x1=\"" << n(L) << "\" y1=\"" << n(T) << "\" x2=\"" << n(L) << "\" y2=\"" << n(T + PH)
+       << "\" stroke=\"black\"/>\n";
+    os << "<line x1=\"" << n(L) << "\" y1=\"" << n(T + PH) << "\" x2=\"" << n(L + PW) << "\" y2=\"" << n(T + PH)
+       << "\" stroke=\"black\"/>\n";
+  } else {
+    y_axis(os, top, step);
+  }
   for (int k = static_cast<int>(std::ceil(lx0)); k <= static_cast<int>(std::floor(lx1)); ++k) {
     const double x = std::pow(2.0, k);
     os << "<line x1=\"" << n(px(x)) << "\" y1=\"" << n(T + PH) << "\" x2=\"" << n(px(x)) << "\" y2=\"" << n(T + PH + 5)
