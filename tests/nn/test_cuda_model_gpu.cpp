@@ -98,9 +98,10 @@ void compare(const std::string& spec, const SampleShape& shape, int classes, int
     gpu->download_grads(gg.data());
     std::copy(cpu->grad_data(), cpu->grad_data() + P, cg.begin());
     expect_close_per_param(*cpu, gg, cg, "gradient");
-    for (const auto& p : cpu->params())
-      if (!p.trainable)
-        for (size_t i = 0; i < p.numel; ++i) ASSERT_EQ(gg[p.offset + i], 0.f) << p.name << " has a gradient";
+    for (const auto& p : cpu->params()) {
+      if (p.trainable) continue;
+      for (size_t i = 0; i < p.numel; ++i) ASSERT_EQ(gg[p.offset + i], 0.f) << p.name << " has a gradient";
+    }
     gpu->download_params(gp.data());
     std::vector<float> cp(cpu->param_data(), cpu->param_data() + P);
     expect_close_per_param(*cpu, gp, cp, "parameter (after forward)");
