@@ -2,11 +2,15 @@
 include(GoogleTest)
 set(CNNSCALE_MPIEXEC ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --bind-to none)
 
-# cnnscale_gtest(name SOURCES ... LIBS ... [MPI_MAIN]) builds a GoogleTest executable.
+# cnnscale_gtest(name SOURCES ... LIBS ... [MPI_MAIN|GPU_MAIN]) builds a GoogleTest executable.
+# GPU_MAIN: a main that exits 77 when every test skipped (tests/common/gpu_gtest_main.cpp).
 function(cnnscale_gtest name)
-  cmake_parse_arguments(A "MPI_MAIN" "" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(A "MPI_MAIN;GPU_MAIN" "" "SOURCES;LIBS" ${ARGN})
   if(A_MPI_MAIN)
     add_executable(${name} ${A_SOURCES} ${PROJECT_SOURCE_DIR}/tests/common/mpi_gtest_main.cpp)
+    target_link_libraries(${name} PRIVATE GTest::gtest ${A_LIBS})
+  elseif(A_GPU_MAIN)
+    add_executable(${name} ${A_SOURCES} ${PROJECT_SOURCE_DIR}/tests/common/gpu_gtest_main.cpp)
     target_link_libraries(${name} PRIVATE GTest::gtest ${A_LIBS})
   else()
     add_executable(${name} ${A_SOURCES})
@@ -38,7 +42,7 @@ endfunction()
 function(cnnscale_gpu_test name)
   cmake_parse_arguments(A "" "" "SOURCES;LIBS;RANKS" ${ARGN})
   if(NOT A_RANKS)
-    cnnscale_gtest(${name} SOURCES ${A_SOURCES} LIBS ${A_LIBS})
+    cnnscale_gtest(${name} GPU_MAIN SOURCES ${A_SOURCES} LIBS ${A_LIBS})
     add_test(NAME ${name} COMMAND ${name})
     set_tests_properties(${name} PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77)
   else()

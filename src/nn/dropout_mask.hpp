@@ -11,7 +11,7 @@
 namespace cnnscale::nn {
 
 // Per-sample key: everything but the element index.
-inline uint64_t dropout_sample_key(uint64_t seed, int64_t step, int layer, int64_t sample_id) {
+CNNSCALE_HD inline uint64_t dropout_sample_key(uint64_t seed, int64_t step, int layer, int64_t sample_id) {
   uint64_t h = hash_combine(mix64(seed ^ 0x64726F706F7574ull), static_cast<uint64_t>(step));
   h = hash_combine(h, static_cast<uint64_t>(layer));
   return hash_combine(h, static_cast<uint64_t>(sample_id));
@@ -22,12 +22,12 @@ inline uint64_t dropout_sample_key(uint64_t seed, int64_t step, int layer, int64
 inline uint64_t dropout_threshold(double p) { return static_cast<uint64_t>(std::llround(p * 4294967296.0)); }
 
 // 32-bit uniform of element `index` of the sample with key `key`.
-inline uint32_t dropout_uniform(uint64_t key, int64_t index) {
+CNNSCALE_HD inline uint32_t dropout_uniform(uint64_t key, int64_t index) {
   const uint64_t h = mix64(key + kGolden * static_cast<uint64_t>((index >> 1) + 1));
   return (index & 1) ? static_cast<uint32_t>(h) : static_cast<uint32_t>(h >> 32);
 }
 
-inline bool dropout_keep(uint64_t key, int64_t index, uint64_t threshold) {
+CNNSCALE_HD inline bool dropout_keep(uint64_t key, int64_t index, uint64_t threshold) {
   return dropout_uniform(key, index) >= threshold;
 }
 

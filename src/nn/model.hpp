@@ -72,6 +72,10 @@ class Model {
   // Re-initialises parameters as PyTorch does by default (Kaiming-uniform(a=√5)
   // weights, uniform(±1/√fan_in) biases; bn weight 1, bias 0), from seed.
   virtual void init_params(uint64_t seed) = 0;
+
+  // True when param_data()/grad_data() are CUDA device pointers (the GPU model,
+  // nn/cuda_model.hpp); the CPU model's buffers are host memory.
+  virtual bool on_device() const { return false; }
 };
 
 // Builds a model from a built-in name (mnist_cnn, lenet5, resnet20) or a one-line spec

@@ -6,19 +6,27 @@
 #include <cstdint>
 #include <string_view>
 
+// Functions marked CNNSCALE_HD are also compiled for the device (dropout masks are
+// generated on the GPU with the very same hash as on the CPU).
+#ifdef __CUDACC__
+#define CNNSCALE_HD __host__ __device__
+#else
+#define CNNSCALE_HD
+#endif
+
 namespace cnnscale::nn {
 
 constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
 
 // The splitmix64 finaliser: a bijective 64-bit mix with good avalanche.
-inline uint64_t mix64(uint64_t z) {
+CNNSCALE_HD inline uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
 
 // Hash of an ordered tuple of integers (counter-based: no state, no stream).
-inline uint64_t hash_combine(uint64_t h, uint64_t v) { return mix64(h + kGolden + mix64(v)); }
+CNNSCALE_HD inline uint64_t hash_combine(uint64_t h, uint64_t v) { return mix64(h + kGolden + mix64(v)); }
 
 // FNV-1a of a string (used to give each parameter its own init stream).
 inline uint64_t hash_string(std::string_view s) {

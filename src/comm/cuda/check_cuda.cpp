@@ -1,4 +1,4 @@
-// check_cuda.cpp — cudaCheck / ncclCheck bodies (see check.hpp).
+// check_cuda.cpp — cudaCheck / ncclCheck / cudnnCheck / cublasCheck bodies (see check.hpp).
 #include <cstdio>
 
 #include "comm/check.hpp"
@@ -19,6 +19,22 @@ void nccl_check(ncclResult_t rc, const char* call, const char* file, int line) {
   char where[512];
   std::snprintf(where, sizeof(where), "%s failed at %s:%d on rank %d: %s", call, file, line, log_rank(),
                 ncclGetErrorString(rc));
+  abort_job(where);
+}
+
+void cudnn_check(cudnnStatus_t rc, const char* call, const char* file, int line) {
+  if (rc == CUDNN_STATUS_SUCCESS) return;
+  char where[512];
+  std::snprintf(where, sizeof(where), "%s failed at %s:%d on rank %d: %s", call, file, line, log_rank(),
+                cudnnGetErrorString(rc));
+  abort_job(where);
+}
+
+void cublas_check(cublasStatus_t rc, const char* call, const char* file, int line) {
+  if (rc == CUBLAS_STATUS_SUCCESS) return;
+  char where[512];
+  std::snprintf(where, sizeof(where), "%s failed at %s:%d on rank %d: %s", call, file, line, log_rank(),
+                cublasGetStatusString(rc));
   abort_job(where);
 }
 

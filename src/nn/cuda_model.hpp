@@ -1,0 +1,51 @@
+// cuda_model.hpp — the GPU model: the same Graph as the CPU model (nn/graph.hpp),
+// run with cuDNN (conv, pooling, ReLU, batch-norm), cuBLAS (linear, residual add) and
+// a few small CUDA kernels (softmax cross-entropy, dropout, a counter). Usable from
+// non-CUDA code: no CUDA header is included; streams travel as void*.
+//
+// Contract (in addition to model.hpp):
+// - param_data() / grad_data() are DEVICE pointers (on_device() is true); use
+//   download_params / upload_params for host copies (checkpoints, comparisons).
+// - forward_backward / forward_eval take HOST images, labels and sample ids; they are
+//   copied through a pinned staging buffer on the model's stream.
+// - All work is enqueued on the model's stream (stream()). forward_backward returns
+//   once the loss is known (after the forward pass); backward may still be running.
+// - GradReadyFn(ready_end) is called on the host right AFTER the gradients below
+//   ready_end have been ENQUEUED, not finished. Before another stream reads them (the
+//   NCCL communicator's), call order_before(that_stream) from the callback: it records
+//   an event on the model's stream and makes that stream wait for it (no host wait).
+// - Work enqueued on the model's stream by others (the CUDA optimizer built with
+//   stream()) is ordered with the model's own work. A reader on another stream after
+//   step end must call order_before or synchronize().
+// - fp32 only, without TF32 (cuDNN CUDNN_FMA_MATH, cuBLAS CUBLAS_DEFAULT_MATH), so that
+//   results agree with the CPU model to fp32 rounding. bf16 is a UserError for now.
+// - Parameters are initialised on the host by the CPU model's init (bit-identical to
+//   make_model for the same seed) and uploaded.
+#pragma once
+#ifdef CNNSCALE_HAVE_CUDA
+#include <memory>
+#include <string>
+
+#include "nn/model.hpp"
+
+namespace cnnscale {
+
+class DeviceModel : public Model {
+ public:
+  bool on_device() const override { return true; }
+  virtual int device() const = 0;
+  virtual void* stream() const = 0;               // the model's cudaStream_t
+  virtual void order_before(void* other_stream) = 0;  // other_stream waits for work enqueued so far
+  virtual void synchronize() = 0;                  // host waits for the model's stream
+  virtual void download_params(float* host) = 0;   // param_count() floats; synchronous
+  virtual void upload_params(const float* host) = 0;
+  virtual void download_grads(float* host) = 0;
+};
+
+// Builds the GPU model on CUDA device `device` (built-in name or spec, as make_model;
+// same UserErrors). Throws UserError when the device cannot be used.
+std::unique_ptr<DeviceModel> make_cuda_model(const std::string& name_or_spec, const SampleShape& input, int classes,
+                                             int device);
+
+}  // namespace cnnscale
+#endif

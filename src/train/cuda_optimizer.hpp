@@ -1,0 +1,30 @@
+// cuda_optimizer.hpp — the optimisers of optimizer.hpp (same options, same PyTorch
+// semantics, same state names) updating DEVICE flat buffers with CUDA kernels, on a
+// given stream (pass DeviceModel::stream(): the update is then ordered after the
+// model's backward and before its next forward without any host wait).
+//
+// step(params, grads, lr) takes device pointers and only enqueues the update.
+// The arithmetic is the CPU optimiser's, operation by operation, with
+// round-to-nearest intrinsics (no fused multiply-add), so that it agrees with the CPU
+// optimiser to the last bit where the host compiler does not contract either.
+//
+// state(): host copies for checkpoints. The call waits for the stream, copies the
+// device state into host vectors and returns them; those vectors are then THE state
+// until the next step(), which first copies them back to the device (so a checkpoint
+// reader or a broadcast may write them, as with the CPU optimiser). The copies cost
+// one device↔host transfer per state() call (checkpoint/resume time only).
+#pragma once
+#ifdef CNNSCALE_HAVE_CUDA
+#include <memory>
+#include <vector>
+
+#include "train/optimizer.hpp"
+
+namespace cnnscale {
+
+// Throws the same UserErrors as make_optimizer for bad options.
+std::unique_ptr<Optimizer> make_cuda_optimizer(const OptimizerOptions& o, const std::vector<ParamInfo>& params,
+                                               size_t param_count, void* stream);
+
+}  // namespace cnnscale
+#endif

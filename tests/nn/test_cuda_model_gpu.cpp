@@ -1,0 +1,254 @@
+// test_cuda_model_gpu.cpp — the GPU model against the CPU (oneDNN) model on the same
+// inputs and parameters: every layer's forward (loss, logits) and backward (every
+// parameter's gradient; a layer's input gradient reaches the gradient of the conv
+// before it), batch-norm running statistics, dropout masks (bitwise), the whole
+// mnist_cnn / lenet5 / resnet20, the grad-ready prefix, short batches and chunked
+// evaluation. fp32 without TF32: relative tolerance 1e-4. SKIPs without a device.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "nn/cuda/kernels.hpp"
+#include "nn/cuda_model.hpp"
+#include "nn/dropout_mask.hpp"
+#include "nn/model.hpp"
+#include "nn/rng.hpp"
+#include "util/error.hpp"
+
+using namespace cnnscale;
+
+namespace {
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+#define REQUIRE_GPU() \
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible"
+
+constexpr double kTol = 1e-4;
+
+struct Data {
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  std::vector<int64_t> ids;
+  Data(int64_t n, const SampleShape& s, int classes, uint64_t seed = 3) {
+    nn::SplitMix64 r(seed);
+    x.resize(static_cast<size_t>(n * s.numel()));
+    for (auto& v : x) v = static_cast<float>(r.uniform(-1, 1));
+    for (int64_t i = 0; i < n; ++i) y.push_back(static_cast<int32_t>(r.next() % classes)), ids.push_back(1000 + 7 * i);
+  }
+};
+
+StepContext ctx_for(const Data& d, int64_t n, int64_t step) {
+  StepContext c;
+  c.seed = 11;
+  c.step = step;
+  c.sample_ids = d.ids.data();
+  c.loss_scale = 1.f / static_cast<float>(n);
+  return c;
+}
+
+// max |a - b| / max |b| over [0, n): the error relative to the tensor's scale.
+double rel_err(const float* a, const float* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    num = std::max(num, std::fabs(double(a[i]) - b[i]));
+    den = std::max(den, std::fabs(double(b[i])));
+  }
+  return den > 0 ? num / den : num;
+}
+
+// Every parameter (and batch-norm buffer) of `got` against `want`, named.
+void expect_close_per_param(const Model& m, const std::vector<float>& got, const std::vector<float>& want,
+                            const char* what) {
+  for (const auto& p : m.params()) {
+    const double e = rel_err(got.data() + p.offset, want.data() + p.offset, p.numel);
+    EXPECT_LE(e, kTol) << what << " of " << p.name;
+  }
+}
+
+// Builds the CPU and the GPU model of `spec`, runs `steps` forward_backward on the same
+// data and compares losses, gradients and parameters (batch-norm running statistics),
+// then the evaluation logits.
+void compare(const std::string& spec, const SampleShape& shape, int classes, int64_t n, int steps = 2) {
+  auto cpu = make_model(spec, shape, classes);
+  auto gpu = make_cuda_model(spec, shape, classes, 0);
+  ASSERT_TRUE(gpu->on_device());
+  ASSERT_FALSE(cpu->on_device());
+  cpu->init_params(5);
+  gpu->init_params(5);
+  const size_t P = cpu->param_count();
+  ASSERT_EQ(gpu->param_count(), P);
+  std::vector<float> gp(P), gg(P), cg(P);
+  gpu->download_params(gp.data());
+  ASSERT_EQ(std::memcmp(gp.data(), cpu->param_data(), P * sizeof(float)), 0) << "initial parameters differ";
+  cpu->prepare(n, Precision::fp32);
+  gpu->prepare(n, Precision::fp32);
+  for (int s = 0; s < steps; ++s) {
+    const Data d(n, shape, classes, 3 + s);
+    const StepContext ctx = ctx_for(d, n, s);
+    const double lc = cpu->forward_backward(d.x.data(), d.y.data(), n, ctx, {});
+    const double lg = gpu->forward_backward(d.x.data(), d.y.data(), n, ctx, {});
+    EXPECT_NEAR(lg, lc, kTol * std::fabs(lc)) << "loss, step " << s;
+    gpu->download_grads(gg.data());
+    std::copy(cpu->grad_data(), cpu->grad_data() + P, cg.begin());
+    expect_close_per_param(*cpu, gg, cg, "gradient");
+    for (const auto& p : cpu->params()) {
+      if (p.trainable) continue;
+      for (size_t i = 0; i < p.numel; ++i) ASSERT_EQ(gg[p.offset + i], 0.f) << p.name << " has a gradient";
+    }
+    gpu->download_params(gp.data());
+    std::vector<float> cp(cpu->param_data(), cpu->param_data() + P);
+    expect_close_per_param(*cpu, gp, cp, "parameter (after forward)");
+  }
+  const Data e(n, shape, classes, 99);
+  std::vector<float> zc(static_cast<size_t>(n * classes)), zg(zc.size());
+  cpu->forward_eval(e.x.data(), n, zc.data());
+  gpu->forward_eval(e.x.data(), n, zg.data());
+  EXPECT_LE(rel_err(zg.data(), zc.data(), zc.size()), kTol) << "evaluation logits";
+}
+
+}  // namespace
+
+TEST(CudaLayers, ConvStridePaddingBiasRelu) {
+  REQUIRE_GPU();
+  compare("conv(3,3) relu conv(4,3,2,1) relu flatten linear(5)", {2, 9, 9}, 5, 6);
+}
+
+TEST(CudaLayers, MaxPool) {
+  REQUIRE_GPU();
+  compare("conv(4,3) maxpool(2) conv(3,2) maxpool(3,2) flatten linear(3)", {1, 12, 12}, 3, 5);
+}
+
+TEST(CudaLayers, AvgPoolAndGap) {
+  REQUIRE_GPU();
+  compare("conv(4,3) avgpool(2) conv(4,3,1,1) gap flatten linear(3)", {2, 10, 10}, 3, 5);
+}
+
+TEST(CudaLayers, BatchNormTrainingRunningStatsAndEval) {
+  REQUIRE_GPU();
+  compare("conv(4,3,1,1) bn relu conv(4,3,1,1) bn flatten linear(3)", {2, 6, 6}, 3, 6, 3);
+}
+
+TEST(CudaLayers, ResidualAddAndDropout) {
+  REQUIRE_GPU();
+  compare("conv(4,3,1,1) res(conv(4,3,1,1) relu conv(4,3,1,1)) relu dropout(0.5) flatten linear(3)", {2, 6, 6}, 3, 5);
+}
+
+TEST(CudaLayers, LinearReluDropoutOnFlatInput) {
+  REQUIRE_GPU();
+  compare("flatten linear(16) relu dropout(0.25) linear(4)", {1, 5, 5}, 4, 7);
+}
+
+TEST(CudaModels, MnistCnnWithDropout) {
+  REQUIRE_GPU();
+  compare("mnist_cnn", {1, 28, 28}, 10, 16);
+}
+
+TEST(CudaModels, Lenet5) {
+  REQUIRE_GPU();
+  compare("lenet5", {1, 28, 28}, 10, 8);
+}
+
+TEST(CudaModels, Resnet20) {
+  REQUIRE_GPU();
+  compare("resnet20", {3, 8, 8}, 10, 4);
+}
+
+TEST(CudaDropout, MaskBitwiseEqualToCpu) {
+  REQUIRE_GPU();
+  const int64_t n = 5, numel = 1001;  // odd: both halves of the last 64-bit hash
+  const std::vector<int64_t> ids = {3, 99, 100000, 7, 123456789};
+  for (double p : {0.25, 0.5, 0.1}) {
+    float *x = nullptr, *y = nullptr;
+    uint8_t* mask = nullptr;
+    int64_t* dids = nullptr;
+    ASSERT_EQ(cudaMalloc(&x, n * numel * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&y, n * numel * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&mask, n * numel), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dids, n * sizeof(int64_t)), cudaSuccess);
+    std::vector<float> ones(n * numel, 1.f);
+    cudaMemcpy(x, ones.data(), ones.size() * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(dids, ids.data(), n * sizeof(int64_t), cudaMemcpyHostToDevice);
+    const float scale = static_cast<float>(1.0 / (1.0 - p));
+    nn::cuda::dropout_forward(x, y, mask, n, numel, 42, 17, 3, dids, nn::dropout_threshold(p), scale, nullptr);
+    std::vector<uint8_t> m(n * numel);
+    std::vector<float> out(n * numel);
+    ASSERT_EQ(cudaMemcpy(m.data(), mask, m.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(out.data(), y, out.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    size_t mismatches = 0, kept = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const uint64_t key = nn::dropout_sample_key(42, 17, 3, ids[i]);
+      for (int64_t j = 0; j < numel; ++j) {
+        const bool keep = nn::dropout_keep(key, j, nn::dropout_threshold(p));
+        mismatches += (m[i * numel + j] != keep) || (out[i * numel + j] != (keep ? scale : 0.f));
+        kept += keep;
+      }
+    }
+    EXPECT_EQ(mismatches, 0u) << "p=" << p;
+    EXPECT_NEAR(double(kept) / (n * numel), 1 - p, 0.05) << "p=" << p;
+    cudaFree(x), cudaFree(y), cudaFree(mask), cudaFree(dids);
+  }
+}
+
+TEST(CudaModels, GradReadyPrefixAsCpuAndGradientsOverwritten) {
+  REQUIRE_GPU();
+  const SampleShape s{1, 28, 28};
+  auto cpu = make_model("mnist_cnn", s, 10);
+  auto gpu = make_cuda_model("mnist_cnn", s, 10, 0);
+  cpu->prepare(4, Precision::fp32);
+  gpu->prepare(4, Precision::fp32);
+  const Data d(4, s, 10);
+  const StepContext ctx = ctx_for(d, 4, 0);
+  std::vector<size_t> rc, rg;
+  cpu->forward_backward(d.x.data(), d.y.data(), 4, ctx, [&](size_t e) { rc.push_back(e); });
+  // Twice: gradients are overwritten, not accumulated.
+  gpu->forward_backward(d.x.data(), d.y.data(), 4, ctx, {});
+  gpu->forward_backward(d.x.data(), d.y.data(), 4, ctx, [&](size_t e) { rg.push_back(e); });
+  EXPECT_EQ(rg, rc);
+  ASSERT_FALSE(rg.empty());
+  EXPECT_EQ(rg.back(), gpu->param_count());
+  std::vector<float> gg(gpu->param_count()), cg(cpu->grad_data(), cpu->grad_data() + cpu->param_count());
+  gpu->download_grads(gg.data());
+  expect_close_per_param(*cpu, gg, cg, "gradient");
+}
+
+TEST(CudaModels, ShortBatchAndChunkedEval) {
+  REQUIRE_GPU();
+  const SampleShape s{1, 12, 12};
+  const std::string spec = "conv(4,3) bn relu maxpool(2) flatten linear(3)";
+  auto cpu = make_model(spec, s, 3);
+  auto gpu = make_cuda_model(spec, s, 3, 0);
+  cpu->prepare(8, Precision::fp32);
+  gpu->prepare(8, Precision::fp32);
+  const Data d(5, s, 3);
+  const StepContext ctx = ctx_for(d, 5, 0);
+  const double lc = cpu->forward_backward(d.x.data(), d.y.data(), 5, ctx, {});
+  const double lg = gpu->forward_backward(d.x.data(), d.y.data(), 5, ctx, {});
+  EXPECT_NEAR(lg, lc, kTol * std::fabs(lc));
+  const Data e(19, s, 3, 7);  // chunks of 8, 8, 3
+  std::vector<float> zc(19 * 3), zg(19 * 3);
+  cpu->forward_eval(e.x.data(), 19, zc.data());
+  gpu->forward_eval(e.x.data(), 19, zg.data());
+  EXPECT_LE(rel_err(zg.data(), zc.data(), zc.size()), kTol);
+}
+
+TEST(CudaModels, Bf16IsAClearUserError) {
+  REQUIRE_GPU();
+  auto gpu = make_cuda_model("mnist_cnn", {1, 28, 28}, 10, 0);
+  EXPECT_THROW(gpu->prepare(4, Precision::bf16), UserError);
+}
+
+TEST(CudaModels, BadLabelIsAUserError) {
+  REQUIRE_GPU();
+  auto gpu = make_cuda_model("lenet5", {1, 28, 28}, 10, 0);
+  gpu->prepare(2, Precision::fp32);
+  Data d(2, {1, 28, 28}, 10);
+  d.y[1] = 10;
+  EXPECT_THROW(gpu->forward_backward(d.x.data(), d.y.data(), 2, ctx_for(d, 2, 0), {}), UserError);
+}

@@ -1,0 +1,106 @@
+// test_cuda_ddp_gpu.cpp — data-parallel training on GPUs with NCCL, under mpiexec
+// (one rank per device): mnist_cnn (dropout included), global batch 8 split over the
+// ranks, bucketed NCCL allreduce started from the grad-ready callback (NCCL stream
+// ordered after the model's stream), CUDA SGD with momentum. After each of 2 steps:
+// every rank's parameters are bitwise identical, and equal (fp32 tolerance) to a
+// 1-rank CPU run with the whole batch. SKIPs without one device per rank.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "comm/nccl_communicator.hpp"
+#include "nn/cuda_model.hpp"
+#include "nn/rng.hpp"
+#include "train/cuda_optimizer.hpp"
+#include "train/grad_sync.hpp"
+#include "train/optimizer.hpp"
+
+using namespace cnnscale;
+
+TEST(CudaDdp, TwoStepsRanksBitwiseEqualAndMatchOneRankCpu) {
+  int rank = 0, size = 1, ndev = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess) ndev = 0;
+  int min_dev = ndev;  // decide together: every rank skips or none
+  MPI_Allreduce(&ndev, &min_dev, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (min_dev < size) GTEST_SKIP() << "needs one CUDA device per rank (" << min_dev << " visible, " << size << " ranks)";
+
+  const SampleShape shape{1, 28, 28};
+  const int classes = 10;
+  const int64_t B = 8, local = B / size;
+  ASSERT_EQ(B % size, 0);
+  NcclCommunicator comm(MPI_COMM_WORLD, rank);
+  auto model = make_cuda_model("mnist_cnn", shape, classes, rank);
+  model->init_params(rank == 0 ? 21 : 1000 + rank);  // different on purpose: the broadcast must fix it
+  comm.broadcast(model->param_data(), model->param_count() * sizeof(float), 0);
+  model->prepare(local, Precision::fp32);
+  OptimizerOptions o;
+  o.momentum = 0.9;
+  o.weight_decay = 1e-4;
+  auto opt = make_cuda_optimizer(o, model->params(), model->param_count(), model->stream());
+  std::vector<size_t> ends;
+  for (const auto& p : model->params()) ends.push_back(p.offset + p.numel);
+  std::sort(ends.begin(), ends.end());
+  GradSync sync(comm, model->grad_data(), plan_buckets(ends, 4096, 64 << 10));
+  ASSERT_GE(sync.buckets().size(), 3u);
+
+  auto cpu = make_model("mnist_cnn", shape, classes);
+  cpu->init_params(21);
+  cpu->prepare(B, Precision::fp32);
+  auto cpu_opt = make_optimizer(o, cpu->params(), cpu->param_count());
+
+  const size_t P = model->param_count();
+  std::vector<float> mine(P), root(P);
+  for (int step = 0; step < 2; ++step) {
+    nn::SplitMix64 r(500 + step);  // the same global batch on every rank
+    std::vector<float> x(static_cast<size_t>(B * shape.numel()));
+    for (auto& v : x) v = static_cast<float>(r.uniform(-1, 1));
+    std::vector<int32_t> y(B);
+    std::vector<int64_t> ids(B);
+    for (int64_t i = 0; i < B; ++i) y[i] = static_cast<int32_t>(r.next() % classes), ids[i] = 64 * step + i;
+    StepContext ctx;
+    ctx.seed = 9;
+    ctx.step = step;
+    ctx.loss_scale = 1.f / static_cast<float>(B);
+    const double lr = 0.05;
+
+    const int64_t first = rank * local;
+    StepContext lctx = ctx;
+    lctx.sample_ids = ids.data() + first;
+    const double loss = model->forward_backward(x.data() + first * shape.numel(), y.data() + first, local, lctx,
+                                                [&](size_t ready_end) {
+                                                  model->order_before(comm.stream());
+                                                  sync.on_ready(ready_end);
+                                                });
+    sync.finish();
+    opt->step(model->param_data(), model->grad_data(), lr);
+    double global_loss = 0;
+    MPI_Allreduce(&loss, &global_loss, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+
+    StepContext cctx = ctx;
+    cctx.sample_ids = ids.data();
+    const double cpu_loss = cpu->forward_backward(x.data(), y.data(), B, cctx, {});
+    cpu_opt->step(cpu->param_data(), cpu->grad_data(), lr);
+    EXPECT_NEAR(global_loss, cpu_loss, 1e-4 * std::fabs(cpu_loss)) << "step " << step;
+
+    model->download_params(mine.data());
+    root = mine;
+    MPI_Bcast(root.data(), static_cast<int>(P), MPI_FLOAT, 0, MPI_COMM_WORLD);
+    EXPECT_EQ(std::memcmp(root.data(), mine.data(), P * sizeof(float)), 0)
+        << "rank " << rank << " parameters differ from rank 0's after step " << step;
+    for (const auto& p : model->params()) {
+      double num = 0, den = 0;
+      for (size_t i = p.offset; i < p.offset + p.numel; ++i) {
+        num = std::max(num, std::fabs(double(mine[i]) - cpu->param_data()[i]));
+        den = std::max(den, std::fabs(double(cpu->param_data()[i])));
+      }
+      EXPECT_LE(num / std::max(den, 1e-30), 1e-5) << p.name << " vs the 1-rank CPU run, step " << step;
+    }
+  }
+}
