@@ -65,10 +65,10 @@ for s in "$TMP"/svg/*.svg; do
   expect_eq "$(basename "$s") is well-formed XML" 0 "$?"
 done
 expect_grep "throughput chart has the ideal line" 'ideal \(linear\)' "$TMP/svg/chart0.svg"
-expect_grep "throughput chart y axis has units" 'throughput \(images/s\)' "$TMP/svg/chart0.svg"
+expect_grep "throughput chart y axis has units" 'throughput \(images/s, log scale\)' "$TMP/svg/chart0.svg"
 expect_grep "efficiency chart has the threshold" 'threshold 80\.0%' "$TMP/svg/chart1.svg"
 expect_grep "breakdown chart legend" '>comm \(exposed\)</text>' "$TMP/svg/chart2.svg"
-expect_grep "breakdown chart y axis has units" 'median time per step \(ms\)' "$TMP/svg/chart2.svg"
+expect_grep "breakdown chart y axis has units" 'mean time per step \(ms\)' "$TMP/svg/chart2.svg"
 xmllint --noout "$TMP/out/report.html" 2>"$TMP/xml.err"
 expect_eq "report.html is well-formed XML" 0 "$?"
 xmllint --html --noout "$TMP/out/report.html" 2>"$TMP/html.err"
