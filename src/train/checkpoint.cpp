@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 
+#include "nn/host_params.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/hdf5_lock.hpp"
@@ -148,6 +149,8 @@ std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& op
   // The file is built in memory (HDF5 core driver, no backing store) and written with
   // our own tmp + fsync + rename: a full disk or an unwritable directory is then a
   // plain write error, never a half-closed HDF5 file.
+  std::vector<float> host(model.param_count());
+  copy_params_to_host(model, host.data());
   std::vector<char> image;
   {
     Hdf5Lock lock(hdf5_mutex());  // the data reader thread uses HDF5 concurrently
@@ -158,8 +161,7 @@ std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& op
     if (f < 0) fail("cannot build checkpoint '", final_path, "' in memory (HDF5 core driver)");
     try {
       H5Handle g(H5Gcreate2(f, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-      const float* p = model.param_data();
-      for (const auto& info : model.params()) write_dataset(g, info.name, info.shape, p + info.offset);
+      for (const auto& info : model.params()) write_dataset(g, info.name, info.shape, host.data() + info.offset);
       H5Handle og(H5Gcreate2(f, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
       for (auto& [sname, buf] : opt.state()) {
         H5Handle sg(H5Gcreate2(og, sname.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
@@ -249,7 +251,7 @@ CheckpointMeta read_checkpoint(const std::string& path, Model& model, Optimizer&
       if (!problem.empty()) fail("checkpoint '", path, "': /", group, " ", problem);
     }
   }
-  std::copy(params.begin(), params.end(), model.param_data());
+  copy_params_from_host(model, params.data());
   for (size_t s = 0; s < state.size(); ++s) *state[s].second = std::move(states[s]);
   opt.set_steps_taken(m.optimizer_steps);
   return m;

@@ -20,6 +20,7 @@
 #include "comm/watchdog.hpp"
 #include "data/open_source.hpp"
 #include "launch/bootstrap.hpp"
+#include "nn/host_params.hpp"
 #include "nn/model.hpp"
 #include "train/checkpoint.hpp"
 #include "train/grad_sync.hpp"
@@ -30,6 +31,12 @@
 #include "train/stop_signal.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
+
+#ifdef CNNSCALE_HAVE_CUDA
+#include "comm/nccl_communicator.hpp"
+#include "nn/cuda_model.hpp"
+#include "train/cuda_optimizer.hpp"
+#endif
 
 namespace cnnscale {
 namespace {
@@ -106,8 +113,10 @@ uint64_t hash_params(const float* p, size_t n) {
 }
 
 // Collective: true when every rank's parameters hash the same.
-bool replicas_identical(const Model& m) {
-  const uint64_t h = hash_params(const_cast<Model&>(m).param_data(), m.param_count());
+bool replicas_identical(Model& m, std::vector<float>& scratch) {
+  scratch.resize(m.param_count());
+  copy_params_to_host(m, scratch.data());
+  const uint64_t h = hash_params(scratch.data(), scratch.size());
   uint64_t lo = 0, hi = 0;
   mpiCheck(MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));
   mpiCheck(MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
@@ -152,8 +161,7 @@ struct ResumePoint {
 
 // Rank 0 finds and validates the checkpoint (damaged newest ones are reported and
 // skipped under --resume auto), then broadcasts parameters, optimiser state and position.
-ResumePoint resume_if_asked(const TrainOptions& opt, Model& model, Optimizer& optimizer, Communicator& comm,
-                            int rank) {
+ResumePoint resume_if_asked(const TrainOptions& opt, Model& model, Optimizer& optimizer, int rank) {
   ResumePoint rp;
   if (opt.resume == "none") return rp;
   const bool explicit_path = opt.resume != "auto";
@@ -214,8 +222,13 @@ ResumePoint resume_if_asked(const TrainOptions& opt, Model& model, Optimizer& op
   rp.meta.world_size = static_cast<int>(pos[4]);
   rp.meta.global_batch = pos[5];
   rp.meta.optimizer_steps = pos[6];
-  comm.broadcast(model.param_data(), model.param_count() * sizeof(float), 0);
-  for (auto& [name, buf] : optimizer.state()) comm.broadcast(buf->data(), buf->size() * sizeof(float), 0);
+  // Over MPI on host copies: the same path for host and device models.
+  std::vector<float> host(model.param_count());
+  if (rank == 0) copy_params_to_host(model, host.data());
+  mpiCheck(MPI_Bcast(host.data(), static_cast<int>(host.size()), MPI_FLOAT, 0, MPI_COMM_WORLD));
+  if (rank != 0) copy_params_from_host(model, host.data());
+  for (auto& [name, buf] : optimizer.state())
+    mpiCheck(MPI_Bcast(buf->data(), static_cast<int>(buf->size()), MPI_FLOAT, 0, MPI_COMM_WORLD));
   optimizer.set_steps_taken(rp.meta.optimizer_steps);
   return rp;
 }
@@ -238,16 +251,15 @@ int run_training(const TrainOptions& opt) {
   if (!(opt.collective_timeout > 0)) fail("--collective-timeout must be positive (seconds)");
   if (opt.on_nan != "stop" && opt.on_nan != "skip-step") fail("--on-nan ", opt.on_nan, " is not supported; use stop or skip-step");
   Backend requested = parse_backend(opt.backend);
-  if (requested == Backend::nccl)
-    fail("--backend nccl: GPU training kernels are not part of this build yet; train with --backend mpi "
-         "(CPU, oneDNN) — `cnnscale allreduce --backend nccl` benchmarks NCCL itself");
 
   // ---- who am I ----
   BootstrapOptions bo;
-  bo.use_gpu = false;  // CPU kernels (oneDNN); see the check above
+  bo.use_gpu = requested != Backend::mpi;
   bo.allow_gpu_sharing = opt.allow_gpu_sharing;
   ProcessContext ctx = bootstrap(bo);
-  auto comm = make_communicator(Backend::mpi, ctx);
+  // NCCL (and the cuDNN/cuBLAS model) when every rank has a GPU, else MPI and oneDNN.
+  auto comm = make_communicator(requested, ctx);
+  const bool on_gpu = comm->device_buffers();
   const int rank = ctx.rank, world = ctx.size;
   const int64_t global_batch = opt.batch_size * world;
 
@@ -267,10 +279,32 @@ int run_training(const TrainOptions& opt) {
 
   // ---- model ----
   nn::set_threads(opt.threads);
-  auto model = make_model(opt.model, train->shape(), train->classes());
+  std::unique_ptr<Model> model;
+#ifdef CNNSCALE_HAVE_CUDA
+  DeviceModel* dev = nullptr;
+  if (on_gpu) {
+    auto dm = make_cuda_model(opt.model, train->shape(), train->classes(), ctx.device);
+    dev = dm.get();
+    model = std::move(dm);
+  }
+#endif
+  if (!model) model = make_model(opt.model, train->shape(), train->classes());
+  // Device models enqueue work on their own stream; NCCL must wait for it.
+  auto comm_after_model = [&]() {
+#ifdef CNNSCALE_HAVE_CUDA
+    if (dev) dev->order_before(static_cast<NcclCommunicator&>(*comm).stream());
+#endif
+  };
+  auto wait_for_model = [&]() {
+#ifdef CNNSCALE_HAVE_CUDA
+    if (dev) dev->synchronize();
+#endif
+  };
   model->prepare(opt.batch_size, precision);
   model->init_params(opt.seed);
+  comm_after_model();
   comm->broadcast(model->param_data(), model->param_count() * sizeof(float), 0);  // rank 0's state everywhere
+  std::vector<float> host_scratch;
   bool has_buffers = false;
   std::vector<size_t> param_ends;
   for (const auto& p : model->params()) {
@@ -285,14 +319,18 @@ int run_training(const TrainOptions& opt) {
   if (opt.max_steps > 0 && opt.epochs <= 1 && opt.max_steps > total_steps) total_steps = opt.max_steps;
   const int epochs_planned = static_cast<int>((total_steps + steps_per_epoch - 1) / steps_per_epoch);
 
-  auto optimizer = make_optimizer(opt.optimizer, model->params(), model->param_count());
+  std::unique_ptr<Optimizer> optimizer;
+#ifdef CNNSCALE_HAVE_CUDA
+  if (dev) optimizer = make_cuda_optimizer(opt.optimizer, model->params(), model->param_count(), dev->stream());
+#endif
+  if (!optimizer) optimizer = make_optimizer(opt.optimizer, model->params(), model->param_count());
   LrSchedule schedule(opt.lr, global_batch, steps_per_epoch, total_steps);
   GradSync sync(*comm, model->grad_data(),
                 plan_buckets(param_ends, static_cast<size_t>(opt.first_bucket_mb * 1024 * 1024),
                              static_cast<size_t>(opt.bucket_mb * 1024 * 1024)));
 
   // ---- resume ----
-  ResumePoint rp = resume_if_asked(opt, *model, *optimizer, *comm, rank);
+  ResumePoint rp = resume_if_asked(opt, *model, *optimizer, rank);
   int64_t first_step = 0;
   int start_epoch = 0;
   int64_t start_in_epoch = 0;
@@ -380,7 +418,11 @@ int run_training(const TrainOptions& opt) {
     sctx.step = step;
     sctx.sample_ids = batch.sample_ids.data();
     const double loss_sum = model->forward_backward(batch.images.data(), batch.labels.data(), batch.count, sctx,
-                                                    [&](size_t ready_end) { sync.on_ready(ready_end); });
+                                                    [&](size_t ready_end) {
+                                                      comm_after_model();
+                                                      sync.on_ready(ready_end);
+                                                    });
+    wait_for_model();  // a device model returns before its backward has run
     t.compute = seconds_since(t1);
     {
       Watchdog::Scope waiting(wd, "the gradient allreduce");
@@ -403,15 +445,17 @@ int run_training(const TrainOptions& opt) {
       log_warn("non-finite loss at step " + std::to_string(step + 1) + ": update skipped (--on-nan skip-step)");
     } else {
       optimizer->step(model->param_data(), model->grad_data(), lr);
+      wait_for_model();  // the CUDA optimizer runs on the model's stream
     }
     if (has_buffers && world > 1) {
       // As DDP's broadcast_buffers: batch-norm running statistics follow rank 0.
+      comm_after_model();
       for (const auto& p : model->params())
         if (!p.trainable) comm->broadcast(model->param_data() + p.offset, p.numel * sizeof(float), 0);
     }
     t.optimizer = seconds_since(t3);
     if (opt.check_replicas > 0 && (step + 1) % opt.check_replicas == 0) {
-      if (!replicas_identical(*model))
+      if (!replicas_identical(*model, host_scratch))
         fail_collective(rank, "ranks hold different parameters after step ", step + 1,
                         " (--check-replicas): a rank computed differently (hardware fault or a bug); "
                         "do not trust this run");
@@ -526,7 +570,7 @@ int run_training(const TrainOptions& opt) {
     j["nodes"] = ctx.num_nodes;
     j["ranks_per_node"] = ctx.num_nodes > 0 ? world / ctx.num_nodes : world;
     j["backend"] = comm->backend();
-    j["device"] = "cpu";
+    j["device"] = on_gpu ? ctx.device_label : std::string("cpu");
     j["model"] = model->name();
     j["model_spec"] = model->spec();
     j["parameters"] = model->param_count();
