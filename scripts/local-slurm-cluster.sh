@@ -45,8 +45,9 @@ record() { echo "$*" >>"$STATE"; }
 export SLURM_CONF=$CONF
 
 # Serialise concurrent up/down/status of this script (the lock is on the script file).
+# (daemons are started with fd 9 closed, or they would hold the lock forever)
 exec 9<"$0"
-flock 9
+flock -w 300 9 || die "another local-slurm-cluster.sh run holds the lock on $0"
 
 need_root() { [ "$(id -u)" -eq 0 ] || die "must run as root (network namespaces, a bridge, slurmd); try: sudo $0 $*"; }
 
@@ -135,7 +136,7 @@ start_munge() {
   fi
   munged --socket="$DIR/munge/munge.socket" --key-file="$key" \
     --pid-file="$DIR/munge/munged.pid" --log-file="$DIR/munge/munged.log" \
-    --seed-file="$DIR/munge/munged.seed" --force
+    --seed-file="$DIR/munge/munged.seed" --force 9<&-
   local i
   for ((i = 0; i < 50; i++)); do [ -s "$DIR/munge/munged.pid" ] && break; sleep 0.1; done
   record "pid $(cat "$DIR/munge/munged.pid") munged"
@@ -172,7 +173,7 @@ make_network() {
 start_slurmctld() {
   mkdir -p "$DIR/ctl"
   # Own UTS namespace, so the controller's name does not depend on this machine's hostname.
-  unshare --uts bash -c "hostname $CTL_NAME && exec slurmctld -c"
+  unshare --uts bash -c "hostname $CTL_NAME && exec slurmctld -c" 9<&-
   local i
   for ((i = 0; i < 100; i++)); do [ -s "$DIR/ctl/slurmctld.pid" ] && break; sleep 0.1; done
   [ -s "$DIR/ctl/slurmctld.pid" ] || die "slurmctld did not start; see $DIR/ctl/slurmctld.log"
@@ -198,7 +199,7 @@ start_slurmd() {
     $keep mount --rbind '$nd/tmp' /tmp
     mount -t tmpfs -o mode=1777 cnnscale-shm /dev/shm
     mount --bind '$DIR/etc/hosts' /etc/hosts
-    exec slurmd -N $node"
+    exec slurmd -N $node" 9<&-
   local k
   for ((k = 0; k < 100; k++)); do [ -s "$nd/slurmd.pid" ] && break; sleep 0.1; done
   [ -s "$nd/slurmd.pid" ] || die "slurmd on $node did not start; see $nd/slurmd.log"
@@ -261,7 +262,7 @@ cmd_status() {
     echo "local-slurm-cluster: not up (no state in $DIR)"
     return 3
   fi
-  local bad=0 line pid what
+  local bad=0 pid what
   while read -r kind pid what; do
     [ "$kind" = pid ] || continue
     if pid_alive "$pid" "$what"; then echo "$what: running (pid $pid)"; else echo "$what: NOT running (pid $pid)"; bad=1; fi
@@ -296,7 +297,7 @@ cmd_down() {
   # 2. Daemons, newest first: slurmds, slurmctld, munged.
   local pid what kind
   tac "$STATE" | while read -r kind pid what; do
-    [ "$kind" = pid ] && [ "$what" != munged ] && stop_pid "$pid" "$what"
+    if [ "$kind" = pid ] && [ "$what" != munged ]; then stop_pid "$pid" "$what"; fi
   done
   # 3. Any process still inside one of our namespaces (slurmstepd, tasks): by pid.
   local ns
@@ -305,14 +306,13 @@ cmd_down() {
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
   done
   tac "$STATE" | while read -r kind pid what; do
-    [ "$kind" = pid ] && [ "$what" = munged ] && stop_pid "$pid" "$what"
+    if [ "$kind" = pid ] && [ "$what" = munged ]; then stop_pid "$pid" "$what"; fi
   done
   # 4. Network: namespaces (their veth ends go with them), host veths, the bridge.
   tac "$STATE" | while read -r kind name _; do
     case $kind in
-      netns) [ -e "/var/run/netns/$name" ] && ip netns del "$name" 2>/dev/null || true ;;
-      veth) ip link show "$name" >/dev/null 2>&1 && ip link del "$name" 2>/dev/null || true ;;
-      bridge) ip link show "$name" >/dev/null 2>&1 && ip link del "$name" 2>/dev/null || true ;;
+      netns) if [ -e "/var/run/netns/$name" ]; then ip netns del "$name" 2>/dev/null || true; fi ;;
+      veth | bridge) if ip link show "$name" >/dev/null 2>&1; then ip link del "$name" 2>/dev/null || true; fi ;;
     esac
   done
   # 5. The directory (the nodes' mount namespaces died with their processes).
