@@ -81,7 +81,7 @@ write_config() {
     echo "AuthType=auth/munge"
     echo "CredType=cred/munge"
     # cred_expire also bounds how long a requeued job waits before it may start again.
-    echo "AuthInfo=socket=$DIR/munge/munge.socket,cred_expire=30"
+    echo "AuthInfo=socket=$DIR/munge/munge.socket,cred_expire=10"
     echo "StateSaveLocation=$DIR/ctl/state"
     echo "SlurmctldPidFile=$DIR/ctl/slurmctld.pid"
     echo "SlurmctldLogFile=$DIR/ctl/slurmctld.log"
