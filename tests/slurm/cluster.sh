@@ -24,7 +24,7 @@ expect_grep "cn2 has its own address" '^cn2 10\.201\.0\.12/24 ' "$TMP/nodes.sort
 expect_eq "each node has its own /tmp" 2 "$(awk '{print $3}' "$TMP/nodes.sorted" | sort -u | wc -l)"
 
 # PMIx + Open MPI across the namespaces: 2 nodes x 2 ranks
-cd "$WORK"
+cd "$WORK" || exit 1
 timeout 120 srun --mpi=pmix -N2 --ntasks-per-node=2 "$CNNSCALE" env >"$TMP/env.txt" 2>"$TMP/env.err"
 expect_eq "srun --mpi=pmix -N2 -n4 cnnscale env exit status" 0 "$?"
 sort -t= -k3 "$TMP/env.txt" >"$TMP/env.sorted"

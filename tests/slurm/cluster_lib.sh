@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # tests/slurm/cluster_lib.sh — sourced by the slurm-label tests: a real 2-node Slurm
 # cluster (scripts/local-slurm-cluster.sh) that is torn down when the test exits, pass
 # or fail, unless it was already up before the test started.

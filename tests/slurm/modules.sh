@@ -82,7 +82,7 @@ fi
 
 # --- the installed template, submitted as a user with Lmod and the module on MODULEPATH
 cluster_up
-mkdir -p "$WORK/job" && cd "$WORK/job"
+mkdir -p "$WORK/job" && cd "$WORK/job" || exit 1
 env -i PATH=/usr/bin:/bin:/usr/sbin:/sbin HOME="$HOME" SLURM_CONF="$SLURM_CONF" bash --norc --noprofile -c "
   . $LMOD_INIT; module use '$P/modulefiles'
   exec sbatch --parsable --wait -N2 --ntasks-per-node=1 --cpus-per-task=1 \

@@ -11,7 +11,7 @@ source "$CNNSCALE_SOURCE/tests/slurm/cluster_lib.sh"
 cluster_up
 T="$CNNSCALE_SOURCE/slurm"
 STEPS=${CNNSCALE_TEST_STEPS:-600}
-mkdir -p "$WORK/sub" && cd "$WORK/sub"
+mkdir -p "$WORK/sub" && cd "$WORK/sub" || exit 1
 JOB=$(sbatch --parsable -N2 --ntasks-per-node=1 --cpus-per-task=1 --time=15 \
   --export=ALL,CNNSCALE_BIN="$CNNSCALE",CNNSCALE_TRAIN_ARGS="--synthetic --max-steps $STEPS --batch-size 8 --checkpoint-every 5" \
   "$T/CNN_CPU.slurm")

@@ -79,7 +79,7 @@ check_job PT_CNN_MultiNode 2 1
 check_job CNN_CPU 2 2
 
 # --- overrides: CNNSCALE_RUN_DIR, a bad CNNSCALE_CONFIG (clear error, nothing run)
-mkdir -p "$WORK/ovr" && cd "$WORK/ovr"
+mkdir -p "$WORK/ovr" && cd "$WORK/ovr" || exit 1
 JOB=$(sbatch --parsable --wait -N1 --ntasks-per-node=1 --cpus-per-task=1 \
   --export=ALL,CNNSCALE_BIN="$CNNSCALE",CNNSCALE_CONFIG=/nonexistent.ini "$T/CNN_CPU.slurm")
 expect_eq "bad CNNSCALE_CONFIG: job fails" FAILED "$(job_field "$JOB" JobState)"
@@ -89,7 +89,7 @@ JOB=$(sbatch --parsable --wait -N1 --ntasks-per-node=1 --cpus-per-task=1 \
   --export=ALL,CNNSCALE_BIN="$CNNSCALE",CNNSCALE_RUN_DIR="$WORK/ovr/myrun" "$T/CNN_CPU.slurm")
 expect_grep "CNNSCALE_RUN_DIR honoured" "run directory: $WORK/ovr/myrun\$" "$WORK/ovr/CNN_CPU-$JOB.out"
 expect_eq "CNNSCALE_RUN_DIR created" yes "$([ -d "$WORK/ovr/myrun" ] && echo yes || echo no)"
-cd "$WORK"
+cd "$WORK" || exit 1
 
 # --- the time-limit path, with a stand-in for `cnnscale train` that behaves as issue 5
 # specifies (on USR1: note it, "checkpoint", exit 0; when started again after that:
@@ -108,7 +108,7 @@ touch "$dir/started-$SLURM_PROCID"
 while :; do sleep 0.2; done
 FAKE
 chmod +x "$WORK/sig/bin/cnnscale"
-cd "$WORK/sig"
+cd "$WORK/sig" || exit 1
 JOB=$(sbatch --parsable -N2 --ntasks-per-node=1 --cpus-per-task=1 --time=10 \
   --export=ALL,CNNSCALE_BIN="$WORK/sig/bin/cnnscale",CNNSCALE_CONFIG=none "$T/CNN_CPU.slurm")
 RUN="$WORK/sig/runs/CNN_CPU-$JOB"
