@@ -44,10 +44,12 @@ record() { echo "$*" >>"$STATE"; }
 
 export SLURM_CONF=$CONF
 
-# Serialise concurrent up/down/status of this script (the lock is on the script file).
-# (daemons are started with fd 9 closed, or they would hold the lock forever)
-exec 9<"$0"
-flock -w 300 9 || die "another local-slurm-cluster.sh run holds the lock on $0"
+# Serialise concurrent up/down/status, also between copies of this script (a source
+# tree and an install): the lock is on the directory that holds $DIR, so nothing is
+# created for it. Daemons are started with fd 9 closed, or they would hold it forever.
+mkdir -p "$(dirname "$DIR")"
+exec 9<"$(dirname "$DIR")"
+flock -w 300 9 || die "another local-slurm-cluster.sh run holds the lock on $(dirname "$DIR")"
 
 need_root() { [ "$(id -u)" -eq 0 ] || die "must run as root (network namespaces, a bridge, slurmd); try: sudo $0 $*"; }
 
