@@ -12,7 +12,7 @@ PACKAGES=(
   googletest libgtest-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist libxml2-utils
   slurm-wlm munge iproute2 util-linux
-  lmod
+  lmod tcl
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
