@@ -83,6 +83,13 @@ int cmd_train(int argc, char** argv) {
     print_help(spec, all);
     return 0;
   }
+  // The command line wins over --config: --synthetic given there drops a config's data
+  // (and --data given there drops a config's synthetic = true).
+  const auto& cl = parsed.on_command_line;
+  if (o.synthetic && !o.data_dir.empty()) {
+    if (cl.count("synthetic") && !cl.count("data")) o.data_dir.clear();
+    else if (cl.count("data") && !cl.count("synthetic")) o.synthetic = false;
+  }
   if (parsed.vm["no-drop-last"].as<bool>()) o.drop_last = false;
   if (parsed.vm["no-eval"].as<bool>()) o.evaluate = false;
   return run_training(o);

@@ -33,6 +33,8 @@ ParsedOptions parse_options(const CommandSpec& spec, int argc, char** argv,
       out.help = true;
       return out;
     }
+    for (const auto& [name, value] : out.vm)
+      if (!value.defaulted()) out.on_command_line.insert(name);
     if (allow_config && out.vm.count("config")) {
       const std::string path = out.vm["config"].as<std::string>();
       std::ifstream in(path);

@@ -6,6 +6,7 @@
 // and reports whether --help was asked for (the caller then prints usage).
 #pragma once
 #include <boost/program_options.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@ namespace po = boost::program_options;
 struct ParsedOptions {
   po::variables_map vm;
   bool help = false;
+  std::set<std::string> on_command_line;  // options given on the command line (not --config, not defaults)
 };
 
 struct CommandSpec {
