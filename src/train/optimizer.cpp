@@ -6,9 +6,6 @@
 #include "util/error.hpp"
 
 namespace cnnscale {
-namespace {
-
-// The flat [begin, end) ranges the optimiser updates (trainable parameters only).
 std::vector<std::pair<size_t, size_t>> trainable_ranges(const std::vector<ParamInfo>& params) {
   std::vector<std::pair<size_t, size_t>> r;
   for (const auto& p : params) {
@@ -18,6 +15,8 @@ std::vector<std::pair<size_t, size_t>> trainable_ranges(const std::vector<ParamI
   }
   return r;
 }
+
+namespace {
 
 class Sgd final : public Optimizer {
  public:

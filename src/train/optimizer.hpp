@@ -32,6 +32,10 @@ class Optimizer {
   virtual void set_steps_taken(long long s) = 0;
 };
 
+// The flat [begin, end) ranges an optimiser updates: trainable parameters only,
+// merged where contiguous (batch-norm running statistics are left out).
+std::vector<std::pair<size_t, size_t>> trainable_ranges(const std::vector<ParamInfo>& params);
+
 // Throws UserError for an unknown kind or a bad value.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, const std::vector<ParamInfo>& params,
                                           size_t param_count);

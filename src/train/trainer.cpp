@@ -273,9 +273,10 @@ int run_training(const TrainOptions& opt) {
   dopt.drop_last = opt.drop_last;
   dopt.prefetch = opt.prefetch;
   dopt.cache = opt.cache;
-  auto train = open_train_source(dopt, rank, world);
+  DataSources sources = open_data(dopt, rank, world);  // reads dataset.json once
+  auto train = std::move(sources.train);
   std::unique_ptr<EvalSource> eval;
-  if (opt.evaluate && !opt.synthetic) eval = open_eval_source(dopt, rank, world);
+  if (opt.evaluate && !opt.synthetic) eval = std::move(sources.eval);
 
   // ---- model ----
   nn::set_threads(opt.threads);

@@ -11,18 +11,6 @@
 namespace cnnscale {
 namespace {
 
-// The flat [begin, end) ranges the optimiser updates (trainable parameters only),
-// merged where contiguous — as the CPU optimiser.
-std::vector<std::pair<size_t, size_t>> trainable_ranges(const std::vector<ParamInfo>& params) {
-  std::vector<std::pair<size_t, size_t>> r;
-  for (const auto& p : params) {
-    if (!p.trainable) continue;
-    if (!r.empty() && r.back().second == p.offset) r.back().second = p.offset + p.numel;
-    else r.emplace_back(p.offset, p.offset + p.numel);
-  }
-  return r;
-}
-
 class CudaOptimizer final : public Optimizer {
  public:
   CudaOptimizer(const OptimizerOptions& o, const std::vector<ParamInfo>& params, size_t n, cudaStream_t s)
