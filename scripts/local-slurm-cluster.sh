@@ -23,9 +23,14 @@
 #   CNNSCALE_SLURM_SUBNET  first three octets of a private /24  [10.201.0]
 #   CNNSCALE_SLURM_CPUS    CPUs each node advertises            [16]
 #   CNNSCALE_SLURM_PORT    slurmctld port; slurmd uses PORT+1    [6917]
+#   CNNSCALE_SLURM_SHARE   colon-separated directories under /tmp that jobs need (a
+#                          checkout or build tree there): the nodes' private /tmp would
+#                          hide them, so they are bound into it at the same path. This
+#                          script's own source tree and $CNNSCALE_SLURM_DIR always are.
 set -euo pipefail
 
 DIR=${CNNSCALE_SLURM_DIR:-/var/tmp/cnnscale-slurm}
+SRC_TREE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 NET=${CNNSCALE_SLURM_SUBNET:-10.201.0}
 CPUS=${CNNSCALE_SLURM_CPUS:-16}
 PORT=${CNNSCALE_SLURM_PORT:-6917}
@@ -188,12 +193,23 @@ start_slurmd() {
   nd=$DIR/nodes/$node
   mkdir -p "$nd/spool" "$nd/tmp"
   chmod 1777 "$nd/tmp"
-  # If $DIR itself lies under /tmp, the node's private /tmp would hide it: bind it
-  # into the node's /tmp at the same path first (rbind carries that submount along).
-  local rel="" keep=""
-  case $DIR in
-    /tmp/*) rel=${DIR#/tmp/}; mkdir -p "$nd/tmp/$rel"; keep="mount --bind '$DIR' '$nd/tmp/$rel' &&" ;;
-  esac
+  # Directories under /tmp that jobs need ($DIR, this source tree, CNNSCALE_SLURM_SHARE)
+  # would be hidden by the node's private /tmp: bind each into the node's /tmp at the
+  # same path first (the rbind below carries these submounts along). Shortest first,
+  # skipping any that lie inside one already kept.
+  local rel="" keep="" p kept=()
+  while IFS= read -r p; do
+    [ -n "$p" ] && [ -d "$p" ] || continue
+    local inside=0 k2
+    for k2 in "${kept[@]+"${kept[@]}"}"; do case $p/ in "$k2"/*) inside=1 ;; esac; done
+    [ "$inside" = 1 ] && continue
+    kept+=("$p")
+    rel=${p#/tmp/}
+    mkdir -p "$nd/tmp/$rel"
+    keep+="mount --bind '$p' '$nd/tmp/$rel' && "
+  done < <(for p in "$DIR" "$SRC_TREE" ${CNNSCALE_SLURM_SHARE//:/ }; do
+             p=$(realpath -m "$p"); case $p in /tmp/?*) echo "$p" ;; esac
+           done | awk '{ print length($0) " " $0 }' | sort -n | cut -d' ' -f2- | uniq)
   # nsenter (not `ip netns exec`, which remounts /sys and hides the cgroup fs slurmd reads).
   nsenter --net="/var/run/netns/$ns" unshare --uts --mount --propagation private bash -c "
     set -e

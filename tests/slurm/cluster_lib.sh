@@ -21,6 +21,8 @@ _teardown() {
 }
 trap _teardown EXIT
 trap 'exit 130' INT TERM
+# The checkout and build tree may lie under /tmp (a CI clone): keep them visible on the nodes.
+export CNNSCALE_SLURM_SHARE="$CNNSCALE_SOURCE:$CNNSCALE_BUILD${CNNSCALE_SLURM_SHARE:+:$CNNSCALE_SLURM_SHARE}"
 cluster_up() {
   if "$CLUSTER" status >/dev/null 2>&1; then
     echo "note: using the local cluster that is already up (not torn down afterwards)"
