@@ -116,7 +116,8 @@ class Exec {
 };
 
 // Creates the exec of `node`; sets and allocates `out`.
-// For a conv with a fused relu, `fused_out` is the relu's output tensor (allocated here).
+// For a conv with a fused relu, `fused_out` is the relu's output tensor (allocated here);
+// for a maxpool with relu_into_pool, the relu's input tensor (its gradient is written).
 std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in, Tensor* out, const ExecEnv& env,
                                 Tensor* fused_out = nullptr);
 
@@ -124,7 +125,7 @@ std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in
 std::unique_ptr<Exec> make_conv(const Node&, Tensor* in, Tensor* out, const ExecEnv&, Tensor* fused_out);
 std::unique_ptr<Exec> make_linear(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_relu(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
-std::unique_ptr<Exec> make_pool(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
+std::unique_ptr<Exec> make_pool(const Node&, Tensor* in, Tensor* out, const ExecEnv&, Tensor* relu_in = nullptr);
 std::unique_ptr<Exec> make_bn(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_dropout(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_flatten(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
