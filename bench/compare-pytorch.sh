@@ -10,9 +10,10 @@
 # 2 ranks, and the table (medians over rounds, min..max in brackets).
 #
 # Usage: bench/compare-pytorch.sh [--build DIR] [--rounds N] [--steps N] [--bind core|none]
-#                                 [--out DIR] [--accuracy] [--epochs N] [--no-install]
+#                                 [--out DIR] [--accuracy [--with-pytorch]] [--epochs N] [--no-install]
 #   --accuracy   instead of the throughput table: 5-epoch (--epochs) runs on 2 ranks of
-#                cnnscale fp32 and bf16 (and PyTorch fp32), test accuracy of each.
+#                cnnscale fp32 and bf16 (and, with --with-pytorch, PyTorch fp32), test
+#                accuracy of each.
 # PyTorch is a bench-only dependency: Debian's python3-torch (installed here with apt
 # when missing, as root). Results: $OUT/results.jsonl, $OUT/table.txt.
 set -euo pipefail
@@ -26,6 +27,7 @@ OUT=""
 ACCURACY=0
 EPOCHS=5
 INSTALL=1
+ACC_PYTORCH=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$2; shift 2 ;;
@@ -34,9 +36,10 @@ while [ $# -gt 0 ]; do
     --bind) BIND=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --accuracy) ACCURACY=1; shift ;;
+    --with-pytorch) ACC_PYTORCH=1; shift ;;
     --epochs) EPOCHS=$2; shift 2 ;;
     --no-install) INSTALL=0; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "compare-pytorch.sh: error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -121,7 +124,7 @@ EOF
 }
 
 {
-  echo "machine: $(uname -srm); $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+  echo "machine: $(uname -srm); $(nproc --all) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
   echo "torch $TORCH_VERSION; $(mpirun --version 2>&1 | head -1); binding: $BIND"
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/machine.txt"
@@ -131,7 +134,7 @@ if [ "$ACCURACY" = 1 ]; then
   echo "== accuracy: $EPOCHS epochs on 2 ranks (global batch 128)"
   run_cnnscale 2 acc-cnnscale-fp32 fp32 --epochs "$EPOCHS"
   run_cnnscale 2 acc-cnnscale-bf16 bf16 --epochs "$EPOCHS"
-  run_pytorch 2 acc-pytorch --epochs "$EPOCHS"
+  [ "$ACC_PYTORCH" = 1 ] && run_pytorch 2 acc-pytorch --epochs "$EPOCHS"
   $PY - "$OUT/results.jsonl" <<'EOF' | tee "$OUT/accuracy.txt"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
