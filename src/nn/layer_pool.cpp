@@ -17,6 +17,7 @@
 #pragma GCC diagnostic pop
 
 #include <cstring>
+#include <vector>
 
 #include "nn/exec.hpp"
 
@@ -78,7 +79,7 @@ struct Strided {
       if (d.padded_dims[i] != d.dims[i]) return false;
     const auto& b = d.format_desc.blocking;
     if (b.inner_nblks == 0) {
-      lanes = 1;
+      lanes = b.strides[1] == 1 ? d.dims[1] : 1;  // channels-last: all channels contiguous
     } else if (b.inner_nblks == 1 && b.inner_idxs[0] == 1 && d.dims[1] % b.inner_blks[0] == 0) {
       lanes = b.inner_blks[0];
     } else {
@@ -107,8 +108,8 @@ class MaxPoolReluExec : public Exec {
             (int64_t{node.out.w} - 1) * node.stride + node.kernel - node.in.w}},
           env.eng);
       out->alloc(probe.dst_desc(), env.eng);
-      ok = xs_.init(in->md) && ys_.init(out->md) && xs_.lanes == ys_.lanes && xs_.lanes <= 64 &&
-           relu_in->md == in->md && node.kernel * node.kernel <= 255;
+      ok = xs_.init(in->md) && ys_.init(out->md) && xs_.lanes == ys_.lanes &&
+           relu_in->md == in->md;
     } catch (const dnnl::error&) {
       ok = false;
     }
@@ -125,12 +126,14 @@ class MaxPoolReluExec : public Exec {
       return;
     }
     groups_ = node.out.c / xs_.lanes;
+    gv_.resize(static_cast<size_t>(xs_.lanes));
+    taken_.resize(static_cast<size_t>(xs_.lanes));
     covered_ = node.out.h * node.stride == node.in.h && node.out.w * node.stride == node.in.w;
   }
 
   void forward(const RunCtx& c) override {
     if (fallback_) return fallback_->forward(c);
-    if (avx512_ && xs_.lanes == 16) return fwd16_avx512(c.n);
+    if (avx512_ && xs_.lanes % 16 == 0) return fwd16_avx512(c.n);
     switch (xs_.lanes) {
       case 16: return fwd<16>(c.n);
       case 8: return fwd<8>(c.n);
@@ -147,7 +150,7 @@ class MaxPoolReluExec : public Exec {
       return;
     }
     if (!covered_) std::memset(relu_in_->diff_target_ptr(relu_node_), 0, relu_in_->md.get_size());
-    if (avx512_ && xs_.lanes == 16) {
+    if (avx512_ && xs_.lanes % 16 == 0) {
       bwd16_avx512(c.n);
       relu_in_->diff_done(relu_node_);
       return;
@@ -161,8 +164,8 @@ class MaxPoolReluExec : public Exec {
     relu_in_->diff_done(relu_node_);
   }
 
-  // nChw16c with AVX-512: the same operations as fwd<16>/bwd<16>, one vector per window
-  // position (_mm512_max_ps(a, b) is exactly a > b ? a : b).
+  // Lanes a multiple of 16 (nChw16c, channels-last) with AVX-512: the same operations as
+  // fwd<L>/bwd<L>, 16 lanes per vector (_mm512_max_ps(a, b) is exactly a > b ? a : b).
   __attribute__((target("avx512f"))) void fwd16_avx512(int64_t batch) {
     const int K = node_.kernel, S = node_.stride, OH = node_.out.h, OW = node_.out.w;
     const float* x = in_->data.f();
@@ -171,12 +174,14 @@ class MaxPoolReluExec : public Exec {
       for (int64_t g = 0; g < groups_; ++g)
         for (int oh = 0; oh < OH; ++oh)
           for (int ow = 0; ow < OW; ++ow) {
-            const float* xb = x + n * xs_.n + g * xs_.g + int64_t{oh} * S * xs_.h + int64_t{ow} * S * xs_.w;
-            __m512 m = _mm512_loadu_ps(xb);
-            for (int kh = 0; kh < K; ++kh)
-              for (int kw = 0; kw < K; ++kw)
-                if (kh | kw) m = _mm512_max_ps(_mm512_loadu_ps(xb + kh * xs_.h + kw * xs_.w), m);
-            _mm512_storeu_ps(y + n * ys_.n + g * ys_.g + oh * ys_.h + ow * ys_.w, m);
+            for (int64_t l = 0; l < xs_.lanes; l += 16) {
+              const float* xb = x + n * xs_.n + g * xs_.g + int64_t{oh} * S * xs_.h + int64_t{ow} * S * xs_.w + l;
+              __m512 m = _mm512_loadu_ps(xb);
+              for (int kh = 0; kh < K; ++kh)
+                for (int kw = 0; kw < K; ++kw)
+                  if (kh | kw) m = _mm512_max_ps(_mm512_loadu_ps(xb + kh * xs_.h + kw * xs_.w), m);
+              _mm512_storeu_ps(y + n * ys_.n + g * ys_.g + oh * ys_.h + ow * ys_.w + l, m);
+            }
           }
   }
   __attribute__((target("avx512f"))) void bwd16_avx512(int64_t batch) {
@@ -189,20 +194,21 @@ class MaxPoolReluExec : public Exec {
     for (int64_t n = 0; n < batch; ++n)
       for (int64_t g = 0; g < groups_; ++g)
         for (int oh = 0; oh < OH; ++oh)
-          for (int ow = 0; ow < OW; ++ow) {
-            const int64_t yo = n * ys_.n + g * ys_.g + oh * ys_.h + ow * ys_.w;
-            const __m512 yv = _mm512_loadu_ps(y + yo);
-            const __m512 gv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(yv, zero, _CMP_GT_OQ), _mm512_loadu_ps(dy + yo));
-            __mmask16 taken = 0;
-            const int64_t off = n * xs_.n + g * xs_.g + int64_t{oh} * S * xs_.h + int64_t{ow} * S * xs_.w;
-            for (int kh = 0; kh < K; ++kh)
-              for (int kw = 0; kw < K; ++kw) {
-                const int64_t o = off + kh * xs_.h + kw * xs_.w;
-                const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + o), yv, _CMP_EQ_OQ) & ~taken;
-                _mm512_storeu_ps(dx + o, _mm512_maskz_mov_ps(hit, gv));
-                taken |= hit;
-              }
-          }
+          for (int ow = 0; ow < OW; ++ow)
+            for (int64_t l = 0; l < xs_.lanes; l += 16) {
+              const int64_t yo = n * ys_.n + g * ys_.g + oh * ys_.h + ow * ys_.w + l;
+              const __m512 yv = _mm512_loadu_ps(y + yo);
+              const __m512 gv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(yv, zero, _CMP_GT_OQ), _mm512_loadu_ps(dy + yo));
+              __mmask16 taken = 0;
+              const int64_t off = n * xs_.n + g * xs_.g + int64_t{oh} * S * xs_.h + int64_t{ow} * S * xs_.w + l;
+              for (int kh = 0; kh < K; ++kh)
+                for (int kw = 0; kw < K; ++kw) {
+                  const int64_t o = off + kh * xs_.h + kw * xs_.w;
+                  const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + o), yv, _CMP_EQ_OQ) & ~taken;
+                  _mm512_storeu_ps(dx + o, _mm512_maskz_mov_ps(hit, gv));
+                  taken |= hit;
+                }
+            }
   }
 
   // LC: lanes known at compile time (0: runtime xs_.lanes).
@@ -238,7 +244,7 @@ class MaxPoolReluExec : public Exec {
     const float* y = out_->data.f();
     const float* dy = out_->diff.f();
     float* dx = relu_in_->diff_target_ptr(relu_node_);
-    float gv[64], taken[64];
+    float *gv = gv_.data(), *taken = taken_.data();
     for (int64_t n = 0; n < batch; ++n)
       for (int64_t g = 0; g < groups_; ++g)
         for (int oh = 0; oh < OH; ++oh)
@@ -267,6 +273,7 @@ class MaxPoolReluExec : public Exec {
   Strided xs_, ys_;
   int64_t groups_ = 0;
   bool covered_ = true;
+  std::vector<float> gv_, taken_;  // per-window scratch of the portable backward
   bool avx512_ = __builtin_cpu_supports("avx512f");
   std::unique_ptr<PoolExec> fallback_;
   Call relu_bwd_;
