@@ -98,7 +98,9 @@ class WeightedExec : public Exec {
     auto fpd = tr.fwd(src_any, w_any, has_bias ? &b_md : nullptr, dst_any, eng, attr);
     if (fused_out) {
       fused_out->alloc(fpd.dst_desc(), eng);
-      out->alloc(fpd.dst_desc(), eng, fused_out->data.data());  // pre-relu values are never read
+      // Pre-relu values are never read; the relu's backward runs in place on one
+      // gradient buffer (relu output's and conv output's gradients share it).
+      out->alloc(fpd.dst_desc(), eng, fused_out->data.data(), fused_out->needs_diff ? fused_out->diff_ptr() : nullptr);
     } else {
       out->alloc(fpd.dst_desc(), eng);
     }
