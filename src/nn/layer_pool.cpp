@@ -3,7 +3,7 @@
 //
 // Max-pool after a conv's fused relu with kernel == stride (mnist_cnn's conv2 → relu →
 // maxpool(2)) runs its own kernel instead (MaxPoolReluExec): forward takes the window
-// maxima (no workspace), backward writes the conv output's gradient in one pass: g at
+// maxima (no workspace) into a plain (PyTorch-order) output, backward writes the conv output's gradient in one pass: g at
 // the window's first maximum (found again from the kept input) when the pooled value
 // is > 0, else 0.
 // That is exactly pooling-backward followed by relu-backward-from-dst (the relu output
@@ -96,24 +96,7 @@ class MaxPoolReluExec : public Exec {
   MaxPoolReluExec(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env, Tensor* relu_in)
       : node_(node), in_(in), out_(out), relu_in_(relu_in), relu_node_(node.inputs[0] - 1) {
     using namespace dnnl;
-    const int64_t n = env.n;
-    bool ok = false;
-    try {
-      // The input's layout, at the output size (oneDNN's own choice for pooling too).
-      md_t o({n, node.out.c, node.out.h, node.out.w}, dt::f32, tag::any);
-      pooling_forward::primitive_desc probe(
-          {prop_kind::forward_training, algorithm::pooling_max, in->md, o, {node.stride, node.stride},
-           {node.kernel, node.kernel}, {0, 0},
-           {(int64_t{node.out.h} - 1) * node.stride + node.kernel - node.in.h,
-            (int64_t{node.out.w} - 1) * node.stride + node.kernel - node.in.w}},
-          env.eng);
-      out->alloc(probe.dst_desc(), env.eng);
-      ok = xs_.init(in->md) && ys_.init(out->md) && xs_.lanes == ys_.lanes &&
-           relu_in->md == in->md;
-    } catch (const dnnl::error&) {
-      ok = false;
-    }
-    if (!ok) {
+    if (!xs_.init(in->md) || !(relu_in->md == in->md)) {
       fallback_ = std::make_unique<PoolExec>(node, in, out, env);
       eltwise_forward::primitive_desc fpd(
           {prop_kind::forward_training, algorithm::eltwise_relu_use_dst_for_bwd, in->md, 0.f, 0.f}, env.eng);
@@ -125,15 +108,17 @@ class MaxPoolReluExec : public Exec {
       relu_bwd_.arg(DNNL_ARG_DIFF_SRC, relu_in->diff_target(relu_node_));
       return;
     }
+    // The output is plain (PyTorch order): the dropout/flatten after it need no reorder.
+    out->alloc(plain_md(out->dims), env.eng);
+    y_c_ = int64_t{node.out.h} * node.out.w;
+    y_n_ = node.out.c * y_c_;
     groups_ = node.out.c / xs_.lanes;
-    gv_.resize(static_cast<size_t>(xs_.lanes));
-    taken_.resize(static_cast<size_t>(xs_.lanes));
     covered_ = node.out.h * node.stride == node.in.h && node.out.w * node.stride == node.in.w;
   }
 
   void forward(const RunCtx& c) override {
     if (fallback_) return fallback_->forward(c);
-    if (avx512_ && xs_.lanes % 16 == 0) return fwd16_avx512(c.n);
+    if (avx512_ && xs_.lanes % 16 == 0) return fwd_avx512(c.n);
     switch (xs_.lanes) {
       case 16: return fwd<16>(c.n);
       case 8: return fwd<8>(c.n);
@@ -151,54 +136,58 @@ class MaxPoolReluExec : public Exec {
     }
     if (!covered_) std::memset(relu_in_->diff_target_ptr(relu_node_), 0, relu_in_->md.get_size());
     if (avx512_ && xs_.lanes % 16 == 0) {
-      bwd16_avx512(c.n);
-      relu_in_->diff_done(relu_node_);
-      return;
-    }
-    switch (xs_.lanes) {
-      case 16: bwd<16>(c.n); break;
-      case 8: bwd<8>(c.n); break;
-      case 1: bwd<1>(c.n); break;
-      default: bwd<0>(c.n); break;
+      bwd_avx512(c.n);
+    } else {
+      switch (xs_.lanes) {
+        case 16: bwd<16>(c.n); break;
+        case 8: bwd<8>(c.n); break;
+        case 1: bwd<1>(c.n); break;
+        default: bwd<0>(c.n); break;
+      }
     }
     relu_in_->diff_done(relu_node_);
   }
 
   // Lanes a multiple of 16 (nChw16c, channels-last) with AVX-512: the same operations as
-  // fwd<L>/bwd<L>, 16 lanes per vector (_mm512_max_ps(a, b) is exactly a > b ? a : b).
-  __attribute__((target("avx512f"))) void fwd16_avx512(int64_t batch) {
+  // fwd<L>/bwd<L>, 16 lanes per vector (_mm512_max_ps(a, b) is exactly a > b ? a : b);
+  // the plain output is written / read with a 16-lane scatter / gather (stride OH·OW).
+  __attribute__((target("avx512f"))) void fwd_avx512(int64_t batch) {
     const int K = node_.kernel, S = node_.stride, OH = node_.out.h, OW = node_.out.w;
     const float* x = in_->data.f();
     float* y = out_->data.f();
+    const __m512i vidx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                            _mm512_set1_epi32(static_cast<int>(y_c_)));
     for (int64_t n = 0; n < batch; ++n)
       for (int64_t g = 0; g < groups_; ++g)
         for (int oh = 0; oh < OH; ++oh)
-          for (int ow = 0; ow < OW; ++ow) {
+          for (int ow = 0; ow < OW; ++ow)
             for (int64_t l = 0; l < xs_.lanes; l += 16) {
               const float* xb = x + n * xs_.n + g * xs_.g + int64_t{oh} * S * xs_.h + int64_t{ow} * S * xs_.w + l;
               __m512 m = _mm512_loadu_ps(xb);
               for (int kh = 0; kh < K; ++kh)
                 for (int kw = 0; kw < K; ++kw)
                   if (kh | kw) m = _mm512_max_ps(_mm512_loadu_ps(xb + kh * xs_.h + kw * xs_.w), m);
-              _mm512_storeu_ps(y + n * ys_.n + g * ys_.g + oh * ys_.h + ow * ys_.w + l, m);
+              _mm512_i32scatter_ps(y + n * y_n_ + (g * xs_.lanes + l) * y_c_ + oh * OW + ow, vidx, m, 4);
             }
-          }
   }
-  __attribute__((target("avx512f"))) void bwd16_avx512(int64_t batch) {
+  __attribute__((target("avx512f"))) void bwd_avx512(int64_t batch) {
     const int K = node_.kernel, S = node_.stride, OH = node_.out.h, OW = node_.out.w;
     const float* x = in_->data.f();
     const float* y = out_->data.f();
     const float* dy = out_->diff.f();
     float* dx = relu_in_->diff_target_ptr(relu_node_);
     const __m512 zero = _mm512_setzero_ps();
+    const __m512i vidx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                            _mm512_set1_epi32(static_cast<int>(y_c_)));
     for (int64_t n = 0; n < batch; ++n)
       for (int64_t g = 0; g < groups_; ++g)
         for (int oh = 0; oh < OH; ++oh)
           for (int ow = 0; ow < OW; ++ow)
             for (int64_t l = 0; l < xs_.lanes; l += 16) {
-              const int64_t yo = n * ys_.n + g * ys_.g + oh * ys_.h + ow * ys_.w + l;
-              const __m512 yv = _mm512_loadu_ps(y + yo);
-              const __m512 gv = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(yv, zero, _CMP_GT_OQ), _mm512_loadu_ps(dy + yo));
+              const int64_t yo = n * y_n_ + (g * xs_.lanes + l) * y_c_ + oh * OW + ow;
+              const __m512 yv = _mm512_i32gather_ps(vidx, y + yo, 4);
+              const __m512 gv =
+                  _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(yv, zero, _CMP_GT_OQ), _mm512_i32gather_ps(vidx, dy + yo, 4));
               __mmask16 taken = 0;
               const int64_t off = n * xs_.n + g * xs_.g + int64_t{oh} * S * xs_.h + int64_t{ow} * S * xs_.w + l;
               for (int kh = 0; kh < K; ++kh)
@@ -223,14 +212,17 @@ class MaxPoolReluExec : public Exec {
         for (int oh = 0; oh < OH; ++oh)
           for (int ow = 0; ow < OW; ++ow) {
             const float* xb = x + n * xs_.n + g * xs_.g + int64_t{oh} * S * xs_.h + int64_t{ow} * S * xs_.w;
-            float* yo = y + n * ys_.n + g * ys_.g + oh * ys_.h + ow * ys_.w;
-            for (int64_t l = 0; l < L; ++l) yo[l] = xb[l];
-            for (int kh = 0; kh < K; ++kh)
-              for (int kw = 0; kw < K; ++kw) {
-                if (kh == 0 && kw == 0) continue;
-                const float* xp = xb + kh * xs_.h + kw * xs_.w;
-                for (int64_t l = 0; l < L; ++l) yo[l] = xp[l] > yo[l] ? xp[l] : yo[l];
-              }
+            float* yb = y + n * y_n_ + g * L * y_c_ + oh * OW + ow;
+            for (int64_t l = 0; l < L; ++l) {
+              float m = xb[l];
+              for (int kh = 0; kh < K; ++kh)
+                for (int kw = 0; kw < K; ++kw) {
+                  if (kh == 0 && kw == 0) continue;
+                  const float v = xb[kh * xs_.h + kw * xs_.w + l];
+                  m = v > m ? v : m;
+                }
+              yb[l * y_c_] = m;
+            }
           }
   }
 
@@ -244,25 +236,24 @@ class MaxPoolReluExec : public Exec {
     const float* y = out_->data.f();
     const float* dy = out_->diff.f();
     float* dx = relu_in_->diff_target_ptr(relu_node_);
-    float *gv = gv_.data(), *taken = taken_.data();
     for (int64_t n = 0; n < batch; ++n)
       for (int64_t g = 0; g < groups_; ++g)
         for (int oh = 0; oh < OH; ++oh)
           for (int ow = 0; ow < OW; ++ow) {
-            const float* yo = y + n * ys_.n + g * ys_.g + oh * ys_.h + ow * ys_.w;
-            const float* dyo = dy + (yo - y);
-            for (int64_t l = 0; l < L; ++l) gv[l] = yo[l] > 0.f ? dyo[l] : 0.f, taken[l] = 0.f;  // relu bwd (dst)
+            const int64_t yb = n * y_n_ + g * L * y_c_ + oh * OW + ow;
             const int64_t off = n * xs_.n + g * xs_.g + int64_t{oh} * S * xs_.h + int64_t{ow} * S * xs_.w;
-            for (int kh = 0; kh < K; ++kh)
-              for (int kw = 0; kw < K; ++kw) {
-                const float* xp = x + off + kh * xs_.h + kw * xs_.w;
-                float* dp = dx + off + kh * xs_.h + kw * xs_.w;
-                for (int64_t l = 0; l < L; ++l) {
-                  const bool hit = taken[l] == 0.f && xp[l] == yo[l];
-                  dp[l] = hit ? gv[l] : 0.f;
-                  taken[l] = hit ? 1.f : taken[l];
+            for (int64_t l = 0; l < L; ++l) {
+              const float yv = y[yb + l * y_c_];
+              const float gv = yv > 0.f ? dy[yb + l * y_c_] : 0.f;  // relu backward (from dst)
+              bool taken = false;
+              for (int kh = 0; kh < K; ++kh)
+                for (int kw = 0; kw < K; ++kw) {
+                  const int64_t o = off + kh * xs_.h + kw * xs_.w + l;
+                  const bool hit = !taken && x[o] == yv;
+                  dx[o] = hit ? gv : 0.f;
+                  taken = taken || hit;
                 }
-              }
+            }
           }
   }
 
@@ -270,10 +261,10 @@ class MaxPoolReluExec : public Exec {
   const Node& node_;
   Tensor *in_, *out_, *relu_in_;
   int relu_node_;
-  Strided xs_, ys_;
+  Strided xs_;
+  int64_t y_n_ = 0, y_c_ = 0;  // plain output strides (sample, channel)
   int64_t groups_ = 0;
   bool covered_ = true;
-  std::vector<float> gv_, taken_;  // per-window scratch of the portable backward
   bool avx512_ = __builtin_cpu_supports("avx512f");
   std::unique_ptr<PoolExec> fallback_;
   Call relu_bwd_;
