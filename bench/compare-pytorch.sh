@@ -118,7 +118,8 @@ j = json.load(open(f"{out}/{tag}/run.json"))
 rss = [int(open(f).read().split()[-1]) / 1024 for f in glob.glob(f"{out}/{tag}.rss.*")]
 print(json.dumps({"impl": "cnnscale", "precision": prec, "tag": tag, "world": w,
                   "images_per_s": j["images_per_s"], "step_ms": j["step_ms"]["median"],
-                  "breakdown_ms": j["breakdown_ms"], "peak_rss_mib": max(rss),
+                  "breakdown_ms": j["breakdown_ms"], "breakdown_median_ms": j.get("breakdown_median_ms"),
+                  "peak_rss_mib": max(rss),
                   "test_accuracy": j["test_accuracy"]}))
 EOF
 }
