@@ -6,7 +6,7 @@
 # number of steps, warm-up steps excluded the same way (first min(20, steps/10)),
 # images/s = global batch / median over steps of the slowest rank's step time.
 # Rounds alternate A/B: for each round, for W in 1 2: PyTorch, cnnscale fp32,
-# cnnscale bf16. Then: bench/roofline (sgemm roof, memcpy), `cnnscale allreduce` on
+# cnnscale bf16 (and at W=2 a control: two independent 1-rank cnnscale runs at once). Then: bench/roofline (sgemm roof, memcpy), `cnnscale allreduce` on
 # 2 ranks, and the table (medians over rounds, min..max in brackets).
 #
 # Usage: bench/compare-pytorch.sh [--build DIR] [--rounds N] [--steps N] [--bind core|none]
@@ -124,6 +124,30 @@ print(json.dumps({"impl": "cnnscale", "precision": prec, "tag": tag, "world": w,
 EOF
 }
 
+# Control for weak scaling: two independent 1-rank cnnscale runs at once, one per core
+# (no communication at all). Their summed images/s is what 2 ranks could reach on this
+# machine if DDP cost nothing; 2-rank DDP images/s over it isolates DDP's own overhead
+# from the two processes sharing the machine (cache, memory bandwidth, other users).
+run_cnnscale_pair() {  # TAG PRECISION [extra args]
+  local TAG=$1 PREC=$2; shift 2
+  local pids=() r
+  for r in 0 1; do
+    rm -rf "$OUT/$TAG-$r"
+    taskset -c "$r" mpirun --bind-to none -n 1 "$CNNSCALE" train --data "$DATA" --cache memory --model mnist_cnn \
+      --batch-size 64 --threads 1 --lr 0.01 --momentum 0.9 --precision "$PREC" --run-dir "$OUT/$TAG-$r" "$@" \
+      >"$OUT/$TAG-$r.out" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || { echo "compare-pytorch.sh: error: $TAG failed (see $OUT/$TAG-*.out)" >&2; exit 1; }; done
+  $PY - "$OUT" "$TAG" "$PREC" <<'EOF2' >>"$OUT/results.jsonl"
+import json, sys
+out, tag, prec = sys.argv[1:4]
+ips = [json.load(open(f"{out}/{tag}-{r}/run.json"))["images_per_s"] for r in (0, 1)]
+print(json.dumps({"impl": "cnnscale-independent-pair", "precision": prec, "tag": tag, "world": 2,
+                  "images_per_s": sum(ips), "per_process": ips, "peak_rss_mib": 0, "step_ms": 0}))
+EOF2
+}
+
 {
   echo "machine: $(uname -srm); $(nproc --all) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
   echo "torch $TORCH_VERSION; $(mpirun --version 2>&1 | head -1); binding: $BIND"
@@ -155,6 +179,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
     run_pytorch "$W" "r$round-pytorch-w$W" --steps "$STEPS"
     run_cnnscale "$W" "r$round-cnnscale-fp32-w$W" fp32 --max-steps "$STEPS"
     run_cnnscale "$W" "r$round-cnnscale-bf16-w$W" bf16 --max-steps "$STEPS"
+    [ "$W" = 2 ] && run_cnnscale_pair "r$round-cnnscale-fp32-pair" fp32 --max-steps "$STEPS"
   done
 done
 

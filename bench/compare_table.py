@@ -11,7 +11,8 @@ rows = [json.loads(l) for l in open(os.path.join(out, "results.jsonl")) if l.str
 
 
 def key(r):
-    return ("pytorch" if r["impl"].startswith("pytorch") else "cnnscale", r["precision"], r["world"])
+    impl = r["impl"]
+    return ("pytorch" if impl.startswith("pytorch") else impl, r["precision"], r["world"])
 
 
 groups = {}
@@ -75,6 +76,13 @@ if bd:
         print(f"  compute per step (mean): 1 rank {statistics.median(c1):.2f} ms, 2 ranks "
               f"{statistics.median(b['compute'] for b in bd):.2f} ms (same work per rank: the difference is the "
               "two ranks sharing the machine)")
+pair = groups.get(("cnnscale-independent-pair", "fp32", 2), [])
+if pair:
+    pm = statistics.median(r["images_per_s"] for r in pair)
+    per = [p for r in pair for p in r["per_process"]]
+    print(f"  control: two independent 1-rank cnnscale runs at once (no communication): {pm:.0f} img/s summed "
+          f"({min(per):.0f}..{max(per):.0f} per process) = {pm / (2 * med(('cnnscale', 'fp32', 1))) * 100:.1f}% of "
+          f"2x the lone 1-rank run; 2-rank DDP reaches {med(('cnnscale', 'fp32', 2)) / pm * 100:.1f}% of this pair")
 rss_pt = max((r["peak_rss_mib"] for w in (1, 2) for r in groups.get(("pytorch", "fp32", w), [])), default=0)
 rss_c = max((r["peak_rss_mib"] for w in (1, 2) for r in groups.get(("cnnscale", "fp32", w), [])), default=0)
 print(f"peak RSS per rank: cnnscale {rss_c:.0f} MiB vs PyTorch {rss_pt:.0f} MiB (target: no larger)")

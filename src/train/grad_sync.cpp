@@ -27,7 +27,7 @@ std::vector<Bucket> plan_buckets(const std::vector<size_t>& param_ends, size_t f
 GradSync::GradSync(Communicator& comm, float* grads, std::vector<Bucket> buckets, DType wire)
     : comm_(comm), grads_(grads), buckets_(std::move(buckets)), wire_(wire) {
   pending_.reserve(buckets_.size());
-  int us = 250;
+  int us = 500;
   if (const char* e = std::getenv("CNNSCALE_PROGRESS_US")) us = std::atoi(e);
   int level = MPI_THREAD_SINGLE, inited = 0;
   MPI_Initialized(&inited);

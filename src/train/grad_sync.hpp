@@ -14,7 +14,7 @@
 // calls MPI_Iprobe (which runs MPI's progress engine and touches no request) every
 // progress_us microseconds while reductions are in flight, and sleeps on a condition
 // variable otherwise: it costs a wake-up per interval during the overlap window and
-// nothing else. progress_us comes from CNNSCALE_PROGRESS_US (default 250; 0 = no thread,
+// nothing else. progress_us comes from CNNSCALE_PROGRESS_US (default 500; 0 = no thread,
 // progress only from the grad-ready hook). The reduction results do not depend on it.
 #pragma once
 #include <condition_variable>
