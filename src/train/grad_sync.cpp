@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -29,6 +30,7 @@ GradSync::GradSync(Communicator& comm, float* grads, std::vector<Bucket> buckets
   pending_.reserve(buckets_.size());
   int us = 500;
   if (const char* e = std::getenv("CNNSCALE_PROGRESS_US")) us = std::atoi(e);
+  if (const char* e = std::getenv("CNNSCALE_PROGRESS_POLLS")) progress_polls_ = std::max(1, std::atoi(e));
   int level = MPI_THREAD_SINGLE, inited = 0;
   MPI_Initialized(&inited);
   if (inited) MPI_Query_thread(&level);
@@ -56,6 +58,10 @@ void GradSync::progress_loop() {
     cv_.wait(lk, [this] { return active_ || stop_; });
     if (stop_) return;
     while (active_ && !stop_) {
+      if (polls_left_-- <= 0) {  // the bucket had its share of progress calls
+        active_ = false;
+        break;
+      }
       lk.unlock();
       int flag = 0;
       // Runs the progress engine; no message ever carries this tag.
@@ -77,10 +83,11 @@ void GradSync::on_ready(size_t ready_end) {
   while (next_ < buckets_.size() && buckets_[next_].end <= ready_end) {
     const Bucket& b = buckets_[next_++];
     pending_.push_back(comm_.allreduce_sum_async(grads_ + b.begin, b.end - b.begin, wire_));
-    if (progress_us_ > 0 && !active_) {
+    if (progress_us_ > 0) {
       {
         std::lock_guard<std::mutex> lk(mu_);
         active_ = true;
+        polls_left_ = progress_polls_;
       }
       cv_.notify_one();
     }
