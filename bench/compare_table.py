@@ -75,7 +75,7 @@ if bd:
     if c1:
         print(f"  compute per step (mean): 1 rank {statistics.median(c1):.2f} ms, 2 ranks "
               f"{statistics.median(b['compute'] for b in bd):.2f} ms (same work per rank: the difference is the "
-              "two ranks sharing the machine)")
+              "two busy cores sharing the machine, and the allreduce's CPU time on the same core)")
 pair = groups.get(("cnnscale-independent-pair", "fp32", 2), [])
 if pair:
     pm = statistics.median(r["images_per_s"] for r in pair)
