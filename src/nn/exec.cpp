@@ -27,13 +27,14 @@ void Call::run(const dnnl::stream& s) const {
   if (st != dnnl_success) throw std::runtime_error("oneDNN primitive execution failed (status " + std::to_string(st) + ")");
 }
 
-void Tensor::alloc(const md_t& m, const dnnl::engine& eng, void* data_alias) {
+void Tensor::alloc(const md_t& m, const dnnl::engine& eng, void* data_alias, void* diff_alias) {
   md = m;
   if (!data_alias) data.resize(md.get_size());
   mem = dnnl::memory(md, eng, data_alias ? data_alias : data.data());
   if (needs_diff) {
-    diff.resize(md.get_size());
-    diff_mem = dnnl::memory(md, eng, diff.data());
+    diff_alias_ = diff_alias;
+    if (!diff_alias) diff.resize(md.get_size());
+    diff_mem = dnnl::memory(md, eng, diff_alias ? diff_alias : diff.data());
     if (consumers > 1) {
       scratch.resize(md.get_size());
       scratch_mem = dnnl::memory(md, eng, scratch.data());
@@ -43,7 +44,7 @@ void Tensor::alloc(const md_t& m, const dnnl::engine& eng, void* data_alias) {
 
 void Tensor::diff_done(int node) {
   if (node != last_consumer) {
-    float* d = diff.f();
+    float* d = diff_ptr();
     const float* s = scratch.f();
     const size_t n = md.get_size() / sizeof(float);
     for (size_t i = 0; i < n; ++i) d[i] += s[i];
@@ -98,7 +99,7 @@ std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in
     case Op::linear: return make_linear(node, in[0], out, env);
     case Op::relu: return make_relu(node, in[0], out, env);
     case Op::maxpool:
-    case Op::avgpool: return make_pool(node, in[0], out, env);
+    case Op::avgpool: return make_pool(node, in[0], out, env, fused_out);
     case Op::bn: return make_bn(node, in[0], out, env);
     case Op::dropout: return make_dropout(node, in[0], out, env);
     case Op::flatten: return make_flatten(node, in[0], out, env);

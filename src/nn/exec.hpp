@@ -62,13 +62,20 @@ struct Tensor {
                                // the first to run backward and writes `diff` directly
   bool needs_diff = true;      // false for the network input
 
-  // Allocates data and diff; data_alias: use that buffer as data instead (fused conv).
-  void alloc(const md_t& m, const dnnl::engine& eng, void* data_alias = nullptr);
+  // Allocates data and diff; data_alias: use that buffer as data instead (fused conv);
+  // diff_alias: use that buffer as diff instead (flatten of a plain tensor: a view).
+  void alloc(const md_t& m, const dnnl::engine& eng, void* data_alias = nullptr, void* diff_alias = nullptr);
+  float* diff_ptr() const { return diff_alias_ ? static_cast<float*>(diff_alias_) : diff.f(); }
   // Where consumer `node` writes its contribution to this tensor's gradient; after
   // the primitive ran, diff_done(node) sums it in when another consumer wrote first.
   const dnnl::memory& diff_target(int node) const { return node == last_consumer ? diff_mem : scratch_mem; }
-  float* diff_target_ptr(int node) const { return node == last_consumer ? diff.f() : scratch.f(); }
+  float* diff_target_ptr(int node) const { return node == last_consumer ? diff_ptr() : scratch.f(); }
   void diff_done(int node);
+
+ private:
+  void* diff_alias_ = nullptr;
+
+ public:
 };
 
 // The plain (PyTorch) layout of a tensor with these dims.
@@ -116,7 +123,8 @@ class Exec {
 };
 
 // Creates the exec of `node`; sets and allocates `out`.
-// For a conv with a fused relu, `fused_out` is the relu's output tensor (allocated here).
+// For a conv with a fused relu, `fused_out` is the relu's output tensor (allocated here);
+// for a maxpool with relu_into_pool, the relu's input tensor (its gradient is written).
 std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in, Tensor* out, const ExecEnv& env,
                                 Tensor* fused_out = nullptr);
 
@@ -124,7 +132,7 @@ std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in
 std::unique_ptr<Exec> make_conv(const Node&, Tensor* in, Tensor* out, const ExecEnv&, Tensor* fused_out);
 std::unique_ptr<Exec> make_linear(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_relu(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
-std::unique_ptr<Exec> make_pool(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
+std::unique_ptr<Exec> make_pool(const Node&, Tensor* in, Tensor* out, const ExecEnv&, Tensor* relu_in = nullptr);
 std::unique_ptr<Exec> make_bn(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_dropout(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_flatten(const Node&, Tensor* in, Tensor* out, const ExecEnv&);

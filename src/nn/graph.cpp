@@ -2,6 +2,8 @@
 #include "nn/graph.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "util/error.hpp"
 
@@ -180,6 +182,17 @@ Graph GraphBuilder::finish(int output, int classes) {
     if (r.op == Op::relu && c.op == Op::conv && r.inputs[0] == c.index + 1 && readers[c.index + 1] == 1 &&
         c.index + 1 != output) {
       r.fused_relu = c.fused_relu = true;
+    }
+  }
+  // CNNSCALE_NO_POOL_FUSION=1 keeps relu and maxpool backward apart (for A/B checks).
+  const char* no_pf = std::getenv("CNNSCALE_NO_POOL_FUSION");
+  const bool pool_fusion = !(no_pf && *no_pf && std::string(no_pf) != "0");
+  for (size_t k = 1; pool_fusion && k < g_.nodes.size(); ++k) {
+    Node& p = g_.nodes[k];
+    Node& r = g_.nodes[k - 1];
+    if (p.op == Op::maxpool && p.kernel == p.stride && r.op == Op::relu && r.fused_relu &&
+        p.inputs[0] == r.index + 1 && readers[r.index + 1] == 1 && r.index + 1 != output) {
+      r.relu_into_pool = p.relu_into_pool = true;
     }
   }
   // Flat layout: reverse registration order.

@@ -38,6 +38,9 @@ struct Node {
   double p = 0.0;            // dropout
   int index = 0;             // node index (dropout hash, messages)
   bool fused_relu = false;   // relu: computed by the preceding conv (post-op); conv: has one
+  // relu (fused) → maxpool with kernel == stride: the maxpool's backward also applies the
+  // relu's backward (writes the conv output's gradient), the relu's backward is skipped.
+  bool relu_into_pool = false;
   std::vector<int> params;   // indices into Graph::params (registration order)
   size_t flat_begin = 0, flat_end = 0;  // the node's range in the flat buffers
 };

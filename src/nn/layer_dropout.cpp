@@ -1,12 +1,68 @@
 // layer_dropout.cpp — dropout with PyTorch semantics (zero with probability p, scale
 // the kept by 1/(1-p)); the mask is a counter-based hash of (seed, step, layer index,
 // global sample id, element index in the plain C×H×W order), see dropout_mask.hpp.
-// The output is in the plain layout (the input is reordered when it is blocked).
+// The output is in the plain layout (the input is reordered when it is blocked; a plain
+// input is masked straight into the output, without a copy).
+//
+// The mask loop has an AVX-512 path (8 hashes → 16 uniforms per iteration) that computes
+// exactly the scalar dropout_keep() decisions and the same float products.
+// GCC 12 reports a false -Wmaybe-uninitialized inside the AVX-512 headers.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
 #include "nn/dropout_mask.hpp"
 #include "nn/exec.hpp"
 
 namespace cnnscale::nn {
 namespace {
+
+bool have_avx512_dropout() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+}
+
+// Elements [0, count) of one sample, count a multiple of 16: mask bytes and y = x·scale
+// where kept, 0 where dropped (x may be y); exactly dropout_keep(key, j, threshold) per element j
+// (threshold <= 2^32 - 1 here).
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) void dropout_fwd_avx512(
+    uint64_t key, int64_t count, uint32_t threshold, float scale, const float* x, float* y, uint8_t* m) {
+  const __m512i golden = _mm512_set1_epi64(static_cast<long long>(kGolden));
+  const __m512i c1 = _mm512_set1_epi64(static_cast<long long>(0xBF58476D1CE4E5B9ull));
+  const __m512i c2 = _mm512_set1_epi64(static_cast<long long>(0x94D049BB133111EBull));
+  const __m512i vkey = _mm512_set1_epi64(static_cast<long long>(key));
+  const __m512i thr = _mm512_set1_epi32(static_cast<int>(threshold));
+  const __m512 vs = _mm512_set1_ps(scale);
+  const __m512i one8 = _mm512_set1_epi64(8);
+  __m512i k = _mm512_set_epi64(8, 7, 6, 5, 4, 3, 2, 1);  // (pair index) + 1
+  for (int64_t j = 0; j < count; j += 16) {
+    __m512i z = _mm512_add_epi64(vkey, _mm512_mullo_epi64(golden, k));
+    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), c1);
+    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), c2);
+    z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+    // Element 2i uses the high half of hash i, element 2i+1 the low half.
+    const __m512i u = _mm512_shuffle_epi32(z, _MM_PERM_CDAB);
+    const __mmask16 keep = _mm512_cmpge_epu32_mask(u, thr);
+    _mm512_storeu_ps(y + j, _mm512_maskz_mul_ps(keep, _mm512_loadu_ps(x + j), vs));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(m + j), _mm_maskz_set1_epi8(keep, 1));
+    k = _mm512_add_epi64(k, one8);
+  }
+}
+
+// dx = dy·scale where kept, 0 where dropped (dx may be dy).
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) void dropout_bwd_avx512(int64_t count, float scale,
+                                                                                    const float* dy, float* dx,
+                                                                                    const uint8_t* m) {
+  const __m512 vs = _mm512_set1_ps(scale);
+  int64_t k = 0;
+  for (; k + 16 <= count; k += 16) {
+    const __m128i mb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(m + k));
+    const __mmask16 keep = _mm_test_epi8_mask(mb, mb);
+    _mm512_storeu_ps(dx + k, _mm512_maskz_mul_ps(keep, _mm512_loadu_ps(dy + k), vs));
+  }
+  for (; k < count; ++k) dx[k] = m[k] ? dy[k] * scale : 0.f;
+}
 
 class DropoutExec : public Exec {
  public:
@@ -25,23 +81,31 @@ class DropoutExec : public Exec {
     }
     threshold_ = dropout_threshold(node.p);
     scale_ = node.p > 0 ? static_cast<float>(1.0 / (1.0 - node.p)) : 1.f;
+    // A plain input (e.g. from the fused max-pool): mask straight from it into the
+    // output, and straight back into its gradient: no copy / reorder pass.
+    direct_ = in->md == out->md && (!in->needs_diff || in->diff_target_ptr(node.index) != nullptr);
   }
 
   void forward(const RunCtx& c) override {
-    fwd_.run(*c.stream);
     active_ = c.training && node_.p > 0;
+    if (!active_ || !direct_) fwd_.run(*c.stream);
     if (!active_) return;
     float* y = out_->data.f();
+    const float* x = direct_ ? static_cast<const float*>(in_->mem.get_data_handle()) : y;
     uint8_t* m = static_cast<uint8_t*>(mask_.data());
+    const bool vec = avx512_ && threshold_ <= 0xFFFFFFFFull;
+    const int64_t vec_end = vec ? numel_ / 16 * 16 : 0;
     for (int64_t i = 0; i < c.n; ++i) {
       const int64_t sid = c.step->sample_ids ? c.step->sample_ids[i] : i;
       const uint64_t key = dropout_sample_key(c.step->seed, c.step->step, node_.index, sid);
+      const float* xi = x + i * numel_;
       float* yi = y + i * numel_;
       uint8_t* mi = m + i * numel_;
-      for (int64_t j = 0; j < numel_; ++j) {
+      if (vec_end) dropout_fwd_avx512(key, vec_end, static_cast<uint32_t>(threshold_), scale_, xi, yi, mi);
+      for (int64_t j = vec_end; j < numel_; ++j) {
         const bool keep = dropout_keep(key, j, threshold_);
         mi[j] = keep;
-        yi[j] = keep ? yi[j] * scale_ : 0.f;
+        yi[j] = keep ? xi[j] * scale_ : 0.f;
       }
     }
   }
@@ -53,12 +117,17 @@ class DropoutExec : public Exec {
   void backward_data(const RunCtx& c) override {
     if (!bwd_.valid) return;
     if (active_) {
-      float* d = out_->diff.f();
+      const float* dy = out_->diff.f();
+      float* dx = direct_ ? in_->diff_target_ptr(node_.index) : out_->diff.f();
       const uint8_t* m = static_cast<const uint8_t*>(mask_.data());
       const int64_t total = c.n * numel_;
-      for (int64_t k = 0; k < total; ++k) d[k] = m[k] ? d[k] * scale_ : 0.f;
+      if (avx512_) {
+        dropout_bwd_avx512(total, scale_, dy, dx, m);
+      } else {
+        for (int64_t k = 0; k < total; ++k) dx[k] = m[k] ? dy[k] * scale_ : 0.f;
+      }
     }
-    bwd_.run(*c.stream);
+    if (!active_ || !direct_) bwd_.run(*c.stream);
     in_->diff_done(node_.index);
   }
 
@@ -69,7 +138,8 @@ class DropoutExec : public Exec {
   Buffer mask_;
   uint64_t threshold_ = 0;
   float scale_ = 1.f;
-  bool active_ = false;
+  bool active_ = false, direct_ = false;
+  bool avx512_ = have_avx512_dropout();
   Call fwd_, bwd_;
 };
 

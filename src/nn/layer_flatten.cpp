@@ -1,5 +1,6 @@
 // layer_flatten.cpp — flatten N×C×H×W to N×(C·H·W) in PyTorch (plain) order; a reorder
-// when the input is blocked, a copy otherwise.
+// when the input is blocked; a view (no copy either way) when the input is plain and
+// the flatten is its only reader, else a copy.
 #include "nn/exec.hpp"
 
 namespace cnnscale::nn {
@@ -8,6 +9,12 @@ namespace {
 class FlattenExec : public Exec {
  public:
   FlattenExec(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) : node_(node), in_(in) {
+    if (in->md == plain_md(in->dims) && in->consumers == 1 && in->mem.get_data_handle() != nullptr &&
+        (!in->needs_diff || in->diff_target_ptr(node.index) != nullptr) && out->needs_diff == in->needs_diff) {
+      // Same bytes in the same order: share the input's data and gradient buffers.
+      out->alloc(plain_md(out->dims), env.eng, in->mem.get_data_handle(), in->needs_diff ? in->diff_target_ptr(node.index) : nullptr);
+      return;
+    }
     out->alloc(plain_md(out->dims), env.eng);
     const md_t view = plain_md(in->dims);  // the output buffer seen with the input's dims
     dnnl::memory y(view, env.eng, out->data.data());
@@ -22,7 +29,9 @@ class FlattenExec : public Exec {
       bwd_.arg(DNNL_ARG_TO, to);
     }
   }
-  void forward(const RunCtx& c) override { fwd_.run(*c.stream); }
+  void forward(const RunCtx& c) override {
+    if (fwd_.valid) fwd_.run(*c.stream);
+  }
   void backward_data(const RunCtx& c) override {
     if (!bwd_.valid) return;
     bwd_.run(*c.stream);

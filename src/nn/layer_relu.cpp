@@ -17,7 +17,7 @@ class ReluExec : public Exec {
       fwd_.arg(DNNL_ARG_SRC, in->mem);
       fwd_.arg(DNNL_ARG_DST, out->mem);
     }
-    if (in->needs_diff) {
+    if (in->needs_diff && !node.relu_into_pool) {  // else the maxpool after it does this
       eltwise_backward::primitive_desc bpd({alg, in->md, in->md, 0.f, 0.f}, env.eng, fpd);
       bwd_.set(eltwise_backward(bpd));
       bwd_.arg(node.fused_relu ? DNNL_ARG_DST : DNNL_ARG_SRC, node.fused_relu ? out->mem : in->mem);

@@ -2,7 +2,9 @@
 // the primitive family), fp32 or bf16 compute (bf16 src/weights,
 // f32 dst, f32 diff_weights, fp32 master weights), oneDNN-chosen (blocked) layouts with
 // reorders only where a layout or type differs.
+#include <cstdlib>
 #include <optional>
+#include <string>
 
 #include "nn/exec.hpp"
 #include "util/error.hpp"
@@ -12,6 +14,13 @@ namespace {
 
 using dnnl::algorithm;
 using dnnl::prop_kind;
+
+inline algorithm conv_alg() {
+  const char* e = std::getenv("CNNSCALE_CONV_ALG");
+  if (e && std::string(e) == "winograd") return algorithm::convolution_winograd;
+  if (e && std::string(e) == "auto") return algorithm::convolution_auto;
+  return algorithm::convolution_direct;
+}
 
 struct ConvTraits {
   using Fwd = dnnl::convolution_forward;
@@ -30,18 +39,18 @@ struct ConvTraits {
   Fwd::primitive_desc fwd(const md_t& src, const md_t& w, const md_t* b, const md_t& dst, const dnnl::engine& e,
                           const dnnl::primitive_attr& attr) const {
     if (b)
-      return {Fwd::desc(prop_kind::forward_training, algorithm::convolution_direct, src, w, *b, dst, strides, pl, pr),
+      return {Fwd::desc(prop_kind::forward_training, conv_alg(), src, w, *b, dst, strides, pl, pr),
               attr, e};
-    return {Fwd::desc(prop_kind::forward_training, algorithm::convolution_direct, src, w, dst, strides, pl, pr), attr, e};
+    return {Fwd::desc(prop_kind::forward_training, conv_alg(), src, w, dst, strides, pl, pr), attr, e};
   }
   BwdD::primitive_desc bwd_d(const md_t& dsrc, const md_t& w, const md_t& ddst, const dnnl::engine& e,
                              const Fwd::primitive_desc& h) const {
-    return {BwdD::desc(algorithm::convolution_direct, dsrc, w, ddst, strides, pl, pr), e, h};
+    return {BwdD::desc(conv_alg(), dsrc, w, ddst, strides, pl, pr), e, h};
   }
   BwdW::primitive_desc bwd_w(const md_t& src, const md_t& dw, const md_t* db, const md_t& ddst, const dnnl::engine& e,
                              const Fwd::primitive_desc& h) const {
-    if (db) return {BwdW::desc(algorithm::convolution_direct, src, dw, *db, ddst, strides, pl, pr), e, h};
-    return {BwdW::desc(algorithm::convolution_direct, src, dw, ddst, strides, pl, pr), e, h};
+    if (db) return {BwdW::desc(conv_alg(), src, dw, *db, ddst, strides, pl, pr), e, h};
+    return {BwdW::desc(conv_alg(), src, dw, ddst, strides, pl, pr), e, h};
   }
 };
 
@@ -89,7 +98,9 @@ class WeightedExec : public Exec {
     auto fpd = tr.fwd(src_any, w_any, has_bias ? &b_md : nullptr, dst_any, eng, attr);
     if (fused_out) {
       fused_out->alloc(fpd.dst_desc(), eng);
-      out->alloc(fpd.dst_desc(), eng, fused_out->data.data());  // pre-relu values are never read
+      // Pre-relu values are never read; the relu's backward runs in place on one
+      // gradient buffer (relu output's and conv output's gradients share it).
+      out->alloc(fpd.dst_desc(), eng, fused_out->data.data(), fused_out->needs_diff ? fused_out->diff_ptr() : nullptr);
     } else {
       out->alloc(fpd.dst_desc(), eng);
     }

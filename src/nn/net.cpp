@@ -54,6 +54,8 @@ std::unique_ptr<Net::Plan> Net::build_plan(int64_t n) {
     std::vector<Tensor*> ins;
     for (int t : node.inputs) ins.push_back(plan->tensors[t].get());
     Tensor* fused = node.op == Op::conv && node.fused_relu ? plan->tensors[node.index + 2].get() : nullptr;
+    // maxpool after a fused relu: the relu's input (the conv output), whose gradient it writes.
+    if (node.op == Op::maxpool && node.relu_into_pool) fused = plan->tensors[graph_.nodes[node.inputs[0] - 1].inputs[0]].get();
     plan->execs.push_back(make_exec(node, ins, plan->tensors[node.index + 1].get(), env, fused));
   }
   const Tensor& out = *plan->tensors[graph_.output];

@@ -1,7 +1,12 @@
 // grad_sync.cpp — see grad_sync.hpp.
 #include "train/grad_sync.hpp"
 
+#include <mpi.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 
 namespace cnnscale {
 
@@ -23,6 +28,48 @@ std::vector<Bucket> plan_buckets(const std::vector<size_t>& param_ends, size_t f
 GradSync::GradSync(Communicator& comm, float* grads, std::vector<Bucket> buckets, DType wire)
     : comm_(comm), grads_(grads), buckets_(std::move(buckets)), wire_(wire) {
   pending_.reserve(buckets_.size());
+  int us = 500;
+  if (const char* e = std::getenv("CNNSCALE_PROGRESS_US")) us = std::atoi(e);
+  if (const char* e = std::getenv("CNNSCALE_PROGRESS_POLLS")) progress_polls_ = std::max(1, std::atoi(e));
+  int level = MPI_THREAD_SINGLE, inited = 0;
+  MPI_Initialized(&inited);
+  if (inited) MPI_Query_thread(&level);
+  if (us > 0 && comm_.size() > 1 && comm_.backend() == "mpi" && level == MPI_THREAD_MULTIPLE) {
+    progress_us_ = us;
+    thread_ = std::thread([this] { progress_loop(); });
+  }
+}
+
+GradSync::~GradSync() {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+}
+
+void GradSync::progress_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  const auto interval = std::chrono::microseconds(progress_us_);
+  for (;;) {
+    cv_.wait(lk, [this] { return active_ || stop_; });
+    if (stop_) return;
+    while (active_ && !stop_) {
+      if (polls_left_-- <= 0) {  // the bucket had its share of progress calls
+        active_ = false;
+        break;
+      }
+      lk.unlock();
+      int flag = 0;
+      // Runs the progress engine; no message ever carries this tag.
+      MPI_Iprobe(MPI_ANY_SOURCE, 0x7ffe, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+      std::this_thread::sleep_for(interval);
+      lk.lock();
+    }
+  }
 }
 
 size_t GradSync::bytes_per_step() const {
@@ -36,6 +83,14 @@ void GradSync::on_ready(size_t ready_end) {
   while (next_ < buckets_.size() && buckets_[next_].end <= ready_end) {
     const Bucket& b = buckets_[next_++];
     pending_.push_back(comm_.allreduce_sum_async(grads_ + b.begin, b.end - b.begin, wire_));
+    if (progress_us_ > 0) {
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        active_ = true;
+        polls_left_ = progress_polls_;
+      }
+      cv_.notify_one();
+    }
   }
   comm_.progress();
 }
@@ -43,6 +98,10 @@ void GradSync::on_ready(size_t ready_end) {
 double GradSync::finish() {
   if (comm_.size() == 1) return 0.0;
   on_ready(static_cast<size_t>(-1));
+  if (progress_us_ > 0) {  // MPI_Wait below progresses by itself
+    std::lock_guard<std::mutex> lk(mu_);
+    active_ = false;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   for (auto& p : pending_) p->wait();
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

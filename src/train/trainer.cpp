@@ -555,6 +555,20 @@ int run_training(const TrainOptions& opt) {
                            MPI_COMM_WORLD));
   double gsums[5];
   mpiCheck(MPI_Allreduce(sums, gsums, 5, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  // Medians of the breakdown (per rank over timed steps, then the largest over ranks):
+  // the means above include rare long waits (another process taking a rank's core).
+  double meds[4] = {0, 0, 0, 0}, gmeds[4];
+  {
+    std::vector<double> v[4];
+    for (size_t i = skip; i < times.size(); ++i) {
+      v[0].push_back(times[i].data);
+      v[1].push_back(times[i].compute);
+      v[2].push_back(times[i].comm_exposed);
+      v[3].push_back(times[i].optimizer);
+    }
+    for (int k = 0; k < 4; ++k) meds[k] = spread_of(v[k]).median;
+  }
+  mpiCheck(MPI_Allreduce(meds, gmeds, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
   for (double s : worst) ips.push_back(s > 0 ? static_cast<double>(global_batch) / s : 0);
   Spread step_spread = spread_of(worst), ips_spread = spread_of(ips);
   const double n = gsums[4] > 0 ? gsums[4] : 1;
@@ -588,6 +602,8 @@ int run_training(const TrainOptions& opt) {
                     {"p90", step_spread.p90 * 1e3}, {"mean", step_spread.mean * 1e3}};
     j["breakdown_ms"] = {{"data", gsums[0] / n * 1e3}, {"compute", gsums[1] / n * 1e3},
                          {"comm_exposed", gsums[2] / n * 1e3}, {"optimizer", gsums[3] / n * 1e3}};
+    j["breakdown_median_ms"] = {{"data", gmeds[0] * 1e3}, {"compute", gmeds[1] * 1e3},
+                                {"comm_exposed", gmeds[2] * 1e3}, {"optimizer", gmeds[3] * 1e3}};
     j["grad_bytes"] = sync.bytes_per_step();
     j["buckets"] = sync.buckets().size();
     j["train_loss"] = std::isfinite(last_loss) ? nlohmann::json(last_loss) : nlohmann::json(nullptr);

@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "nn/dropout_mask.hpp"
+#include "nn/exec.hpp"
 #include "nn/model.hpp"
 #include "nn/net.hpp"
 #include "nn/rng.hpp"
@@ -268,5 +271,90 @@ TEST(Dropout, MaskRateAndIndependence) {
     }
     EXPECT_NEAR(double(dropped) / N, p, 0.01);
     EXPECT_NEAR(double(both) / N, p * p, 0.01);
+  }
+}
+
+// The fused kernels (maxpool + relu backward after a fused conv-relu, flatten as a view,
+// vectorised dropout) give bitwise the same loss, gradients and logits as the unfused
+// path (CNNSCALE_NO_POOL_FUSION=1 keeps relu and maxpool apart), fp32 and bf16, for
+// windows that cover the input exactly (mnist_cnn) and not (odd sizes, k = 3).
+TEST(Fusion, MaxPoolReluBitwiseEqualToUnfused) {
+  struct Case {
+    const char* spec;
+    SampleShape shape;
+  };
+  const Case cases[] = {
+      {"mnist_cnn", {1, 28, 28}},
+      {"conv(16,3) relu maxpool(2) dropout(0.25) flatten linear(5)", {2, 9, 9}},
+      {"conv(32,3) relu maxpool(3) flatten linear(5)", {1, 11, 11}},
+      {"conv(5,3) relu maxpool(2) flatten linear(5)", {1, 8, 8}},
+  };
+  for (const auto& cs : cases) {
+    for (Precision prec : {Precision::fp32, Precision::bf16}) {
+      if (prec == Precision::bf16) {
+        try {
+          nn::require_bf16();
+        } catch (...) {
+          continue;
+        }
+      }
+      SCOPED_TRACE(std::string(cs.spec) + (prec == Precision::bf16 ? " bf16" : " fp32"));
+      const int classes = std::string(cs.spec) == "mnist_cnn" ? 10 : 5;
+      const int64_t n = 6;
+      Data d(n, cs.shape, classes);
+      std::vector<float> grads[2], logits[2];
+      double loss[2];
+      for (int unfused = 0; unfused < 2; ++unfused) {
+        setenv("CNNSCALE_NO_POOL_FUSION", unfused ? "1" : "0", 1);
+        auto m = make_model(cs.spec, cs.shape, classes);
+        m->init_params(5);
+        m->prepare(n, prec);
+        StepContext ctx;
+        ctx.seed = 9;
+        ctx.step = 2;
+        ctx.sample_ids = d.ids.data();
+        ctx.loss_scale = 1.f / n;
+        loss[unfused] = m->forward_backward(d.x.data(), d.y.data(), n, ctx, {});
+        grads[unfused].assign(m->grad_data(), m->grad_data() + m->param_count());
+        logits[unfused].resize(static_cast<size_t>(n * classes));
+        m->forward_eval(d.x.data(), n, logits[unfused].data());
+      }
+      unsetenv("CNNSCALE_NO_POOL_FUSION");
+      EXPECT_EQ(loss[0], loss[1]);
+      ASSERT_EQ(grads[0].size(), grads[1].size());
+      EXPECT_EQ(0, std::memcmp(grads[0].data(), grads[1].data(), grads[0].size() * sizeof(float)));
+      EXPECT_EQ(0, std::memcmp(logits[0].data(), logits[1].data(), logits[0].size() * sizeof(float)));
+    }
+  }
+}
+
+// The (vectorised) dropout drops exactly the elements dropout_keep() says, including
+// the scalar tail (35 elements: 32 vectorised + 3): with batch 1, fc's weight gradient
+// dW[o][j] = dz[o] · dropped_x[j] is zero exactly where element j was dropped.
+TEST(Dropout, KernelMatchesDropoutKeep) {
+  const SampleShape shape{1, 5, 7};
+  for (double p : {0.25, 0.5}) {
+    auto m = make_model("flatten dropout(" + std::to_string(p) + ") linear(3)", shape, 3);
+    m->init_params(1);
+    m->prepare(1, Precision::fp32);
+    Data d(1, shape, 3);
+    StepContext ctx;
+    ctx.seed = 11;
+    ctx.step = 4;
+    ctx.sample_ids = d.ids.data();
+    m->forward_backward(d.x.data(), d.y.data(), 1, ctx, {});
+    const ParamInfo* w = nullptr;
+    for (const auto& pi : m->params())
+      if (pi.name.find("weight") != std::string::npos) w = &pi;
+    ASSERT_NE(w, nullptr);
+    const uint64_t key = nn::dropout_sample_key(11, 4, /*layer=*/1, d.ids[0]);
+    const uint64_t thr = nn::dropout_threshold(p);
+    int dropped = 0;
+    for (int j = 0; j < 35; ++j) {
+      const bool keep = nn::dropout_keep(key, j, thr);
+      dropped += !keep;
+      for (int o = 0; o < 3; ++o) EXPECT_EQ(keep, m->grad_data()[w->offset + size_t(o) * 35 + size_t(j)] != 0.f) << j;
+    }
+    EXPECT_GT(dropped, 0);
   }
 }

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# compare-pytorch.sh — cnnscale vs PyTorch DDP on the same work, side by side in one run.
+#
+# Both: mnist_cnn (the PyTorch MNIST example network with dropout), Fashion-MNIST in
+# memory, SGD momentum 0.9, lr 0.01, batch 64 per rank, one thread per rank, the same
+# number of steps, warm-up steps excluded the same way (first min(20, steps/10)),
+# images/s = global batch / median over steps of the slowest rank's step time.
+# Rounds alternate A/B: for each round, for W in 1 2: PyTorch, cnnscale fp32,
+# cnnscale bf16 (and at W=2 a control: two independent 1-rank cnnscale runs at once). Then: bench/roofline (sgemm roof, memcpy), `cnnscale allreduce` on
+# 2 ranks, and the table (medians over rounds, min..max in brackets).
+#
+# Usage: bench/compare-pytorch.sh [--build DIR] [--rounds N] [--steps N] [--bind core|none]
+#                                 [--out DIR] [--accuracy [--with-pytorch]] [--epochs N] [--no-install]
+#   --accuracy   instead of the throughput table: 5-epoch (--epochs) runs on 2 ranks of
+#                cnnscale fp32 and bf16 (and, with --with-pytorch, PyTorch fp32), test
+#                accuracy of each.
+# PyTorch is a bench-only dependency: Debian's python3-torch (installed here with apt
+# when missing, as root). Results: $OUT/results.jsonl, $OUT/table.txt.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+BUILD="$ROOT/build"
+ROUNDS=3
+STEPS=200
+BIND=core
+OUT=""
+ACCURACY=0
+EPOCHS=5
+INSTALL=1
+ACC_PYTORCH=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) BUILD=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
+    --bind) BIND=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --accuracy) ACCURACY=1; shift ;;
+    --with-pytorch) ACC_PYTORCH=1; shift ;;
+    --epochs) EPOCHS=$2; shift 2 ;;
+    --no-install) INSTALL=0; shift ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "compare-pytorch.sh: error: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+case "$BIND" in core|none) ;; *) echo "compare-pytorch.sh: error: --bind core|none" >&2; exit 2 ;; esac
+CNNSCALE="$BUILD/bin/cnnscale"
+ROOFLINE="$BUILD/bin/roofline"
+for f in "$CNNSCALE" "$ROOFLINE"; do
+  [ -x "$f" ] || { echo "compare-pytorch.sh: error: $f not built (cmake --build $BUILD)" >&2; exit 1; }
+done
+OUT=${OUT:-"$ROOT/out/compare-$(date +%Y%m%d-%H%M%S)"}
+mkdir -p "$OUT"
+PY=/usr/bin/python3
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+
+# ---- PyTorch (bench only) ----
+if ! $PY -c "import torch" 2>/dev/null; then
+  if [ "$INSTALL" = 1 ]; then
+    echo "== installing Debian's python3-torch (bench only)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y python3-torch >"$OUT/apt.log" 2>&1 ||
+      { echo "compare-pytorch.sh: error: apt-get install python3-torch failed (see $OUT/apt.log)" >&2; exit 1; }
+  else
+    echo "compare-pytorch.sh: error: $PY cannot import torch (install python3-torch)" >&2; exit 1
+  fi
+fi
+TORCH_VERSION=$($PY -c "import torch; print(torch.__version__)")
+
+# ---- data ----
+DATA="$ROOT/out/fashion-mnist-h5"
+if [ ! -f "$DATA/dataset.json" ]; then
+  echo "== cnnscale prep (Fashion-MNIST → $DATA)"
+  "$CNNSCALE" prep --format idx --input /usr/share/datasets/fashion-mnist --output "$DATA" --shards 8 --test-shards 2
+fi
+
+free_port() { $PY -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])"; }
+
+# PyTorch on W ranks: one process per rank (no torchrun), rank r bound to core r with --bind core.
+run_pytorch() {  # W TAG [extra args]
+  local W=$1 TAG=$2; shift 2
+  local port pids=() r
+  port=$(free_port)
+  for ((r = 0; r < W; r++)); do
+    local pin=()
+    [ "$BIND" = core ] && pin=(taskset -c "$r")
+    RANK=$r WORLD_SIZE=$W MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      /usr/bin/time -f %M -o "$OUT/$TAG.rss.$r" "${pin[@]}" $PY "$HERE/pytorch_ddp_mnist.py" \
+      --batch-size 64 --threads 1 "$@" >"$OUT/$TAG.out.$r" 2>&1 &
+    pids+=($!)
+  done
+  local rc=0
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  [ $rc = 0 ] || { echo "compare-pytorch.sh: error: PyTorch run $TAG failed (see $OUT/$TAG.out.*)" >&2; exit 1; }
+  $PY - "$OUT" "$TAG" "$W" <<'EOF' >>"$OUT/results.jsonl"
+import json, sys, glob
+out, tag, w = sys.argv[1], sys.argv[2], int(sys.argv[3])
+j = json.loads([l for l in open(f"{out}/{tag}.out.0") if l.startswith("{")][-1])
+rss = [int(open(f).read().split()[-1]) / 1024 for f in glob.glob(f"{out}/{tag}.rss.*")]
+print(json.dumps({"impl": "pytorch " + j["torch"], "precision": "fp32", "tag": tag, "world": w,
+                  "images_per_s": j["images_per_s"], "step_ms": j["step_ms"], "peak_rss_mib": max(rss),
+                  "test_accuracy": j["test_accuracy"]}))
+EOF
+}
+
+# cnnscale on W ranks (mpirun --bind-to $BIND); each rank's peak RSS from /usr/bin/time.
+run_cnnscale() {  # W TAG PRECISION [extra args]
+  local W=$1 TAG=$2 PREC=$3; shift 3
+  rm -rf "$OUT/$TAG"
+  mpirun --bind-to "$BIND" -n "$W" bash -c \
+    'exec /usr/bin/time -f %M -o "$0.rss.$OMPI_COMM_WORLD_RANK" "$@"' "$OUT/$TAG" \
+    "$CNNSCALE" train --data "$DATA" --cache memory --model mnist_cnn --batch-size 64 --threads 1 \
+    --lr 0.01 --momentum 0.9 --precision "$PREC" --run-dir "$OUT/$TAG" "$@" >"$OUT/$TAG.out" 2>&1 ||
+    { echo "compare-pytorch.sh: error: cnnscale run $TAG failed (see $OUT/$TAG.out)" >&2; exit 1; }
+  $PY - "$OUT" "$TAG" "$W" "$PREC" <<'EOF' >>"$OUT/results.jsonl"
+import json, sys, glob
+out, tag, w, prec = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+j = json.load(open(f"{out}/{tag}/run.json"))
+rss = [int(open(f).read().split()[-1]) / 1024 for f in glob.glob(f"{out}/{tag}.rss.*")]
+print(json.dumps({"impl": "cnnscale", "precision": prec, "tag": tag, "world": w,
+                  "images_per_s": j["images_per_s"], "step_ms": j["step_ms"]["median"],
+                  "breakdown_ms": j["breakdown_ms"], "breakdown_median_ms": j.get("breakdown_median_ms"),
+                  "peak_rss_mib": max(rss),
+                  "test_accuracy": j["test_accuracy"]}))
+EOF
+}
+
+# Control for weak scaling: two independent 1-rank cnnscale runs at once, one per core
+# (no communication at all). Their summed images/s is what 2 ranks could reach on this
+# machine if DDP cost nothing; 2-rank DDP images/s over it isolates DDP's own overhead
+# from the two processes sharing the machine (cache, memory bandwidth, other users).
+run_cnnscale_pair() {  # TAG PRECISION [extra args]
+  local TAG=$1 PREC=$2; shift 2
+  local pids=() r
+  for r in 0 1; do
+    rm -rf "$OUT/$TAG-$r"
+    taskset -c "$r" mpirun --bind-to none -n 1 "$CNNSCALE" train --data "$DATA" --cache memory --model mnist_cnn \
+      --batch-size 64 --threads 1 --lr 0.01 --momentum 0.9 --precision "$PREC" --run-dir "$OUT/$TAG-$r" "$@" \
+      >"$OUT/$TAG-$r.out" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || { echo "compare-pytorch.sh: error: $TAG failed (see $OUT/$TAG-*.out)" >&2; exit 1; }; done
+  $PY - "$OUT" "$TAG" "$PREC" <<'EOF2' >>"$OUT/results.jsonl"
+import json, sys
+out, tag, prec = sys.argv[1:4]
+ips = [json.load(open(f"{out}/{tag}-{r}/run.json"))["images_per_s"] for r in (0, 1)]
+print(json.dumps({"impl": "cnnscale-independent-pair", "precision": prec, "tag": tag, "world": 2,
+                  "images_per_s": sum(ips), "per_process": ips, "peak_rss_mib": 0, "step_ms": 0}))
+EOF2
+}
+
+{
+  echo "machine: $(uname -srm); $(nproc --all) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+  echo "torch $TORCH_VERSION; $(mpirun --version 2>&1 | head -1); binding: $BIND"
+  echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee "$OUT/machine.txt"
+
+if [ "$ACCURACY" = 1 ]; then
+  : >"$OUT/results.jsonl"
+  echo "== accuracy: $EPOCHS epochs on 2 ranks (global batch 128)"
+  run_cnnscale 2 acc-cnnscale-fp32 fp32 --epochs "$EPOCHS"
+  run_cnnscale 2 acc-cnnscale-bf16 bf16 --epochs "$EPOCHS"
+  [ "$ACC_PYTORCH" = 1 ] && run_pytorch 2 acc-pytorch --epochs "$EPOCHS"
+  $PY - "$OUT/results.jsonl" <<'EOF' | tee "$OUT/accuracy.txt"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+acc = {(r["impl"].split()[0], r["precision"]): r["test_accuracy"] for r in rows}
+for (impl, prec), a in acc.items():
+    print(f"{impl:9s} {prec}: test accuracy {a*100:.2f}%")
+d = (acc[("cnnscale", "bf16")] - acc[("cnnscale", "fp32")]) * 100
+print(f"cnnscale bf16 - fp32: {d:+.2f} points (target: within 0.5) -> {'met' if abs(d) <= 0.5 else 'MISSED'}")
+EOF
+  exit 0
+fi
+
+: >"$OUT/results.jsonl"
+for ((round = 1; round <= ROUNDS; round++)); do
+  for W in 1 2; do
+    echo "== round $round/$ROUNDS, $W rank(s): PyTorch, cnnscale fp32, cnnscale bf16  (load $(cut -d' ' -f1 /proc/loadavg))"
+    run_pytorch "$W" "r$round-pytorch-w$W" --steps "$STEPS"
+    run_cnnscale "$W" "r$round-cnnscale-fp32-w$W" fp32 --max-steps "$STEPS"
+    run_cnnscale "$W" "r$round-cnnscale-bf16-w$W" bf16 --max-steps "$STEPS"
+    [ "$W" = 2 ] && run_cnnscale_pair "r$round-cnnscale-fp32-pair" fp32 --max-steps "$STEPS"
+  done
+done
+
+echo "== roofline (1 thread)"
+"$ROOFLINE" --json >"$OUT/roofline.json"
+"$ROOFLINE" >"$OUT/roofline.txt" && cat "$OUT/roofline.txt"
+echo "== cnnscale allreduce, 2 ranks"
+mpirun --bind-to "$BIND" -n 2 "$CNNSCALE" allreduce -b 1K -e 64M -f 4 --json "$OUT/allreduce.json" | tee "$OUT/allreduce.txt"
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt"
+
+$PY "$HERE/compare_table.py" "$OUT" | tee "$OUT/table.txt"
+echo "results in $OUT"
