@@ -8,32 +8,15 @@ needs: apt-get install python3-torch python3-h5py (bench only)
 """
 import gzip
 import json
+import os
 import sys
 
 import h5py
 import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
-
-class Net(nn.Module):  # PyTorch's MNIST example network = cnnscale's mnist_cnn
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3, 1)
-        self.conv2 = nn.Conv2d(32, 64, 3, 1)
-        self.dropout1 = nn.Dropout(0.25)
-        self.dropout2 = nn.Dropout(0.5)
-        self.fc1 = nn.Linear(9216, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.relu(self.conv1(x))
-        x = F.relu(self.conv2(x))
-        x = F.max_pool2d(x, 2)
-        x = torch.flatten(self.dropout1(x), 1)
-        x = self.dropout2(F.relu(self.fc1(x)))
-        return self.fc2(x)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pytorch_ddp_mnist import Net  # noqa: E402  the same network the DDP benchmark trains
 
 
 def main():

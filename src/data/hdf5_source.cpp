@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "data/contiguous_eval.hpp"
 #include "data/h5util.hpp"
 #include "data/normalize.hpp"
 #include "data/prefetcher.hpp"
@@ -186,56 +187,35 @@ class ShardedHdf5Source : public BatchSource {
   Prefetcher prefetch_;  // last: its thread stops before the members above go
 };
 
-class Hdf5EvalSource : public EvalSource {
+class Hdf5EvalSource : public ContiguousEvalSource {
  public:
   Hdf5EvalSource(std::shared_ptr<const DatasetInfo> info, const SplitInfo& split, int rank, int world)
-      : info_(info),
+      : ContiguousEvalSource(split.samples, info->shape.numel(), rank, world),
+        info_(info),
         split_(split),
-        begin_(split.samples * rank / world),
-        end_(split.samples * (rank + 1) / world),
-        pos_(begin_),
         reader_(info, split, false),
         norm_(info->shape, info->mean, info->std) {}
-  int64_t samples() const override { return split_.samples; }
-  int64_t local_samples() const override { return end_ - begin_; }
-  void rewind() override {
-    pos_ = begin_;
-    step_ = 0;
-  }
-  bool next(Batch& out, int64_t max_batch) override {
-    if (max_batch < 1) fail("internal: evaluation batch must be at least 1");
-    if (pos_ >= end_) return false;
-    const int64_t n = std::min(max_batch, end_ - pos_), numel = info_->shape.numel();
-    out.epoch = 0;
-    out.step_in_epoch = step_++;
-    out.count = n;
-    out.rank_offset = pos_ - begin_;
-    out.sample_ids.resize(static_cast<size_t>(n));
-    out.labels.resize(static_cast<size_t>(n));
-    for (int64_t k = 0; k < n; ++k) {
-      out.sample_ids[k] = pos_ + k;
-      out.labels[k] = split_.labels[pos_ + k];
-    }
+
+ protected:
+  void fill(Batch& out, int64_t first, int64_t n) override {
+    const int64_t numel = info_->shape.numel();
+    for (int64_t k = 0; k < n; ++k) out.labels[k] = split_.labels[first + k];
     staging_.resize(static_cast<size_t>(n * numel));
     int64_t k = 0;
     while (k < n) {
-      const int s = split_.shard_of(pos_ + k);
+      const int s = split_.shard_of(first + k);
       const int64_t base = split_.shards[s].first_index, end = base + split_.shards[s].samples;
       local_.clear();
-      for (int64_t g = pos_ + k; g < pos_ + n && g < end; ++g) local_.push_back(g - base);
+      for (int64_t g = first + k; g < first + n && g < end; ++g) local_.push_back(g - base);
       reader_.read(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + k * numel);
       k += static_cast<int64_t>(local_.size());
     }
-    out.images.resize(static_cast<size_t>(n * numel));
     for (int64_t j = 0; j < n; ++j) norm_.apply(staging_.data() + j * numel, out.images.data() + j * numel);
-    pos_ += n;
-    return true;
   }
 
  private:
   std::shared_ptr<const DatasetInfo> info_;
   const SplitInfo& split_;
-  int64_t begin_, end_, pos_, step_ = 0;
   ShardReader reader_;
   Normalizer norm_;
   std::vector<int64_t> local_;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "data/contiguous_eval.hpp"
 #include "data/prefetcher.hpp"
 #include "data/sampler.hpp"
 #include "util/error.hpp"
@@ -75,38 +76,20 @@ class SyntheticSource : public BatchSource {
   Prefetcher prefetch_;  // last: stops its thread first
 };
 
-class SyntheticEvalSource : public EvalSource {
+class SyntheticEvalSource : public ContiguousEvalSource {
  public:
   SyntheticEvalSource(const SyntheticOptions& o, int rank, int world)
-      : o_(o), begin_(o.test_samples * rank / world), end_(o.test_samples * (rank + 1) / world), pos_(begin_) {}
-  int64_t samples() const override { return o_.test_samples; }
-  int64_t local_samples() const override { return end_ - begin_; }
-  void rewind() override {
-    pos_ = begin_;
-    step_ = 0;
-  }
-  bool next(Batch& out, int64_t max_batch) override {
-    if (max_batch < 1) fail("internal: evaluation batch must be at least 1");
-    if (pos_ >= end_) return false;
-    const int64_t n = std::min(max_batch, end_ - pos_), numel = o_.shape.numel();
-    out.epoch = 0;
-    out.step_in_epoch = step_++;
-    out.count = n;
-    out.rank_offset = pos_ - begin_;
-    out.images.resize(static_cast<size_t>(n * numel));
-    out.labels.resize(static_cast<size_t>(n));
-    out.sample_ids.resize(static_cast<size_t>(n));
-    for (int64_t k = 0; k < n; ++k) {
-      out.sample_ids[k] = pos_ + k;
-      synthetic_sample(o_.seed, 1, pos_ + k, o_.shape, o_.classes, out.images.data() + k * numel, &out.labels[k]);
-    }
-    pos_ += n;
-    return true;
+      : ContiguousEvalSource(o.test_samples, o.shape.numel(), rank, world), o_(o) {}
+
+ protected:
+  void fill(Batch& out, int64_t first, int64_t n) override {
+    const int64_t numel = o_.shape.numel();
+    for (int64_t k = 0; k < n; ++k)
+      synthetic_sample(o_.seed, 1, first + k, o_.shape, o_.classes, out.images.data() + k * numel, &out.labels[k]);
   }
 
  private:
   SyntheticOptions o_;
-  int64_t begin_, end_, pos_, step_ = 0;
 };
 
 }  // namespace
