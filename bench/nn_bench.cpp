@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/flop_count.hpp"
 #include "nn/model.hpp"
 #include "nn/net.hpp"
 
@@ -20,20 +21,6 @@ using namespace cnnscale;
 using clk = std::chrono::steady_clock;
 
 static double seconds_since(clk::time_point t) { return std::chrono::duration<double>(clk::now() - t).count(); }
-
-// FLOPs of one training step per sample (conv/linear only; element-wise ops ignored).
-static double train_flops_per_sample(const nn::Graph& g) {
-  double f = 0;
-  for (const auto& n : g.nodes) {
-    double mac = 0;
-    if (n.op == nn::Op::conv) mac = double(n.out.c) * n.out.h * n.out.w * n.in.c * n.kernel * n.kernel;
-    if (n.op == nn::Op::linear) mac = double(n.out.c) * n.in.c;
-    if (mac == 0) continue;
-    const int passes = n.inputs[0] == 0 ? 2 : 3;
-    f += 2.0 * mac * passes;
-  }
-  return f;
-}
 
 static double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -80,7 +67,7 @@ int main(int argc, char** argv) {
     if (s >= 3) t.push_back(seconds_since(t0));
   }
   const auto* net = dynamic_cast<nn::Net*>(m.get());
-  const double flops = train_flops_per_sample(net->graph()) * batch;
+  const double flops = nn::train_flops_per_sample(net->graph()) * batch;
   const double ms = median(t) * 1e3;
   std::printf("model %s  batch %lld  threads %d  precision %s  params %zu\n", model.c_str(), (long long)batch,
               nn::threads(), bf16 ? "bf16" : "fp32", m->param_count());

@@ -29,6 +29,7 @@
 extern "C" void openblas_set_num_threads(int);
 #endif
 
+#include "nn/flop_count.hpp"
 #include "nn/model.hpp"
 #include "nn/net.hpp"
 
@@ -42,18 +43,6 @@ double seconds_since(clk::time_point t) { return std::chrono::duration<double>(c
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
-}
-
-double train_flops_per_sample(const nn::Graph& g) {
-  double f = 0;
-  for (const auto& n : g.nodes) {
-    double mac = 0;
-    if (n.op == nn::Op::conv) mac = double(n.out.c) * n.out.h * n.out.w * n.in.c * n.kernel * n.kernel;
-    if (n.op == nn::Op::linear) mac = double(n.out.c) * n.in.c;
-    if (mac == 0) continue;
-    f += 2.0 * mac * (n.inputs[0] == 0 ? 2 : 3);
-  }
-  return f;
 }
 
 struct Shape {
@@ -179,7 +168,7 @@ int main(int argc, char** argv) {
     m->forward_backward(images.data(), labels.data(), batch, ctx, {});
     if (s >= 3) t.push_back(seconds_since(t0));
   }
-  const double fps = train_flops_per_sample(dynamic_cast<nn::Net*>(m.get())->graph());
+  const double fps = nn::train_flops_per_sample(dynamic_cast<nn::Net*>(m.get())->graph());
   const double step_s = median(t);
   const double gf = fps * double(batch) / step_s * 1e-9;
   out["flop_per_sample"] = fps;

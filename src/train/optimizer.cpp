@@ -16,6 +16,13 @@ std::vector<std::pair<size_t, size_t>> trainable_ranges(const std::vector<ParamI
   return r;
 }
 
+AdamWScalars adamw_scalars(const OptimizerOptions& o, long long t, double lr) {
+  const double bc1 = 1.0 - std::pow(o.beta1, static_cast<double>(t));
+  const double bc2 = 1.0 - std::pow(o.beta2, static_cast<double>(t));
+  return {static_cast<float>(1.0 - lr * o.weight_decay), static_cast<float>(o.beta1), static_cast<float>(o.beta2),
+          static_cast<float>(lr / bc1), static_cast<float>(1.0 / std::sqrt(bc2)), static_cast<float>(o.eps)};
+}
+
 namespace {
 
 class Sgd final : public Optimizer {
@@ -62,13 +69,9 @@ class AdamW final : public Optimizer {
   std::string kind() const override { return "adamw"; }
   void step(float* p, const float* g, double lr) override {
     ++steps_;
-    const double bc1 = 1.0 - std::pow(o_.beta1, static_cast<double>(steps_));
-    const double bc2 = 1.0 - std::pow(o_.beta2, static_cast<double>(steps_));
-    const float b1 = static_cast<float>(o_.beta1), b2 = static_cast<float>(o_.beta2);
-    const float decay = static_cast<float>(1.0 - lr * o_.weight_decay);
-    const float step_size = static_cast<float>(lr / bc1);
-    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-    const float eps = static_cast<float>(o_.eps);
+    const AdamWScalars s = adamw_scalars(o_, steps_, lr);
+    const float decay = s.decay, b1 = s.b1, b2 = s.b2, step_size = s.step_size, inv_sqrt_bc2 = s.inv_sqrt_bc2,
+                eps = s.eps;
     for (auto [b, e] : ranges_) {
       for (size_t i = b; i < e; ++i) {
         p[i] *= decay;

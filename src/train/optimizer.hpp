@@ -36,6 +36,15 @@ class Optimizer {
 // merged where contiguous (batch-norm running statistics are left out).
 std::vector<std::pair<size_t, size_t>> trainable_ranges(const std::vector<ParamInfo>& params);
 
+// The per-step scalars of AdamW at step t (1-based) and learning rate lr, shared by
+// the CPU and CUDA optimisers so that both compute exactly the same update:
+//   p *= decay;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g²;
+//   p -= step_size · m / (√v · inv_sqrt_bc2 + eps)
+struct AdamWScalars {
+  float decay, b1, b2, step_size, inv_sqrt_bc2, eps;
+};
+AdamWScalars adamw_scalars(const OptimizerOptions& o, long long t, double lr);
+
 // Throws UserError for an unknown kind or a bad value.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, const std::vector<ParamInfo>& params,
                                           size_t param_count);

@@ -53,16 +53,10 @@ class CudaOptimizer final : public Optimizer {
       return;
     }
     ++steps_;
-    const double bc1 = 1.0 - std::pow(o_.beta1, static_cast<double>(steps_));
-    const double bc2 = 1.0 - std::pow(o_.beta2, static_cast<double>(steps_));
-    const float b1 = static_cast<float>(o_.beta1), b2 = static_cast<float>(o_.beta2);
-    const float decay = static_cast<float>(1.0 - lr * o_.weight_decay);
-    const float step_size = static_cast<float>(lr / bc1);
-    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-    const float eps = static_cast<float>(o_.eps);
+    const AdamWScalars s = adamw_scalars(o_, steps_, lr);
     for (auto [b, e] : ranges_)
-      cuda_opt::adamw(p + b, g + b, dev_[0] + b, dev_[1] + b, e - b, decay, b1, 1.f - b1, b2, 1.f - b2, step_size,
-                      inv_sqrt_bc2, eps, stream_);
+      cuda_opt::adamw(p + b, g + b, dev_[0] + b, dev_[1] + b, e - b, s.decay, s.b1, 1.f - s.b1, s.b2, 1.f - s.b2,
+                      s.step_size, s.inv_sqrt_bc2, s.eps, stream_);
   }
 
   std::vector<std::pair<std::string, std::vector<float>*>> state() override {
