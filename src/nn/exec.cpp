@@ -10,10 +10,20 @@
 
 namespace cnnscale::nn {
 
-Buffer::~Buffer() { std::free(p_); }
+Buffer::~Buffer() {
+  if (owned_) std::free(p_);
+}
+
+void Buffer::adopt(void* p, size_t bytes) {
+  if (owned_) std::free(p_);
+  p_ = p;
+  n_ = bytes;
+  owned_ = false;
+}
 
 void Buffer::resize(size_t bytes) {
-  std::free(p_);
+  if (owned_) std::free(p_);
+  owned_ = true;
   p_ = nullptr;
   n_ = bytes;
   if (bytes == 0) return;

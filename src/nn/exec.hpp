@@ -25,9 +25,10 @@ class Buffer {
   explicit Buffer(size_t bytes) { resize(bytes); }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  Buffer(Buffer&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
+  Buffer(Buffer&& o) noexcept : p_(o.p_), n_(o.n_), owned_(o.owned_) { o.p_ = nullptr, o.n_ = 0, o.owned_ = true; }
   ~Buffer();
   void resize(size_t bytes);  // discards contents, zero-fills
+  void adopt(void* p, size_t bytes);  // uses caller-owned memory from now on (not freed here)
   void* data() const { return p_; }
   float* f() const { return static_cast<float*>(p_); }
   size_t bytes() const { return n_; }
@@ -35,6 +36,7 @@ class Buffer {
  private:
   void* p_ = nullptr;
   size_t n_ = 0;
+  bool owned_ = true;
 };
 
 // Arguments of one primitive call, built once; run() makes no allocation.

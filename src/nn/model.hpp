@@ -73,6 +73,12 @@ class Model {
   // weights, uniform(±1/√fan_in) biases; bn weight 1, bias 0), from seed.
   virtual void init_params(uint64_t seed) = 0;
 
+  // Makes the model write its gradients into caller-owned host memory of
+  // param_count() floats that outlives the model (GradSync's node-shared window, so
+  // that ranks of a node sum gradients where backward wrote them). Call before
+  // prepare(). Returns false where the model cannot (device models).
+  virtual bool adopt_grad_storage(float* /*grads*/) { return false; }
+
   // True when param_data()/grad_data() are CUDA device pointers (the GPU model,
   // nn/cuda_model.hpp); the CPU model's buffers are host memory.
   virtual bool on_device() const { return false; }

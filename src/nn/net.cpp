@@ -17,6 +17,15 @@ Net::Net(Graph graph, std::string name, std::string spec)
   init_params(0);
 }
 
+bool Net::adopt_grad_storage(float* grads) {
+  if (!grads) return false;
+  const size_t bytes = std::max<size_t>(graph_.param_count, 1) * sizeof(float);
+  std::memcpy(grads, grads_.data(), bytes);
+  grads_.adopt(grads, bytes);
+  plans_.clear();  // plans point at the old buffer; prepare() builds them again
+  return true;
+}
+
 void Net::prepare(int64_t max_batch, Precision precision) {
   if (max_batch < 1) fail("batch size must be at least 1, got ", max_batch);
   if (precision != precision_) plans_.clear();

@@ -28,6 +28,7 @@ class Net : public Model {
                           const GradReadyFn& on_ready) override;
   void forward_eval(const float* images, int64_t n, float* logits) override;
   void init_params(uint64_t seed) override;
+  bool adopt_grad_storage(float* grads) override;
 
   const Graph& graph() const { return graph_; }
 

@@ -25,8 +25,31 @@ std::vector<Bucket> plan_buckets(const std::vector<size_t>& param_ends, size_t f
   return out;
 }
 
-GradSync::GradSync(Communicator& comm, float* grads, std::vector<Bucket> buckets, DType wire)
-    : comm_(comm), grads_(grads), buckets_(std::move(buckets)), wire_(wire) {
+std::unique_ptr<ShmAllreduce> make_shm_allreduce(Communicator& comm, size_t count, const std::vector<Bucket>& buckets,
+                                                 std::string* why) {
+  auto no = [&](const std::string& s) -> std::unique_ptr<ShmAllreduce> {
+    if (why) *why = s;
+    return nullptr;
+  };
+  if (comm.size() < 2) return no("one rank");
+  if (comm.backend() != "mpi" || comm.device_buffers()) return no("backend " + comm.backend());
+  if (const char* e = std::getenv("CNNSCALE_SHM_ALLREDUCE"); e && std::string(e) == "0")
+    return no("CNNSCALE_SHM_ALLREDUCE=0");
+  std::vector<std::pair<size_t, size_t>> segs;
+  for (const auto& b : buckets) segs.emplace_back(b.begin, b.end);
+  return ShmAllreduce::create(MPI_COMM_WORLD, count, std::move(segs), why);
+}
+
+std::string GradSync::method() const {
+  if (comm_.size() < 2) return "none (one rank)";
+  if (!shm_) return comm_.backend() == "nccl" ? "NCCL" : "MPI";
+  return "node shared memory (" + std::to_string(shm_->local_size()) + " ranks/node)" +
+         (shm_->nodes() > 1 ? " + MPI across " + std::to_string(shm_->nodes()) + " nodes" : "");
+}
+
+GradSync::GradSync(Communicator& comm, float* grads, std::vector<Bucket> buckets, DType wire, ShmAllreduce* shm)
+    : comm_(comm), grads_(grads), buckets_(std::move(buckets)), wire_(wire), shm_(shm) {
+  if (shm_ && (shm_->buffer() != grads_ || wire_ != DType::f32)) shm_ = nullptr;
   pending_.reserve(buckets_.size());
   int us = 500;
   if (const char* e = std::getenv("CNNSCALE_PROGRESS_US")) us = std::atoi(e);
@@ -34,7 +57,7 @@ GradSync::GradSync(Communicator& comm, float* grads, std::vector<Bucket> buckets
   int level = MPI_THREAD_SINGLE, inited = 0;
   MPI_Initialized(&inited);
   if (inited) MPI_Query_thread(&level);
-  if (us > 0 && comm_.size() > 1 && comm_.backend() == "mpi" && level == MPI_THREAD_MULTIPLE) {
+  if (!shm_ && us > 0 && comm_.size() > 1 && comm_.backend() == "mpi" && level == MPI_THREAD_MULTIPLE) {
     progress_us_ = us;
     thread_ = std::thread([this] { progress_loop(); });
   }
@@ -80,6 +103,11 @@ size_t GradSync::bytes_per_step() const {
 
 void GradSync::on_ready(size_t ready_end) {
   if (comm_.size() == 1) return;
+  if (shm_) {
+    while (next_ < buckets_.size() && buckets_[next_].end <= ready_end) shm_->ready(next_++);
+    shm_->progress();
+    return;
+  }
   while (next_ < buckets_.size() && buckets_[next_].end <= ready_end) {
     const Bucket& b = buckets_[next_++];
     pending_.push_back(comm_.allreduce_sum_async(grads_ + b.begin, b.end - b.begin, wire_));
@@ -103,6 +131,7 @@ double GradSync::finish() {
     active_ = false;
   }
   const auto t0 = std::chrono::steady_clock::now();
+  if (shm_) shm_->finish();
   for (auto& p : pending_) p->wait();
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   pending_.clear();

@@ -19,15 +19,22 @@
 // (bench/overlap_bench: 1.7-9 ms exposed without the thread, 0.002 ms with it).
 // CNNSCALE_PROGRESS_US (default 500; 0 = no thread: progress only from the grad-ready
 // hook) and CNNSCALE_PROGRESS_POLLS (default 8). Results never depend on them.
+//
+// Node-shared memory: given a ShmAllreduce whose buffer IS the gradient buffer (the
+// model adopted it), buckets are summed through it instead (the ranks of a node read
+// each other's gradients directly; MPI only across nodes) and no thread is needed.
+// make_shm_allreduce() decides; CNNSCALE_SHM_ALLREDUCE=0 turns it off.
 #pragma once
 #include <condition_variable>
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "comm/shm_allreduce.hpp"
 
 namespace cnnscale {
 
@@ -41,9 +48,18 @@ struct Bucket {
 std::vector<Bucket> plan_buckets(const std::vector<size_t>& param_ends, size_t first_bucket_bytes,
                                  size_t bucket_bytes);
 
+// A ShmAllreduce over a gradient buffer of `count` floats with these buckets as its
+// segments, when the world has more than one rank, the communicator is MPI on host
+// buffers, every node runs the same number (> 1) of ranks and CNNSCALE_SHM_ALLREDUCE is
+// not 0; otherwise nullptr and *why says which of these failed. Collective.
+std::unique_ptr<ShmAllreduce> make_shm_allreduce(Communicator& comm, size_t count, const std::vector<Bucket>& buckets,
+                                                 std::string* why);
+
 class GradSync {
  public:
-  GradSync(Communicator& comm, float* grads, std::vector<Bucket> buckets, DType wire = DType::f32);
+  // shm: optional, and then grads must be shm->buffer().
+  GradSync(Communicator& comm, float* grads, std::vector<Bucket> buckets, DType wire = DType::f32,
+           ShmAllreduce* shm = nullptr);
   ~GradSync();
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
@@ -57,12 +73,15 @@ class GradSync {
   size_t bytes_per_step() const;
   // Microseconds between progress calls of the helper thread (0: no thread).
   int progress_us() const { return progress_us_; }
+  // "node shared memory + MPI" or "MPI": how buckets are summed.
+  std::string method() const;
 
  private:
   Communicator& comm_;
   float* grads_;
   std::vector<Bucket> buckets_;
   DType wire_;
+  ShmAllreduce* shm_;
   size_t next_ = 0;
   std::vector<std::unique_ptr<PendingReduce>> pending_;
   // Progress thread (see above).

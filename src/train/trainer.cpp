@@ -301,11 +301,6 @@ int run_training(const TrainOptions& opt) {
     if (dev) dev->synchronize();
 #endif
   };
-  model->prepare(opt.batch_size, precision);
-  model->init_params(opt.seed);
-  comm_after_model();
-  comm->broadcast(model->param_data(), model->param_count() * sizeof(float), 0);  // rank 0's state everywhere
-  std::vector<float> host_scratch;
   bool has_buffers = false;
   std::vector<size_t> param_ends;
   for (const auto& p : model->params()) {
@@ -313,6 +308,19 @@ int run_training(const TrainOptions& opt) {
     has_buffers |= !p.trainable;
   }
   std::sort(param_ends.begin(), param_ends.end());
+  std::vector<Bucket> buckets = plan_buckets(param_ends, static_cast<size_t>(opt.first_bucket_mb * 1024 * 1024),
+                                             static_cast<size_t>(opt.bucket_mb * 1024 * 1024));
+  // Ranks of a node sum gradients in node-shared memory when they can (grad_sync.hpp):
+  // the model then writes its gradients straight into the shared window.
+  std::string no_shm;
+  std::unique_ptr<ShmAllreduce> shm =
+      model->on_device() ? nullptr : make_shm_allreduce(*comm, model->param_count(), buckets, &no_shm);
+  if (shm && !model->adopt_grad_storage(shm->buffer())) shm.reset();
+  model->prepare(opt.batch_size, precision);
+  model->init_params(opt.seed);
+  comm_after_model();
+  comm->broadcast(model->param_data(), model->param_count() * sizeof(float), 0);  // rank 0's state everywhere
+  std::vector<float> host_scratch;
 
   const int64_t steps_per_epoch = train->steps_per_epoch();
   int64_t total_steps = steps_per_epoch * std::max(1, opt.epochs);
@@ -326,9 +334,7 @@ int run_training(const TrainOptions& opt) {
 #endif
   if (!optimizer) optimizer = make_optimizer(opt.optimizer, model->params(), model->param_count());
   LrSchedule schedule(opt.lr, global_batch, steps_per_epoch, total_steps);
-  GradSync sync(*comm, model->grad_data(),
-                plan_buckets(param_ends, static_cast<size_t>(opt.first_bucket_mb * 1024 * 1024),
-                             static_cast<size_t>(opt.bucket_mb * 1024 * 1024)));
+  GradSync sync(*comm, model->grad_data(), std::move(buckets), DType::f32, shm.get());
 
   // ---- resume ----
   ResumePoint rp = resume_if_asked(opt, *model, *optimizer, rank);
@@ -382,7 +388,8 @@ int run_training(const TrainOptions& opt) {
            std::to_string(model->param_count()) + " parameters), " + opt.precision + ", batch " +
            std::to_string(opt.batch_size) + "/rank = " + std::to_string(global_batch) + " global, " +
            std::to_string(steps_per_epoch) + " steps/epoch, " + std::to_string(total_steps) + " steps, " +
-           std::to_string(sync.buckets().size()) + " gradient bucket(s)");
+           std::to_string(sync.buckets().size()) + " gradient bucket(s) summed by " + sync.method() +
+           (world > 1 && !shm && !no_shm.empty() ? " (not node shared memory: " + no_shm + ")" : ""));
   if (schedule.peak() != schedule.base())
     log_info("learning rate " + std::to_string(schedule.base()) + " scaled to " + std::to_string(schedule.peak()) +
              " (" + opt.lr.scaling + ", reference batch " + std::to_string(opt.lr.reference_batch) + ")");
@@ -606,6 +613,7 @@ int run_training(const TrainOptions& opt) {
                                 {"comm_exposed", gmeds[2] * 1e3}, {"optimizer", gmeds[3] * 1e3}};
     j["grad_bytes"] = sync.bytes_per_step();
     j["buckets"] = sync.buckets().size();
+    j["grad_sum"] = sync.method();
     j["train_loss"] = std::isfinite(last_loss) ? nlohmann::json(last_loss) : nlohmann::json(nullptr);
     j["test_accuracy"] = evaluated ? nlohmann::json(last_eval.accuracy) : nlohmann::json(nullptr);
     j["accuracy_per_epoch"] = accuracy_curve;

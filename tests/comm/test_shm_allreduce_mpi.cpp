@@ -1,0 +1,102 @@
+// ShmAllreduce under mpiexec (all ranks on this one node): every element equals the sum
+// over ranks in rank order, bitwise, on every rank; segments of awkward sizes (empty,
+// shorter than one slice per rank, not multiples of 16); ranks that reach a segment at
+// different times; buffers refilled at once after finish() (no rank may still read
+// them); and the cases where it must decline.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "comm/shm_allreduce.hpp"
+
+using namespace cnnscale;
+
+namespace {
+uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+// Values of very different magnitudes, so that the order of the additions shows.
+float value(int rank, int round, size_t i) {
+  const uint64_t h = splitmix((uint64_t(rank) << 48) ^ (uint64_t(round) << 40) ^ i);
+  const float u = static_cast<float>(h >> 40) / static_cast<float>(1u << 24) - 0.5f;
+  return u * static_cast<float>(1u << ((h >> 8) % 20));
+}
+std::vector<std::pair<size_t, size_t>> segments(const std::vector<size_t>& ends) {
+  std::vector<std::pair<size_t, size_t>> s;
+  size_t b = 0;
+  for (size_t e : ends) s.emplace_back(b, e), b = e;
+  return s;
+}
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int r = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+void run_rounds(const std::vector<size_t>& ends, int rounds, bool stagger) {
+  const size_t count = ends.back();
+  std::string why;
+  auto ar = ShmAllreduce::create(MPI_COMM_WORLD, count, segments(ends), &why);
+  ASSERT_NE(ar, nullptr) << why;
+  ASSERT_EQ(ar->local_size(), world_size());
+  ASSERT_EQ(ar->nodes(), 1);
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(ar->buffer()) % 64, 0u);
+  const int me = world_rank(), W = world_size();
+  for (int round = 0; round < rounds; ++round) {
+    float* buf = ar->buffer();
+    for (size_t i = 0; i < count; ++i) buf[i] = value(me, round, i);  // right after the last finish()
+    for (size_t s = 0; s < ends.size(); ++s) {
+      if (stagger) std::this_thread::sleep_for(std::chrono::microseconds(300 * ((me + round + int(s)) % W)));
+      ar->ready(s);
+      ar->progress();
+    }
+    ar->finish();
+    size_t wrong = 0, first = count;
+    for (size_t i = 0; i < count; ++i) {
+      float ref = value(0, round, i);
+      for (int k = 1; k < W; ++k) ref += value(k, round, i);
+      if (std::memcmp(&ref, &buf[i], sizeof(float)) != 0 && wrong++ == 0) first = i;
+    }
+    EXPECT_EQ(wrong, 0u) << "round " << round << ", first wrong element " << first;
+    // Bitwise identical on every rank: compare with rank 0's copy.
+    std::vector<float> r0(buf, buf + count);
+    MPI_Bcast(r0.data(), static_cast<int>(count), MPI_FLOAT, 0, MPI_COMM_WORLD);
+    EXPECT_EQ(std::memcmp(r0.data(), buf, count * sizeof(float)), 0) << "round " << round;
+  }
+}
+}  // namespace
+
+TEST(ShmAllreduce, GradientSizedBucketsSumExactly) {
+  run_rounds({1000000 + 3, 1199882}, 3, false);  // mnist_cnn's two buckets
+}
+
+TEST(ShmAllreduce, AwkwardSegmentsSumExactly) {
+  run_rounds({1, 1, 50, 50 + 16 * 4 + 3, 4099, 4099, (1u << 20) + 5}, 4, false);
+}
+
+TEST(ShmAllreduce, RanksReadyAtDifferentTimes) {
+  run_rounds({777, 20000, 20001, 300000}, 5, true);
+}
+
+TEST(ShmAllreduce, DeclinesWhatItCannotDo) {
+  std::string why;
+  EXPECT_EQ(ShmAllreduce::create(MPI_COMM_SELF, 100, segments({100}), &why), nullptr);
+  EXPECT_EQ(why, "one rank");
+  EXPECT_EQ(ShmAllreduce::create(MPI_COMM_WORLD, 100, segments({60}), &why), nullptr);
+  EXPECT_EQ(why, "segments do not cover the buffer");
+  EXPECT_EQ(ShmAllreduce::create(MPI_COMM_WORLD, 100, {{0, 40}, {50, 100}}, &why), nullptr);
+  EXPECT_EQ(why, "segments are not consecutive");
+}
