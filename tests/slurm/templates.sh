@@ -36,7 +36,7 @@ submit() {
   local name=$1 nodes=$2 tpn=$3 sub="$WORK/$1"
   mkdir -p "$sub" && cd "$sub" || return 1
   JOB=$(sbatch --parsable --wait --nodes="$nodes" --ntasks-per-node="$tpn" --cpus-per-task=1 --time=10 \
-    --export=ALL,CNNSCALE_BIN="$CNNSCALE",CNNSCALE_TRAIN_ARGS="--synthetic --max-steps 6 --batch-size 8" \
+    --export=ALL,CNNSCALE_BIN="$CNNSCALE",CNNSCALE_TRAIN_ARGS="--synthetic --max-steps 6 --batch-size 8 --check-replicas 1" \
     "$T/$name.slurm")
   SBATCH_RC=$?
   cd "$WORK" || return 1
@@ -52,7 +52,7 @@ check_job() { # NAME NODES TPN
   expect_grep "$name: run directory = submit dir/runs/<name>-<jobid>" "run directory: $RUN\$" "$OUT"
   expect_grep "$name: ran on $nodes node(s) with $world tasks" "nodes: .* \($nodes\), tasks: $world," "$OUT"
   expect_grep "$name: train command: config, run dir, resume, CNNSCALE_TRAIN_ARGS last" \
-    "running: srun --mpi=pmix .* train --config $CNNSCALE_SOURCE/configs/mnist_cnn.ini --run-dir $RUN --resume auto --synthetic --max-steps 6 --batch-size 8\$" "$OUT"
+    "running: srun --mpi=pmix .* train --config $CNNSCALE_SOURCE/configs/mnist_cnn.ini --run-dir $RUN --resume auto --synthetic --max-steps 6 --batch-size 8 --check-replicas 1\$" "$OUT"
   if [ "$train" = 1 ]; then
     expect_eq "$name: sbatch --wait status" 0 "$SBATCH_RC"
     expect_eq "$name: job state" COMPLETED "$(job_field "$JOB" JobState)"
@@ -65,9 +65,13 @@ if r.get("world_size") != world: bad.append(f"world_size {r.get('world_size')} !
 if r.get("nodes") != nodes: bad.append(f"nodes {r.get('nodes')} != {nodes}")
 if r.get("ranks_per_node") != tpn: bad.append(f"ranks_per_node {r.get('ranks_per_node')} != {tpn}")
 if str((r.get("slurm") or {}).get("job_id")) != str(job): bad.append(f"slurm.job_id {r.get('slurm')} != {job}")
+# gradients: node shared memory where a node runs several ranks, MPI slices across nodes
+want = "MPI" if tpn == 1 else f"node shared memory ({tpn} ranks/node)" + (f" + MPI across {nodes} nodes" if nodes > 1 else "")
+if r.get("grad_sum") != want: bad.append(f"grad_sum {r.get('grad_sum')!r} != {want!r}")
 print("; ".join(bad) or "ok")
 PY
-    expect_eq "$name: run.json world_size=$world nodes=$nodes ranks_per_node=$tpn slurm.job_id" ok "$(cat "$TMP/rj.txt")"
+    expect_eq "$name: run.json world_size=$world nodes=$nodes ranks_per_node=$tpn slurm.job_id grad_sum" ok "$(cat "$TMP/rj.txt")"
+    expect_grep "$name: replicas bitwise identical after every step" 'replicas identical at all 6 check' "$OUT"
   else
     expect_eq "$name: job state without train" FAILED "$(job_field "$JOB" JobState)"
     expect_grep "$name: the tasks ran and reported train's absence" 'cnnscale: error: .*train' "$OUT"
