@@ -576,6 +576,10 @@ int run_training(const TrainOptions& opt) {
     for (int k = 0; k < 4; ++k) meds[k] = spread_of(v[k]).median;
   }
   mpiCheck(MPI_Allreduce(meds, gmeds, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  // Each rank's median compute time: a straggler (a slower core, a noisy node) shows here,
+  // and every other rank waits for it at each step.
+  std::vector<double> compute_per_rank(static_cast<size_t>(world));
+  mpiCheck(MPI_Gather(&meds[1], 1, MPI_DOUBLE, compute_per_rank.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
   for (double s : worst) ips.push_back(s > 0 ? static_cast<double>(global_batch) / s : 0);
   Spread step_spread = spread_of(worst), ips_spread = spread_of(ips);
   const double n = gsums[4] > 0 ? gsums[4] : 1;
@@ -611,6 +615,8 @@ int run_training(const TrainOptions& opt) {
                          {"comm_exposed", gsums[2] / n * 1e3}, {"optimizer", gsums[3] / n * 1e3}};
     j["breakdown_median_ms"] = {{"data", gmeds[0] * 1e3}, {"compute", gmeds[1] * 1e3},
                                 {"comm_exposed", gmeds[2] * 1e3}, {"optimizer", gmeds[3] * 1e3}};
+    j["compute_median_ms_per_rank"] = nlohmann::json::array();
+    for (double c : compute_per_rank) j["compute_median_ms_per_rank"].push_back(c * 1e3);
     j["grad_bytes"] = sync.bytes_per_step();
     j["buckets"] = sync.buckets().size();
     j["grad_sum"] = sync.method();
