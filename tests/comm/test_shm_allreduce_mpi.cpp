@@ -13,19 +13,14 @@
 #include <vector>
 
 #include "comm/shm_allreduce.hpp"
+#include "nn/rng.hpp"
 
 using namespace cnnscale;
 
 namespace {
-uint64_t splitmix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 // Values of very different magnitudes, so that the order of the additions shows.
 float value(int rank, int round, size_t i) {
-  const uint64_t h = splitmix((uint64_t(rank) << 48) ^ (uint64_t(round) << 40) ^ i);
+  const uint64_t h = nn::hash_combine(nn::hash_combine(uint64_t(rank), uint64_t(round)), i);
   const float u = static_cast<float>(h >> 40) / static_cast<float>(1u << 24) - 0.5f;
   return u * static_cast<float>(1u << ((h >> 8) % 20));
 }
