@@ -1,10 +1,28 @@
 // analysis.cpp — builds a Report from run directories (see analysis.hpp).
 #include "report/analysis.hpp"
 
+#include <algorithm>
+
 #include "report/format.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale::report {
+
+std::optional<std::string> straggler_note(const RunRecord& r, double threshold) {
+  const auto& c = r.compute_ms_per_rank;
+  if (c.size() < 2) return std::nullopt;
+  std::vector<double> sorted = c;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
+                                          : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+  const size_t slow = static_cast<size_t>(std::max_element(c.begin(), c.end()) - c.begin());
+  if (!(median > 0) || c[slow] <= median * (1 + threshold)) return std::nullopt;
+  return "At " + std::to_string(r.world_size) + " ranks (" + r.dir + "), rank " + std::to_string(slow) +
+         " computes " + fmt_num(100 * (c[slow] / median - 1), 3) + "% slower than the median rank (" +
+         fmt_num(c[slow], 4) + " vs " + fmt_num(median, 4) +
+         " ms of forward+backward per step): every rank waits for it at each step. A slower or busier "
+         "core or node; check what else runs there (run.json compute_median_ms_per_rank).";
+}
 
 Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& runs) {
   if (!(options.efficiency_threshold > 0 && options.efficiency_threshold <= 1))
@@ -31,6 +49,8 @@ Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& 
                          " ranks) was given: scaling needs runs at two or more rank counts. Run the same "
                          "configuration at more counts, e.g. scripts/scaling-sweep.sh --local --ranks 1,2,4 -- ...");
     }
+    for (const auto& r : g.runs)
+      if (auto s = straggler_note(r)) ga.notes.push_back(*s);
     ga.group = std::move(g);
     rep.groups.push_back(std::move(ga));
   }

@@ -49,6 +49,11 @@ Report analyze(const ReportOptions& options);
 // Same from already-loaded runs (used by tests).
 Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& runs);
 
+// A note when one rank's median compute time (run.json compute_median_ms_per_rank) is
+// more than `threshold` (default 5 %) above the median rank's: a straggler, which every
+// other rank waits for at each step. nullopt otherwise or without the field.
+std::optional<std::string> straggler_note(const RunRecord& r, double threshold = 0.05);
+
 // Writes report.md, report.html, scaling.csv and report.json into options.output_dir.
 void write_report(const Report& report);
 

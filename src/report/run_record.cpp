@@ -126,6 +126,15 @@ RunRecord parse_run(const json& doc, const std::string& file) {
   r.images_per_s_p90 = f.optional(doc, "images_per_s_p90");
   r.grad_bytes = f.optional(doc, "grad_bytes");
   r.epochs = f.optional(doc, "epochs");
+  if (auto it = doc.find("compute_median_ms_per_rank"); it != doc.end() && !it->is_null()) {
+    if (!it->is_array() || it->size() != static_cast<size_t>(r.world_size))
+      fail(file, ": field 'compute_median_ms_per_rank' must be a list of world_size (", r.world_size, ") numbers");
+    for (const auto& e : *it) {
+      if (!e.is_number() || !(e.get<double>() >= 0))
+        fail(file, ": field 'compute_median_ms_per_rank' must hold non-negative numbers");
+      r.compute_ms_per_rank.push_back(e.get<double>());
+    }
+  }
   if (auto it = doc.find("time_to_accuracy"); it != doc.end() && !it->is_null()) {
     if (!it->is_array()) fail(file, ": field 'time_to_accuracy' must be a list of {accuracy, seconds}");
     for (const auto& e : *it) {

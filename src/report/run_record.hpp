@@ -47,6 +47,7 @@ struct RunRecord {
   std::optional<double> train_loss;
   std::optional<double> test_accuracy;
   std::optional<double> grad_bytes;
+  std::vector<double> compute_ms_per_rank;  // compute_median_ms_per_rank (optional; world_size entries)
   std::optional<double> epochs;
   std::vector<AccuracyTime> time_to_accuracy;
   std::string slurm_job_id, slurm_nodelist;

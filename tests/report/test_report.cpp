@@ -411,3 +411,26 @@ TEST(ReportInput, DirectoryProblems) {
   EXPECT_EQ(rep.groups.size(), 1u);
   fs::remove_all(dir);
 }
+
+// A straggler: one rank's median compute 12 % above the median rank's gives a note that
+// names the rank and both times; 3 % does not; a wrong-length list is an error.
+TEST(ReportStraggler, SlowRankNamed) {
+  json d = run_doc(4, 32, 100, 0, 90, 2, 3);
+  d["compute_median_ms_per_rank"] = {40.0, 40.2, 44.8, 39.8};  // median 40.1; rank 2: +11.7 %
+  RunRecord r = rec(d, "s4");
+  auto note = straggler_note(r);
+  ASSERT_TRUE(note.has_value());
+  EXPECT_NE(note->find("rank 2 computes 11.7% slower"), std::string::npos) << *note;
+  EXPECT_NE(note->find("44.80 vs 40.10 ms"), std::string::npos) << *note;
+  // It reaches the report's notes.
+  const Report rep = analyze_runs(opts(), {rec(run_doc(1, 32, 95, 0, 90, 0, 3), "s1"), r});
+  bool found = false;
+  for (const auto& n : rep.groups.at(0).notes) found |= n.find("rank 2 computes") != std::string::npos;
+  EXPECT_TRUE(found);
+
+  d["compute_median_ms_per_rank"] = {40.0, 40.2, 41.2, 39.8};  // +2.7 %: no note
+  EXPECT_FALSE(straggler_note(rec(d, "s4")).has_value());
+  d["compute_median_ms_per_rank"] = {40.0, 40.2};
+  EXPECT_NE(error_of([&] { rec(d, "s4"); }).find("'compute_median_ms_per_rank' must be a list of world_size (4)"),
+            std::string::npos);
+}
