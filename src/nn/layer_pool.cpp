@@ -157,6 +157,34 @@ class MaxPoolReluExec : public Exec {
     float* y = out_->data.f();
     const __m512i vidx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                             _mm512_set1_epi32(static_cast<int>(y_c_)));
+    if (K == 2 && S == 2 && xs_.lanes == 16) {
+      // 2×2, stride 2, nChw16c (mnist_cnn's pool): the four loads unrolled, in the same
+      // max order as below, and the next row pair prefetched: the input was just written
+      // by the convolution and mostly sits beyond L2, so the loads were waiting on memory.
+      for (int64_t n = 0; n < batch; ++n)
+        for (int64_t g = 0; g < groups_; ++g) {
+          const float* plane = x + n * xs_.n + g * xs_.g;
+          float* yg = y + n * y_n_ + g * 16 * y_c_;
+          for (int oh = 0; oh < OH; ++oh) {
+            const float* r0 = plane + int64_t{2 * oh} * xs_.h;
+            const float* r1 = r0 + xs_.h;
+            const float* p0 = r1 + xs_.h;  // the next pair of rows (the next plane's after the last)
+            for (int ow = 0; ow < OW; ++ow) {
+              const int64_t c = int64_t{2 * ow} * xs_.w;
+              _mm_prefetch(reinterpret_cast<const char*>(p0 + c), _MM_HINT_T0);
+              _mm_prefetch(reinterpret_cast<const char*>(p0 + c + xs_.w), _MM_HINT_T0);
+              _mm_prefetch(reinterpret_cast<const char*>(p0 + xs_.h + c), _MM_HINT_T0);
+              _mm_prefetch(reinterpret_cast<const char*>(p0 + xs_.h + c + xs_.w), _MM_HINT_T0);
+              __m512 m = _mm512_loadu_ps(r0 + c);
+              m = _mm512_max_ps(_mm512_loadu_ps(r0 + c + xs_.w), m);
+              m = _mm512_max_ps(_mm512_loadu_ps(r1 + c), m);
+              m = _mm512_max_ps(_mm512_loadu_ps(r1 + c + xs_.w), m);
+              _mm512_i32scatter_ps(yg + oh * OW + ow, vidx, m, 4);
+            }
+          }
+        }
+      return;
+    }
     for (int64_t n = 0; n < batch; ++n)
       for (int64_t g = 0; g < groups_; ++g)
         for (int oh = 0; oh < OH; ++oh)
@@ -179,6 +207,37 @@ class MaxPoolReluExec : public Exec {
     const __m512 zero = _mm512_setzero_ps();
     const __m512i vidx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                             _mm512_set1_epi32(static_cast<int>(y_c_)));
+    if (K == 2 && S == 2 && xs_.lanes == 16) {
+      // As fwd_avx512's 2×2 path: unrolled in the generic order, next row pair prefetched
+      // (input for reading, its gradient for writing).
+      for (int64_t n = 0; n < batch; ++n)
+        for (int64_t g = 0; g < groups_; ++g) {
+          const int64_t plane = n * xs_.n + g * xs_.g;
+          const int64_t yg = n * y_n_ + g * 16 * y_c_;
+          for (int oh = 0; oh < OH; ++oh) {
+            const int64_t r0 = plane + int64_t{2 * oh} * xs_.h, r1 = r0 + xs_.h, p0 = r1 + xs_.h;
+            for (int ow = 0; ow < OW; ++ow) {
+              const int64_t c = int64_t{2 * ow} * xs_.w;
+              _mm_prefetch(reinterpret_cast<const char*>(x + p0 + c), _MM_HINT_T0);
+              _mm_prefetch(reinterpret_cast<const char*>(x + p0 + c + xs_.w), _MM_HINT_T0);
+              _mm_prefetch(reinterpret_cast<const char*>(x + p0 + xs_.h + c), _MM_HINT_T0);
+              _mm_prefetch(reinterpret_cast<const char*>(x + p0 + xs_.h + c + xs_.w), _MM_HINT_T0);
+              const int64_t yo = yg + oh * OW + ow;
+              const __m512 yv = _mm512_i32gather_ps(vidx, y + yo, 4);
+              const __m512 gv =
+                  _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(yv, zero, _CMP_GT_OQ), _mm512_i32gather_ps(vidx, dy + yo, 4));
+              const int64_t o[4] = {r0 + c, r0 + c + xs_.w, r1 + c, r1 + c + xs_.w};
+              __mmask16 taken = 0;
+              for (int k = 0; k < 4; ++k) {
+                const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + o[k]), yv, _CMP_EQ_OQ) & ~taken;
+                _mm512_storeu_ps(dx + o[k], _mm512_maskz_mov_ps(hit, gv));
+                taken |= hit;
+              }
+            }
+          }
+        }
+      return;
+    }
     for (int64_t n = 0; n < batch; ++n)
       for (int64_t g = 0; g < groups_; ++g)
         for (int oh = 0; oh < OH; ++oh)
