@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <new>
 
 #include "comm/check.hpp"
@@ -36,7 +37,7 @@ void wait_until(Pred&& done, MPI_Comm progress_comm = MPI_COMM_NULL) {
 
 std::unique_ptr<ShmAllreduce> ShmAllreduce::create(MPI_Comm world, size_t count,
                                                    std::vector<std::pair<size_t, size_t>> segments,
-                                                   std::string* why) {
+                                                   std::string* why, MPI_Comm node) {
   int wsize = 1, wrank = 0;
   mpiCheck(MPI_Comm_size(world, &wsize));
   mpiCheck(MPI_Comm_rank(world, &wrank));
@@ -54,7 +55,10 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::create(MPI_Comm world, size_t count,
   if (segments.back().second != count) return say("segments do not cover the buffer");
 
   auto r = std::unique_ptr<ShmAllreduce>(new ShmAllreduce());
-  mpiCheck(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, wrank, MPI_INFO_NULL, &r->node_));
+  if (node != MPI_COMM_NULL)
+    mpiCheck(MPI_Comm_dup(node, &r->node_));
+  else
+    mpiCheck(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, wrank, MPI_INFO_NULL, &r->node_));
   mpiCheck(MPI_Comm_rank(r->node_, &r->local_rank_));
   mpiCheck(MPI_Comm_size(r->node_, &r->local_size_));
   int sizes[2] = {r->local_size_, -r->local_size_}, ext[2];
@@ -101,6 +105,10 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::create(MPI_Comm world, size_t count,
 }
 
 ShmAllreduce::~ShmAllreduce() {
+  // Unwinding from an error on this rank alone: the frees below are collective and would
+  // wait for ranks that are still training; leave them (the process is ending and the
+  // error reaches main(), which aborts the job).
+  if (std::uncaught_exceptions() > 0) return;
   for (auto& q : cross_req_)
     if (q != MPI_REQUEST_NULL) MPI_Wait(&q, MPI_STATUS_IGNORE);
   if (win_ != MPI_WIN_NULL) {
@@ -114,9 +122,10 @@ ShmAllreduce::~ShmAllreduce() {
 std::pair<size_t, size_t> ShmAllreduce::slice(size_t seg, int k) const {
   const auto [b, e] = segs_[seg];
   const size_t n = e - b, L = static_cast<size_t>(local_size_);
-  auto bound = [&](size_t j) {
-    const size_t x = (n * j / L + kAlign - 1) / kAlign * kAlign;
-    return b + std::min(n, x);
+  auto bound = [&](size_t j) {  // inner bounds on whole 64-byte lines of the buffer
+    if (j == 0) return b;
+    const size_t x = (b + n * j / L + kAlign - 1) / kAlign * kAlign;
+    return std::min(e, x);
   };
   return {bound(static_cast<size_t>(k)), bound(static_cast<size_t>(k) + 1)};
 }

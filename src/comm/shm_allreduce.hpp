@@ -44,9 +44,12 @@ class ShmAllreduce {
   // Collective over `world`. segments: consecutive [begin, end) ranges covering the
   // buffer of `count` floats, in the order they will become ready. Returns nullptr
   // and sets *why when the node layout does not allow it (single rank, nodes with
-  // different rank counts).
+  // different rank counts). node: the ranks that share memory; by default this rank's
+  // node (MPI_COMM_TYPE_SHARED). Tests pass smaller groups of one node's ranks to act
+  // as several nodes (each group's ranks must share memory).
   static std::unique_ptr<ShmAllreduce> create(MPI_Comm world, size_t count,
-                                              std::vector<std::pair<size_t, size_t>> segments, std::string* why);
+                                              std::vector<std::pair<size_t, size_t>> segments, std::string* why,
+                                              MPI_Comm node = MPI_COMM_NULL);
   ~ShmAllreduce();
   ShmAllreduce(const ShmAllreduce&) = delete;
   ShmAllreduce& operator=(const ShmAllreduce&) = delete;

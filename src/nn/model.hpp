@@ -74,9 +74,10 @@ class Model {
   virtual void init_params(uint64_t seed) = 0;
 
   // Makes the model write its gradients into caller-owned host memory of
-  // param_count() floats that outlives the model (GradSync's node-shared window, so
-  // that ranks of a node sum gradients where backward wrote them). Call before
-  // prepare(). Returns false where the model cannot (device models).
+  // param_count() floats (GradSync's node-shared window, so that ranks of a node sum
+  // gradients where backward wrote them). The model never frees it; it must stay
+  // valid for as long as the model computes. Call before prepare(). Returns false
+  // where the model cannot (device models).
   virtual bool adopt_grad_storage(float* /*grads*/) { return false; }
 
   // True when param_data()/grad_data() are CUDA device pointers (the GPU model,

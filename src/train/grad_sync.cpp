@@ -3,6 +3,8 @@
 
 #include <mpi.h>
 
+#include "comm/check.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -33,8 +35,12 @@ std::unique_ptr<ShmAllreduce> make_shm_allreduce(Communicator& comm, size_t coun
   };
   if (comm.size() < 2) return no("one rank");
   if (comm.backend() != "mpi" || comm.device_buffers()) return no("backend " + comm.backend());
-  if (const char* e = std::getenv("CNNSCALE_SHM_ALLREDUCE"); e && std::string(e) == "0")
-    return no("CNNSCALE_SHM_ALLREDUCE=0");
+  // Every rank must take the same branch (create() is collective), and mpirun does not
+  // pass a variable to other nodes without -x: agree on the setting first.
+  const char* e = std::getenv("CNNSCALE_SHM_ALLREDUCE");
+  int on = e && std::string(e) == "0" ? 0 : 1, all_on = 1;
+  mpiCheck(MPI_Allreduce(&on, &all_on, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (!all_on) return no("CNNSCALE_SHM_ALLREDUCE=0 on some rank");
   std::vector<std::pair<size_t, size_t>> segs;
   for (const auto& b : buckets) segs.emplace_back(b.begin, b.end);
   return ShmAllreduce::create(MPI_COMM_WORLD, count, std::move(segs), why);
@@ -57,7 +63,10 @@ GradSync::GradSync(Communicator& comm, float* grads, std::vector<Bucket> buckets
   int level = MPI_THREAD_SINGLE, inited = 0;
   MPI_Initialized(&inited);
   if (inited) MPI_Query_thread(&level);
-  if (!shm_ && us > 0 && comm_.size() > 1 && comm_.backend() == "mpi" && level == MPI_THREAD_MULTIPLE) {
+  // With node-shared memory, MPI carries only the slices between nodes: the thread is
+  // needed only when there is more than one node.
+  const bool mpi_in_flight = !shm_ || shm_->nodes() > 1;
+  if (mpi_in_flight && us > 0 && comm_.size() > 1 && comm_.backend() == "mpi" && level == MPI_THREAD_MULTIPLE) {
     progress_us_ = us;
     thread_ = std::thread([this] { progress_loop(); });
   }
@@ -104,7 +113,17 @@ size_t GradSync::bytes_per_step() const {
 void GradSync::on_ready(size_t ready_end) {
   if (comm_.size() == 1) return;
   if (shm_) {
-    while (next_ < buckets_.size() && buckets_[next_].end <= ready_end) shm_->ready(next_++);
+    while (next_ < buckets_.size() && buckets_[next_].end <= ready_end) {
+      shm_->ready(next_++);
+      if (progress_us_ > 0) {  // slices may be in flight between nodes
+        {
+          std::lock_guard<std::mutex> lk(mu_);
+          active_ = true;
+          polls_left_ = progress_polls_;
+        }
+        cv_.notify_one();
+      }
+    }
     shm_->progress();
     return;
   }

@@ -315,7 +315,14 @@ int run_training(const TrainOptions& opt) {
   std::string no_shm;
   std::unique_ptr<ShmAllreduce> shm =
       model->on_device() ? nullptr : make_shm_allreduce(*comm, model->param_count(), buckets, &no_shm);
-  if (shm && !model->adopt_grad_storage(shm->buffer())) shm.reset();
+  if (shm) {  // dropping it is collective (MPI_Win_free): agree first
+    int adopted = model->adopt_grad_storage(shm->buffer()) ? 1 : 0, all = 0;
+    mpiCheck(MPI_Allreduce(&adopted, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (!all) {
+      if (adopted) fail("internal: some ranks' models could not use node-shared gradient memory");
+      shm.reset();
+    }
+  }
   model->prepare(opt.batch_size, precision);
   model->init_params(opt.seed);
   comm_after_model();

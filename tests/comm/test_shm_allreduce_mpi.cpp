@@ -41,15 +41,23 @@ int world_size() {
   return r;
 }
 
-void run_rounds(const std::vector<size_t>& ends, int rounds, bool stagger) {
+// group > 0: ranks split into "nodes" of `group` consecutive ranks (they share memory,
+// being on this one machine), so slices also cross "nodes" through MPI. The reference
+// is then the sum over nodes of each node's rank-order sum, in node order (two nodes:
+// MPI's a + b is the same either way round).
+void run_rounds(const std::vector<size_t>& ends, int rounds, bool stagger, int group = 0) {
   const size_t count = ends.back();
-  std::string why;
-  auto ar = ShmAllreduce::create(MPI_COMM_WORLD, count, segments(ends), &why);
-  ASSERT_NE(ar, nullptr) << why;
-  ASSERT_EQ(ar->local_size(), world_size());
-  ASSERT_EQ(ar->nodes(), 1);
-  ASSERT_EQ(reinterpret_cast<uintptr_t>(ar->buffer()) % 64, 0u);
   const int me = world_rank(), W = world_size();
+  const int L = group > 0 ? group : W, nodes = W / L;
+  MPI_Comm node = MPI_COMM_NULL;
+  if (group > 0) MPI_Comm_split(MPI_COMM_WORLD, me / group, me, &node);
+  std::string why;
+  auto ar = ShmAllreduce::create(MPI_COMM_WORLD, count, segments(ends), &why, node);
+  if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
+  ASSERT_NE(ar, nullptr) << why;  // the same outcome on every rank (decided collectively)
+  EXPECT_EQ(ar->local_size(), L);  // EXPECT: a rank that returned early would hang the others
+  EXPECT_EQ(ar->nodes(), nodes);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(ar->buffer()) % 64, 0u);
   for (int round = 0; round < rounds; ++round) {
     float* buf = ar->buffer();
     for (size_t i = 0; i < count; ++i) buf[i] = value(me, round, i);  // right after the last finish()
@@ -61,8 +69,12 @@ void run_rounds(const std::vector<size_t>& ends, int rounds, bool stagger) {
     ar->finish();
     size_t wrong = 0, first = count;
     for (size_t i = 0; i < count; ++i) {
-      float ref = value(0, round, i);
-      for (int k = 1; k < W; ++k) ref += value(k, round, i);
+      float ref = 0;
+      for (int nd = 0; nd < nodes; ++nd) {
+        float local = value(nd * L, round, i);
+        for (int k = 1; k < L; ++k) local += value(nd * L + k, round, i);
+        ref = nd == 0 ? local : ref + local;
+      }
       if (std::memcmp(&ref, &buf[i], sizeof(float)) != 0 && wrong++ == 0) first = i;
     }
     EXPECT_EQ(wrong, 0u) << "round " << round << ", first wrong element " << first;
@@ -94,4 +106,10 @@ TEST(ShmAllreduce, DeclinesWhatItCannotDo) {
   EXPECT_EQ(why, "segments do not cover the buffer");
   EXPECT_EQ(ShmAllreduce::create(MPI_COMM_WORLD, 100, {{0, 40}, {50, 100}}, &why), nullptr);
   EXPECT_EQ(why, "segments are not consecutive");
+}
+
+TEST(ShmAllreduce, AcrossNodesThroughMpi) {
+  if (world_size() % 2 != 0 || world_size() < 4) GTEST_SKIP() << "needs 2 or more pairs of ranks";
+  run_rounds({1, 1, 50, 4099, (1u << 18) + 5}, 3, false, 2);
+  run_rounds({777, 20000, 300000}, 3, true, 2);
 }
