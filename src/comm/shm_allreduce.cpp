@@ -69,7 +69,6 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::create(MPI_Comm world, size_t count,
   if (!uniform) return say("nodes run different numbers of ranks");  // destructor frees the communicators
   if (r->local_size_ < 2) return say("one rank per node");
 
-  r->count_ = count;
   r->segs_ = std::move(segments);
   const size_t ctrl_bytes = ((1 + 2 * r->segs_.size()) * kLine + 4095) / 4096 * 4096;
   // + one line: MPI need not return line-aligned memory (Open MPI's is 8 bytes past a page).
@@ -138,7 +137,7 @@ bool ShmAllreduce::try_reduce(size_t seg) {
   const float* in[64];
   const int L = std::min(local_size_, 64);
   for (int k = 0; k < L; ++k) in[k] = bufs_[static_cast<size_t>(k)];
-  if (local_size_ == 2) {
+  if (local_size_ == 2) {  // the common case, as one loop the compiler vectorises (same sum as below)
     const float* a = in[0];
     const float* c = in[1];
     for (size_t i = b; i < e; ++i) out[i] = a[i] + c[i];

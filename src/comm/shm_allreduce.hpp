@@ -85,7 +85,6 @@ class ShmAllreduce {
   MPI_Comm node_ = MPI_COMM_NULL, cross_ = MPI_COMM_NULL;
   MPI_Win win_ = MPI_WIN_NULL;
   int local_rank_ = 0, local_size_ = 1, nodes_ = 1;
-  size_t count_ = 0;
   std::vector<std::pair<size_t, size_t>> segs_;
   std::vector<char*> ctrl_;          // every local rank's control block
   std::vector<float*> bufs_;         // every local rank's buffer

@@ -124,6 +124,27 @@ class Exec {
   virtual void backward_data(const RunCtx& c) = 0;
 };
 
+// A layer that is one primitive forward and (when its input needs a gradient) one
+// primitive backward over its single input: flatten, relu, pooling. The constructor of
+// the subclass sets fwd_ and, where wanted, bwd_.
+class PrimitiveExec : public Exec {
+ public:
+  PrimitiveExec(const Node& node, Tensor* in) : node_(node), in_(in) {}
+  void forward(const RunCtx& c) override {
+    if (fwd_.valid) fwd_.run(*c.stream);
+  }
+  void backward_data(const RunCtx& c) override {
+    if (!bwd_.valid) return;
+    bwd_.run(*c.stream);
+    in_->diff_done(node_.index);
+  }
+
+ protected:
+  const Node& node_;
+  Tensor* in_;
+  Call fwd_, bwd_;
+};
+
 // Creates the exec of `node`; sets and allocates `out`.
 // For a conv with a fused relu, `fused_out` is the relu's output tensor (allocated here);
 // for a maxpool with relu_into_pool, the relu's input tensor (its gradient is written).

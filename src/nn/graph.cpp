@@ -77,25 +77,19 @@ static Shape pool_shape(const Shape& s, int k, int stride, const char* what) {
   return Shape{s.c, out_size(s.h, k, stride, 0), out_size(s.w, k, stride, 0), false};
 }
 
-int GraphBuilder::maxpool(int x, int k, int stride) {
+int GraphBuilder::pool(Op op, int x, int k, int stride) {
   Node n;
-  n.op = Op::maxpool;
+  n.op = op;
   n.inputs = {x};
   n.kernel = k;
   n.stride = stride;
-  Shape o = pool_shape(shape(x), k, stride, "maxpool");
+  Shape o = pool_shape(shape(x), k, stride, op == Op::maxpool ? "maxpool" : "avgpool");
   return push(std::move(n), o);
 }
 
-int GraphBuilder::avgpool(int x, int k, int stride) {
-  Node n;
-  n.op = Op::avgpool;
-  n.inputs = {x};
-  n.kernel = k;
-  n.stride = stride;
-  Shape o = pool_shape(shape(x), k, stride, "avgpool");
-  return push(std::move(n), o);
-}
+int GraphBuilder::maxpool(int x, int k, int stride) { return pool(Op::maxpool, x, k, stride); }
+
+int GraphBuilder::avgpool(int x, int k, int stride) { return pool(Op::avgpool, x, k, stride); }
 
 int GraphBuilder::gap(int x) {
   const Shape s = shape(x);

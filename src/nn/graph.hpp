@@ -80,6 +80,7 @@ class GraphBuilder {
 
  private:
   int push(Node n, Shape out);
+  int pool(Op op, int x, int k, int stride);  // maxpool / avgpool
   void param(Node& n, const std::string& name, std::vector<int64_t> shape, bool trainable, bool decay, Init init,
              int64_t fan_in);
   Graph g_;

@@ -6,9 +6,9 @@
 namespace cnnscale::nn {
 namespace {
 
-class FlattenExec : public Exec {
+class FlattenExec : public PrimitiveExec {
  public:
-  FlattenExec(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) : node_(node), in_(in) {
+  FlattenExec(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) : PrimitiveExec(node, in) {
     if (in->md == plain_md(in->dims) && in->consumers == 1 && in->mem.get_data_handle() != nullptr &&
         (!in->needs_diff || in->diff_target_ptr(node.index) != nullptr) && out->needs_diff == in->needs_diff) {
       // Same bytes in the same order: share the input's data and gradient buffers.
@@ -29,19 +29,6 @@ class FlattenExec : public Exec {
       bwd_.arg(DNNL_ARG_TO, to);
     }
   }
-  void forward(const RunCtx& c) override {
-    if (fwd_.valid) fwd_.run(*c.stream);
-  }
-  void backward_data(const RunCtx& c) override {
-    if (!bwd_.valid) return;
-    bwd_.run(*c.stream);
-    in_->diff_done(node_.index);
-  }
-
- private:
-  const Node& node_;
-  Tensor* in_;
-  Call fwd_, bwd_;
 };
 
 }  // namespace

@@ -24,9 +24,9 @@
 namespace cnnscale::nn {
 namespace {
 
-class PoolExec : public Exec {
+class PoolExec : public PrimitiveExec {
  public:
-  PoolExec(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) : node_(node), in_(in) {
+  PoolExec(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) : PrimitiveExec(node, in) {
     using namespace dnnl;
     const algorithm alg = node.op == Op::maxpool ? algorithm::pooling_max : algorithm::pooling_avg_include_padding;
     const memory::dims strides{node.stride, node.stride}, kernel{node.kernel, node.kernel}, pl{0, 0};
@@ -53,19 +53,9 @@ class PoolExec : public Exec {
       if (ws) bwd_.arg(DNNL_ARG_WORKSPACE, ws_);
     }
   }
-  void forward(const RunCtx& c) override { fwd_.run(*c.stream); }
-  void backward_data(const RunCtx& c) override {
-    if (!bwd_.valid) return;
-    bwd_.run(*c.stream);
-    in_->diff_done(node_.index);
-  }
-
  private:
-  const Node& node_;
-  Tensor* in_;
   Buffer ws_buf_;
   dnnl::memory ws_;
-  Call fwd_, bwd_;
 };
 
 // Strides of a 4-d f32 layout as (n, channel group, h, w) with `lanes` contiguous

@@ -4,9 +4,9 @@
 namespace cnnscale::nn {
 namespace {
 
-class ReluExec : public Exec {
+class ReluExec : public PrimitiveExec {
  public:
-  ReluExec(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) : node_(node), in_(in) {
+  ReluExec(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) : PrimitiveExec(node, in) {
     using namespace dnnl;
     // Fused: the conv before computed relu(x) into `out` already; backward from dst.
     const algorithm alg = node.fused_relu ? algorithm::eltwise_relu_use_dst_for_bwd : algorithm::eltwise_relu;
@@ -25,19 +25,6 @@ class ReluExec : public Exec {
       bwd_.arg(DNNL_ARG_DIFF_SRC, in->diff_target(node.index));
     }
   }
-  void forward(const RunCtx& c) override {
-    if (fwd_.valid) fwd_.run(*c.stream);
-  }
-  void backward_data(const RunCtx& c) override {
-    if (!bwd_.valid) return;
-    bwd_.run(*c.stream);
-    in_->diff_done(node_.index);
-  }
-
- private:
-  const Node& node_;
-  Tensor* in_;
-  Call fwd_, bwd_;
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "report/format.hpp"
+#include "util/spread.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale::report {
@@ -11,10 +12,7 @@ namespace cnnscale::report {
 std::optional<std::string> straggler_note(const RunRecord& r, double threshold) {
   const auto& c = r.compute_ms_per_rank;
   if (c.size() < 2) return std::nullopt;
-  std::vector<double> sorted = c;
-  std::sort(sorted.begin(), sorted.end());
-  const double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
-                                          : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+  const double median = spread_of(c).median;
   const size_t slow = static_cast<size_t>(std::max_element(c.begin(), c.end()) - c.begin());
   if (!(median > 0) || c[slow] <= median * (1 + threshold)) return std::nullopt;
   return "At " + std::to_string(r.world_size) + " ranks (" + r.dir + "), rank " + std::to_string(slow) +

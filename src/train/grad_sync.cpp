@@ -110,19 +110,22 @@ size_t GradSync::bytes_per_step() const {
   return n;
 }
 
+void GradSync::wake_progress() {
+  if (progress_us_ <= 0) return;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    active_ = true;
+    polls_left_ = progress_polls_;
+  }
+  cv_.notify_one();
+}
+
 void GradSync::on_ready(size_t ready_end) {
   if (comm_.size() == 1) return;
   if (shm_) {
     while (next_ < buckets_.size() && buckets_[next_].end <= ready_end) {
       shm_->ready(next_++);
-      if (progress_us_ > 0) {  // slices may be in flight between nodes
-        {
-          std::lock_guard<std::mutex> lk(mu_);
-          active_ = true;
-          polls_left_ = progress_polls_;
-        }
-        cv_.notify_one();
-      }
+      wake_progress();  // slices may be in flight between nodes
     }
     shm_->progress();
     return;
@@ -130,14 +133,7 @@ void GradSync::on_ready(size_t ready_end) {
   while (next_ < buckets_.size() && buckets_[next_].end <= ready_end) {
     const Bucket& b = buckets_[next_++];
     pending_.push_back(comm_.allreduce_sum_async(grads_ + b.begin, b.end - b.begin, wire_));
-    if (progress_us_ > 0) {
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        active_ = true;
-        polls_left_ = progress_polls_;
-      }
-      cv_.notify_one();
-    }
+    wake_progress();
   }
   comm_.progress();
 }

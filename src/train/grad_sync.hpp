@@ -86,6 +86,7 @@ class GradSync {
   std::vector<std::unique_ptr<PendingReduce>> pending_;
   // Progress thread (see above).
   void progress_loop();
+  void wake_progress();  // a bucket was launched: give it progress_polls_ polls
   int progress_us_ = 0;
   std::thread thread_;
   std::mutex mu_;

@@ -2,18 +2,13 @@
 #pragma once
 #include <vector>
 
+#include "util/spread.hpp"  // Spread, spread_of
+
 namespace cnnscale {
 
 struct StepTimes {
   double step = 0, data = 0, compute = 0, comm_exposed = 0, optimizer = 0;  // seconds
 };
-
-struct Spread {
-  double median = 0, p10 = 0, p90 = 0, mean = 0;
-};
-
-// Linear-interpolated percentiles (as numpy's default) of values; zeros when empty.
-Spread spread_of(std::vector<double> values);
 
 // How many leading steps to leave out of timing summaries (warm-up: first-touch page
 // faults, primitive JIT, prefetch fill): 10% of the steps, at least 1, at most 20.
