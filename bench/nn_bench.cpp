@@ -13,19 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.hpp"
 #include "nn/flop_count.hpp"
 #include "nn/model.hpp"
 #include "nn/net.hpp"
 
 using namespace cnnscale;
-using clk = std::chrono::steady_clock;
-
-static double seconds_since(clk::time_point t) { return std::chrono::duration<double>(clk::now() - t).count(); }
-
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using namespace cnnscale::bench;
 
 int main(int argc, char** argv) {
   std::string model = "mnist_cnn";
@@ -51,21 +45,7 @@ int main(int argc, char** argv) {
   auto m = make_model(model, shape, 10);
   m->init_params(1);
   m->prepare(batch, bf16 ? Precision::bf16 : Precision::fp32);
-  std::vector<float> images(static_cast<size_t>(batch * shape.numel()));
-  std::vector<int32_t> labels(static_cast<size_t>(batch));
-  std::vector<int64_t> ids(static_cast<size_t>(batch));
-  for (size_t i = 0; i < images.size(); ++i) images[i] = static_cast<float>((i * 2654435761u) % 1000) / 500.f - 1.f;
-  for (int64_t i = 0; i < batch; ++i) labels[i] = static_cast<int32_t>(i % 10), ids[i] = i;
-  StepContext ctx;
-  ctx.sample_ids = ids.data();
-  ctx.loss_scale = 1.f / static_cast<float>(batch);
-  std::vector<double> t;
-  for (int s = 0; s < steps + 3; ++s) {
-    ctx.step = s;
-    auto t0 = clk::now();
-    m->forward_backward(images.data(), labels.data(), batch, ctx, {});
-    if (s >= 3) t.push_back(seconds_since(t0));
-  }
+  std::vector<double> t = time_train_steps(*m, batch, shape, steps);
   const auto* net = dynamic_cast<nn::Net*>(m.get());
   const double flops = nn::train_flops_per_sample(net->graph()) * batch;
   const double ms = median(t) * 1e3;
@@ -75,6 +55,7 @@ int main(int argc, char** argv) {
               steps, batch / (ms * 1e-3), flops * 1e-9, flops / (ms * 1e-3) * 1e-9);
 
   // Forward only (evaluation path).
+  const std::vector<float> images = bench_images(batch, shape);
   std::vector<float> logits(static_cast<size_t>(batch * 10));
   t.clear();
   for (int s = 0; s < steps + 3; ++s) {

@@ -29,21 +29,15 @@
 extern "C" void openblas_set_num_threads(int);
 #endif
 
+#include "bench_timing.hpp"
 #include "nn/flop_count.hpp"
 #include "nn/model.hpp"
 #include "nn/net.hpp"
 
 using namespace cnnscale;
-using clk = std::chrono::steady_clock;
+using namespace cnnscale::bench;
 
 namespace {
-
-double seconds_since(clk::time_point t) { return std::chrono::duration<double>(clk::now() - t).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 struct Shape {
   const char* what;
@@ -153,21 +147,7 @@ int main(int argc, char** argv) {
   auto m = make_model("mnist_cnn", SampleShape{1, 28, 28}, 10);
   m->init_params(1);
   m->prepare(batch, bf16 ? Precision::bf16 : Precision::fp32);
-  std::vector<float> images(static_cast<size_t>(batch * 784));
-  std::vector<int32_t> labels(static_cast<size_t>(batch));
-  std::vector<int64_t> ids(static_cast<size_t>(batch));
-  for (size_t i = 0; i < images.size(); ++i) images[i] = float((i * 2654435761u) % 1000) / 500.f - 1.f;
-  for (int64_t i = 0; i < batch; ++i) labels[size_t(i)] = int32_t(i % 10), ids[size_t(i)] = i;
-  StepContext ctx;
-  ctx.sample_ids = ids.data();
-  ctx.loss_scale = 1.f / float(batch);
-  std::vector<double> t;
-  for (int s = 0; s < steps + 3; ++s) {
-    ctx.step = s;
-    auto t0 = clk::now();
-    m->forward_backward(images.data(), labels.data(), batch, ctx, {});
-    if (s >= 3) t.push_back(seconds_since(t0));
-  }
+  const std::vector<double> t = time_train_steps(*m, batch, SampleShape{1, 28, 28}, steps);
   const double fps = nn::train_flops_per_sample(dynamic_cast<nn::Net*>(m.get())->graph());
   const double step_s = median(t);
   const double gf = fps * double(batch) / step_s * 1e-9;

@@ -18,6 +18,7 @@
 #include "nn/model.hpp"
 #include "nn/rng.hpp"
 #include "util/error.hpp"
+#include "random_batch.hpp"
 
 using namespace cnnscale;
 
@@ -32,26 +33,10 @@ bool have_gpu() {
 
 constexpr double kTol = 1e-4;
 
-struct Data {
-  std::vector<float> x;
-  std::vector<int32_t> y;
-  std::vector<int64_t> ids;
-  Data(int64_t n, const SampleShape& s, int classes, uint64_t seed = 3) {
-    nn::SplitMix64 r(seed);
-    x.resize(static_cast<size_t>(n * s.numel()));
-    for (auto& v : x) v = static_cast<float>(r.uniform(-1, 1));
-    for (int64_t i = 0; i < n; ++i) y.push_back(static_cast<int32_t>(r.next() % classes)), ids.push_back(1000 + 7 * i);
-  }
+struct Data : test::RandomBatch {  // sample ids 1000 + 7i
+  Data(int64_t n, const SampleShape& s, int classes, uint64_t seed = 3) : RandomBatch(n, s, classes, seed, 1000, 7) {}
 };
-
-StepContext ctx_for(const Data& d, int64_t n, int64_t step) {
-  StepContext c;
-  c.seed = 11;
-  c.step = step;
-  c.sample_ids = d.ids.data();
-  c.loss_scale = 1.f / static_cast<float>(n);
-  return c;
-}
+using test::ctx_for;
 
 // max |a - b| / max |b| over [0, n): the error relative to the tensor's scale.
 double rel_err(const float* a, const float* b, size_t n) {

@@ -13,32 +13,15 @@
 #include "nn/model.hpp"
 #include "nn/net.hpp"
 #include "nn/rng.hpp"
+#include "random_batch.hpp"
 #include "reference.hpp"
 
 using namespace cnnscale;
 
 namespace {
 
-struct Data {
-  std::vector<float> x;
-  std::vector<int32_t> y;
-  std::vector<int64_t> ids;
-  Data(int64_t n, const SampleShape& s, int classes, uint64_t seed = 3) {
-    nn::SplitMix64 r(seed);
-    x.resize(static_cast<size_t>(n * s.numel()));
-    for (auto& v : x) v = static_cast<float>(r.uniform(-1, 1));
-    for (int64_t i = 0; i < n; ++i) y.push_back(static_cast<int32_t>(r.next() % classes)), ids.push_back(100 + i);
-  }
-};
-
-StepContext ctx_for(const Data& d, int64_t global_batch, int64_t step = 0) {
-  StepContext c;
-  c.seed = 11;
-  c.step = step;
-  c.sample_ids = d.ids.data();
-  c.loss_scale = 1.f / static_cast<float>(global_batch);
-  return c;
-}
+using Data = test::RandomBatch;  // sample ids 100 + i
+using test::ctx_for;
 
 double rel_diff(const float* a, const float* b, size_t n) {
   double num = 0, den = 0;
