@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential cmake pkg-config git python3
   openmpi-bin libopenmpi-dev libpmix-dev
   libhdf5-openmpi-dev hdf5-tools
-  libboost-program-options-dev libdnnl-dev libopenblas-dev
+  libboost-program-options-dev libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
   googletest libgtest-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist libxml2-utils
   slurm-wlm munge iproute2 util-linux
