@@ -1,5 +1,6 @@
 // main.cpp — `cnnscale <command> [options]`: dispatch, --version, and the one place
-// where errors become "cnnscale: error: ..." and an exit status.
+// where errors become "cnnscale: error: ..." (or "cnnscale: internal error: ...") and an
+// exit status: 2 for a UserError, 3 for an InternalError.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -82,6 +83,16 @@ int main(int argc, char** argv) {
     }
     cnnscale::finalize_mpi();
     return cnnscale::kUserErrorStatus;
+  } catch (const cnnscale::InternalError& e) {
+    // A bug, found by this rank and maybe by no other: say so, and end the whole job.
+    cnnscale::print_internal_error(e.what());
+    if (cnnscale::mpi_active()) {
+      int size = 1;
+      MPI_Comm_size(MPI_COMM_WORLD, &size);
+      if (size > 1) MPI_Abort(MPI_COMM_WORLD, cnnscale::kInternalErrorStatus);
+    }
+    cnnscale::finalize_mpi();
+    return cnnscale::kInternalErrorStatus;
   }
   cnnscale::finalize_mpi();
   return status;

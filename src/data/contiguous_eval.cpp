@@ -20,7 +20,7 @@ void ContiguousEvalSource::rewind() {
 }
 
 bool ContiguousEvalSource::next(Batch& out, int64_t max_batch) {
-  if (max_batch < 1) fail("internal: evaluation batch must be at least 1");
+  if (max_batch < 1) internal_error("evaluation batch must be at least 1");
   if (pos_ >= end_) return false;
   const int64_t n = std::min(max_batch, end_ - pos_);
   out.epoch = 0;

@@ -226,7 +226,7 @@ class Hdf5EvalSource : public ContiguousEvalSource {
 
 std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const DatasetInfo> info,
                                                     const ReaderOptions& o, int rank, int world) {
-  if (world < 1 || rank < 0 || rank >= world) fail("internal: rank ", rank, " of ", world);
+  if (world < 1 || rank < 0 || rank >= world) internal_error("HDF5 train source asked for rank ", rank, " of ", world);
   if (o.batch_per_rank < 1) fail("--batch-size must be at least 1");
   if (o.prefetch < 0) fail("--prefetch must be 0 or more");
   const int64_t g = o.batch_per_rank * world, n = info->train.samples;
@@ -239,9 +239,9 @@ std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const Datase
 
 std::unique_ptr<EvalSource> make_hdf5_eval_source(std::shared_ptr<const DatasetInfo> info, const std::string& split,
                                                   int rank, int world) {
-  if (world < 1 || rank < 0 || rank >= world) fail("internal: rank ", rank, " of ", world);
+  if (world < 1 || rank < 0 || rank >= world) internal_error("HDF5 eval source asked for rank ", rank, " of ", world);
   const SplitInfo* s = split == "train" ? &info->train : split == "test" ? &info->test : nullptr;
-  if (!s) fail("internal: unknown split '", split, "'");
+  if (!s) internal_error("HDF5 eval source asked for unknown split '", split, "'");
   if (s->samples == 0)
     fail("the ", split, " split of ", info->dir, " is empty; evaluation needs a data set prepared with a test split");
   return std::make_unique<Hdf5EvalSource>(info, *s, rank, world);

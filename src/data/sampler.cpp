@@ -66,9 +66,9 @@ void Sampler::global_batch_ids(int epoch, int64_t step, std::vector<int64_t>& ou
 
 void Sampler::rank_slice(int epoch, int64_t step, int rank, int64_t per_rank, std::vector<int64_t>& out) {
   if (step < 0 || step >= steps_ || epoch < 0)
-    fail("internal: sampler position (epoch ", epoch, ", step ", step, ") outside 0..", steps_ - 1);
+    internal_error("sampler position (epoch ", epoch, ", step ", step, ") outside 0..", steps_ - 1);
   if (rank < 0 || (rank + 1) * per_rank > global_batch_)
-    fail("internal: rank ", rank, " slice of ", per_rank, " exceeds the global batch of ", global_batch_);
+    internal_error("rank ", rank, " slice of ", per_rank, " exceeds the global batch of ", global_batch_);
   const auto& p = permutation(epoch);
   out.resize(static_cast<size_t>(per_rank));
   const int64_t base = step * global_batch_ + rank * per_rank;

@@ -39,7 +39,7 @@ ShardWriter::ShardWriter(const std::string& path, int64_t samples, SampleShape s
 
 void ShardWriter::append(const uint8_t* images, const int32_t* labels, int64_t n) {
   if (n <= 0) return;
-  if (written_ + n > samples_) fail("internal: shard ", path_, " overfilled");
+  if (written_ + n > samples_) internal_error("shard ", path_, " overfilled");
   Hdf5Lock lock(hdf5_mutex());
   hsize_t start[4] = {static_cast<hsize_t>(written_), 0, 0, 0};
   hsize_t count[4] = {static_cast<hsize_t>(n), static_cast<hsize_t>(shape_.channels),
@@ -58,7 +58,7 @@ void ShardWriter::append(const uint8_t* images, const int32_t* labels, int64_t n
 }
 
 void ShardWriter::close() {
-  if (written_ != samples_) fail("internal: shard ", path_, " got ", written_, " of ", samples_, " samples");
+  if (written_ != samples_) internal_error("shard ", path_, " got ", written_, " of ", samples_, " samples");
   Hdf5Lock lock(hdf5_mutex());
   images_.reset();
   labels_.reset();

@@ -26,7 +26,7 @@ void synthetic_sample(uint64_t seed, int split, int64_t index, SampleShape shape
 namespace {
 
 void check(const SyntheticOptions& o, int rank, int world) {
-  if (world < 1 || rank < 0 || rank >= world) fail("internal: rank ", rank, " of ", world);
+  if (world < 1 || rank < 0 || rank >= world) internal_error("synthetic source asked for rank ", rank, " of ", world);
   if (o.samples < 1) fail("--synthetic-samples must be at least 1");
   if (o.classes < 2) fail("synthetic data need at least 2 classes");
   if (o.shape.channels < 1 || o.shape.height < 1 || o.shape.width < 1) fail("synthetic sample shape must be positive");

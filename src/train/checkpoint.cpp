@@ -93,11 +93,18 @@ void write_dataset(hid_t parent, const std::string& name, const std::vector<int6
     throw std::runtime_error("dataset " + name);
 }
 
-// Reads a float dataset that must have exactly `shape`; returns "" or the problem.
-std::string read_dataset(hid_t parent, const std::string& name, const std::vector<int64_t>& shape, float* out) {
-  if (H5Lexists(parent, name.c_str(), H5P_DEFAULT) <= 0) return "has no dataset '" + name + "'";
+// What is wrong with one dataset of a checkpoint: nothing (empty text), damage, or a
+// shape the configured model does not have.
+struct DatasetProblem {
+  std::string text;
+  bool mismatch = false;
+};
+
+// Reads a float dataset that must have exactly `shape`.
+DatasetProblem read_dataset(hid_t parent, const std::string& name, const std::vector<int64_t>& shape, float* out) {
+  if (H5Lexists(parent, name.c_str(), H5P_DEFAULT) <= 0) return {"has no dataset '" + name + "'"};
   H5Handle d(H5Dopen2(parent, name.c_str(), H5P_DEFAULT));
-  if (d < 0) return "cannot open dataset '" + name + "'";
+  if (d < 0) return {"cannot open dataset '" + name + "'"};
   H5Handle space(H5Dget_space(d));
   const int rank = H5Sget_simple_extent_ndims(space);
   std::vector<hsize_t> dims(static_cast<size_t>(std::max(rank, 0)));
@@ -113,11 +120,19 @@ std::string read_dataset(hid_t parent, const std::string& name, const std::vecto
     };
     for (auto x : dims) join(got, static_cast<long long>(x));
     for (auto x : want) join(exp, static_cast<long long>(x));
-    return "parameter '" + name + "' has shape " + got + " but the configured model needs " + exp;
+    return {"parameter '" + name + "' has shape " + got + " but the configured model needs " + exp, true};
   }
   if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
-    return "dataset '" + name + "' fails its checksum or cannot be read (damaged file)";
-  return "";
+    return {"dataset '" + name + "' fails its checksum or cannot be read (damaged file)"};
+  return {};
+}
+
+// Throws what `p` says about dataset `where` of checkpoint `path`, if anything.
+void throw_if(const DatasetProblem& p, const std::string& path, const std::string& where) {
+  if (p.text.empty()) return;
+  const std::string what = "checkpoint '" + path + "': " + where + " " + p.text;
+  if (p.mismatch) throw CheckpointMismatch(what);
+  throw UserError(what);
 }
 
 }  // namespace
@@ -226,18 +241,17 @@ CheckpointMeta read_checkpoint(const std::string& path, Model& model, Optimizer&
   m.world_size = static_cast<int>(world);
   m.seed = static_cast<uint64_t>(seed);
   if (m.model_spec != model.spec())
-    fail("checkpoint '", path, "' holds model '", m.model, "' (", m.model_spec, ") but the configured model is '",
-         model.name(), "' (", model.spec(), "); use the same --model, or --resume none to start over");
+    throw CheckpointMismatch("checkpoint '" + path + "' holds model '" + m.model + "' (" + m.model_spec +
+                             ") but the configured model is '" + model.name() + "' (" + model.spec() +
+                             "); use the same --model, or --resume none to start over");
   if (m.optimizer != opt.kind())
     fail("checkpoint '", path, "' was written with --optimizer ", m.optimizer, " but this run uses ", opt.kind());
   // Read into scratch first: a damaged file must not leave the model half-loaded.
   std::vector<float> params(model.param_count());
   H5Handle g(H5Gopen2(f, "model", H5P_DEFAULT));
   if (g < 0) fail("checkpoint '", path, "' has no /model group");
-  for (const auto& info : model.params()) {
-    std::string problem = read_dataset(g, info.name, info.shape, params.data() + info.offset);
-    if (!problem.empty()) fail("checkpoint '", path, "': /model ", problem);
-  }
+  for (const auto& info : model.params())
+    throw_if(read_dataset(g, info.name, info.shape, params.data() + info.offset), path, "/model");
   auto state = opt.state();
   std::vector<std::vector<float>> states(state.size(), std::vector<float>(model.param_count(), 0.f));
   for (size_t s = 0; s < state.size(); ++s) {
@@ -247,8 +261,7 @@ CheckpointMeta read_checkpoint(const std::string& path, Model& model, Optimizer&
     H5Handle sg(H5Gopen2(f, group.c_str(), H5P_DEFAULT));
     for (const auto& info : model.params()) {
       if (!info.trainable) continue;
-      std::string problem = read_dataset(sg, info.name, info.shape, states[s].data() + info.offset);
-      if (!problem.empty()) fail("checkpoint '", path, "': /", group, " ", problem);
+      throw_if(read_dataset(sg, info.name, info.shape, states[s].data() + info.offset), path, "/" + group);
     }
   }
   copy_params_from_host(model, params.data());

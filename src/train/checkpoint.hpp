@@ -19,6 +19,7 @@
 
 #include "nn/model.hpp"
 #include "train/optimizer.hpp"
+#include "util/error.hpp"
 
 namespace cnnscale {
 
@@ -38,14 +39,23 @@ struct CheckpointMeta {
 
 std::string checkpoint_file_name(int64_t step);  // "step-00000123.h5"
 
+// A sound checkpoint of another model than the configured one (its spec, or a
+// parameter's shape, differs). Not damage: every older checkpoint of the run holds the
+// same model, so resume stops at the first one instead of trying the others.
+class CheckpointMismatch : public UserError {
+ public:
+  using UserError::UserError;
+};
+
 // Rank 0 only. Writes dir/step-N.h5 and dir/latest, then keeps the newest `keep`.
 // Throws UserError (directory unwritable, disk full) leaving older checkpoints valid.
 std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const CheckpointMeta& meta,
                              int keep);
 
 // Reads and validates a checkpoint into model and optimiser (names, shapes and every
-// dataset's checksum). Throws UserError naming the file and the first problem, e.g.
-// the first parameter that does not match the configured model.
+// dataset's checksum). Throws UserError naming the file and the first problem
+// (CheckpointMismatch when it is the model spec or the first parameter's shape that
+// does not match the configured model).
 CheckpointMeta read_checkpoint(const std::string& path, Model& model, Optimizer& opt);
 
 // Checkpoints of dir, newest first: `latest`'s target, then step-*.h5 by step.

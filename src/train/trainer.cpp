@@ -88,8 +88,7 @@ EvalResult evaluate(Model& model, EvalSource& eval, int64_t max_batch, Batch& sc
   EvalResult r;
   r.samples = static_cast<int64_t>(global[1]);
   if (r.samples != eval.samples())
-    abort_job("evaluation counted " + std::to_string(r.samples) + " samples but the test split has " +
-              std::to_string(eval.samples()) + " (internal error in the evaluation split)");
+    internal_error("evaluation counted ", r.samples, " samples but the test split has ", eval.samples());
   r.accuracy = r.samples ? global[0] / global[1] : 0;
   r.loss = r.samples ? global[2] / global[1] : 0;
   return r;
@@ -187,7 +186,7 @@ ResumePoint resume_if_asked(const TrainOptions& opt, Model& model, Optimizer& op
         log_warn(std::string("skipping checkpoint: ") + e.what());
         skipped += skipped.empty() ? c : ", " + c;
         // A model mismatch is not damage: every older checkpoint has the same model.
-        if (std::string(e.what()).find("configured model") != std::string::npos) {
+        if (dynamic_cast<const CheckpointMismatch*>(&e)) {
           std::snprintf(error, sizeof(error), "%s", e.what());
           break;
         }
@@ -319,7 +318,7 @@ int run_training(const TrainOptions& opt) {
     int adopted = model->adopt_grad_storage(shm->buffer()) ? 1 : 0, all = 0;
     mpiCheck(MPI_Allreduce(&adopted, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (!all) {
-      if (adopted) fail("internal: some ranks' models could not use node-shared gradient memory");
+      if (adopted) internal_error("some ranks' models could not use node-shared gradient memory");
       shm.reset();
     }
   }

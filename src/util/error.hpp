@@ -4,7 +4,13 @@
 // command-line front end prints it as one line "cnnscale: error: <what>" and exits
 // with status 2 (or aborts the MPI job when other ranks may be waiting).
 // fail(...) builds and throws one from streamable parts; fail_collective(rank, ...)
-// marks it as found by every rank alike.
+// marks it as found by every rank alike. Modules derive typed errors from it where a
+// caller must tell kinds apart (e.g. CheckpointMismatch in train/checkpoint.hpp).
+//
+// InternalError: a broken invariant of cnnscale itself (a bug, not the user's doing).
+// main() prints "cnnscale: internal error: <what>" with a request to report it and
+// ends the job with status 3. internal_error(...) throws one. It is deliberately not
+// a UserError, so code that handles user mistakes never swallows it.
 #pragma once
 #include <sstream>
 #include <stdexcept>
@@ -42,10 +48,27 @@ template <typename... Parts>
   throw UserError(os.str());
 }
 
+class InternalError : public std::logic_error {
+ public:
+  explicit InternalError(const std::string& what) : std::logic_error(what) {}
+};
+
+template <typename... Parts>
+[[noreturn]] void internal_error(const Parts&... parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  throw InternalError(os.str());
+}
+
 // Prints "cnnscale: error: <message>" to stderr (one line, flushed).
 void print_error(const std::string& message);
 
+// Prints "cnnscale: internal error: <message> (... please report it ...)" to stderr (one line).
+void print_internal_error(const std::string& message);
+
 // Exit status used for user errors.
 constexpr int kUserErrorStatus = 2;
+// Exit status used for internal errors and failed library calls (abort_job).
+constexpr int kInternalErrorStatus = 3;
 
 }  // namespace cnnscale
