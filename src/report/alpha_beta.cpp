@@ -11,9 +11,15 @@
 
 namespace cnnscale::report {
 
-double ring_allreduce_kappa_ms(int p, double kappa_ms, double alpha_ms) {
+RingCoefficients ring_allreduce_coefficients(double p) {
+  if (p <= 1) return {};
+  return {2.0 * (p - 1), 2.0 * (p - 1) / p};
+}
+
+double ring_allreduce_kappa_ms(double p, double kappa_ms, double alpha_ms) {
   if (p <= 1) return 0;
-  return 2.0 * (p - 1) / p * kappa_ms + 2.0 * (p - 1) * alpha_ms;
+  const RingCoefficients c = ring_allreduce_coefficients(p);
+  return c.bandwidth * kappa_ms + c.latency * alpha_ms;
 }
 
 double ring_allreduce_ms(int p, double bytes, double alpha_ms, double beta_bytes_per_ms) {
@@ -59,8 +65,10 @@ AllreduceBenchmark load_allreduce_benchmark(const std::string& path) {
 }
 
 AlphaBeta fit_alpha_beta_benchmark(const AllreduceBenchmark& bench) {
-  // t = c0 + c1·n with c0 = 2(p-1)α, c1 = 2(p-1)/(p β); minimise Σ((t_i - model_i)/t_i)².
+  // t = c0 + c1·n with c0 = latency·α, c1 = bandwidth/β (ring_allreduce_coefficients);
+  // minimise Σ((t_i - model_i)/t_i)².
   const int p = bench.world_size;
+  const RingCoefficients ring = ring_allreduce_coefficients(p);
   double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
   for (const auto& row : bench.rows) {
     const double w = 1.0 / (row.time_ms * row.time_ms);
@@ -84,8 +92,8 @@ AlphaBeta fit_alpha_beta_benchmark(const AllreduceBenchmark& bench) {
   }
   if (!(c1 > 0))
     fail(bench.file, ": allreduce time does not grow with message size; cannot fit a bandwidth (beta)");
-  out.alpha_ms = c0 / (2.0 * (p - 1));
-  out.beta_bytes_per_ms = 2.0 * (p - 1) / (p * c1);
+  out.alpha_ms = c0 / ring.latency;
+  out.beta_bytes_per_ms = ring.latency / (p * c1);  // = bandwidth / c1
   double sum = 0;
   for (const auto& row : bench.rows) {
     const double e = std::fabs(c0 + c1 * row.bytes - row.time_ms) / row.time_ms;
@@ -97,12 +105,13 @@ AlphaBeta fit_alpha_beta_benchmark(const AllreduceBenchmark& bench) {
 }
 
 AlphaKappa fit_alpha_kappa_runs(const std::vector<CommPoint>& points) {
-  // y = a·α + b·κ with a = 2(p-1), b = 2(p-1)/p.
+  // y = a·α + b·κ with a, b the ring's latency and bandwidth coefficients.
   double saa = 0, sab = 0, sbb = 0, say = 0, sby = 0;
   std::set<int> counts;
   for (const auto& pt : points) {
     if (pt.ranks <= 1) continue;
-    const double a = 2.0 * (pt.ranks - 1), b = 2.0 * (pt.ranks - 1) / pt.ranks;
+    const RingCoefficients ring = ring_allreduce_coefficients(pt.ranks);
+    const double a = ring.latency, b = ring.bandwidth;
     saa += a * a;
     sab += a * b;
     sbb += b * b;

@@ -14,11 +14,20 @@
 
 namespace cnnscale::report {
 
+// The one place the ring's cost is written: T = latency·α + bandwidth·κ, with
+// latency = 2(p-1) message steps and bandwidth = 2(p-1)/p (the share of the bytes each
+// rank sends); both 0 for p ≤ 1. p may be fractional (the report's model is scanned on
+// a continuous grid of rank counts).
+struct RingCoefficients {
+  double latency = 0, bandwidth = 0;
+};
+RingCoefficients ring_allreduce_coefficients(double p);
+
 // Ring allreduce time in ms of `bytes` over p ranks.
 double ring_allreduce_ms(int p, double bytes, double alpha_ms, double beta_bytes_per_ms);
 
 // Same with κ = bytes/β (ms) in place of bytes and β.
-double ring_allreduce_kappa_ms(int p, double kappa_ms, double alpha_ms);
+double ring_allreduce_kappa_ms(double p, double kappa_ms, double alpha_ms);
 
 struct AllreduceRow {
   double bytes = 0;

@@ -12,10 +12,7 @@ namespace cnnscale::report {
 double StepModel::batch_per_rank(double p) const {
   return mode == ScalingMode::strong ? global_batch0 / p : b0;
 }
-double StepModel::comm_ms(double p) const {
-  if (p <= 1) return 0;
-  return exposure * (2.0 * (p - 1) / p * kappa_ms + 2.0 * (p - 1) * alpha_ms);
-}
+double StepModel::comm_ms(double p) const { return exposure * ring_allreduce_kappa_ms(p, kappa_ms, alpha_ms); }
 double StepModel::step_ms(double p) const { return work_ms * batch_per_rank(p) / b0 + fixed_ms + comm_ms(p); }
 double StepModel::images_per_s(double p) const { return p * batch_per_rank(p) / step_ms(p) * 1000.0; }
 double StepModel::speedup(double p) const { return images_per_s(p) / images_per_s(p0); }

@@ -5,7 +5,8 @@
 // W = data + compute time of the base run (p0, the smallest count), scaled with the
 // per-rank batch b(p) (strong scaling: b = G/p, so W·p0/p; weak: constant);
 // F = the rest of the base step that does not shrink with p (optimizer and anything the
-// breakdown does not cover); the bracket is the α–β ring allreduce of κ = grad_bytes/β.
+// breakdown does not cover); the bracket is the α–β ring allreduce of κ = grad_bytes/β
+// (ring_allreduce_kappa_ms, report/alpha_beta.hpp).
 // α, κ come from the allreduce benchmark (then η, the exposed fraction, is fitted) or
 // are fitted to the runs' exposed communication (then η = 1: α, κ are effective values).
 // The model is fitted to measured points; projections beyond them are a model only.
