@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
     if (rank == 0)
       std::printf("bytes %zu  compute %.1f ms  progress thread %s  exposed wait: median %.3f ms (slowest rank), "
                   "p10 %.3f, p90 %.3f (rank 0)\n",
-                  bytes, compute_ms, sync.progress_us() ? (std::to_string(sync.progress_us()) + " us").c_str() : "off",
+                  bytes, compute_ms, comm.progress_us() ? (std::to_string(comm.progress_us()) + " us").c_str() : "off",
                   waited_max, waits[waits.size() / 10], waits[waits.size() * 9 / 10]);
   }
   MPI_Finalize();

@@ -1,7 +1,5 @@
 // cmd_allreduce.cpp — `cnnscale allreduce`: all_reduce_perf-style benchmark of the
 // communicator training uses (MPI on CPUs, NCCL on GPUs).
-#include <mpi.h>
-
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -9,7 +7,7 @@
 #include "cli/options.hpp"
 #include "comm/allreduce_bench.hpp"
 #include "comm/make_communicator.hpp"
-#include "launch/bootstrap.hpp"
+#include "comm/world.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 
@@ -55,16 +53,16 @@ int cmd_allreduce(int argc, char** argv) {
   if (o.factor < 1.0) fail("--stepfactor must be at least 1");
   if (o.iters < 1 || o.warmup < 0) fail("--iters must be at least 1 and --warmup_iters at least 0");
 
-  Backend requested = parse_backend(vm["backend"].as<std::string>());
-  BootstrapOptions bo;
-  bo.allow_gpu_sharing = vm["allow-gpu-sharing"].as<bool>();
-  bo.use_gpu = requested != Backend::mpi;
-  ProcessContext ctx = bootstrap(bo);
-  auto comm = make_communicator(requested, ctx);
+  WorldOptions wo;
+  wo.backend = parse_backend(vm["backend"].as<std::string>());
+  wo.allow_gpu_sharing = vm["allow-gpu-sharing"].as<bool>();
+  World world = start_world(wo);
+  const ProcessContext& ctx = world.ctx;
+  Communicator* comm = world.comm.get();
   const bool root = ctx.rank == 0;
   if (root) {
     std::printf("# cnnscale allreduce: %d ranks on %d node(s), backend %s, in-place sum, %s\n", comm->size(),
-                ctx.num_nodes, comm->backend().c_str(), o.check ? "checked" : "not checked");
+                ctx.num_nodes, backend_name(comm->backend()), o.check ? "checked" : "not checked");
     std::printf("#%12s %12s %9s %11s %12s %12s %7s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)",
                 "busbw(GB/s)", "#wrong");
     std::fflush(stdout);
@@ -93,7 +91,7 @@ int cmd_allreduce(int argc, char** argv) {
     std::printf("# Avg bus bandwidth    : %.4f GB/s\n", avg_busbw);
     if (vm.count("json")) {
       nlohmann::json j = {{"tool", "cnnscale allreduce"}, {"world_size", comm->size()}, {"nodes", ctx.num_nodes},
-                          {"backend", comm->backend()}, {"type", dtype_name(o.dtype)}, {"results", results},
+                          {"backend", backend_name(comm->backend())}, {"type", dtype_name(o.dtype)}, {"results", results},
                           {"avg_busbw_gbs", avg_busbw}, {"wrong_total", total_wrong}};
       write_file_atomic(vm["json"].as<std::string>(), j.dump(2) + "\n");
     }

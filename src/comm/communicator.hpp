@@ -1,6 +1,8 @@
-// communicator.hpp — the one interface training and benchmarks use to talk to other
-// ranks. Two implementations: MPI (host buffers) and NCCL (device buffers).
-// All reductions are in-place sums; callers scale for averages.
+// communicator.hpp — the data plane: the one interface training and benchmarks use to
+// move gradients and parameters between ranks. Two implementations: MPI (host buffers)
+// and NCCL (device buffers). All reductions are in-place sums; callers scale for
+// averages. (Small host-side agreements between ranks go over the control plane,
+// comm/control_comm.hpp; gradient buckets over a BucketReducer, comm/bucket_reducer.hpp.)
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -9,6 +11,11 @@
 namespace cnnscale {
 
 enum class DType { f32, bf16 };
+
+// A transport. `automatic` is only ever a request (--backend auto): a communicator's
+// backend() is mpi or nccl.
+enum class Backend { automatic, mpi, nccl };
+const char* backend_name(Backend b);  // "auto", "mpi", "nccl"
 
 inline size_t dtype_size(DType t) { return t == DType::f32 ? 4 : 2; }
 inline const char* dtype_name(DType t) { return t == DType::f32 ? "float" : "bfloat16"; }
@@ -23,7 +30,7 @@ class PendingReduce {
 class Communicator {
  public:
   virtual ~Communicator() = default;
-  virtual std::string backend() const = 0;        // "mpi" or "nccl"
+  virtual Backend backend() const = 0;            // mpi or nccl
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual bool device_buffers() const = 0;        // true: buffers are CUDA device pointers

@@ -16,6 +16,15 @@ bool built_with_cuda() {
 #endif
 }
 
+const char* backend_name(Backend b) {
+  switch (b) {
+    case Backend::automatic: return "auto";
+    case Backend::mpi: return "mpi";
+    case Backend::nccl: return "nccl";
+  }
+  return "?";
+}
+
 Backend parse_backend(const std::string& s) {
   if (s == "auto") return Backend::automatic;
   if (s == "mpi") return Backend::mpi;

@@ -9,8 +9,6 @@
 
 namespace cnnscale {
 
-enum class Backend { automatic, mpi, nccl };
-
 Backend parse_backend(const std::string& s);  // throws UserError on anything else
 
 // The backend auto resolves to, agreed by all ranks (collective).

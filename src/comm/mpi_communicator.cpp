@@ -2,10 +2,12 @@
 #include "comm/mpi_communicator.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 
 #include "comm/check.hpp"
 #include "util/bf16.hpp"
+#include "util/env.hpp"
 
 namespace cnnscale {
 namespace {
@@ -42,6 +44,7 @@ class MpiPendingReduce final : public PendingReduce {
     MPI_Request r = req_;
     auto& v = owner_->in_flight_;
     v.erase(std::remove(v.begin(), v.end(), r), v.end());
+    owner_->rest_progress();  // MPI_Wait progresses by itself
     mpiCheck(MPI_Wait(&req_, MPI_STATUS_IGNORE));
   }
 
@@ -55,12 +58,67 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent) {
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  const EnvLookup env = process_env();
+  long us = 500;
+  if (auto v = env("CNNSCALE_PROGRESS_US")) us = parse_env_int("CNNSCALE_PROGRESS_US", *v);
+  if (auto v = env("CNNSCALE_PROGRESS_POLLS"))
+    progress_polls_ = static_cast<int>(std::max(1L, parse_env_int("CNNSCALE_PROGRESS_POLLS", *v)));
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  if (us > 0 && size_ > 1 && level == MPI_THREAD_MULTIPLE) progress_us_ = static_cast<int>(std::min(us, 1000000L));
 }
 
 MpiCommunicator::~MpiCommunicator() {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
   int fin = 0;
   MPI_Finalized(&fin);
   if (!fin && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void MpiCommunicator::wake_progress() {
+  if (progress_us_ <= 0) return;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    active_ = true;
+    polls_left_ = progress_polls_;
+  }
+  if (!thread_.joinable()) thread_ = std::thread([this] { progress_loop(); });
+  cv_.notify_one();
+}
+
+void MpiCommunicator::rest_progress() {
+  if (progress_us_ <= 0) return;
+  std::lock_guard<std::mutex> lk(mu_);
+  active_ = false;
+}
+
+void MpiCommunicator::progress_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  const auto interval = std::chrono::microseconds(progress_us_);
+  for (;;) {
+    cv_.wait(lk, [this] { return active_ || stop_; });
+    if (stop_) return;
+    while (active_ && !stop_) {
+      if (polls_left_-- <= 0) {  // the last launch had its share of progress calls
+        active_ = false;
+        break;
+      }
+      lk.unlock();
+      int flag = 0;
+      // Runs the progress engine (for every communicator of the process); no message
+      // ever carries this tag.
+      MPI_Iprobe(MPI_ANY_SOURCE, 0x7ffe, comm_, &flag, MPI_STATUS_IGNORE);
+      std::this_thread::sleep_for(interval);
+      lk.lock();
+    }
+  }
 }
 
 void MpiCommunicator::allreduce_sum(void* buf, size_t count, DType t) {
@@ -71,6 +129,7 @@ std::unique_ptr<PendingReduce> MpiCommunicator::allreduce_sum_async(void* buf, s
   MPI_Request req = MPI_REQUEST_NULL;
   mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, checked_count(count), mpi_type(t), mpi_sum_op(t), comm_, &req));
   in_flight_.push_back(req);
+  wake_progress();
   return std::make_unique<MpiPendingReduce>(this, req);
 }
 

@@ -16,7 +16,7 @@ class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(MPI_Comm parent, int device);
   ~NcclCommunicator() override;
-  std::string backend() const override { return "nccl"; }
+  Backend backend() const override { return Backend::nccl; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   bool device_buffers() const override { return true; }

@@ -25,7 +25,7 @@
 // have finished reading it (finish() ends with a node barrier on the same counters).
 //
 // Usable when every node runs the same number of ranks; create() says why not
-// otherwise, and the caller keeps using MPI (GradSync does).
+// otherwise, and the caller keeps using MPI (comm/bucket_reducer.hpp does).
 #pragma once
 #include <mpi.h>
 

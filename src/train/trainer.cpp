@@ -312,8 +312,8 @@ int run_training(const TrainOptions& opt) {
   // Ranks of a node sum gradients in node-shared memory when they can (grad_sync.hpp):
   // the model then writes its gradients straight into the shared window.
   std::string no_shm;
-  std::unique_ptr<ShmAllreduce> shm =
-      model->on_device() ? nullptr : make_shm_allreduce(*comm, model->param_count(), buckets, &no_shm);
+  std::unique_ptr<NodeSharedReducer> shm =
+      model->on_device() ? nullptr : make_node_shared_reducer(*comm, model->param_count(), buckets, &no_shm);
   if (shm) {  // dropping it is collective (MPI_Win_free): agree first
     int adopted = model->adopt_grad_storage(shm->buffer()) ? 1 : 0, all = 0;
     mpiCheck(MPI_Allreduce(&adopted, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
@@ -340,7 +340,11 @@ int run_training(const TrainOptions& opt) {
 #endif
   if (!optimizer) optimizer = make_optimizer(opt.optimizer, model->params(), model->param_count());
   LrSchedule schedule(opt.lr, global_batch, steps_per_epoch, total_steps);
-  GradSync sync(*comm, model->grad_data(), std::move(buckets), DType::f32, shm.get());
+  const bool node_shared = shm != nullptr;
+  std::unique_ptr<BucketReducer> reducer;
+  if (shm) reducer = std::move(shm);
+  else if (world > 1) reducer = make_allreduce_reducer(*comm, model->grad_data(), buckets, DType::f32);
+  GradSync sync(std::move(buckets), std::move(reducer));
 
   // ---- resume ----
   ResumePoint rp = resume_if_asked(opt, *model, *optimizer, rank);
@@ -390,12 +394,12 @@ int run_training(const TrainOptions& opt) {
   MetricsLog metrics;
   if (rank == 0) metrics.open(opt.run_dir);
   log_info("cnnscale train: " + std::to_string(world) + " rank(s) on " + std::to_string(ctx.num_nodes) +
-           " node(s), backend " + comm->backend() + ", model " + model->name() + " (" +
+           " node(s), backend " + backend_name(comm->backend()) + ", model " + model->name() + " (" +
            std::to_string(model->param_count()) + " parameters), " + opt.precision + ", batch " +
            std::to_string(opt.batch_size) + "/rank = " + std::to_string(global_batch) + " global, " +
            std::to_string(steps_per_epoch) + " steps/epoch, " + std::to_string(total_steps) + " steps, " +
            std::to_string(sync.buckets().size()) + " gradient bucket(s) summed by " + sync.method() +
-           (world > 1 && !shm && !no_shm.empty() ? " (not node shared memory: " + no_shm + ")" : ""));
+           (world > 1 && !node_shared && !no_shm.empty() ? " (not node shared memory: " + no_shm + ")" : ""));
   if (schedule.peak() != schedule.base())
     log_info("learning rate " + std::to_string(schedule.base()) + " scaled to " + std::to_string(schedule.peak()) +
              " (" + opt.lr.scaling + ", reference batch " + std::to_string(opt.lr.reference_batch) + ")");
@@ -601,7 +605,7 @@ int run_training(const TrainOptions& opt) {
     j["world_size"] = world;
     j["nodes"] = ctx.num_nodes;
     j["ranks_per_node"] = ctx.num_nodes > 0 ? world / ctx.num_nodes : world;
-    j["backend"] = comm->backend();
+    j["backend"] = backend_name(comm->backend());
     j["device"] = on_gpu ? ctx.device_label : std::string("cpu");
     j["model"] = model->name();
     j["model_spec"] = model->spec();

@@ -1,0 +1,90 @@
+// bucket_reducer.cpp — see bucket_reducer.hpp.
+#include "comm/bucket_reducer.hpp"
+
+#include "comm/check.hpp"
+#include "comm/mpi_communicator.hpp"
+#include "comm/shm_allreduce.hpp"
+#include "util/env.hpp"
+
+namespace cnnscale {
+namespace {
+
+class AllreduceReducer final : public BucketReducer {
+ public:
+  AllreduceReducer(Communicator& comm, float* buffer, std::vector<Bucket> buckets, DType wire)
+      : comm_(comm), buffer_(buffer), buckets_(std::move(buckets)), wire_(wire) {
+    pending_.reserve(buckets_.size());
+  }
+  void ready(size_t i) override {
+    const Bucket& b = buckets_[i];
+    pending_.push_back(comm_.allreduce_sum_async(buffer_ + b.begin, b.end - b.begin, wire_));
+  }
+  void progress() override { comm_.progress(); }
+  void finish() override {
+    for (auto& p : pending_) p->wait();
+    pending_.clear();
+  }
+  std::string method() const override { return comm_.backend() == Backend::nccl ? "NCCL" : "MPI"; }
+
+ private:
+  Communicator& comm_;
+  float* buffer_;
+  std::vector<Bucket> buckets_;
+  DType wire_;
+  std::vector<std::unique_ptr<PendingReduce>> pending_;
+};
+
+class ShmReducer final : public NodeSharedReducer {
+ public:
+  ShmReducer(std::unique_ptr<ShmAllreduce> shm, MpiCommunicator& comm) : shm_(std::move(shm)), comm_(comm) {}
+  float* buffer() const override { return shm_->buffer(); }
+  void ready(size_t i) override {
+    shm_->ready(i);
+    // Slices go between nodes through MPI: they need progress while backward runs.
+    if (shm_->nodes() > 1) comm_.wake_progress();
+  }
+  void progress() override { shm_->progress(); }
+  void finish() override {
+    comm_.rest_progress();  // finish() makes its own progress
+    shm_->finish();
+  }
+  std::string method() const override {
+    return "node shared memory (" + std::to_string(shm_->local_size()) + " ranks/node)" +
+           (shm_->nodes() > 1 ? " + MPI across " + std::to_string(shm_->nodes()) + " nodes" : "");
+  }
+
+ private:
+  std::unique_ptr<ShmAllreduce> shm_;
+  MpiCommunicator& comm_;
+};
+
+}  // namespace
+
+std::unique_ptr<BucketReducer> make_allreduce_reducer(Communicator& comm, float* buffer, std::vector<Bucket> buckets,
+                                                      DType wire) {
+  return std::make_unique<AllreduceReducer>(comm, buffer, std::move(buckets), wire);
+}
+
+std::unique_ptr<NodeSharedReducer> make_node_shared_reducer(Communicator& comm, size_t count,
+                                                            const std::vector<Bucket>& buckets, std::string* why) {
+  auto no = [&](const std::string& s) -> std::unique_ptr<NodeSharedReducer> {
+    if (why) *why = s;
+    return nullptr;
+  };
+  if (comm.size() < 2) return no("one rank");
+  auto* mpi = dynamic_cast<MpiCommunicator*>(&comm);
+  if (!mpi) return no(std::string("backend ") + backend_name(comm.backend()));
+  // Every rank must take the same branch (create() is collective), and mpirun does not
+  // pass a variable to other nodes without -x: agree on the setting first.
+  const auto setting = process_env()("CNNSCALE_SHM_ALLREDUCE");
+  int on = setting && *setting == "0" ? 0 : 1, all_on = 1;
+  mpiCheck(MPI_Allreduce(&on, &all_on, 1, MPI_INT, MPI_MIN, mpi->comm()));
+  if (!all_on) return no("CNNSCALE_SHM_ALLREDUCE=0 on some rank");
+  std::vector<std::pair<size_t, size_t>> segs;
+  for (const auto& b : buckets) segs.emplace_back(b.begin, b.end);
+  auto shm = ShmAllreduce::create(mpi->comm(), count, std::move(segs), why);
+  if (!shm) return nullptr;
+  return std::make_unique<ShmReducer>(std::move(shm), *mpi);
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,59 @@
+// bucket_reducer.hpp — BucketReducer: sums one buffer over all ranks, in place, in
+// consecutive buckets that become final one after another (gradients during
+// backward), so that the sums overlap with the computation still producing the rest.
+// One interface, two transports:
+//   - make_allreduce_reducer: one non-blocking allreduce of the Communicator per bucket
+//     (MPI on host buffers, NCCL on device buffers);
+//   - make_node_shared_reducer: ranks of a node sum in node-shared memory, MPI only
+//     between nodes (ShmAllreduce, shm_allreduce.hpp); the buffer is the reducer's own
+//     window, which the model must write its gradients into (Model::adopt_grad_storage).
+// Per round: ready(i) for every bucket in order (as each becomes final), progress() as
+// often as convenient, then finish(); the next round may start right after.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+
+namespace cnnscale {
+
+struct Bucket {
+  size_t begin = 0, end = 0;  // element offsets into the buffer
+};
+
+class BucketReducer {
+ public:
+  virtual ~BucketReducer() = default;
+  // Bucket i is final on this rank: start (or queue) its sum.
+  virtual void ready(size_t i) = 0;
+  // Lets sums in flight advance; never waits.
+  virtual void progress() = 0;
+  // Every bucket is ready(): blocks until the whole buffer holds the sum over ranks.
+  virtual void finish() = 0;
+  // How buckets are summed, for logs and run.json: "MPI", "NCCL",
+  // "node shared memory (2 ranks/node)", "... + MPI across 2 nodes".
+  virtual std::string method() const = 0;
+};
+
+// Non-blocking allreduces of `comm` over buffer[begin, end) of each bucket, `wire` on
+// the wire. buffer: host or device memory, as comm.device_buffers() says.
+std::unique_ptr<BucketReducer> make_allreduce_reducer(Communicator& comm, float* buffer, std::vector<Bucket> buckets,
+                                                      DType wire = DType::f32);
+
+// A BucketReducer over node-shared memory that owns its buffer.
+class NodeSharedReducer : public BucketReducer {
+ public:
+  // This rank's `count` floats: the buffer whose buckets are summed.
+  virtual float* buffer() const = 0;
+};
+
+// A node-shared reducer over `count` floats with these buckets, when the world has more
+// than one rank, `comm` is MPI (host buffers), every node runs the same number (> 1) of
+// ranks and CNNSCALE_SHM_ALLREDUCE is not 0 on any rank; otherwise nullptr, and *why
+// says which of these failed. Collective over comm.
+std::unique_ptr<NodeSharedReducer> make_node_shared_reducer(Communicator& comm, size_t count,
+                                                            const std::vector<Bucket>& buckets, std::string* why);
+
+}  // namespace cnnscale

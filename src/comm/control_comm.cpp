@@ -1,0 +1,73 @@
+// control_comm.cpp — see control_comm.hpp.
+#include "comm/control_comm.hpp"
+
+#include <algorithm>
+#include <climits>
+
+#include "comm/check.hpp"
+
+namespace cnnscale {
+namespace {
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return MPI_SUM;
+    case ReduceOp::min: return MPI_MIN;
+    case ReduceOp::max: return MPI_MAX;
+  }
+  return MPI_OP_NULL;
+}
+
+int checked_count(size_t n) {
+  if (n > static_cast<size_t>(INT_MAX)) abort_job("control collective of more than INT_MAX elements");
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+ControlComm::ControlComm(MPI_Comm world) {
+  mpiCheck(MPI_Comm_dup(world, &comm_));
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);  // mpiCheck reports, with the call
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+ControlComm::~ControlComm() {
+  watchdog_.stop();
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+bool ControlComm::start_watchdog(double timeout_s, const std::string& host) {
+  if (!watching_) watching_ = watchdog_.start(comm_, timeout_s, host);
+  return watching_;
+}
+
+void ControlComm::allreduce_raw(void* values, size_t n, MPI_Datatype type, ReduceOp op, const char* what) {
+  Watchdog::Scope waiting(watchdog_, what);
+  mpiCheck(MPI_Allreduce(MPI_IN_PLACE, values, checked_count(n), type, mpi_op(op), comm_));
+}
+
+void ControlComm::broadcast(void* data, size_t bytes, int root, const char* what) {
+  Watchdog::Scope waiting(watchdog_, what);
+  constexpr size_t kChunk = size_t{1} << 30;  // MPI counts are int
+  auto* p = static_cast<char*>(data);
+  for (size_t off = 0; off < bytes; off += kChunk)
+    mpiCheck(MPI_Bcast(p + off, static_cast<int>(std::min(kChunk, bytes - off)), MPI_BYTE, root, comm_));
+}
+
+std::string ControlComm::broadcast_string(const std::string& s, int root, const char* what) {
+  uint64_t n = rank_ == root ? s.size() : 0;
+  broadcast_value(n, root, what);
+  std::string out = rank_ == root ? s : std::string(static_cast<size_t>(n), '\0');
+  if (n > 0) broadcast(out.data(), out.size(), root, what);
+  return out;
+}
+
+void ControlComm::gather_raw(const void* value, void* all, MPI_Datatype type, int root, const char* what) {
+  Watchdog::Scope waiting(watchdog_, what);
+  mpiCheck(MPI_Gather(value, 1, type, all, 1, type, root, comm_));
+}
+
+}  // namespace cnnscale

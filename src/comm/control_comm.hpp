@@ -1,0 +1,106 @@
+// control_comm.hpp — the control plane: the small host-side collectives with which
+// ranks agree (a stop flag, a loss sum, a checkpoint's outcome, the resume point and
+// the state read from it, timings for the summary), over MPI on a private duplicate of
+// the world, whatever carries the gradients (the data plane, communicator.hpp: MPI or
+// NCCL).
+//
+// Every collective names what it waits for and runs inside the watchdog's scope
+// (watchdog.hpp): a rank that never arrives is reported and the job stopped instead of
+// hanging. The watchdog runs from start_watchdog() until the ControlComm is destroyed;
+// before that, and where it cannot run (MPI below MPI_THREAD_MULTIPLE, one rank), the
+// collectives are plain MPI calls. waiting(what) puts a wait on another channel (the
+// gradient allreduce on the data plane) into the same scope.
+#pragma once
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "comm/watchdog.hpp"
+
+namespace cnnscale {
+
+enum class ReduceOp { sum, min, max };
+
+class ControlComm {
+ public:
+  explicit ControlComm(MPI_Comm world);  // collective: duplicates world
+  ~ControlComm();                        // stops the watchdog (collective)
+  ControlComm(const ControlComm&) = delete;
+  ControlComm& operator=(const ControlComm&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // Starts the watchdog (collective). False, and no watchdog, below
+  // MPI_THREAD_MULTIPLE or with one rank. Once running it keeps its first timeout
+  // (later calls, e.g. from a second Trainer on the same world, return true).
+  bool start_watchdog(double timeout_s, const std::string& host);
+  // The step the training loop is at, for the watchdog's report.
+  void set_step(int64_t step) { watchdog_.set_step(step); }
+  // Marks this thread as waiting in `what` (a static string) for as long as the
+  // returned scope lives.
+  Watchdog::Scope waiting(const char* what) { return Watchdog::Scope(watchdog_, what); }
+
+  // In place, element-wise over ranks. T: int, int64_t, uint64_t, float, double.
+  template <class T>
+  void allreduce(T* values, size_t n, ReduceOp op, const char* what) {
+    allreduce_raw(values, n, datatype<T>(), op, what);
+  }
+  template <class T>
+  T allreduce(T value, ReduceOp op, const char* what) {
+    allreduce(&value, 1, op, what);
+    return value;
+  }
+  // A struct whose members are all of type Field (named timings, sums, flags), field by
+  // field: allreduce_fields(sums, ...) for doubles, allreduce_fields<int>(flags, ...).
+  template <class Field = double, class Struct>
+  void allreduce_fields(Struct& s, ReduceOp op, const char* what) {
+    static_assert(std::is_trivially_copyable_v<Struct> && sizeof(Struct) % sizeof(Field) == 0 &&
+                      alignof(Struct) == alignof(Field),
+                  "allreduce_fields takes a struct whose members are all Field");
+    allreduce_raw(&s, sizeof(Struct) / sizeof(Field), datatype<Field>(), op, what);
+  }
+
+  // root's bytes everywhere (any size).
+  void broadcast(void* data, size_t bytes, int root, const char* what);
+  // root's value of a trivially copyable T (a struct of positions, flags) everywhere.
+  template <class T>
+  void broadcast_value(T& value, int root, const char* what) {
+    static_assert(std::is_trivially_copyable_v<T>, "broadcast_value takes a trivially copyable type");
+    broadcast(&value, sizeof(T), root, what);
+  }
+  // root's string everywhere (a message, a path); returns it.
+  std::string broadcast_string(const std::string& s, int root, const char* what);
+
+  // Every rank's value at root, in rank order (empty elsewhere). T as for allreduce.
+  template <class T>
+  std::vector<T> gather(T value, int root, const char* what) {
+    std::vector<T> all(rank_ == root ? static_cast<size_t>(size_) : 0);
+    gather_raw(&value, all.data(), datatype<T>(), root, what);
+    return all;
+  }
+
+ private:
+  template <class T>
+  static MPI_Datatype datatype() {
+    if constexpr (std::is_same_v<T, int>) return MPI_INT;
+    else if constexpr (std::is_same_v<T, int64_t>) return MPI_INT64_T;
+    else if constexpr (std::is_same_v<T, uint64_t>) return MPI_UINT64_T;
+    else if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
+    else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
+    else static_assert(sizeof(T) == 0, "no MPI datatype for this type");
+  }
+  void allreduce_raw(void* values, size_t n, MPI_Datatype type, ReduceOp op, const char* what);
+  void gather_raw(const void* value, void* all, MPI_Datatype type, int root, const char* what);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  Watchdog watchdog_;
+  bool watching_ = false;
+};
+
+}  // namespace cnnscale

@@ -1,0 +1,34 @@
+// world.hpp — start_world(): the one way a command joins the job. Bootstraps the
+// process (launch/bootstrap.hpp: launcher, MPI, node topology, device), then builds the
+// two planes every collective of cnnscale goes over:
+//   comm     the data plane (communicator.hpp): gradients and parameter broadcasts, MPI
+//            on host buffers or NCCL on device buffers, as --backend resolves;
+//   control  the control plane (control_comm.hpp): small host-side agreements between
+//            ranks under the watchdog.
+// Commands hand the World to what they run (the Trainer, the allreduce benchmark), which
+// then never touches MPI_COMM_WORLD itself.
+#pragma once
+#include <memory>
+
+#include "comm/communicator.hpp"
+#include "comm/control_comm.hpp"
+#include "launch/bootstrap.hpp"
+
+namespace cnnscale {
+
+struct WorldOptions {
+  Backend backend = Backend::automatic;  // --backend
+  bool allow_gpu_sharing = false;        // --allow-gpu-sharing
+};
+
+struct World {
+  ProcessContext ctx;
+  std::unique_ptr<Communicator> comm;
+  std::unique_ptr<ControlComm> control;
+};
+
+// Collective over every process of the launch. Throws UserError on a bad launch or a
+// backend that cannot be had.
+World start_world(const WorldOptions& opts);
+
+}  // namespace cnnscale
