@@ -1,6 +1,9 @@
-// cmd_train.cpp — `cnnscale train`: options (command line and --config INI) → TrainOptions.
+// cmd_train.cpp — `cnnscale train`: options (command line and --config INI) → checked
+// TrainOptions, then start_world() and a Trainer on it.
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "comm/make_communicator.hpp"
+#include "comm/world.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
 
@@ -19,21 +22,25 @@ int cmd_train(int argc, char** argv) {
       "  srun --mpi=pmix cnnscale train --synthetic --max-steps 200 --run-dir runs/syn-$SLURM_JOB_ID\n"
       "Outputs (with --run-dir): metrics.jsonl, run.json (read by `cnnscale report`), checkpoints/."};
   TrainOptions o;
+  // Choices are read as text here and parsed into o's enums below.
+  std::string precision = precision_name(o.precision), backend = "auto", resume = "auto", on_nan = "stop";
   po::options_description input("Input");
-  input.add_options()("data", po::value(&o.data_dir), "dataset directory written by `cnnscale prep`")(
-      "synthetic", po::bool_switch(&o.synthetic), "deterministic random images instead of a data set (throughput)")(
-      "synthetic-samples", po::value(&o.synthetic_samples)->default_value(o.synthetic_samples),
+  input.add_options()("data", po::value(&o.data.dir), "dataset directory written by `cnnscale prep`")(
+      "synthetic", po::bool_switch(&o.data.synthetic),
+      "deterministic random images instead of a data set (throughput)")(
+      "synthetic-samples", po::value(&o.data.synthetic_samples)->default_value(o.data.synthetic_samples),
       "samples per synthetic epoch")(
-      "drop-last", po::value(&o.drop_last)->default_value(true)->implicit_value(true),
+      "drop-last", po::value(&o.data.drop_last)->default_value(true)->implicit_value(true),
       "drop the epoch's tail that does not fill a global batch (default)")(
       "no-drop-last", po::bool_switch(), "wrap around to fill the last global batch instead")(
-      "prefetch", po::value(&o.prefetch)->default_value(o.prefetch), "batches the reader thread keeps ready")(
-      "cache", po::value(&o.cache)->default_value(o.cache), "none|memory: keep this rank's samples after first read");
+      "prefetch", po::value(&o.data.prefetch)->default_value(o.data.prefetch), "batches the reader thread keeps ready")(
+      "cache", po::value(&o.data.cache)->default_value(o.data.cache),
+      "none|memory: keep this rank's samples after first read");
   po::options_description model("Model and numerics");
   model.add_options()("model", po::value(&o.model)->default_value(o.model),
                       "mnist_cnn | lenet5 | resnet20 | a one-line spec, e.g. \"conv(32,3) relu maxpool(2) flatten "
                       "linear(10)\"")(
-      "precision", po::value(&o.precision)->default_value(o.precision), "fp32|bf16 (bf16 compute, fp32 master weights)")(
+      "precision", po::value(&precision)->default_value(precision), "fp32|bf16 (bf16 compute, fp32 master weights)")(
       "threads", po::value(&o.threads)->default_value(o.threads), "compute threads per rank");
   po::options_description sched("Schedule and optimiser");
   sched.add_options()("epochs", po::value(&o.epochs)->default_value(o.epochs), "passes over the training split")(
@@ -59,7 +66,7 @@ int cmd_train(int argc, char** argv) {
       "beta2", po::value(&o.optimizer.beta2)->default_value(o.optimizer.beta2), "AdamW beta2")(
       "no-eval", po::bool_switch(), "skip test-split evaluation at epoch ends");
   po::options_description par("Parallelism");
-  par.add_options()("backend", po::value(&o.backend)->default_value(o.backend), "auto|mpi|nccl")(
+  par.add_options()("backend", po::value(&backend)->default_value(backend), "auto|mpi|nccl")(
       "allow-gpu-sharing", po::bool_switch(&o.allow_gpu_sharing), "let several ranks share one GPU")(
       "bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb), "gradient bucket size (MiB)")(
       "first-bucket-mb", po::value(&o.first_bucket_mb)->default_value(o.first_bucket_mb),
@@ -70,12 +77,12 @@ int cmd_train(int argc, char** argv) {
   out.add_options()("run-dir", po::value(&o.run_dir), "write metrics.jsonl, run.json and checkpoints/ here")(
       "log-every", po::value(&o.log_every)->default_value(o.log_every), "steps between progress lines")(
       "checkpoint-every", po::value(&o.checkpoint_every)->default_value(0), "checkpoint every N steps (0: off)")(
-      "resume", po::value(&o.resume)->default_value(o.resume), "auto|none|PATH")(
+      "resume", po::value(&resume)->default_value(resume), "auto|none|PATH")(
       "keep-checkpoints", po::value(&o.keep_checkpoints)->default_value(o.keep_checkpoints),
       "newest checkpoints to keep")(
       "collective-timeout", po::value(&o.collective_timeout)->default_value(o.collective_timeout),
       "seconds before a silent rank is reported")(
-      "on-nan", po::value(&o.on_nan)->default_value(o.on_nan), "stop|skip-step when the loss is not finite");
+      "on-nan", po::value(&on_nan)->default_value(on_nan), "stop|skip-step when the loss is not finite");
   po::options_description all("Options");
   all.add(input).add(model).add(sched).add(par).add(out);
   auto parsed = parse_options(spec, argc, argv, all, {}, /*allow_config=*/true);
@@ -86,13 +93,25 @@ int cmd_train(int argc, char** argv) {
   // The command line wins over --config: --synthetic given there drops a config's data
   // (and --data given there drops a config's synthetic = true).
   const auto& cl = parsed.on_command_line;
-  if (o.synthetic && !o.data_dir.empty()) {
-    if (cl.count("synthetic") && !cl.count("data")) o.data_dir.clear();
-    else if (cl.count("data") && !cl.count("synthetic")) o.synthetic = false;
+  if (o.data.synthetic && !o.data.dir.empty()) {
+    if (cl.count("synthetic") && !cl.count("data")) o.data.dir.clear();
+    else if (cl.count("data") && !cl.count("synthetic")) o.data.synthetic = false;
   }
-  if (parsed.vm["no-drop-last"].as<bool>()) o.drop_last = false;
+  if (parsed.vm["no-drop-last"].as<bool>()) o.data.drop_last = false;
   if (parsed.vm["no-eval"].as<bool>()) o.evaluate = false;
-  return run_training(o);
+  // Every mistake that needs no other rank is reported before the world starts.
+  o.precision = parse_precision(precision);
+  validate(o);
+  o.on_nan = parse_nan_policy(on_nan);
+  o.backend = parse_backend(backend);
+  o.resume = parse_resume(resume);
+
+  WorldOptions wo;
+  wo.backend = o.backend;
+  wo.allow_gpu_sharing = o.allow_gpu_sharing;
+  World world = start_world(wo);
+  Trainer trainer(o, world);
+  return trainer.run();
 }
 
 }  // namespace cnnscale::cli

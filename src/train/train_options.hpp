@@ -1,24 +1,38 @@
-// train_options.hpp — everything `cnnscale train` can be told (command line or INI).
+// train_options.hpp — everything `cnnscale train` can be told (command line or INI),
+// already parsed: choices are enums, the input is the data module's own DataOptions.
+// The CLI parses the text (parse_* below) and calls validate() before it starts the
+// world, so a mistake is reported before any rank waits for another.
 #pragma once
 #include <cstdint>
 #include <string>
 
+#include "comm/communicator.hpp"
+#include "data/open_source.hpp"
+#include "nn/model.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/optimizer.hpp"
 
 namespace cnnscale {
 
+// --on-nan: what a non-finite training loss on any rank does.
+enum class NanPolicy {
+  stop,       // stop with an error; the last checkpoint is left untouched
+  skip_step,  // skip that step's update and go on
+};
+
+// --resume auto|none|PATH.
+struct ResumeFrom {
+  enum class Mode { automatic, none, path } mode = Mode::automatic;
+  std::string path;  // for Mode::path
+};
+
 struct TrainOptions {
-  // input
-  std::string data_dir;          // a `cnnscale prep` output; empty with synthetic
-  bool synthetic = false;
-  int64_t synthetic_samples = 60000;
-  bool drop_last = true;
-  int prefetch = 2;
-  std::string cache = "none";    // none | memory
+  // input: --data, --synthetic, --synthetic-samples, --drop-last, --prefetch, --cache
+  // (batch_per_rank and seed are the run's: see data_options())
+  DataOptions data;
   // model and numerics
   std::string model = "mnist_cnn";
-  std::string precision = "fp32";  // fp32 | bf16
+  Precision precision = Precision::fp32;
   int threads = 1;               // compute threads per rank
   // schedule
   int epochs = 1;
@@ -29,7 +43,7 @@ struct TrainOptions {
   OptimizerOptions optimizer;
   bool evaluate = true;          // test-split accuracy at each epoch end (not synthetic)
   // parallelism
-  std::string backend = "auto";
+  Backend backend = Backend::automatic;
   bool allow_gpu_sharing = false;
   double bucket_mb = 25.0;
   double first_bucket_mb = 1.0;
@@ -39,10 +53,23 @@ struct TrainOptions {
   int64_t log_every = 100;
   // checkpoint / fault handling
   int64_t checkpoint_every = 0;  // steps; 0 = only at epoch ends and on signals
-  std::string resume = "auto";   // auto | none | PATH
+  ResumeFrom resume;
   int keep_checkpoints = 3;
   double collective_timeout = 300;
-  std::string on_nan = "stop";   // stop | skip-step
+  NanPolicy on_nan = NanPolicy::stop;
+
+  // `data` with this run's per-rank batch and seed.
+  DataOptions data_options() const;
 };
+
+// Text → choice; each throws UserError naming the option and the accepted values.
+Precision parse_precision(const std::string& s);  // fp32 | bf16
+NanPolicy parse_nan_policy(const std::string& s);  // stop | skip-step
+ResumeFrom parse_resume(const std::string& s);     // auto | none | anything else is a path
+const char* precision_name(Precision p);
+
+// Checks what needs no other rank (ranges, combinations); throws UserError naming the
+// option.
+void validate(const TrainOptions& o);
 
 }  // namespace cnnscale

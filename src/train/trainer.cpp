@@ -1,37 +1,22 @@
-// trainer.cpp — see trainer.hpp. The loop, per step:
-//   data (wait for the prefetched slice of the global batch)
-//   compute (forward + backward; bucket allreduces start from the grad-ready hook)
-//   comm_exposed (wait for the buckets still in flight)
-//   optimizer (update the flat parameters)
-// and, at log intervals, one allreduce of the loss for the progress line.
+// trainer.cpp — see trainer.hpp.
 #include "train/trainer.hpp"
 
-#include <mpi.h>
-
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "comm/check.hpp"
-#include "comm/make_communicator.hpp"
-#include "comm/watchdog.hpp"
+#include "comm/bucket_reducer.hpp"
 #include "data/open_source.hpp"
-#include "launch/bootstrap.hpp"
 #include "nn/host_params.hpp"
-#include "nn/model.hpp"
 #include "train/checkpoint.hpp"
-#include "train/grad_sync.hpp"
-#include "train/lr_schedule.hpp"
-#include "train/optimizer.hpp"
-#include "train/run_files.hpp"
-#include "train/step_stats.hpp"
 #include "train/stop_signal.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
+// ---- device-specific includes (see "device-specific" below) ----
 #ifdef CNNSCALE_HAVE_CUDA
 #include "comm/nccl_communicator.hpp"
 #include "nn/cuda_model.hpp"
@@ -40,6 +25,49 @@
 
 namespace cnnscale {
 namespace {
+
+// ---- device-specific: the only lines of the trainer that know a model may live on a GPU ----
+
+#ifdef CNNSCALE_HAVE_CUDA
+DeviceModel* device_model(Model& m) { return m.on_device() ? static_cast<DeviceModel*>(&m) : nullptr; }
+#endif
+
+// The cuDNN/cuBLAS model on the rank's GPU when the communicator works on device
+// buffers (NCCL), else the oneDNN model.
+std::unique_ptr<Model> build_model(const std::string& spec, const SampleShape& shape, int classes, bool on_gpu,
+                                   int device) {
+#ifdef CNNSCALE_HAVE_CUDA
+  if (on_gpu) return make_cuda_model(spec, shape, classes, device);
+#endif
+  (void)on_gpu, (void)device;
+  return make_model(spec, shape, classes);
+}
+
+// A device model's optimizer updates on the model's stream.
+std::unique_ptr<Optimizer> build_optimizer(const OptimizerOptions& o, Model& m) {
+#ifdef CNNSCALE_HAVE_CUDA
+  if (DeviceModel* dev = device_model(m)) return make_cuda_optimizer(o, m.params(), m.param_count(), dev->stream());
+#endif
+  return make_optimizer(o, m.params(), m.param_count());
+}
+
+// Device models enqueue work on their own stream; NCCL must wait for it.
+void order_comm_after_model(Model& m, Communicator& comm) {
+#ifdef CNNSCALE_HAVE_CUDA
+  if (DeviceModel* dev = device_model(m)) dev->order_before(static_cast<NcclCommunicator&>(comm).stream());
+#endif
+  (void)m, (void)comm;
+}
+
+// A device model returns before its backward (or the optimizer's update) has run.
+void wait_for_model(Model& m) {
+#ifdef CNNSCALE_HAVE_CUDA
+  if (DeviceModel* dev = device_model(m)) dev->synchronize();
+#endif
+  (void)m;
+}
+
+// ---- helpers ----
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -50,54 +78,6 @@ std::string format_duration(double s) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
   return buf;
-}
-
-struct EvalResult {
-  double accuracy = 0, loss = 0;
-  int64_t samples = 0;
-};
-
-// Exact distributed evaluation: every test sample counted once, whatever the world size.
-EvalResult evaluate(Model& model, EvalSource& eval, int64_t max_batch, Batch& scratch, std::vector<float>& logits,
-                    Watchdog& wd) {
-  eval.rewind();
-  double local[3] = {0, 0, 0};  // correct, samples, loss sum
-  const int classes = model.classes();
-  while (eval.next(scratch, max_batch)) {
-    const int64_t n = scratch.count;
-    logits.resize(static_cast<size_t>(n * classes));
-    model.forward_eval(scratch.images.data(), n, logits.data());
-    for (int64_t i = 0; i < n; ++i) {
-      const float* z = &logits[static_cast<size_t>(i * classes)];
-      int best = 0;
-      float mx = z[0];
-      for (int c = 1; c < classes; ++c)
-        if (z[c] > mx) mx = z[c], best = c;
-      double se = 0;
-      for (int c = 0; c < classes; ++c) se += std::exp(static_cast<double>(z[c] - mx));
-      local[2] += std::log(se) - static_cast<double>(z[scratch.labels[static_cast<size_t>(i)]] - mx);
-      local[0] += best == scratch.labels[static_cast<size_t>(i)];
-    }
-    local[1] += static_cast<double>(n);
-  }
-  double global[3];
-  {
-    Watchdog::Scope waiting(wd, "the evaluation allreduce");
-    mpiCheck(MPI_Allreduce(local, global, 3, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-  }
-  EvalResult r;
-  r.samples = static_cast<int64_t>(global[1]);
-  if (r.samples != eval.samples())
-    internal_error("evaluation counted ", r.samples, " samples but the test split has ", eval.samples());
-  r.accuracy = r.samples ? global[0] / global[1] : 0;
-  r.loss = r.samples ? global[2] / global[1] : 0;
-  return r;
-}
-
-Precision parse_precision(const std::string& s) {
-  if (s == "fp32") return Precision::fp32;
-  if (s == "bf16") return Precision::bf16;
-  fail("--precision ", s, " is not supported; use fp32 or bf16");
 }
 
 // 64-bit FNV-1a over the parameter bytes.
@@ -111,546 +91,540 @@ uint64_t hash_params(const float* p, size_t n) {
   return h;
 }
 
-// Collective: true when every rank's parameters hash the same.
-bool replicas_identical(Model& m, std::vector<float>& scratch) {
-  scratch.resize(m.param_count());
-  copy_params_to_host(m, scratch.data());
-  const uint64_t h = hash_params(scratch.data(), scratch.size());
-  uint64_t lo = 0, hi = 0;
-  mpiCheck(MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));
-  mpiCheck(MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
-  return lo == hi;
-}
-
 // The options that change the trajectory, as text, for the checkpoint's config digest.
 std::string canonical_config(const TrainOptions& o, int64_t global_batch) {
   std::ostringstream c;
-  c << "model=" << o.model << ";precision=" << o.precision << ";global_batch=" << global_batch << ";seed=" << o.seed
-    << ";lr=" << o.lr.lr << ";scaling=" << o.lr.scaling << ";ref=" << o.lr.reference_batch
+  c << "model=" << o.model << ";precision=" << precision_name(o.precision) << ";global_batch=" << global_batch
+    << ";seed=" << o.seed << ";lr=" << o.lr.lr << ";scaling=" << o.lr.scaling << ";ref=" << o.lr.reference_batch
     << ";warmup=" << o.lr.warmup_epochs << ";decay=" << o.lr.decay << ";opt=" << o.optimizer.kind
     << ";mom=" << o.optimizer.momentum << ";nesterov=" << o.optimizer.nesterov << ";wd=" << o.optimizer.weight_decay
-    << ";data=" << (o.synthetic ? std::string("synthetic") : o.data_dir) << ";drop_last=" << o.drop_last;
+    << ";data=" << (o.data.synthetic ? std::string("synthetic") : o.data.dir) << ";drop_last=" << o.data.drop_last;
   return c.str();
 }
 
-// Rank 0 writes; every rank learns the outcome, so a failed write ends all ranks alike.
-void save_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const CheckpointMeta& meta, int keep,
-                     int rank, Watchdog& wd) {
-  char message[512] = {0};
-  if (rank == 0) {
-    try {
-      const std::string path = write_checkpoint(dir, model, opt, meta, keep);
-      log_info("checkpoint " + path);
-    } catch (const UserError& e) {
-      std::snprintf(message, sizeof(message), "%s", e.what());
-    }
-  }
-  {
-    Watchdog::Scope waiting(wd, "the checkpoint broadcast");
-    mpiCheck(MPI_Bcast(message, sizeof(message), MPI_CHAR, 0, MPI_COMM_WORLD));
-  }
-  if (message[0]) fail_collective(rank, message);
+// What rank 0 found in a checkpoint, broadcast to every rank (trivially copyable).
+struct ResumePosition {
+  int64_t found = 0;
+  int64_t step = 0, epoch = 0, step_in_epoch = 0, world_size = 0, global_batch = 0, optimizer_steps = 0;
+};
+
+// The flags every rank contributes after each step (the maximum over ranks counts).
+struct StepFlags {
+  int stop_signal = 0;  // a stop signal arrived (SIGUSR1/SIGTERM)
+  int non_finite = 0;   // the loss is not finite
+};
+
+// Sums for the progress line.
+struct LossSums {
+  double loss = 0, samples = 0;
+};
+
+// Sums for the test-split evaluation.
+struct EvalSums {
+  double correct = 0, samples = 0, loss = 0;
+};
+
+// The parts of a step, in seconds (sums or medians over steps).
+struct StepParts {
+  double data = 0, compute = 0, comm_exposed = 0, optimizer = 0;
+};
+struct StepPartSums {
+  StepParts parts;
+  double steps = 0;
+};
+
+}  // namespace
+
+// The timings summarize() reports (over ranks).
+struct Trainer::Timings {
+  std::vector<double> worst_step_s;  // per timed step, the slowest rank's step time
+  Spread step, images_per_s;         // over timed steps
+  StepParts mean;                    // per step, averaged over ranks and timed steps
+  StepParts median_max;              // each rank's median, then the largest over ranks
+  std::vector<double> compute_median_per_rank;  // rank 0 only
+  double wall_s = 0;
+};
+
+Trainer::Trainer(TrainOptions opt, const ProcessContext& ctx, Communicator& comm, ControlComm& control)
+    : opt_(std::move(opt)),
+      ctx_(ctx),
+      comm_(comm),
+      control_(control),
+      rank_(ctx.rank),
+      world_(ctx.size),
+      global_batch_(opt_.batch_size * ctx.size) {
+  validate(opt_);
 }
 
-struct ResumePoint {
-  bool resumed = false;
-  CheckpointMeta meta;
-  std::string path;
-};
+Trainer::Trainer(TrainOptions opt, World& world) : Trainer(std::move(opt), world.ctx, *world.comm, *world.control) {}
+
+Trainer::~Trainer() = default;
+
+void Trainer::setup() {
+  if (!control_.start_watchdog(opt_.collective_timeout, ctx_.host) && world_ > 1)
+    log_warn("the MPI library gives less than MPI_THREAD_MULTIPLE, so the --collective-timeout watchdog is off");
+
+  // ---- data ----
+  DataSources sources = open_data(opt_.data_options(), rank_, world_);  // reads dataset.json once
+  train_ = std::move(sources.train);
+  if (opt_.evaluate && !opt_.data.synthetic) eval_ = std::move(sources.eval);
+
+  // ---- model ----
+  nn::set_threads(opt_.threads);
+  model_ = build_model(opt_.model, train_->shape(), train_->classes(), comm_.device_buffers(), ctx_.device);
+  std::vector<size_t> param_ends;
+  for (const auto& p : model_->params()) {
+    param_ends.push_back(p.offset + p.numel);
+    has_buffers_ |= !p.trainable;
+  }
+  std::sort(param_ends.begin(), param_ends.end());
+  std::vector<Bucket> buckets = plan_buckets(param_ends, static_cast<size_t>(opt_.first_bucket_mb * 1024 * 1024),
+                                             static_cast<size_t>(opt_.bucket_mb * 1024 * 1024));
+  // Ranks of a node sum gradients in node-shared memory when they can
+  // (comm/bucket_reducer.hpp): the model then writes its gradients straight into the
+  // shared window.
+  std::unique_ptr<NodeSharedReducer> shm =
+      model_->on_device() ? nullptr : make_node_shared_reducer(comm_, model_->param_count(), buckets, &no_shm_);
+  if (shm) {  // dropping it is collective (MPI_Win_free): agree first
+    const int adopted = model_->adopt_grad_storage(shm->buffer()) ? 1 : 0;
+    if (!control_.allreduce(adopted, ReduceOp::min, "the node-shared memory agreement")) {
+      if (adopted) internal_error("some ranks' models could not use node-shared gradient memory");
+      shm.reset();
+    }
+  }
+  model_->prepare(opt_.batch_size, opt_.precision);
+  model_->init_params(opt_.seed);
+  {
+    auto waiting = control_.waiting("the parameter broadcast");
+    order_comm_after_model(*model_, comm_);
+    comm_.broadcast(model_->param_data(), model_->param_count() * sizeof(float), 0);  // rank 0's state everywhere
+  }
+
+  // ---- schedule, optimizer, gradient buckets ----
+  steps_per_epoch_ = train_->steps_per_epoch();
+  total_steps_ = steps_per_epoch_ * std::max(1, opt_.epochs);
+  if (opt_.max_steps > 0) total_steps_ = std::min<int64_t>(total_steps_, opt_.max_steps);
+  if (opt_.max_steps > 0 && opt_.epochs <= 1 && opt_.max_steps > total_steps_) total_steps_ = opt_.max_steps;
+  epochs_planned_ = static_cast<int>((total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_);
+  optimizer_ = build_optimizer(opt_.optimizer, *model_);
+  schedule_ = std::make_unique<LrSchedule>(opt_.lr, global_batch_, steps_per_epoch_, total_steps_);
+  std::unique_ptr<BucketReducer> reducer;
+  if (shm) reducer = std::move(shm);
+  else if (world_ > 1) reducer = make_allreduce_reducer(comm_, model_->grad_data(), buckets, DType::f32);
+  sync_ = std::make_unique<GradSync>(std::move(buckets), std::move(reducer));
+
+  ckpt_dir_ = opt_.run_dir.empty() ? std::string() : opt_.run_dir + "/checkpoints";
+  digest_ = digest_of(canonical_config(opt_, global_batch_));
+}
 
 // Rank 0 finds and validates the checkpoint (damaged newest ones are reported and
 // skipped under --resume auto), then broadcasts parameters, optimiser state and position.
-ResumePoint resume_if_asked(const TrainOptions& opt, Model& model, Optimizer& optimizer, int rank) {
-  ResumePoint rp;
-  if (opt.resume == "none") return rp;
-  const bool explicit_path = opt.resume != "auto";
-  if (!explicit_path && opt.run_dir.empty()) return rp;
-  char error[1024] = {0};
-  int64_t pos[7] = {0, 0, 0, 0, 0, 0, 0};  // found, step, epoch, step_in_epoch, world, global_batch, opt_steps
-  char path[512] = {0};
-  if (rank == 0) {
-    std::vector<std::string> candidates =
-        explicit_path ? std::vector<std::string>{opt.resume} : checkpoint_candidates(opt.run_dir + "/checkpoints");
+bool Trainer::resume() {
+  using Mode = ResumeFrom::Mode;
+  if (opt_.resume.mode == Mode::none) return false;
+  const bool explicit_path = opt_.resume.mode == Mode::path;
+  if (!explicit_path && opt_.run_dir.empty()) return false;
+  std::string error, path;
+  ResumePosition pos;
+  if (rank_ == 0) {
+    const std::vector<std::string> candidates = explicit_path ? std::vector<std::string>{opt_.resume.path}
+                                                              : checkpoint_candidates(opt_.run_dir + "/checkpoints");
     std::string skipped;
     for (const auto& c : candidates) {
       try {
-        rp.meta = read_checkpoint(c, model, optimizer);
-        rp.path = c;
-        rp.resumed = true;
+        const CheckpointMeta meta = read_checkpoint(c, *model_, *optimizer_);
+        path = c;
+        pos = {1, meta.step, meta.epoch, meta.step_in_epoch, meta.world_size, meta.global_batch,
+               meta.optimizer_steps};
         break;
       } catch (const UserError& e) {
         if (explicit_path) {
-          std::snprintf(error, sizeof(error), "--resume %s: %s", c.c_str(), e.what());
+          error = "--resume " + c + ": " + e.what();
           break;
         }
         log_warn(std::string("skipping checkpoint: ") + e.what());
         skipped += skipped.empty() ? c : ", " + c;
         // A model mismatch is not damage: every older checkpoint has the same model.
         if (dynamic_cast<const CheckpointMismatch*>(&e)) {
-          std::snprintf(error, sizeof(error), "%s", e.what());
+          error = e.what();
           break;
         }
       }
     }
-    if (!rp.resumed && !skipped.empty() && !error[0])
-      std::snprintf(error, sizeof(error),
-                    "no usable checkpoint in %s/checkpoints (damaged: %s); remove the damaged files or pass "
-                    "--resume none to start over",
-                    opt.run_dir.c_str(), skipped.c_str());
-    if (rp.resumed) {
-      pos[0] = 1;
-      pos[1] = rp.meta.step;
-      pos[2] = rp.meta.epoch;
-      pos[3] = rp.meta.step_in_epoch;
-      pos[4] = rp.meta.world_size;
-      pos[5] = rp.meta.global_batch;
-      pos[6] = rp.meta.optimizer_steps;
-      std::snprintf(path, sizeof(path), "%s", rp.path.c_str());
-    }
+    if (!pos.found && !skipped.empty() && error.empty())
+      error = "no usable checkpoint in " + opt_.run_dir + "/checkpoints (damaged: " + skipped +
+              "); remove the damaged files or pass --resume none to start over";
   }
-  mpiCheck(MPI_Bcast(error, sizeof(error), MPI_CHAR, 0, MPI_COMM_WORLD));
-  if (error[0]) fail_collective(rank, error);
-  mpiCheck(MPI_Bcast(pos, 7, MPI_INT64_T, 0, MPI_COMM_WORLD));
-  if (!pos[0]) return rp;
-  mpiCheck(MPI_Bcast(path, sizeof(path), MPI_CHAR, 0, MPI_COMM_WORLD));
-  rp.resumed = true;
-  rp.path = path;
-  rp.meta.step = pos[1];
-  rp.meta.epoch = static_cast<int>(pos[2]);
-  rp.meta.step_in_epoch = pos[3];
-  rp.meta.world_size = static_cast<int>(pos[4]);
-  rp.meta.global_batch = pos[5];
-  rp.meta.optimizer_steps = pos[6];
-  // Over MPI on host copies: the same path for host and device models.
-  std::vector<float> host(model.param_count());
-  if (rank == 0) copy_params_to_host(model, host.data());
-  mpiCheck(MPI_Bcast(host.data(), static_cast<int>(host.size()), MPI_FLOAT, 0, MPI_COMM_WORLD));
-  if (rank != 0) copy_params_from_host(model, host.data());
-  for (auto& [name, buf] : optimizer.state())
-    mpiCheck(MPI_Bcast(buf->data(), static_cast<int>(buf->size()), MPI_FLOAT, 0, MPI_COMM_WORLD));
-  optimizer.set_steps_taken(rp.meta.optimizer_steps);
-  return rp;
+  error = control_.broadcast_string(error, 0, "the resume decision broadcast");
+  if (!error.empty()) fail_collective(rank_, error);
+  control_.broadcast_value(pos, 0, "the resume position broadcast");
+  if (!pos.found) return false;
+  resumed_from_ = control_.broadcast_string(path, 0, "the resume position broadcast");
+  // Over the control plane on host copies: the same path for host and device models.
+  std::vector<float> host(model_->param_count());
+  if (rank_ == 0) copy_params_to_host(*model_, host.data());
+  control_.broadcast(host.data(), host.size() * sizeof(float), 0, "the checkpoint parameter broadcast");
+  if (rank_ != 0) copy_params_from_host(*model_, host.data());
+  for (auto& [name, buf] : optimizer_->state())
+    control_.broadcast(buf->data(), buf->size() * sizeof(float), 0, "the checkpoint optimizer-state broadcast");
+  optimizer_->set_steps_taken(pos.optimizer_steps);
+
+  first_step_ = next_step_ = pos.step;
+  start_epoch_ = static_cast<int>(pos.epoch);
+  start_in_epoch_ = pos.step_in_epoch;
+  if (pos.global_batch != global_batch_) {
+    // Same samples consumed, new batch size: continue at the same point of the epoch.
+    start_in_epoch_ = pos.step_in_epoch * pos.global_batch / global_batch_;
+    log_warn("resuming a run with global batch " + std::to_string(pos.global_batch) + " at global batch " +
+             std::to_string(global_batch_) + ": from here on the batches, the step count per epoch and the " +
+             "learning-rate schedule differ from the original run (it continues at the same sample position)");
+  }
+  log_info("resumed from " + resumed_from_ + " at step " + std::to_string(first_step_) + " (epoch " +
+           std::to_string(start_epoch_ + 1) + ", written by " + std::to_string(pos.world_size) + " rank(s))");
+  if (start_in_epoch_ >= steps_per_epoch_) {
+    ++start_epoch_;
+    start_in_epoch_ = 0;
+  }
+  return true;
 }
 
-}  // namespace
-
-int run_training(const TrainOptions& opt) {
-  // ---- validate what needs no other rank ----
-  const Precision precision = parse_precision(opt.precision);
-  validate_lr_options(opt.lr);
-  if (opt.batch_size < 1) fail("--batch-size must be at least 1 (it is per rank)");
-  if (opt.epochs < 1 && opt.max_steps <= 0) fail("--epochs must be at least 1 (or give --max-steps)");
-  if (opt.data_dir.empty() && !opt.synthetic)
-    fail("no input: give --data DIR (a `cnnscale prep` output) or --synthetic");
-  if (!opt.data_dir.empty() && opt.synthetic) fail("--data and --synthetic exclude each other; pick one");
-  if (opt.bucket_mb <= 0 || opt.first_bucket_mb <= 0) fail("--bucket-mb must be positive");
-  if (opt.log_every < 1) fail("--log-every must be at least 1");
-  if (opt.checkpoint_every < 0) fail("--checkpoint-every must not be negative");
-  if (opt.keep_checkpoints < 1) fail("--keep-checkpoints must be at least 1");
-  if (!(opt.collective_timeout > 0)) fail("--collective-timeout must be positive (seconds)");
-  if (opt.on_nan != "stop" && opt.on_nan != "skip-step") fail("--on-nan ", opt.on_nan, " is not supported; use stop or skip-step");
-  Backend requested = parse_backend(opt.backend);
-
-  // ---- who am I ----
-  BootstrapOptions bo;
-  bo.use_gpu = requested != Backend::mpi;
-  bo.allow_gpu_sharing = opt.allow_gpu_sharing;
-  ProcessContext ctx = bootstrap(bo);
-  // NCCL (and the cuDNN/cuBLAS model) when every rank has a GPU, else MPI and oneDNN.
-  auto comm = make_communicator(requested, ctx);
-  const bool on_gpu = comm->device_buffers();
-  const int rank = ctx.rank, world = ctx.size;
-  const int64_t global_batch = opt.batch_size * world;
-
-  // ---- data ----
-  DataOptions dopt;
-  dopt.dir = opt.data_dir;
-  dopt.synthetic = opt.synthetic;
-  dopt.synthetic_samples = opt.synthetic_samples;
-  dopt.batch_per_rank = opt.batch_size;
-  dopt.seed = opt.seed;
-  dopt.drop_last = opt.drop_last;
-  dopt.prefetch = opt.prefetch;
-  dopt.cache = opt.cache;
-  DataSources sources = open_data(dopt, rank, world);  // reads dataset.json once
-  auto train = std::move(sources.train);
-  std::unique_ptr<EvalSource> eval;
-  if (opt.evaluate && !opt.synthetic) eval = std::move(sources.eval);
-
-  // ---- model ----
-  nn::set_threads(opt.threads);
-  std::unique_ptr<Model> model;
-#ifdef CNNSCALE_HAVE_CUDA
-  DeviceModel* dev = nullptr;
-  if (on_gpu) {
-    auto dm = make_cuda_model(opt.model, train->shape(), train->classes(), ctx.device);
-    dev = dm.get();
-    model = std::move(dm);
-  }
-#endif
-  if (!model) model = make_model(opt.model, train->shape(), train->classes());
-  // Device models enqueue work on their own stream; NCCL must wait for it.
-  auto comm_after_model = [&]() {
-#ifdef CNNSCALE_HAVE_CUDA
-    if (dev) dev->order_before(static_cast<NcclCommunicator&>(*comm).stream());
-#endif
-  };
-  auto wait_for_model = [&]() {
-#ifdef CNNSCALE_HAVE_CUDA
-    if (dev) dev->synchronize();
-#endif
-  };
-  bool has_buffers = false;
-  std::vector<size_t> param_ends;
-  for (const auto& p : model->params()) {
-    param_ends.push_back(p.offset + p.numel);
-    has_buffers |= !p.trainable;
-  }
-  std::sort(param_ends.begin(), param_ends.end());
-  std::vector<Bucket> buckets = plan_buckets(param_ends, static_cast<size_t>(opt.first_bucket_mb * 1024 * 1024),
-                                             static_cast<size_t>(opt.bucket_mb * 1024 * 1024));
-  // Ranks of a node sum gradients in node-shared memory when they can (grad_sync.hpp):
-  // the model then writes its gradients straight into the shared window.
-  std::string no_shm;
-  std::unique_ptr<NodeSharedReducer> shm =
-      model->on_device() ? nullptr : make_node_shared_reducer(*comm, model->param_count(), buckets, &no_shm);
-  if (shm) {  // dropping it is collective (MPI_Win_free): agree first
-    int adopted = model->adopt_grad_storage(shm->buffer()) ? 1 : 0, all = 0;
-    mpiCheck(MPI_Allreduce(&adopted, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (!all) {
-      if (adopted) internal_error("some ranks' models could not use node-shared gradient memory");
-      shm.reset();
-    }
-  }
-  model->prepare(opt.batch_size, precision);
-  model->init_params(opt.seed);
-  comm_after_model();
-  comm->broadcast(model->param_data(), model->param_count() * sizeof(float), 0);  // rank 0's state everywhere
-  std::vector<float> host_scratch;
-
-  const int64_t steps_per_epoch = train->steps_per_epoch();
-  int64_t total_steps = steps_per_epoch * std::max(1, opt.epochs);
-  if (opt.max_steps > 0) total_steps = std::min<int64_t>(total_steps, opt.max_steps);
-  if (opt.max_steps > 0 && opt.epochs <= 1 && opt.max_steps > total_steps) total_steps = opt.max_steps;
-  const int epochs_planned = static_cast<int>((total_steps + steps_per_epoch - 1) / steps_per_epoch);
-
-  std::unique_ptr<Optimizer> optimizer;
-#ifdef CNNSCALE_HAVE_CUDA
-  if (dev) optimizer = make_cuda_optimizer(opt.optimizer, model->params(), model->param_count(), dev->stream());
-#endif
-  if (!optimizer) optimizer = make_optimizer(opt.optimizer, model->params(), model->param_count());
-  LrSchedule schedule(opt.lr, global_batch, steps_per_epoch, total_steps);
-  const bool node_shared = shm != nullptr;
-  std::unique_ptr<BucketReducer> reducer;
-  if (shm) reducer = std::move(shm);
-  else if (world > 1) reducer = make_allreduce_reducer(*comm, model->grad_data(), buckets, DType::f32);
-  GradSync sync(std::move(buckets), std::move(reducer));
-
-  // ---- resume ----
-  ResumePoint rp = resume_if_asked(opt, *model, *optimizer, rank);
-  int64_t first_step = 0;
-  int start_epoch = 0;
-  int64_t start_in_epoch = 0;
-  if (rp.resumed) {
-    first_step = rp.meta.step;
-    start_epoch = rp.meta.epoch;
-    start_in_epoch = rp.meta.step_in_epoch;
-    if (rp.meta.global_batch != global_batch) {
-      // Same samples consumed, new batch size: continue at the same point of the epoch.
-      start_in_epoch = rp.meta.step_in_epoch * rp.meta.global_batch / global_batch;
-      log_warn("resuming a run with global batch " + std::to_string(rp.meta.global_batch) + " at global batch " +
-               std::to_string(global_batch) + ": from here on the batches, the step count per epoch and the " +
-               "learning-rate schedule differ from the original run (it continues at the same sample position)");
-    }
-    log_info("resumed from " + rp.path + " at step " + std::to_string(first_step) + " (epoch " +
-             std::to_string(start_epoch + 1) + ", written by " + std::to_string(rp.meta.world_size) + " rank(s))");
-    if (start_in_epoch >= steps_per_epoch) {
-      ++start_epoch;
-      start_in_epoch = 0;
-    }
-  }
-  const std::string ckpt_dir = opt.run_dir.empty() ? std::string() : opt.run_dir + "/checkpoints";
-  const std::string digest = digest_of(canonical_config(opt, global_batch));
-  auto make_meta = [&](int64_t steps_done, int next_epoch, int64_t next_in_epoch) {
-    CheckpointMeta m;
-    m.step = steps_done;
-    m.epoch = next_epoch;
-    m.step_in_epoch = next_in_epoch;
-    m.world_size = world;
-    m.global_batch = global_batch;
-    m.seed = opt.seed;
-    m.model = model->name();
-    m.model_spec = model->spec();
-    m.optimizer = optimizer->kind();
-    m.optimizer_steps = optimizer->steps_taken();
-    m.config_digest = digest;
-    return m;
-  };
+void Trainer::begin() {
+  begun_ = true;
   install_stop_signal_handlers();
-  Watchdog wd;
-  if (world > 1 && !wd.start(MPI_COMM_WORLD, opt.collective_timeout, ctx.host))
-    log_warn("the MPI library gives less than MPI_THREAD_MULTIPLE, so the --collective-timeout watchdog is off");
+  if (rank_ == 0) metrics_.open(opt_.run_dir);
+  log_info("cnnscale train: " + std::to_string(world_) + " rank(s) on " + std::to_string(ctx_.num_nodes) +
+           " node(s), backend " + backend_name(comm_.backend()) + ", model " + model_->name() + " (" +
+           std::to_string(model_->param_count()) + " parameters), " + precision_name(opt_.precision) + ", batch " +
+           std::to_string(opt_.batch_size) + "/rank = " + std::to_string(global_batch_) + " global, " +
+           std::to_string(steps_per_epoch_) + " steps/epoch, " + std::to_string(total_steps_) + " steps, " +
+           std::to_string(sync_->buckets().size()) + " gradient bucket(s) summed by " + sync_->method() +
+           (world_ > 1 && !no_shm_.empty() ? " (not node shared memory: " + no_shm_ + ")" : ""));
+  if (schedule_->peak() != schedule_->base())
+    log_info("learning rate " + std::to_string(schedule_->base()) + " scaled to " + std::to_string(schedule_->peak()) +
+             " (" + opt_.lr.scaling + ", reference batch " + std::to_string(opt_.lr.reference_batch) + ")");
+  train_->seek(start_epoch_, start_in_epoch_);
+  times_.reserve(static_cast<size_t>(std::max<int64_t>(0, total_steps_ - next_step_)));
+  start_ = Clock::now();
+  log_clock_ = Clock::now();
+  sctx_.seed = opt_.seed;
+  sctx_.training = true;
+  sctx_.loss_scale = 1.0f / static_cast<float>(global_batch_);
+}
 
-  MetricsLog metrics;
-  if (rank == 0) metrics.open(opt.run_dir);
-  log_info("cnnscale train: " + std::to_string(world) + " rank(s) on " + std::to_string(ctx.num_nodes) +
-           " node(s), backend " + backend_name(comm->backend()) + ", model " + model->name() + " (" +
-           std::to_string(model->param_count()) + " parameters), " + opt.precision + ", batch " +
-           std::to_string(opt.batch_size) + "/rank = " + std::to_string(global_batch) + " global, " +
-           std::to_string(steps_per_epoch) + " steps/epoch, " + std::to_string(total_steps) + " steps, " +
-           std::to_string(sync.buckets().size()) + " gradient bucket(s) summed by " + sync.method() +
-           (world > 1 && !node_shared && !no_shm.empty() ? " (not node shared memory: " + no_shm + ")" : ""));
-  if (schedule.peak() != schedule.base())
-    log_info("learning rate " + std::to_string(schedule.base()) + " scaled to " + std::to_string(schedule.peak()) +
-             " (" + opt.lr.scaling + ", reference batch " + std::to_string(opt.lr.reference_batch) + ")");
+StepResult Trainer::step() {
+  if (!begun_) begin();
+  const int64_t step = next_step_;
+  StepResult result;
+  result.step = step + 1;
+  StepTimes t;
+  control_.set_step(step);
+  const auto t0 = Clock::now();
+  train_->next(batch_);
+  t.data = train_->take_wait_seconds();
+  const auto t1 = Clock::now();
+  sctx_.step = step;
+  sctx_.sample_ids = batch_.sample_ids.data();
+  const double loss_sum = model_->forward_backward(batch_.images.data(), batch_.labels.data(), batch_.count, sctx_,
+                                                   [&](size_t ready_end) {
+                                                     order_comm_after_model(*model_, comm_);
+                                                     sync_->on_ready(ready_end);
+                                                   });
+  wait_for_model(*model_);  // a device model returns before its backward has run
+  t.compute = seconds_since(t1);
+  {
+    auto waiting = control_.waiting("the gradient allreduce");
+    t.comm_exposed = sync_->finish();
+  }
+  const auto t3 = Clock::now();
+  // One small allreduce per step: did any rank get a stop signal or a non-finite loss?
+  StepFlags any{stop_signal_received() ? 1 : 0, std::isfinite(loss_sum) ? 0 : 1};
+  control_.allreduce_fields<int>(any, ReduceOp::max, "the step agreement allreduce");
+  const double lr = schedule_->at(step);
+  if (any.non_finite) {
+    if (opt_.on_nan == NanPolicy::stop)
+      fail_collective(rank_, "the training loss is not finite at step ", step + 1, " (lr ", lr,
+                      "); stopped without writing a checkpoint, so the last good one is untouched. Lower --lr, "
+                      "check the input data, or pass --on-nan skip-step");
+    ++skipped_steps_;
+    result.skipped = true;
+    log_warn("non-finite loss at step " + std::to_string(step + 1) + ": update skipped (--on-nan skip-step)");
+  } else {
+    optimizer_->step(model_->param_data(), model_->grad_data(), lr);
+    wait_for_model(*model_);  // the CUDA optimizer runs on the model's stream
+  }
+  if (has_buffers_ && world_ > 1) broadcast_buffers();
+  t.optimizer = seconds_since(t3);
+  if (opt_.check_replicas > 0 && (step + 1) % opt_.check_replicas == 0) {
+    if (!replicas_identical())
+      fail_collective(rank_, "ranks hold different parameters after step ", step + 1,
+                      " (--check-replicas): a rank computed differently (hardware fault or a bug); "
+                      "do not trust this run");
+    ++replica_checks_;
+  }
+  t.step = seconds_since(t0);
+  times_.push_back(t);
+  if (!any.non_finite) {
+    loss_since_log_ += loss_sum;
+    samples_since_log_ += batch_.count;
+  }
+  result.loss = batch_.count > 0 ? loss_sum / static_cast<double>(batch_.count) : 0;
 
-  // ---- loop ----
-  train->seek(start_epoch, start_in_epoch);
-  Batch batch, eval_batch;
-  std::vector<float> logits;
-  std::vector<StepTimes> times;
-  times.reserve(static_cast<size_t>(total_steps));
-  double loss_since_log = 0;
-  int64_t samples_since_log = 0;
-  double last_loss = NAN;
-  nlohmann::json accuracy_curve = nlohmann::json::array();
-  EvalResult last_eval;
-  bool evaluated = false;
-  const auto start = Clock::now();
-  auto log_clock = Clock::now();
-  StepContext sctx;
-  sctx.seed = opt.seed;
-  sctx.training = true;
-  sctx.loss_scale = 1.0f / static_cast<float>(global_batch);
-  const float* params_ro = model->param_data();
-  (void)params_ro;
+  const bool epoch_end = (step + 1) % steps_per_epoch_ == 0 || step + 1 == total_steps_;
+  if ((step + 1) % opt_.log_every == 0 || epoch_end) log_progress(step, lr, t);
+  if (epoch_end && eval_) evaluate_epoch(step);
+  const bool want_ckpt = !ckpt_dir_.empty() && (epoch_end || any.stop_signal || step + 1 == total_steps_ ||
+                                                (opt_.checkpoint_every > 0 && (step + 1) % opt_.checkpoint_every == 0));
+  if (want_ckpt) save_checkpoint(step + 1);
+  next_step_ = step + 1;
+  if (any.stop_signal) {
+    result.stopped = true;
+    log_info("stop signal received: checkpointed at step " + std::to_string(step + 1) +
+             (ckpt_dir_.empty() ? std::string(" (no --run-dir, so nothing was saved)") : std::string()) +
+             "; exiting with status " + std::to_string(kExitCheckpointedOnSignal) +
+             " — rerun with --resume auto to continue");
+  }
+  return result;
+}
 
-  int64_t skipped_steps = 0, replica_checks = 0;
-  for (int64_t step = first_step; step < total_steps; ++step) {
-    StepTimes t;
-    wd.set_step(step);
-    const auto t0 = Clock::now();
-    train->next(batch);
-    t.data = train->take_wait_seconds();
-    const auto t1 = Clock::now();
-    sctx.step = step;
-    sctx.sample_ids = batch.sample_ids.data();
-    const double loss_sum = model->forward_backward(batch.images.data(), batch.labels.data(), batch.count, sctx,
-                                                    [&](size_t ready_end) {
-                                                      comm_after_model();
-                                                      sync.on_ready(ready_end);
-                                                    });
-    wait_for_model();  // a device model returns before its backward has run
-    t.compute = seconds_since(t1);
-    {
-      Watchdog::Scope waiting(wd, "the gradient allreduce");
-      t.comm_exposed = sync.finish();
-    }
-    const auto t3 = Clock::now();
-    // One small allreduce per step: did any rank get a stop signal or a non-finite loss?
-    int control[2] = {stop_signal_received() ? 1 : 0, std::isfinite(loss_sum) ? 0 : 1}, agreed[2];
-    {
-      Watchdog::Scope waiting(wd, "the step agreement allreduce");
-      mpiCheck(MPI_Allreduce(control, agreed, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    }
-    const double lr = schedule.at(step);
-    if (agreed[1]) {
-      if (opt.on_nan == "stop")
-        fail_collective(rank, "the training loss is not finite at step ", step + 1, " (lr ", lr,
-                        "); stopped without writing a checkpoint, so the last good one is untouched. Lower --lr, "
-                        "check the input data, or pass --on-nan skip-step");
-      ++skipped_steps;
-      log_warn("non-finite loss at step " + std::to_string(step + 1) + ": update skipped (--on-nan skip-step)");
-    } else {
-      optimizer->step(model->param_data(), model->grad_data(), lr);
-      wait_for_model();  // the CUDA optimizer runs on the model's stream
-    }
-    if (has_buffers && world > 1) {
-      // As DDP's broadcast_buffers: batch-norm running statistics follow rank 0.
-      comm_after_model();
-      for (const auto& p : model->params())
-        if (!p.trainable) comm->broadcast(model->param_data() + p.offset, p.numel * sizeof(float), 0);
-    }
-    t.optimizer = seconds_since(t3);
-    if (opt.check_replicas > 0 && (step + 1) % opt.check_replicas == 0) {
-      if (!replicas_identical(*model, host_scratch))
-        fail_collective(rank, "ranks hold different parameters after step ", step + 1,
-                        " (--check-replicas): a rank computed differently (hardware fault or a bug); "
-                        "do not trust this run");
-      ++replica_checks;
-    }
-    t.step = seconds_since(t0);
-    times.push_back(t);
-    if (!agreed[1]) {
-      loss_since_log += loss_sum;
-      samples_since_log += batch.count;
-    }
+void Trainer::broadcast_buffers() {
+  // As DDP's broadcast_buffers: batch-norm running statistics follow rank 0.
+  auto waiting = control_.waiting("the buffer broadcast");
+  order_comm_after_model(*model_, comm_);
+  for (const auto& p : model_->params())
+    if (!p.trainable) comm_.broadcast(model_->param_data() + p.offset, p.numel * sizeof(float), 0);
+}
 
-    const bool epoch_end = (step + 1) % steps_per_epoch == 0 || step + 1 == total_steps;
-    if ((step + 1) % opt.log_every == 0 || epoch_end) {
-      double local[2] = {loss_since_log, static_cast<double>(samples_since_log)}, global[2];
-      {
-        Watchdog::Scope waiting(wd, "the loss allreduce");
-        mpiCheck(MPI_Allreduce(local, global, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-      }
-      last_loss = global[1] > 0 ? global[0] / global[1] : NAN;
-      if (!std::isfinite(last_loss))
-        fail_collective(rank, "training loss became ", last_loss, " at step ", step + 1,
-                        "; lower --lr (now ", lr, ") or check the input data");
-      const double elapsed = seconds_since(start);
-      const double interval = seconds_since(log_clock);
-      log_clock = Clock::now();
-      const double ips = interval > 0 ? global[1] / interval : 0;
-      const double eta =
-          elapsed / static_cast<double>(step + 1 - first_step) * static_cast<double>(total_steps - step - 1);
-      char line[256];
-      std::snprintf(line, sizeof(line), "epoch %d/%d step %lld/%lld loss %.4f lr %.4g %.0f img/s ETA %s",
-                    batch.epoch + 1, epochs_planned, static_cast<long long>(step + 1),
-                    static_cast<long long>(total_steps), last_loss, lr, ips, format_duration(eta).c_str());
-      log_info(line);
-      metrics.append({{"step", step + 1}, {"epoch", batch.epoch + 1}, {"loss", last_loss}, {"lr", lr},
-                      {"images_per_s", ips}, {"step_ms", t.step * 1e3}, {"data_ms", t.data * 1e3},
-                      {"compute_ms", t.compute * 1e3}, {"comm_exposed_ms", t.comm_exposed * 1e3},
-                      {"optimizer_ms", t.optimizer * 1e3}, {"elapsed_s", elapsed}});
-      loss_since_log = 0;
-      samples_since_log = 0;
+bool Trainer::replicas_identical() {
+  host_scratch_.resize(model_->param_count());
+  copy_params_to_host(*model_, host_scratch_.data());
+  const uint64_t h = hash_params(host_scratch_.data(), host_scratch_.size());
+  const uint64_t lo = control_.allreduce(h, ReduceOp::min, "the replica check");
+  const uint64_t hi = control_.allreduce(h, ReduceOp::max, "the replica check");
+  return lo == hi;
+}
+
+void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
+  LossSums sums{loss_since_log_, static_cast<double>(samples_since_log_)};
+  control_.allreduce_fields(sums, ReduceOp::sum, "the loss allreduce");
+  last_loss_ = sums.samples > 0 ? sums.loss / sums.samples : NAN;
+  if (!std::isfinite(last_loss_))
+    fail_collective(rank_, "training loss became ", last_loss_, " at step ", step + 1, "; lower --lr (now ", lr,
+                    ") or check the input data");
+  const double elapsed = seconds_since(start_);
+  const double interval = seconds_since(log_clock_);
+  log_clock_ = Clock::now();
+  const double ips = interval > 0 ? sums.samples / interval : 0;
+  const double eta =
+      elapsed / static_cast<double>(step + 1 - first_step_) * static_cast<double>(total_steps_ - step - 1);
+  char line[256];
+  std::snprintf(line, sizeof(line), "epoch %d/%d step %lld/%lld loss %.4f lr %.4g %.0f img/s ETA %s", batch_.epoch + 1,
+                epochs_planned_, static_cast<long long>(step + 1), static_cast<long long>(total_steps_), last_loss_, lr,
+                ips, format_duration(eta).c_str());
+  log_info(line);
+  metrics_.append({{"step", step + 1}, {"epoch", batch_.epoch + 1}, {"loss", last_loss_}, {"lr", lr},
+                   {"images_per_s", ips}, {"step_ms", t.step * 1e3}, {"data_ms", t.data * 1e3},
+                   {"compute_ms", t.compute * 1e3}, {"comm_exposed_ms", t.comm_exposed * 1e3},
+                   {"optimizer_ms", t.optimizer * 1e3}, {"elapsed_s", elapsed}});
+  loss_since_log_ = 0;
+  samples_since_log_ = 0;
+}
+
+// Exact distributed evaluation: every test sample counted once, whatever the world size.
+Trainer::EvalResult Trainer::evaluate() {
+  eval_->rewind();
+  EvalSums local;
+  const int classes = model_->classes();
+  while (eval_->next(eval_batch_, opt_.batch_size)) {
+    const int64_t n = eval_batch_.count;
+    logits_.resize(static_cast<size_t>(n * classes));
+    model_->forward_eval(eval_batch_.images.data(), n, logits_.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const float* z = &logits_[static_cast<size_t>(i * classes)];
+      const int32_t label = eval_batch_.labels[static_cast<size_t>(i)];
+      int best = 0;
+      float mx = z[0];
+      for (int c = 1; c < classes; ++c)
+        if (z[c] > mx) mx = z[c], best = c;
+      double se = 0;
+      for (int c = 0; c < classes; ++c) se += std::exp(static_cast<double>(z[c] - mx));
+      local.loss += std::log(se) - static_cast<double>(z[label] - mx);
+      local.correct += best == label;
     }
-    if (epoch_end && eval) {
-      last_eval = evaluate(*model, *eval, opt.batch_size, eval_batch, logits, wd);
-      evaluated = true;
-      const double elapsed = seconds_since(start);
-      char line[160];
-      std::snprintf(line, sizeof(line), "epoch %d test accuracy %.4f loss %.4f (%lld samples)", batch.epoch + 1,
-                    last_eval.accuracy, last_eval.loss, static_cast<long long>(last_eval.samples));
-      log_info(line);
-      accuracy_curve.push_back({{"epoch", batch.epoch + 1}, {"step", step + 1}, {"accuracy", last_eval.accuracy},
-                                {"seconds", elapsed}});
-      metrics.append({{"event", "eval"}, {"step", step + 1}, {"epoch", batch.epoch + 1},
-                      {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss}, {"elapsed_s", elapsed}});
-    }
-    const bool want_ckpt = !ckpt_dir.empty() && (epoch_end || agreed[0] || step + 1 == total_steps ||
-                                                 (opt.checkpoint_every > 0 && (step + 1) % opt.checkpoint_every == 0));
-    if (want_ckpt) {
-      int next_epoch = batch.epoch;
-      int64_t next_in_epoch = batch.step_in_epoch + 1;
-      if (next_in_epoch >= steps_per_epoch) {
-        ++next_epoch;
-        next_in_epoch = 0;
-      }
-      save_checkpoint(ckpt_dir, *model, *optimizer, make_meta(step + 1, next_epoch, next_in_epoch),
-                      opt.keep_checkpoints, rank, wd);
-    }
-    if (agreed[0]) {
-      log_info("stop signal received: checkpointed at step " + std::to_string(step + 1) +
-               (ckpt_dir.empty() ? std::string(" (no --run-dir, so nothing was saved)") : std::string()) +
-               "; exiting with status " + std::to_string(kExitCheckpointedOnSignal) +
-               " — rerun with --resume auto to continue");
-      return kExitCheckpointedOnSignal;
+    local.samples += static_cast<double>(n);
+  }
+  control_.allreduce_fields(local, ReduceOp::sum, "the evaluation allreduce");
+  EvalResult r;
+  r.samples = static_cast<int64_t>(local.samples);
+  if (r.samples != eval_->samples())
+    internal_error("evaluation counted ", r.samples, " samples but the test split has ", eval_->samples());
+  r.accuracy = r.samples ? local.correct / local.samples : 0;
+  r.loss = r.samples ? local.loss / local.samples : 0;
+  return r;
+}
+
+void Trainer::evaluate_epoch(int64_t step) {
+  last_eval_ = evaluate();
+  evaluated_ = true;
+  const double elapsed = seconds_since(start_);
+  char line[160];
+  std::snprintf(line, sizeof(line), "epoch %d test accuracy %.4f loss %.4f (%lld samples)", batch_.epoch + 1,
+                last_eval_.accuracy, last_eval_.loss, static_cast<long long>(last_eval_.samples));
+  log_info(line);
+  accuracy_curve_.push_back(
+      {{"epoch", batch_.epoch + 1}, {"step", step + 1}, {"accuracy", last_eval_.accuracy}, {"seconds", elapsed}});
+  metrics_.append({{"event", "eval"}, {"step", step + 1}, {"epoch", batch_.epoch + 1},
+                   {"test_accuracy", last_eval_.accuracy}, {"test_loss", last_eval_.loss}, {"elapsed_s", elapsed}});
+}
+
+// Rank 0 writes; every rank learns the outcome, so a failed write ends all ranks alike.
+void Trainer::save_checkpoint(int64_t steps_done) {
+  CheckpointMeta m;
+  m.step = steps_done;
+  m.epoch = batch_.epoch;  // the sampler position of the next batch
+  m.step_in_epoch = batch_.step_in_epoch + 1;
+  if (m.step_in_epoch >= steps_per_epoch_) {
+    ++m.epoch;
+    m.step_in_epoch = 0;
+  }
+  m.world_size = world_;
+  m.global_batch = global_batch_;
+  m.seed = opt_.seed;
+  m.model = model_->name();
+  m.model_spec = model_->spec();
+  m.optimizer = optimizer_->kind();
+  m.optimizer_steps = optimizer_->steps_taken();
+  m.config_digest = digest_;
+  std::string message;
+  if (rank_ == 0) {
+    try {
+      const std::string path = write_checkpoint(ckpt_dir_, *model_, *optimizer_, m, opt_.keep_checkpoints);
+      log_info("checkpoint " + path);
+    } catch (const UserError& e) {
+      message = e.what();
     }
   }
-  const double wall = seconds_since(start);
-  if (opt.check_replicas > 0)
-    log_info("replicas identical at all " + std::to_string(replica_checks) + " check(s)");
+  message = control_.broadcast_string(message, 0, "the checkpoint broadcast");
+  if (!message.empty()) fail_collective(rank_, message);
+}
 
-  // ---- summary: timings over steps after warm-up, breakdown averaged over ranks ----
-  const size_t skip = std::min(times.size() ? times.size() - 1 : 0,
-                               static_cast<size_t>(warmup_steps_to_skip(static_cast<long long>(times.size()))));
-  std::vector<double> step_s, ips;
-  double sums[5] = {0, 0, 0, 0, 0};
-  for (size_t i = skip; i < times.size(); ++i) {
-    step_s.push_back(times[i].step);
-    sums[0] += times[i].data;
-    sums[1] += times[i].compute;
-    sums[2] += times[i].comm_exposed;
-    sums[3] += times[i].optimizer;
-    sums[4] += 1;
+// Timings over steps after warm-up; the breakdown averaged over ranks.
+void Trainer::summarize() {
+  if (!begun_) begin();
+  Timings tm;
+  tm.wall_s = seconds_since(start_);
+  if (opt_.check_replicas > 0)
+    log_info("replicas identical at all " + std::to_string(replica_checks_) + " check(s)");
+
+  const size_t skip = std::min(times_.size() ? times_.size() - 1 : 0,
+                               static_cast<size_t>(warmup_steps_to_skip(static_cast<long long>(times_.size()))));
+  StepPartSums sums;
+  std::vector<double> data, compute, comm_exposed, optimizer;
+  for (size_t i = skip; i < times_.size(); ++i) {
+    const StepTimes& t = times_[i];
+    tm.worst_step_s.push_back(t.step);
+    sums.parts.data += t.data;
+    sums.parts.compute += t.compute;
+    sums.parts.comm_exposed += t.comm_exposed;
+    sums.parts.optimizer += t.optimizer;
+    sums.steps += 1;
+    data.push_back(t.data);
+    compute.push_back(t.compute);
+    comm_exposed.push_back(t.comm_exposed);
+    optimizer.push_back(t.optimizer);
   }
   // images/s per step uses the slowest rank's step time (the global batch completes then).
-  std::vector<double> worst(step_s.size());
-  if (!step_s.empty())
-    mpiCheck(MPI_Allreduce(step_s.data(), worst.data(), static_cast<int>(step_s.size()), MPI_DOUBLE, MPI_MAX,
-                           MPI_COMM_WORLD));
-  double gsums[5];
-  mpiCheck(MPI_Allreduce(sums, gsums, 5, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  if (!tm.worst_step_s.empty())
+    control_.allreduce(tm.worst_step_s.data(), tm.worst_step_s.size(), ReduceOp::max, "the timing summary");
+  control_.allreduce_fields(sums, ReduceOp::sum, "the timing summary");
   // Medians of the breakdown (per rank over timed steps, then the largest over ranks):
   // the means above include rare long waits (another process taking a rank's core).
-  double meds[4] = {0, 0, 0, 0}, gmeds[4];
-  {
-    std::vector<double> v[4];
-    for (size_t i = skip; i < times.size(); ++i) {
-      v[0].push_back(times[i].data);
-      v[1].push_back(times[i].compute);
-      v[2].push_back(times[i].comm_exposed);
-      v[3].push_back(times[i].optimizer);
-    }
-    for (int k = 0; k < 4; ++k) meds[k] = spread_of(v[k]).median;
-  }
-  mpiCheck(MPI_Allreduce(meds, gmeds, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  StepParts medians{spread_of(data).median, spread_of(compute).median, spread_of(comm_exposed).median,
+                    spread_of(optimizer).median};
+  tm.median_max = medians;
+  control_.allreduce_fields(tm.median_max, ReduceOp::max, "the timing summary");
   // Each rank's median compute time: a straggler (a slower core, a noisy node) shows here,
   // and every other rank waits for it at each step.
-  std::vector<double> compute_per_rank(static_cast<size_t>(world));
-  mpiCheck(MPI_Gather(&meds[1], 1, MPI_DOUBLE, compute_per_rank.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-  for (double s : worst) ips.push_back(s > 0 ? static_cast<double>(global_batch) / s : 0);
-  Spread step_spread = spread_of(worst), ips_spread = spread_of(ips);
-  const double n = gsums[4] > 0 ? gsums[4] : 1;
-  log_info("done: " + std::to_string(total_steps) + " steps in " + format_duration(wall) + ", median " +
-           std::to_string(static_cast<long long>(std::llround(ips_spread.median))) + " img/s, step " +
-           std::to_string(step_spread.median * 1e3) + " ms (data " + std::to_string(gsums[0] / n * 1e3) +
-           ", compute " + std::to_string(gsums[1] / n * 1e3) + ", comm exposed " +
-           std::to_string(gsums[2] / n * 1e3) + ", optimizer " + std::to_string(gsums[3] / n * 1e3) + " ms)" +
-           (evaluated ? ", test accuracy " + std::to_string(last_eval.accuracy) : std::string()));
+  tm.compute_median_per_rank = control_.gather(medians.compute, 0, "the timing summary");
+  std::vector<double> ips;
+  for (double s : tm.worst_step_s) ips.push_back(s > 0 ? static_cast<double>(global_batch_) / s : 0);
+  tm.step = spread_of(tm.worst_step_s);
+  tm.images_per_s = spread_of(ips);
+  const double n = sums.steps > 0 ? sums.steps : 1;
+  tm.mean = {sums.parts.data / n, sums.parts.compute / n, sums.parts.comm_exposed / n, sums.parts.optimizer / n};
+  log_info("done: " + std::to_string(total_steps_) + " steps in " + format_duration(tm.wall_s) + ", median " +
+           std::to_string(static_cast<long long>(std::llround(tm.images_per_s.median))) + " img/s, step " +
+           std::to_string(tm.step.median * 1e3) + " ms (data " + std::to_string(tm.mean.data * 1e3) + ", compute " +
+           std::to_string(tm.mean.compute * 1e3) + ", comm exposed " + std::to_string(tm.mean.comm_exposed * 1e3) +
+           ", optimizer " + std::to_string(tm.mean.optimizer * 1e3) + " ms)" +
+           (evaluated_ ? ", test accuracy " + std::to_string(last_eval_.accuracy) : std::string()));
 
-  if (rank == 0 && !opt.run_dir.empty()) {
-    nlohmann::json j;
-    j["world_size"] = world;
-    j["nodes"] = ctx.num_nodes;
-    j["ranks_per_node"] = ctx.num_nodes > 0 ? world / ctx.num_nodes : world;
-    j["backend"] = backend_name(comm->backend());
-    j["device"] = on_gpu ? ctx.device_label : std::string("cpu");
-    j["model"] = model->name();
-    j["model_spec"] = model->spec();
-    j["parameters"] = model->param_count();
-    j["precision"] = opt.precision;
-    j["batch_per_rank"] = opt.batch_size;
-    j["global_batch"] = global_batch;
-    j["steps"] = total_steps;
-    j["epochs"] = static_cast<double>(total_steps) / static_cast<double>(steps_per_epoch);
-    j["timed_steps"] = worst.size();
-    j["images_per_s"] = ips_spread.median;
-    j["images_per_s_p10"] = ips_spread.p10;
-    j["images_per_s_p90"] = ips_spread.p90;
-    j["step_ms"] = {{"median", step_spread.median * 1e3}, {"p10", step_spread.p10 * 1e3},
-                    {"p90", step_spread.p90 * 1e3}, {"mean", step_spread.mean * 1e3}};
-    j["breakdown_ms"] = {{"data", gsums[0] / n * 1e3}, {"compute", gsums[1] / n * 1e3},
-                         {"comm_exposed", gsums[2] / n * 1e3}, {"optimizer", gsums[3] / n * 1e3}};
-    j["breakdown_median_ms"] = {{"data", gmeds[0] * 1e3}, {"compute", gmeds[1] * 1e3},
-                                {"comm_exposed", gmeds[2] * 1e3}, {"optimizer", gmeds[3] * 1e3}};
-    j["compute_median_ms_per_rank"] = nlohmann::json::array();
-    for (double c : compute_per_rank) j["compute_median_ms_per_rank"].push_back(c * 1e3);
-    j["grad_bytes"] = sync.bytes_per_step();
-    j["buckets"] = sync.buckets().size();
-    j["grad_sum"] = sync.method();
-    j["train_loss"] = std::isfinite(last_loss) ? nlohmann::json(last_loss) : nlohmann::json(nullptr);
-    j["test_accuracy"] = evaluated ? nlohmann::json(last_eval.accuracy) : nlohmann::json(nullptr);
-    j["accuracy_per_epoch"] = accuracy_curve;
-    j["wall_s"] = wall;
-    j["lr"] = {{"base", schedule.base()}, {"peak", schedule.peak()}, {"scaling", opt.lr.scaling},
-               {"warmup_epochs", opt.lr.warmup_epochs}, {"decay", opt.lr.decay}};
-    j["optimizer"] = opt.optimizer.kind;
-    j["seed"] = opt.seed;
-    j["data"] = opt.synthetic ? std::string("synthetic") : opt.data_dir;
-    j["launcher"] = ctx.launch.name;
-    j["skipped_steps"] = skipped_steps;
-    j["resumed_from"] = rp.resumed ? nlohmann::json(rp.path) : nlohmann::json(nullptr);
-    j["config_digest"] = digest;
-    if (!ctx.launch.job_id.empty()) {
-      const char* nl = std::getenv("SLURM_JOB_NODELIST");
-      if (!nl) nl = std::getenv("SLURM_NODELIST");
-      j["slurm"] = {{"job_id", ctx.launch.job_id}, {"nodelist", nl ? nl : ""}};
-    }
-    write_run_json(opt.run_dir, j);
-    log_info("wrote " + opt.run_dir + "/run.json");
+  if (rank_ == 0 && !opt_.run_dir.empty()) {
+    write_run_json(opt_.run_dir, run_record(tm));
+    log_info("wrote " + opt_.run_dir + "/run.json");
   }
+}
+
+// run.json: what `cnnscale report` reads (docs/report.md).
+nlohmann::json Trainer::run_record(const Timings& tm) const {
+  const bool on_gpu = comm_.device_buffers();
+  nlohmann::json j;
+  j["world_size"] = world_;
+  j["nodes"] = ctx_.num_nodes;
+  j["ranks_per_node"] = ctx_.num_nodes > 0 ? world_ / ctx_.num_nodes : world_;
+  j["backend"] = backend_name(comm_.backend());
+  j["device"] = on_gpu ? ctx_.device_label : std::string("cpu");
+  j["model"] = model_->name();
+  j["model_spec"] = model_->spec();
+  j["parameters"] = model_->param_count();
+  j["precision"] = precision_name(opt_.precision);
+  j["batch_per_rank"] = opt_.batch_size;
+  j["global_batch"] = global_batch_;
+  j["steps"] = total_steps_;
+  j["epochs"] = static_cast<double>(total_steps_) / static_cast<double>(steps_per_epoch_);
+  j["timed_steps"] = tm.worst_step_s.size();
+  j["images_per_s"] = tm.images_per_s.median;
+  j["images_per_s_p10"] = tm.images_per_s.p10;
+  j["images_per_s_p90"] = tm.images_per_s.p90;
+  j["step_ms"] = {{"median", tm.step.median * 1e3}, {"p10", tm.step.p10 * 1e3}, {"p90", tm.step.p90 * 1e3},
+                  {"mean", tm.step.mean * 1e3}};
+  j["breakdown_ms"] = {{"data", tm.mean.data * 1e3}, {"compute", tm.mean.compute * 1e3},
+                       {"comm_exposed", tm.mean.comm_exposed * 1e3}, {"optimizer", tm.mean.optimizer * 1e3}};
+  j["breakdown_median_ms"] = {{"data", tm.median_max.data * 1e3}, {"compute", tm.median_max.compute * 1e3},
+                              {"comm_exposed", tm.median_max.comm_exposed * 1e3},
+                              {"optimizer", tm.median_max.optimizer * 1e3}};
+  j["compute_median_ms_per_rank"] = nlohmann::json::array();
+  for (double c : tm.compute_median_per_rank) j["compute_median_ms_per_rank"].push_back(c * 1e3);
+  j["grad_bytes"] = sync_->bytes_per_step();
+  j["buckets"] = sync_->buckets().size();
+  j["grad_sum"] = sync_->method();
+  j["train_loss"] = std::isfinite(last_loss_) ? nlohmann::json(last_loss_) : nlohmann::json(nullptr);
+  j["test_accuracy"] = evaluated_ ? nlohmann::json(last_eval_.accuracy) : nlohmann::json(nullptr);
+  j["accuracy_per_epoch"] = accuracy_curve_;
+  j["wall_s"] = tm.wall_s;
+  j["lr"] = {{"base", schedule_->base()}, {"peak", schedule_->peak()}, {"scaling", opt_.lr.scaling},
+             {"warmup_epochs", opt_.lr.warmup_epochs}, {"decay", opt_.lr.decay}};
+  j["optimizer"] = opt_.optimizer.kind;
+  j["seed"] = opt_.seed;
+  j["data"] = opt_.data.synthetic ? std::string("synthetic") : opt_.data.dir;
+  j["launcher"] = ctx_.launch.name;
+  j["skipped_steps"] = skipped_steps_;
+  j["resumed_from"] = resumed_from_.empty() ? nlohmann::json(nullptr) : nlohmann::json(resumed_from_);
+  j["config_digest"] = digest_;
+  if (!ctx_.launch.job_id.empty()) {
+    const char* nl = std::getenv("SLURM_JOB_NODELIST");
+    if (!nl) nl = std::getenv("SLURM_NODELIST");
+    j["slurm"] = {{"job_id", ctx_.launch.job_id}, {"nodelist", nl ? nl : ""}};
+  }
+  return j;
+}
+
+int Trainer::run() {
+  setup();
+  resume();
+  begin();
+  while (!done())
+    if (step().stopped) return kExitCheckpointedOnSignal;
+  summarize();
   return 0;
 }
 

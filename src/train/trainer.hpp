@@ -1,11 +1,140 @@
-// trainer.hpp — `cnnscale train`: bootstrap, data, model, data-parallel loop,
-// evaluation, progress, metrics.jsonl and run.json.
+// trainer.hpp — Trainer: one data-parallel training run on every rank of a world that
+// the caller has started (start_world, comm/world.hpp: the CLI, or a test). It gets the
+// process context, the data plane (gradients and parameter broadcasts: MPI or NCCL)
+// and the control plane (small agreements between ranks, under the watchdog), and
+// never touches MPI itself.
+//
+//   Trainer t(options, world);
+//   t.setup();                   // data, model (rank 0's parameters everywhere), gradient
+//                                // buckets, optimizer, schedule; starts the watchdog
+//   t.resume();                  // from a checkpoint, when --resume asks and one exists
+//   while (!t.done())
+//     if (t.step().stopped) ...  // a stop signal: checkpointed, exit kExitCheckpointedOnSignal
+//   t.summarize();               // timings over ranks, the summary line, run.json
+//
+// run() does exactly that and returns the exit status. Every method is collective.
+// step() is, per step:
+//   data (wait for the prefetched slice of the global batch)
+//   compute (forward + backward; bucket sums start from the grad-ready hook)
+//   comm_exposed (wait for the buckets still in flight)
+//   optimizer (update the flat parameters)
+// then, when due: the progress line (one allreduce of the loss), test-split evaluation
+// at epoch ends, a checkpoint.
 #pragma once
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "comm/control_comm.hpp"
+#include "comm/world.hpp"
+#include "data/batch_source.hpp"
+#include "launch/bootstrap.hpp"
+#include "nn/model.hpp"
+#include "train/grad_sync.hpp"
+#include "train/lr_schedule.hpp"
+#include "train/optimizer.hpp"
+#include "train/run_files.hpp"
+#include "train/step_stats.hpp"
 #include "train/train_options.hpp"
 
 namespace cnnscale {
 
-// Runs the whole training job on every rank (collective). Returns the exit status.
-int run_training(const TrainOptions& opt);
+// What one step() did.
+struct StepResult {
+  int64_t step = 0;      // its number (1-based): the steps completed after it
+  double loss = 0;       // this rank's mean training loss over its samples of the step
+  bool skipped = false;  // the loss was not finite on some rank: no update (--on-nan skip-step)
+  bool stopped = false;  // a rank got a stop signal: checkpointed (with --run-dir); the run ends here
+};
+
+class Trainer {
+ public:
+  // comm and control must outlive the Trainer. Throws UserError for invalid options.
+  Trainer(TrainOptions opt, const ProcessContext& ctx, Communicator& comm, ControlComm& control);
+  Trainer(TrainOptions opt, World& world);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  void setup();
+  // Restores model, optimizer and position from a checkpoint when --resume asks for one
+  // and (with auto) one exists; true when it did. After setup(), before the first step.
+  bool resume();
+  StepResult step();
+  bool done() const { return next_step_ >= total_steps_; }
+  // After the last step: the replica-check and summary lines, run.json (with --run-dir).
+  void summarize();
+  // setup, resume, steps, summarize. Returns 0, or kExitCheckpointedOnSignal.
+  int run();
+
+  // For tests and tools.
+  Model& model() { return *model_; }
+  int64_t steps_done() const { return next_step_; }
+  int64_t total_steps() const { return total_steps_; }
+  // Collective: true when every rank's parameters hash the same.
+  bool replicas_identical();
+
+ private:
+  struct EvalResult {
+    double accuracy = 0, loss = 0;
+    int64_t samples = 0;
+  };
+  void begin();  // before the first step: metrics file, banner, data position, clocks
+  void log_progress(int64_t step, double lr, const StepTimes& t);
+  EvalResult evaluate();
+  void evaluate_epoch(int64_t step);
+  void save_checkpoint(int64_t steps_done);
+  void broadcast_buffers();  // batch-norm running statistics follow rank 0
+  struct Timings;  // the summary's timings over ranks
+  nlohmann::json run_record(const Timings& t) const;
+
+  // What the run was given.
+  const TrainOptions opt_;
+  const ProcessContext& ctx_;
+  Communicator& comm_;
+  ControlComm& control_;
+  const int rank_, world_;
+  const int64_t global_batch_;
+
+  // Built by setup().
+  std::unique_ptr<BatchSource> train_;
+  std::unique_ptr<EvalSource> eval_;  // null: no evaluation
+  std::unique_ptr<Model> model_;
+  bool has_buffers_ = false;          // non-trainable ranges (batch-norm statistics)
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<GradSync> sync_;
+  std::string no_shm_;                // why gradients are not summed in node-shared memory
+  int64_t steps_per_epoch_ = 1, total_steps_ = 0;
+  int epochs_planned_ = 1;
+  std::string ckpt_dir_, digest_;
+
+  // Position: set by resume(), advanced by step().
+  int64_t first_step_ = 0, next_step_ = 0;
+  int start_epoch_ = 0;
+  int64_t start_in_epoch_ = 0;
+  std::string resumed_from_;          // checkpoint path, empty when not resumed
+
+  // The loop's state.
+  bool begun_ = false;
+  MetricsLog metrics_;
+  Batch batch_, eval_batch_;
+  std::vector<float> logits_, host_scratch_;
+  StepContext sctx_;
+  std::vector<StepTimes> times_;
+  double loss_since_log_ = 0;
+  int64_t samples_since_log_ = 0;
+  double last_loss_ = std::numeric_limits<double>::quiet_NaN();
+  nlohmann::json accuracy_curve_ = nlohmann::json::array();
+  EvalResult last_eval_;
+  bool evaluated_ = false;
+  int64_t skipped_steps_ = 0, replica_checks_ = 0;
+  std::chrono::steady_clock::time_point start_, log_clock_;
+};
 
 }  // namespace cnnscale
