@@ -1,9 +1,9 @@
 // bucket_reducer.cpp — see bucket_reducer.hpp.
 #include "comm/bucket_reducer.hpp"
 
-#include "comm/check.hpp"
 #include "comm/mpi_communicator.hpp"
 #include "comm/shm_allreduce.hpp"
+#include "launch/mpi_check.hpp"
 #include "util/env.hpp"
 
 namespace cnnscale {

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <climits>
 
-#include "comm/check.hpp"
+#include "launch/mpi_check.hpp"
 #include "util/bf16.hpp"
 #include "util/env.hpp"
 

@@ -10,64 +10,13 @@
 
 #include "comm/bucket_reducer.hpp"
 #include "data/open_source.hpp"
-#include "nn/host_params.hpp"
 #include "train/checkpoint.hpp"
 #include "train/stop_signal.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
-// ---- device-specific includes (see "device-specific" below) ----
-#ifdef CNNSCALE_HAVE_CUDA
-#include "comm/nccl_communicator.hpp"
-#include "nn/cuda_model.hpp"
-#include "train/cuda_optimizer.hpp"
-#endif
-
 namespace cnnscale {
 namespace {
-
-// ---- device-specific: the only lines of the trainer that know a model may live on a GPU ----
-
-#ifdef CNNSCALE_HAVE_CUDA
-DeviceModel* device_model(Model& m) { return m.on_device() ? static_cast<DeviceModel*>(&m) : nullptr; }
-#endif
-
-// The cuDNN/cuBLAS model on the rank's GPU when the communicator works on device
-// buffers (NCCL), else the oneDNN model.
-std::unique_ptr<Model> build_model(const std::string& spec, const SampleShape& shape, int classes, bool on_gpu,
-                                   int device) {
-#ifdef CNNSCALE_HAVE_CUDA
-  if (on_gpu) return make_cuda_model(spec, shape, classes, device);
-#endif
-  (void)on_gpu, (void)device;
-  return make_model(spec, shape, classes);
-}
-
-// A device model's optimizer updates on the model's stream.
-std::unique_ptr<Optimizer> build_optimizer(const OptimizerOptions& o, Model& m) {
-#ifdef CNNSCALE_HAVE_CUDA
-  if (DeviceModel* dev = device_model(m)) return make_cuda_optimizer(o, m.params(), m.param_count(), dev->stream());
-#endif
-  return make_optimizer(o, m.params(), m.param_count());
-}
-
-// Device models enqueue work on their own stream; NCCL must wait for it.
-void order_comm_after_model(Model& m, Communicator& comm) {
-#ifdef CNNSCALE_HAVE_CUDA
-  if (DeviceModel* dev = device_model(m)) dev->order_before(static_cast<NcclCommunicator&>(comm).stream());
-#endif
-  (void)m, (void)comm;
-}
-
-// A device model returns before its backward (or the optimizer's update) has run.
-void wait_for_model(Model& m) {
-#ifdef CNNSCALE_HAVE_CUDA
-  if (DeviceModel* dev = device_model(m)) dev->synchronize();
-#endif
-  (void)m;
-}
-
-// ---- helpers ----
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -171,7 +120,9 @@ void Trainer::setup() {
 
   // ---- model ----
   nn::set_threads(opt_.threads);
-  model_ = build_model(opt_.model, train_->shape(), train_->classes(), comm_.device_buffers(), ctx_.device);
+  // The GPU model on the rank's device when the communicator works on device buffers
+  // (NCCL), else the host (oneDNN) model.
+  model_ = make_model(opt_.model, train_->shape(), train_->classes(), comm_.device_buffers() ? ctx_.device : -1);
   std::vector<size_t> param_ends;
   for (const auto& p : model_->params()) {
     param_ends.push_back(p.offset + p.numel);
@@ -196,7 +147,7 @@ void Trainer::setup() {
   model_->init_params(opt_.seed);
   {
     auto waiting = control_.waiting("the parameter broadcast");
-    order_comm_after_model(*model_, comm_);
+    model_->order_before(comm_.stream());  // a device model's queue before the communicator's
     comm_.broadcast(model_->param_data(), model_->param_count() * sizeof(float), 0);  // rank 0's state everywhere
   }
 
@@ -206,7 +157,7 @@ void Trainer::setup() {
   if (opt_.max_steps > 0) total_steps_ = std::min<int64_t>(total_steps_, opt_.max_steps);
   if (opt_.max_steps > 0 && opt_.epochs <= 1 && opt_.max_steps > total_steps_) total_steps_ = opt_.max_steps;
   epochs_planned_ = static_cast<int>((total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_);
-  optimizer_ = build_optimizer(opt_.optimizer, *model_);
+  optimizer_ = make_optimizer(opt_.optimizer, *model_);  // CUDA kernels on the model's queue for a device model
   schedule_ = std::make_unique<LrSchedule>(opt_.lr, global_batch_, steps_per_epoch_, total_steps_);
   std::unique_ptr<BucketReducer> reducer;
   if (shm) reducer = std::move(shm);
@@ -262,9 +213,9 @@ bool Trainer::resume() {
   resumed_from_ = control_.broadcast_string(path, 0, "the resume position broadcast");
   // Over the control plane on host copies: the same path for host and device models.
   std::vector<float> host(model_->param_count());
-  if (rank_ == 0) copy_params_to_host(*model_, host.data());
+  if (rank_ == 0) model_->copy_params_to_host(host.data());
   control_.broadcast(host.data(), host.size() * sizeof(float), 0, "the checkpoint parameter broadcast");
-  if (rank_ != 0) copy_params_from_host(*model_, host.data());
+  if (rank_ != 0) model_->copy_params_from_host(host.data());
   for (auto& [name, buf] : optimizer_->state())
     control_.broadcast(buf->data(), buf->size() * sizeof(float), 0, "the checkpoint optimizer-state broadcast");
   optimizer_->set_steps_taken(pos.optimizer_steps);
@@ -326,10 +277,10 @@ StepResult Trainer::step() {
   sctx_.sample_ids = batch_.sample_ids.data();
   const double loss_sum = model_->forward_backward(batch_.images.data(), batch_.labels.data(), batch_.count, sctx_,
                                                    [&](size_t ready_end) {
-                                                     order_comm_after_model(*model_, comm_);
+                                                     model_->order_before(comm_.stream());
                                                      sync_->on_ready(ready_end);
                                                    });
-  wait_for_model(*model_);  // a device model returns before its backward has run
+  model_->synchronize();  // a device model returns before its backward has run
   t.compute = seconds_since(t1);
   {
     auto waiting = control_.waiting("the gradient allreduce");
@@ -350,7 +301,7 @@ StepResult Trainer::step() {
     log_warn("non-finite loss at step " + std::to_string(step + 1) + ": update skipped (--on-nan skip-step)");
   } else {
     optimizer_->step(model_->param_data(), model_->grad_data(), lr);
-    wait_for_model(*model_);  // the CUDA optimizer runs on the model's stream
+    model_->synchronize();  // the CUDA optimizer runs on the model's stream
   }
   if (has_buffers_ && world_ > 1) broadcast_buffers();
   t.optimizer = seconds_since(t3);
@@ -389,14 +340,14 @@ StepResult Trainer::step() {
 void Trainer::broadcast_buffers() {
   // As DDP's broadcast_buffers: batch-norm running statistics follow rank 0.
   auto waiting = control_.waiting("the buffer broadcast");
-  order_comm_after_model(*model_, comm_);
+  model_->order_before(comm_.stream());
   for (const auto& p : model_->params())
     if (!p.trainable) comm_.broadcast(model_->param_data() + p.offset, p.numel * sizeof(float), 0);
 }
 
 bool Trainer::replicas_identical() {
   host_scratch_.resize(model_->param_count());
-  copy_params_to_host(*model_, host_scratch_.data());
+  model_->copy_params_to_host(host_scratch_.data());
   const uint64_t h = hash_params(host_scratch_.data(), host_scratch_.size());
   const uint64_t lo = control_.allreduce(h, ReduceOp::min, "the replica check");
   const uint64_t hi = control_.allreduce(h, ReduceOp::max, "the replica check");

@@ -1,7 +1,11 @@
 // error.cpp — the single place that formats "cnnscale: error:" and "cnnscale: internal error:" lines.
 #include "util/error.hpp"
 
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
+
+#include "util/log.hpp"
 
 namespace cnnscale {
 
@@ -16,6 +20,24 @@ void print_internal_error(const std::string& message) {
                "with the command line and this message)\n",
                message.c_str());
   std::fflush(stderr);
+}
+
+namespace {
+std::atomic<FatalErrorHandler> g_fatal_handler{nullptr};
+}  // namespace
+
+std::string failed_call_message(const char* call, const char* file, int line, const char* what) {
+  char where[512];
+  std::snprintf(where, sizeof(where), "%s failed at %s:%d on rank %d: %s", call, file, line, log_rank(), what);
+  return where;
+}
+
+void set_fatal_error_handler(FatalErrorHandler handler) { g_fatal_handler.store(handler); }
+
+void fatal_error(const std::string& message, int status) {
+  if (FatalErrorHandler h = g_fatal_handler.load()) h(message, status);
+  print_error(message);
+  std::exit(status);
 }
 
 }  // namespace cnnscale
