@@ -91,8 +91,8 @@ int cmd_allreduce(int argc, char** argv) {
     std::printf("# Avg bus bandwidth    : %.4f GB/s\n", avg_busbw);
     if (vm.count("json")) {
       nlohmann::json j = {{"tool", "cnnscale allreduce"}, {"world_size", comm->size()}, {"nodes", ctx.num_nodes},
-                          {"backend", backend_name(comm->backend())}, {"type", dtype_name(o.dtype)}, {"results", results},
-                          {"avg_busbw_gbs", avg_busbw}, {"wrong_total", total_wrong}};
+                          {"backend", backend_name(comm->backend())}, {"type", dtype_name(o.dtype)},
+                          {"results", results}, {"avg_busbw_gbs", avg_busbw}, {"wrong_total", total_wrong}};
       write_file_atomic(vm["json"].as<std::string>(), j.dump(2) + "\n");
     }
   }

@@ -60,7 +60,8 @@ class TrainerMpi : public ::testing::Test {
   static std::string shared_tmp_dir() {
     char path[256] = {0};
     if (world_->ctx.rank == 0) {
-      std::snprintf(path, sizeof(path), "%s", (std::filesystem::temp_directory_path() / "cnnscale-trainer-XXXXXX").c_str());
+      const auto pattern = std::filesystem::temp_directory_path() / "cnnscale-trainer-XXXXXX";
+      std::snprintf(path, sizeof(path), "%s", pattern.c_str());
       if (!mkdtemp(path)) path[0] = 0;
     }
     MPI_Bcast(path, sizeof(path), MPI_CHAR, 0, MPI_COMM_WORLD);
