@@ -21,10 +21,10 @@ D="$TMP/r1"
 train --max-steps 6 --checkpoint-every 2 --run-dir "$D" >"$TMP/r1a.out" 2>&1
 expect_eq "first run exit status" 0 "$?"
 old_ckpt=$(md5 "$D/checkpoints/step-00000006.h5")
-train --max-steps 2 --checkpoint-every 1 --resume none --run-dir "$D" >"$TMP/r1b.out" 2>&1
+train --max-steps 1 --checkpoint-every 1 --resume none --run-dir "$D" >"$TMP/r1b.out" 2>&1
 expect_eq "--resume none over an older run: exit 2" 2 "$?"
 expect_grep "--resume none over an older run: both ways out named" \
-  "cnnscale: error: --resume none in run directory '$D', which already holds a run .*--resume none --force-new.*new --run-dir" "$TMP/r1b.out"
+  "cnnscale: error: --resume none in run directory '$D', which already holds a run .*choose a new --run-dir.*pass --resume none --force-new" "$TMP/r1b.out"
 expect_eq "the older run's newest checkpoint is untouched" "$old_ckpt" "$(md5 "$D/checkpoints/step-00000006.h5")"
 latest_exists "$D"
 expect_eq "latest names an existing checkpoint" 0 "$?"
