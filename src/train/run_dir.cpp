@@ -6,7 +6,6 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -50,6 +49,15 @@ void bcast_string(std::string& s) {
 void agree_or_fail(int rank, std::string error) {
   bcast_string(error);
   if (!error.empty()) fail_collective(rank, error);
+}
+
+std::string utc_format(const char* format) {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), format, &tm);
+  return buf;
 }
 
 std::string join(const std::vector<std::string>& parts, const std::string& sep) {
@@ -112,7 +120,7 @@ std::string RunConfig::text() const {
 std::string RunConfig::digest() const { return digest_of(text()); }
 
 nlohmann::json RunConfig::to_json() const {
-  // ordered_json keeps the canonical order; stored as a plain object.
+  // A plain object (nlohmann sorts its keys): readers compare it key by key.
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [k, v] : entries_) j[k] = v;
   return j;
@@ -328,15 +336,6 @@ std::string move_run_aside(const std::string& dir, const std::string& utc_stamp)
   fsync_directory(dest);
   fsync_directory(dir);
   return dest;
-}
-
-static std::string utc_format(const char* format) {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), format, &tm);
-  return buf;
 }
 
 std::string utc_now_iso8601() { return utc_format("%Y-%m-%dT%H:%M:%SZ"); }
