@@ -15,7 +15,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "comm/check.hpp"
+#include "launch/mpi_check.hpp"
 #include "train/checkpoint.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
