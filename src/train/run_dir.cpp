@@ -341,6 +341,13 @@ std::string move_run_aside(const std::string& dir, const std::string& utc_stamp)
 std::string utc_now_iso8601() { return utc_format("%Y-%m-%dT%H:%M:%SZ"); }
 std::string utc_now_stamp() { return utc_format("%Y%m%dT%H%M%SZ"); }
 
+RunProgress run_progress(bool resumed, int64_t resumed_step, int64_t recorded_steps, const std::string& resume,
+                         int64_t total_steps) {
+  if (resumed) return resumed_step >= total_steps ? RunProgress::done : RunProgress::train;
+  if (recorded_steps < 0 || resume != "auto") return RunProgress::train;
+  return recorded_steps >= total_steps ? RunProgress::done_without_checkpoints : RunProgress::cannot_continue;
+}
+
 // ---- run.json across segments ----
 
 nlohmann::json merge_run_summary(const nlohmann::json& previous, nlohmann::json now, int64_t first_step) {
@@ -452,26 +459,29 @@ void RunDir::check_identity(const RunConfig& configured) const {
 }
 
 bool RunDir::finished(bool resumed, int64_t resumed_step, int64_t total_steps) const {
-  if (resumed && resumed_step >= total_steps) {
-    log_info("nothing to train: the run in " + (dir_.empty() ? std::string("(no --run-dir)") : dir_) +
-             " is already at step " + std::to_string(resumed_step) + " and this run asks for " +
-             std::to_string(total_steps) + " steps. " +
-             (dir_.empty() ? std::string("")
-                           : "Its run.json and metrics.jsonl are left as they are. ") +
-             "To train further, raise --max-steps or --epochs (the run continues); to start over, use a new "
-             "--run-dir or --resume none --force-new");
-    if (rank_ == 0 && !dir_.empty() && recorded_steps_ < 0)
-      log_warn(dir_ + " has no run.json: the run ended between its last checkpoint and its summary (a stop "
-               "signal at the last step?); its timings are in metrics.jsonl only");
-    return true;
-  }
-  if (resumed || dir_.empty() || recorded_steps_ < 0 || resume_ != "auto") return false;
-  // run.json without a usable checkpoint.
-  if (recorded_steps_ >= total_steps) {
-    log_info("nothing to train: " + dir_ + "/run.json records a finished run of " + std::to_string(recorded_steps_) +
-             " steps (its checkpoints are gone) and this run asks for " + std::to_string(total_steps) +
-             "; run.json is left as it is. To start over, use a new --run-dir or --resume none --force-new");
-    return true;
+  const RunProgress p =
+      run_progress(resumed, resumed_step, dir_.empty() ? -1 : recorded_steps_, resume_, total_steps);
+  switch (p) {
+    case RunProgress::train:
+      return false;
+    case RunProgress::done:
+      log_info("nothing to train: the run" + (dir_.empty() ? std::string() : " in " + dir_) + " is already at step " +
+               std::to_string(resumed_step) + " and this run asks for " + std::to_string(total_steps) + " steps. " +
+               (dir_.empty() ? std::string() : "Its run.json and metrics.jsonl are left as they are. ") +
+               "To train further, raise --max-steps or --epochs (the run continues); to start over, use a new "
+               "--run-dir or --resume none --force-new");
+      if (!dir_.empty() && recorded_steps_ < 0)
+        log_warn(dir_ + " has no run.json: the run ended between its last checkpoint and its summary (a stop "
+                 "signal at the last step?); its timings are in metrics.jsonl only");
+      return true;
+    case RunProgress::done_without_checkpoints:
+      log_info("nothing to train: " + dir_ + "/run.json records a finished run of " +
+               std::to_string(recorded_steps_) + " steps (its checkpoints are gone) and this run asks for " +
+               std::to_string(total_steps) +
+               "; run.json is left as it is. To start over, use a new --run-dir or --resume none --force-new");
+      return true;
+    case RunProgress::cannot_continue:
+      break;
   }
   fail_collective(rank_, dir_, "/run.json records a finished run of ", recorded_steps_,
                   " steps but no checkpoint is left to continue it to ", total_steps, " steps; ",

@@ -130,6 +130,15 @@ std::string move_run_aside(const std::string& dir, const std::string& utc_stamp)
 std::string utc_now_iso8601();  // 2026-11-23T15:30:00Z
 std::string utc_now_stamp();    // 20261123T153000Z (for file names)
 
+// Whether a run has anything to train, from the resume point (resumed, at
+// resumed_step), the steps run.json records (-1: no run.json), --resume and the steps
+// this command asks for: train; done (the resume point is at or past them); done
+// without checkpoints (run.json alone, long enough); or cannot_continue (run.json
+// alone, shorter, nothing to continue from).
+enum class RunProgress { train, done, done_without_checkpoints, cannot_continue };
+RunProgress run_progress(bool resumed, int64_t resumed_step, int64_t recorded_steps, const std::string& resume,
+                         int64_t total_steps);
+
 // ---- run.json across segments ----
 
 // A run continued (resumed) keeps one run.json for the whole run: position and

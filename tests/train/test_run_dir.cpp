@@ -237,6 +237,20 @@ TEST(RunDirStart, MoveAsideKeepsEverythingAndNeverReusesAName) {
   EXPECT_EQ(slurp(first + "/run.json"), "{\"steps\": 4}");
 }
 
+TEST(RunProgress, FinishedRunsAreNotRetrained) {
+  // Resumed: done when the resume point is at or past the steps asked for.
+  EXPECT_EQ(run_progress(true, 4, 4, "auto", 4), RunProgress::done);        // the same command again
+  EXPECT_EQ(run_progress(true, 150, 100, "auto", 100), RunProgress::done);  // a longer continuation exists
+  EXPECT_EQ(run_progress(true, 4, 4, "auto", 7), RunProgress::train);       // more steps: continue
+  EXPECT_EQ(run_progress(true, 8, 12, "auto", 12), RunProgress::train);     // newest damaged, resumed earlier
+  EXPECT_EQ(run_progress(true, 12, -1, "other/step-12.h5", 12), RunProgress::done);  // --resume PATH
+  // Not resumed: only run.json can say the run is done.
+  EXPECT_EQ(run_progress(false, 0, -1, "auto", 4), RunProgress::train);  // a new run
+  EXPECT_EQ(run_progress(false, 0, -1, "none", 4), RunProgress::train);
+  EXPECT_EQ(run_progress(false, 0, 4, "auto", 4), RunProgress::done_without_checkpoints);
+  EXPECT_EQ(run_progress(false, 0, 4, "auto", 7), RunProgress::cannot_continue);
+}
+
 TEST(RunSummary, ContinuedRunCoversTheWholeRun) {
   using json = nlohmann::json;
   json previous = {{"steps", 100},
