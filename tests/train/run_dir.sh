@@ -112,6 +112,7 @@ expect_grep "run.json covers the whole run, metrics.jsonl marks each segment" \
   '^steps 7 first_step 4 segments \[\(0, 4\), \(4, 7\)\] starts \[0, 4\] ips_positive True config_seed 11$' "$TMP/fin3.txt"
 
 # A finished local sweep, run again: nothing retrained, nothing rewritten, the report still made.
+# shellcheck disable=SC2054  # "1,2" is one argument
 SW=(bash "$CNNSCALE_SOURCE/scripts/scaling-sweep.sh" --local --ranks 1,2 --global-batch 32 --cnnscale "$CNNSCALE"
     --out "$TMP/sweep" -- --synthetic --model "conv(8,3) relu maxpool(2) flatten linear(10)" --max-steps 4 --no-eval)
 MPIEXEC=$MPIEXEC timeout 600 "${SW[@]}" >"$TMP/sw1.out" 2>&1
