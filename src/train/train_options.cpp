@@ -34,6 +34,15 @@ ResumeFrom parse_resume(const std::string& s) {
   return r;
 }
 
+std::string resume_text(const ResumeFrom& r) {
+  switch (r.mode) {
+    case ResumeFrom::Mode::automatic: return "auto";
+    case ResumeFrom::Mode::none: return "none";
+    case ResumeFrom::Mode::path: return r.path;
+  }
+  return "auto";
+}
+
 void validate(const TrainOptions& o) {
   validate_lr_options(o.lr);
   if (o.batch_size < 1) fail("--batch-size must be at least 1 (it is per rank)");

@@ -54,6 +54,7 @@ struct TrainOptions {
   // checkpoint / fault handling
   int64_t checkpoint_every = 0;  // steps; 0 = only at epoch ends and on signals
   ResumeFrom resume;
+  bool force_new = false;        // with --resume none: move an old run in run_dir aside (run_dir.hpp)
   int keep_checkpoints = 3;
   double collective_timeout = 300;
   NanPolicy on_nan = NanPolicy::stop;
@@ -67,6 +68,7 @@ Precision parse_precision(const std::string& s);  // fp32 | bf16
 NanPolicy parse_nan_policy(const std::string& s);  // stop | skip-step
 ResumeFrom parse_resume(const std::string& s);     // auto | none | anything else is a path
 const char* precision_name(Precision p);
+std::string resume_text(const ResumeFrom& r);      // as the user wrote it: auto, none or the path
 
 // Checks what needs no other rank (ranges, combinations); throws UserError naming the
 // option.

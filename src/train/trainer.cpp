@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 
 #include "comm/bucket_reducer.hpp"
 #include "data/open_source.hpp"
@@ -38,17 +37,6 @@ uint64_t hash_params(const float* p, size_t n) {
     h *= 1099511628211ull;
   }
   return h;
-}
-
-// The options that change the trajectory, as text, for the checkpoint's config digest.
-std::string canonical_config(const TrainOptions& o, int64_t global_batch) {
-  std::ostringstream c;
-  c << "model=" << o.model << ";precision=" << precision_name(o.precision) << ";global_batch=" << global_batch
-    << ";seed=" << o.seed << ";lr=" << o.lr.lr << ";scaling=" << o.lr.scaling << ";ref=" << o.lr.reference_batch
-    << ";warmup=" << o.lr.warmup_epochs << ";decay=" << o.lr.decay << ";opt=" << o.optimizer.kind
-    << ";mom=" << o.optimizer.momentum << ";nesterov=" << o.optimizer.nesterov << ";wd=" << o.optimizer.weight_decay
-    << ";data=" << (o.data.synthetic ? std::string("synthetic") : o.data.dir) << ";drop_last=" << o.data.drop_last;
-  return c.str();
 }
 
 // What rank 0 found in a checkpoint, broadcast to every rank (trivially copyable).
@@ -112,9 +100,11 @@ Trainer::~Trainer() = default;
 void Trainer::setup() {
   if (!control_.start_watchdog(opt_.collective_timeout, ctx_.host) && world_ > 1)
     log_warn("the MPI library gives less than MPI_THREAD_MULTIPLE, so the --collective-timeout watchdog is off");
+  run_dir_ = std::make_unique<RunDir>(opt_, control_, ctx_.host, ctx_.launch.job_id);  // lock, --resume none rules
 
   // ---- data ----
   DataSources sources = open_data(opt_.data_options(), rank_, world_);  // reads dataset.json once
+  const std::shared_ptr<const DatasetInfo> dataset = sources.dataset;  // null for synthetic data
   train_ = std::move(sources.train);
   if (opt_.evaluate && !opt_.data.synthetic) eval_ = std::move(sources.eval);
 
@@ -165,12 +155,23 @@ void Trainer::setup() {
   sync_ = std::make_unique<GradSync>(std::move(buckets), std::move(reducer));
 
   ckpt_dir_ = opt_.run_dir.empty() ? std::string() : opt_.run_dir + "/checkpoints";
-  digest_ = digest_of(canonical_config(opt_, global_batch_));
+  config_ = make_run_config(opt_, model_->spec(),
+                            dataset ? dataset_fingerprint(*dataset)
+                                    : synthetic_fingerprint(opt_.data.synthetic_samples, train_->shape(),
+                                                            train_->classes()));
+  digest_ = config_.digest();
+}
+
+bool Trainer::resume() {
+  run_dir_->check_identity(config_);
+  const bool resumed = restore_checkpoint();
+  nothing_to_train_ = run_dir_->finished(resumed, first_step_, total_steps_);  // run.json stays as it is
+  return resumed;
 }
 
 // Rank 0 finds and validates the checkpoint (damaged newest ones are reported and
 // skipped under --resume auto), then broadcasts parameters, optimiser state and position.
-bool Trainer::resume() {
+bool Trainer::restore_checkpoint() {
   using Mode = ResumeFrom::Mode;
   if (opt_.resume.mode == Mode::none) return false;
   const bool explicit_path = opt_.resume.mode == Mode::path;
@@ -184,6 +185,7 @@ bool Trainer::resume() {
     for (const auto& c : candidates) {
       try {
         const CheckpointMeta meta = read_checkpoint(c, *model_, *optimizer_);
+        if (explicit_path) warn_if_other_config(c, meta, config_);
         path = c;
         pos = {1, meta.step, meta.epoch, meta.step_in_epoch, meta.world_size, meta.global_batch,
                meta.optimizer_steps};
@@ -242,7 +244,10 @@ bool Trainer::resume() {
 void Trainer::begin() {
   begun_ = true;
   install_stop_signal_handlers();
-  if (rank_ == 0) metrics_.open(opt_.run_dir);
+  if (rank_ == 0 && run_dir_->enabled()) {
+    metrics_.open(opt_.run_dir);
+    metrics_.append(run_dir_->start_record(first_step_, world_, global_batch_, resumed_from_, digest_));
+  }
   log_info("cnnscale train: " + std::to_string(world_) + " rank(s) on " + std::to_string(ctx_.num_nodes) +
            " node(s), backend " + backend_name(comm_.backend()) + ", model " + model_->name() + " (" +
            std::to_string(model_->param_count()) + " parameters), " + precision_name(opt_.precision) + ", batch " +
@@ -445,6 +450,7 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   m.optimizer = optimizer_->kind();
   m.optimizer_steps = optimizer_->steps_taken();
   m.config_digest = digest_;
+  m.config = config_.text();
   std::string message;
   if (rank_ == 0) {
     try {
@@ -460,6 +466,7 @@ void Trainer::save_checkpoint(int64_t steps_done) {
 
 // Timings over steps after warm-up; the breakdown averaged over ranks.
 void Trainer::summarize() {
+  if (nothing_to_train_) return;
   if (!begun_) begin();
   Timings tm;
   tm.wall_s = seconds_since(start_);
@@ -510,7 +517,7 @@ void Trainer::summarize() {
            (evaluated_ ? ", test accuracy " + std::to_string(last_eval_.accuracy) : std::string()));
 
   if (rank_ == 0 && !opt_.run_dir.empty()) {
-    write_run_json(opt_.run_dir, run_record(tm));
+    write_run_json(opt_.run_dir, run_dir_->summarize(run_record(tm), first_step_));
     log_info("wrote " + opt_.run_dir + "/run.json");
   }
 }
@@ -561,6 +568,7 @@ nlohmann::json Trainer::run_record(const Timings& tm) const {
   j["skipped_steps"] = skipped_steps_;
   j["resumed_from"] = resumed_from_.empty() ? nlohmann::json(nullptr) : nlohmann::json(resumed_from_);
   j["config_digest"] = digest_;
+  j["config"] = config_.to_json();
   if (!ctx_.launch.job_id.empty()) {
     const char* nl = std::getenv("SLURM_JOB_NODELIST");
     if (!nl) nl = std::getenv("SLURM_NODELIST");
@@ -572,6 +580,7 @@ nlohmann::json Trainer::run_record(const Timings& tm) const {
 int Trainer::run() {
   setup();
   resume();
+  if (nothing_to_train_) return 0;
   begin();
   while (!done())
     if (step().stopped) return kExitCheckpointedOnSignal;

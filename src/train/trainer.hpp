@@ -5,9 +5,11 @@
 // never touches MPI itself.
 //
 //   Trainer t(options, world);
-//   t.setup();                   // data, model (rank 0's parameters everywhere), gradient
-//                                // buckets, optimizer, schedule; starts the watchdog
-//   t.resume();                  // from a checkpoint, when --resume asks and one exists
+//   t.setup();                   // run directory (lock), data, model (rank 0's parameters
+//                                // everywhere), gradient buckets, optimizer, schedule;
+//                                // starts the watchdog
+//   t.resume();                  // the run directory's identity; from a checkpoint, when
+//                                // --resume asks and one exists
 //   while (!t.done())
 //     if (t.step().stopped) ...  // a stop signal: checkpointed, exit kExitCheckpointedOnSignal
 //   t.summarize();               // timings over ranks, the summary line, run.json
@@ -38,6 +40,7 @@
 #include "train/grad_sync.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/optimizer.hpp"
+#include "train/run_dir.hpp"
 #include "train/run_files.hpp"
 #include "train/step_stats.hpp"
 #include "train/train_options.hpp"
@@ -62,11 +65,14 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   void setup();
-  // Restores model, optimizer and position from a checkpoint when --resume asks for one
+  // Checks that the run directory holds a run of this configuration (run_dir.hpp), then
+  // restores model, optimizer and position from a checkpoint when --resume asks for one
   // and (with auto) one exists; true when it did. After setup(), before the first step.
+  // When the run is already complete, done() is true from here on and run() returns 0
+  // leaving the run directory as it is.
   bool resume();
   StepResult step();
-  bool done() const { return next_step_ >= total_steps_; }
+  bool done() const { return nothing_to_train_ || next_step_ >= total_steps_; }
   // After the last step: the replica-check and summary lines, run.json (with --run-dir).
   void summarize();
   // setup, resume, steps, summarize. Returns 0, or kExitCheckpointedOnSignal.
@@ -84,6 +90,7 @@ class Trainer {
     double accuracy = 0, loss = 0;
     int64_t samples = 0;
   };
+  bool restore_checkpoint();  // resume()'s checkpoint part
   void begin();  // before the first step: metrics file, banner, data position, clocks
   void log_progress(int64_t step, double lr, const StepTimes& t);
   EvalResult evaluate();
@@ -102,6 +109,8 @@ class Trainer {
   const int64_t global_batch_;
 
   // Built by setup().
+  std::unique_ptr<RunDir> run_dir_;   // holds the run directory's lock while the Trainer lives
+  RunConfig config_;                  // the run's identity (digest_ is its digest)
   std::unique_ptr<BatchSource> train_;
   std::unique_ptr<EvalSource> eval_;  // null: no evaluation
   std::unique_ptr<Model> model_;
@@ -119,6 +128,7 @@ class Trainer {
   int start_epoch_ = 0;
   int64_t start_in_epoch_ = 0;
   std::string resumed_from_;          // checkpoint path, empty when not resumed
+  bool nothing_to_train_ = false;     // the run directory's run is already complete
 
   // The loop's state.
   bool begun_ = false;
