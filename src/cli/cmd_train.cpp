@@ -28,7 +28,11 @@ int cmd_train(int argc, char** argv) {
       "drop the epoch's tail that does not fill a global batch (default)")(
       "no-drop-last", po::bool_switch(), "wrap around to fill the last global batch instead")(
       "prefetch", po::value(&o.prefetch)->default_value(o.prefetch), "batches the reader thread keeps ready")(
-      "cache", po::value(&o.cache)->default_value(o.cache), "none|memory: keep this rank's samples after first read");
+      "cache", po::value(&o.cache)->default_value(o.cache), "none|memory: keep this rank's samples after first read")(
+      "augment", po::value(&o.augment)->default_value("none"),
+      "training augmentation, comma-separated steps applied in order in the reader thread (evaluation never "
+      "augments): crop<S>pad<P> = RandomCrop(S, padding=P) with zero padding, S the image size (e.g. crop32pad4); "
+      "hflip = RandomHorizontalFlip(p=0.5); none. Each sample's draws depend only on (seed, epoch, sample index)");
   po::options_description model("Model and numerics");
   model.add_options()("model", po::value(&o.model)->default_value(o.model),
                       "mnist_cnn | lenet5 | resnet20 | a one-line spec, e.g. \"conv(32,3) relu maxpool(2) flatten "

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "data/augment.hpp"
 #include "data/contiguous_eval.hpp"
 #include "data/h5util.hpp"
 #include "data/normalize.hpp"
@@ -129,6 +130,7 @@ class ShardedHdf5Source : public BatchSource {
         sampler_(info->train.samples, o.batch_per_rank * world, o.drop_last, o.seed),
         reader_(info, info->train, o.cache_memory),
         norm_(info->shape, info->mean, info->std),
+        augment_(o.augment, info->shape, o.seed),
         prefetch_([this](int e, int64_t s, Batch& b) { produce(e, s, b); }, sampler_.steps_per_epoch(), o.prefetch) {}
 
   SampleShape shape() const override { return info_->shape; }
@@ -173,6 +175,14 @@ class ShardedHdf5Source : public BatchSource {
       k = k2;
     }
     b.images.resize(static_cast<size_t>(n * numel));
+    if (augment_.active()) {
+      augmented_.resize(static_cast<size_t>(numel));
+      for (int64_t j = 0; j < n; ++j) {
+        augment_.apply(staging_.data() + j * numel, augmented_.data(), epoch, ids_[order_[j]], scratch_);
+        norm_.apply(augmented_.data(), b.images.data() + order_[j] * numel);
+      }
+      return;
+    }
     for (int64_t j = 0; j < n; ++j) norm_.apply(staging_.data() + j * numel, b.images.data() + order_[j] * numel);
   }
 
@@ -182,8 +192,9 @@ class ShardedHdf5Source : public BatchSource {
   Sampler sampler_;
   ShardReader reader_;
   Normalizer norm_;
+  Augmenter augment_;  // applied to the uint8 sample before norm_, in the reader thread
   std::vector<int64_t> ids_, order_, local_;
-  std::vector<uint8_t> staging_;
+  std::vector<uint8_t> staging_, augmented_, scratch_;
   Prefetcher prefetch_;  // last: its thread stops before the members above go
 };
 

@@ -16,6 +16,7 @@ struct TrainOptions {
   bool drop_last = true;
   int prefetch = 2;
   std::string cache = "none";    // none | memory
+  std::string augment;           // --augment LIST (data/augment.hpp); "" = none
   // model and numerics
   std::string model = "mnist_cnn";
   std::string precision = "fp32";  // fp32 | bf16

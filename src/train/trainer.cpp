@@ -273,6 +273,7 @@ int run_training(const TrainOptions& opt) {
   dopt.drop_last = opt.drop_last;
   dopt.prefetch = opt.prefetch;
   dopt.cache = opt.cache;
+  dopt.augment = opt.augment;
   DataSources sources = open_data(dopt, rank, world);  // reads dataset.json once
   auto train = std::move(sources.train);
   std::unique_ptr<EvalSource> eval;
