@@ -184,7 +184,7 @@ TEST_F(PrepCifar, Cifar100FineAndCoarseLabels) {
     for (int c = 0; c < 100; ++c) fine << "fine" << c << "\n";
     for (int c = 0; c < 20; ++c) coarse << "coarse" << c << "\n";
   }
-  for (const std::string& labels : {"", "fine", "coarse"}) {
+  for (const std::string labels : {"", "fine", "coarse"}) {
     const std::string out = root_ + "/ds-" + labels;
     prep("cifar100", root_, out, labels);
     const DatasetInfo info = load_dataset(out);
