@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "data/augment.hpp"
 #include "launch/mpi_check.hpp"
 #include "train/checkpoint.hpp"
 #include "util/atomic_file.hpp"
@@ -171,6 +172,9 @@ RunConfig make_run_config(const TrainOptions& o, const std::string& model_spec, 
   c.set("seed", std::to_string(o.seed));
   c.set("precision", o.precision);
   c.set("drop_last", o.drop_last ? "true" : "false");
+  std::string augment;  // canonical: the step names, comma-separated ("none" without steps)
+  for (const auto& s : parse_augment(o.augment)) augment += (augment.empty() ? "" : ",") + s.name;
+  c.set("augment", augment.empty() ? "none" : augment);
   c.set("optimizer", o.optimizer.kind);
   if (o.optimizer.kind == "adamw") {
     c.set("beta1", num(o.optimizer.beta1));

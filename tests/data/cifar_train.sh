@@ -100,6 +100,14 @@ rel=$(awk '{print $8}' "$TMP/dplain.txt")
 python3 -c "import sys; sys.exit(0 if float('$rel') > 1e-3 else 1)"
 expect_eq "augmentation changes the trajectory (rel diff $rel > 1e-3 from --augment none)" 0 "$?"
 
+# A run directory records the augmentation: resuming it with another list is refused.
+"$C" train --data "$TMP/ds" --model "$SMALL" --batch-size 16 --max-steps 2 --augment "crop32pad4, hflip" \
+  --run-dir "$TMP/rd" --no-eval >"$TMP/rd1.out" 2>&1
+expect_eq "run with --augment into a run dir" 0 "$?"
+run rd2 "$C" train --data "$TMP/ds" --model "$SMALL" --batch-size 16 --max-steps 4 --augment hflip \
+  --run-dir "$TMP/rd" --no-eval
+expect_error rd2 "augment was 'crop32pad4,hflip', configured augment is 'hflip'"
+
 # ---- (2) the CIFAR-10 recipe config runs (resnet20, augmentation)
 run cfg "$C" train --config "$CNNSCALE_SOURCE/configs/cifar10.ini" --data "$TMP/ds" --batch-size 16 --max-steps 2 \
   --no-eval
