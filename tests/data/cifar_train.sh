@@ -13,7 +13,7 @@
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 DIFF="$CNNSCALE_BUILD/tests/ckpt_diff"
-M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
+M=("$MPIEXEC" --allow-run-as-root --oversubscribe --bind-to none)
 C="$CNNSCALE"
 SMALL="conv(16,3,1,1) relu maxpool(2) conv(32,3,1,1) relu maxpool(2) flatten linear(10)"
 run() { local n=$1; shift; "$@" >"$TMP/$n.out" 2>"$TMP/$n.err"; st=$?; }
@@ -74,7 +74,7 @@ expect_error synaug "--synthetic samples are not images"
 # ~1e-2); over 6 steps rounding grows through ReLU boundaries (measured 2e-7 at lr 0.02,
 # 7e-6 at lr 0.05), hence lr 0.02 and the 1e-5 bound of ddp_equivalence.sh.
 train_eq() {  # NAME RANKS BATCH AUGMENT STEPS
-  timeout 600 $M -n "$2" "$C" train --data "$TMP/ds" --model mnist_cnn --batch-size "$3" --max-steps "$5" \
+  timeout 600 "${M[@]}" -n "$2" "$C" train --data "$TMP/ds" --model mnist_cnn --batch-size "$3" --max-steps "$5" \
     --augment "$4" --lr 0.02 --momentum 0.9 --weight-decay 1e-4 --seed 7 --check-replicas 1 --no-eval \
     --run-dir "$TMP/$1" >"$TMP/$1.out" 2>&1
   expect_eq "$1: train exit status" 0 "$?"
@@ -115,7 +115,7 @@ expect_eq "configs/cifar10.ini runs" 0 "$st"
 expect_grep "configs/cifar10.ini: resnet20" 'model resnet20' "$TMP/cfg.out"
 
 # ---- (3) one epoch on 2 ranks with augmentation learns
-timeout 600 $M -n 2 "$C" train --data "$TMP/ds" --model "$SMALL" --epochs 1 --batch-size 32 \
+timeout 600 "${M[@]}" -n 2 "$C" train --data "$TMP/ds" --model "$SMALL" --epochs 1 --batch-size 32 \
   --augment crop32pad4,hflip --lr 0.05 --momentum 0.9 --seed 1 --log-every 50 >"$TMP/e2e.out" 2>&1
 expect_eq "1 epoch on 2 ranks exit status" 0 "$?"
 acc=$(sed -n 's/^epoch 1 test accuracy \([0-9.]*\) .*/\1/p' "$TMP/e2e.out")
