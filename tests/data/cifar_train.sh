@@ -6,6 +6,8 @@
 # lists, then with --augment crop32pad4,hflip:
 #  (1) 1 rank × 64 ≡ 2 ranks × 32 (mnist_cnn with dropout, 6 steps, relative parameter
 #      difference < 1e-5) and augmentation does change the result;
+#      a run stopped at step 3 and resumed is bitwise the uninterrupted one, and the run
+#      directory refuses a resume with another --augment list;
 #  (2) configs/cifar10.ini (resnet20) runs;
 #  (3) 1 epoch of 6000 samples on 2 ranks reaches test accuracy >= 0.55 on 1000 test
 #      samples (measured: 0.665 and 0.765 for seeds 1 and 2, 0.795/0.805 without
@@ -99,6 +101,14 @@ expect_eq "with --augment: 1 rank x 64 == 2 ranks x 32 (rel diff $rel < 1e-5)" 0
 rel=$(awk '{print $8}' "$TMP/dplain.txt")
 python3 -c "import sys; sys.exit(0 if float('$rel') > 1e-3 else 1)"
 expect_eq "augmentation changes the trajectory (rel diff $rel > 1e-3 from --augment none)" 0 "$?"
+
+# Stopped after step 3 and resumed (mid-epoch): bitwise the uninterrupted 2-rank run,
+# so the resumed reader re-draws exactly the same crops and flips.
+train_eq k3 2 32 crop32pad4,hflip 3
+train_eq k3 2 32 crop32pad4,hflip $STEPS
+expect_grep "resume says where" "resumed from .*step-00000003.h5 at step 3" "$TMP/k3.out"
+"$DIFF" "$TMP/w2/$CK" "$TMP/k3/$CK" >"$TMP/dk3.txt" 2>&1
+expect_grep "with --augment: stopped at 3 and resumed == uninterrupted, bitwise" 'identical 1' "$TMP/dk3.txt"
 
 # A run directory records the augmentation: resuming it with another list is refused.
 "$C" train --data "$TMP/ds" --model "$SMALL" --batch-size 16 --max-steps 2 --augment "crop32pad4, hflip" \
