@@ -226,50 +226,59 @@ RgbImage decode_image(const std::string& path) {
   return img;
 }
 
-RgbImage resize_bilinear(const RgbImage& in, int width, int height) {
-  if (width < 1 || height < 1) fail("internal: resize to ", width, "x", height);
-  RgbImage cur = in;
-  if (width != in.width) {  // horizontal pass
-    const Coeffs c = precompute(in.width, width);
-    RgbImage out;
-    out.width = width;
-    out.height = in.height;
-    out.pixels.resize(static_cast<size_t>(width) * in.height * 3);
-    for (int y = 0; y < in.height; ++y) {
-      const uint8_t* s = cur.pixels.data() + static_cast<size_t>(y) * in.width * 3;
-      uint8_t* d = out.pixels.data() + static_cast<size_t>(y) * width * 3;
-      for (int x = 0; x < width; ++x) {
+void resample_bilinear(const uint8_t* src, int in_w, int in_h, int channels, uint8_t* dst, int out_w, int out_h) {
+  if (out_w < 1 || out_h < 1 || in_w < 1 || in_h < 1) fail("internal: resize ", in_w, "x", in_h, " to ", out_w, "x", out_h);
+  const size_t in_stride = static_cast<size_t>(in_w) * channels;
+  std::vector<uint8_t> mid;  // after the horizontal pass: in_h rows of out_w pixels
+  const uint8_t* cur = src;
+  int cur_w = in_w;
+  if (out_w != in_w) {
+    const Coeffs c = precompute(in_w, out_w);
+    const bool last = out_h == in_h;
+    mid.resize(static_cast<size_t>(out_w) * in_h * channels);
+    uint8_t* out = last ? dst : mid.data();
+    for (int y = 0; y < in_h; ++y) {
+      const uint8_t* s = src + y * in_stride;
+      uint8_t* d = out + static_cast<size_t>(y) * out_w * channels;
+      for (int x = 0; x < out_w; ++x) {
         const int xmin = c.bounds[2 * x], n = c.bounds[2 * x + 1];
         const int32_t* k = c.k.data() + static_cast<size_t>(x) * c.ksize;
-        for (int ch = 0; ch < 3; ++ch) {
+        for (int ch = 0; ch < channels; ++ch) {
           int32_t ss = 1 << (kPrecisionBits - 1);
-          for (int i = 0; i < n; ++i) ss += s[3 * (xmin + i) + ch] * k[i];
-          d[3 * x + ch] = clip8(ss);
+          for (int i = 0; i < n; ++i) ss += s[channels * (xmin + i) + ch] * k[i];
+          d[channels * x + ch] = clip8(ss);
         }
       }
     }
-    cur = std::move(out);
+    if (last) return;
+    cur = mid.data();
+    cur_w = out_w;
   }
-  if (height != in.height) {  // vertical pass
-    const Coeffs c = precompute(in.height, height);
-    RgbImage out;
-    out.width = cur.width;
-    out.height = height;
-    const size_t stride = static_cast<size_t>(cur.width) * 3;
-    out.pixels.resize(stride * height);
-    for (int y = 0; y < height; ++y) {
-      const int ymin = c.bounds[2 * y], n = c.bounds[2 * y + 1];
-      const int32_t* k = c.k.data() + static_cast<size_t>(y) * c.ksize;
-      uint8_t* d = out.pixels.data() + y * stride;
-      for (size_t p = 0; p < stride; ++p) {
-        int32_t ss = 1 << (kPrecisionBits - 1);
-        for (int i = 0; i < n; ++i) ss += cur.pixels[(ymin + i) * stride + p] * k[i];
-        d[p] = clip8(ss);
-      }
+  const size_t stride = static_cast<size_t>(cur_w) * channels;
+  if (out_h == in_h) {  // same size: a copy
+    std::memcpy(dst, cur, stride * in_h);
+    return;
+  }
+  const Coeffs c = precompute(in_h, out_h);
+  for (int y = 0; y < out_h; ++y) {
+    const int ymin = c.bounds[2 * y], n = c.bounds[2 * y + 1];
+    const int32_t* k = c.k.data() + static_cast<size_t>(y) * c.ksize;
+    uint8_t* d = dst + y * stride;
+    for (size_t p = 0; p < stride; ++p) {
+      int32_t ss = 1 << (kPrecisionBits - 1);
+      for (int i = 0; i < n; ++i) ss += cur[(ymin + i) * stride + p] * k[i];
+      d[p] = clip8(ss);
     }
-    cur = std::move(out);
   }
-  return cur;
+}
+
+RgbImage resize_bilinear(const RgbImage& in, int width, int height) {
+  RgbImage out;
+  out.width = width;
+  out.height = height;
+  out.pixels.resize(static_cast<size_t>(width) * height * 3);
+  resample_bilinear(in.pixels.data(), in.width, in.height, 3, out.pixels.data(), width, height);
+  return out;
 }
 
 RgbImage resize_shorter(const RgbImage& in, int size) {
