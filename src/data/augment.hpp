@@ -11,6 +11,18 @@
 //                  sample shape does not change), e.g. crop32pad4 on CIFAR's 32×32.
 //   hflip          torchvision RandomHorizontalFlip(p=0.5): with probability 1/2, column x
 //                  of every channel becomes column W-1-x.
+//   rrc<S>         torchvision RandomResizedCrop(S) with its defaults (scale (0.08, 1),
+//                  ratio (3/4, 4/3), bilinear with antialias): get_params' ten tries — area
+//                  fraction uniform in scale, log aspect ratio uniform in log(ratio),
+//                  w = round(sqrt(area·ratio)), h = round(sqrt(area/ratio)), accepted when
+//                  0 < w <= W and 0 < h <= H, then top uniform in [0, H-h], left in [0, W-w];
+//                  else the fallback central crop — then the h×w window is resized to S×S
+//                  by PIL's bilinear resample. The sample becomes C×S×S.
+//   center<S>      torchvision CenterCrop(S) (zero padding when the image is smaller);
+//                  no randomness. The sample becomes C×S×S.
+// Evaluation applies the deterministic counterpart of the list: center<S> for rrc<S> and
+// center<S> steps, nothing for crop and hflip, so test samples get the training shape
+// (for rrc224 on 256×256 prepped images: CenterCrop(224), ImageNet's evaluation).
 // The zero padding is pixel value 0 before Normalize, as in torchvision's
 // [RandomCrop, RandomHorizontalFlip, ToTensor, Normalize] recipe.
 //
@@ -29,9 +41,9 @@
 namespace cnnscale {
 
 struct AugmentStep {
-  enum class Kind { crop, hflip };
+  enum class Kind { crop, hflip, rrc, center };
   Kind kind = Kind::hflip;
-  int size = 0, pad = 0;  // crop only
+  int size = 0, pad = 0;  // crop: size and pad; rrc, center: size
   std::string name;       // as written, e.g. "crop32pad4"
 };
 
@@ -42,19 +54,25 @@ std::string augment_valid_names();
 std::vector<AugmentStep> parse_augment(const std::string& list);
 
 // What step k drew for one sample: the crop window's top-left corner in the padded
-// image (crop) or whether the image is flipped (hflip).
+// image (crop), whether the image is flipped (hflip), the window top, left, h, w (rrc).
 struct AugmentDraw {
-  int top = 0, left = 0;
+  int top = 0, left = 0, h = 0, w = 0;
   bool flip = false;
 };
 
-// The draw of `step` (at position k of the pipeline) for sample g of epoch e.
+// The draw of `step` (at position k of the pipeline) for sample g of epoch e; `shape` is
+// the sample's shape when the step runs.
 AugmentDraw augment_draw(const AugmentStep& step, int k, uint64_t seed, int epoch, int64_t g, SampleShape shape);
 
 // The geometry, exposed for tests. src and dst are shape.numel() bytes, not aliased.
 // crop_padded: dst(c, y, x) = src(c, y + top - pad, x + left - pad), or 0 outside src.
 void crop_padded(const uint8_t* src, uint8_t* dst, SampleShape shape, int pad, int top, int left);
 void flip_horizontal(const uint8_t* src, uint8_t* dst, SampleShape shape);
+// Window (top, left, h, w) of a C×H×W sample resized to C×size×size (PIL bilinear).
+void resized_crop(const uint8_t* src, uint8_t* dst, SampleShape shape, int top, int left, int h, int w, int size,
+                  std::vector<uint8_t>& scratch);
+// torchvision CenterCrop(size) of a C×H×W sample into C×size×size.
+void center_crop_planes(const uint8_t* src, uint8_t* dst, SampleShape shape, int size);
 
 class Augmenter {
  public:
@@ -63,13 +81,19 @@ class Augmenter {
   Augmenter(const std::string& list, SampleShape shape, uint64_t seed);
   bool active() const { return !steps_.empty(); }
   const std::vector<AugmentStep>& steps() const { return steps_; }
-  // Writes the augmented sample g of `epoch` into dst (shape.numel() bytes; src and dst
-  // not aliased). `scratch` is the caller's (per thread) working buffer.
+  SampleShape input_shape() const { return shape_; }
+  SampleShape output_shape() const { return out_shape_; }
+  // The evaluation pipeline of this list (see above), on the same input shape.
+  Augmenter for_evaluation() const;
+  // Writes the augmented sample g of `epoch` (input_shape().numel() bytes) into dst
+  // (output_shape().numel() bytes; not aliased). `scratch` is the caller's (per thread)
+  // working buffer.
   void apply(const uint8_t* src, uint8_t* dst, int epoch, int64_t g, std::vector<uint8_t>& scratch) const;
 
  private:
   std::vector<AugmentStep> steps_;
-  SampleShape shape_;
+  std::vector<SampleShape> shapes_;  // shape entering each step
+  SampleShape shape_, out_shape_;
   uint64_t seed_ = 0;
 };
 

@@ -9,7 +9,8 @@
 // cache_memory, every chunk the rank touches is kept (decoded) after its first read,
 // and later reads come from memory.
 // Hdf5EvalSource (evaluation): rank r reads the contiguous global range
-// [N*r/W, N*(r+1)/W) of the split in order, in batches of at most max_batch.
+// [N*r/W, N*(r+1)/W) of the split in order, in batches of at most max_batch, never
+// augmented (only center-cropped to the training shape after rrc<S>/center<S>).
 #pragma once
 #include <memory>
 #include <string>
@@ -31,8 +32,9 @@ struct ReaderOptions {
 // `info` is shared so that callers may open several sources on one load_dataset().
 std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const DatasetInfo> info,
                                                     const ReaderOptions& opts, int rank, int world);
-// split: "test" or "train".
+// split: "test" or "train". augment: the training --augment list; evaluation applies
+// its deterministic counterpart (Augmenter::for_evaluation: center<S> for rrc<S>).
 std::unique_ptr<EvalSource> make_hdf5_eval_source(std::shared_ptr<const DatasetInfo> info, const std::string& split,
-                                                  int rank, int world);
+                                                  int rank, int world, const std::string& augment = "");
 
 }  // namespace cnnscale

@@ -46,7 +46,7 @@ DataSources open_local(const DataOptions& o, int rank, int world) {
   ro.augment = o.augment;
   d.train = make_hdf5_train_source(info, ro, rank, world);
   const SplitInfo& es = o.eval_split == "train" ? info->train : info->test;
-  if (es.samples > 0) d.eval = make_hdf5_eval_source(info, o.eval_split, rank, world);
+  if (es.samples > 0) d.eval = make_hdf5_eval_source(info, o.eval_split, rank, world, o.augment);
   d.dataset = info;
   return d;
 }

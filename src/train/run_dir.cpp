@@ -173,7 +173,10 @@ RunConfig make_run_config(const TrainOptions& o, const std::string& model_spec, 
   c.set("precision", o.precision);
   c.set("drop_last", o.drop_last ? "true" : "false");
   std::string augment;  // canonical: the step names, comma-separated ("none" without steps)
-  for (const auto& s : parse_augment(o.augment)) augment += (augment.empty() ? "" : ",") + s.name;
+  for (const auto& s : parse_augment(o.augment)) {
+    if (!augment.empty()) augment += ",";
+    augment += s.name;
+  }
   c.set("augment", augment.empty() ? "none" : augment);
   c.set("optimizer", o.optimizer.kind);
   if (o.optimizer.kind == "adamw") {

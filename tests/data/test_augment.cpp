@@ -1,6 +1,8 @@
 // test_augment.cpp — the --augment pipeline: grammar and its errors; crop and flip
 // geometry against hand-computed boxes; the draws' ranges, balance and independence
-// of everything but (seed, epoch, sample); composition order.
+// of everything but (seed, epoch, sample); composition order; rrc/center shapes, the
+// evaluation pipeline and RandomResizedCrop's windows and fallback. (Pixel equality with
+// torchvision: augment_torchvision.sh.)
 #include <gtest/gtest.h>
 
 #include <set>
@@ -179,4 +181,60 @@ TEST(Augment, PipelineAppliesStepsInOrder) {
   EXPECT_FALSE(none.active());
   none.apply(img.data(), out.data(), 0, 0, scratch);
   EXPECT_EQ(out, img);
+}
+
+TEST(Augment, ResizedCropAndCenterShapesAndEvaluation) {
+  auto s = parse_augment("rrc24,hflip,center20");
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0].kind, AugmentStep::Kind::rrc);
+  EXPECT_EQ(s[0].size, 24);
+  EXPECT_EQ(s[2].kind, AugmentStep::Kind::center);
+  const SampleShape in{3, 40, 56};
+  Augmenter a("rrc24,hflip", in, 3);
+  EXPECT_EQ(a.output_shape().height, 24);
+  EXPECT_EQ(a.output_shape().width, 24);
+  EXPECT_EQ(a.output_shape().channels, 3);
+  // Evaluation: center<S> for rrc<S>, nothing for hflip/crop.
+  const Augmenter e = a.for_evaluation();
+  ASSERT_EQ(e.steps().size(), 1u);
+  EXPECT_EQ(e.steps()[0].kind, AugmentStep::Kind::center);
+  EXPECT_EQ(e.steps()[0].size, 24);
+  EXPECT_FALSE(Augmenter("crop32pad4,hflip", kCifar, 3).for_evaluation().active());
+  // A crop after rrc is checked against rrc's output size.
+  EXPECT_NE(error_of([&] { Augmenter("rrc24,crop32pad4", in, 3); })
+                .find("crop32pad4 cuts 32x32 windows but the images reaching it are 24x24; use crop24pad4"),
+            std::string::npos);
+  EXPECT_NO_THROW(Augmenter("rrc24,crop24pad3", in, 3));
+}
+
+TEST(Augment, ResizedCropDrawsAreTorchvisionsWindows) {
+  const AugmentStep rrc = parse_augment("rrc24")[0];
+  for (SampleShape in : {SampleShape{3, 40, 56}, SampleShape{3, 32, 32}}) {
+    double min_area = 1, max_area = 0;
+    for (int g = 0; g < 5000; ++g) {
+      const AugmentDraw d = augment_draw(rrc, 0, 5, 1, g, in);
+      ASSERT_GT(d.h, 0);
+      ASSERT_GT(d.w, 0);
+      ASSERT_GE(d.top, 0);
+      ASSERT_GE(d.left, 0);
+      ASSERT_LE(d.top + d.h, in.height);
+      ASSERT_LE(d.left + d.w, in.width);
+      const double frac = static_cast<double>(d.h) * d.w / (in.height * in.width);
+      min_area = std::min(min_area, frac);
+      max_area = std::max(max_area, frac);
+    }
+    // Areas span torchvision's scale (0.08, 1) up to rounding of h and w.
+    EXPECT_LT(min_area, 0.12) << in.height << "x" << in.width;
+    EXPECT_GT(max_area, 0.8) << in.height << "x" << in.width;
+  }
+  // The fallback: 2×100 admits no window with ratio in [3/4, 4/3] and area >= 8 %
+  // (h <= 2 forces w <= 3, area 6/200 < 8 %), so every sample takes the central crop
+  // h = 2, w = round(2 · 4/3) = 3 at top 0, left (100 - 3) / 2 = 48.
+  for (int g = 0; g < 100; ++g) {
+    const AugmentDraw d = augment_draw(rrc, 0, 5, 1, g, SampleShape{1, 2, 100});
+    EXPECT_EQ(d.h, 2);
+    EXPECT_EQ(d.w, 3);
+    EXPECT_EQ(d.top, 0);
+    EXPECT_EQ(d.left, 48);
+  }
 }

@@ -2,7 +2,9 @@
 // training image is exactly Augmenter(fixture bytes of its sample id) normalised; the
 // concatenated batches of W = 1, 2, 4 sources (one per rank) are bitwise identical,
 // with prefetch 0 and 3, and after a seek; evaluation is never augmented; a bad list
-// or a crop that does not fit is a UserError from open_data().
+// or a crop that does not fit is a UserError from open_data(). With rrc<S> the batches
+// are C×S×S (the source's shape says so), still identical across world sizes, and
+// evaluation center-crops the test split to S×S.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -128,4 +130,34 @@ TEST_F(AugmentReader, BadListsAreUserErrors) {
   DataOptions syn = options(1, 2, "hflip");
   syn.synthetic = true;
   EXPECT_NE(msg(syn).find("--synthetic samples are not images"), std::string::npos);
+}
+
+TEST_F(AugmentReader, ResizedCropChangesTheShapeAndEvaluationCentreCrops) {
+  const char* list = "rrc6,hflip";
+  const SampleShape out{3, 6, 6};
+  auto d = open_data(options(1, 2, list), 0, 1);
+  EXPECT_EQ(d.train->shape().height, 6);
+  EXPECT_EQ(d.train->shape().width, 6);
+  const auto ref = read_global(options(1, 2, list), 1, 0, 0, 10);
+  EXPECT_EQ(static_cast<int64_t>(ref.size()), 10 * kG * out.numel());
+  EXPECT_EQ(read_global(options(2, 0, list), 2, 0, 0, 10), ref);
+  EXPECT_EQ(read_global(options(4, 3, list), 4, 0, 0, 10), ref);
+  // Evaluation: the centre 6×6 of each 8×8 test image (rows/columns 1..6), normalised.
+  ASSERT_TRUE(d.eval);
+  Batch b;
+  int64_t seen = 0, wrong = 0;
+  while (d.eval->next(b, 7)) {
+    ASSERT_EQ(static_cast<int64_t>(b.images.size()), b.count * out.numel());
+    for (int64_t k = 0; k < b.count; ++k)
+      for (int c = 0; c < 3; ++c)
+        for (int y = 0; y < 6; ++y)
+          for (int x = 0; x < 6; ++x) {
+            const float v = b.images[((k * 3 + c) * 6 + y) * 6 + x];
+            const long got = std::lround((v * d.dataset->std[c] + d.dataset->mean[c]) * 255.0);
+            wrong += got != fixture_pixel(100000 + b.sample_ids[k], (c * 8 + y + 1) * 8 + x + 1);
+          }
+    seen += b.count;
+  }
+  EXPECT_EQ(seen, kTest);
+  EXPECT_EQ(wrong, 0);
 }
