@@ -34,7 +34,9 @@ int cmd_train(int argc, char** argv) {
       "augment", po::value(&o.augment)->default_value("none"),
       "training augmentation, comma-separated steps applied in order in the reader thread (evaluation never "
       "augments): crop<S>pad<P> = RandomCrop(S, padding=P) with zero padding, S the image size (e.g. crop32pad4); "
-      "hflip = RandomHorizontalFlip(p=0.5); none. Each sample's draws depend only on (seed, epoch, sample index)");
+      "hflip = RandomHorizontalFlip(p=0.5); rrc<S> = RandomResizedCrop(S) (the sample becomes S×S; evaluation then "
+      "center-crops to S); center<S> = CenterCrop(S); none. Each sample's draws depend only on (seed, epoch, sample "
+      "index)");
   po::options_description model("Model and numerics");
   model.add_options()("model", po::value(&o.model)->default_value(o.model),
                       "mnist_cnn | lenet5 | resnet20 | a one-line spec, e.g. \"conv(32,3) relu maxpool(2) flatten "

@@ -22,7 +22,7 @@ fi
 check() {  # check NAME LIST C H W [--eval]
   local n=$1 list=$2 c=$3 h=$4 w=$5
   "$PY" -c "import random, sys; random.seed(5); sys.stdout.buffer.write(bytes(random.randrange(1, 256) for _ in range($c*$h*$w)))" >"$TMP/$n.in"
-  "$TOOL" "$list" 17 3 400 "$c" "$h" "$w" "$TMP/$n.in" "$TMP/$n.out" ${6:-} >"$TMP/$n.draws"
+  "$TOOL" "$list" 17 3 400 "$c" "$h" "$w" "$TMP/$n.in" "$TMP/$n.out" ${6:+"$6"} >"$TMP/$n.draws"
   expect_eq "$n: augment_tool exit status" 0 "$?"
   "$PY" - "$TMP/$n.in" "$TMP/$n.out" "$TMP/$n.draws" "$c" "$h" "$w" >"$TMP/$n.result" 2>&1 <<'PYEOF'
 import sys
