@@ -211,9 +211,9 @@ void Augmenter::apply(const uint8_t* src, uint8_t* dst, int epoch, int64_t g, st
   int64_t n = out_shape_.numel();
   for (const auto& sh : shapes_) n = std::max(n, sh.numel());
   // scratch: two ping-pong sample buffers; rrc copies its window (one plane at a time)
-  // into `window` before resampling it.
+  // into `window` (kept per reader thread) before resampling it.
   scratch.resize(static_cast<size_t>(2 * n));
-  std::vector<uint8_t> window;
+  thread_local std::vector<uint8_t> window;
   uint8_t* bufs[2] = {scratch.data(), scratch.data() + n};
   const uint8_t* cur = src;
   for (size_t k = 0; k < steps_.size(); ++k) {

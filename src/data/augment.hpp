@@ -1,6 +1,6 @@
 // augment.hpp — on-the-fly training augmentation (`cnnscale train --augment LIST`): a
 // pipeline of uint8 image transforms that the reader thread applies to each training
-// sample before Normalize. Evaluation never augments.
+// sample before Normalize. Evaluation gets no random step (see below).
 //
 // LIST is comma-separated step names, applied left to right ("" or "none": no step):
 //   crop<S>pad<P>  torchvision RandomCrop(S, padding=P) with its defaults (fill 0,
