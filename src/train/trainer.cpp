@@ -29,6 +29,7 @@
 #include "train/run_files.hpp"
 #include "train/step_stats.hpp"
 #include "train/stop_signal.hpp"
+#include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
@@ -251,6 +252,7 @@ int run_training(const TrainOptions& opt) {
   if (!(opt.collective_timeout > 0)) fail("--collective-timeout must be positive (seconds)");
   if (opt.on_nan != "stop" && opt.on_nan != "skip-step") fail("--on-nan ", opt.on_nan, " is not supported; use stop or skip-step");
   Backend requested = parse_backend(opt.backend);
+  install_stop_signal_handlers();  // from here a SIGTERM/SIGUSR1 waits for the next step boundary
 
   // ---- who am I ----
   BootstrapOptions bo;
@@ -383,13 +385,16 @@ int run_training(const TrainOptions& opt) {
     m.config_digest = digest;
     return m;
   };
-  install_stop_signal_handlers();
   Watchdog wd;
   if (world > 1 && !wd.start(MPI_COMM_WORLD, opt.collective_timeout, ctx.host))
     log_warn("the MPI library gives less than MPI_THREAD_MULTIPLE, so the --collective-timeout watchdog is off");
 
   MetricsLog metrics;
   if (rank == 0) metrics.open(opt.run_dir);
+  if (rank == 0 && !opt.run_dir.empty())
+    for (const std::string& d : {opt.run_dir, ckpt_dir})
+      for (const std::string& f : remove_stale_temporaries(d))
+        log_info("removed " + d + "/" + f + " (left by a writer on this host that no longer runs)");
   log_info("cnnscale train: " + std::to_string(world) + " rank(s) on " + std::to_string(ctx.num_nodes) +
            " node(s), backend " + comm->backend() + ", model " + model->name() + " (" +
            std::to_string(model->param_count()) + " parameters), " + opt.precision + ", batch " +
@@ -640,6 +645,7 @@ int run_training(const TrainOptions& opt) {
     j["skipped_steps"] = skipped_steps;
     j["resumed_from"] = rp.resumed ? nlohmann::json(rp.path) : nlohmann::json(nullptr);
     j["config_digest"] = digest;
+    j["metrics_lines_lost"] = metrics.lines_lost();
     if (!ctx.launch.job_id.empty()) {
       const char* nl = std::getenv("SLURM_JOB_NODELIST");
       if (!nl) nl = std::getenv("SLURM_NODELIST");
@@ -647,6 +653,13 @@ int run_training(const TrainOptions& opt) {
     }
     write_run_json(opt.run_dir, j);
     log_info("wrote " + opt.run_dir + "/run.json");
+  }
+  if (metrics.lines_lost() > 0) {  // rank 0's log; its status makes the job's non-zero
+    print_error(std::to_string(metrics.lines_lost()) + " of " +
+                std::to_string(metrics.lines_lost() + metrics.lines_written()) + " lines could not be written to " +
+                metrics.path() + " (" + metrics.first_error() + "); training finished and run.json counts them " +
+                "(metrics_lines_lost), but the metrics are incomplete. Free space on that file system");
+    return kUserErrorStatus;
   }
   return 0;
 }
