@@ -77,7 +77,7 @@ MemoryLimit memory_limit() {
   const uint64_t avail = proc_kb("/proc/meminfo", "MemAvailable");
   if (avail > 0) {
     const uint64_t swap = proc_kb("/proc/meminfo", "SwapFree");
-    consider(avail + swap, "this node's available memory (MemAvailable" + std::string(swap ? " + SwapFree" : "") + ")");
+    consider(avail + swap, std::string(swap ? "MemAvailable + SwapFree" : "MemAvailable") + " of this node");
   }
   return out;
 }
