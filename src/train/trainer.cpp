@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -141,8 +142,13 @@ void save_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const
   char message[512] = {0};
   if (rank == 0) {
     try {
+      const auto t0 = Clock::now();
       const std::string path = write_checkpoint(dir, model, opt, meta, keep);
-      log_info("checkpoint " + path);
+      std::error_code ec;  // size and time: what a stop signal's grace must cover (docs/checkpoints.md)
+      char took[64];
+      std::snprintf(took, sizeof(took), " (%.0f MB in %.1f s)", std::filesystem::file_size(path, ec) / 1e6,
+                    seconds_since(t0));
+      log_info("checkpoint " + path + took);
     } catch (const UserError& e) {
       std::snprintf(message, sizeof(message), "%s", e.what());
     }
