@@ -47,7 +47,7 @@ void usage(FILE* out) {
 // rank 0 prints at once; another rank first pauses, so that when rank 0 has the same
 // error (and exits) the launcher (mpirun, srun --kill-on-bad-exit) ends this one and
 // the error shows once; an error of this rank only (a node-local file) is then printed
-// with its rank and host while rank 0 waits for it in MPI_Init. See docs/errors.md.
+// with its rank and host while rank 0 waits for it in MPI_Init (docs/launch.md).
 int report_user_error(const std::string& what) {
   const int launcher_rank = cnnscale::mpi_active() ? 0 : cnnscale::launcher_rank_or_zero();
   if (launcher_rank == 0) {

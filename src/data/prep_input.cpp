@@ -119,9 +119,12 @@ void check_idx_size(const std::string& path, const std::vector<int64_t>& dims, c
   want += items;
   std::error_code ec;
   const auto have = static_cast<int64_t>(fs::file_size(path, ec));
-  if (!ec && have != want)
-    fail(path, " declares ", dims[0], " ", what, " (", want, " bytes with its header) but is ", have,
-         " bytes long: a damaged or wrong file; download it again");
+  if (!ec && have < want)
+    fail(path, " is truncated: it ends inside the ", what, " (its header declares ", dims[0], " ", what, ", ", want,
+         " bytes with the header, but the file is ", have, " bytes); download it again");
+  if (!ec && have > want)
+    fail(path, " is longer than its header declares (", dims[0], " ", what, ", ", want, " bytes with the header; the ",
+         "file is ", have, " bytes): a damaged or wrong file; download it again");
 }
 
 class IdxStream : public SampleStream {

@@ -31,11 +31,11 @@ PY
 # 1. Raw files: the size check names the file and both sizes.
 lying_idx "$TMP/raw"
 run raw prep --format idx --input "$TMP/raw" --output "$TMP/raw-out"
-expect_error raw "lying raw IDX" "$TMP/raw/train-images-idx3-ubyte declares 4294967295 images .* but is 800 bytes long"
+expect_error raw "lying raw IDX" "$TMP/raw/train-images-idx3-ubyte is truncated: it ends inside the images \(its header declares 4294967295 images, .* but the file is 800 bytes\)"
 # The labels file alone lying (images true): named too.
 zcat "$SRC/train-images-idx3-ubyte.gz" >"$TMP/raw/train-images-idx3-ubyte"
 run rawl prep --format idx --input "$TMP/raw" --output "$TMP/raw-out"
-expect_error rawl "lying raw labels" "$TMP/raw/train-labels-idx1-ubyte declares 4294967295 labels .* but is 108 bytes long"
+expect_error rawl "lying raw labels" "$TMP/raw/train-labels-idx1-ubyte is truncated: it ends inside the labels \(its header declares 4294967295 labels, .* but the file is 108 bytes\)"
 
 # 2. Gzip files: the length shows only while reading; the error comes at the real end.
 lying_idx "$TMP/gz"
