@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "comm/check.hpp"
+#include "launch/mpi_check.hpp"
 #include "util/error.hpp"
 #include "util/memory.hpp"
 
