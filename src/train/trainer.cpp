@@ -33,6 +33,7 @@
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
+#include "util/memory.hpp"
 
 namespace cnnscale {
 namespace {
@@ -145,6 +146,13 @@ void save_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const
       log_info("checkpoint " + path + took);
     } catch (const UserError& e) {
       std::snprintf(message, sizeof(message), "%s", e.what());
+    } catch (const std::bad_alloc&) {  // the in-memory image is about 2-3x the model
+      std::snprintf(message, sizeof(message), "%s",
+                    out_of_memory_message("building checkpoint step " + std::to_string(meta.step) +
+                                              " in memory (about " +
+                                              format_bytes(3 * model.param_count() * sizeof(float)) + ")",
+                                          0, "run with more memory per rank; the previous checkpoint is untouched")
+                        .c_str());
     }
   }
   {
