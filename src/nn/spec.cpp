@@ -72,8 +72,7 @@ struct Parser {
     }
   }
 
-  // Sizes stay below 1e8 so that products of them (channels x height x width) fit the
-  // int arithmetic of the layers; the message states that limit.
+  // Every size is capped at 1e8 (layers hold sizes as int); the message states the cap.
   static constexpr double kMaxArg = 1e8;
   int as_int(const Arg& a, const char* what, int min) {
     if (a.value != std::floor(a.value) || a.value < min || a.value > kMaxArg)
