@@ -267,7 +267,6 @@ int run_training(const TrainOptions& opt) {
   bo.use_gpu = requested != Backend::mpi;
   bo.allow_gpu_sharing = opt.allow_gpu_sharing;
   ProcessContext ctx = bootstrap(bo);
-  install_stop_signal_handlers();  // again: MPI_Init (Open MPI's runtime) replaces SIGTERM's handler
   // NCCL (and the cuDNN/cuBLAS model) when every rank has a GPU, else MPI and oneDNN.
   auto comm = make_communicator(requested, ctx);
   const bool on_gpu = comm->device_buffers();
