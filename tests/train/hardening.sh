@@ -60,7 +60,7 @@ wait $job
 expect_grep "SIGTERM to mpirun: checkpointed" "stop signal received: checkpointed at step [0-9]+" "$TMP/mterm.out"
 step=$(sed -n 's/.*checkpointed at step \([0-9]*\).*/\1/p' "$TMP/mterm.out")
 expect_eq "latest names that step" "$(printf 'step-%08d.h5' "$step")" "$(cat "$R/checkpoints/latest" 2>/dev/null)"
-expect_eq "no temporary file left" "" "$(ls "$R/checkpoints" | grep '\.tmp\.')"
+expect_eq "no temporary file left" "" "$(find "$R/checkpoints" -name '*.tmp.*')"
 
 # 4. metrics.jsonl on a full device.
 R="$TMP/full"
