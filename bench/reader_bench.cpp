@@ -2,7 +2,7 @@
 // rank when the consumer only takes batches, and the fraction of a (simulated) step
 // spent waiting for data when each step also computes for --compute-ms.
 //   mpirun -n 2 build/bin/reader_bench --data DIR [--batch 64] [--steps 400]
-//          [--prefetch 2] [--cache none|memory] [--compute-ms 0] [--synthetic]
+//          [--prefetch 2] [--cache none|memory] [--compute-ms 0] [--synthetic] [--augment LIST]
 #include <mpi.h>
 
 #include <chrono>
@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
     else if (a == "--cache") o.cache = val();
     else if (a == "--compute-ms") compute_ms = std::atof(val().c_str());
     else if (a == "--synthetic") o.synthetic = true;
+    else if (a == "--augment") o.augment = val();
     else {
       if (rank == 0) std::fprintf(stderr, "reader_bench: unknown argument %s\n", a.c_str());
       MPI_Finalize();

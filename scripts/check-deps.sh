@@ -79,14 +79,21 @@ SCRIPTS=$(ls scripts/*.sh tests/*.sh tests/*/*.sh slurm/*.in slurm/*.slurm 2>/de
   done
 } >"$T/runtime.txt"
 
-# python modules imported by python code inside the tests and scripts (Debian's python3)
+# python modules imported by python code inside the tests and scripts (Debian's python3).
+# A cross-check against a reference that is optional (it SKIPs without it, e.g. torchvision)
+# says so in a comment line of its own: "check-deps: optional python MODULE...": such
+# modules are neither required nor, when installed by hand, counted as used.
 PY=/usr/bin/python3
+PYFILES="$SCRIPTS $(ls tests/*/*.py scripts/*.py 2>/dev/null || true)"
+# shellcheck disable=SC2086
+OPTIONAL_PY=" $({ grep -hoE 'check-deps: optional python [A-Za-z0-9_ ]+' $PYFILES || true; } | sed 's/.*optional python //' | tr '\n' ' ') "
 if [ -x "$PY" ]; then
-  for f in $SCRIPTS $(ls tests/*/*.py scripts/*.py 2>/dev/null || true); do
+  for f in $PYFILES; do
     { grep -hoE '^[[:space:]]*(import [A-Za-z_][A-Za-z0-9_., ]*|from [A-Za-z_][A-Za-z0-9_.]* import)' "$f" || true; } |
       sed -E 's/^[[:space:]]*(import|from)[[:space:]]+//; s/[[:space:]]+import$//' | tr ',' '\n' |
       sed -E 's/^[[:space:]]+//; s/[[:space:]].*//; s/\..*//' | sort -u | while read -r m; do
         [ -n "$m" ] || continue
+        case "$OPTIONAL_PY" in *" $m "*) continue ;; esac
         loc=$("$PY" -c "import $m, sys; print(getattr($m, '__file__', None) or 'builtin')" 2>/dev/null) ||
           { printf 'MISSING-PYTHON-MODULE %s\t%s imports it and %s cannot\n' "$m" "$f" "$PY"; continue; }
         [ "$loc" = builtin ] || printf '%s\t%s imports %s\n' "$loc" "$f" "$m"

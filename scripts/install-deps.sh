@@ -14,6 +14,7 @@ PACKAGES=(
   libboost-program-options-dev libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
   googletest libgtest-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist libxml2-utils shellcheck
+  libjpeg62-turbo-dev libpng-dev python3-pil
   slurm-wlm munge iproute2 util-linux
   lmod tcl
 )

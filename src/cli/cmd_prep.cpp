@@ -1,4 +1,4 @@
-// cmd_prep.cpp — `cnnscale prep`: converts IDX files or an HDF5 file into a sharded
+// cmd_prep.cpp — `cnnscale prep`: converts IDX, HDF5 or CIFAR-10/100 binary files into a sharded
 // HDF5 dataset directory (src/data/prep.hpp), or verifies one (--verify DIR).
 // Runs as one process; no MPI.
 #include <cstdio>
@@ -14,21 +14,46 @@ namespace cnnscale::cli {
 
 int cmd_prep(int argc, char** argv) {
   CommandSpec spec{
-      "prep", "cnnscale prep --format idx|hdf5 --input IN --output DIR [options]\n       cnnscale prep --verify DIR",
+      "prep", "cnnscale prep --format idx|hdf5|cifar10|cifar100|imagefolder --input IN --output DIR [options]\n"
+              "       cnnscale prep --verify DIR",
       "Converts a data set into the sharded HDF5 layout `cnnscale train --data DIR` reads: shards\n"
       "train-NNNNN-of-KKKKK.h5 and test-NNNNN-of-KKKKK.h5 (/images uint8 N×C×H×W, chunked, fletcher32;\n"
       "/labels int32) and dataset.json (counts, shape, classes, train-split mean/std, shard list).\n"
       "The output appears only when complete (written as DIR.tmp-PID, then renamed).\n"
-      "--verify DIR re-reads every chunk of an existing data set and checks its checksums.",
+      "--verify DIR re-reads every chunk of an existing data set and checks its checksums.\n"
+      "Formats (--format; docs/data.md has the details):\n"
+      "  idx       MNIST-style IDX files {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] in --input\n"
+      "  hdf5      uint8 image and integer label datasets of one HDF5 file (--images, --labels, ...)\n"
+      "  cifar10   the CIFAR-10 binary version: --input is cifar-10-batches-bin/ (data_batch_{1..5}.bin,\n"
+      "            test_batch.bin, batches.meta.txt) or its parent; 3×32×32, 10 named classes\n"
+      "  cifar100  the CIFAR-100 binary version: --input is cifar-100-binary/ (train.bin, test.bin,\n"
+      "            fine_label_names.txt, coarse_label_names.txt) or its parent; --cifar100-labels fine|coarse\n"
+      "  (the python/pickle CIFAR downloads are not read: use the binary ones)\n"
+      "  imagefolder  torchvision ImageFolder layout: --input ROOT with ROOT/<class>/<file> (or ROOT/train/<class>/…\n"
+      "            and ROOT/val/<class>/…); JPEG and PNG, converted to RGB as PIL's convert(\"RGB\");\n"
+      "            --resize S, --center-crop S as torchvision's Resize(S), CenterCrop(S); --val-fraction F",
       "Examples:\n"
       "  cnnscale prep --format idx --input /usr/share/datasets/fashion-mnist --output data/fmnist --shards 8\n"
       "  cnnscale prep --format hdf5 --input all.h5 --images /x_train --labels /y_train \\\n"
       "      --test-images /x_test --test-labels /y_test --output data/mine --shards 4\n"
+      "  cnnscale prep --format cifar10 --input cifar-10-batches-bin --output data/cifar10 --shards 8\n"
+      "  cnnscale prep --format imagefolder --input flowers --resize 64 --center-crop 64 --val-fraction 0.1 \\\n"
+      "      --output data/flowers --threads 2\n"
       "  cnnscale prep --verify data/fmnist"};
   po::options_description desc("Options");
-  desc.add_options()("format", po::value<std::string>()->default_value("idx"), "input format: idx | hdf5")(
+  desc.add_options()("format", po::value<std::string>()->default_value("idx"),
+                     "input format: idx | hdf5 | cifar10 | cifar100 | imagefolder")(
       "input", po::value<std::string>(), "idx: directory with {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]; "
-                                         "hdf5: the input file")(
+                                         "hdf5: the input file; cifar10/cifar100: the folder of .bin files or its parent")(
+      "cifar100-labels", po::value<std::string>(), "cifar100: fine (100 classes, default) | coarse (20 superclasses)")(
+      "resize", po::value<int>()->default_value(0),
+      "imagefolder: shorter side to S, bilinear with antialias (torchvision Resize(S) on PIL images); 0: off")(
+      "center-crop", po::value<int>()->default_value(0),
+      "imagefolder: central S×S crop after --resize (torchvision CenterCrop(S)); 0: off")(
+      "val-fraction", po::value<double>()->default_value(0.0),
+      "imagefolder without a val/ folder: this fraction of the images (seeded by --seed) becomes the test split")(
+      "seed", po::value<uint64_t>()->default_value(0), "imagefolder: seed of the --val-fraction split")(
+      "threads", po::value<int>()->default_value(1), "imagefolder: decoding threads")(
       "output", po::value<std::string>(), "dataset directory to create")(
       "shards", po::value<int>()->default_value(8), "number of train shards")(
       "test-shards", po::value<int>()->default_value(2), "number of test shards")(
@@ -80,6 +105,16 @@ int cmd_prep(int argc, char** argv) {
     if (vm.count(key)) *dst = vm[key].as<std::string>();
   if (o.format == "idx" && (!o.images.empty() || !o.labels.empty() || !o.test_images.empty()))
     fail("--images/--labels/--test-images/--test-labels belong to --format hdf5; --format idx finds the files itself");
+  if (vm.count("cifar100-labels")) o.cifar100_labels = vm["cifar100-labels"].as<std::string>();
+  if ((o.format == "cifar10" || o.format == "cifar100" || o.format == "imagefolder") &&
+      (!o.images.empty() || !o.labels.empty() || !o.test_images.empty()))
+    fail("--images/--labels/--test-images/--test-labels belong to --format hdf5; --format ", o.format,
+         " finds the files itself");
+  o.resize = vm["resize"].as<int>();
+  o.center_crop = vm["center-crop"].as<int>();
+  o.val_fraction = vm["val-fraction"].as<double>();
+  o.seed = vm["seed"].as<uint64_t>();
+  o.threads = vm["threads"].as<int>();
   o.shards = vm["shards"].as<int>();
   o.test_shards = vm["test-shards"].as<int>();
   o.compress = vm["compress"].as<std::string>();

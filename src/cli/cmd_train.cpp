@@ -4,6 +4,7 @@
 #include "cli/options.hpp"
 #include "comm/make_communicator.hpp"
 #include "comm/world.hpp"
+#include "train/stop_signal.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
 
@@ -37,7 +38,13 @@ int cmd_train(int argc, char** argv) {
       "no-drop-last", po::bool_switch(), "wrap around to fill the last global batch instead")(
       "prefetch", po::value(&o.data.prefetch)->default_value(o.data.prefetch), "batches the reader thread keeps ready")(
       "cache", po::value(&o.data.cache)->default_value(o.data.cache),
-      "none|memory: keep this rank's samples after first read");
+      "none|memory: keep this rank's samples after first read")(
+      "augment", po::value(&o.data.augment)->default_value("none"),
+      "training augmentation, comma-separated steps applied in order in the reader thread (evaluation never "
+      "augments): crop<S>pad<P> = RandomCrop(S, padding=P) with zero padding, S the image size (e.g. crop32pad4); "
+      "hflip = RandomHorizontalFlip(p=0.5); rrc<S> = RandomResizedCrop(S) (the sample becomes S×S; evaluation then "
+      "center-crops to S); center<S> = CenterCrop(S); none. Each sample's draws depend only on (seed, epoch, sample "
+      "index)");
   po::options_description model("Model and numerics");
   model.add_options()("model", po::value(&o.model)->default_value(o.model),
                       "mnist_cnn | lenet5 | resnet20 | a one-line spec, e.g. \"conv(32,3) relu maxpool(2) flatten "
@@ -110,6 +117,7 @@ int cmd_train(int argc, char** argv) {
   o.on_nan = parse_nan_policy(on_nan);
   o.backend = parse_backend(backend);
   o.resume = parse_resume(resume);
+  install_stop_signal_handlers();  // from here a SIGTERM/SIGUSR1 waits for the next step boundary
 
   WorldOptions wo;
   wo.backend = o.backend;

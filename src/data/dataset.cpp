@@ -170,6 +170,12 @@ DatasetInfo load_dataset(const std::string& dir_in) {
     fail(json_path, ": dtype '", j["dtype"].get<std::string>(), "' is not supported (only uint8); ", kRerun);
   info.classes = get_field<int>(j, "classes", json_path);
   if (info.classes < 1) fail(json_path, ": classes must be at least 1; ", kRerun);
+  if (j.contains("class_names")) {
+    info.class_names = get_field<std::vector<std::string>>(j, "class_names", json_path);
+    if (static_cast<int>(info.class_names.size()) != info.classes)
+      fail(json_path, ": class_names lists ", info.class_names.size(), " names but classes is ", info.classes, "; ",
+           kRerun);
+  }
   const json norm = get_field<json>(j, "normalization", json_path);
   info.mean = get_field<std::vector<double>>(norm, "mean", json_path + " normalization");
   info.std = get_field<std::vector<double>>(norm, "std", json_path + " normalization");

@@ -39,6 +39,7 @@ struct DatasetInfo {
   std::string dir;
   SampleShape shape;
   int classes = 0;
+  std::vector<std::string> class_names;  // label order; empty when dataset.json names none
   std::vector<double> mean, std;    // per channel, in [0,1] pixel units
   int64_t chunk_samples = 0;
   std::string compression = "none";

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "data/augment.hpp"
 #include "data/contiguous_eval.hpp"
 #include "data/h5util.hpp"
 #include "data/normalize.hpp"
@@ -128,10 +129,11 @@ class ShardedHdf5Source : public BatchSource {
         per_rank_(o.batch_per_rank),
         sampler_(info->train.samples, o.batch_per_rank * world, o.drop_last, o.seed),
         reader_(info, info->train, o.cache_memory),
-        norm_(info->shape, info->mean, info->std),
+        augment_(o.augment, info->shape, o.seed),
+        norm_(augment_.output_shape(), info->mean, info->std),
         prefetch_([this](int e, int64_t s, Batch& b) { produce(e, s, b); }, sampler_.steps_per_epoch(), o.prefetch) {}
 
-  SampleShape shape() const override { return info_->shape; }
+  SampleShape shape() const override { return augment_.output_shape(); }
   int classes() const override { return info_->classes; }
   int64_t samples() const override { return info_->train.samples; }
   int64_t steps_per_epoch() const override { return sampler_.steps_per_epoch(); }
@@ -172,6 +174,16 @@ class ShardedHdf5Source : public BatchSource {
       reader_.read(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + k * numel);
       k = k2;
     }
+    if (augment_.active()) {
+      const int64_t out = augment_.output_shape().numel();
+      b.images.resize(static_cast<size_t>(n * out));
+      augmented_.resize(static_cast<size_t>(out));
+      for (int64_t j = 0; j < n; ++j) {
+        augment_.apply(staging_.data() + j * numel, augmented_.data(), epoch, ids_[order_[j]], scratch_);
+        norm_.apply(augmented_.data(), b.images.data() + order_[j] * out);
+      }
+      return;
+    }
     b.images.resize(static_cast<size_t>(n * numel));
     for (int64_t j = 0; j < n; ++j) norm_.apply(staging_.data() + j * numel, b.images.data() + order_[j] * numel);
   }
@@ -181,20 +193,23 @@ class ShardedHdf5Source : public BatchSource {
   int64_t per_rank_;
   Sampler sampler_;
   ShardReader reader_;
-  Normalizer norm_;
+  Augmenter augment_;  // applied to the uint8 sample before norm_, in the reader thread
+  Normalizer norm_;    // on augment_'s output shape
   std::vector<int64_t> ids_, order_, local_;
-  std::vector<uint8_t> staging_;
+  std::vector<uint8_t> staging_, augmented_, scratch_;
   Prefetcher prefetch_;  // last: its thread stops before the members above go
 };
 
 class Hdf5EvalSource : public ContiguousEvalSource {
  public:
-  Hdf5EvalSource(std::shared_ptr<const DatasetInfo> info, const SplitInfo& split, int rank, int world)
-      : ContiguousEvalSource(split.samples, info->shape.numel(), rank, world),
+  Hdf5EvalSource(std::shared_ptr<const DatasetInfo> info, const SplitInfo& split, Augmenter eval_transform, int rank,
+                 int world)
+      : ContiguousEvalSource(split.samples, eval_transform.output_shape().numel(), rank, world),
         info_(info),
         split_(split),
         reader_(info, split, false),
-        norm_(info->shape, info->mean, info->std) {}
+        transform_(std::move(eval_transform)),
+        norm_(transform_.output_shape(), info->mean, info->std) {}
 
  protected:
   void fill(Batch& out, int64_t first, int64_t n) override {
@@ -210,6 +225,15 @@ class Hdf5EvalSource : public ContiguousEvalSource {
       reader_.read(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + k * numel);
       k += static_cast<int64_t>(local_.size());
     }
+    if (transform_.active()) {
+      const int64_t o = transform_.output_shape().numel();
+      transformed_.resize(static_cast<size_t>(o));
+      for (int64_t j = 0; j < n; ++j) {
+        transform_.apply(staging_.data() + j * numel, transformed_.data(), 0, first + j, scratch_);
+        norm_.apply(transformed_.data(), out.images.data() + j * o);
+      }
+      return;
+    }
     for (int64_t j = 0; j < n; ++j) norm_.apply(staging_.data() + j * numel, out.images.data() + j * numel);
   }
 
@@ -217,9 +241,10 @@ class Hdf5EvalSource : public ContiguousEvalSource {
   std::shared_ptr<const DatasetInfo> info_;
   const SplitInfo& split_;
   ShardReader reader_;
+  Augmenter transform_;  // deterministic (Augmenter::for_evaluation); none without --augment
   Normalizer norm_;
   std::vector<int64_t> local_;
-  std::vector<uint8_t> staging_;
+  std::vector<uint8_t> staging_, transformed_, scratch_;
 };
 
 }  // namespace
@@ -238,13 +263,14 @@ std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const Datase
 }
 
 std::unique_ptr<EvalSource> make_hdf5_eval_source(std::shared_ptr<const DatasetInfo> info, const std::string& split,
-                                                  int rank, int world) {
+                                                  int rank, int world, const std::string& augment) {
   if (world < 1 || rank < 0 || rank >= world) internal_error("HDF5 eval source asked for rank ", rank, " of ", world);
   const SplitInfo* s = split == "train" ? &info->train : split == "test" ? &info->test : nullptr;
   if (!s) internal_error("HDF5 eval source asked for unknown split '", split, "'");
   if (s->samples == 0)
     fail("the ", split, " split of ", info->dir, " is empty; evaluation needs a data set prepared with a test split");
-  return std::make_unique<Hdf5EvalSource>(info, *s, rank, world);
+  Augmenter eval_transform = Augmenter(augment, info->shape, 0).for_evaluation();
+  return std::make_unique<Hdf5EvalSource>(info, *s, std::move(eval_transform), rank, world);
 }
 
 }  // namespace cnnscale

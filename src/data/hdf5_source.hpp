@@ -4,13 +4,16 @@
 // global batch; the reader thread sorts the slice's sample indices, groups them by
 // shard, reads each shard's samples with one HDF5 hyperslab selection (runs of
 // consecutive indices merged, chunk order respected), scatters them back to batch
-// order and normalises them. Only the samples of this rank are read. With
+// order, augments them (--augment, keyed by (seed, epoch, global sample id); see
+// augment.hpp) and normalises them. Only the samples of this rank are read. With
 // cache_memory, every chunk the rank touches is kept (decoded) after its first read,
 // and later reads come from memory.
 // Hdf5EvalSource (evaluation): rank r reads the contiguous global range
-// [N*r/W, N*(r+1)/W) of the split in order, in batches of at most max_batch.
+// [N*r/W, N*(r+1)/W) of the split in order, in batches of at most max_batch, never
+// augmented (only center-cropped to the training shape after rrc<S>/center<S>).
 #pragma once
 #include <memory>
+#include <string>
 
 #include "data/batch_source.hpp"
 #include "data/dataset.hpp"
@@ -23,13 +26,15 @@ struct ReaderOptions {
   bool drop_last = true;
   int prefetch = 2;
   bool cache_memory = false;
+  std::string augment;  // --augment LIST (augment.hpp); training only, "" = none
 };
 
 // `info` is shared so that callers may open several sources on one load_dataset().
 std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const DatasetInfo> info,
                                                     const ReaderOptions& opts, int rank, int world);
-// split: "test" or "train".
+// split: "test" or "train". augment: the training --augment list; evaluation applies
+// its deterministic counterpart (Augmenter::for_evaluation: center<S> for rrc<S>).
 std::unique_ptr<EvalSource> make_hdf5_eval_source(std::shared_ptr<const DatasetInfo> info, const std::string& split,
-                                                  int rank, int world);
+                                                  int rank, int world, const std::string& augment = "");
 
 }  // namespace cnnscale

@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include "data/augment.hpp"
 #include "data/hdf5_source.hpp"
 #include "util/error.hpp"
 
@@ -19,6 +20,9 @@ namespace {
 DataSources open_local(const DataOptions& o, int rank, int world) {
   DataSources d;
   if (o.synthetic) {
+    if (!parse_augment(o.augment).empty())
+      fail("--augment ", o.augment, " transforms the pixels of an image data set; --synthetic samples are not ",
+           "images — drop --augment or train on --data DIR");
     SyntheticOptions so;
     so.samples = o.synthetic_samples;
     so.test_samples = o.synthetic_test_samples;
@@ -39,9 +43,10 @@ DataSources open_local(const DataOptions& o, int rank, int world) {
   ro.drop_last = o.drop_last;
   ro.prefetch = o.prefetch;
   ro.cache_memory = parse_cache_mode(o.cache) == CacheMode::memory;
+  ro.augment = o.augment;
   d.train = make_hdf5_train_source(info, ro, rank, world);
   const SplitInfo& es = o.eval_split == "train" ? info->train : info->test;
-  if (es.samples > 0) d.eval = make_hdf5_eval_source(info, o.eval_split, rank, world);
+  if (es.samples > 0) d.eval = make_hdf5_eval_source(info, o.eval_split, rank, world, o.augment);
   d.dataset = info;
   return d;
 }

@@ -34,6 +34,7 @@ struct DataOptions {
   int prefetch = 2;                // --prefetch N (0: read inline in next())
   std::string cache = "none";      // --cache none|memory (parse_cache_mode checks it)
   std::string eval_split = "test";
+  std::string augment;             // --augment LIST (data/augment.hpp): training split only
 };
 
 struct DataSources {

@@ -1,4 +1,4 @@
-// prep.cpp — run_prep(): shards the train (and test) split, computes the per-channel
+// prep.cpp — run_prep(): opens the input (IDX, HDF5, CIFAR binary, image folder), shards the train (and test) split, computes the per-channel
 // mean/std of the train split and writes dataset.json, all in a temporary directory
 // that is renamed onto the output at the end.
 #include "data/prep.hpp"
@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "data/dataset.hpp"
+#include "data/prep_cifar.hpp"
+#include "data/prep_imagefolder.hpp"
 #include "data/prep_input.hpp"
 #include "data/shard_writer.hpp"
 #include "util/atomic_file.hpp"
@@ -116,9 +118,14 @@ std::string strip_slashes(std::string p) {
 }  // namespace
 
 PrepResult run_prep(const PrepOptions& o) {
-  if (o.input.empty()) fail("prep needs --input (an IDX directory, or an HDF5 file with --format hdf5)");
+  if (o.input.empty()) fail("prep needs --input (an IDX directory, an HDF5 file with --format hdf5, or the CIFAR folder with ",
+                            "--format cifar10|cifar100)");
   if (o.output.empty()) fail("prep needs --output DIR (the dataset directory to create)");
   if (o.chunk < 1) fail("--chunk must be at least 1 sample");
+  if (o.format != "imagefolder" && (o.resize || o.center_crop || o.val_fraction > 0))
+    fail("--resize, --center-crop and --val-fraction belong to --format imagefolder");
+  if (!o.cifar100_labels.empty() && o.format != "cifar100")
+    fail("--cifar100-labels belongs to --format cifar100 (it picks the fine or coarse label of CIFAR-100)");
   if (o.classes < 0 || o.classes == 1) fail("--classes must be at least 2 (or 0 to count them from the labels)");
   ShardWriteOptions wopts;
   wopts.chunk_samples = o.chunk;
@@ -143,8 +150,30 @@ PrepResult run_prep(const PrepOptions& o) {
     if (!o.test_images.empty()) test = open_hdf5_input(o.input, o.test_images, o.test_labels);
     source = {{"format", "hdf5"}, {"input", fs::absolute(o.input).string()}, {"images", o.images},
               {"labels", o.labels}};
+  } else if (o.format == "cifar10" || o.format == "cifar100") {
+    CifarInput ci = open_cifar_input(o.input, o.format, o.cifar100_labels);
+    train = std::move(ci.train);
+    test = std::move(ci.test);
+    source = {{"format", o.format}, {"input", fs::absolute(ci.dir).string()}};
+    if (o.format == "cifar100") source["labels"] = o.cifar100_labels.empty() ? "fine" : o.cifar100_labels;
+  } else if (o.format == "imagefolder") {
+    ImageFolderOptions io;
+    io.resize = o.resize;
+    io.center_crop = o.center_crop;
+    io.val_fraction = o.val_fraction;
+    io.seed = o.seed;
+    io.threads = o.threads;
+    ImageFolderInput in = open_imagefolder_input(o.input, io);
+    train = std::move(in.train);
+    test = std::move(in.test);
+    source = {{"format", "imagefolder"}, {"input", fs::absolute(o.input).string()}, {"layout", in.layout},
+              {"resize", o.resize}, {"center_crop", o.center_crop}};
+    if (in.layout == "split") {
+      source["val_fraction"] = o.val_fraction;
+      source["seed"] = o.seed;
+    }
   } else {
-    fail("--format ", o.format, " is not supported; use idx or hdf5");
+    fail("--format ", o.format, " is not supported; use idx, hdf5, cifar10, cifar100 or imagefolder");
   }
   for (auto* s : {train.get(), test.get()})
     if (s && s->samples() == 0)
@@ -155,6 +184,7 @@ PrepResult run_prep(const PrepOptions& o) {
     fail("the test images (", test->describe(), ") do not have the train images' shape ", shape.channels, "x",
          shape.height, "x", shape.width);
   int classes = o.classes;
+  if (classes == 0) classes = train->format_classes();
   if (classes == 0) {
     int32_t mx = 0;
     for (auto* s : {train.get(), test.get()})
@@ -210,6 +240,8 @@ PrepResult run_prep(const PrepOptions& o) {
               {"compression", o.compress},
               {"checksum", "fletcher32"},
               {"splits", splits}};
+    const std::vector<std::string> names = train->class_names();
+    if (!names.empty() && static_cast<int>(names.size()) == classes) j["class_names"] = names;
     write_file_atomic(tmp + "/dataset.json", j.dump(2) + "\n");
     // Into place: an existing (empty, or --force) output is moved aside first.
     if (fs::exists(out)) {

@@ -1,4 +1,6 @@
-// prep.hpp — `cnnscale prep`: converts IDX files or an HDF5 file into a sharded
+// prep.hpp — `cnnscale prep`: converts IDX files, an HDF5 file or the CIFAR-10/100
+// binary files (prep_cifar.hpp) or a folder of JPEG/PNG class folders
+// (prep_imagefolder.hpp) into a sharded
 // dataset directory (shards + dataset.json, see docs/data.md). Everything is written
 // into "<output>.tmp-<pid>" next to the output and renamed into place at the end, so
 // an interrupted prep never leaves a directory that looks complete.
@@ -10,8 +12,14 @@
 namespace cnnscale {
 
 struct PrepOptions {
-  std::string format = "idx";   // idx | hdf5
-  std::string input;            // idx: directory; hdf5: file
+  std::string format = "idx";   // idx | hdf5 | cifar10 | cifar100 | imagefolder
+  std::string input;            // idx, cifar10/100, imagefolder: directory; hdf5: file
+  std::string cifar100_labels;  // cifar100: fine (default) | coarse
+  // imagefolder (prep_imagefolder.hpp): 0 = off
+  int resize = 0, center_crop = 0;
+  double val_fraction = 0;
+  uint64_t seed = 0;
+  int threads = 1;
   std::string output;
   // hdf5 format: dataset names inside --input (test split optional).
   std::string images, labels, test_images, test_labels;

@@ -21,6 +21,10 @@ class SampleStream {
   virtual const std::vector<int32_t>& labels() const = 0;
   // Reads the next n samples' pixels (n × shape().numel() bytes) in order.
   virtual void read_images(uint8_t* dst, int64_t n) = 0;
+  // The number of classes the input format defines (0: prep counts them from the labels)
+  // and their names in label order (empty: unnamed).
+  virtual int format_classes() const { return 0; }
+  virtual std::vector<std::string> class_names() const { return {}; }
 };
 
 // The IDX file for `split` ("train" or "t10k") and `kind` ("images" or "labels") in

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "data/augment.hpp"
 #include "train/checkpoint.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
@@ -161,6 +162,12 @@ RunConfig make_run_config(const TrainOptions& o, const std::string& model_spec, 
   c.set("seed", std::to_string(o.seed));
   c.set("precision", precision_name(o.precision));
   c.set("drop_last", o.data.drop_last ? "true" : "false");
+  std::string augment;  // canonical: the step names, comma-separated ("none" without steps)
+  for (const auto& s : parse_augment(o.data.augment)) {
+    if (!augment.empty()) augment += ",";
+    augment += s.name;
+  }
+  c.set("augment", augment.empty() ? "none" : augment);
   c.set("optimizer", o.optimizer.kind);
   if (o.optimizer.kind == "adamw") {
     c.set("beta1", num(o.optimizer.beta1));

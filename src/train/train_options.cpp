@@ -44,6 +44,9 @@ std::string resume_text(const ResumeFrom& r) {
 }
 
 void validate(const TrainOptions& o) {
+  if (o.threads < 1)
+    fail("--threads ", o.threads, " is not a thread count: give at least 1 compute thread per rank "
+         "(e.g. Slurm's --cpus-per-task)");
   validate_lr_options(o.lr);
   if (o.batch_size < 1) fail("--batch-size must be at least 1 (it is per rank)");
   if (o.epochs < 1 && o.max_steps <= 0) fail("--epochs must be at least 1 (or give --max-steps)");

@@ -27,8 +27,8 @@ struct ResumeFrom {
 };
 
 struct TrainOptions {
-  // input: --data, --synthetic, --synthetic-samples, --drop-last, --prefetch, --cache
-  // (batch_per_rank and seed are the run's: see data_options())
+  // input: --data, --synthetic, --synthetic-samples, --drop-last, --prefetch, --cache,
+  // --augment (batch_per_rank and seed are the run's: see data_options())
   DataOptions data;
   // model and numerics
   std::string model = "mnist_cnn";

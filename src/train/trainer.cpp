@@ -6,13 +6,16 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include "comm/bucket_reducer.hpp"
 #include "data/open_source.hpp"
 #include "train/checkpoint.hpp"
 #include "train/stop_signal.hpp"
+#include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
+#include "util/memory.hpp"
 
 namespace cnnscale {
 namespace {
@@ -98,6 +101,9 @@ Trainer::Trainer(TrainOptions opt, World& world) : Trainer(std::move(opt), world
 Trainer::~Trainer() = default;
 
 void Trainer::setup() {
+  // From here a SIGTERM/SIGUSR1 waits for the next step boundary (cmd_train installs the
+  // handlers before start_world already; again here for in-process callers).
+  install_stop_signal_handlers();
   if (!control_.start_watchdog(opt_.collective_timeout, ctx_.host) && world_ > 1)
     log_warn("the MPI library gives less than MPI_THREAD_MULTIPLE, so the --collective-timeout watchdog is off");
   run_dir_ = std::make_unique<RunDir>(opt_, control_, ctx_.host, ctx_.launch.job_id);  // lock, --resume none rules
@@ -243,10 +249,12 @@ bool Trainer::restore_checkpoint() {
 
 void Trainer::begin() {
   begun_ = true;
-  install_stop_signal_handlers();
   if (rank_ == 0 && run_dir_->enabled()) {
     metrics_.open(opt_.run_dir);
     metrics_.append(run_dir_->start_record(first_step_, world_, global_batch_, resumed_from_, digest_));
+    for (const std::string& d : {opt_.run_dir, ckpt_dir_})
+      for (const std::string& f : remove_stale_temporaries(d))
+        log_info("removed " + d + "/" + f + " (left by a writer on this host that no longer runs)");
   }
   log_info("cnnscale train: " + std::to_string(world_) + " rank(s) on " + std::to_string(ctx_.num_nodes) +
            " node(s), backend " + backend_name(comm_.backend()) + ", model " + model_->name() + " (" +
@@ -454,10 +462,19 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   std::string message;
   if (rank_ == 0) {
     try {
+      const auto t0 = Clock::now();
       const std::string path = write_checkpoint(ckpt_dir_, *model_, *optimizer_, m, opt_.keep_checkpoints);
-      log_info("checkpoint " + path);
+      std::error_code ec;  // size and time: what a stop signal's grace must cover (docs/checkpoints.md)
+      char took[64];
+      std::snprintf(took, sizeof(took), " (%.0f MB in %.1f s)", std::filesystem::file_size(path, ec) / 1e6,
+                    seconds_since(t0));
+      log_info("checkpoint " + path + took);
     } catch (const UserError& e) {
       message = e.what();
+    } catch (const std::bad_alloc&) {  // the in-memory image is about 2-3x the model
+      message = out_of_memory_message("building checkpoint step " + std::to_string(m.step) + " in memory (about " +
+                                          format_bytes(3 * model_->param_count() * sizeof(float)) + ")",
+                                      0, "run with more memory per rank; the previous checkpoint is untouched");
     }
   }
   message = control_.broadcast_string(message, 0, "the checkpoint broadcast");
@@ -568,6 +585,7 @@ nlohmann::json Trainer::run_record(const Timings& tm) const {
   j["skipped_steps"] = skipped_steps_;
   j["resumed_from"] = resumed_from_.empty() ? nlohmann::json(nullptr) : nlohmann::json(resumed_from_);
   j["config_digest"] = digest_;
+  j["metrics_lines_lost"] = metrics_.lines_lost();
   j["config"] = config_.to_json();
   if (!ctx_.launch.job_id.empty()) {
     const char* nl = std::getenv("SLURM_JOB_NODELIST");
@@ -585,6 +603,13 @@ int Trainer::run() {
   while (!done())
     if (step().stopped) return kExitCheckpointedOnSignal;
   summarize();
+  if (metrics_.lines_lost() > 0) {  // rank 0's log; its status makes the job's non-zero
+    print_error(std::to_string(metrics_.lines_lost()) + " of " +
+                std::to_string(metrics_.lines_lost() + metrics_.lines_written()) + " lines could not be written to " +
+                metrics_.path() + " (" + metrics_.first_error() + "); training finished and run.json counts them " +
+                "(metrics_lines_lost), but the metrics are incomplete. Free space on that file system");
+    return kUserErrorStatus;
+  }
   return 0;
 }
 

@@ -138,5 +138,5 @@ run half prep --verify "$TMP/half"
 expect_error half "data directory $TMP/half does not exist"
 
 run badfmt prep --format csv --input "$TMP/idx" --output "$TMP/x6"
-expect_error badfmt "--format csv is not supported; use idx or hdf5"
+expect_error badfmt "--format csv is not supported; use idx, hdf5, cifar10, cifar100 or imagefolder"
 finish

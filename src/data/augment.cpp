@@ -1,0 +1,248 @@
+// augment.cpp — see augment.hpp.
+#include "data/augment.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <regex>
+
+#include "data/image_decode.hpp"
+#include "data/sampler.hpp"
+#include "util/error.hpp"
+
+namespace cnnscale {
+namespace {
+
+constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+constexpr uint64_t kAugmentSalt = 0x6175676d656e7431ull;  // "augment1"
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+}  // namespace
+
+std::string augment_valid_names() {
+  return "crop<S>pad<P> (RandomCrop(S, padding=P), S = the image size, e.g. crop32pad4), hflip "
+         "(RandomHorizontalFlip(p=0.5)), rrc<S> (RandomResizedCrop(S), e.g. rrc224) and center<S> (CenterCrop(S)), "
+         "comma-separated, or none";
+}
+
+std::vector<AugmentStep> parse_augment(const std::string& list) {
+  std::vector<AugmentStep> steps;
+  const std::string all = trim(list);
+  if (all.empty() || all == "none") return steps;
+  static const std::regex crop_re("crop([0-9]{1,5})pad([0-9]{1,5})");
+  static const std::regex rrc_re("rrc([0-9]{1,5})"), center_re("center([0-9]{1,5})");
+  size_t at = 0;
+  while (true) {
+    const size_t comma = all.find(',', at);
+    const std::string name = trim(all.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    AugmentStep s;
+    s.name = name;
+    std::smatch m;
+    if (name == "hflip") {
+      s.kind = AugmentStep::Kind::hflip;
+    } else if (std::regex_match(name, m, crop_re)) {
+      s.kind = AugmentStep::Kind::crop;
+      s.size = std::stoi(m[1]);
+      s.pad = std::stoi(m[2]);
+      if (s.size < 1) fail("--augment ", name, ": the crop size must be at least 1");
+    } else if (std::regex_match(name, m, rrc_re) || std::regex_match(name, m, center_re)) {
+      s.kind = name[0] == 'r' ? AugmentStep::Kind::rrc : AugmentStep::Kind::center;
+      s.size = std::stoi(m[1]);
+      if (s.size < 1) fail("--augment ", name, ": the output size must be at least 1");
+    } else {
+      fail("--augment '", list, "': unknown step '", name, "'; valid steps are ", augment_valid_names());
+    }
+    steps.push_back(s);
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return steps;
+}
+
+AugmentDraw augment_draw(const AugmentStep& step, int k, uint64_t seed, int epoch, int64_t g, SampleShape shape) {
+  uint64_t h = mix64(seed ^ kAugmentSalt);
+  h = mix64(h + kGolden * (static_cast<uint64_t>(epoch) + 1));
+  h = mix64(h ^ mix64(static_cast<uint64_t>(g) + kGolden));
+  h = mix64(h + kGolden * (static_cast<uint64_t>(k) + 1));
+  SplitMix64 rng(h);
+  AugmentDraw d;
+  if (step.kind == AugmentStep::Kind::crop) {
+    d.top = static_cast<int>(rng.below(static_cast<uint64_t>(shape.height + 2 * step.pad - step.size + 1)));
+    d.left = static_cast<int>(rng.below(static_cast<uint64_t>(shape.width + 2 * step.pad - step.size + 1)));
+  } else if (step.kind == AugmentStep::Kind::hflip) {
+    d.flip = (rng.next() >> 63) != 0;
+  } else if (step.kind == AugmentStep::Kind::rrc) {
+    // torchvision RandomResizedCrop.get_params, scale (0.08, 1), ratio (3/4, 4/3).
+    const int H = shape.height, W = shape.width;
+    const double area = static_cast<double>(H) * W, lo = std::log(3.0 / 4.0), hi = std::log(4.0 / 3.0);
+    auto uniform = [&] { return static_cast<double>(rng.next() >> 11) * 0x1.0p-53; };
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      const double target = area * (0.08 + (1.0 - 0.08) * uniform());
+      const double ratio = std::exp(lo + (hi - lo) * uniform());
+      const int w = static_cast<int>(std::nearbyint(std::sqrt(target * ratio)));
+      const int hh = static_cast<int>(std::nearbyint(std::sqrt(target / ratio)));
+      if (0 < w && w <= W && 0 < hh && hh <= H) {
+        d.h = hh;
+        d.w = w;
+        d.top = static_cast<int>(rng.below(static_cast<uint64_t>(H - hh + 1)));
+        d.left = static_cast<int>(rng.below(static_cast<uint64_t>(W - w + 1)));
+        return d;
+      }
+    }
+    const double in_ratio = static_cast<double>(W) / H;
+    if (in_ratio < 3.0 / 4.0) {
+      d.w = W;
+      d.h = static_cast<int>(std::nearbyint(W / (3.0 / 4.0)));
+    } else if (in_ratio > 4.0 / 3.0) {
+      d.h = H;
+      d.w = static_cast<int>(std::nearbyint(H * (4.0 / 3.0)));
+    } else {
+      d.w = W;
+      d.h = H;
+    }
+    d.top = (H - d.h) / 2;
+    d.left = (W - d.w) / 2;
+  }
+  return d;
+}
+
+void crop_padded(const uint8_t* src, uint8_t* dst, SampleShape shape, int pad, int top, int left) {
+  const int H = shape.height, W = shape.width;
+  const int dy = top - pad, dx = left - pad;  // dst(y, x) = src(y + dy, x + dx)
+  const int x0 = std::clamp(-dx, 0, W), x1 = std::clamp(W - dx, 0, W);  // dst columns with a source pixel
+  for (int c = 0; c < shape.channels; ++c) {
+    const uint8_t* s = src + int64_t{c} * H * W;
+    uint8_t* d = dst + int64_t{c} * H * W;
+    for (int y = 0; y < H; ++y) {
+      uint8_t* row = d + int64_t{y} * W;
+      const int sy = y + dy;
+      if (sy < 0 || sy >= H || x0 >= x1) {
+        std::memset(row, 0, static_cast<size_t>(W));
+        continue;
+      }
+      std::memset(row, 0, static_cast<size_t>(x0));
+      std::memcpy(row + x0, s + int64_t{sy} * W + x0 + dx, static_cast<size_t>(x1 - x0));
+      std::memset(row + x1, 0, static_cast<size_t>(W - x1));
+    }
+  }
+}
+
+void flip_horizontal(const uint8_t* src, uint8_t* dst, SampleShape shape) {
+  const int W = shape.width;
+  const int64_t rows = int64_t{shape.channels} * shape.height;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* s = src + r * W;
+    uint8_t* d = dst + r * W;
+    for (int x = 0; x < W; ++x) d[x] = s[W - 1 - x];
+  }
+}
+
+void resized_crop(const uint8_t* src, uint8_t* dst, SampleShape shape, int top, int left, int h, int w, int size,
+                  std::vector<uint8_t>& scratch) {
+  const int H = shape.height, W = shape.width;
+  scratch.resize(static_cast<size_t>(h) * w);
+  for (int c = 0; c < shape.channels; ++c) {
+    const uint8_t* s = src + int64_t{c} * H * W;
+    for (int y = 0; y < h; ++y)
+      std::memcpy(scratch.data() + static_cast<size_t>(y) * w, s + int64_t{top + y} * W + left, static_cast<size_t>(w));
+    resample_bilinear(scratch.data(), w, h, 1, dst + int64_t{c} * size * size, size, size);
+  }
+}
+
+void center_crop_planes(const uint8_t* src, uint8_t* dst, SampleShape shape, int size) {
+  // torchvision CenterCrop: zero-pad what is smaller than size (left/top get the floor
+  // half), then crop at round((H' - size) / 2), round((W' - size) / 2), half to even.
+  const int H = shape.height, W = shape.width;
+  const int pl = size > W ? (size - W) / 2 : 0, pt = size > H ? (size - H) / 2 : 0;
+  const int Wp = size > W ? W + pl + (size - W + 1) / 2 : W, Hp = size > H ? H + pt + (size - H + 1) / 2 : H;
+  const int top = static_cast<int>(std::nearbyint((Hp - size) / 2.0)), left = static_cast<int>(std::nearbyint((Wp - size) / 2.0));
+  for (int c = 0; c < shape.channels; ++c) {
+    const uint8_t* s = src + int64_t{c} * H * W;
+    uint8_t* d = dst + int64_t{c} * size * size;
+    for (int y = 0; y < size; ++y)
+      for (int x = 0; x < size; ++x) {
+        const int sy = y + top - pt, sx = x + left - pl;
+        d[y * size + x] = (sy >= 0 && sy < H && sx >= 0 && sx < W) ? s[sy * W + sx] : 0;
+      }
+  }
+}
+
+Augmenter::Augmenter(const std::string& list, SampleShape shape, uint64_t seed)
+    : steps_(parse_augment(list)), shape_(shape), out_shape_(shape), seed_(seed) {
+  for (const auto& s : steps_) {
+    shapes_.push_back(out_shape_);
+    if (s.kind == AugmentStep::Kind::rrc || s.kind == AugmentStep::Kind::center) {
+      out_shape_ = {shape.channels, s.size, s.size};
+      continue;
+    }
+    if (s.kind != AugmentStep::Kind::crop) continue;
+    const SampleShape cur = out_shape_;
+    if (cur.height != s.size || cur.width != s.size)
+      fail("--augment ", s.name, " cuts ", s.size, "x", s.size, " windows but the images ",
+           shapes_.size() == 1 ? "of this data set" : "reaching it", " are ", cur.height, "x", cur.width, "; ",
+           cur.height == cur.width
+               ? "use crop" + std::to_string(cur.height) + "pad" + std::to_string(s.pad) +
+                     " (the crop keeps the sample shape)"
+               : std::string("crop needs square images (prep them with a square --center-crop)"));
+  }
+}
+
+Augmenter Augmenter::for_evaluation() const {
+  std::string list;
+  for (const auto& s : steps_)
+    if (s.kind == AugmentStep::Kind::rrc || s.kind == AugmentStep::Kind::center) {
+      if (!list.empty()) list += ",";
+      list += "center";
+      list += std::to_string(s.size);
+    }
+  return Augmenter(list, shape_, seed_);
+}
+
+void Augmenter::apply(const uint8_t* src, uint8_t* dst, int epoch, int64_t g, std::vector<uint8_t>& scratch) const {
+  if (steps_.empty()) {
+    std::memcpy(dst, src, static_cast<size_t>(shape_.numel()));
+    return;
+  }
+  int64_t n = out_shape_.numel();
+  for (const auto& sh : shapes_) n = std::max(n, sh.numel());
+  // scratch: two ping-pong sample buffers; rrc copies its window (one plane at a time)
+  // into `window` (kept per reader thread) before resampling it.
+  scratch.resize(static_cast<size_t>(2 * n));
+  thread_local std::vector<uint8_t> window;
+  uint8_t* bufs[2] = {scratch.data(), scratch.data() + n};
+  const uint8_t* cur = src;
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    uint8_t* out = k + 1 == steps_.size() ? dst : bufs[k % 2];
+    const AugmentStep& s = steps_[k];
+    const SampleShape in = shapes_[k];
+    switch (s.kind) {
+      case AugmentStep::Kind::crop: {
+        const AugmentDraw d = augment_draw(s, static_cast<int>(k), seed_, epoch, g, in);
+        crop_padded(cur, out, in, s.pad, d.top, d.left);
+        break;
+      }
+      case AugmentStep::Kind::hflip: {
+        const AugmentDraw d = augment_draw(s, static_cast<int>(k), seed_, epoch, g, in);
+        if (d.flip) flip_horizontal(cur, out, in);
+        else std::memcpy(out, cur, static_cast<size_t>(in.numel()));
+        break;
+      }
+      case AugmentStep::Kind::rrc: {
+        const AugmentDraw d = augment_draw(s, static_cast<int>(k), seed_, epoch, g, in);
+        resized_crop(cur, out, in, d.top, d.left, d.h, d.w, s.size, window);
+        break;
+      }
+      case AugmentStep::Kind::center:
+        center_crop_planes(cur, out, in, s.size);
+        break;
+    }
+    cur = out;
+  }
+}
+
+}  // namespace cnnscale

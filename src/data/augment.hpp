@@ -1,0 +1,100 @@
+// augment.hpp — on-the-fly training augmentation (`cnnscale train --augment LIST`): a
+// pipeline of uint8 image transforms that the reader thread applies to each training
+// sample before Normalize. Evaluation gets no random step (see below).
+//
+// LIST is comma-separated step names, applied left to right ("" or "none": no step):
+//   crop<S>pad<P>  torchvision RandomCrop(S, padding=P) with its defaults (fill 0,
+//                  padding_mode "constant"): the C×H×W image is padded with P zero pixels
+//                  on every side to (H+2P)×(W+2P), and the S×S window whose top-left
+//                  corner is (top, left) in the padded image is kept, top uniform in
+//                  [0, H+2P-S] and left uniform in [0, W+2P-S]. S must equal H and W (the
+//                  sample shape does not change), e.g. crop32pad4 on CIFAR's 32×32.
+//   hflip          torchvision RandomHorizontalFlip(p=0.5): with probability 1/2, column x
+//                  of every channel becomes column W-1-x.
+//   rrc<S>         torchvision RandomResizedCrop(S) with its defaults (scale (0.08, 1),
+//                  ratio (3/4, 4/3), bilinear with antialias): get_params' ten tries — area
+//                  fraction uniform in scale, log aspect ratio uniform in log(ratio),
+//                  w = round(sqrt(area·ratio)), h = round(sqrt(area/ratio)), accepted when
+//                  0 < w <= W and 0 < h <= H, then top uniform in [0, H-h], left in [0, W-w];
+//                  else the fallback central crop — then the h×w window is resized to S×S
+//                  by PIL's bilinear resample. The sample becomes C×S×S.
+//   center<S>      torchvision CenterCrop(S) (zero padding when the image is smaller);
+//                  no randomness. The sample becomes C×S×S.
+// Evaluation applies the deterministic counterpart of the list: center<S> for rrc<S> and
+// center<S> steps, nothing for crop and hflip, so test samples get the training shape
+// (for rrc224 on 256×256 prepped images: CenterCrop(224), ImageNet's evaluation).
+// The zero padding is pixel value 0 before Normalize, as in torchvision's
+// [RandomCrop, RandomHorizontalFlip, ToTensor, Normalize] recipe.
+//
+// Randomness: the draws of step k for global sample g in epoch e are a pure function of
+// (seed, e, g, k) (splitmix64's finaliser, then SplitMix64::below for unbiased bounded
+// integers) — never of the rank, the world size, the batch, the prefetch depth or the
+// thread — so W ranks × B samples see the same augmented images as 1 rank × W·B, and a
+// resumed run re-draws exactly what the uninterrupted run drew.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/batch_source.hpp"
+
+namespace cnnscale {
+
+struct AugmentStep {
+  enum class Kind { crop, hflip, rrc, center };
+  Kind kind = Kind::hflip;
+  int size = 0, pad = 0;  // crop: size and pad; rrc, center: size
+  std::string name;       // as written, e.g. "crop32pad4"
+};
+
+// One line for --help and error messages: the valid step names.
+std::string augment_valid_names();
+
+// Parses LIST. Throws UserError naming a bad step and listing the valid ones.
+std::vector<AugmentStep> parse_augment(const std::string& list);
+
+// What step k drew for one sample: the crop window's top-left corner in the padded
+// image (crop), whether the image is flipped (hflip), the window top, left, h, w (rrc).
+struct AugmentDraw {
+  int top = 0, left = 0, h = 0, w = 0;
+  bool flip = false;
+};
+
+// The draw of `step` (at position k of the pipeline) for sample g of epoch e; `shape` is
+// the sample's shape when the step runs.
+AugmentDraw augment_draw(const AugmentStep& step, int k, uint64_t seed, int epoch, int64_t g, SampleShape shape);
+
+// The geometry, exposed for tests. src and dst are shape.numel() bytes, not aliased.
+// crop_padded: dst(c, y, x) = src(c, y + top - pad, x + left - pad), or 0 outside src.
+void crop_padded(const uint8_t* src, uint8_t* dst, SampleShape shape, int pad, int top, int left);
+void flip_horizontal(const uint8_t* src, uint8_t* dst, SampleShape shape);
+// Window (top, left, h, w) of a C×H×W sample resized to C×size×size (PIL bilinear).
+void resized_crop(const uint8_t* src, uint8_t* dst, SampleShape shape, int top, int left, int h, int w, int size,
+                  std::vector<uint8_t>& scratch);
+// torchvision CenterCrop(size) of a C×H×W sample into C×size×size.
+void center_crop_planes(const uint8_t* src, uint8_t* dst, SampleShape shape, int size);
+
+class Augmenter {
+ public:
+  Augmenter() = default;  // no steps: apply() copies
+  // Throws UserError when LIST is bad or a step does not fit `shape` (naming the fix).
+  Augmenter(const std::string& list, SampleShape shape, uint64_t seed);
+  bool active() const { return !steps_.empty(); }
+  const std::vector<AugmentStep>& steps() const { return steps_; }
+  SampleShape input_shape() const { return shape_; }
+  SampleShape output_shape() const { return out_shape_; }
+  // The evaluation pipeline of this list (see above), on the same input shape.
+  Augmenter for_evaluation() const;
+  // Writes the augmented sample g of `epoch` (input_shape().numel() bytes) into dst
+  // (output_shape().numel() bytes; not aliased). `scratch` is the caller's (per thread)
+  // working buffer.
+  void apply(const uint8_t* src, uint8_t* dst, int epoch, int64_t g, std::vector<uint8_t>& scratch) const;
+
+ private:
+  std::vector<AugmentStep> steps_;
+  std::vector<SampleShape> shapes_;  // shape entering each step
+  SampleShape shape_, out_shape_;
+  uint64_t seed_ = 0;
+};
+
+}  // namespace cnnscale

@@ -1,0 +1,322 @@
+// image_decode.cpp — see image_decode.hpp. libjpeg and libpng report errors by longjmp:
+// every C++ object those decoders touch is created before the setjmp, and the jump
+// lands in the same function, which then throws the UserError.
+#include "data/image_decode.hpp"
+
+#include <jpeglib.h>
+#include <png.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "util/error.hpp"
+
+namespace cnnscale {
+namespace {
+
+struct FileCloser {
+  void operator()(std::FILE* f) const {
+    if (f) std::fclose(f);
+  }
+};
+using File = std::unique_ptr<std::FILE, FileCloser>;
+
+// ---- JPEG -----------------------------------------------------------------------
+struct JpegError {
+  jpeg_error_mgr mgr;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+[[noreturn]] void jpeg_error_exit(j_common_ptr c) {
+  auto* e = reinterpret_cast<JpegError*>(c->err);
+  c->err->format_message(c, e->message);
+  std::longjmp(e->jump, 1);
+}
+
+// Warnings (msg_level -1: corrupt data, premature end of file) are errors here: a file
+// that decodes only partly is named, not silently used.
+void jpeg_emit(j_common_ptr c, int msg_level) {
+  if (msg_level < 0) jpeg_error_exit(c);
+}
+
+// PIL's MULDIV255: a·b/255 rounded as Pillow does it.
+inline int muldiv255(int a, int b) {
+  const int t = a * b + 128;
+  return ((t >> 8) + t) >> 8;
+}
+
+void decode_jpeg(std::FILE* f, const std::string& path, RgbImage& img, std::vector<uint8_t>& row) {
+  jpeg_decompress_struct cinfo;
+  JpegError err;
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = jpeg_error_exit;
+  err.mgr.emit_message = jpeg_emit;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    fail(path, " is not a readable JPEG (", err.message, "); replace or remove the file");
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_stdio_src(&cinfo, f);
+  jpeg_read_header(&cinfo, TRUE);
+  const bool cmyk = cinfo.num_components == 4;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;  // greyscale → RGB replicates Y
+  jpeg_start_decompress(&cinfo);
+  img.width = static_cast<int>(cinfo.output_width);
+  img.height = static_cast<int>(cinfo.output_height);
+  const int comps = cinfo.output_components;
+  img.pixels.resize(static_cast<size_t>(img.width) * img.height * 3);
+  row.resize(static_cast<size_t>(img.width) * comps);
+  while (cinfo.output_scanline < cinfo.output_height) {
+    const int y = static_cast<int>(cinfo.output_scanline);
+    JSAMPROW r = row.data();
+    jpeg_read_scanlines(&cinfo, &r, 1);
+    uint8_t* d = img.pixels.data() + static_cast<size_t>(y) * img.width * 3;
+    if (!cmyk) {
+      std::memcpy(d, row.data(), static_cast<size_t>(img.width) * 3);
+      continue;
+    }
+    // PIL reads CMYK JPEGs as Adobe-inverted ("CMYK;I"), then convert("RGB"):
+    // nk = 255 − K', R = nk − nk·C'/255 with C' = 255 − C, K' = 255 − K.
+    for (int x = 0; x < img.width; ++x) {
+      const uint8_t* s = row.data() + 4 * x;
+      const int nk = s[3];
+      for (int c = 0; c < 3; ++c) d[3 * x + c] = static_cast<uint8_t>(std::clamp(nk - muldiv255(255 - s[c], nk), 0, 255));
+    }
+  }
+  jpeg_finish_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+}
+
+// ---- PNG ------------------------------------------------------------------------
+struct PngError {
+  char message[256] = "";
+};
+
+[[noreturn]] void png_error_fn(png_structp png, png_const_charp msg) {
+  auto* e = static_cast<PngError*>(png_get_error_ptr(png));
+  std::snprintf(e->message, sizeof e->message, "%s", msg);
+  png_longjmp(png, 1);
+}
+void png_warning_fn(png_structp, png_const_charp) {}
+
+void decode_png(std::FILE* f, const std::string& path, RgbImage& img, std::vector<uint8_t>& data,
+                std::vector<png_bytep>& rows) {
+  PngError err;
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &err, png_error_fn, png_warning_fn);
+  if (!png) fail("out of memory reading ", path);
+  png_infop info = png_create_info_struct(png);
+  if (!info) {
+    png_destroy_read_struct(&png, nullptr, nullptr);
+    fail("out of memory reading ", path);
+  }
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    fail(path, " is not a readable PNG (", err.message, "); replace or remove the file");
+  }
+  png_init_io(png, f);
+  png_read_info(png, info);
+  const int color = png_get_color_type(png, info);
+  const int depth = png_get_bit_depth(png, info);
+  if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+  if (depth == 16) png_set_strip_16(png);
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  img.width = static_cast<int>(png_get_image_width(png, info));
+  img.height = static_cast<int>(png_get_image_height(png, info));
+  const int ch = png_get_channels(png, info);  // 1 grey, 2 grey+alpha, 3 RGB, 4 RGBA
+  const size_t stride = png_get_rowbytes(png, info);
+  data.resize(stride * static_cast<size_t>(img.height));
+  rows.resize(static_cast<size_t>(img.height));
+  for (int y = 0; y < img.height; ++y) rows[y] = data.data() + static_cast<size_t>(y) * stride;
+  png_read_image(png, rows.data());
+  png_read_end(png, nullptr);
+  png_destroy_read_struct(&png, &info, nullptr);
+  img.pixels.resize(static_cast<size_t>(img.width) * img.height * 3);
+  for (int y = 0; y < img.height; ++y) {
+    const uint8_t* s = rows[y];
+    uint8_t* d = img.pixels.data() + static_cast<size_t>(y) * img.width * 3;
+    for (int x = 0; x < img.width; ++x) {
+      if (ch >= 3) {
+        d[3 * x] = s[ch * x];
+        d[3 * x + 1] = s[ch * x + 1];
+        d[3 * x + 2] = s[ch * x + 2];
+      } else {
+        d[3 * x] = d[3 * x + 1] = d[3 * x + 2] = s[ch * x];
+      }
+    }
+  }
+}
+
+// ---- resampling (Pillow's Resample.c, 8 bits per channel) ------------------------
+constexpr int kPrecisionBits = 32 - 8 - 2;
+
+struct Coeffs {
+  int ksize = 0;
+  std::vector<int> bounds;  // per output: xmin, count
+  std::vector<int32_t> k;   // per output: ksize fixed-point weights
+};
+
+double bilinear(double x) {
+  if (x < 0.0) x = -x;
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+Coeffs precompute(int in_size, int out_size) {
+  const double scale = static_cast<double>(in_size) / out_size;
+  const double filterscale = scale < 1.0 ? 1.0 : scale;
+  const double support = 1.0 * filterscale;
+  Coeffs c;
+  c.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
+  c.bounds.resize(static_cast<size_t>(out_size) * 2);
+  c.k.assign(static_cast<size_t>(out_size) * c.ksize, 0);
+  std::vector<double> w(static_cast<size_t>(c.ksize));
+  for (int xx = 0; xx < out_size; ++xx) {
+    const double center = (xx + 0.5) * scale;
+    const double ss = 1.0 / filterscale;
+    int xmin = static_cast<int>(center - support + 0.5);
+    if (xmin < 0) xmin = 0;
+    int xmax = static_cast<int>(center + support + 0.5);
+    if (xmax > in_size) xmax = in_size;
+    xmax -= xmin;
+    double ww = 0.0;
+    for (int x = 0; x < xmax; ++x) {
+      w[x] = bilinear((x + xmin - center + 0.5) * ss);
+      ww += w[x];
+    }
+    for (int x = 0; x < xmax; ++x) {
+      const double v = ww != 0.0 ? w[x] / ww : w[x];
+      c.k[static_cast<size_t>(xx) * c.ksize + x] =
+          static_cast<int32_t>(v < 0 ? -0.5 + v * (1 << kPrecisionBits) : 0.5 + v * (1 << kPrecisionBits));
+    }
+    c.bounds[2 * xx] = xmin;
+    c.bounds[2 * xx + 1] = xmax;
+  }
+  return c;
+}
+
+inline uint8_t clip8(int32_t ss) { return static_cast<uint8_t>(std::clamp(ss >> kPrecisionBits, 0, 255)); }
+
+}  // namespace
+
+RgbImage decode_image(const std::string& path) {
+  File f(std::fopen(path.c_str(), "rb"));
+  if (!f) fail("cannot open ", path, ": ", std::strerror(errno));
+  unsigned char magic[8] = {0};
+  const size_t got = std::fread(magic, 1, sizeof magic, f.get());
+  std::rewind(f.get());
+  RgbImage img;
+  if (got >= 3 && magic[0] == 0xFF && magic[1] == 0xD8 && magic[2] == 0xFF) {
+    std::vector<uint8_t> row;
+    decode_jpeg(f.get(), path, img, row);
+  } else if (got == 8 && png_sig_cmp(magic, 0, 8) == 0) {
+    std::vector<uint8_t> data;
+    std::vector<png_bytep> rows;
+    decode_png(f.get(), path, img, data, rows);
+  } else {
+    fail(path, " is neither a JPEG nor a PNG file (by its first bytes); convert it to JPEG or PNG, or remove it");
+  }
+  if (img.width < 1 || img.height < 1) fail(path, " holds an empty image");
+  return img;
+}
+
+void resample_bilinear(const uint8_t* src, int in_w, int in_h, int channels, uint8_t* dst, int out_w, int out_h) {
+  if (out_w < 1 || out_h < 1 || in_w < 1 || in_h < 1) internal_error("resize ", in_w, "x", in_h, " to ", out_w, "x", out_h);
+  const size_t in_stride = static_cast<size_t>(in_w) * channels;
+  std::vector<uint8_t> mid;  // after the horizontal pass: in_h rows of out_w pixels
+  const uint8_t* cur = src;
+  int cur_w = in_w;
+  if (out_w != in_w) {
+    const Coeffs c = precompute(in_w, out_w);
+    const bool last = out_h == in_h;
+    mid.resize(static_cast<size_t>(out_w) * in_h * channels);
+    uint8_t* out = last ? dst : mid.data();
+    for (int y = 0; y < in_h; ++y) {
+      const uint8_t* s = src + y * in_stride;
+      uint8_t* d = out + static_cast<size_t>(y) * out_w * channels;
+      for (int x = 0; x < out_w; ++x) {
+        const int xmin = c.bounds[2 * x], n = c.bounds[2 * x + 1];
+        const int32_t* k = c.k.data() + static_cast<size_t>(x) * c.ksize;
+        for (int ch = 0; ch < channels; ++ch) {
+          int32_t ss = 1 << (kPrecisionBits - 1);
+          for (int i = 0; i < n; ++i) ss += s[channels * (xmin + i) + ch] * k[i];
+          d[channels * x + ch] = clip8(ss);
+        }
+      }
+    }
+    if (last) return;
+    cur = mid.data();
+    cur_w = out_w;
+  }
+  const size_t stride = static_cast<size_t>(cur_w) * channels;
+  if (out_h == in_h) {  // same size: a copy
+    std::memcpy(dst, cur, stride * in_h);
+    return;
+  }
+  const Coeffs c = precompute(in_h, out_h);
+  for (int y = 0; y < out_h; ++y) {
+    const int ymin = c.bounds[2 * y], n = c.bounds[2 * y + 1];
+    const int32_t* k = c.k.data() + static_cast<size_t>(y) * c.ksize;
+    uint8_t* d = dst + y * stride;
+    for (size_t p = 0; p < stride; ++p) {
+      int32_t ss = 1 << (kPrecisionBits - 1);
+      for (int i = 0; i < n; ++i) ss += cur[(ymin + i) * stride + p] * k[i];
+      d[p] = clip8(ss);
+    }
+  }
+}
+
+RgbImage resize_bilinear(const RgbImage& in, int width, int height) {
+  RgbImage out;
+  out.width = width;
+  out.height = height;
+  out.pixels.resize(static_cast<size_t>(width) * height * 3);
+  resample_bilinear(in.pixels.data(), in.width, in.height, 3, out.pixels.data(), width, height);
+  return out;
+}
+
+RgbImage resize_shorter(const RgbImage& in, int size) {
+  if (size < 1) fail("--resize must be at least 1");
+  const bool w_short = in.width <= in.height;
+  const int s = w_short ? in.width : in.height, l = w_short ? in.height : in.width;
+  const int new_long = static_cast<int>(static_cast<double>(int64_t{size} * l) / s);
+  const int w = w_short ? size : new_long, h = w_short ? new_long : size;
+  if (w == in.width && h == in.height) return in;
+  return resize_bilinear(in, w, h);
+}
+
+RgbImage center_crop(const RgbImage& in_img, int size) {
+  if (size < 1) fail("--center-crop must be at least 1");
+  RgbImage img = in_img;
+  if (size > img.width || size > img.height) {
+    const int pl = size > img.width ? (size - img.width) / 2 : 0, pt = size > img.height ? (size - img.height) / 2 : 0;
+    const int pr = size > img.width ? (size - img.width + 1) / 2 : 0,
+              pb = size > img.height ? (size - img.height + 1) / 2 : 0;
+    RgbImage p;
+    p.width = img.width + pl + pr;
+    p.height = img.height + pt + pb;
+    p.pixels.assign(static_cast<size_t>(p.width) * p.height * 3, 0);
+    for (int y = 0; y < img.height; ++y)
+      std::memcpy(p.pixels.data() + (static_cast<size_t>(y + pt) * p.width + pl) * 3,
+                  img.pixels.data() + static_cast<size_t>(y) * img.width * 3, static_cast<size_t>(img.width) * 3);
+    img = std::move(p);
+    if (img.width == size && img.height == size) return img;
+  }
+  const int top = static_cast<int>(std::nearbyint((img.height - size) / 2.0));
+  const int left = static_cast<int>(std::nearbyint((img.width - size) / 2.0));
+  RgbImage out;
+  out.width = out.height = size;
+  out.pixels.resize(static_cast<size_t>(size) * size * 3);
+  for (int y = 0; y < size; ++y)
+    std::memcpy(out.pixels.data() + static_cast<size_t>(y) * size * 3,
+                img.pixels.data() + (static_cast<size_t>(y + top) * img.width + left) * 3, static_cast<size_t>(size) * 3);
+  return out;
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,49 @@
+// image_decode.hpp — JPEG (libjpeg-turbo) and PNG (libpng) files → 8-bit RGB, as
+// PIL's Image.open(path).convert("RGB") gives them (what torchvision's ImageFolder
+// loader does), plus the two geometric transforms prep applies once: torchvision's
+// Resize(S) (shorter side to S, bilinear with antialias = PIL's resample) and
+// CenterCrop(S).
+//
+// Colour conversions (checked against PIL in tests/data/imagefolder_pil.sh):
+//   JPEG YCbCr / RGB      → libjpeg's RGB output (same decoder and settings as PIL)
+//   JPEG greyscale        → R = G = B = Y
+//   JPEG CMYK / YCCK      → PIL's Adobe convention: C' = 255 − C (etc.), then
+//                           R = K − K·C'/255 (PIL's MULDIV255 rounding), likewise G, B
+//   PNG palette           → the palette colours (transparency ignored)
+//   PNG grey (1/2/4/8-bit)→ R = G = B = the 8-bit expanded grey
+//   PNG with alpha        → the colour channels, alpha dropped (no compositing)
+//   PNG 16-bit            → the high byte of each sample (PIL differs for 16-bit grey,
+//                           which it clips to 255 from its 32-bit "I" mode)
+// Anything else (not JPEG or PNG by its first bytes, a corrupt or truncated file, 12-bit
+// JPEG) is a UserError naming the file.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cnnscale {
+
+struct RgbImage {
+  int width = 0, height = 0;
+  std::vector<uint8_t> pixels;  // height × width × 3, interleaved RGB, rows top to bottom
+};
+
+RgbImage decode_image(const std::string& path);
+
+// torchvision.transforms.Resize(size) on a PIL image: the shorter side becomes `size`,
+// the longer int(size · long / short); PIL's bilinear resample with antialias (filter
+// support scaled by the reduction factor, 22-bit fixed-point coefficients, horizontal
+// pass then vertical, rounding to uint8 after each).
+RgbImage resize_shorter(const RgbImage& in, int size);
+// PIL's Image.resize((w, h), BILINEAR) (the primitive under resize_shorter).
+RgbImage resize_bilinear(const RgbImage& in, int width, int height);
+// The same on a raw image of `channels` interleaved 8-bit channels (1 for one plane of
+// a C×H×W sample); dst holds out_w × out_h × channels bytes.
+void resample_bilinear(const uint8_t* src, int in_w, int in_h, int channels, uint8_t* dst, int out_w, int out_h);
+
+// torchvision.transforms.CenterCrop(size): zero-pads a smaller image to size (left/top
+// get the floor half), then crops at top = round((h − size) / 2), left likewise, with
+// Python's round (half to even).
+RgbImage center_crop(const RgbImage& in, int size);
+
+}  // namespace cnnscale

@@ -1,0 +1,198 @@
+// prep_imagefolder.cpp — see prep_imagefolder.hpp.
+#include "data/prep_imagefolder.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <thread>
+
+#include "data/image_decode.hpp"
+#include "data/sampler.hpp"
+#include "util/error.hpp"
+
+namespace cnnscale {
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kImgExtensions[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"};
+const char* kDecoded[] = {".jpg", ".jpeg", ".png"};
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// An image after the prep transforms.
+RgbImage load(const std::string& path, const ImageFolderOptions& o) {
+  RgbImage img = decode_image(path);
+  if (o.resize > 0) img = resize_shorter(img, o.resize);
+  if (o.center_crop > 0) img = center_crop(img, o.center_crop);
+  return img;
+}
+
+class ImageFolderStream : public SampleStream {
+ public:
+  ImageFolderStream(std::vector<std::string> files, std::vector<int32_t> labels, std::vector<std::string> classes,
+                    const ImageFolderOptions& o, const std::string& desc)
+      : files_(std::move(files)), labels_(std::move(labels)), classes_(std::move(classes)), o_(o), desc_(desc) {
+    if (!files_.empty()) {
+      const RgbImage first = load(files_[0], o_);
+      shape_ = {3, first.height, first.width};
+    }
+  }
+  std::string describe() const override { return desc_; }
+  int64_t samples() const override { return static_cast<int64_t>(files_.size()); }
+  SampleShape shape() const override { return shape_; }
+  const std::vector<int32_t>& labels() const override { return labels_; }
+  int format_classes() const override { return static_cast<int>(classes_.size()); }
+  std::vector<std::string> class_names() const override { return classes_; }
+
+  void read_images(uint8_t* dst, int64_t n) override {
+    const int64_t numel = shape_.numel(), first = pos_;
+    const int threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(o_.threads, n)));
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
+    auto work = [&](int t) {
+      try {
+        for (int64_t i = t; i < n; i += threads) write_sample(first + i, dst + i * numel);
+      } catch (...) {
+        errors[static_cast<size_t>(t)] = std::current_exception();
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
+    work(0);
+    for (auto& th : pool) th.join();
+    for (auto& e : errors)  // the lowest-numbered failing thread's error (deterministic enough)
+      if (e) std::rethrow_exception(e);
+    pos_ += n;
+  }
+
+ private:
+  void write_sample(int64_t index, uint8_t* dst) const {
+    const std::string& path = files_[static_cast<size_t>(index)];
+    const RgbImage img = load(path, o_);
+    if (img.height != shape_.height || img.width != shape_.width)
+      fail(path, " is ", img.width, "x", img.height, " after --resize/--center-crop but ", files_[0], " is ",
+           shape_.width, "x", shape_.height, "; every sample needs one shape: pass --center-crop S (after --resize S ",
+           "for photos of different sizes)");
+    const int64_t plane = int64_t{img.height} * img.width;
+    for (int64_t p = 0; p < plane; ++p)
+      for (int c = 0; c < 3; ++c) dst[c * plane + p] = img.pixels[static_cast<size_t>(3 * p + c)];
+  }
+
+  std::vector<std::string> files_;
+  std::vector<int32_t> labels_;
+  std::vector<std::string> classes_;
+  ImageFolderOptions o_;
+  std::string desc_;
+  SampleShape shape_{3, 1, 1};
+  int64_t pos_ = 0;
+};
+
+}  // namespace
+
+ImageFolderListing list_image_folder(const std::string& dir) {
+  ImageFolderListing l;
+  if (!fs::is_directory(dir)) fail(dir, " is not a directory; --format imagefolder needs ROOT/<class>/<image>");
+  for (const auto& e : fs::directory_iterator(dir))
+    if (fs::is_directory(e.path())) l.classes.push_back(e.path().filename().string());
+  std::sort(l.classes.begin(), l.classes.end());
+  if (l.classes.empty())
+    fail(dir, " has no class folders; --format imagefolder reads ROOT/<class>/<image> (or ROOT/train/<class>/…)");
+  for (size_t c = 0; c < l.classes.size(); ++c) {
+    std::vector<std::pair<std::string, std::string>> found;  // (directory, file name)
+    const std::string top = dir + "/" + l.classes[c];
+    for (auto it = fs::recursive_directory_iterator(top, fs::directory_options::follow_directory_symlink);
+         it != fs::recursive_directory_iterator(); ++it) {
+      if (fs::is_directory(it->path())) continue;
+      const std::string name = it->path().filename().string(), low = lower(name);
+      if (!std::any_of(std::begin(kImgExtensions), std::end(kImgExtensions), [&](const char* x) { return ends_with(low, x); }))
+        continue;
+      if (!std::any_of(std::begin(kDecoded), std::end(kDecoded), [&](const char* x) { return ends_with(low, x); }))
+        fail(it->path().string(), " is an image type torchvision's ImageFolder lists but cnnscale prep does not decode ",
+             "(JPEG and PNG only); convert it to PNG or JPEG, or move it out of ", dir);
+      found.emplace_back(it->path().parent_path().string(), name);
+    }
+    if (found.empty())
+      fail("class folder ", top, " holds no .jpg, .jpeg or .png file; add images or remove the folder");
+    std::sort(found.begin(), found.end());
+    for (const auto& [d, f] : found) {
+      l.files.push_back(d + "/" + f);
+      l.labels.push_back(static_cast<int32_t>(c));
+    }
+  }
+  return l;
+}
+
+ImageFolderInput open_imagefolder_input(const std::string& root_in, const ImageFolderOptions& o) {
+  std::string root = root_in;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  if (!fs::is_directory(root)) fail("--input ", root, " is not a directory; --format imagefolder needs a folder of class folders");
+  if (o.resize < 0 || o.center_crop < 0) fail("--resize and --center-crop take a positive size");
+  if (!(o.val_fraction >= 0 && o.val_fraction < 1)) fail("--val-fraction must lie in [0, 1)");
+  if (o.threads < 1) fail("--threads must be at least 1");
+  ImageFolderInput r;
+  ImageFolderListing all;
+  auto stream = [&](ImageFolderListing& l, const std::string& desc) {
+    return std::make_unique<ImageFolderStream>(std::move(l.files), std::move(l.labels), l.classes, o, desc);
+  };
+  if (fs::is_directory(root + "/train")) {
+    all = list_image_folder(root + "/train");
+    if (fs::is_directory(root + "/val")) {
+      if (o.val_fraction > 0)
+        fail(root, " has its own val/ folder; drop --val-fraction (or move val/ away to carve the test split from "
+             "train/)");
+      ImageFolderListing val = list_image_folder(root + "/val");
+      if (val.classes != all.classes) {
+        size_t i = 0;
+        while (i < val.classes.size() && i < all.classes.size() && val.classes[i] == all.classes[i]) ++i;
+        fail("the class folders of ", root, "/val (", val.classes.size(), ") differ from those of ", root, "/train (",
+             all.classes.size(), "): class ", i, " is '", i < val.classes.size() ? val.classes[i] : "(none)",
+             "' in val/ and '", i < all.classes.size() ? all.classes[i] : "(none)",
+             "' in train/; the labels would not match — give both the same class folders");
+      }
+      r.layout = "train/val";
+      r.train = stream(all, root + "/train");
+      r.test = stream(val, root + "/val");
+      return r;
+    }
+    root += "/train";
+    r.layout = "train";
+  } else {
+    all = list_image_folder(root);
+    r.layout = "all";
+  }
+  if (o.val_fraction == 0) {
+    r.train = stream(all, root);
+    return r;
+  }
+  const int64_t n = static_cast<int64_t>(all.files.size());
+  const int64_t n_val = static_cast<int64_t>(std::floor(o.val_fraction * static_cast<double>(n) + 0.5));
+  if (n_val < 1 || n_val >= n)
+    fail("--val-fraction ", o.val_fraction, " of the ", n, " images of ", root, " leaves ", n_val,
+         " for the test split and ", n - n_val, " for training; both need at least one");
+  const std::vector<int64_t> perm = epoch_permutation(o.seed, 0, n);
+  std::vector<char> is_val(static_cast<size_t>(n), 0);
+  for (int64_t i = 0; i < n_val; ++i) is_val[static_cast<size_t>(perm[i])] = 1;
+  std::vector<std::string> tf, vf;
+  std::vector<int32_t> tl, vl;
+  for (int64_t i = 0; i < n; ++i) {
+    (is_val[i] ? vf : tf).push_back(all.files[i]);
+    (is_val[i] ? vl : tl).push_back(all.labels[i]);
+  }
+  r.layout = "split";
+  r.train = std::make_unique<ImageFolderStream>(std::move(tf), std::move(tl), all.classes, o, root + " (train part)");
+  r.test = std::make_unique<ImageFolderStream>(std::move(vf), std::move(vl), all.classes, o, root + " (val part)");
+  return r;
+}
+
+}  // namespace cnnscale
