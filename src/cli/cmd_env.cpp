@@ -10,10 +10,10 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
-#include "comm/check.hpp"
 #include "comm/make_communicator.hpp"
 #include "comm/nccl_id.hpp"
 #include "launch/bootstrap.hpp"
+#include "launch/mpi_check.hpp"
 
 namespace cnnscale::cli {
 

@@ -7,8 +7,12 @@
 #include <cstring>
 
 #include "comm/allreduce_check.hpp"
-#include "comm/check.hpp"
+#include "launch/mpi_check.hpp"
 #include "util/error.hpp"
+
+#ifdef CNNSCALE_HAVE_CUDA
+#include "util/cuda/check.hpp"
+#endif
 
 namespace cnnscale {
 namespace {

@@ -37,6 +37,9 @@ class Communicator {
   virtual void progress() {}
   // Waits for outstanding device work (NCCL stream); no-op for MPI.
   virtual void synchronize() {}
+  // The device queue the communicator works on (NCCL's cudaStream_t), nullptr for MPI.
+  // A device model orders its gradients before it with Model::order_before(stream()).
+  virtual void* stream() const { return nullptr; }
 };
 
 }  // namespace cnnscale

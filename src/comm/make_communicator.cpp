@@ -1,9 +1,9 @@
 // make_communicator.cpp — see make_communicator.hpp.
 #include "comm/make_communicator.hpp"
 
-#include "comm/check.hpp"
 #include "comm/mpi_communicator.hpp"
 #include "comm/nccl_communicator.hpp"
+#include "launch/mpi_check.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <climits>
 
-#include "comm/check.hpp"
+#include "launch/mpi_check.hpp"
 #include "util/bf16.hpp"
 
 namespace cnnscale {

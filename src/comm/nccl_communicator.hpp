@@ -25,7 +25,7 @@ class NcclCommunicator final : public Communicator {
   void broadcast(void* buf, size_t bytes, int root) override;
   void barrier() override;
   void synchronize() override;
-  cudaStream_t stream() const { return stream_; }
+  void* stream() const override { return stream_; }  // the cudaStream_t
 
  private:
   ncclComm_t comm_ = nullptr;

@@ -8,7 +8,7 @@
 #include <exception>
 #include <new>
 
-#include "comm/check.hpp"
+#include "launch/mpi_check.hpp"
 
 namespace cnnscale {
 namespace {

@@ -9,6 +9,7 @@
 
 #include "launch/detect_launcher.hpp"
 #include "launch/device_binding.hpp"
+#include "launch/mpi_check.hpp"
 #include "launch/pmix_query.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
@@ -76,29 +77,31 @@ ProcessContext bootstrap(const BootstrapOptions& opts) {
 
   if (!mpi_active()) {
     int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    mpiCheck(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
     ctx.mpi_thread_level = provided;
   } else {
-    MPI_Query_thread(&ctx.mpi_thread_level);
+    mpiCheck(MPI_Query_thread(&ctx.mpi_thread_level));
   }
+  // From here a failed library call (CUDA, cuDNN, cuBLAS) aborts every rank, not just this one.
+  set_fatal_error_handler(&abort_job);
   if (ctx.launch.kind == LauncherKind::pmix) release_pmix();
-  MPI_Comm_rank(MPI_COMM_WORLD, &ctx.rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &ctx.size);
+  mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &ctx.rank));
+  mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &ctx.size));
   set_log_rank(ctx.rank);
   check_launch_against_mpi(ctx.launch, ctx.rank, ctx.size);
 
   // Topology from MPI itself: ranks sharing memory form a node.
   ctx.host = hostname();
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, ctx.rank, MPI_INFO_NULL, &ctx.local_comm);
-  MPI_Comm_rank(ctx.local_comm, &ctx.local_rank);
-  MPI_Comm_size(ctx.local_comm, &ctx.local_size);
+  mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, ctx.rank, MPI_INFO_NULL, &ctx.local_comm));
+  mpiCheck(MPI_Comm_rank(ctx.local_comm, &ctx.local_rank));
+  mpiCheck(MPI_Comm_size(ctx.local_comm, &ctx.local_size));
   int leader = ctx.local_rank == 0 ? 1 : 0;
-  MPI_Allreduce(&leader, &ctx.num_nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  mpiCheck(MPI_Allreduce(&leader, &ctx.num_nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
   // Node id = number of node leaders with a lower world rank than this node's leader.
   int leader_rank = ctx.rank;
-  MPI_Bcast(&leader_rank, 1, MPI_INT, 0, ctx.local_comm);
+  mpiCheck(MPI_Bcast(&leader_rank, 1, MPI_INT, 0, ctx.local_comm));
   std::vector<int> leaders(static_cast<size_t>(ctx.size));
-  MPI_Allgather(&leader_rank, 1, MPI_INT, leaders.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  mpiCheck(MPI_Allgather(&leader_rank, 1, MPI_INT, leaders.data(), 1, MPI_INT, MPI_COMM_WORLD));
   std::sort(leaders.begin(), leaders.end());
   leaders.erase(std::unique(leaders.begin(), leaders.end()), leaders.end());
   ctx.node_id = static_cast<int>(std::lower_bound(leaders.begin(), leaders.end(), leader_rank) - leaders.begin());
@@ -109,8 +112,8 @@ ProcessContext bootstrap(const BootstrapOptions& opts) {
   std::strncpy(key, mine.key.c_str(), sizeof(key) - 1);
   std::vector<char> keys(256 * static_cast<size_t>(ctx.local_size));
   std::vector<int> counts(static_cast<size_t>(ctx.local_size));
-  MPI_Allgather(key, 256, MPI_CHAR, keys.data(), 256, MPI_CHAR, ctx.local_comm);
-  MPI_Allgather(&mine.count, 1, MPI_INT, counts.data(), 1, MPI_INT, ctx.local_comm);
+  mpiCheck(MPI_Allgather(key, 256, MPI_CHAR, keys.data(), 256, MPI_CHAR, ctx.local_comm));
+  mpiCheck(MPI_Allgather(&mine.count, 1, MPI_INT, counts.data(), 1, MPI_INT, ctx.local_comm));
   std::vector<VisibleDevices> local(static_cast<size_t>(ctx.local_size));
   for (int i = 0; i < ctx.local_size; ++i) local[i] = {std::string(&keys[256 * i]), counts[i]};
   ctx.device = choose_device(local, ctx.local_rank, opts.allow_gpu_sharing, ctx.host).device;

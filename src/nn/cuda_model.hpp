@@ -1,11 +1,12 @@
 // cuda_model.hpp — the GPU model: the same Graph as the CPU model (nn/graph.hpp),
 // run with cuDNN (conv, pooling, ReLU, batch-norm), cuBLAS (linear, residual add) and
 // a few small CUDA kernels (softmax cross-entropy, dropout, a counter). Usable from
-// non-CUDA code: no CUDA header is included; streams travel as void*.
+// non-CUDA code: no CUDA header is included; streams travel as void*. make_model(...,
+// device >= 0) builds it; in a build without CUDA that is a UserError.
 //
 // Contract (in addition to model.hpp):
 // - param_data() / grad_data() are DEVICE pointers (on_device() is true); use
-//   download_params / upload_params for host copies (checkpoints, comparisons).
+//   copy_params_to_host / copy_params_from_host for host copies (checkpoints, comparisons).
 // - forward_backward / forward_eval take HOST images, labels and sample ids; they are
 //   copied through a pinned staging buffer on the model's stream.
 // - All work is enqueued on the model's stream (stream()). forward_backward returns
@@ -22,7 +23,6 @@
 // - Parameters are initialised on the host by the CPU model's init (bit-identical to
 //   make_model for the same seed) and uploaded.
 #pragma once
-#ifdef CNNSCALE_HAVE_CUDA
 #include <memory>
 #include <string>
 
@@ -34,18 +34,18 @@ class DeviceModel : public Model {
  public:
   bool on_device() const override { return true; }
   virtual int device() const = 0;
-  virtual void* stream() const = 0;               // the model's cudaStream_t
-  virtual void order_before(void* other_stream) = 0;  // other_stream waits for work enqueued so far
-  virtual void synchronize() = 0;                  // host waits for the model's stream
-  virtual void download_params(float* host) = 0;   // param_count() floats; synchronous
-  virtual void upload_params(const float* host) = 0;
+  void* stream() const override = 0;                  // the model's cudaStream_t
+  void order_before(void* other_stream) override = 0;  // other_stream waits for work enqueued so far
+  void synchronize() override = 0;                     // host waits for the model's stream
+  void copy_params_to_host(float* host) override = 0;  // param_count() floats; synchronous
+  void copy_params_from_host(const float* host) override = 0;
   virtual void download_grads(float* host) = 0;
 };
 
 // Builds the GPU model on CUDA device `device` (built-in name or spec, as make_model;
-// same UserErrors). Throws UserError when the device cannot be used.
+// same UserErrors). Throws UserError when the device cannot be used, or when this
+// build has no CUDA (src/nn/cuda/stub).
 std::unique_ptr<DeviceModel> make_cuda_model(const std::string& name_or_spec, const SampleShape& input, int classes,
                                              int device);
 
 }  // namespace cnnscale
-#endif

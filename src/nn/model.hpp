@@ -12,6 +12,7 @@
 // (sum of local losses) × loss_scale, with loss_scale = 1/global_batch. Summing the
 // gradients over ranks then gives exactly the gradient of the global-batch mean.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -80,9 +81,30 @@ class Model {
   // where the model cannot (device models).
   virtual bool adopt_grad_storage(float* /*grads*/) { return false; }
 
+  // ---- where the model runs; the defaults are the host model's (oneDNN): host
+  // memory, and every call returns when its work is done ----
+
   // True when param_data()/grad_data() are CUDA device pointers (the GPU model,
   // nn/cuda_model.hpp); the CPU model's buffers are host memory.
   virtual bool on_device() const { return false; }
+
+  // The device queue the model enqueues its work on (the GPU model's cudaStream_t), or
+  // nullptr. Work that others enqueue on it (the CUDA optimizer) is ordered with the
+  // model's own.
+  virtual void* stream() const { return nullptr; }
+
+  // Makes the device queue `other` (e.g. Communicator::stream()) wait for the work the
+  // model has enqueued so far, without a host wait. No-op for a host model or a null queue.
+  virtual void order_before(void* /*other*/) {}
+
+  // The host waits for the work the model has enqueued (forward_backward of a device
+  // model returns before its backward has run). No-op for a host model.
+  virtual void synchronize() {}
+
+  // Host copies of the flat parameters (param_count() floats), synchronous: for
+  // checkpoints, replica checks and broadcasts over MPI.
+  virtual void copy_params_to_host(float* host) { std::copy_n(param_data(), param_count(), host); }
+  virtual void copy_params_from_host(const float* host) { std::copy_n(host, param_count(), param_data()); }
 };
 
 // Builds a model from a built-in name (mnist_cnn, lenet5, resnet20) or a one-line spec
@@ -90,7 +112,10 @@ class Model {
 // relu dropout(0.5) linear(10)", for inputs of the given shape. Throws UserError with
 // the position of a mistake in a spec.
 // Also applies the default thread count once (nn::default_threads(): OMP_NUM_THREADS or 1).
-std::unique_ptr<Model> make_model(const std::string& name_or_spec, const SampleShape& input, int classes);
+// device < 0: the CPU (oneDNN) model; device >= 0: the GPU model on that CUDA device
+// (nn/cuda_model.hpp), a UserError in a build without CUDA.
+std::unique_ptr<Model> make_model(const std::string& name_or_spec, const SampleShape& input, int classes,
+                                  int device = -1);
 
 namespace nn {
 // oneDNN threads per rank (OpenMP); see threads.hpp. Call before prepare().

@@ -2,6 +2,7 @@
 // from a one-line spec (layer-index names like nn.Sequential). See docs/models.md.
 #include <cmath>
 
+#include "nn/cuda_model.hpp"
 #include "nn/graph.hpp"
 #include "nn/net.hpp"
 #include "nn/spec.hpp"
@@ -143,7 +144,9 @@ std::unique_ptr<Model> make_spec_model(const std::string& text, const SampleShap
 
 }  // namespace nn
 
-std::unique_ptr<Model> make_model(const std::string& name_or_spec, const SampleShape& input, int classes) {
+std::unique_ptr<Model> make_model(const std::string& name_or_spec, const SampleShape& input, int classes,
+                                  int device) {
+  if (device >= 0) return make_cuda_model(name_or_spec, input, classes, device);
   nn::ensure_threads();
   if (classes < 2) fail("a classifier needs at least 2 classes, got ", classes);
   if (name_or_spec == "mnist_cnn") return nn::mnist_cnn(input, classes);

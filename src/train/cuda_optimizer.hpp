@@ -1,7 +1,8 @@
 // cuda_optimizer.hpp — the optimisers of optimizer.hpp (same options, same PyTorch
 // semantics, same state names) updating DEVICE flat buffers with CUDA kernels, on a
-// given stream (pass DeviceModel::stream(): the update is then ordered after the
-// model's backward and before its next forward without any host wait).
+// given stream (pass the device model's Model::stream(): the update is then ordered
+// after the model's backward and before its next forward without any host wait).
+// make_optimizer(options, model) picks it for a device model.
 //
 // step(params, grads, lr) takes device pointers and only enqueues the update.
 // The arithmetic is the CPU optimiser's, operation by operation, with
@@ -13,8 +14,9 @@
 // until the next step(), which first copies them back to the device (so a checkpoint
 // reader or a broadcast may write them, as with the CPU optimiser). The copies cost
 // one device↔host transfer per state() call (checkpoint/resume time only).
+//
+// In a build without CUDA make_cuda_optimizer is a UserError (src/train/cuda/stub).
 #pragma once
-#ifdef CNNSCALE_HAVE_CUDA
 #include <memory>
 #include <vector>
 
@@ -27,4 +29,3 @@ std::unique_ptr<Optimizer> make_cuda_optimizer(const OptimizerOptions& o, const 
                                                size_t param_count, void* stream);
 
 }  // namespace cnnscale
-#endif

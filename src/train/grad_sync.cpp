@@ -3,7 +3,7 @@
 
 #include <mpi.h>
 
-#include "comm/check.hpp"
+#include "launch/mpi_check.hpp"
 
 #include <algorithm>
 #include <chrono>

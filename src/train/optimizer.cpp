@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "train/cuda_optimizer.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale {
@@ -108,6 +109,11 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, const std::
     return std::make_unique<AdamW>(o, params, param_count);
   }
   fail("--optimizer ", o.kind, " is not supported; use sgd or adamw");
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, Model& model) {
+  if (model.on_device()) return make_cuda_optimizer(o, model.params(), model.param_count(), model.stream());
+  return make_optimizer(o, model.params(), model.param_count());
 }
 
 }  // namespace cnnscale

@@ -49,4 +49,8 @@ AdamWScalars adamw_scalars(const OptimizerOptions& o, long long t, double lr);
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, const std::vector<ParamInfo>& params,
                                           size_t param_count);
 
+// The optimiser for `model`'s parameters where they live: the CPU one above for a host
+// model, the CUDA one on the model's stream for a device model (train/cuda_optimizer.hpp).
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, Model& model);
+
 }  // namespace cnnscale

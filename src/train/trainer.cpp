@@ -15,11 +15,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "comm/check.hpp"
 #include "comm/make_communicator.hpp"
 #include "comm/watchdog.hpp"
 #include "data/open_source.hpp"
 #include "launch/bootstrap.hpp"
+#include "launch/mpi_check.hpp"
 #include "nn/host_params.hpp"
 #include "nn/model.hpp"
 #include "train/checkpoint.hpp"
@@ -31,12 +31,6 @@
 #include "train/stop_signal.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
-
-#ifdef CNNSCALE_HAVE_CUDA
-#include "comm/nccl_communicator.hpp"
-#include "nn/cuda_model.hpp"
-#include "train/cuda_optimizer.hpp"
-#endif
 
 namespace cnnscale {
 namespace {
@@ -280,27 +274,10 @@ int run_training(const TrainOptions& opt) {
 
   // ---- model ----
   nn::set_threads(opt.threads);
-  std::unique_ptr<Model> model;
-#ifdef CNNSCALE_HAVE_CUDA
-  DeviceModel* dev = nullptr;
-  if (on_gpu) {
-    auto dm = make_cuda_model(opt.model, train->shape(), train->classes(), ctx.device);
-    dev = dm.get();
-    model = std::move(dm);
-  }
-#endif
-  if (!model) model = make_model(opt.model, train->shape(), train->classes());
-  // Device models enqueue work on their own stream; NCCL must wait for it.
-  auto comm_after_model = [&]() {
-#ifdef CNNSCALE_HAVE_CUDA
-    if (dev) dev->order_before(static_cast<NcclCommunicator&>(*comm).stream());
-#endif
-  };
-  auto wait_for_model = [&]() {
-#ifdef CNNSCALE_HAVE_CUDA
-    if (dev) dev->synchronize();
-#endif
-  };
+  std::unique_ptr<Model> model = make_model(opt.model, train->shape(), train->classes(), on_gpu ? ctx.device : -1);
+  // Device models enqueue work on their own stream; NCCL must wait for it (no-ops on the CPU).
+  auto comm_after_model = [&]() { model->order_before(comm->stream()); };
+  auto wait_for_model = [&]() { model->synchronize(); };
   bool has_buffers = false;
   std::vector<size_t> param_ends;
   for (const auto& p : model->params()) {
@@ -335,11 +312,7 @@ int run_training(const TrainOptions& opt) {
   if (opt.max_steps > 0 && opt.epochs <= 1 && opt.max_steps > total_steps) total_steps = opt.max_steps;
   const int epochs_planned = static_cast<int>((total_steps + steps_per_epoch - 1) / steps_per_epoch);
 
-  std::unique_ptr<Optimizer> optimizer;
-#ifdef CNNSCALE_HAVE_CUDA
-  if (dev) optimizer = make_cuda_optimizer(opt.optimizer, model->params(), model->param_count(), dev->stream());
-#endif
-  if (!optimizer) optimizer = make_optimizer(opt.optimizer, model->params(), model->param_count());
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(opt.optimizer, *model);  // CUDA kernels for a device model
   LrSchedule schedule(opt.lr, global_batch, steps_per_epoch, total_steps);
   GradSync sync(*comm, model->grad_data(), std::move(buckets), DType::f32, shm.get());
 

@@ -1,13 +1,35 @@
 // error.cpp — the single place that formats "cnnscale: error:" lines.
 #include "util/error.hpp"
 
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
+
+#include "util/log.hpp"
 
 namespace cnnscale {
 
 void print_error(const std::string& message) {
   std::fprintf(stderr, "cnnscale: error: %s\n", message.c_str());
   std::fflush(stderr);
+}
+
+namespace {
+std::atomic<FatalErrorHandler> g_fatal_handler{nullptr};
+}  // namespace
+
+std::string failed_call_message(const char* call, const char* file, int line, const char* what) {
+  char where[512];
+  std::snprintf(where, sizeof(where), "%s failed at %s:%d on rank %d: %s", call, file, line, log_rank(), what);
+  return where;
+}
+
+void set_fatal_error_handler(FatalErrorHandler handler) { g_fatal_handler.store(handler); }
+
+void fatal_error(const std::string& message, int status) {
+  if (FatalErrorHandler h = g_fatal_handler.load()) h(message, status);
+  print_error(message);
+  std::exit(status);
 }
 
 }  // namespace cnnscale

@@ -48,4 +48,18 @@ void print_error(const std::string& message);
 // Exit status used for user errors.
 constexpr int kUserErrorStatus = 2;
 
+// ---- failures no rank can recover from (a CUDA, cuDNN, cuBLAS or NCCL call failed) ----
+
+// "<call> failed at <file>:<line> on rank <r>: <what>": the line a failed library call reports.
+std::string failed_call_message(const char* call, const char* file, int line, const char* what);
+
+// Prints "cnnscale: error: <message>" and ends the job with status. Here in util it ends
+// this process; once launch has started MPI (bootstrap) it is launch's abort_job, which
+// aborts every rank (launch/mpi_check.hpp), so no rank is left waiting.
+[[noreturn]] void fatal_error(const std::string& message, int status = 3);
+
+// What fatal_error hands over to (it must not return); nullptr: print and exit.
+using FatalErrorHandler = void (*)(const std::string& message, int status);
+void set_fatal_error_handler(FatalErrorHandler handler);
+
 }  // namespace cnnscale

@@ -70,7 +70,7 @@ void compare(const std::string& spec, const SampleShape& shape, int classes, int
   const size_t P = cpu->param_count();
   ASSERT_EQ(gpu->param_count(), P);
   std::vector<float> gp(P), gg(P), cg(P);
-  gpu->download_params(gp.data());
+  gpu->copy_params_to_host(gp.data());
   ASSERT_EQ(std::memcmp(gp.data(), cpu->param_data(), P * sizeof(float)), 0) << "initial parameters differ";
   cpu->prepare(n, Precision::fp32);
   gpu->prepare(n, Precision::fp32);
@@ -87,7 +87,7 @@ void compare(const std::string& spec, const SampleShape& shape, int classes, int
       if (p.trainable) continue;
       for (size_t i = 0; i < p.numel; ++i) ASSERT_EQ(gg[p.offset + i], 0.f) << p.name << " has a gradient";
     }
-    gpu->download_params(gp.data());
+    gpu->copy_params_to_host(gp.data());
     std::vector<float> cp(cpu->param_data(), cpu->param_data() + P);
     expect_close_per_param(*cpu, gp, cp, "parameter (after forward)");
   }

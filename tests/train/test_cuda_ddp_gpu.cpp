@@ -89,7 +89,7 @@ TEST(CudaDdp, TwoStepsRanksBitwiseEqualAndMatchOneRankCpu) {
     cpu_opt->step(cpu->param_data(), cpu->grad_data(), lr);
     EXPECT_NEAR(global_loss, cpu_loss, 1e-4 * std::fabs(cpu_loss)) << "step " << step;
 
-    model->download_params(mine.data());
+    model->copy_params_to_host(mine.data());
     root = mine;
     MPI_Bcast(root.data(), static_cast<int>(P), MPI_FLOAT, 0, MPI_COMM_WORLD);
     EXPECT_EQ(std::memcmp(root.data(), mine.data(), P * sizeof(float)), 0)

@@ -3,7 +3,7 @@
 
 #include <cstdio>
 
-#include "comm/check.hpp"
+#include "comm/cuda/nccl_check.hpp"
 
 namespace cnnscale {
 

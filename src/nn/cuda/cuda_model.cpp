@@ -23,7 +23,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "comm/check.hpp"
+#include "util/cuda/check.hpp"
 #include "nn/cuda/kernels.hpp"
 #include "nn/dropout_mask.hpp"
 #include "nn/graph.hpp"
@@ -168,7 +168,7 @@ class CudaNet final : public DeviceModel {
     const size_t P = std::max<size_t>(g_->param_count, 1);
     params_.alloc(P);
     grads_.alloc(P);  // zero; never written for non-trainable parameters
-    upload_params(cpu_->param_data());
+    copy_params_from_host(cpu_->param_data());
     d_total_.alloc(1);
     h_total_.alloc(1);
 
@@ -247,9 +247,9 @@ class CudaNet final : public DeviceModel {
   }
   void synchronize() override { cudaCheck(cudaStreamSynchronize(stream_)); }
 
-  void download_params(float* host) override { download(params_.get(), host); }
+  void copy_params_to_host(float* host) override { download(params_.get(), host); }
   void download_grads(float* host) override { download(grads_.get(), host); }
-  void upload_params(const float* host) override {
+  void copy_params_from_host(const float* host) override {
     cudaCheck(cudaSetDevice(device_));
     cudaCheck(cudaMemcpyAsync(params_.get(), host, g_->param_count * sizeof(float), cudaMemcpyHostToDevice, stream_));
     cudaCheck(cudaStreamSynchronize(stream_));
@@ -257,7 +257,7 @@ class CudaNet final : public DeviceModel {
 
   void init_params(uint64_t seed) override {
     cpu_->init_params(seed);  // the CPU model's init: bit-identical initial parameters
-    upload_params(cpu_->param_data());
+    copy_params_from_host(cpu_->param_data());
   }
 
   void prepare(int64_t max_batch, Precision precision) override {

@@ -1,7 +1,7 @@
 // kernels.cu — see kernels.hpp.
-#include "comm/check.hpp"
 #include "nn/cuda/kernels.hpp"
 #include "nn/dropout_mask.hpp"
+#include "util/cuda/check.hpp"
 
 namespace cnnscale::nn::cuda {
 namespace {

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <string>
 
-#include "comm/check.hpp"
 #include "train/cuda/optimizer_kernels.hpp"
+#include "util/cuda/check.hpp"
 
 namespace cnnscale {
 namespace {

@@ -1,8 +1,8 @@
 // optimizer_kernels.cu — see optimizer_kernels.hpp. Every operation is written with a
 // round-to-nearest intrinsic so that nvcc cannot fuse a multiply and an add: the result
 // is then the CPU optimiser's (optimizer.cpp), operation by operation.
-#include "comm/check.hpp"
 #include "train/cuda/optimizer_kernels.hpp"
+#include "util/cuda/check.hpp"
 
 namespace cnnscale::cuda_opt {
 namespace {

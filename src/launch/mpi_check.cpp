@@ -1,12 +1,10 @@
-// check.cpp — see check.hpp.
-#include "comm/check.hpp"
+// mpi_check.cpp — see mpi_check.hpp.
+#include "launch/mpi_check.hpp"
 
-#include <cstdio>
 #include <cstdlib>
 
 #include "launch/bootstrap.hpp"
 #include "util/error.hpp"
-#include "util/log.hpp"
 
 namespace cnnscale {
 
@@ -25,9 +23,7 @@ void mpi_check(int rc, const char* call, const char* file, int line) {
   char msg[MPI_MAX_ERROR_STRING] = {0};
   int len = 0;
   MPI_Error_string(rc, msg, &len);
-  char where[512];
-  std::snprintf(where, sizeof(where), "%s failed at %s:%d on rank %d: %s", call, file, line, log_rank(), msg);
-  abort_job(where);
+  abort_job(failed_call_message(call, file, line, msg));
 }
 
 }  // namespace cnnscale
