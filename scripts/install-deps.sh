@@ -3,6 +3,9 @@
 # Idempotent: installs only what is missing. As a non-root user it prints the
 # command to run instead. The CUDA toolkit (optional) is not a Debian package here:
 # it is used when found under /usr/local/cuda.
+# DEBS_TO_KEEP are downloaded (not installed) into /var/cache/cnnscale/debs for tests
+# that unpack them privately (environment-modules conflicts with lmod as a package).
+# scripts/check-deps.sh proves this list covers what the build, tests and demo use.
 set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config git python3
@@ -10,16 +13,30 @@ PACKAGES=(
   libhdf5-openmpi-dev hdf5-tools
   libboost-program-options-dev libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
   googletest libgtest-dev nlohmann-json3-dev zlib1g-dev
-  dataset-fashion-mnist libxml2-utils
+  dataset-fashion-mnist libxml2-utils shellcheck
   slurm-wlm munge iproute2 util-linux
   lmod tcl
 )
+DEBS_TO_KEEP=(environment-modules)
+DEB_CACHE=/var/cache/cnnscale/debs
+keep_debs() {
+  local p
+  for p in "${DEBS_TO_KEEP[@]}"; do
+    ls "$DEB_CACHE/${p}"_*.deb >/dev/null 2>&1 && continue
+    [ "$(id -u)" -eq 0 ] || { echo "install-deps: as root it would also download $p into $DEB_CACHE (a test unpacks it)" >&2; continue; }
+    mkdir -p "$DEB_CACHE"
+    (cd "$DEB_CACHE" && apt-get download -q "$p" >/dev/null 2>&1) ||
+      { apt-get update -q >/dev/null && (cd "$DEB_CACHE" && apt-get download -q "$p"); } ||
+      echo "install-deps: warning: could not download $p into $DEB_CACHE; the test that needs it will skip that part" >&2
+  done
+}
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
+  keep_debs
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then
@@ -31,3 +48,4 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${missing[@]}"
+keep_debs

@@ -10,6 +10,10 @@
 # Local:  scripts/scaling-sweep.sh --local --ranks 1,2,4 [--mode ...] [--out DIR] -- [train options]
 #   Runs `mpirun --oversubscribe --allow-run-as-root -n R cnnscale train ...` for each count
 #   on this machine (run directories OUT/ranks-R), then the report, and waits for all.
+#   Running it again with the same --out retrains nothing that finished (`cnnscale train`
+#   says "nothing to train" and leaves run.json as it is) and reports the same runs; more
+#   --max-steps/--epochs continue the runs; other training options are refused (a run
+#   directory holds one configuration; docs/checkpoints.md) — use another --out.
 #
 # Batch size: strong scaling keeps the global batch (--global-batch, default 256), so each
 # rank trains on global/ranks images (an error if that does not divide); weak scaling keeps

@@ -17,7 +17,9 @@ int cmd_train(int argc, char** argv) {
       "  cnnscale prep --format idx --input /usr/share/datasets/fashion-mnist --output data/fmnist --shards 8\n"
       "  mpirun -n 2 cnnscale train --data data/fmnist --epochs 5 --run-dir runs/fmnist-2\n"
       "  srun --mpi=pmix cnnscale train --synthetic --max-steps 200 --run-dir runs/syn-$SLURM_JOB_ID\n"
-      "Outputs (with --run-dir): metrics.jsonl, run.json (read by `cnnscale report`), checkpoints/."};
+      "Outputs (with --run-dir): metrics.jsonl, run.json (read by `cnnscale report`), checkpoints/.\n"
+      "A run directory holds one run: one training at a time (RUN_DIR/run.lock), the same configuration\n"
+      "on resume, and a finished run is not rewritten (docs/checkpoints.md, \"Run directory rules\")."};
   TrainOptions o;
   po::options_description input("Input");
   input.add_options()("data", po::value(&o.data_dir), "dataset directory written by `cnnscale prep`")(
@@ -70,7 +72,10 @@ int cmd_train(int argc, char** argv) {
   out.add_options()("run-dir", po::value(&o.run_dir), "write metrics.jsonl, run.json and checkpoints/ here")(
       "log-every", po::value(&o.log_every)->default_value(o.log_every), "steps between progress lines")(
       "checkpoint-every", po::value(&o.checkpoint_every)->default_value(0), "checkpoint every N steps (0: off)")(
-      "resume", po::value(&o.resume)->default_value(o.resume), "auto|none|PATH")(
+      "resume", po::value(&o.resume)->default_value(o.resume),
+      "auto (continue the run in --run-dir, if any) | none (a new run) | PATH (start from that checkpoint)")(
+      "force-new", po::bool_switch(&o.force_new),
+      "with --resume none: move the run already in --run-dir to RUN_DIR/previous-<time>/ and start afresh")(
       "keep-checkpoints", po::value(&o.keep_checkpoints)->default_value(o.keep_checkpoints),
       "newest checkpoints to keep")(
       "collective-timeout", po::value(&o.collective_timeout)->default_value(o.collective_timeout),

@@ -120,6 +120,34 @@ std::string read_dataset(hid_t parent, const std::string& name, const std::vecto
   return "";
 }
 
+// "step-<digits>.h5" → its step.
+bool parse_checkpoint_step(const std::string& name, int64_t& step) {
+  if (name.size() < 9 || name.rfind("step-", 0) != 0 || name.substr(name.size() - 3) != ".h5") return false;
+  const std::string digits = name.substr(5, name.size() - 8);
+  if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+  step = std::stoll(digits);
+  return true;
+}
+
+// The root attributes of an open checkpoint.
+CheckpointMeta read_meta(hid_t f, const std::string& path) {
+  CheckpointMeta m;
+  int64_t format = 0, epoch = 0, world = 0, seed = 0;
+  if (!read_attr_i64(f, "format", format) || !read_attr_i64(f, "step", m.step) || !read_attr_i64(f, "epoch", epoch) ||
+      !read_attr_i64(f, "step_in_epoch", m.step_in_epoch) || !read_attr_i64(f, "world_size", world) ||
+      !read_attr_i64(f, "global_batch", m.global_batch) || !read_attr_i64(f, "seed", seed) ||
+      !read_attr_i64(f, "optimizer_steps", m.optimizer_steps) || !read_attr_str(f, "model", m.model) ||
+      !read_attr_str(f, "model_spec", m.model_spec) || !read_attr_str(f, "optimizer", m.optimizer))
+    fail("checkpoint '", path, "' lacks its attributes (not a cnnscale checkpoint, or damaged)");
+  read_attr_str(f, "config_digest", m.config_digest);
+  read_attr_str(f, "config", m.config);
+  if (format != kFormat) fail("checkpoint '", path, "' has format ", format, "; this cnnscale reads format ", kFormat);
+  m.epoch = static_cast<int>(epoch);
+  m.world_size = static_cast<int>(world);
+  m.seed = static_cast<uint64_t>(seed);
+  return m;
+}
+
 }  // namespace
 
 std::string checkpoint_file_name(int64_t step) {
@@ -180,6 +208,7 @@ std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& op
       write_attr_str(f, "model_spec", meta.model_spec);
       write_attr_str(f, "optimizer", meta.optimizer);
       write_attr_str(f, "config_digest", meta.config_digest);
+      if (!meta.config.empty()) write_attr_str(f, "config", meta.config);
       if (H5Fflush(f, H5F_SCOPE_GLOBAL) < 0) throw std::runtime_error("flush");
       const ssize_t size = H5Fget_file_image(f, nullptr, 0);
       if (size <= 0) throw std::runtime_error("file image");
@@ -195,15 +224,27 @@ std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& op
     fail(e.what(), "; the disk is full or the directory is not writable, and the previous checkpoint is untouched");
   }
   write_file_atomic(dir + "/latest", name + "\n");
-  // Keep the newest `keep` step files.
-  std::vector<std::string> steps;
+  // Keep the newest `keep` by step (parsed: names sort wrongly past 8 digits) among the
+  // files up to this step; this one is the newest of those, so it is always kept.
+  std::vector<std::pair<int64_t, std::string>> steps;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string n = e.path().filename().string();
-    if (n.rfind("step-", 0) == 0 && n.size() > 3 && n.substr(n.size() - 3) == ".h5") steps.push_back(n);
+    int64_t s = -1;
+    if (parse_checkpoint_step(n, s) && s <= meta.step) steps.emplace_back(s, n);
   }
-  std::sort(steps.begin(), steps.end());
-  for (size_t i = 0; keep > 0 && i + static_cast<size_t>(keep) < steps.size(); ++i) fs::remove(dir + "/" + steps[i], ec);
+  std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = static_cast<size_t>(std::max(keep, 1)); i < steps.size(); ++i)
+    if (steps[i].first != meta.step) fs::remove(dir + "/" + steps[i].second, ec);
   return final_path;
+}
+
+CheckpointMeta read_checkpoint_meta(const std::string& path) {
+  Hdf5Lock lock(hdf5_mutex());
+  QuietHdf5 quiet;
+  if (!fs::exists(path)) fail("checkpoint '", path, "' does not exist");
+  H5Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (f < 0) fail("checkpoint '", path, "' is not a readable HDF5 file (truncated or damaged)");
+  return read_meta(f, path);
 }
 
 CheckpointMeta read_checkpoint(const std::string& path, Model& model, Optimizer& opt) {
@@ -212,19 +253,7 @@ CheckpointMeta read_checkpoint(const std::string& path, Model& model, Optimizer&
   if (!fs::exists(path)) fail("checkpoint '", path, "' does not exist");
   H5Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (f < 0) fail("checkpoint '", path, "' is not a readable HDF5 file (truncated or damaged)");
-  CheckpointMeta m;
-  int64_t format = 0, epoch = 0, world = 0, seed = 0;
-  if (!read_attr_i64(f, "format", format) || !read_attr_i64(f, "step", m.step) || !read_attr_i64(f, "epoch", epoch) ||
-      !read_attr_i64(f, "step_in_epoch", m.step_in_epoch) || !read_attr_i64(f, "world_size", world) ||
-      !read_attr_i64(f, "global_batch", m.global_batch) || !read_attr_i64(f, "seed", seed) ||
-      !read_attr_i64(f, "optimizer_steps", m.optimizer_steps) || !read_attr_str(f, "model", m.model) ||
-      !read_attr_str(f, "model_spec", m.model_spec) || !read_attr_str(f, "optimizer", m.optimizer))
-    fail("checkpoint '", path, "' lacks its attributes (not a cnnscale checkpoint, or damaged)");
-  read_attr_str(f, "config_digest", m.config_digest);
-  if (format != kFormat) fail("checkpoint '", path, "' has format ", format, "; this cnnscale reads format ", kFormat);
-  m.epoch = static_cast<int>(epoch);
-  m.world_size = static_cast<int>(world);
-  m.seed = static_cast<uint64_t>(seed);
+  CheckpointMeta m = read_meta(f, path);
   if (m.model_spec != model.spec())
     fail("checkpoint '", path, "' holds model '", m.model, "' (", m.model_spec, ") but the configured model is '",
          model.name(), "' (", model.spec(), "); use the same --model, or --resume none to start over");
@@ -266,13 +295,14 @@ std::vector<std::string> checkpoint_candidates(const std::string& dir) {
   if (latest && std::getline(latest, name) && !name.empty() && name.find('/') == std::string::npos &&
       fs::exists(dir + "/" + name))
     out.push_back(dir + "/" + name);
-  std::vector<std::string> steps;
+  std::vector<std::pair<int64_t, std::string>> steps;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string n = e.path().filename().string();
-    if (n.rfind("step-", 0) == 0 && n.size() > 3 && n.substr(n.size() - 3) == ".h5") steps.push_back(n);
+    int64_t s = -1;
+    if (parse_checkpoint_step(n, s)) steps.emplace_back(s, n);
   }
-  std::sort(steps.rbegin(), steps.rend());
-  for (const auto& n : steps)
+  std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [s, n] : steps)
     if (std::find(out.begin(), out.end(), dir + "/" + n) == out.end()) out.push_back(dir + "/" + n);
   return out;
 }

@@ -4,7 +4,8 @@
 //   /model/<state_dict name>                 float32, PyTorch layout (O×I×kH×kW, out×in, …)
 //   /optimizer/<state name>/<param name>     e.g. momentum_buffer, exp_avg, exp_avg_sq
 //   root attributes: format, step, epoch, step_in_epoch, world_size, global_batch, seed,
-//     model (name), model_spec, optimizer, optimizer_steps, config_digest
+//     model (name), model_spec, optimizer, optimizer_steps, config_digest, config (the
+//     run's identity as "key=value" lines, run_dir.hpp; absent in older checkpoints)
 // Datasets are chunked with HDF5's fletcher32 checksum, so a flipped bit is detected
 // on read. Rank 0 writes "<name>.tmp", fsyncs, renames, then rewrites `latest`
 // atomically: a crash at any moment leaves the previous checkpoint intact and
@@ -34,11 +35,15 @@ struct CheckpointMeta {
   std::string optimizer;
   int64_t optimizer_steps = 0;
   std::string config_digest;
+  std::string config;            // RunConfig::text(); empty when not recorded
 };
 
 std::string checkpoint_file_name(int64_t step);  // "step-00000123.h5"
 
-// Rank 0 only. Writes dir/step-N.h5 and dir/latest, then keeps the newest `keep`.
+// Rank 0 only. Writes dir/step-N.h5 and dir/latest, then keeps the newest `keep` by
+// step among those up to step N (never the one just written, so `latest` always names
+// an existing file; files of later steps, left by a run resumed from an older
+// checkpoint, are replaced as the run reaches them).
 // Throws UserError (directory unwritable, disk full) leaving older checkpoints valid.
 std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const CheckpointMeta& meta,
                              int keep);
@@ -47,6 +52,10 @@ std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& op
 // dataset's checksum). Throws UserError naming the file and the first problem, e.g.
 // the first parameter that does not match the configured model.
 CheckpointMeta read_checkpoint(const std::string& path, Model& model, Optimizer& opt);
+
+// The root attributes only (cheap; the datasets are not read or checked). Throws
+// UserError when the file is unreadable or lacks them.
+CheckpointMeta read_checkpoint_meta(const std::string& path);
 
 // Checkpoints of dir, newest first: `latest`'s target, then step-*.h5 by step.
 std::vector<std::string> checkpoint_candidates(const std::string& dir);

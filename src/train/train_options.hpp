@@ -40,6 +40,7 @@ struct TrainOptions {
   // checkpoint / fault handling
   int64_t checkpoint_every = 0;  // steps; 0 = only at epoch ends and on signals
   std::string resume = "auto";   // auto | none | PATH
+  bool force_new = false;        // with resume none: move an old run in run_dir aside (run_dir.hpp)
   int keep_checkpoints = 3;
   double collective_timeout = 300;
   std::string on_nan = "stop";   // stop | skip-step

@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "comm/make_communicator.hpp"
 #include "comm/watchdog.hpp"
@@ -26,6 +25,7 @@
 #include "train/grad_sync.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/optimizer.hpp"
+#include "train/run_dir.hpp"
 #include "train/run_files.hpp"
 #include "train/step_stats.hpp"
 #include "train/stop_signal.hpp"
@@ -117,17 +117,6 @@ bool replicas_identical(Model& m, std::vector<float>& scratch) {
   return lo == hi;
 }
 
-// The options that change the trajectory, as text, for the checkpoint's config digest.
-std::string canonical_config(const TrainOptions& o, int64_t global_batch) {
-  std::ostringstream c;
-  c << "model=" << o.model << ";precision=" << o.precision << ";global_batch=" << global_batch << ";seed=" << o.seed
-    << ";lr=" << o.lr.lr << ";scaling=" << o.lr.scaling << ";ref=" << o.lr.reference_batch
-    << ";warmup=" << o.lr.warmup_epochs << ";decay=" << o.lr.decay << ";opt=" << o.optimizer.kind
-    << ";mom=" << o.optimizer.momentum << ";nesterov=" << o.optimizer.nesterov << ";wd=" << o.optimizer.weight_decay
-    << ";data=" << (o.synthetic ? std::string("synthetic") : o.data_dir) << ";drop_last=" << o.drop_last;
-  return c.str();
-}
-
 // Rank 0 writes; every rank learns the outcome, so a failed write ends all ranks alike.
 void save_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const CheckpointMeta& meta, int keep,
                      int rank, Watchdog& wd) {
@@ -155,7 +144,8 @@ struct ResumePoint {
 
 // Rank 0 finds and validates the checkpoint (damaged newest ones are reported and
 // skipped under --resume auto), then broadcasts parameters, optimiser state and position.
-ResumePoint resume_if_asked(const TrainOptions& opt, Model& model, Optimizer& optimizer, int rank) {
+ResumePoint resume_if_asked(const TrainOptions& opt, Model& model, Optimizer& optimizer, int rank,
+                            const RunConfig& config) {
   ResumePoint rp;
   if (opt.resume == "none") return rp;
   const bool explicit_path = opt.resume != "auto";
@@ -172,6 +162,7 @@ ResumePoint resume_if_asked(const TrainOptions& opt, Model& model, Optimizer& op
         rp.meta = read_checkpoint(c, model, optimizer);
         rp.path = c;
         rp.resumed = true;
+        if (explicit_path) warn_if_other_config(c, rp.meta, config);
         break;
       } catch (const UserError& e) {
         if (explicit_path) {
@@ -256,6 +247,7 @@ int run_training(const TrainOptions& opt) {
   const bool on_gpu = comm->device_buffers();
   const int rank = ctx.rank, world = ctx.size;
   const int64_t global_batch = opt.batch_size * world;
+  RunDir run_dir(opt, rank, ctx.host, ctx.launch.job_id);  // lock, --resume none / --force-new rules
 
   // ---- data ----
   DataOptions dopt;
@@ -317,7 +309,12 @@ int run_training(const TrainOptions& opt) {
   GradSync sync(*comm, model->grad_data(), std::move(buckets), DType::f32, shm.get());
 
   // ---- resume ----
-  ResumePoint rp = resume_if_asked(opt, *model, *optimizer, rank);
+  const RunConfig config =
+      make_run_config(opt, model->spec(),
+                      sources.dataset ? dataset_fingerprint(*sources.dataset)
+                                      : synthetic_fingerprint(opt.synthetic_samples, train->shape(), train->classes()));
+  run_dir.check_identity(config);
+  ResumePoint rp = resume_if_asked(opt, *model, *optimizer, rank, config);
   int64_t first_step = 0;
   int start_epoch = 0;
   int64_t start_in_epoch = 0;
@@ -339,8 +336,9 @@ int run_training(const TrainOptions& opt) {
       start_in_epoch = 0;
     }
   }
+  if (run_dir.finished(rp.resumed, rp.meta.step, total_steps)) return 0;  // run.json stays as it is
   const std::string ckpt_dir = opt.run_dir.empty() ? std::string() : opt.run_dir + "/checkpoints";
-  const std::string digest = digest_of(canonical_config(opt, global_batch));
+  const std::string digest = config.digest();
   auto make_meta = [&](int64_t steps_done, int next_epoch, int64_t next_in_epoch) {
     CheckpointMeta m;
     m.step = steps_done;
@@ -354,6 +352,7 @@ int run_training(const TrainOptions& opt) {
     m.optimizer = optimizer->kind();
     m.optimizer_steps = optimizer->steps_taken();
     m.config_digest = digest;
+    m.config = config.text();
     return m;
   };
   install_stop_signal_handlers();
@@ -362,7 +361,10 @@ int run_training(const TrainOptions& opt) {
     log_warn("the MPI library gives less than MPI_THREAD_MULTIPLE, so the --collective-timeout watchdog is off");
 
   MetricsLog metrics;
-  if (rank == 0) metrics.open(opt.run_dir);
+  if (rank == 0 && run_dir.enabled()) {
+    metrics.open(opt.run_dir);
+    metrics.append(run_dir.start_record(first_step, world, global_batch, rp.path, digest));
+  }
   log_info("cnnscale train: " + std::to_string(world) + " rank(s) on " + std::to_string(ctx.num_nodes) +
            " node(s), backend " + comm->backend() + ", model " + model->name() + " (" +
            std::to_string(model->param_count()) + " parameters), " + opt.precision + ", batch " +
@@ -613,12 +615,13 @@ int run_training(const TrainOptions& opt) {
     j["skipped_steps"] = skipped_steps;
     j["resumed_from"] = rp.resumed ? nlohmann::json(rp.path) : nlohmann::json(nullptr);
     j["config_digest"] = digest;
+    j["config"] = config.to_json();
     if (!ctx.launch.job_id.empty()) {
       const char* nl = std::getenv("SLURM_JOB_NODELIST");
       if (!nl) nl = std::getenv("SLURM_NODELIST");
       j["slurm"] = {{"job_id", ctx.launch.job_id}, {"nodelist", nl ? nl : ""}};
     }
-    write_run_json(opt.run_dir, j);
+    write_run_json(opt.run_dir, run_dir.summarize(std::move(j), first_step));
     log_info("wrote " + opt.run_dir + "/run.json");
   }
   return 0;

@@ -73,14 +73,15 @@ ident "$TMP/sigref/checkpoints/step-00000300.h5" "$TMP/sig/checkpoints/step-0000
 expect_eq "signal + resume == uninterrupted, bitwise" 0 "$?"
 
 # NaN: an absurd learning rate stops with the step named; the last good checkpoint is untouched.
-cp -r "$TMP/ref" "$TMP/nan"
-sum_before=$(md5sum "$TMP/nan/checkpoints/step-00000012.h5" | cut -d' ' -f1)
+# (Another --lr is another configuration, which the reference's run directory refuses:
+# the run starts from its checkpoint with --resume PATH in a directory of its own.)
+sum_before=$(md5sum "$TMP/ref/checkpoints/step-00000012.h5" | cut -d' ' -f1)
 timeout 300 $M -n 2 "$CNNSCALE" train --synthetic --model mnist_cnn --lr 1e12 --momentum 0.9 --seed 11 --log-every 1 --no-eval \
-  --batch-size 32 --max-steps 40 --run-dir "$TMP/nan" >"$TMP/nan.out" 2>&1
+  --batch-size 32 --max-steps 40 --resume "$TMP/ref/checkpoints/step-00000012.h5" --run-dir "$TMP/nan" >"$TMP/nan.out" 2>&1
 expect_eq "NaN run exit status" 2 "$?"
 expect_grep "NaN step named" 'cnnscale: error: the training loss is not finite at step [0-9]+' "$TMP/nan.out"
-expect_eq "last good checkpoint untouched" "$sum_before" "$(md5sum "$TMP/nan/checkpoints/step-00000012.h5" | cut -d' ' -f1)"
-expect_eq "no newer checkpoint written" "step-00000012.h5" "$(cat "$TMP/nan/checkpoints/latest")"
+expect_eq "last good checkpoint untouched" "$sum_before" "$(md5sum "$TMP/ref/checkpoints/step-00000012.h5" | cut -d' ' -f1)"
+expect_eq "no newer checkpoint written" "" "$(ls "$TMP/nan/checkpoints" 2>/dev/null)"
 
 # Unwritable checkpoint directory (a file is in the way; root ignores permission bits).
 mkdir -p "$TMP/ro" && touch "$TMP/ro/checkpoints"
