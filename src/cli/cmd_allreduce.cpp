@@ -9,6 +9,7 @@
 #include "cli/options.hpp"
 #include "comm/allreduce_bench.hpp"
 #include "comm/make_communicator.hpp"
+#include "comm/rank_memory.hpp"
 #include "launch/bootstrap.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
@@ -61,6 +62,10 @@ int cmd_allreduce(int argc, char** argv) {
   bo.use_gpu = requested != Backend::mpi;
   ProcessContext ctx = bootstrap(bo);
   auto comm = make_communicator(requested, ctx);
+  // Before any timing: each rank holds one host buffer of the largest size.
+  check_memory_on_all_ranks(MPI_COMM_WORLD,
+                            "allocating the allreduce buffer for --maxbytes " + vm["maxbytes"].as<std::string>(),
+                            sweep_sizes(o).back(), "lower -e/--maxbytes, or run with more memory per rank");
   const bool root = ctx.rank == 0;
   if (root) {
     std::printf("# cnnscale allreduce: %d ranks on %d node(s), backend %s, in-place sum, %s\n", comm->size(),

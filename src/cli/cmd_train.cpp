@@ -97,6 +97,9 @@ int cmd_train(int argc, char** argv) {
   }
   if (parsed.vm["no-drop-last"].as<bool>()) o.drop_last = false;
   if (parsed.vm["no-eval"].as<bool>()) o.evaluate = false;
+  if (o.threads < 1)
+    fail("--threads ", o.threads, " is not a thread count: give at least 1 compute thread per rank "
+         "(e.g. Slurm's --cpus-per-task)");
   return run_training(o);
 }
 

@@ -1,13 +1,19 @@
 // main.cpp — `cnnscale <command> [options]`: dispatch, --version, and the one place
 // where errors become "cnnscale: error: ..." and an exit status.
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <string>
+#include <thread>
 
 #include "cli/commands.hpp"
 #include "launch/bootstrap.hpp"
 #include "util/build_info.hpp"
 #include "util/error.hpp"
+#include "util/memory.hpp"
 
 namespace {
 
@@ -35,6 +41,31 @@ void usage(FILE* out) {
   std::fprintf(out,
                "\n`cnnscale <command> --help` documents each command.\n"
                "`cnnscale --version` prints the version and the build's features.\n");
+}
+
+// Prints a user error once and returns the exit status (after MPI_Abort when other
+// ranks may be waiting). Before MPI starts, ranks cannot compare errors: the launcher's
+// rank 0 prints at once; another rank first pauses, so that when rank 0 has the same
+// error (and exits) the launcher (mpirun, srun --kill-on-bad-exit) ends this one and
+// the error shows once; an error of this rank only (a node-local file) is then printed
+// with its rank and host while rank 0 waits for it in MPI_Init (docs/launch.md).
+int report_user_error(const std::string& what) {
+  const int launcher_rank = cnnscale::mpi_active() ? 0 : cnnscale::launcher_rank_or_zero();
+  if (launcher_rank == 0) {
+    cnnscale::print_error(what);
+  } else {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    cnnscale::print_error("rank " + std::to_string(launcher_rank) + " on " + host + ": " + what);
+  }
+  if (cnnscale::mpi_active()) {
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, cnnscale::kUserErrorStatus);
+  }
+  cnnscale::finalize_mpi();
+  return cnnscale::kUserErrorStatus;
 }
 
 }  // namespace
@@ -68,15 +99,10 @@ int main(int argc, char** argv) {
     cnnscale::finalize_mpi();
     return cnnscale::kUserErrorStatus;
   } catch (const cnnscale::UserError& e) {
-    // Before MPI every task sees the same options and files: the launcher's rank 0 speaks.
-    if (cnnscale::mpi_active() || cnnscale::launcher_rank_or_zero() == 0) cnnscale::print_error(e.what());
-    if (cnnscale::mpi_active()) {
-      int size = 1;
-      MPI_Comm_size(MPI_COMM_WORLD, &size);
-      if (size > 1) MPI_Abort(MPI_COMM_WORLD, cnnscale::kUserErrorStatus);
-    }
-    cnnscale::finalize_mpi();
-    return cnnscale::kUserErrorStatus;
+    return report_user_error(e.what());
+  } catch (const std::bad_alloc&) {  // an allocation no check_memory()/allocating() sized
+    return report_user_error(cnnscale::out_of_memory_message(
+        "running `cnnscale " + cmd + "`", 0, "ask for less (batch size, model, sizes) or run with more memory"));
   }
   cnnscale::finalize_mpi();
   return status;

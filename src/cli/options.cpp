@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "launch/bootstrap.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale::cli {
@@ -47,7 +48,8 @@ ParsedOptions parse_options(const CommandSpec& spec, int argc, char** argv,
     }
     po::notify(out.vm);
   } catch (const po::error& e) {
-    fail(spec.name, ": ", e.what(), hint);
+    // The launcher gives every rank the same command line: rank 0 says it once.
+    fail_collective(launcher_rank_or_zero(), spec.name, ": ", e.what(), hint);
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #include "comm/nccl.hpp"
 #include "launch/mpi_check.hpp"
 #include "util/error.hpp"
+#include "util/memory.hpp"
 
 namespace cnnscale {
 namespace {
@@ -76,7 +77,9 @@ AllreduceResult run_allreduce_size(Communicator& comm, size_t bytes, const Allre
   AllreduceResult r;
   r.bytes = bytes;
   r.count = bytes / dtype_size(o.dtype);
-  BenchBuffer buf(comm.device_buffers(), bytes);
+  BenchBuffer buf = allocating("allocating the " + std::to_string(bytes) + "-byte allreduce buffer", bytes,
+                               "lower -e/--maxbytes, or run with more memory per rank",
+                               [&] { return BenchBuffer(comm.device_buffers(), bytes); });
   // Timing runs on zeros: in-place sums of zeros stay zero (no overflow, no denormals).
   std::memset(buf.host().data(), 0, bytes);
   buf.upload();

@@ -18,9 +18,12 @@ void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
 
 MPI_Op g_bf16_sum = MPI_OP_NULL;
 
-int checked_count(size_t count) {
-  if (count > static_cast<size_t>(INT_MAX)) abort_job("MPI reduction of more than INT_MAX elements is not supported");
-  return static_cast<int>(count);
+// Calls f(offset, count) for consecutive pieces of at most `piece` elements: MPI counts
+// are int, so a buffer of more than INT_MAX elements (or bytes, for broadcasts) travels
+// in several calls. Every rank splits alike, so the calls match.
+template <typename F>
+void for_each_piece(size_t count, size_t piece, F&& f) {
+  for (size_t off = 0; off < count; off += piece) f(off, static_cast<int>(std::min(piece, count - off)));
 }
 
 }  // namespace
@@ -35,22 +38,23 @@ MPI_Op mpi_sum_op(DType t) {
 
 class MpiPendingReduce final : public PendingReduce {
  public:
-  MpiPendingReduce(MpiCommunicator* owner, MPI_Request req) : owner_(owner), req_(req) {}
+  MpiPendingReduce(MpiCommunicator* owner, std::vector<MPI_Request> reqs) : owner_(owner), reqs_(std::move(reqs)) {}
   ~MpiPendingReduce() override { wait(); }
   void wait() override {
-    if (req_ == MPI_REQUEST_NULL) return;
-    MPI_Request r = req_;
+    if (reqs_.empty()) return;
     auto& v = owner_->in_flight_;
-    v.erase(std::remove(v.begin(), v.end(), r), v.end());
-    mpiCheck(MPI_Wait(&req_, MPI_STATUS_IGNORE));
+    for (MPI_Request r : reqs_) v.erase(std::remove(v.begin(), v.end(), r), v.end());
+    mpiCheck(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE));
+    reqs_.clear();
   }
 
  private:
   MpiCommunicator* owner_;
-  MPI_Request req_;
+  std::vector<MPI_Request> reqs_;
 };
 
-MpiCommunicator::MpiCommunicator(MPI_Comm parent) {
+MpiCommunicator::MpiCommunicator(MPI_Comm parent, size_t max_piece)
+    : max_piece_(std::min<size_t>(std::max<size_t>(max_piece, 1), INT_MAX)) {
   mpiCheck(MPI_Comm_dup(parent, &comm_));
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
@@ -64,14 +68,22 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 void MpiCommunicator::allreduce_sum(void* buf, size_t count, DType t) {
-  mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, checked_count(count), mpi_type(t), mpi_sum_op(t), comm_));
+  char* p = static_cast<char*>(buf);
+  for_each_piece(count, max_piece_, [&](size_t off, int n) {
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, p + off * dtype_size(t), n, mpi_type(t), mpi_sum_op(t), comm_));
+  });
 }
 
 std::unique_ptr<PendingReduce> MpiCommunicator::allreduce_sum_async(void* buf, size_t count, DType t) {
-  MPI_Request req = MPI_REQUEST_NULL;
-  mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, checked_count(count), mpi_type(t), mpi_sum_op(t), comm_, &req));
-  in_flight_.push_back(req);
-  return std::make_unique<MpiPendingReduce>(this, req);
+  char* p = static_cast<char*>(buf);
+  std::vector<MPI_Request> reqs;
+  for_each_piece(count, max_piece_, [&](size_t off, int n) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, p + off * dtype_size(t), n, mpi_type(t), mpi_sum_op(t), comm_, &req));
+    reqs.push_back(req);
+    in_flight_.push_back(req);
+  });
+  return std::make_unique<MpiPendingReduce>(this, std::move(reqs));
 }
 
 void MpiCommunicator::progress() {
@@ -85,7 +97,8 @@ void MpiCommunicator::progress() {
 }
 
 void MpiCommunicator::broadcast(void* buf, size_t bytes, int root) {
-  mpiCheck(MPI_Bcast(buf, checked_count(bytes), MPI_BYTE, root, comm_));
+  char* p = static_cast<char*>(buf);
+  for_each_piece(bytes, max_piece_, [&](size_t off, int n) { mpiCheck(MPI_Bcast(p + off, n, MPI_BYTE, root, comm_)); });
 }
 
 void MpiCommunicator::barrier() { mpiCheck(MPI_Barrier(comm_)); }

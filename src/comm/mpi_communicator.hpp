@@ -1,9 +1,13 @@
 // mpi_communicator.hpp — Communicator over MPI on host buffers. Uses its own
 // duplicate of the given communicator so its traffic never mixes with other MPI
 // calls. bfloat16 sums use a user-defined MPI_Op (fp32 accumulate, round to nearest).
+// MPI counts are int: buffers of more than INT_MAX elements (broadcasts: bytes) are
+// sent in pieces of at most `max_piece` (a 785 M-parameter model's 3.1 GB broadcast is
+// two calls), so any size a rank can hold works.
 #pragma once
 #include <mpi.h>
 
+#include <climits>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -12,7 +16,8 @@ namespace cnnscale {
 
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(MPI_Comm parent);
+  // max_piece: elements per MPI call (at most INT_MAX; tests lower it to exercise the split).
+  explicit MpiCommunicator(MPI_Comm parent, size_t max_piece = INT_MAX);
   ~MpiCommunicator() override;
   std::string backend() const override { return "mpi"; }
   int rank() const override { return rank_; }
@@ -28,6 +33,7 @@ class MpiCommunicator final : public Communicator {
  private:
   friend class MpiPendingReduce;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  size_t max_piece_;
   int rank_ = 0, size_ = 1;
   std::vector<MPI_Request> in_flight_;  // requests progress() pokes
 };

@@ -20,6 +20,16 @@ std::string h5_error_cause() {
   // H5E_WALK_UPWARD starts at the innermost (most specific) error.
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, collect, &descs);
   H5Eclear2(H5E_DEFAULT);
+  // A failed read/write of HDF5's file driver carries the OS's reason inside a long
+  // line of internals ("..., errno = 28, error message = 'No space left on device',
+  // ..., bytes actually written = 18446744073709551615, ..."): that reason is the cause.
+  for (const auto& d : descs) {
+    const std::string key = "error message = '";
+    const size_t at = d.find(key);
+    if (at == std::string::npos) continue;
+    const size_t end = d.find('\'', at + key.size());
+    if (end != std::string::npos && end > at + key.size()) return d.substr(at + key.size(), end - at - key.size());
+  }
   std::string out;
   // The innermost one or two lines carry the cause ("truncated file: ...",
   // "Fletcher32 checksum error", "data pipeline read failed").

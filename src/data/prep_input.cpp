@@ -15,14 +15,22 @@
 namespace cnnscale {
 namespace fs = std::filesystem;
 
+namespace {
+bool same_content(const std::string& a, const std::string& b);
+}
+
 std::string find_idx_file(const std::string& dir, const std::string& split, const std::string& kind) {
   const std::string idx = kind == "images" ? "idx3" : "idx1";
   const std::string names[] = {split + "-" + kind + "-" + idx + "-ubyte", split + "-" + kind + "." + idx + "-ubyte"};
-  for (const auto& n : names)
-    for (const char* ext : {".gz", ""}) {
-      const std::string p = dir + "/" + n + ext;
-      if (fs::is_regular_file(p)) return p;
-    }
+  for (const auto& n : names) {
+    const std::string raw = dir + "/" + n, gz = raw + ".gz";
+    const bool has_raw = fs::is_regular_file(raw), has_gz = fs::is_regular_file(gz);
+    // Both (e.g. after `gunzip -k`): fine when they hold the same bytes, else ambiguous.
+    if (has_raw && has_gz && !same_content(raw, gz))
+      fail(dir, " holds both ", n, " and ", n, ".gz, and they differ; remove the one that should not be converted");
+    if (has_raw) return raw;
+    if (has_gz) return gz;
+  }
   fail("no IDX ", kind, " file for the ", split, " split in ", dir, " (looked for ", names[0], "[.gz] and ", names[1],
        "[.gz]); pass the directory holding the MNIST-style files with --input");
 }
@@ -64,6 +72,22 @@ class GzFile {
   gzFile f_ = nullptr;
 };
 
+// True when raw file a and gzip file b decompress to the same bytes.
+bool same_content(const std::string& a, const std::string& b) {
+  gzFile fa = gzopen(a.c_str(), "rb"), fb = gzopen(b.c_str(), "rb");
+  bool same = fa && fb;
+  std::vector<char> ba(1 << 20), bb(1 << 20);
+  while (same) {
+    const int na = gzread(fa, ba.data(), static_cast<unsigned>(ba.size()));
+    const int nb = gzread(fb, bb.data(), static_cast<unsigned>(bb.size()));
+    same = na == nb && na >= 0 && std::memcmp(ba.data(), bb.data(), static_cast<size_t>(std::max(na, 0))) == 0;
+    if (na <= 0) break;
+  }
+  if (fa) gzclose(fa);
+  if (fb) gzclose(fb);
+  return same;
+}
+
 // Reads the IDX header: magic 0x00 0x00 <type> <ndims>, then ndims big-endian uint32.
 std::vector<int64_t> read_idx_header(GzFile& f, int want_min_dims, int want_max_dims) {
   unsigned char magic[4];
@@ -86,6 +110,23 @@ std::vector<int64_t> read_idx_header(GzFile& f, int want_min_dims, int want_max_
   return dims;
 }
 
+// An uncompressed IDX file must be exactly as long as its header says: checked before
+// anything of that size is allocated (a damaged header may claim 4 billion items).
+void check_idx_size(const std::string& path, const std::vector<int64_t>& dims, const char* what) {
+  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0) return;  // size unknown until read
+  int64_t want = 4 + 4 * static_cast<int64_t>(dims.size()), items = 1;
+  for (int64_t d : dims) items *= d;
+  want += items;
+  std::error_code ec;
+  const auto have = static_cast<int64_t>(fs::file_size(path, ec));
+  if (!ec && have < want)
+    fail(path, " is truncated: it ends inside the ", what, " (its header declares ", dims[0], " ", what, ", ", want,
+         " bytes with the header, but the file is ", have, " bytes); download it again");
+  if (!ec && have > want)
+    fail(path, " is longer than its header declares (", dims[0], " ", what, ", ", want, " bytes with the header; the ",
+         "file is ", have, " bytes): a damaged or wrong file; download it again");
+}
+
 class IdxStream : public SampleStream {
  public:
   IdxStream(const std::string& images, const std::string& labels) : images_(images) {
@@ -94,12 +135,26 @@ class IdxStream : public SampleStream {
     shape_ = d.size() == 3 ? SampleShape{1, static_cast<int>(d[1]), static_cast<int>(d[2])}
                            : SampleShape{static_cast<int>(d[1]), static_cast<int>(d[2]), static_cast<int>(d[3])};
     if (shape_.numel() <= 0) fail(images, " declares empty images (", d[1], "x", d[2], ")");
+    check_idx_size(images, d, "images");
     GzFile lf(labels);
     auto ld = read_idx_header(lf, 1, 1);
+    check_idx_size(labels, ld, "labels");
     if (ld[0] != n_)
       fail(labels, " has ", ld[0], " labels but ", images, " has ", n_, " images; the files do not belong together");
-    std::vector<uint8_t> raw(static_cast<size_t>(n_));
-    if (n_ > 0) lf.read(raw.data(), raw.size(), "labels");
+    // In pieces: a gzip file's real length shows only while reading it, so a header
+    // that claims more than the file holds fails at the real end, not in a huge allocation.
+    std::vector<uint8_t> raw;
+    for (int64_t done = 0; done < n_;) {
+      const int64_t m = std::min<int64_t>(n_ - done, 16 << 20);
+      raw.resize(static_cast<size_t>(done + m));
+      try {
+        lf.read(raw.data() + done, static_cast<size_t>(m), "labels");
+      } catch (const UserError&) {
+        fail(labels, " is truncated or damaged: its header declares ", n_, " labels but reading stopped within ",
+             "labels ", done, "..", done + m - 1, "; download it again");
+      }
+      done += m;
+    }
     labels_.assign(raw.begin(), raw.end());
     desc_ = images + " + " + labels;
   }

@@ -37,6 +37,11 @@ ShardWriter::ShardWriter(const std::string& path, int64_t samples, SampleShape s
   if (!labels_.valid()) fail("cannot create /labels in ", path, " (", h5_error_cause(), ")");
 }
 
+void ShardWriter::write_failed(const char* doing) const {
+  fail(doing, " ", path_, " failed: ", h5_error_cause(),
+       "; free space on that file system (is the disk full? `df` tells) or choose another --output");
+}
+
 void ShardWriter::append(const uint8_t* images, const int32_t* labels, int64_t n) {
   if (n <= 0) return;
   if (written_ + n > samples_) fail("internal: shard ", path_, " overfilled");
@@ -48,12 +53,12 @@ void ShardWriter::append(const uint8_t* images, const int32_t* labels, int64_t n
   H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, nullptr, count, nullptr);
   H5Id ms = h5_space(H5Screate_simple(4, count, nullptr));
   if (H5Dwrite(images_, H5T_NATIVE_UINT8, ms, fs, H5P_DEFAULT, images) < 0)
-    fail("writing images to ", path_, " failed (", h5_error_cause(), "); is the disk full?");
+    write_failed("writing images to");
   H5Id lfs = h5_space(H5Dget_space(labels_));
   H5Sselect_hyperslab(lfs, H5S_SELECT_SET, start, nullptr, count, nullptr);
   H5Id lms = h5_space(H5Screate_simple(1, count, nullptr));
   if (H5Dwrite(labels_, H5T_NATIVE_INT32, lms, lfs, H5P_DEFAULT, labels) < 0)
-    fail("writing labels to ", path_, " failed (", h5_error_cause(), "); is the disk full?");
+    write_failed("writing labels to");
   written_ += n;
 }
 
@@ -62,9 +67,9 @@ void ShardWriter::close() {
   Hdf5Lock lock(hdf5_mutex());
   images_.reset();
   labels_.reset();
-  if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) fail("flushing ", path_, " failed (", h5_error_cause(), ")");
+  if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) write_failed("flushing");
   const hid_t f = file_.release();
-  if (H5Fclose(f) < 0) fail("closing ", path_, " failed (", h5_error_cause(), "); is the disk full?");
+  if (H5Fclose(f) < 0) write_failed("closing");
 }
 
 }  // namespace cnnscale

@@ -23,6 +23,7 @@ class ShardWriter {
   void close();
 
  private:
+  [[noreturn]] void write_failed(const char* doing) const;  // names the file and the OS's reason
   std::string path_;
   int64_t samples_, written_ = 0;
   SampleShape shape_;

@@ -68,11 +68,18 @@ void check_launch_against_mpi(const LaunchInfo& info, int mpi_rank, int mpi_size
 
 ProcessContext bootstrap(const BootstrapOptions& opts) {
   ProcessContext ctx;
-  ctx.launch = detect_launcher(process_env());
-  check_pmi_available(ctx.launch);
-  if (ctx.launch.kind == LauncherKind::pmix) {
-    query_pmix(ctx.launch);
-    validate_launch_info(ctx.launch);
+  try {
+    ctx.launch = detect_launcher(process_env());
+    check_pmi_available(ctx.launch);
+    if (ctx.launch.kind == LauncherKind::pmix) {
+      query_pmix(ctx.launch);
+      validate_launch_info(ctx.launch);
+    }
+  } catch (const CollectiveError&) {
+    throw;
+  } catch (const UserError& e) {
+    // The launcher gave every task the same kind of environment: rank 0 says it once.
+    throw CollectiveError(e.what(), launcher_rank_or_zero());
   }
 
   if (!mpi_active()) {

@@ -6,14 +6,22 @@
 #include <cstring>
 
 #include "util/error.hpp"
+#include "util/memory.hpp"
 
 namespace cnnscale::nn {
 
 Net::Net(Graph graph, std::string name, std::string spec)
     : graph_(std::move(graph)), name_(std::move(name)), spec_(std::move(spec)), eng_(dnnl::engine::kind::cpu, 0),
       stream_(eng_) {
-  params_.resize(std::max<size_t>(graph_.param_count, 1) * sizeof(float));
-  grads_.resize(std::max<size_t>(graph_.param_count, 1) * sizeof(float));
+  const size_t bytes = std::max<size_t>(graph_.param_count, 1) * sizeof(float);
+  const std::string what = "allocating the parameters and gradients of model " + name_ + " (" +
+                           std::to_string(graph_.param_count) + " parameters)";
+  const char* hint = "choose a smaller --model, or run with more memory per rank";
+  check_memory(what, 2 * bytes, hint);
+  allocating(what, 2 * bytes, hint, [&] {
+    params_.resize(bytes);
+    grads_.resize(bytes);
+  });
   init_params(0);
 }
 

@@ -72,9 +72,12 @@ struct Parser {
     }
   }
 
+  // Every size is capped at 1e8 (layers hold sizes as int); the message states the cap.
+  static constexpr double kMaxArg = 1e8;
   int as_int(const Arg& a, const char* what, int min) {
-    if (a.value != std::floor(a.value) || a.value < min || a.value > 1e8)
-      error(a.pos, a.len, std::string(what) + " must be an integer >= " + std::to_string(min));
+    if (a.value != std::floor(a.value) || a.value < min || a.value > kMaxArg)
+      error(a.pos, a.len,
+            std::string(what) + " must be an integer from " + std::to_string(min) + " to 100000000 (the spec's limit)");
     return static_cast<int>(a.value);
   }
 

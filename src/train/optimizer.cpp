@@ -5,6 +5,7 @@
 
 #include "train/cuda_optimizer.hpp"
 #include "util/error.hpp"
+#include "util/memory.hpp"
 
 namespace cnnscale {
 std::vector<std::pair<size_t, size_t>> trainable_ranges(const std::vector<ParamInfo>& params) {
@@ -113,7 +114,12 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, const std::
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, Model& model) {
   if (model.on_device()) return make_cuda_optimizer(o, model.params(), model.param_count(), model.stream());
-  return make_optimizer(o, model.params(), model.param_count());
+  const uint64_t bytes = model.param_count() * sizeof(float) * (o.kind == "adamw" ? 2 : 1);
+  const std::string what = "allocating the " + o.kind + " optimizer state of " +
+                           std::to_string(model.param_count()) + " parameters";
+  const char* hint = "choose a smaller --model, or run with more memory per rank";
+  check_memory(what, bytes, hint);
+  return allocating(what, bytes, hint, [&] { return make_optimizer(o, model.params(), model.param_count()); });
 }
 
 }  // namespace cnnscale

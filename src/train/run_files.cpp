@@ -1,12 +1,16 @@
 // run_files.cpp — see run_files.hpp.
 #include "train/run_files.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace cnnscale {
 
@@ -17,22 +21,46 @@ void ensure_directory(const std::string& dir, const std::string& what) {
 }
 
 MetricsLog::~MetricsLog() {
-  if (f_) std::fclose(f_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void MetricsLog::open(const std::string& run_dir) {
   if (run_dir.empty()) return;
   ensure_directory(run_dir, "run directory (--run-dir)");
-  const std::string path = run_dir + "/metrics.jsonl";
-  f_ = std::fopen(path.c_str(), "a");
-  if (!f_) fail("cannot write '", path, "': ", std::strerror(errno), "; choose a writable --run-dir");
+  path_ = run_dir + "/metrics.jsonl";
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("cannot write '", path_, "': ", std::strerror(errno), "; choose a writable --run-dir");
 }
 
 void MetricsLog::append(const nlohmann::json& record) {
-  if (!f_) return;
+  if (fd_ < 0) return;
   const std::string line = record.dump() + "\n";
-  std::fwrite(line.data(), 1, line.size(), f_);
-  std::fflush(f_);
+  const off_t before = ::lseek(fd_, 0, SEEK_END);
+  size_t done = 0;
+  int err = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : ENOSPC;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (!err) {
+    ++written_;
+    return;
+  }
+  // Cut a partial line back off (shrinking needs no space), so a later line does not continue it.
+  if (done > 0 && before >= 0) {
+    [[maybe_unused]] const int cut = ::ftruncate(fd_, before);
+  }
+  if (lost_++ == 0) {
+    error_ = std::strerror(err);
+    log_warn("cannot append to " + path_ + ": " + error_ +
+             "; metrics lines are being lost (counted in run.json as metrics_lines_lost; the run will end "
+             "with an error). Free space on that file system");
+  }
 }
 
 void write_run_json(const std::string& run_dir, const nlohmann::json& summary) {

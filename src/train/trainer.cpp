@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "comm/make_communicator.hpp"
@@ -29,8 +30,10 @@
 #include "train/run_files.hpp"
 #include "train/step_stats.hpp"
 #include "train/stop_signal.hpp"
+#include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
+#include "util/memory.hpp"
 
 namespace cnnscale {
 namespace {
@@ -123,10 +126,22 @@ void save_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const
   char message[512] = {0};
   if (rank == 0) {
     try {
+      const auto t0 = Clock::now();
       const std::string path = write_checkpoint(dir, model, opt, meta, keep);
-      log_info("checkpoint " + path);
+      std::error_code ec;  // size and time: what a stop signal's grace must cover (docs/checkpoints.md)
+      char took[64];
+      std::snprintf(took, sizeof(took), " (%.0f MB in %.1f s)", std::filesystem::file_size(path, ec) / 1e6,
+                    seconds_since(t0));
+      log_info("checkpoint " + path + took);
     } catch (const UserError& e) {
       std::snprintf(message, sizeof(message), "%s", e.what());
+    } catch (const std::bad_alloc&) {  // the in-memory image is about 2-3x the model
+      std::snprintf(message, sizeof(message), "%s",
+                    out_of_memory_message("building checkpoint step " + std::to_string(meta.step) +
+                                              " in memory (about " +
+                                              format_bytes(3 * model.param_count() * sizeof(float)) + ")",
+                                          0, "run with more memory per rank; the previous checkpoint is untouched")
+                        .c_str());
     }
   }
   {
@@ -236,6 +251,7 @@ int run_training(const TrainOptions& opt) {
   if (!(opt.collective_timeout > 0)) fail("--collective-timeout must be positive (seconds)");
   if (opt.on_nan != "stop" && opt.on_nan != "skip-step") fail("--on-nan ", opt.on_nan, " is not supported; use stop or skip-step");
   Backend requested = parse_backend(opt.backend);
+  install_stop_signal_handlers();  // from here a SIGTERM/SIGUSR1 waits for the next step boundary
 
   // ---- who am I ----
   BootstrapOptions bo;
@@ -355,7 +371,6 @@ int run_training(const TrainOptions& opt) {
     m.config = config.text();
     return m;
   };
-  install_stop_signal_handlers();
   Watchdog wd;
   if (world > 1 && !wd.start(MPI_COMM_WORLD, opt.collective_timeout, ctx.host))
     log_warn("the MPI library gives less than MPI_THREAD_MULTIPLE, so the --collective-timeout watchdog is off");
@@ -365,6 +380,10 @@ int run_training(const TrainOptions& opt) {
     metrics.open(opt.run_dir);
     metrics.append(run_dir.start_record(first_step, world, global_batch, rp.path, digest));
   }
+  if (rank == 0 && run_dir.enabled())
+    for (const std::string& d : {opt.run_dir, ckpt_dir})
+      for (const std::string& f : remove_stale_temporaries(d))
+        log_info("removed " + d + "/" + f + " (left by a writer on this host that no longer runs)");
   log_info("cnnscale train: " + std::to_string(world) + " rank(s) on " + std::to_string(ctx.num_nodes) +
            " node(s), backend " + comm->backend() + ", model " + model->name() + " (" +
            std::to_string(model->param_count()) + " parameters), " + opt.precision + ", batch " +
@@ -615,6 +634,7 @@ int run_training(const TrainOptions& opt) {
     j["skipped_steps"] = skipped_steps;
     j["resumed_from"] = rp.resumed ? nlohmann::json(rp.path) : nlohmann::json(nullptr);
     j["config_digest"] = digest;
+    j["metrics_lines_lost"] = metrics.lines_lost();
     j["config"] = config.to_json();
     if (!ctx.launch.job_id.empty()) {
       const char* nl = std::getenv("SLURM_JOB_NODELIST");
@@ -623,6 +643,13 @@ int run_training(const TrainOptions& opt) {
     }
     write_run_json(opt.run_dir, run_dir.summarize(std::move(j), first_step));
     log_info("wrote " + opt.run_dir + "/run.json");
+  }
+  if (metrics.lines_lost() > 0) {  // rank 0's log; its status makes the job's non-zero
+    print_error(std::to_string(metrics.lines_lost()) + " of " +
+                std::to_string(metrics.lines_lost() + metrics.lines_written()) + " lines could not be written to " +
+                metrics.path() + " (" + metrics.first_error() + "); training finished and run.json counts them " +
+                "(metrics_lines_lost), but the metrics are incomplete. Free space on that file system");
+    return kUserErrorStatus;
   }
   return 0;
 }

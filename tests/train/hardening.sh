@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# A run directory never loses or mixes results (issue 12):
+#  1. temporary files of writers that died (a checkpoint killed mid-write) are removed
+#     at the next start — only this host's, only when their pid is gone;
+#  2. SIGTERM to the ranks (what srun and scancel deliver) is a stop at the next step
+#     boundary: checkpoint, status 75, like SIGUSR1;
+#  3. SIGTERM to mpirun reaches the ranks only after Open MPI's odls_base_sigkill_timeout
+#     (docs/checkpoints.md): with that set, the checkpoint is written all the same;
+#  4. metrics.jsonl lines that cannot be written (/dev/full) are a warning, a count in
+#     run.json and a non-zero status, never silent loss;
+#  5. --threads 0 is an error, not a silent 1.
+set -u
+source "$CNNSCALE_SOURCE/tests/lib.sh"
+M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
+ARGS=(--synthetic --model "conv(4,3) relu maxpool(2) flatten linear(10)" --batch-size 8 --no-eval)
+HOST=$(hostname)
+dead_pid() { local p=4000000; while kill -0 $p 2>/dev/null; do p=$((p + 1)); done; echo $p; }  # above pid_max
+wait_for() { for _ in $(seq 1 600); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+
+# 1. Stale temporaries.
+R="$TMP/stale"
+mkdir -p "$R/checkpoints"
+D=$(dead_pid)
+echo x >"$R/checkpoints/step-00000004.h5.tmp.$HOST.$D"    # dead writer, this host: removed
+echo x >"$R/checkpoints/step-00000005.h5.tmp.$D"          # cnnscale 0.1 name, dead: removed
+echo x >"$R/run.json.tmp.$HOST.$D"                        # dead writer of run.json: removed
+echo x >"$R/checkpoints/step-00000006.h5.tmp.$HOST.$$"    # live writer (this shell): kept
+echo x >"$R/checkpoints/step-00000007.h5.tmp.other-node.$D" # another host's: kept
+timeout 300 $M -n 2 "$CNNSCALE" train "${ARGS[@]}" --log-every 1 --max-steps 2 --run-dir "$R" >"$TMP/stale.out" 2>&1
+expect_eq "run with stale temporaries: status" 0 "$?"
+expect_eq "dead writers' files removed" "" "$(ls "$R/checkpoints/step-00000004.h5.tmp.$HOST.$D" "$R/checkpoints/step-00000005.h5.tmp.$D" "$R/run.json.tmp.$HOST.$D" 2>/dev/null)"
+expect_file "a live writer's file is kept" "$R/checkpoints/step-00000006.h5.tmp.$HOST.$$"
+expect_file "another host's file is kept" "$R/checkpoints/step-00000007.h5.tmp.other-node.$D"
+expect_grep "removal is reported" "removed .*step-00000004.h5.tmp.$HOST.$D" "$TMP/stale.out"
+
+# 2. SIGTERM to the ranks: checkpoint at the next step boundary, status 75.
+R="$TMP/term"
+timeout 300 $M -n 2 "$CNNSCALE" train "${ARGS[@]}" --log-every 1 --max-steps 1000000 --run-dir "$R" >"$TMP/term.out" 2>&1 &
+job=$!
+wait_for "$TMP/term.out" "step 3/" || bad "training did not start"
+for p in $(pgrep -f "cnnscale train .*--run-dir $R"); do [ "$(ps -o comm= -p "$p")" = cnnscale ] && kill -TERM "$p"; done
+wait $job
+expect_eq "SIGTERM to the ranks: status" 75 "$?"
+expect_grep "SIGTERM: checkpointed" "stop signal received: checkpointed at step [0-9]+" "$TMP/term.out"
+step=$(sed -n 's/.*checkpointed at step \([0-9]*\).*/\1/p' "$TMP/term.out")
+expect_eq "latest names that step" "$(printf 'step-%08d.h5' "$step")" "$(cat "$R/checkpoints/latest" 2>/dev/null)"
+
+# 3. SIGTERM to mpirun, with a grace that lets the checkpoint finish. Not under
+#    `timeout`: it signals its whole process group too, and a second SIGTERM makes
+#    mpirun kill the ranks at once. Few output lines: while mpirun waits out its grace it
+#    does not forward the ranks' output, and a rank with a full output pipe stalls.
+R="$TMP/mpirun-term"
+$M --mca odls_base_sigkill_timeout 20 -n 2 "$CNNSCALE" train "${ARGS[@]}" --log-every 1000 --max-steps 1000000 \
+  --run-dir "$R" >"$TMP/mterm.out" 2>&1 &
+job=$!
+( for _ in $(seq 1 300); do kill -0 $job 2>/dev/null || exit 0; sleep 1; done; kill -KILL $job ) >/dev/null 2>&1 &
+wait_for "$TMP/mterm.out" "step 1000/" || bad "training did not start"
+kill -TERM $job
+wait $job
+expect_grep "SIGTERM to mpirun: checkpointed" "stop signal received: checkpointed at step [0-9]+" "$TMP/mterm.out"
+step=$(sed -n 's/.*checkpointed at step \([0-9]*\).*/\1/p' "$TMP/mterm.out")
+expect_eq "latest names that step" "$(printf 'step-%08d.h5' "$step")" "$(cat "$R/checkpoints/latest" 2>/dev/null)"
+expect_eq "no temporary file left" "" "$(find "$R/checkpoints" -name '*.tmp.*')"
+
+# 4. metrics.jsonl on a full device.
+R="$TMP/full"
+mkdir -p "$R" && ln -s /dev/full "$R/metrics.jsonl"
+timeout 300 $M -n 2 "$CNNSCALE" train "${ARGS[@]}" --log-every 1 --max-steps 5 --run-dir "$R" >"$TMP/full.out" 2>&1
+expect_ne "lost metrics: non-zero status" 0 "$?"
+expect_grep "lost metrics: warned when it happened" "cnnscale: warning: cannot append to $R/metrics.jsonl: No space left on device" "$TMP/full.out"
+expect_grep "lost metrics: error at the end" "cnnscale: error: ([0-9]+) of \1 lines could not be written to $R/metrics.jsonl \(No space left on device\)" "$TMP/full.out"
+lost=$(sed -n 's/.*error: \([0-9]*\) of .*/\1/p' "$TMP/full.out")
+expect_eq "run.json counts them (at least the 5 step lines)" "$lost yes" \
+  "$(python3 -c "import json; n = json.load(open('$R/run.json')).get('metrics_lines_lost'); print(n, 'yes' if (n or 0) >= 5 else 'no')" 2>&1)"
+
+# 5. --threads 0.
+"$CNNSCALE" train --synthetic --max-steps 1 --threads 0 >"$TMP/t0.out" 2>&1
+expect_eq "--threads 0: status" 2 "$?"
+expect_grep "--threads 0: explained" "cnnscale: error: --threads 0 is not a thread count" "$TMP/t0.out"
+finish
