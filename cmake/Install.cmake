@@ -1,6 +1,6 @@
 # Installation layout (cmake --install build --prefix P):
 #   P/bin/cnnscale
-#   P/share/cnnscale/slurm/*.slurm      sbatch templates
+#   P/share/cnnscale/slurm/*.slurm      sbatch templates (generated: cmake/SlurmTemplates.cmake)
 #   P/share/cnnscale/configs/*.ini      the configs they use
 #   P/share/cnnscale/scripts/local-slurm-cluster.sh
 #   P/share/doc/cnnscale/               README.md, docs/
@@ -10,8 +10,7 @@
 include(GNUInstallDirs)
 install(TARGETS cnnscale RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-file(GLOB CNNSCALE_TEMPLATES ${PROJECT_SOURCE_DIR}/slurm/*.slurm)
-file(GLOB CNNSCALE_CONFIGS ${PROJECT_SOURCE_DIR}/configs/*.ini)
+# CNNSCALE_TEMPLATES (generated in <build>/slurm) and CNNSCALE_CONFIGS: cmake/SlurmTemplates.cmake.
 install(FILES ${CNNSCALE_TEMPLATES} DESTINATION ${CMAKE_INSTALL_DATADIR}/cnnscale/slurm)
 install(FILES ${CNNSCALE_CONFIGS} DESTINATION ${CMAKE_INSTALL_DATADIR}/cnnscale/configs)
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/local-slurm-cluster.sh

@@ -49,7 +49,7 @@ trap 'rm -rf "$T"' EXIT
 # ---- what was used: "file<TAB>why" lines --------------------------------------------
 {
   grep -E ':(FILEPATH|PATH)=/' "$BUILD/CMakeCache.txt" | sed 's/^[^=]*=//' | tr ';' '\n' | sed 's/$/\tCMake configure/'
-  find "$BUILD" -name '*.d' -exec cat {} + 2>/dev/null | tr ' \\' '\n\n' | grep '^/' | sed 's/$/\tcompiled/'
+  find "$BUILD" -name '*.d' -type f -exec cat {} + 2>/dev/null | tr ' \\' '\n\n' | grep '^/' | sed 's/$/\tcompiled/'
   find "$BUILD" -name link.txt -exec cat {} + | tr ' ' '\n' | grep -E '^/.*\.(so|a)(\.[0-9.]+)?$' | sed 's/$/\tlinked/'
   # run-time libraries of what the build produced
   for b in "$BUILD"/bin/* ; do
@@ -58,14 +58,19 @@ trap 'rm -rf "$T"' EXIT
   done
 } >"$T/build.txt"
 
-SCRIPTS=$(ls scripts/*.sh tests/*.sh tests/*/*.sh slurm/*.in slurm/*.slurm 2>/dev/null || true)
+# (scripts/lint.sh is a developer tool, not build, test or demo: clang-format/clang-tidy
+# are not installed for it)
+SCRIPTS=""
+for f in scripts/*.sh tests/*.sh tests/*/*.sh slurm/*.in slurm/*.sh slurm/*.slurm; do
+  [ -f "$f" ] && [ "$f" != scripts/lint.sh ] && SCRIPTS+="$f "
+done
 {
   # commands in command position (after a newline, ; | & ( $( ` then do else ! and a few
   # wrappers), comments and quoted heredoc bodies of python excluded
   for f in $SCRIPTS; do
     sed -e 's/^[[:space:]]*#.*//' -e 's/[[:space:]]#[^!].*$//' -e "s/'[^']*'//g" "$f" |
       { grep -oE '(^|[;|&(`!{]|\$\(|\b(then|do|else|exec|command|timeout [0-9]+[a-z]?|xargs|nsenter [^ ]+|sudo|env|time))[[:space:]]*[A-Za-z_][A-Za-z0-9_.+-]*' || true; } |
-      grep -oE '[A-Za-z_][A-Za-z0-9_.+-]*$' | sort -u | while read -r c; do
+      { grep -oE '[A-Za-z_][A-Za-z0-9_.+-]*$' || true; } | sort -u | while read -r c; do
         case "$(type -t "$c" 2>/dev/null)" in file) ;; *) continue ;; esac
         p=$(command -v "$c")
         printf '%s\t%s runs %s\n' "$p" "$f" "$c"

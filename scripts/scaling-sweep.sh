@@ -30,6 +30,8 @@
 #
 # Other options: --partition P, --time HH:MM:SS, --account A (passed to sbatch),
 #   --cnnscale PATH (default: $CNNSCALE, `cnnscale` on PATH, or build/bin/cnnscale),
+#   --template FILE (default: the CNN_CPU.slurm generated beside that executable, in its
+#   install's share/cnnscale/slurm or its build tree's slurm/),
 #   --dry-run (print the commands instead of running them).
 set -euo pipefail
 
@@ -37,7 +39,7 @@ die() { echo "scaling-sweep: error: $*" >&2; exit 2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-NODES="" RANKS="" LOCAL=0 TPN=1 MODE=strong TEMPLATE="$SRC/slurm/CNN_CPU.slurm" OUT="" DRY=0
+NODES="" RANKS="" LOCAL=0 TPN=1 MODE=strong TEMPLATE="" OUT="" DRY=0
 GLOBAL_BATCH=256 BATCH_PER_RANK=32 CNN="${CNNSCALE:-}"
 SBATCH_EXTRA=()
 while [ $# -gt 0 ]; do
@@ -140,6 +142,17 @@ if [ "$LOCAL" = 1 ]; then
 fi
 
 # ---- Slurm ----
+if [ -z "$TEMPLATE" ]; then
+  # The CNN_CPU template generated beside the executable: its install's share/cnnscale/slurm,
+  # or the build tree's slurm/ (<build>/bin/cnnscale → <build>/slurm), else this tree's build/.
+  cnn_path=$(command -v "$CNN" 2>/dev/null || echo "$CNN")
+  cnn_prefix=$(cd "$(dirname "$cnn_path")/.." 2>/dev/null && pwd || echo "")
+  for t in ${cnn_prefix:+"$cnn_prefix/share/cnnscale/slurm/CNN_CPU.slurm" "$cnn_prefix/slurm/CNN_CPU.slurm"} \
+           "$SRC/build/slurm/CNN_CPU.slurm"; do
+    if [ -f "$t" ]; then TEMPLATE=$t; break; fi
+  done
+  [ -n "$TEMPLATE" ] || TEMPLATE="$SRC/build/slurm/CNN_CPU.slurm"
+fi
 if [ ! -f "$TEMPLATE" ]; then
   [ "$DRY" = 1 ] || die "sbatch template '$TEMPLATE' not found; pass --template FILE"
   echo "scaling-sweep: note: template '$TEMPLATE' does not exist (dry run goes on)"

@@ -11,9 +11,10 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
 #include "comm/make_communicator.hpp"
-#include "comm/nccl_id.hpp"
+#include "comm/nccl.hpp"
 #include "launch/bootstrap.hpp"
 #include "launch/mpi_check.hpp"
+#include "util/build_info.hpp"
 
 namespace cnnscale::cli {
 
@@ -49,9 +50,7 @@ int cmd_env(int argc, char** argv) {
        << " local_rank=" << ctx.local_rank << " local_size=" << ctx.local_size << " node=" << ctx.node_id
        << " nodes=" << ctx.num_nodes << " host=" << ctx.host << " device=" << ctx.device_label
        << " backend=" << (b == Backend::nccl ? "nccl" : "mpi") << " mpi=\"" << mpi_v << "\"";
-#ifdef CNNSCALE_HAVE_CUDA
-  line << " nccl=" << nccl_version_string();
-#endif
+  if (built_with_cuda()) line << " nccl=" << nccl_version();
   if (!ctx.launch.job_id.empty()) line << " slurm_job=" << ctx.launch.job_id;
 
   constexpr int kLine = 1024;

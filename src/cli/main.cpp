@@ -12,6 +12,7 @@
 
 #include "cli/commands.hpp"
 #include "launch/bootstrap.hpp"
+#include "util/build_info.hpp"
 #include "util/error.hpp"
 #include "util/memory.hpp"
 
@@ -81,13 +82,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "--version") {
-    std::printf("cnnscale %s (%s)\n", CNNSCALE_VERSION,
-#ifdef CNNSCALE_HAVE_CUDA
-                "CPU + CUDA/cuDNN/NCCL"
-#else
-                "CPU only"
-#endif
-    );
+    std::printf("cnnscale %s (%s)\n", CNNSCALE_VERSION, cnnscale::build_features());
     return 0;
   }
   const Command* found = nullptr;

@@ -7,13 +7,10 @@
 #include <cstring>
 
 #include "comm/allreduce_check.hpp"
+#include "comm/nccl.hpp"
 #include "launch/mpi_check.hpp"
 #include "util/error.hpp"
 #include "util/memory.hpp"
-
-#ifdef CNNSCALE_HAVE_CUDA
-#include "util/cuda/check.hpp"
-#endif
 
 namespace cnnscale {
 namespace {
@@ -22,26 +19,18 @@ namespace {
 class BenchBuffer {
  public:
   BenchBuffer(bool device, size_t bytes) : device_(device), bytes_(bytes), host_(bytes) {
-#ifdef CNNSCALE_HAVE_CUDA
-    if (device_) cudaCheck(cudaMalloc(&dev_, bytes_ ? bytes_ : 1));
-#endif
+    if (device_) dev_ = device_alloc(bytes_);
   }
-  ~BenchBuffer() {
-#ifdef CNNSCALE_HAVE_CUDA
-    if (dev_) cudaFree(dev_);
-#endif
-  }
+  ~BenchBuffer() { device_free(dev_); }
+  BenchBuffer(const BenchBuffer&) = delete;
+  BenchBuffer& operator=(const BenchBuffer&) = delete;
   void* data() { return device_ ? dev_ : host_.data(); }
   std::vector<char>& host() { return host_; }
   void upload() {
-#ifdef CNNSCALE_HAVE_CUDA
-    if (device_) cudaCheck(cudaMemcpy(dev_, host_.data(), bytes_, cudaMemcpyHostToDevice));
-#endif
+    if (device_) copy_to_device(dev_, host_.data(), bytes_);
   }
   void download() {
-#ifdef CNNSCALE_HAVE_CUDA
-    if (device_) cudaCheck(cudaMemcpy(host_.data(), dev_, bytes_, cudaMemcpyDeviceToHost));
-#endif
+    if (device_) copy_to_host(host_.data(), dev_, bytes_);
   }
 
  private:

@@ -2,19 +2,12 @@
 #include "comm/make_communicator.hpp"
 
 #include "comm/mpi_communicator.hpp"
-#include "comm/nccl_communicator.hpp"
+#include "comm/nccl.hpp"
 #include "launch/mpi_check.hpp"
+#include "util/build_info.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale {
-
-bool built_with_cuda() {
-#ifdef CNNSCALE_HAVE_CUDA
-  return true;
-#else
-  return false;
-#endif
-}
 
 const char* backend_name(Backend b) {
   switch (b) {
@@ -51,10 +44,7 @@ Backend resolve_backend(Backend requested, const ProcessContext& ctx) {
 
 std::unique_ptr<Communicator> make_communicator(Backend requested, const ProcessContext& ctx) {
   Backend b = resolve_backend(requested, ctx);
-#ifdef CNNSCALE_HAVE_CUDA
-  if (b == Backend::nccl) return std::make_unique<NcclCommunicator>(MPI_COMM_WORLD, ctx.device);
-#endif
-  (void)b;
+  if (b == Backend::nccl) return make_nccl_communicator(MPI_COMM_WORLD, ctx.device);
   return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
 }
 

@@ -16,7 +16,4 @@ Backend resolve_backend(Backend requested, const ProcessContext& ctx);
 
 std::unique_ptr<Communicator> make_communicator(Backend requested, const ProcessContext& ctx);
 
-// Whether this binary was built with the CUDA/NCCL path.
-bool built_with_cuda();
-
 }  // namespace cnnscale

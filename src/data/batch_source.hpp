@@ -12,12 +12,9 @@
 #include <string>
 #include <vector>
 
-namespace cnnscale {
+#include "util/sample_shape.hpp"
 
-struct SampleShape {
-  int channels = 1, height = 28, width = 28;
-  int64_t numel() const { return int64_t{channels} * height * width; }
-};
+namespace cnnscale {
 
 struct Batch {
   int epoch = 0;                 // 0-based

@@ -3,11 +3,8 @@
 
 #include <cstdlib>
 
+#include "launch/cuda_devices.hpp"
 #include "util/error.hpp"
-
-#ifdef CNNSCALE_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
 
 namespace cnnscale {
 
@@ -35,21 +32,14 @@ VisibleDevices query_visible_devices() {
   VisibleDevices v;
   const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
   v.key = cvd ? cvd : "(all)";
-#ifdef CNNSCALE_HAVE_CUDA
-  int n = 0;
-  if (cudaGetDeviceCount(&n) == cudaSuccess) v.count = n;
-  else (void)cudaGetLastError();  // e.g. "driver version is insufficient": no GPU
-#endif
+  v.count = cuda_device_count();
   return v;
 }
 
 std::string device_name(int device) {
   if (device < 0) return "cpu";
-#ifdef CNNSCALE_HAVE_CUDA
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, device) == cudaSuccess)
-    return "cuda:" + std::to_string(device) + " (" + prop.name + ")";
-#endif
+  const std::string product = cuda_device_product(device);
+  if (!product.empty()) return "cuda:" + std::to_string(device) + " (" + product + ")";
   return "cuda:" + std::to_string(device);
 }
 

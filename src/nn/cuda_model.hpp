@@ -1,8 +1,9 @@
-// cuda_model.hpp — the GPU model: the same Graph as the CPU model (nn/graph.hpp),
-// run with cuDNN (conv, pooling, ReLU, batch-norm), cuBLAS (linear, residual add) and
-// a few small CUDA kernels (softmax cross-entropy, dropout, a counter). Usable from
-// non-CUDA code: no CUDA header is included; streams travel as void*. make_model(...,
-// device >= 0) builds it; in a build without CUDA that is a UserError.
+// cuda_model.hpp — the GPU model: the Graph of the CPU model (nn::build_model_graph,
+// nn/graph.hpp) run with cuDNN (conv, pooling, ReLU, batch-norm), cuBLAS (linear,
+// residual add) and a few small CUDA kernels (softmax cross-entropy, dropout, a
+// counter), one layer file per op in src/nn/cuda/. Usable from non-CUDA code: no CUDA
+// header is included; streams travel as void*. make_model(..., device >= 0) builds it;
+// in a build without CUDA that is a UserError.
 //
 // Contract (in addition to model.hpp):
 // - param_data() / grad_data() are DEVICE pointers (on_device() is true); use
@@ -20,8 +21,8 @@
 //   step end must call order_before or synchronize().
 // - fp32 only, without TF32 (cuDNN CUDNN_FMA_MATH, cuBLAS CUBLAS_DEFAULT_MATH), so that
 //   results agree with the CPU model to fp32 rounding. bf16 is a UserError for now.
-// - Parameters are initialised on the host by the CPU model's init (bit-identical to
-//   make_model for the same seed) and uploaded.
+// - Parameters are initialised on the host by the CPU model's init (nn::init_param:
+//   bit-identical to the CPU model for the same seed) and uploaded.
 #pragma once
 #include <memory>
 #include <string>
@@ -34,7 +35,7 @@ class DeviceModel : public Model {
  public:
   bool on_device() const override { return true; }
   virtual int device() const = 0;
-  void* stream() const override = 0;                  // the model's cudaStream_t
+  void* stream() const override = 0;                   // the model's cudaStream_t
   void order_before(void* other_stream) override = 0;  // other_stream waits for work enqueued so far
   void synchronize() override = 0;                     // host waits for the model's stream
   void copy_params_to_host(float* host) override = 0;  // param_count() floats; synchronous

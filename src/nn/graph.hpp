@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "data/batch_source.hpp"
 #include "nn/model.hpp"
+#include "util/sample_shape.hpp"
 
 namespace cnnscale::nn {
 
@@ -86,5 +86,21 @@ class GraphBuilder {
   Graph g_;
   std::vector<Shape> shapes_;
 };
+
+// A model's graph with its name and canonical spec: what the CPU model (Net) and the
+// GPU model (nn/cuda) both run, so that they share names, spec errors and the flat layout.
+struct ModelGraph {
+  Graph graph;
+  std::string name, spec;
+};
+
+// The graph of a built-in model (mnist_cnn, lenet5, resnet20) or of a one-line spec, for
+// inputs of the given shape (models.cpp; the UserErrors of make_model in model.hpp).
+// Also applies the default thread count once (nn::ensure_threads).
+ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape& input, int classes);
+
+// Initialises one parameter as PyTorch does by default (see model.hpp), from seed
+// (init.cpp): the CPU and the GPU model start from the same bits.
+void init_param(const ParamDef& p, uint64_t seed, float* data);
 
 }  // namespace cnnscale::nn

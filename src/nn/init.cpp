@@ -4,7 +4,7 @@
 // its own splitmix64 stream keyed by (seed, name), so values do not depend on order.
 #include <cmath>
 
-#include "nn/net.hpp"
+#include "nn/graph.hpp"
 #include "nn/rng.hpp"
 
 namespace cnnscale::nn {

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "data/batch_source.hpp"
+#include "util/sample_shape.hpp"
 
 namespace cnnscale {
 

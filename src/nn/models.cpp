@@ -1,5 +1,6 @@
-// models.cpp — make_model: the built-in models (mnist_cnn, lenet5, resnet20) and models
-// from a one-line spec (layer-index names like nn.Sequential). See docs/models.md.
+// models.cpp — build_model_graph and make_model: the built-in models (mnist_cnn, lenet5,
+// resnet20) and models from a one-line spec (layer-index names like nn.Sequential), as a
+// Graph that the CPU model (Net) or the GPU model (nn/cuda) runs. See docs/models.md.
 #include <cmath>
 
 #include "nn/cuda_model.hpp"
@@ -18,7 +19,7 @@ std::string mnist_spec(int classes) {
          std::to_string(classes) + ")";
 }
 
-std::unique_ptr<Model> mnist_cnn(const SampleShape& in, int classes) {
+ModelGraph mnist_cnn(const SampleShape& in, int classes) {
   GraphBuilder b(in);
   int x = b.conv(b.input(), "conv1", 32, 3, 1, 0);
   x = b.relu(x);
@@ -31,12 +32,12 @@ std::unique_ptr<Model> mnist_cnn(const SampleShape& in, int classes) {
   x = b.relu(x);
   x = b.dropout(x, 0.5);
   x = b.linear(x, "fc2", classes);
-  return std::make_unique<Net>(b.finish(x, classes), "mnist_cnn", mnist_spec(classes));
+  return {b.finish(x, classes), "mnist_cnn", mnist_spec(classes)};
 }
 
 // LeNet-5, modern variant: ReLU and 2×2 max-pool (not tanh/avg-pool), conv1 padded 2 so
 // that a 28×28 input gives the classic 32×32 geometry.
-std::unique_ptr<Model> lenet5(const SampleShape& in, int classes) {
+ModelGraph lenet5(const SampleShape& in, int classes) {
   GraphBuilder b(in);
   int x = b.conv(b.input(), "conv1", 6, 5, 1, 2);
   x = b.relu(x);
@@ -52,14 +53,14 @@ std::unique_ptr<Model> lenet5(const SampleShape& in, int classes) {
   x = b.linear(x, "fc3", classes);
   const std::string spec = "conv(6,5,1,2) relu maxpool(2) conv(16,5) relu maxpool(2) flatten linear(120) relu "
                            "linear(84) relu linear(" + std::to_string(classes) + ")";
-  return std::make_unique<Net>(b.finish(x, classes), "lenet5", spec);
+  return {b.finish(x, classes), "lenet5", spec};
 }
 
 // ResNet-20 for CIFAR (He et al. 2016, §4.2): 3×3 conv 16, three stages of 3 basic
 // blocks (16, 32, 64 channels; stride 2 at the first block of stages 2 and 3), global
 // average pool, fc. Shortcuts: option B (1×1 conv stride 2 + batch-norm where the shape
 // changes, identity elsewhere). Convs have no bias (followed by batch-norm).
-std::unique_ptr<Model> resnet20(const SampleShape& in, int classes) {
+ModelGraph resnet20(const SampleShape& in, int classes) {
   GraphBuilder b(in);
   int x = b.conv(b.input(), "conv1", 16, 3, 1, 1, false);
   x = b.bn(x, "bn1");
@@ -87,7 +88,7 @@ std::unique_ptr<Model> resnet20(const SampleShape& in, int classes) {
   x = b.gap(x);
   x = b.flatten(x);
   x = b.linear(x, "fc", classes);
-  return std::make_unique<Net>(b.finish(x, classes), "resnet20", "resnet20");
+  return {b.finish(x, classes), "resnet20", "resnet20"};
 }
 
 // Adds the layers of a spec; names are "<prefix><index>.weight" as nn.Sequential.
@@ -125,9 +126,7 @@ int build_spec(GraphBuilder& b, int x, const std::vector<LayerSpec>& layers, con
   return x;
 }
 
-}  // namespace
-
-std::unique_ptr<Model> make_spec_model(const std::string& text, const SampleShape& input, int classes) {
+ModelGraph spec_graph(const std::string& text, const SampleShape& input, int classes) {
   const auto layers = parse_spec(text);
   GraphBuilder b(input);
   const int x = build_spec(b, b.input(), layers, "", text);
@@ -139,7 +138,18 @@ std::unique_ptr<Model> make_spec_model(const std::string& text, const SampleShap
     spec_error(text, last.pos, last.len, e.what());
   }
   const std::string canon = format_spec(layers);
-  return std::make_unique<Net>(std::move(g), canon, canon);
+  return {std::move(g), canon, canon};
+}
+
+}  // namespace
+
+ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape& input, int classes) {
+  ensure_threads();
+  if (classes < 2) fail("a classifier needs at least 2 classes, got ", classes);
+  if (name_or_spec == "mnist_cnn") return mnist_cnn(input, classes);
+  if (name_or_spec == "lenet5") return lenet5(input, classes);
+  if (name_or_spec == "resnet20") return resnet20(input, classes);
+  return spec_graph(name_or_spec, input, classes);
 }
 
 }  // namespace nn
@@ -147,12 +157,8 @@ std::unique_ptr<Model> make_spec_model(const std::string& text, const SampleShap
 std::unique_ptr<Model> make_model(const std::string& name_or_spec, const SampleShape& input, int classes,
                                   int device) {
   if (device >= 0) return make_cuda_model(name_or_spec, input, classes, device);
-  nn::ensure_threads();
-  if (classes < 2) fail("a classifier needs at least 2 classes, got ", classes);
-  if (name_or_spec == "mnist_cnn") return nn::mnist_cnn(input, classes);
-  if (name_or_spec == "lenet5") return nn::lenet5(input, classes);
-  if (name_or_spec == "resnet20") return nn::resnet20(input, classes);
-  return nn::make_spec_model(name_or_spec, input, classes);
+  nn::ModelGraph mg = nn::build_model_graph(name_or_spec, input, classes);
+  return std::make_unique<nn::Net>(std::move(mg.graph), std::move(mg.name), std::move(mg.spec));
 }
 
 }  // namespace cnnscale

@@ -51,7 +51,4 @@ class Net : public Model {
   std::map<int64_t, std::unique_ptr<Plan>> plans_;
 };
 
-// Initialises one parameter as PyTorch does by default (see model.hpp), from seed.
-void init_param(const ParamDef& p, uint64_t seed, float* data);
-
 }  // namespace cnnscale::nn

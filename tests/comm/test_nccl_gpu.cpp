@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "comm/allreduce_check.hpp"
-#include "comm/nccl_communicator.hpp"
+#include "comm/cuda/nccl_communicator.hpp"
 
 using namespace cnnscale;
 

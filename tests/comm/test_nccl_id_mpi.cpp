@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "comm/nccl_id.hpp"
+#include "comm/cuda/nccl_id.hpp"
 
 using namespace cnnscale;
 

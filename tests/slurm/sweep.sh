@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Slurm scaling sweep on the local 2-node cluster: slurm/CNN_CPU.slurm at 1 and 2
+# The Slurm scaling sweep on the local 2-node cluster: <build>/slurm/CNN_CPU.slurm at 1 and 2
 # nodes (1 task each, strong scaling, synthetic data), then the dependent report job.
 set -u
 source "$CNNSCALE_SOURCE/tests/slurm/cluster_lib.sh"

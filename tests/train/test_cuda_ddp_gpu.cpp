@@ -13,7 +13,7 @@
 #include <cstring>
 #include <vector>
 
-#include "comm/nccl_communicator.hpp"
+#include "comm/cuda/nccl_communicator.hpp"
 #include "nn/cuda_model.hpp"
 #include "nn/rng.hpp"
 #include "train/cuda_optimizer.hpp"

@@ -1,8 +1,8 @@
 // nccl_communicator.cpp — see nccl_communicator.hpp.
-#include "comm/nccl_communicator.hpp"
+#include "comm/cuda/nccl_communicator.hpp"
 
 #include "comm/cuda/nccl_check.hpp"
-#include "comm/nccl_id.hpp"
+#include "comm/cuda/nccl_id.hpp"
 #include "util/cuda/check.hpp"
 
 namespace cnnscale {

@@ -1,8 +1,7 @@
 // nccl_id.hpp — the NCCL bootstrap step that needs no GPU: rank 0 calls
 // ncclGetUniqueId and MPI_Bcast gives every rank the same id bytes.
-// Only available in the CUDA build (CNNSCALE_HAVE_CUDA).
+// CUDA build only.
 #pragma once
-#ifdef CNNSCALE_HAVE_CUDA
 #include <mpi.h>
 #include <nccl.h>
 
@@ -10,8 +9,4 @@ namespace cnnscale {
 
 ncclUniqueId broadcast_nccl_unique_id(MPI_Comm comm);
 
-// "2.28.x" from ncclGetVersion.
-const char* nccl_version_string();
-
 }  // namespace cnnscale
-#endif

@@ -1,57 +1,6 @@
-#!/bin/bash
-# PT_CNN_MultiGPU.slurm — cnnscale data-parallel CNN training on ONE node, one task per GPU.
-#
-#   sbatch PT_CNN_MultiGPU.slurm                       # as written, from any directory
-#   sbatch --gres=gpu:8 --ntasks-per-node=8 PT_CNN_MultiGPU.slurm
-#   sbatch --export=ALL,CNNSCALE_TRAIN_ARGS="--synthetic --max-steps 200" PT_CNN_MultiGPU.slurm
-#
-# What to edit: the #SBATCH lines below. On a GPU partition uncomment the --gres line
-# (or pass --gres=gpu:N) and keep --ntasks-per-node equal to N: one rank per GPU, each
-# rank binds its own device (cnnscale env shows the binding). Without GPUs the same
-# script runs the ranks on CPUs (--backend auto picks MPI instead of NCCL), so it also
-# works on a CPU-only partition. Set --partition/--account as your site requires.
-#
-# Settings (all optional): export them before sbatch, or sbatch --export=ALL,NAME=value,...
-#   CNNSCALE_TRAIN_ARGS   extra `cnnscale train` options, appended last (they override the
-#                         config), e.g. "--synthetic --max-steps 20" or "--epochs 10 --lr 0.05"
-#   CNNSCALE_CONFIG       INI file for --config (keys = train's long options without "--");
-#                         default: configs/mnist_cnn.ini of this template's tree or install;
-#                         "none" runs without a config
-#   CNNSCALE_RUN_DIR      run directory; default $SLURM_SUBMIT_DIR/runs/<job name>-<job id>
-#   CNNSCALE_CHECKPOINT_EVERY  steps between checkpoints (default: the config's value)
-#   CNNSCALE_BIN          the cnnscale executable to use; default: `module load cnnscale`
-#                         (CNNSCALE_MODULE names another module), else $CNNSCALE_HOME/bin,
-#                         else the install this template came from, else PATH
-#   CNNSCALE_SRUN_ARGS    extra srun options (e.g. "--gpu-bind=closest")
-#   CNNSCALE_REQUEUE=0    do not requeue after the time-limit signal; CNNSCALE_MAX_RESTARTS
-#                         caps requeues (default 20)
-#
-# Time limit and requeue: --signal=B:USR1@120 sends SIGUSR1 to this batch shell 120 s
-# before the time limit; it forwards the signal through srun to every rank, the ranks
-# write a checkpoint and stop, and the job requeues itself (scontrol requeue; --requeue
-# also lets Slurm requeue it after a node failure or preemption). The requeued job keeps
-# its job id, hence its run directory, and `--resume auto` continues from the newest
-# valid checkpoint. Output goes to <job name>-<job id>.out in the submit directory,
-# appended across restarts.
-# scancel (SIGTERM) and preemption also checkpoint at the next step boundary, within
-# Slurm's KillWait / GraceTime (site settings, often 30 s: `scontrol show config | grep
-# KillWait`); keep a step plus one checkpoint write well below it (the log's `checkpoint
-# ... (N MB in S s)` lines tell). Details: docs/checkpoints.md, "Stop signals".
-#SBATCH --job-name=PT_CNN_MultiGPU
-#SBATCH --nodes=1
-#SBATCH --ntasks-per-node=4
-#SBATCH --cpus-per-task=4
-##SBATCH --gres=gpu:4
-##SBATCH --partition=gpu
-##SBATCH --account=myproject
-#SBATCH --time=04:00:00
-#SBATCH --signal=B:USR1@120
-#SBATCH --requeue
-#SBATCH --open-mode=append
-#SBATCH --output=%x-%j.out
-
 # ============ nothing below needs editing: cnnscale's common job body ============
-# (identical in every cnnscale template; tests/slurm check that it stays so)
+# (the same in every cnnscale template: the build generates each from the source tree's
+# slurm/<name>.slurm.in, slurm/common-settings.txt and this slurm/common-body.sh)
 set -o pipefail
 log() { echo "[cnnscale job ${SLURM_JOB_ID:-none} $(date +%H:%M:%S)] $*"; }
 die() { echo "cnnscale: error: (job script) $*" >&2; exit 1; }
@@ -65,7 +14,8 @@ template_dir=""
 if [ -n "$template" ] && [ -f "$template" ]; then template_dir=$(cd "$(dirname "$template")" && pwd); fi
 
 # 1. The executable: CNNSCALE_BIN, else `module load cnnscale`, else $CNNSCALE_HOME/bin,
-#    else the install this template belongs to, else a source tree's build/, else PATH.
+#    else the install this template belongs to, else the build tree it was generated
+#    in (<build>/slurm → <build>/bin), else PATH.
 how="CNNSCALE_BIN"
 if [ -z "${CNNSCALE_BIN:-}" ]; then
   if ! type module >/dev/null 2>&1; then
@@ -82,8 +32,8 @@ if [ -z "${CNNSCALE_BIN:-}" ]; then
     CNNSCALE_BIN=$CNNSCALE_HOME/bin/cnnscale; how="CNNSCALE_HOME"
   elif [ -n "$template_dir" ] && [ -x "$template_dir/../../../bin/cnnscale" ]; then
     CNNSCALE_BIN=$(cd "$template_dir/../../../bin" && pwd)/cnnscale; how="the install of $template"
-  elif [ -n "$template_dir" ] && [ -x "$template_dir/../build/bin/cnnscale" ]; then
-    CNNSCALE_BIN=$(cd "$template_dir/../build/bin" && pwd)/cnnscale; how="the source tree of $template"
+  elif [ -n "$template_dir" ] && [ -x "$template_dir/../bin/cnnscale" ]; then
+    CNNSCALE_BIN=$(cd "$template_dir/../bin" && pwd)/cnnscale; how="the build tree of $template"
   elif command -v cnnscale >/dev/null 2>&1; then
     CNNSCALE_BIN=$(command -v cnnscale); how="PATH"
   else
@@ -94,7 +44,8 @@ fi
 prefix=$(cd "$(dirname "$CNNSCALE_BIN")/.." && pwd)
 
 # 2. The config: CNNSCALE_CONFIG (a file, or "none"), else configs/mnist_cnn.ini next to
-#    the template, in $CNNSCALE_HOME, or in the install of the executable.
+#    the template (the build tree's copy, or the install's), in $CNNSCALE_HOME, or in the
+#    install of the executable.
 if [ -z "${CNNSCALE_CONFIG:-}" ]; then
   for c in ${template_dir:+"$template_dir/../configs/mnist_cnn.ini"} \
            ${CNNSCALE_HOME:+"$CNNSCALE_HOME/share/cnnscale/configs/mnist_cnn.ini"} \

@@ -1,9 +1,9 @@
 // nccl_communicator.hpp — Communicator over NCCL on device buffers, with its own
 // CUDA stream. Set-up: broadcast_nccl_unique_id, then ncclCommInitRank on the
 // rank's bound device. On a failure the communicator is aborted (ncclCommAbort)
-// and the job ends with the library's error string, never a hang.
+// and the job ends with the library's error string, never a hang. CUDA build only;
+// other code builds it through comm/nccl.hpp (make_nccl_communicator).
 #pragma once
-#ifdef CNNSCALE_HAVE_CUDA
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
@@ -34,4 +34,3 @@ class NcclCommunicator final : public Communicator {
 };
 
 }  // namespace cnnscale
-#endif

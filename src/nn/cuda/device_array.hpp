@@ -1,0 +1,91 @@
+// device_array.hpp — RAII holders for the GPU model: device arrays (zero-filled),
+// page-locked host arrays, and cuDNN descriptors.
+#pragma once
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "util/cuda/check.hpp"
+
+namespace cnnscale::nn::cuda {
+
+// Device memory of n elements of T (zero-filled), freed on destruction.
+template <class T>
+class DevArray {
+ public:
+  DevArray() = default;
+  DevArray(const DevArray&) = delete;
+  DevArray& operator=(const DevArray&) = delete;
+  DevArray(DevArray&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
+  ~DevArray() { release(); }
+  void alloc(size_t n) {
+    release();
+    if (n == 0) return;
+    cudaCheck(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
+    cudaCheck(cudaMemset(p_, 0, n * sizeof(T)));
+    n_ = n;
+  }
+  void release() {
+    if (p_) cudaFree(p_);
+    p_ = nullptr, n_ = 0;
+  }
+  T* get() const { return p_; }
+  size_t size() const { return n_; }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+// Page-locked host memory (for asynchronous copies).
+template <class T>
+class Pinned {
+ public:
+  Pinned() = default;
+  Pinned(const Pinned&) = delete;
+  Pinned& operator=(const Pinned&) = delete;
+  ~Pinned() { release(); }
+  void alloc(size_t n) {
+    release();
+    if (n) cudaCheck(cudaMallocHost(reinterpret_cast<void**>(&p_), n * sizeof(T)));
+  }
+  void release() {
+    if (p_) cudaFreeHost(p_);
+    p_ = nullptr;
+  }
+  T* get() const { return p_; }
+
+ private:
+  T* p_ = nullptr;
+};
+
+template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
+class Desc {
+ public:
+  Desc() { cudnnCheck(Create(&d_)); }
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+  ~Desc() { Destroy(d_); }
+  T get() const { return d_; }
+
+ private:
+  T d_ = nullptr;
+};
+using TensorDesc = Desc<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+using FilterDesc = Desc<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
+using ConvDesc =
+    Desc<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
+using PoolDesc = Desc<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
+using ActDesc = Desc<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor, cudnnDestroyActivationDescriptor>;
+
+// An n×c×h×w fp32 NCHW tensor descriptor.
+inline std::unique_ptr<TensorDesc> tensor_desc(int64_t n, int c, int h, int w) {
+  auto d = std::make_unique<TensorDesc>();
+  cudnnCheck(cudnnSetTensor4dDescriptor(d->get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, static_cast<int>(n), c, h, w));
+  return d;
+}
+
+}  // namespace cnnscale::nn::cuda

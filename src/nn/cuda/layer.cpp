@@ -1,0 +1,46 @@
+// layer.cpp — NetState helpers and the dispatch over Op (see layer.hpp).
+#include "nn/cuda/layer.hpp"
+
+#include <climits>
+#include <stdexcept>
+#include <string>
+
+namespace cnnscale::nn::cuda {
+
+const float* NetState::beta_for(int t) {
+  const bool acc = written[t];
+  written[t] = 1;
+  return acc ? &kOne : &kZero;
+}
+
+void NetState::pass_grad(const float* dy, float* dx, int64_t count, const float* beta) {
+  if (*beta != 0.f) cublasCheck(cublasSaxpy(cublas, as_int(count), &kOne, dy, 1, dx, 1));
+  else cudaCheck(cudaMemcpyAsync(dx, dy, static_cast<size_t>(count) * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+}
+
+int as_int(int64_t v) {
+  if (v > INT32_MAX) throw std::runtime_error("tensor too large for a 32-bit cuBLAS/cuDNN count");
+  return static_cast<int>(v);
+}
+
+void Layer::check_output(int64_t n, int on, int oc, int oh, int ow) const {
+  if (on != n || oc != nd_.out.c || oh != nd_.out.h || ow != nd_.out.w)
+    throw std::logic_error("cuDNN output shape differs from the graph's at node " + std::to_string(nd_.index));
+}
+
+std::unique_ptr<Layer> make_layer(const Node& nd, NetState& s) {
+  switch (nd.op) {
+    case Op::conv: return make_conv(nd, s);
+    case Op::relu: return make_relu(nd, s);
+    case Op::maxpool:
+    case Op::avgpool: return make_pool(nd, s);
+    case Op::bn: return make_bn(nd, s);
+    case Op::dropout: return make_dropout(nd, s);
+    case Op::flatten: return make_flatten(nd, s);
+    case Op::linear: return make_linear(nd, s);
+    case Op::add: return make_add(nd, s);
+  }
+  throw std::logic_error("GPU model: no layer for op of node " + std::to_string(nd.index));
+}
+
+}  // namespace cnnscale::nn::cuda

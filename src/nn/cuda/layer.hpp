@@ -1,0 +1,104 @@
+// layer.hpp — the GPU model's layers: one Layer per graph node, one file per op
+// (layer_<op>.cpp, as the CPU model's nn/layer_*.cpp), driven by CudaNet
+// (cuda_model.cpp), which owns what they share (NetState): the library handles, the flat
+// parameter and gradient buffers, the activations of the current batch and the
+// convolution workspace.
+//
+// Activations are plain NCHW fp32. A tensor read by several nodes gets its gradient
+// written by the first reader in backward order (beta 0) and accumulated by the others
+// (beta 1): NetState::beta_for.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "nn/cuda/device_array.hpp"
+#include "nn/graph.hpp"
+#include "nn/model.hpp"
+
+namespace cnnscale::nn::cuda {
+
+constexpr float kOne = 1.f, kZero = 0.f;
+
+// What the layers of one CudaNet share; owned by the CudaNet.
+struct NetState {
+  const Graph* g = nullptr;
+  cudaStream_t stream = nullptr;
+  cudnnHandle_t cudnn = nullptr;
+  cublasHandle_t cublas = nullptr;
+  DevArray<float> params, grads;  // flat, param_count()
+  // Per tensor id (0 = input, k+1 = output of node k), for up to max_batch samples:
+  std::vector<float*> data, diff;
+  std::vector<bool> alias;       // a flatten output that shares its input's buffers
+  std::vector<bool> needs_diff;  // false for the network input
+  std::vector<char> written;     // this backward: the gradient has its first writer
+  DevArray<float> ones;          // max_batch ones (linear bias)
+  DevArray<int64_t> sample_ids;  // the batch's global sample ids (dropout)
+  DevArray<char> workspace;      // convolutions
+
+  float* P(const Node& nd, int k) const { return params.get() + g->params[nd.params[k]].info.offset; }
+  float* G(const Node& nd, int k) const { return grads.get() + g->params[nd.params[k]].info.offset; }
+  // beta for the gradient of tensor t: 0 for its first writer in backward order, then 1.
+  const float* beta_for(int t);
+  // dx (=|+=) dy over count floats, as beta says.
+  void pass_grad(const float* dy, float* dx, int64_t count, const float* beta);
+};
+
+// A 32-bit count for cuBLAS/cuDNN; throws when the tensor is too large.
+int as_int(int64_t v);
+
+// Per batch size n: a descriptor per tensor and an index for the layers' own per-plan
+// state (the convolution algorithms).
+struct Plan {
+  int index = 0;
+  int64_t n = 0;
+  std::vector<std::unique_ptr<TensorDesc>> t;  // per tensor id
+};
+
+class Layer {
+ public:
+  Layer(const Node& nd, NetState& s) : nd_(nd), s_(s) {}
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+  virtual ~Layer() = default;
+  // Buffers for batches of up to max_batch samples (dropout masks).
+  virtual void reserve(int64_t /*max_batch*/) {}
+  // A new plan: checks cuDNN's output shape against the graph's, chooses algorithms.
+  // Returns the workspace bytes the layer needs.
+  virtual size_t plan(const Plan& /*p*/) { return 0; }
+  // eval: dropout off and batch-norm on running statistics (forward_eval); otherwise
+  // dropout follows ctx.training and batch-norm uses (and updates) batch statistics.
+  virtual void forward(const Plan& p, const StepContext& ctx, bool eval) = 0;
+  // Parameter gradients (final once enqueued; batch-norm also does its data gradient).
+  virtual void backward_params(const Plan& /*p*/) {}
+  // Input gradient(s).
+  virtual void backward_data(const Plan& p) = 0;
+
+ protected:
+  int in() const { return nd_.inputs[0]; }
+  int out() const { return nd_.index + 1; }
+  cudnnTensorDescriptor_t xd(const Plan& p) const { return p.t[in()]->get(); }
+  cudnnTensorDescriptor_t yd(const Plan& p) const { return p.t[out()]->get(); }
+  // Throws when cuDNN's output shape (from a Get*ForwardOutputDim) differs from the graph's.
+  void check_output(int64_t n, int on, int oc, int oh, int ow) const;
+
+  const Node& nd_;
+  NetState& s_;
+};
+
+// One factory per op (layer_<op>.cpp) and the dispatch over Op (layer.cpp).
+std::unique_ptr<Layer> make_conv(const Node& nd, NetState& s);
+std::unique_ptr<Layer> make_relu(const Node& nd, NetState& s);
+std::unique_ptr<Layer> make_pool(const Node& nd, NetState& s);  // maxpool, avgpool
+std::unique_ptr<Layer> make_bn(const Node& nd, NetState& s);
+std::unique_ptr<Layer> make_dropout(const Node& nd, NetState& s);
+std::unique_ptr<Layer> make_flatten(const Node& nd, NetState& s);
+std::unique_ptr<Layer> make_linear(const Node& nd, NetState& s);
+std::unique_ptr<Layer> make_add(const Node& nd, NetState& s);
+std::unique_ptr<Layer> make_layer(const Node& nd, NetState& s);
+
+}  // namespace cnnscale::nn::cuda

@@ -1,0 +1,34 @@
+// layer_relu.cpp — ReLU on cuDNN: cudnnActivationForward / Backward. (The CPU model
+// fuses conv→ReLU; the GPU model does not.)
+#include "nn/cuda/layer.hpp"
+
+namespace cnnscale::nn::cuda {
+namespace {
+
+class Relu final : public Layer {
+ public:
+  Relu(const Node& nd, NetState& s) : Layer(nd, s) {
+    cudnnCheck(cudnnSetActivationDescriptor(act_.get(), CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  }
+
+  void forward(const Plan& p, const StepContext& /*ctx*/, bool /*eval*/) override {
+    cudnnCheck(
+        cudnnActivationForward(s_.cudnn, act_.get(), &kOne, xd(p), s_.data[in()], &kZero, yd(p), s_.data[out()]));
+  }
+
+  void backward_data(const Plan& p) override {
+    if (!s_.needs_diff[in()]) return;
+    const float* beta = s_.beta_for(in());
+    cudnnCheck(cudnnActivationBackward(s_.cudnn, act_.get(), &kOne, yd(p), s_.data[out()], yd(p), s_.diff[out()], xd(p),
+                                       s_.data[in()], beta, xd(p), s_.diff[in()]));
+  }
+
+ private:
+  ActDesc act_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_relu(const Node& nd, NetState& s) { return std::make_unique<Relu>(nd, s); }
+
+}  // namespace cnnscale::nn::cuda
