@@ -5,27 +5,13 @@
 
 #include <vector>
 
-#include "comm/allreduce_check.hpp"
 #include "comm/mpi_communicator.hpp"
+#include "comm/sum_check.hpp"
 
 using namespace cnnscale;
 
 namespace {
 const size_t kCounts[] = {1, 7, 1023, (1u << 20) + 3, 1u << 24};
-
-void check_sum(Communicator& comm, size_t count, DType t, bool async) {
-  std::vector<char> buf(count * dtype_size(t));
-  fill_pattern(buf.data(), count, t, comm.rank());
-  if (async) {
-    auto pending = comm.allreduce_sum_async(buf.data(), count, t);
-    comm.progress();
-    pending->wait();
-  } else {
-    comm.allreduce_sum(buf.data(), count, t);
-  }
-  EXPECT_EQ(count_wrong(buf.data(), count, t, comm.size()), 0u)
-      << "count " << count << " type " << dtype_name(t) << (async ? " async" : "");
-}
 }  // namespace
 
 TEST(MpiAllreduce, FloatSumsExact) {

@@ -8,8 +8,8 @@
 #include <numeric>
 #include <vector>
 
-#include "comm/allreduce_check.hpp"
 #include "comm/mpi_communicator.hpp"
+#include "comm/sum_check.hpp"
 
 using namespace cnnscale;
 
@@ -17,19 +17,7 @@ TEST(MpiPieces, SumsExactAcrossPieces) {
   MpiCommunicator comm(MPI_COMM_WORLD, /*max_piece=*/1000);
   for (DType t : {DType::f32, DType::bf16})
     for (size_t count : {size_t{999}, size_t{1000}, size_t{1001}, size_t{4321}})
-      for (bool async : {false, true}) {
-        std::vector<char> buf(count * dtype_size(t));
-        fill_pattern(buf.data(), count, t, comm.rank());
-        if (async) {
-          auto pending = comm.allreduce_sum_async(buf.data(), count, t);
-          comm.progress();
-          pending->wait();
-        } else {
-          comm.allreduce_sum(buf.data(), count, t);
-        }
-        EXPECT_EQ(count_wrong(buf.data(), count, t, comm.size()), 0u)
-            << "count " << count << " " << dtype_name(t) << (async ? " async" : "");
-      }
+      for (bool async : {false, true}) check_sum(comm, count, t, async);
 }
 
 TEST(MpiPieces, BroadcastAcrossPieces) {
