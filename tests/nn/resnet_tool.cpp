@@ -22,9 +22,8 @@ using namespace cnnscale;
 int main(int argc, char** argv) try {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (!((mode == "init" && (argc == 9 || argc == 10)) || (mode == "eval" && argc == 11))) {
-    std::fprintf(stderr,
-                 "usage: resnet_tool init MODEL C H W CLASSES SEED DIR [--zero-init-residual]\n"
-                 "       resnet_tool eval MODEL C H W CLASSES CKPT IN.f32 N OUT.f32\n");
+    std::fprintf(stderr, "usage: resnet_tool init MODEL C H W CLASSES SEED DIR [--zero-init-residual]\n"
+                         "       resnet_tool eval MODEL C H W CLASSES CKPT IN.f32 N OUT.f32\n");
     return 2;
   }
   const SampleShape shape{std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5])};
