@@ -204,8 +204,7 @@ Graph GraphBuilder::finish(int output, int classes) {
     // Only unpadded square windows that tile the input (kernel == stride): the fused
     // kernel reads no padding and gives each input position to at most one window.
     if (p.op == Op::maxpool && p.kernel == p.stride && p.kernel_w == p.kernel && p.pad == 0 && r.op == Op::relu &&
-        r.fused_relu &&
-        p.inputs[0] == r.index + 1 && readers[r.index + 1] == 1 && r.index + 1 != output) {
+        r.fused_relu && p.inputs[0] == r.index + 1 && readers[r.index + 1] == 1 && r.index + 1 != output) {
       r.relu_into_pool = p.relu_into_pool = true;
     }
   }

@@ -1,6 +1,7 @@
 // models.cpp — build_model_graph and make_model: the built-in models (mnist_cnn, lenet5,
-// resnet20, torchvision's resnet18/34/50/101/152) and models from a one-line spec (layer-index names like nn.Sequential), as a
-// Graph that the CPU model (Net) or the GPU model (nn/cuda) runs. See docs/models.md.
+// resnet20, torchvision's resnet18/34/50/101/152) and models from a one-line spec
+// (layer-index names like nn.Sequential), as a Graph that the CPU model (Net) or the
+// GPU model (nn/cuda) runs. See docs/models.md.
 #include <cmath>
 
 #include "nn/cuda_model.hpp"
@@ -115,8 +116,8 @@ ModelGraph torchvision_resnet(const std::string& name, const SampleShape& in, in
     if (name == c.name) a = &c;
   if (!a) internal_error("torchvision_resnet asked for ", name);
   if (in.height < 32 || in.width < 32)
-    fail(name, " needs images of at least 32x32 (its stem and four stages halve the size five times), got ",
-         in.height, "x", in.width, "; use resnet20 or a spec for smaller images");
+    fail(name, " needs images of at least 32x32 (its stem and four stages halve the size five times), got ", in.height,
+         "x", in.width, "; use resnet20 or a spec for smaller images");
   GraphBuilder b(in);
   b.set_conv_init(Init::kaiming_normal_fan_out);
   int x = b.conv(b.input(), "conv1", 64, 7, 2, 3, false);
@@ -164,8 +165,7 @@ ModelGraph torchvision_resnet(const std::string& name, const SampleShape& in, in
 }
 
 bool is_torchvision_resnet(const std::string& name) {
-  return name == "resnet18" || name == "resnet34" || name == "resnet50" || name == "resnet101" ||
-         name == "resnet152";
+  return name == "resnet18" || name == "resnet34" || name == "resnet50" || name == "resnet101" || name == "resnet152";
 }
 
 // Adds the layers of a spec; names are "<prefix><index>.weight" as nn.Sequential.
@@ -235,8 +235,8 @@ ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape&
 
 }  // namespace nn
 
-std::unique_ptr<Model> make_model(const std::string& name_or_spec, const SampleShape& input, int classes,
-                                  int device, const ModelOptions& options) {
+std::unique_ptr<Model> make_model(const std::string& name_or_spec, const SampleShape& input, int classes, int device,
+                                  const ModelOptions& options) {
   if (device >= 0) return make_cuda_model(name_or_spec, input, classes, device, options);
   nn::ModelGraph mg = nn::build_model_graph(name_or_spec, input, classes, options);
   return std::make_unique<nn::Net>(std::move(mg.graph), std::move(mg.name), std::move(mg.spec));

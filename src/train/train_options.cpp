@@ -67,8 +67,7 @@ void validate(const TrainOptions& o) {
   if (o.data.dir.empty() && !o.data.synthetic)
     fail("no input: give --data DIR (a `cnnscale prep` output) or --synthetic");
   if (!o.data.dir.empty() && o.data.synthetic) fail("--data and --synthetic exclude each other; pick one");
-  if (o.data.synthetic && o.data.synthetic_shape.channels < 1)
-    fail("--channels must be at least 1 (3 for RGB images)");
+  if (o.data.synthetic && o.data.synthetic_shape.channels < 1) fail("--channels must be at least 1 (3 for RGB images)");
   if (o.data.synthetic && o.data.synthetic_classes < 2) fail("--classes must be at least 2");
   if (o.bucket_mb <= 0 || o.first_bucket_mb <= 0) fail("--bucket-mb must be positive");
   if (o.log_every < 1) fail("--log-every must be at least 1");

@@ -16,8 +16,8 @@
 #include "nn/net.hpp"
 #include "nn/rng.hpp"
 #include "random_batch.hpp"
-#include "util/error.hpp"
 #include "reference.hpp"
+#include "util/error.hpp"
 
 using namespace cnnscale;
 
