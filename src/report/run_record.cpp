@@ -119,6 +119,16 @@ RunRecord parse_run(const json& doc, const std::string& file) {
   r.breakdown.compute = f.nonnegative(bd, "breakdown_ms", "compute");
   r.breakdown.comm_exposed = f.nonnegative(bd, "breakdown_ms", "comm_exposed");
   r.breakdown.optimizer = f.nonnegative(bd, "breakdown_ms", "optimizer");
+  if (auto it = doc.find("breakdown_median_ms"); it != doc.end() && it->is_object()) {
+    StepBreakdown m;
+    m.data = f.nonnegative(*it, "breakdown_median_ms", "data");
+    m.compute = f.nonnegative(*it, "breakdown_median_ms", "compute");
+    m.comm_exposed = f.nonnegative(*it, "breakdown_median_ms", "comm_exposed");
+    m.optimizer = f.nonnegative(*it, "breakdown_median_ms", "optimizer");
+    r.breakdown_median = m;
+  }
+  if (auto ts = f.optional(doc, "timed_steps"); ts && *ts >= 1) r.timed_steps = static_cast<long>(*ts);
+  if (auto it = doc.find("grad_sum"); it != doc.end() && it->is_string()) r.grad_sum = it->get<std::string>();
   r.train_loss = f.nullable(doc, "", "train_loss");
   r.test_accuracy = f.nullable(doc, "", "test_accuracy");
 

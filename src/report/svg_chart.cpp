@@ -133,10 +133,11 @@ std::string render_svg(const LineChart& c) {
   }
   for (const auto& s : c.series) {
     if (s.points.empty()) continue;
-    os << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"2\""
+    if (s.line) os << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"2\""
        << (s.dashed ? " stroke-dasharray=\"5,3\"" : "") << " points=\"";
-    for (const auto& [x, y] : s.points) os << n(px(x)) << "," << n(py(y)) << " ";
-    os << "\"/>\n";
+    if (s.line)
+      for (const auto& [x, y] : s.points) os << n(px(x)) << "," << n(py(y)) << " ";
+    if (s.line) os << "\"/>\n";
     if (s.markers)
       for (const auto& [x, y] : s.points)
         os << "<circle cx=\"" << n(px(x)) << "\" cy=\"" << n(py(y)) << "\" r=\"3.5\" fill=\"" << s.color << "\"><title>"
@@ -149,27 +150,47 @@ std::string render_svg(const LineChart& c) {
 
 std::string render_svg(const StackedBarChart& c) {
   const size_t nc = c.categories.size();
-  double ymax = 0;
+  double ymax = 0, yneg = 0;
   for (size_t i = 0; i < nc; ++i) {
-    double sum = 0;
-    for (const auto& s : c.stacks) sum += i < s.values.size() ? std::max(0.0, s.values[i]) : 0;
-    ymax = std::max(ymax, sum);
+    double pos = 0, neg = 0;
+    for (const auto& s : c.stacks) {
+      const double v = i < s.values.size() ? s.values[i] : 0;
+      (v >= 0 ? pos : neg) += std::fabs(v);
+    }
+    ymax = std::max(ymax, pos);
+    yneg = std::max(yneg, neg);
   }
   auto [top, step] = nice_axis(ymax);
+  const double bottom = yneg > 0 ? step * std::ceil(yneg / step - 1e-9) : 0;  // depth below zero
+  auto py = [&](double v) { return T + PH - (v + bottom) / (top + bottom) * PH; };
   std::ostringstream os;
   header(os, c.title, c.x_label, c.y_label);
-  y_axis(os, top, step);
+  for (double y = -bottom; y <= top + step * 1e-6; y += step) {
+    os << "<line x1=\"" << n(L) << "\" y1=\"" << n(py(y)) << "\" x2=\"" << n(L + PW) << "\" y2=\"" << n(py(y))
+       << "\" stroke=\"" << (std::fabs(y) < step * 1e-6 ? "#808080" : "#e0e0e0") << "\"/>\n";
+    os << "<text x=\"" << n(L - 6) << "\" y=\"" << n(py(y) + 4) << "\" text-anchor=\"end\">"
+       << fmt_num(std::fabs(y) < step * 1e-6 ? 0 : y, 3) << "</text>\n";
+  }
+  os << "<line x1=\"" << n(L) << "\" y1=\"" << n(T) << "\" x2=\"" << n(L) << "\" y2=\"" << n(T + PH)
+     << "\" stroke=\"black\"/>\n";
+  os << "<line x1=\"" << n(L) << "\" y1=\"" << n(T + PH) << "\" x2=\"" << n(L + PW) << "\" y2=\"" << n(T + PH)
+     << "\" stroke=\"black\"/>\n";
   const double slot = nc ? PW / nc : PW, bw = slot * 0.6;
   for (size_t i = 0; i < nc; ++i) {
     const double x = L + slot * i + (slot - bw) / 2;
-    double base = 0;
+    double up = 0, down = 0;
     for (const auto& s : c.stacks) {
-      const double v = i < s.values.size() ? std::max(0.0, s.values[i]) : 0;
-      const double y0 = T + PH - base / top * PH, y1 = T + PH - (base + v) / top * PH;
-      os << "<rect x=\"" << n(x) << "\" y=\"" << n(y1) << "\" width=\"" << n(bw) << "\" height=\"" << n(y0 - y1)
-         << "\" fill=\"" << s.color << "\"><title>" << xml_escape(s.name) << " at " << xml_escape(c.categories[i])
-         << ": " << fmt_num(v, 4) << "</title></rect>\n";
-      base += v;
+      const double v = i < s.values.size() ? s.values[i] : 0;
+      double a, b;  // value range of this piece
+      if (v >= 0) {
+        a = up, b = up + v, up = b;
+      } else {
+        a = down + v, b = down, down = a;
+      }
+      os << "<rect x=\"" << n(x) << "\" y=\"" << n(py(b)) << "\" width=\"" << n(bw) << "\" height=\""
+         << n(py(a) - py(b)) << "\" fill=\"" << s.color << "\"" << (v < 0 ? " fill-opacity=\"0.6\"" : "")
+         << "><title>" << xml_escape(s.name) << " at " << xml_escape(c.categories[i]) << ": " << fmt_num(v, 4)
+         << "</title></rect>\n";
     }
     os << "<text x=\"" << n(x + bw / 2) << "\" y=\"" << n(T + PH + 18) << "\" text-anchor=\"middle\">"
        << xml_escape(c.categories[i]) << "</text>\n";

@@ -15,6 +15,7 @@ struct Series {
   std::vector<std::pair<double, double>> points;
   bool dashed = false;
   bool markers = true;
+  bool line = true;  // false: markers only (external points)
 };
 
 struct LineChart {
@@ -29,7 +30,7 @@ struct LineChart {
 struct BarStack {
   std::string name;
   std::string color;
-  std::vector<double> values;  // one per category
+  std::vector<double> values;  // one per category; negative values are drawn below the zero line
 };
 
 struct StackedBarChart {
