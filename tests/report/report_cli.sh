@@ -89,7 +89,37 @@ PY
 "$CNNSCALE" report "$TMP/r1" "$TMP/r2" "$TMP/r4" --allreduce "$TMP/ar.json" --output "$TMP/out2" >"$TMP/out2.txt" 2>&1
 expect_eq "report --allreduce exit status" 0 "$?"
 expect_grep "benchmark alpha and beta in report.md" 'α = 20\.00 µs, β = 5\.000 GB/s' "$TMP/out2/report.md"
-expect_grep "model uses the benchmark" 'Communication, allreduce benchmark' "$TMP/out2/report.md"
+expect_grep "a 1-node benchmark is the intra-node level" 'ar\.json: 4 ranks in the sum, launch 1 node\(s\) × 4, --level world → intra-node level' "$TMP/out2/report.md"
+expect_grep "model takes beta1 from it" '^\| β₁ intra-node \(bandwidth\) +\| +5\.000 GB/s \| measured \|.*allreduce measurement \(--level node\)' "$TMP/out2/report.md"
+
+# Cross-node measurement (--level cross, 2 nodes, α = 50 µs, β = 1 GB/s), --project and --points.
+python3 - "$TMP/cross.json" <<'PY'
+import json, sys
+p, a_us, beta = 2, 50.0, 1e9
+rows = [{"size": s, "time_us": 2 * (p - 1) * a_us + 2 * (p - 1) / p * s / beta * 1e6, "wrong": 0}
+        for s in [2 ** k for k in range(3, 27, 2)]]
+json.dump({"tool": "cnnscale allreduce", "world_size": p, "nodes": 2, "ranks_per_node": 2, "level": "cross",
+           "backend": "mpi", "results": rows}, open(sys.argv[1], "w"))
+PY
+printf 'ranks,nodes,images_per_s,step_ms,label\n8,4,500,,other system\n' >"$TMP/points.csv"
+"$CNNSCALE" report "$TMP/r1" "$TMP/r2" "$TMP/r4" --allreduce "$TMP/ar.json" --allreduce "$TMP/cross.json" \
+  --project 512,3584,64x8 --points "$TMP/points.csv" --output "$TMP/out3" >"$TMP/out3.txt" 2>&1
+expect_eq "report with two --allreduce, --project, --points: exit status" 0 "$?"
+expect_grep "beta2 from the cross-node measurement" '^\| β₂ cross-node \(bandwidth\) +\| +1\.000 GB/s \| measured \|' "$TMP/out3/report.md"
+expect_grep "alpha2 from it" '^\| α₂ cross-node \(latency per message step\) +\| +50\.00 µs \| measured \|' "$TMP/out3/report.md"
+expect_grep "--project 3584 at 2 ranks per node" '^\| 3584 +\| +1792 × 2 \| --project \|' "$TMP/out3/report.md"
+expect_grep "--project 64x8" '^\| 512 +\| +64 × 8 \| --project \|' "$TMP/out3/report.md"
+expect_grep "--points row" '^\| other system +\| +8 \| +4 \| +500\.0 \|' "$TMP/out3/report.md"
+expect_grep "--points in the chart" 'external \(--points\)' "$TMP/out3/report.html"
+xmllint --noout "$TMP/out3/report.html"
+expect_eq "report.html with bands and points is well-formed" 0 "$?"
+"$CNNSCALE" report "$TMP/r1" "$TMP/r2" --project 3x --output "$TMP/o9" >"$TMP/e9.out" 2>"$TMP/e9.err"
+expect_eq "bad --project: exit 2" 2 "$?"
+expect_grep "bad --project: message" "^cnnscale: error: --project: '3x' is not a rank count R or a layout NxL" "$TMP/e9.err"
+# One node only (r1, r2 are 1 node): nothing beyond it is projected.
+"$CNNSCALE" report "$TMP/r1" "$TMP/r2" --output "$TMP/o10" >"$TMP/o10.txt" 2>&1
+expect_grep "one node: 2 nodes not projected" '^\| 4 +\| +2 × 2 \| +2× \|.*not projected: no cross-node run or allreduce measurement' "$TMP/o10/report.md"
+expect_grep "one node: recommendation says so" 'Counts from 4 ranks are not projected' "$TMP/o10/report.md"
 
 # Bad input: one clear message each, exit 2, no crash.
 mkdir -p "$TMP/empty"
