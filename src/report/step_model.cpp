@@ -371,10 +371,12 @@ ModelFit fit_step_model(const RunGroup& g, const std::vector<ScalingRow>& rows, 
       m.notes.push_back("the runs report different grad_bytes; the base run's value is used");
       break;
     }
+  const int rpn_largest = rows.back().ranks_per_node;
   for (const auto* b : net.cross)
-    if (b->ranks_per_node > 1 && b->level == "cross" && base.ranks_per_node != b->ranks_per_node)
+    if (b->level == "cross" && rpn_largest != b->ranks_per_node)
       m.notes.push_back(b->file + " was measured with " + std::to_string(b->ranks_per_node) +
-                        " ranks per node sharing the network; layouts with other ranks per node may see another β₂");
+                        " ranks per node sharing the network, the largest run with " + std::to_string(rpn_largest) +
+                        "; layouts with other ranks per node may see another β₂");
 
   double sum = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
