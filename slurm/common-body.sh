@@ -92,10 +92,10 @@ log "run directory: $run_dir"
 if [ -n "${CNNSCALE_ALLREDUCE_DIR:-}" ] && [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then
   mkdir -p "$CNNSCALE_ALLREDUCE_DIR" || die "cannot create CNNSCALE_ALLREDUCE_DIR=$CNNSCALE_ALLREDUCE_DIR"
   nn=${SLURM_JOB_NUM_NODES:-1} nt=${SLURM_NTASKS:-1}
-  levels=()
-  [ "$nn" -le 1 ] || levels+=(cross)
-  [ "$nt" -le "$nn" ] || levels+=(node)
-  for lv in "${levels[@]+"${levels[@]}"}"; do
+  levels=""  # a plain word list: the levels are cross and node
+  [ "$nn" -le 1 ] || levels="$levels cross"
+  [ "$nt" -le "$nn" ] || levels="$levels node"
+  for lv in $levels; do
     # shellcheck disable=SC2206
     ar_cmd=("$CNNSCALE_BIN" allreduce --level "$lv" ${CNNSCALE_ALLREDUCE_ARGS:--b 8 -e 32M -f 4 -w 3 -n 10}
             --json "$CNNSCALE_ALLREDUCE_DIR/allreduce-$lv.json")

@@ -24,7 +24,8 @@ int cmd_allreduce(int argc, char** argv) {
       "  srun -N4 --ntasks-per-node=8 cnnscale allreduce --level cross --json cross-4.json   (for `cnnscale report`)\n"
       "  srun --mpi=pmix -N2 cnnscale allreduce -d bfloat16 --json allreduce.json"};
   po::options_description desc("Options");
-  desc.add_options()("minbytes,b", po::value<std::string>()->default_value("8"), "smallest size (bytes; K/M/G allowed)")(
+  desc.add_options()("minbytes,b", po::value<std::string>()->default_value("8"),
+                     "smallest size (bytes; K/M/G allowed)")(
       "maxbytes,e", po::value<std::string>()->default_value("32M"), "largest size")(
       "stepfactor,f", po::value<double>()->default_value(2.0), "multiply the size by this each step")(
       "warmup_iters,w", po::value<int>()->default_value(5), "untimed iterations per size")(
@@ -95,8 +96,12 @@ int cmd_allreduce(int argc, char** argv) {
                   r.algbw_gbs, r.busbw_gbs, r.wrong < 0 ? "N/A" : std::to_string(r.wrong).c_str());
       std::fflush(stdout);
     }
-    results.push_back({{"size", r.bytes}, {"count", r.count}, {"type", dtype_name(o.dtype)},
-                       {"time_us", r.time_us}, {"algbw_gbs", r.algbw_gbs}, {"busbw_gbs", r.busbw_gbs},
+    results.push_back({{"size", r.bytes},
+                       {"count", r.count},
+                       {"type", dtype_name(o.dtype)},
+                       {"time_us", r.time_us},
+                       {"algbw_gbs", r.algbw_gbs},
+                       {"busbw_gbs", r.busbw_gbs},
                        {"wrong", r.wrong < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.wrong)}});
   }
   const double avg_busbw = n ? busbw_sum / n : 0;
@@ -104,10 +109,16 @@ int cmd_allreduce(int argc, char** argv) {
     std::printf("# Out of bounds values : %ld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
     std::printf("# Avg bus bandwidth    : %.4f GB/s\n", avg_busbw);
     if (vm.count("json")) {
-      nlohmann::json j = {{"tool", "cnnscale allreduce"}, {"world_size", comm->size()}, {"nodes", ctx.num_nodes},
-                          {"ranks_per_node", ctx.local_size}, {"level", level},
-                          {"backend", backend_name(comm->backend())}, {"type", dtype_name(o.dtype)},
-                          {"results", results}, {"avg_busbw_gbs", avg_busbw}, {"wrong_total", total_wrong}};
+      nlohmann::json j = {{"tool", "cnnscale allreduce"},
+                          {"world_size", comm->size()},
+                          {"nodes", ctx.num_nodes},
+                          {"ranks_per_node", ctx.local_size},
+                          {"level", level},
+                          {"backend", backend_name(comm->backend())},
+                          {"type", dtype_name(o.dtype)},
+                          {"results", results},
+                          {"avg_busbw_gbs", avg_busbw},
+                          {"wrong_total", total_wrong}};
       write_file_atomic(vm["json"].as<std::string>(), j.dump(2) + "\n");
     }
   }

@@ -31,7 +31,8 @@ int cmd_report(int argc, char** argv) {
   po::options_description desc("Options");
   desc.add_options()("run-dir", po::value<std::vector<std::string>>()->multitoken(),
                      "run directories (positional; each holds run.json)")(
-      "output,o", po::value<std::string>(), "directory for report.md, report.html, scaling.csv, report.json (required)")(
+      "output,o", po::value<std::string>(),
+      "directory for report.md, report.html, scaling.csv, report.json (required)")(
       "mode", po::value<std::string>(), "strong|weak: override the detected scaling mode")(
       "efficiency-threshold", po::value<double>()->default_value(0.8, "0.8"),
       "parallel efficiency the recommendation keeps (0..1]")(

@@ -55,8 +55,8 @@ std::unique_ptr<Communicator> make_level_communicator(Backend requested, const P
   const Backend b = resolve_backend(requested, ctx);
   const bool node = level == "node";
   MPI_Comm sub = MPI_COMM_NULL;
-  mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, node ? ctx.node_id : ctx.local_rank, node ? ctx.local_rank : ctx.node_id,
-                          &sub));
+  mpiCheck(
+      MPI_Comm_split(MPI_COMM_WORLD, node ? ctx.node_id : ctx.local_rank, node ? ctx.local_rank : ctx.node_id, &sub));
   if (b == Backend::nccl) return make_nccl_communicator(sub, ctx.device);
   auto c = std::make_unique<MpiCommunicator>(sub);  // dups `sub`
   MPI_Comm_free(&sub);

@@ -122,8 +122,9 @@ AlphaBeta fit_alpha_beta_pooled(const std::vector<const AllreduceBenchmark*>& be
   double sum = 0;
   for (auto [i, k] : *pick) {
     const auto& row = benches[i]->rows[k];
-    const double e = std::fabs(ring_allreduce_ms(benches[i]->world_size, row.bytes, x0, out.beta_bytes_per_ms) -
-                               row.time_ms) / row.time_ms;
+    const double e =
+        std::fabs(ring_allreduce_ms(benches[i]->world_size, row.bytes, x0, out.beta_bytes_per_ms) - row.time_ms) /
+        row.time_ms;
     sum += e;
     out.max_rel_error = std::max(out.max_rel_error, e);
   }

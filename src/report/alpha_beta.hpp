@@ -43,9 +43,9 @@ enum class NetLevelKind { intra, cross, unusable };
 
 struct AllreduceBenchmark {
   std::string file;
-  int world_size = 1;      // ranks in the communicator the sum ran over (p of the ring)
-  int nodes = 1;           // of the launch
-  int ranks_per_node = 1;  // of the launch
+  int world_size = 1;           // ranks in the communicator the sum ran over (p of the ring)
+  int nodes = 1;                // of the launch
+  int ranks_per_node = 1;       // of the launch
   std::string level = "world";  // world | node | cross, as written by `cnnscale allreduce --json`
   std::string backend;
   std::vector<AllreduceRow> rows;
@@ -60,7 +60,7 @@ struct AlphaBeta {
   double beta_bytes_per_ms = 0;
   double mean_rel_error = 0;  // of the fit on the benchmark rows
   double max_rel_error = 0;
-  std::string note;           // e.g. why α was pinned to 0
+  std::string note;  // e.g. why α was pinned to 0
 };
 
 // Weighted least squares on relative error (small sizes fix α, large sizes fix β).

@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "report/format.hpp"
-#include "util/spread.hpp"
 #include "util/error.hpp"
+#include "util/spread.hpp"
 
 namespace cnnscale::report {
 
@@ -17,9 +17,9 @@ std::optional<std::string> straggler_note(const RunRecord& r, double threshold) 
   const double median = spread_of(c).median;
   const size_t slow = static_cast<size_t>(std::max_element(c.begin(), c.end()) - c.begin());
   if (!(median > 0) || c[slow] <= median * (1 + threshold)) return std::nullopt;
-  return "At " + std::to_string(r.world_size) + " ranks (" + r.dir + "), rank " + std::to_string(slow) +
-         " computes " + fmt_num(100 * (c[slow] / median - 1), 3) + "% slower than the median rank (" +
-         fmt_num(c[slow], 4) + " vs " + fmt_num(median, 4) +
+  return "At " + std::to_string(r.world_size) + " ranks (" + r.dir + "), rank " + std::to_string(slow) + " computes " +
+         fmt_num(100 * (c[slow] / median - 1), 3) + "% slower than the median rank (" + fmt_num(c[slow], 4) + " vs " +
+         fmt_num(median, 4) +
          " ms of forward+backward per step): every rank waits for it at each step. A slower or busier "
          "core or node; check what else runs there (run.json compute_median_ms_per_rank).";
 }
@@ -39,7 +39,8 @@ Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& 
       case NetLevelKind::unusable:
         rep.benchmark_notes.push_back(
             b.file + " is a flat allreduce over " + std::to_string(b.world_size) + " ranks on " +
-            std::to_string(b.nodes) + " nodes, which is neither level of the hierarchical sum training does; it is "
+            std::to_string(b.nodes) +
+            " nodes, which is neither level of the hierarchical sum training does; it is "
             "not used. Measure with `cnnscale allreduce --level cross` (and --level node) instead.");
         break;
     }
@@ -50,7 +51,8 @@ Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& 
     ga.rows = scaling_rows(g);
     ga.target_accuracy = default_target_accuracy(g, options.target_accuracy);
     if (ga.target_accuracy)
-      for (size_t i = 0; i < ga.rows.size(); ++i) ga.rows[i].time_to_target_s = time_to_accuracy(g.runs[i], *ga.target_accuracy);
+      for (size_t i = 0; i < ga.rows.size(); ++i)
+        ga.rows[i].time_to_target_s = time_to_accuracy(g.runs[i], *ga.target_accuracy);
     ga.scalable = ga.rows.size() >= 2;
     if (ga.scalable) {
       ga.fit = fit_step_model(g, ga.rows, net, options.bootstrap);

@@ -35,8 +35,8 @@ std::string render_csv(const Report& rep) {
       const auto& b = r.breakdown;
       os << prefix << "measured," << r.ranks << "," << r.nodes << "," << r.batch_per_rank << "," << r.global_batch
          << "," << g(r.images_per_s) << "," << g(r.images_per_s_p10) << "," << g(r.images_per_s_p90) << ","
-         << g(r.speedup) << "," << g(r.efficiency) << "," << g(r.karp_flatt) << "," << g(r.step_ms) << ","
-         << g(b.data) << "," << g(b.compute) << "," << g(b.comm_exposed) << "," << g(b.optimizer) << ","
+         << g(r.speedup) << "," << g(r.efficiency) << "," << g(r.karp_flatt) << "," << g(r.step_ms) << "," << g(b.data)
+         << "," << g(b.compute) << "," << g(b.comm_exposed) << "," << g(b.optimizer) << ","
          << (ga.fit ? g(ga.fit->model.step_ms({double(r.nodes), double(r.ranks_per_node)})) : "") << ","
          << g(r.time_to_target_s) << "," << r.ranks_per_node << ",,,,,\n";
     }
@@ -47,8 +47,7 @@ std::string render_csv(const Report& rep) {
         os << g(p.images_per_s) << ",,," << g(p.speedup) << "," << g(p.efficiency) << ",," << g(p.step_ms) << ",,,,,"
            << g(p.step_ms) << ",," << g(p.layout.rpn) << ",1," << g(p.step_lo) << "," << g(p.step_hi) << ","
            << g(p.eff_lo) << "," << g(p.eff_hi) << "\n";
-      else
-        os << ",,,,,,,,,,,,,," << g(p.layout.rpn) << ",0,,,,\n";
+      else os << ",,,,,,,,,,,,,," << g(p.layout.rpn) << ",0,,,,\n";
     }
     for (const auto& p : rep.points)
       os << prefix << "external," << p.ranks << "," << p.nodes << ",,," << g(p.images_per_s) << ",,,,,," << g(p.step_ms)
@@ -59,13 +58,20 @@ std::string render_csv(const Report& rep) {
 
 nlohmann::json render_json(const Report& rep) {
   using nlohmann::json;
-  json out = {{"tool", "cnnscale report"}, {"efficiency_threshold", rep.options.efficiency_threshold},
-              {"skipped", rep.skipped}, {"groups", json::array()}};
+  json out = {{"tool", "cnnscale report"},
+              {"efficiency_threshold", rep.options.efficiency_threshold},
+              {"skipped", rep.skipped},
+              {"groups", json::array()}};
   out["allreduce_measurements"] = json::array();
   for (const auto& b : rep.benchmarks) {
-    json e = {{"file", b.file}, {"world_size", b.world_size}, {"nodes", b.nodes}, {"ranks_per_node", b.ranks_per_node},
+    json e = {{"file", b.file},
+              {"world_size", b.world_size},
+              {"nodes", b.nodes},
+              {"ranks_per_node", b.ranks_per_node},
               {"level", b.level},
-              {"used_as", b.kind() == NetLevelKind::intra ? "intra" : b.kind() == NetLevelKind::cross ? "cross" : "unused"}};
+              {"used_as", b.kind() == NetLevelKind::intra   ? "intra"
+                          : b.kind() == NetLevelKind::cross ? "cross"
+                                                            : "unused"}};
     if (b.kind() != NetLevelKind::unusable) {
       const AlphaBeta f = fit_alpha_beta_benchmark(b);
       e["alpha_us"] = f.alpha_ms * 1000.0;
@@ -77,14 +83,25 @@ nlohmann::json render_json(const Report& rep) {
   }
   out["points"] = json::array();
   for (const auto& p : rep.points)
-    out["points"].push_back({{"ranks", p.ranks}, {"nodes", p.nodes}, {"images_per_s", p.images_per_s},
-                             {"step_ms", j(p.step_ms)}, {"label", p.label}});
+    out["points"].push_back({{"ranks", p.ranks},
+                             {"nodes", p.nodes},
+                             {"images_per_s", p.images_per_s},
+                             {"step_ms", j(p.step_ms)},
+                             {"label", p.label}});
   for (const auto& ga : rep.groups) {
     const auto& gr = ga.group;
-    json grp = {{"label", gr.label}, {"model", gr.model}, {"precision", gr.precision}, {"backend", gr.backend},
-                {"device_kind", gr.device_kind}, {"mode", mode_name(gr.mode)}, {"mode_forced", gr.mode_forced},
-                {"target_accuracy", j(ga.target_accuracy)}, {"scalable", ga.scalable},
-                {"notes", ga.notes}, {"group_notes", gr.notes}, {"runs", json::array()}};
+    json grp = {{"label", gr.label},
+                {"model", gr.model},
+                {"precision", gr.precision},
+                {"backend", gr.backend},
+                {"device_kind", gr.device_kind},
+                {"mode", mode_name(gr.mode)},
+                {"mode_forced", gr.mode_forced},
+                {"target_accuracy", j(ga.target_accuracy)},
+                {"scalable", ga.scalable},
+                {"notes", ga.notes},
+                {"group_notes", gr.notes},
+                {"runs", json::array()}};
     for (size_t i = 0; i < ga.rows.size(); ++i) {
       const auto& r = ga.rows[i];
       grp["runs"].push_back({{"dir", gr.runs[i].dir},
@@ -114,21 +131,27 @@ nlohmann::json render_json(const Report& rep) {
       const auto& m = ga.fit->model;
       auto param = [](const Param& p, double scale) {
         json o = {{"value", p.state == ParamState::unknown ? json(nullptr) : json(p.value * scale)},
-                  {"state", state_name(p.state)}, {"why", p.why}};
+                  {"state", state_name(p.state)},
+                  {"why", p.why}};
         o["lo"] = p.lo ? json(*p.lo * scale) : json(nullptr);
         o["hi"] = p.hi ? json(*p.hi * scale) : json(nullptr);
         return o;
       };
       auto level = [&](const NetLevel& lv) {
-        json o = {{"alpha_us", param(lv.alpha_ms, 1000.0)}, {"kappa_ms", param(lv.kappa_ms, 1.0)},
-                  {"source", lv.source}, {"known", lv.known()}};
+        json o = {{"alpha_us", param(lv.alpha_ms, 1000.0)},
+                  {"kappa_ms", param(lv.kappa_ms, 1.0)},
+                  {"source", lv.source},
+                  {"known", lv.known()}};
         o["beta_gbs"] = lv.beta_gbs ? param(*lv.beta_gbs, 1.0) : json(nullptr);
         return o;
       };
       json pts = json::array();
       for (const auto& p : ga.fit->points)
-        pts.push_back({{"ranks", p.ranks}, {"nodes", p.nodes}, {"measured_ms", p.measured_ms},
-                       {"model_ms", p.model_ms}, {"rel_error", p.rel_error}});
+        pts.push_back({{"ranks", p.ranks},
+                       {"nodes", p.nodes},
+                       {"measured_ms", p.measured_ms},
+                       {"model_ms", p.model_ms},
+                       {"rel_error", p.rel_error}});
       grp["model"] = {
           {"formula",
            "T = W*b(p)/b0*(1+gamma*(L-1)) + F + eta*(2(L-1)/L*kappa1 + 2(L-1)*alpha1) + eta*(2(N-1)/N*kappa2/L + "
@@ -149,15 +172,23 @@ nlohmann::json render_json(const Report& rep) {
           {"bootstrap_method", ga.fit->bootstrap_method}};
       if (ga.fit->holdout) {
         const auto& h = *ga.fit->holdout;
-        grp["model"]["holdout"] = {{"ranks", h.ranks}, {"nodes", h.nodes}, {"measured_ms", h.measured_ms},
-                                   {"predicted_ms", j(h.predicted_ms)}, {"rel_error", j(h.rel_error)},
+        grp["model"]["holdout"] = {{"ranks", h.ranks},
+                                   {"nodes", h.nodes},
+                                   {"measured_ms", h.measured_ms},
+                                   {"predicted_ms", j(h.predicted_ms)},
+                                   {"rel_error", j(h.rel_error)},
                                    {"why_not", h.why_not}};
       }
       json proj = json::array();
       for (const auto& p : ga.projections) {
-        json e = {{"ranks", p.ranks}, {"nodes", p.layout.nodes}, {"ranks_per_node", p.layout.rpn},
-                  {"origin", p.origin}, {"projected", p.projected}, {"why_not", p.why_not},
-                  {"batch_per_rank", p.batch_per_rank}, {"feasible", p.feasible}};
+        json e = {{"ranks", p.ranks},
+                  {"nodes", p.layout.nodes},
+                  {"ranks_per_node", p.layout.rpn},
+                  {"origin", p.origin},
+                  {"projected", p.projected},
+                  {"why_not", p.why_not},
+                  {"batch_per_rank", p.batch_per_rank},
+                  {"feasible", p.feasible}};
         if (p.projected) {
           e["step_ms"] = p.step_ms;
           e["images_per_s"] = p.images_per_s;

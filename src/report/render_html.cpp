@@ -164,8 +164,9 @@ std::string render_html(const Report& rep) {
     os << "<p>" << xml_escape(mode_sentence(ga)) << "</p>\n";
     for (const auto& n : ga.notes) os << "<p class=\"note\">" << xml_escape(n) << "</p>\n";
     for (const auto& n : ga.group.notes) os << "<p class=\"note\">Note: " << xml_escape(n) << "</p>\n";
-    os << "<div class=\"charts\">\n" << throughput_chart(rep, ga)
-       << efficiency_chart(rep, ga, rep.options.efficiency_threshold) << breakdown_chart(ga) << "</div>\n";
+    os << "<div class=\"charts\">\n"
+       << throughput_chart(rep, ga) << efficiency_chart(rep, ga, rep.options.efficiency_threshold)
+       << breakdown_chart(ga) << "</div>\n";
     os << "<h3>Measured</h3>\n";
     table(os, measured_table(ga));
     os << "<h3>" << xml_escape(breakdown_heading(ga)) << "</h3>\n";

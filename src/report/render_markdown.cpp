@@ -33,7 +33,8 @@ void table(std::ostringstream& os, const TextTable& t) {
   };
   line(t.headers);
   os << "|";
-  for (size_t i = 0; i < w.size(); ++i) os << (i == 0 ? " :" : " ") << std::string(w[i] - 1, '-') << (i == 0 ? "" : ":") << " |";
+  for (size_t i = 0; i < w.size(); ++i)
+    os << (i == 0 ? " :" : " ") << std::string(w[i] - 1, '-') << (i == 0 ? "" : ":") << " |";
   os << "\n";
   for (const auto& r : t.rows) line(r);
   os << "\n";

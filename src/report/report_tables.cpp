@@ -16,15 +16,30 @@ std::string i2s(long v) { return std::to_string(v); }
 
 TextTable measured_table(const GroupAnalysis& ga) {
   TextTable t;
-  t.headers = {"Ranks", "Nodes", "Devices", "Batch/rank", "Global batch", "Images/s (median)", "Images/s p10–p90",
-               "Speedup", "Efficiency", "Karp–Flatt e", "Step ms (median)"};
+  t.headers = {"Ranks",
+               "Nodes",
+               "Devices",
+               "Batch/rank",
+               "Global batch",
+               "Images/s (median)",
+               "Images/s p10–p90",
+               "Speedup",
+               "Efficiency",
+               "Karp–Flatt e",
+               "Step ms (median)"};
   if (ga.target_accuracy) t.headers.push_back("Time to " + fmt_pct(*ga.target_accuracy) + " acc. (s)");
   for (const auto& r : ga.rows) {
-    std::vector<std::string> row = {
-        i2s(r.ranks) + (r.repeats > 1 ? " (" + i2s(r.repeats) + " runs)" : ""), i2s(r.nodes), devices(ga, r.ranks),
-        i2s(r.batch_per_rank), i2s(r.global_batch), fmt_num(r.images_per_s, 4),
-        fmt_num(r.images_per_s_p10, 4) + "–" + fmt_num(r.images_per_s_p90, 4), fmt_fixed(r.speedup, 3),
-        fmt_pct(r.efficiency), r.karp_flatt ? fmt_fixed(*r.karp_flatt, 4) : "—", fmt_num(r.step_ms, 4)};
+    std::vector<std::string> row = {i2s(r.ranks) + (r.repeats > 1 ? " (" + i2s(r.repeats) + " runs)" : ""),
+                                    i2s(r.nodes),
+                                    devices(ga, r.ranks),
+                                    i2s(r.batch_per_rank),
+                                    i2s(r.global_batch),
+                                    fmt_num(r.images_per_s, 4),
+                                    fmt_num(r.images_per_s_p10, 4) + "–" + fmt_num(r.images_per_s_p90, 4),
+                                    fmt_fixed(r.speedup, 3),
+                                    fmt_pct(r.efficiency),
+                                    r.karp_flatt ? fmt_fixed(*r.karp_flatt, 4) : "—",
+                                    fmt_num(r.step_ms, 4)};
     if (ga.target_accuracy) row.push_back(r.time_to_target_s ? fmt_num(*r.time_to_target_s, 4) : "not reached");
     t.rows.push_back(row);
   }
@@ -46,10 +61,12 @@ std::vector<std::string> breakdown_notes(const GroupAnalysis& ga) {
     if (r.step_ms - r.breakdown.sum() < -1e-6 * r.step_ms) negative += (negative.empty() ? "" : ", ") + i2s(r.ranks);
   }
   if (!means.empty())
-    out.push_back("The run.json at " + means + " rank(s) has no breakdown_median_ms (written by older cnnscale): its "
+    out.push_back("The run.json at " + means +
+                  " rank(s) has no breakdown_median_ms (written by older cnnscale): its "
                   "parts are means over the timed steps, set against the median step.");
   if (!negative.empty())
-    out.push_back("\"Other\" is negative at " + negative + " rank(s): the parts' medians (each the slowest rank's, "
+    out.push_back("\"Other\" is negative at " + negative +
+                  " rank(s): the parts' medians (each the slowest rank's, "
                   "taken separately) add up to more than the median step. It is shown as it is, not as 0.");
   return out;
 }
@@ -75,8 +92,8 @@ TextTable fit_table(const GroupAnalysis& ga) {
   t.headers = {"Ranks", "Nodes", "Measured step ms (median)", "Model step ms", "Relative error"};
   if (!ga.fit) return t;
   for (const auto& p : ga.fit->points)
-    t.rows.push_back({i2s(p.ranks), i2s(p.nodes), fmt_num(p.measured_ms, 4), fmt_num(p.model_ms, 4),
-                      fmt_pct(p.rel_error)});
+    t.rows.push_back(
+        {i2s(p.ranks), i2s(p.nodes), fmt_num(p.measured_ms, 4), fmt_num(p.model_ms, 4), fmt_pct(p.rel_error)});
   return t;
 }
 
@@ -107,8 +124,8 @@ TextTable parameter_table(const GroupAnalysis& ga) {
   t.headers = {"Parameter", "Value", "How", "Band (5–95%)", "Source / why"};
   if (!ga.fit) return t;
   const StepModel& m = ga.fit->model;
-  const std::string runs = "least squares over all " + i2s(long(ga.fit->points.size())) +
-                           " counts on median step − median exposed comm";
+  const std::string runs =
+      "least squares over all " + i2s(long(ga.fit->points.size())) + " counts on median step − median exposed comm";
   param_row(t, "W (data+compute at b0, per rank)", m.work_ms, 1, "ms", runs);
   param_row(t, "γ (compute growth per extra rank on a node)", m.growth, 100, "%", runs);
   param_row(t, "F (non-scaling: optimizer, other)", m.fixed_ms, 1, "ms", runs);
@@ -126,8 +143,8 @@ TextTable parameter_table(const GroupAnalysis& ga) {
 
 TextTable projection_table(const GroupAnalysis& ga) {
   TextTable t;
-  t.headers = {"Ranks (model)", "Nodes × ranks/node", "Asked as", "Batch/rank", "Step ms", "Step ms band",
-               "Images/s", "Images/s band", "Speedup", "Efficiency", "Efficiency band"};
+  t.headers = {"Ranks (model)", "Nodes × ranks/node", "Asked as", "Batch/rank", "Step ms",        "Step ms band",
+               "Images/s",      "Images/s band",      "Speedup",  "Efficiency", "Efficiency band"};
   for (const auto& p : ga.projections) {
     const std::string layout = fmt_count(p.layout.nodes) + " × " + fmt_count(p.layout.rpn);
     const std::string batch = fmt_num(p.batch_per_rank, 4) + (p.feasible ? "" : " (< 1: infeasible)");
@@ -167,7 +184,8 @@ std::string mode_sentence(const GroupAnalysis& ga) {
                       : "Weak scaling: the per-rank batch stays at " + i2s(base.batch_per_rank) +
                             " images, so the global batch grows with the ranks; speedup is the throughput ratio.";
   s += g.mode_forced ? " (set by --mode)" : " (detected)";
-  s += " Speedup, efficiency and Karp–Flatt are relative to " + i2s(base.ranks) + (base.ranks == 1 ? " rank." : " ranks.");
+  s += " Speedup, efficiency and Karp–Flatt are relative to " + i2s(base.ranks) +
+       (base.ranks == 1 ? " rank." : " ranks.");
   return s;
 }
 
@@ -193,8 +211,9 @@ std::vector<std::string> model_sentences(const GroupAnalysis& ga) {
     if (h.rel_error)
       out.push_back("Hold-out: fitted on all but the largest count, the model predicts " + fmt_num(*h.predicted_ms, 4) +
                     " ms at " + i2s(h.ranks) + " ranks (" + i2s(h.nodes) + (h.nodes == 1 ? " node" : " nodes") +
-                    ") against " + fmt_num(h.measured_ms, 4) + " ms measured: error " +
-                    (*h.rel_error >= 0 ? "+" : "") + fmt_pct(*h.rel_error) + ". Expect projections beyond the "
+                    ") against " + fmt_num(h.measured_ms, 4) + " ms measured: error " + (*h.rel_error >= 0 ? "+" : "") +
+                    fmt_pct(*h.rel_error) +
+                    ". Expect projections beyond the "
                     "measured counts to be no better than this.");
     else
       out.push_back("Hold-out at " + i2s(h.ranks) + " ranks: " + h.why_not +
@@ -211,7 +230,7 @@ std::vector<std::string> model_sentences(const GroupAnalysis& ga) {
 std::vector<std::string> benchmark_sentences(const Report& rep) {
   std::vector<std::string> out;
   for (const auto& b : rep.benchmarks) {
-    const char* lv = b.kind() == NetLevelKind::intra ? "intra-node level"
+    const char* lv = b.kind() == NetLevelKind::intra   ? "intra-node level"
                      : b.kind() == NetLevelKind::cross ? "cross-node level"
                                                        : "not used";
     std::string s = "Allreduce measurement " + b.file + ": " + i2s(b.world_size) + " ranks in the sum, launch " +

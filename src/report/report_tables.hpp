@@ -18,14 +18,14 @@ TextTable measured_table(const GroupAnalysis& ga);
 TextTable breakdown_table(const GroupAnalysis& ga);
 TextTable fit_table(const GroupAnalysis& ga);
 TextTable projection_table(const GroupAnalysis& ga);
-TextTable parameter_table(const GroupAnalysis& ga);             // every model parameter, its state and band
+TextTable parameter_table(const GroupAnalysis& ga);                  // every model parameter, its state and band
 TextTable points_table(const Report& rep, const GroupAnalysis& ga);  // --points beside the model
-std::string breakdown_heading(const GroupAnalysis& ga);         // says medians or means
-std::vector<std::string> breakdown_notes(const GroupAnalysis& ga);  // negative "other", means used
+std::string breakdown_heading(const GroupAnalysis& ga);              // says medians or means
+std::vector<std::string> breakdown_notes(const GroupAnalysis& ga);   // negative "other", means used
 
-std::string mode_sentence(const GroupAnalysis& ga);            // "Strong scaling: global batch 256 ..."
+std::string mode_sentence(const GroupAnalysis& ga);                 // "Strong scaling: global batch 256 ..."
 std::vector<std::string> model_sentences(const GroupAnalysis& ga);  // parameters and fit error
-std::vector<std::string> benchmark_sentences(const Report& rep);  // what --allreduce gave
+std::vector<std::string> benchmark_sentences(const Report& rep);    // what --allreduce gave
 
 constexpr const char* kModelDisclaimer =
     "Projections come from the fitted model, not from measurements: they assume the fitted compute "

@@ -30,7 +30,8 @@ class Fields {
     if (!obj.is_object()) fail(file_, ": '", path, "' is not a JSON object");
     auto it = obj.find(key);
     if (it == obj.end())
-      fail(file_, ": required field '", join(path, key), "' is missing (is this a run.json written by `cnnscale train`?)");
+      fail(file_, ": required field '", join(path, key),
+           "' is missing (is this a run.json written by `cnnscale train`?)");
     return *it;
   }
   double number(const json& obj, const std::string& path, const std::string& key) const {
@@ -161,8 +162,7 @@ RunRecord parse_run(const json& doc, const std::string& file) {
   }
 
   // Consistency: a report built on contradictory numbers would be silently wrong.
-  if (r.nodes > r.world_size)
-    fail(file, ": 'nodes' (", r.nodes, ") is larger than 'world_size' (", r.world_size, ")");
+  if (r.nodes > r.world_size) fail(file, ": 'nodes' (", r.nodes, ") is larger than 'world_size' (", r.world_size, ")");
   if (r.global_batch != r.batch_per_rank * r.world_size)
     fail(file, ": 'global_batch' (", r.global_batch, ") is not 'batch_per_rank' x 'world_size' (", r.batch_per_rank,
          " x ", r.world_size, ")");
@@ -179,7 +179,8 @@ RunRecord load_run(const std::string& dir) {
   if (!fs::exists(p, ec)) fail("run directory '", dir, "' does not exist");
   fs::path file = fs::is_directory(p, ec) ? p / "run.json" : p;
   if (!fs::exists(file, ec))
-    fail("'", dir, "' has no run.json: not a finished `cnnscale train --run-dir` directory (the run may have failed "
+    fail("'", dir,
+         "' has no run.json: not a finished `cnnscale train --run-dir` directory (the run may have failed "
          "or still be running; look at its log)");
   std::ifstream in(file);
   if (!in) fail("cannot read '", file.string(), "'");

@@ -26,9 +26,9 @@ struct ScalingRow {
   double speedup = 1;
   double efficiency = 1;
   std::optional<double> karp_flatt;
-  double step_ms = 0;         // median
-  double step_rel_se = 0;     // relative standard error of the median step (from p10–p90 and the step count)
-  StepBreakdown breakdown;    // medians (breakdown_median_ms) when the run gives them, else means (breakdown_ms)
+  double step_ms = 0;       // median
+  double step_rel_se = 0;   // relative standard error of the median step (from p10–p90 and the step count)
+  StepBreakdown breakdown;  // medians (breakdown_median_ms) when the run gives them, else means (breakdown_ms)
   bool breakdown_is_median = false;
   std::optional<double> test_accuracy;
   std::optional<double> time_to_target_s;  // when the run reached the target accuracy

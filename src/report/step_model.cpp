@@ -176,8 +176,7 @@ StepModel fit_core(const CoreInput& in) {
         intra_measured = true;
       }
       if (!in.net->cross.empty()) {
-        level_from_benchmarks(m.cross, in.net->cross, in.pick ? &in.pick->cross : nullptr, S, "--level cross",
-                              m.notes);
+        level_from_benchmarks(m.cross, in.net->cross, in.pick ? &in.pick->cross : nullptr, S, "--level cross", m.notes);
         cross_measured = true;
       }
     }
@@ -248,9 +247,12 @@ StepModel fit_core(const CoreInput& in) {
       m.intra.kappa_ms = param(2);
       m.intra.source = from_runs;
     } else {
-      m.intra.alpha_ms = m.intra.kappa_ms = {0, ParamState::unknown,
+      m.intra.alpha_ms = m.intra.kappa_ms = {0,
+                                             ParamState::unknown,
                                              "no run with more than one rank per node and no allreduce --level node "
-                                             "measurement", {}, {}};
+                                             "measurement",
+                                             {},
+                                             {}};
     }
   }
   if (!cross_measured) {
@@ -259,8 +261,8 @@ StepModel fit_core(const CoreInput& in) {
       m.cross.kappa_ms = param(4);
       m.cross.source = from_runs;
     } else {
-      m.cross.alpha_ms = m.cross.kappa_ms = {0, ParamState::unknown,
-                                             "no cross-node run and no allreduce --level cross measurement", {}, {}};
+      m.cross.alpha_ms = m.cross.kappa_ms = {
+          0, ParamState::unknown, "no cross-node run and no allreduce --level cross measurement", {}, {}};
     }
   }
   // η multiplies the measured levels; effective levels were fitted with η folded in, so
@@ -272,12 +274,14 @@ StepModel fit_core(const CoreInput& in) {
         if (lv->source == from_runs) lv->alpha_ms.value /= m.exposure.value, lv->kappa_ms.value /= m.exposure.value;
     if (!(m.exposure.value > 0)) m.exposure.value = 0;
   } else {
-    m.exposure = {1.0, ParamState::pinned,
+    m.exposure = {1.0,
+                  ParamState::pinned,
                   intra_measured || cross_measured
                       ? "not fitted (= 1): no multi-rank run exercises the measured network levels"
                       : "not fitted (= 1 by construction): α and κ are effective values fitted to the exposed "
                         "communication",
-                  {}, {}};
+                  {},
+                  {}};
   }
   for (NetLevel* lv : {&m.intra, &m.cross})
     if (lv->known() && have_bytes && lv->kappa_ms.value > 0 && !lv->beta_gbs)
@@ -429,7 +433,8 @@ ModelFit fit_step_model(const RunGroup& g, const std::vector<ScalingRow>& rows, 
         o2[i].comm *= std::max(0.0, 1 + se * z(rng));
       }
       BenchPick pick;
-      auto resample = [&](const std::vector<const AllreduceBenchmark*>& v, std::vector<std::pair<size_t, size_t>>& out) {
+      auto resample = [&](const std::vector<const AllreduceBenchmark*>& v,
+                          std::vector<std::pair<size_t, size_t>>& out) {
         std::vector<std::pair<size_t, size_t>> all;
         for (size_t i = 0; i < v.size(); ++i)
           for (size_t k = 0; k < v[i]->rows.size(); ++k) all.push_back({i, k});
@@ -463,7 +468,8 @@ ModelFit fit_step_model(const RunGroup& g, const std::vector<ScalingRow>& rows, 
       set_band(L.alpha_ms, collect([&](const StepModel& r) { return lvl(r).alpha_ms.value; }));
       set_band(L.kappa_ms, collect([&](const StepModel& r) { return lvl(r).kappa_ms.value; }));
       if (L.beta_gbs)
-        set_band(*L.beta_gbs, collect([&](const StepModel& r) { return lvl(r).beta_gbs ? lvl(r).beta_gbs->value : 0; }));
+        set_band(*L.beta_gbs,
+                 collect([&](const StepModel& r) { return lvl(r).beta_gbs ? lvl(r).beta_gbs->value : 0; }));
     }
   }
   return fit;
@@ -513,7 +519,8 @@ std::vector<Layout> parse_layouts(const std::string& text, int rpn) {
   std::string item;
   auto num = [&](const std::string& s) -> long {
     if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 9)
-      fail("--project: '", item, "' is not a rank count R or a layout NxL (N nodes × L ranks per node), e.g. "
+      fail("--project: '", item,
+           "' is not a rank count R or a layout NxL (N nodes × L ranks per node), e.g. "
            "--project 512,3584,64x8");
     const long v = std::stol(s);
     if (v < 1) fail("--project: '", item, "' must be at least 1");
@@ -530,8 +537,10 @@ std::vector<Layout> parse_layouts(const std::string& text, int rpn) {
         out.push_back({1.0, double(r)});
       } else {
         if (r % rpn != 0)
-          fail("--project: ", r, " ranks at ", rpn, " ranks per node (the largest run's) is not a whole number of "
-               "nodes; write the layout as NxL, e.g. ", (r + rpn - 1) / rpn, "x", rpn);
+          fail("--project: ", r, " ranks at ", rpn,
+               " ranks per node (the largest run's) is not a whole number of "
+               "nodes; write the layout as NxL, e.g. ",
+               (r + rpn - 1) / rpn, "x", rpn);
         out.push_back({double(r / rpn), double(rpn)});
       }
     }
@@ -600,8 +609,7 @@ Recommendation recommend(const std::vector<ScalingRow>& rows, const std::optiona
   if (rec.measured_below) {
     os << " Measured efficiency already falls below the threshold at " << *rec.measured_below << " ranks.";
   } else if (rec.projected_below) {
-    os << " The model projects efficiency below " << fmt_pct(threshold) << " at " << *rec.projected_below
-       << " ranks";
+    os << " The model projects efficiency below " << fmt_pct(threshold) << " at " << *rec.projected_below << " ranks";
     if (rec.crossing_ranks) os << " (crossing near " << fmt_num(*rec.crossing_ranks, 3) << " ranks)";
     os << "; this is a model projection, not a measurement.";
   } else if (last_projected > 0) {

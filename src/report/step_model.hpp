@@ -55,9 +55,9 @@ struct Layout {
 };
 
 struct NetLevel {
-  Param alpha_ms, kappa_ms;    // latency per message step; grad_bytes/β per step
+  Param alpha_ms, kappa_ms;       // latency per message step; grad_bytes/β per step
   std::optional<Param> beta_gbs;  // β in GB/s when grad_bytes is known
-  std::string source;          // "allreduce --level cross: FILES" / "fitted to the runs' exposed comm" / ""
+  std::string source;             // "allreduce --level cross: FILES" / "fitted to the runs' exposed comm" / ""
   bool known() const { return kappa_ms.usable(); }
   double cost_ms(double p_level, double slice) const;  // ring over p_level ranks of grad/slice bytes
 };
@@ -122,7 +122,7 @@ struct Projection {
   bool projected = true;  // false: a network level is unknown (why_not)
   std::string why_not;
   double batch_per_rank = 0;
-  bool feasible = true;   // false when the per-rank batch would drop below 1 (strong)
+  bool feasible = true;  // false when the per-rank batch would drop below 1 (strong)
   double step_ms = 0, images_per_s = 0, speedup = 0, efficiency = 0;
   std::optional<double> step_lo, step_hi, ips_lo, ips_hi, eff_lo, eff_hi;  // bootstrap 5–95 %
 };
@@ -141,14 +141,14 @@ std::vector<Layout> parse_layouts(const std::string& text, int rpn);
 
 struct Recommendation {
   double threshold = 0.8;
-  int recommended_ranks = 0;        // largest measured count with E ≥ threshold (and all smaller counts too)
+  int recommended_ranks = 0;  // largest measured count with E ≥ threshold (and all smaller counts too)
   int recommended_nodes = 0;
   double recommended_efficiency = 1;
-  std::optional<int> measured_below;     // first measured count with E < threshold
-  std::optional<int> projected_below;    // first projected count with E < threshold
-  std::optional<double> crossing_ranks;  // model: rank count where E = threshold (projectable layouts only)
-  std::optional<int> not_projected_from; // first default count left out (unknown network level)
-  std::string text;                      // the one-line recommendation
+  std::optional<int> measured_below;      // first measured count with E < threshold
+  std::optional<int> projected_below;     // first projected count with E < threshold
+  std::optional<double> crossing_ranks;   // model: rank count where E = threshold (projectable layouts only)
+  std::optional<int> not_projected_from;  // first default count left out (unknown network level)
+  std::string text;                       // the one-line recommendation
 };
 
 Recommendation recommend(const std::vector<ScalingRow>& rows, const std::optional<ModelFit>& fit,

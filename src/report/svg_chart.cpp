@@ -12,7 +12,7 @@ namespace cnnscale::report {
 namespace {
 
 constexpr double W = 640, H = 360, L = 72, R = 170, T = 36, B = 52;  // size and margins
-constexpr double PW = W - L - R, PH = H - T - B;                      // plot area
+constexpr double PW = W - L - R, PH = H - T - B;                     // plot area
 
 // A "nice" axis maximum and step for values up to v (5 or so ticks).
 std::pair<double, double> nice_axis(double v) {
@@ -39,8 +39,8 @@ void header(std::ostringstream& os, const std::string& title, const std::string&
      << xml_escape(title) << "</text>\n";
   os << "<text x=\"" << n(L + PW / 2) << "\" y=\"" << n(H - 10) << "\" text-anchor=\"middle\">" << xml_escape(x_label)
      << "</text>\n";
-  os << "<text x=\"16\" y=\"" << n(T + PH / 2) << "\" text-anchor=\"middle\" transform=\"rotate(-90 16 " << n(T + PH / 2)
-     << ")\">" << xml_escape(y_label) << "</text>\n";
+  os << "<text x=\"16\" y=\"" << n(T + PH / 2) << "\" text-anchor=\"middle\" transform=\"rotate(-90 16 "
+     << n(T + PH / 2) << ")\">" << xml_escape(y_label) << "</text>\n";
 }
 
 void y_axis(std::ostringstream& os, double ymax, double step) {
@@ -63,8 +63,8 @@ void legend_entry(std::ostringstream& os, int i, const std::string& name, const 
   if (box)
     os << "<rect x=\"" << n(x) << "\" y=\"" << n(y - 6) << "\" width=\"18\" height=\"10\" fill=\"" << color << "\"/>\n";
   else
-    os << "<line x1=\"" << n(x) << "\" y1=\"" << n(y) << "\" x2=\"" << n(x + 18) << "\" y2=\"" << n(y)
-       << "\" stroke=\"" << color << "\" stroke-width=\"2\"" << (dashed ? " stroke-dasharray=\"5,3\"" : "") << "/>\n";
+    os << "<line x1=\"" << n(x) << "\" y1=\"" << n(y) << "\" x2=\"" << n(x + 18) << "\" y2=\"" << n(y) << "\" stroke=\""
+       << color << "\" stroke-width=\"2\"" << (dashed ? " stroke-dasharray=\"5,3\"" : "") << "/>\n";
   os << "<text x=\"" << n(x + 24) << "\" y=\"" << n(y + 4) << "\">" << xml_escape(name) << "</text>\n";
 }
 
@@ -133,8 +133,9 @@ std::string render_svg(const LineChart& c) {
   }
   for (const auto& s : c.series) {
     if (s.points.empty()) continue;
-    if (s.line) os << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"2\""
-       << (s.dashed ? " stroke-dasharray=\"5,3\"" : "") << " points=\"";
+    if (s.line)
+      os << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"2\""
+         << (s.dashed ? " stroke-dasharray=\"5,3\"" : "") << " points=\"";
     if (s.line)
       for (const auto& [x, y] : s.points) os << n(px(x)) << "," << n(py(y)) << " ";
     if (s.line) os << "\"/>\n";
@@ -188,15 +189,15 @@ std::string render_svg(const StackedBarChart& c) {
         a = down + v, b = down, down = a;
       }
       os << "<rect x=\"" << n(x) << "\" y=\"" << n(py(b)) << "\" width=\"" << n(bw) << "\" height=\""
-         << n(py(a) - py(b)) << "\" fill=\"" << s.color << "\"" << (v < 0 ? " fill-opacity=\"0.6\"" : "")
-         << "><title>" << xml_escape(s.name) << " at " << xml_escape(c.categories[i]) << ": " << fmt_num(v, 4)
-         << "</title></rect>\n";
+         << n(py(a) - py(b)) << "\" fill=\"" << s.color << "\"" << (v < 0 ? " fill-opacity=\"0.6\"" : "") << "><title>"
+         << xml_escape(s.name) << " at " << xml_escape(c.categories[i]) << ": " << fmt_num(v, 4) << "</title></rect>\n";
     }
     os << "<text x=\"" << n(x + bw / 2) << "\" y=\"" << n(T + PH + 18) << "\" text-anchor=\"middle\">"
        << xml_escape(c.categories[i]) << "</text>\n";
   }
   int li = 0;
-  for (auto it = c.stacks.rbegin(); it != c.stacks.rend(); ++it) legend_entry(os, li++, it->name, it->color, false, true);
+  for (auto it = c.stacks.rbegin(); it != c.stacks.rend(); ++it)
+    legend_entry(os, li++, it->name, it->color, false, true);
   os << "</svg>\n";
   return os.str();
 }

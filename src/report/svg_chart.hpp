@@ -21,9 +21,9 @@ struct Series {
 struct LineChart {
   std::string title, x_label, y_label;
   std::vector<Series> series;
-  std::optional<double> y_max;        // default: from the data
-  bool log_y = false;                 // log10 y axis (throughput across decades of ranks)
-  std::optional<double> hline;        // e.g. an efficiency threshold
+  std::optional<double> y_max;  // default: from the data
+  bool log_y = false;           // log10 y axis (throughput across decades of ranks)
+  std::optional<double> hline;  // e.g. an efficiency threshold
   std::string hline_label;
 };
 

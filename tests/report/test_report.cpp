@@ -148,11 +148,11 @@ TEST(ReportModel, AmdahlKarpFlattRecoversSerialFraction) {
     std::vector<RunRecord> runs;
     for (int p : {1, 2, 4, 8, 16}) {
       const double t = t1 * (f + (1 - f) / p);
-      runs.push_back(rec(run_doc(p, 1024 / p, t, 0.1 * t1 * (1 - f) / p, 0.9 * t1 * (1 - f) / p, 0, t1 * f),
-                         nm("a", p)));
+      runs.push_back(
+          rec(run_doc(p, 1024 / p, t, 0.1 * t1 * (1 - f) / p, 0.9 * t1 * (1 - f) / p, 0, t1 * f), nm("a", p)));
     }
     const Report rep4 = analyze_runs(opts(), runs);
-  const auto& ga = rep4.groups.at(0);
+    const auto& ga = rep4.groups.at(0);
     for (const auto& r : ga.rows) {
       const double amdahl = 1.0 / (f + (1 - f) / r.ranks);
       EXPECT_NEAR(r.speedup, amdahl, 1e-9 * amdahl) << "f=" << f << " p=" << r.ranks;
@@ -195,8 +195,12 @@ TEST(ReportModel, AlphaBetaFromAllreduceBenchmark) {
   const int n = 8;
   json rows = json::array();
   for (double size = 8; size <= 64.0 * 1024 * 1024; size *= 4)
-    rows.push_back({{"size", size}, {"count", size / 4}, {"type", "float"},
-                    {"time_us", 1000.0 * ring(n, size, alpha_ms, beta)}, {"algbw_gbs", 0}, {"busbw_gbs", 0},
+    rows.push_back({{"size", size},
+                    {"count", size / 4},
+                    {"type", "float"},
+                    {"time_us", 1000.0 * ring(n, size, alpha_ms, beta)},
+                    {"algbw_gbs", 0},
+                    {"busbw_gbs", 0},
                     {"wrong", 0}});
   const std::string file = "/tmp/cnnscale-test-allreduce-" + std::to_string(::getpid()) + ".json";
   std::ofstream(file) << json{{"world_size", n}, {"backend", "mpi"}, {"type", "float"}, {"results", rows}}.dump();
@@ -216,8 +220,8 @@ TEST(ReportModel, AlphaBetaFromAllreduceBenchmark) {
   EXPECT_EQ(load_allreduce_benchmark(file).kind(), NetLevelKind::unusable);
   std::ofstream(file) << json{{"world_size", 2}, {"nodes", 2}, {"results", rows}}.dump();
   EXPECT_EQ(load_allreduce_benchmark(file).kind(), NetLevelKind::cross);
-  std::ofstream(file) << json{{"world_size", 2}, {"nodes", 2}, {"ranks_per_node", 4}, {"level", "cross"},
-                              {"results", rows}}.dump();
+  std::ofstream(file)
+      << json{{"world_size", 2}, {"nodes", 2}, {"ranks_per_node", 4}, {"level", "cross"}, {"results", rows}}.dump();
   EXPECT_EQ(load_allreduce_benchmark(file).kind(), NetLevelKind::cross);
   std::ofstream(file) << json{{"world_size", 2}, {"level", "sideways"}, {"results", rows}}.dump();
   EXPECT_NE(error_of([&] { load_allreduce_benchmark(file); }).find("'level'"), std::string::npos);
@@ -262,8 +266,8 @@ TEST(ReportGroups, NeitherBatchConstantIsAnError) {
 TEST(ReportGroups, SeparateGroupsPerPrecision) {
   json bf = run_doc(2, 32, 50, 0, 45, 5, 0);
   bf["precision"] = "bf16";
-  std::vector<RunRecord> runs = {rec(run_doc(1, 64, 100, 0, 90, 0, 10), "f1"), rec(run_doc(2, 32, 60, 0, 45, 5, 10), "f2"),
-                                 rec(bf, "b2")};
+  std::vector<RunRecord> runs = {rec(run_doc(1, 64, 100, 0, 90, 0, 10), "f1"),
+                                 rec(run_doc(2, 32, 60, 0, 45, 5, 10), "f2"), rec(bf, "b2")};
   Report rep = analyze_runs(opts(), runs);
   ASSERT_EQ(rep.groups.size(), 2u);
   EXPECT_TRUE(rep.groups[0].scalable);
@@ -271,10 +275,9 @@ TEST(ReportGroups, SeparateGroupsPerPrecision) {
 }
 
 TEST(ReportGroups, RepeatsUseTheMedianRun) {
-  std::vector<RunRecord> runs = {rec(run_doc(1, 64, 100, 0, 90, 0, 10), "s1"),
-                                 rec(run_doc(2, 32, 70, 0, 45, 5, 10), "slow"),
-                                 rec(run_doc(2, 32, 50, 0, 45, 5, 10), "fast"),
-                                 rec(run_doc(2, 32, 60, 0, 45, 5, 10), "mid")};
+  std::vector<RunRecord> runs = {
+      rec(run_doc(1, 64, 100, 0, 90, 0, 10), "s1"), rec(run_doc(2, 32, 70, 0, 45, 5, 10), "slow"),
+      rec(run_doc(2, 32, 50, 0, 45, 5, 10), "fast"), rec(run_doc(2, 32, 60, 0, 45, 5, 10), "mid")};
   const Report rep7 = analyze_runs(opts(), runs);
   const auto& ga = rep7.groups.at(0);
   ASSERT_EQ(ga.rows.size(), 2u);

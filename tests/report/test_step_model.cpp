@@ -28,7 +28,7 @@ namespace {
 // The generating model, written out independently of the code under test (ms, bytes, B/ms).
 struct Truth {
   double W = 800, gamma = 0.05, F = 5, eta = 0.7, S = 4.8e7;
-  double a1 = 0.005, b1 = 5e6;   // intra-node: 5 µs, 5 GB/s
+  double a1 = 0.005, b1 = 5e6;    // intra-node: 5 µs, 5 GB/s
   double a2 = 0.030, b2 = 1.2e6;  // cross-node: 30 µs, 1.2 GB/s
   long G = 1024;                  // strong scaling, base 1 rank
   double ring(double p, double bytes, double a, double b) const {
@@ -50,15 +50,27 @@ RunRecord run_at(const Truth& t, int N, int L, Noise& nz) {
   const long b = t.G / p;
   const double step = t.step(N, L) * nz(), comm = t.comm(N, L) * nz();
   const double work = (t.compute(N, L) - t.F) * nz(), opt = t.F * nz();
-  json d = {{"world_size", p}, {"nodes", N}, {"ranks_per_node", L}, {"backend", "mpi"}, {"device", "cpu"},
-            {"model", "resnet_synth"}, {"precision", "fp32"}, {"batch_per_rank", b}, {"global_batch", b * p},
-            {"steps", 200}, {"timed_steps", 190}, {"images_per_s", b * p * 1000.0 / step},
-            {"step_ms", {{"median", step}, {"p10", step * 0.95}, {"p90", step * 1.08}, {"mean", step * 1.02}}},
-            // means deliberately off, to show the report uses the medians
-            {"breakdown_ms", {{"data", 0.0}, {"compute", work * 1.3}, {"comm_exposed", comm * 1.3}, {"optimizer", opt}}},
-            {"breakdown_median_ms",
-             {{"data", 0.1 * work}, {"compute", 0.9 * work}, {"comm_exposed", comm}, {"optimizer", opt}}},
-            {"grad_bytes", t.S}, {"train_loss", 0.3}, {"test_accuracy", nullptr}};
+  json d = {
+      {"world_size", p},
+      {"nodes", N},
+      {"ranks_per_node", L},
+      {"backend", "mpi"},
+      {"device", "cpu"},
+      {"model", "resnet_synth"},
+      {"precision", "fp32"},
+      {"batch_per_rank", b},
+      {"global_batch", b * p},
+      {"steps", 200},
+      {"timed_steps", 190},
+      {"images_per_s", b * p * 1000.0 / step},
+      {"step_ms", {{"median", step}, {"p10", step * 0.95}, {"p90", step * 1.08}, {"mean", step * 1.02}}},
+      // means deliberately off, to show the report uses the medians
+      {"breakdown_ms", {{"data", 0.0}, {"compute", work * 1.3}, {"comm_exposed", comm * 1.3}, {"optimizer", opt}}},
+      {"breakdown_median_ms",
+       {{"data", 0.1 * work}, {"compute", 0.9 * work}, {"comm_exposed", comm}, {"optimizer", opt}}},
+      {"grad_bytes", t.S},
+      {"train_loss", 0.3},
+      {"test_accuracy", nullptr}};
   RunRecord r = parse_run(d, "synth/" + std::to_string(N) + "x" + std::to_string(L) + "/run.json");
   r.dir = "synth/" + std::to_string(N) + "x" + std::to_string(L);
   return r;
@@ -85,9 +97,14 @@ std::vector<std::string> write_benches(const TempDir& dir, const Truth& t, Noise
     for (double size = 8; size <= 64.0 * 1024 * 1024; size *= 4)
       rows.push_back({{"size", size}, {"time_us", 1000.0 * t.ring(p, size, a, b) * nz()}, {"wrong", 0}});
     const std::string f = dir.file(level + std::to_string(p) + "-" + std::to_string(tag) + ".json");
-    std::ofstream(f) << json{{"tool", "cnnscale allreduce"}, {"world_size", p}, {"nodes", nodes},
-                             {"ranks_per_node", rpn}, {"level", level}, {"backend", "mpi"}, {"results", rows}}
-                            .dump();
+    std::ofstream(f) << json{
+        {"tool", "cnnscale allreduce"},
+        {"world_size", p},
+        {"nodes", nodes},
+        {"ranks_per_node", rpn},
+        {"level", level},
+        {"backend", "mpi"},
+        {"results", rows}}.dump();
     files.push_back(f);
   };
   for (int L : {2, 4}) one("node", L, 1, L, t.a1, t.b1);
@@ -279,12 +296,21 @@ TEST(StepModel, PinnedParametersAreLabelled) {
   // Weak scaling: W and F are not separable.
   std::vector<RunRecord> weak;
   for (int p : {1, 2, 4}) {
-    json d = {{"world_size", p}, {"nodes", 1}, {"ranks_per_node", p}, {"backend", "mpi"}, {"device", "cpu"},
-              {"model", "m"}, {"precision", "fp32"}, {"batch_per_rank", 32}, {"global_batch", 32 * p},
-              {"steps", 100}, {"images_per_s", 32 * p * 1000.0 / (100 + p)},
+    json d = {{"world_size", p},
+              {"nodes", 1},
+              {"ranks_per_node", p},
+              {"backend", "mpi"},
+              {"device", "cpu"},
+              {"model", "m"},
+              {"precision", "fp32"},
+              {"batch_per_rank", 32},
+              {"global_batch", 32 * p},
+              {"steps", 100},
+              {"images_per_s", 32 * p * 1000.0 / (100 + p)},
               {"step_ms", {{"median", 100.0 + p}, {"p10", 95.0}, {"p90", 120.0}}},
               {"breakdown_ms", {{"data", 0}, {"compute", 90}, {"comm_exposed", p - 1.0}, {"optimizer", 5}}},
-              {"train_loss", 0.1}, {"test_accuracy", nullptr}};
+              {"train_loss", 0.1},
+              {"test_accuracy", nullptr}};
     weak.push_back(parse_run(d, "w" + std::to_string(p)));
   }
   const StepModel& mw = analyze_runs(ReportOptions{}, weak).groups.at(0).fit->model;
