@@ -59,6 +59,11 @@ int cmd_allreduce(int argc, char** argv) {
   if (o.factor < 1.0) fail("--stepfactor must be at least 1");
   if (o.iters < 1 || o.warmup < 0) fail("--iters must be at least 1 and --warmup_iters at least 0");
 
+  const std::string level_opt = vm["level"].as<std::string>();
+  if (level_opt != "world" && level_opt != "node" && level_opt != "cross")
+    fail("--level ", level_opt,
+         " is not known; use world, node (the ranks of each node) or cross (one rank per node, "
+         "equal local rank)");
   WorldOptions wo;
   wo.backend = parse_backend(vm["backend"].as<std::string>());
   wo.allow_gpu_sharing = vm["allow-gpu-sharing"].as<bool>();
@@ -74,10 +79,14 @@ int cmd_allreduce(int argc, char** argv) {
                             sweep_sizes(o).back(), "lower -e/--maxbytes, or run with more memory per rank");
   const bool root = ctx.rank == 0;
   if (root) {
-    std::printf("# cnnscale allreduce: %d ranks in the sum (--level %s; launch %d rank(s) on %d node(s)), backend %s, "
-                "in-place sum, %s\n",
-                comm->size(), level.c_str(), ctx.size, ctx.num_nodes, backend_name(comm->backend()),
-                o.check ? "checked" : "not checked");
+    if (level == "world")
+      std::printf("# cnnscale allreduce: %d ranks on %d node(s), backend %s, in-place sum, %s\n", comm->size(),
+                  ctx.num_nodes, backend_name(comm->backend()), o.check ? "checked" : "not checked");
+    else
+      std::printf("# cnnscale allreduce --level %s: sums over %d ranks each (launch: %d ranks on %d node(s)), "
+                  "backend %s, in-place sum, %s\n",
+                  level.c_str(), comm->size(), ctx.size, ctx.num_nodes, backend_name(comm->backend()),
+                  o.check ? "checked" : "not checked");
     std::printf("#%12s %12s %9s %11s %12s %12s %7s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)",
                 "busbw(GB/s)", "#wrong");
     std::fflush(stdout);
