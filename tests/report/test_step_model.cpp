@@ -174,13 +174,13 @@ TEST(StepModel, TwoLevelFromRunsOnlyNoiseFree) {
   const StepModel& m = rep.groups.at(0).fit->model;
   EXPECT_EQ(m.exposure.state, ParamState::pinned);
   EXPECT_NE(m.exposure.why.find("not fitted"), std::string::npos);
-  EXPECT_LT(rel(m.work_ms.value, t.W), 0.05);
-  EXPECT_LT(rel(m.growth.value, t.gamma), 0.05);
-  EXPECT_LT(rel(m.fixed_ms.value, t.F), 0.05);
-  EXPECT_LT(rel(m.intra.alpha_ms.value, t.eta * t.a1), 0.05);
-  EXPECT_LT(rel(m.intra.kappa_ms.value, t.eta * t.S / t.b1), 0.05);
-  EXPECT_LT(rel(m.cross.alpha_ms.value, t.eta * t.a2), 0.05);
-  EXPECT_LT(rel(m.cross.kappa_ms.value, t.eta * t.S / t.b2), 0.05);
+  EXPECT_LT(rel(m.work_ms.value, t.W), 1e-6);
+  EXPECT_LT(rel(m.growth.value, t.gamma), 1e-6);
+  EXPECT_LT(rel(m.fixed_ms.value, t.F), 1e-6);
+  EXPECT_LT(rel(m.intra.alpha_ms.value, t.eta * t.a1), 1e-6);
+  EXPECT_LT(rel(m.intra.kappa_ms.value, t.eta * t.S / t.b1), 1e-6);
+  EXPECT_LT(rel(m.cross.alpha_ms.value, t.eta * t.a2), 1e-6);
+  EXPECT_LT(rel(m.cross.kappa_ms.value, t.eta * t.S / t.b2), 1e-6);
   for (int f : {2, 4}) EXPECT_LT(rel(proj_at(rep.groups[0], 16 * f).step_ms, t.step(4 * f, 4)), 1e-6);
 }
 
