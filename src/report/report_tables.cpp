@@ -196,7 +196,9 @@ std::vector<std::string> model_sentences(const GroupAnalysis& ga) {
   const StepModel& m = f.model;
   out.push_back("Per-step time model (N nodes × L ranks per node): T = W·b(p)/b0·(1 + γ(L−1)) + F + "
                 "η·[2(L−1)/L·κ₁ + 2(L−1)·α₁] + η·[2(N−1)/N·κ₂/L + 2(N−1)·α₂], the hierarchical sum training does "
-                "(node-local shared memory, then the ranks of equal local rank across nodes). Base: " +
+                "(node-local shared memory, then the ranks of equal local rank across nodes). η applies to "
+                "the levels measured by allreduce; a level fitted to the runs' exposed comm is effective (η folded "
+                "in). Base: " +
                 i2s(m.p0) + (m.p0 == 1 ? " rank" : " ranks") + ", b0 = " + fmt_num(m.b0, 4) + " images per rank.");
   long free_compute = 0;
   for (const Param* p : {&m.work_ms, &m.growth, &m.fixed_ms}) free_compute += p->state == ParamState::fitted;

@@ -36,7 +36,8 @@ double StepModel::compute_ms(const Layout& l) const {
   return work_ms.value * batch_per_rank(l.ranks()) / b0 * (1 + growth.value * (l.rpn - 1)) + fixed_ms.value;
 }
 double StepModel::comm_ms(const Layout& l) const {
-  return exposure.value * (intra.cost_ms(l.rpn, 1) + cross.cost_ms(l.nodes, l.rpn));
+  return intra.cost_ms(l.rpn, 1) * (intra.effective ? 1.0 : exposure.value) +
+         cross.cost_ms(l.nodes, l.rpn) * (cross.effective ? 1.0 : exposure.value);
 }
 double StepModel::step_ms(const Layout& l) const { return compute_ms(l) + comm_ms(l); }
 double StepModel::images_per_s(const Layout& l) const {
@@ -265,14 +266,10 @@ StepModel fit_core(const CoreInput& in) {
           0, ParamState::unknown, "no cross-node run and no allreduce --level cross measurement", {}, {}};
     }
   }
-  // η multiplies the measured levels; effective levels were fitted with η folded in, so
-  // they are divided by η here (the model applies η to every level).
+  // η multiplies the measured levels only; effective levels were fitted with η folded in.
+  for (NetLevel* lv : {&m.intra, &m.cross}) lv->effective = lv->source == from_runs;
   if (any_known) {
     m.exposure = param(0);
-    if (m.exposure.value > 0)
-      for (NetLevel* lv : {&m.intra, &m.cross})
-        if (lv->source == from_runs) lv->alpha_ms.value /= m.exposure.value, lv->kappa_ms.value /= m.exposure.value;
-    if (!(m.exposure.value > 0)) m.exposure.value = 0;
   } else {
     m.exposure = {1.0,
                   ParamState::pinned,

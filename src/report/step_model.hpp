@@ -18,7 +18,8 @@
 //   W, γ, F  on step − exposed comm (run.json step_ms.median minus the exposed-comm median);
 //   α₁, κ₁, α₂, κ₂  from `cnnscale allreduce --json` measurements of that level when given
 //            (then η, the exposed share, is fitted to the runs' exposed comm), else fitted to
-//            the runs' exposed comm directly (effective values, η = 1 by construction).
+//            the runs' exposed comm directly (effective values: η is folded in and is not
+//            applied to that level again).
 // A parameter the input cannot identify is pinned and labelled (Param::state), never
 // printed as a fit. Uncertainty: a bootstrap (see fit_step_model).
 #pragma once
@@ -58,6 +59,7 @@ struct NetLevel {
   Param alpha_ms, kappa_ms;       // latency per message step; grad_bytes/β per step
   std::optional<Param> beta_gbs;  // β in GB/s when grad_bytes is known
   std::string source;             // "allreduce --level cross: FILES" / "fitted to the runs' exposed comm" / ""
+  bool effective = false;         // fitted to the runs' exposed comm: η is already in α, κ (not applied again)
   bool known() const { return kappa_ms.usable(); }
   double cost_ms(double p_level, double slice) const;  // ring over p_level ranks of grad/slice bytes
 };

@@ -313,7 +313,8 @@ TEST(StepModel, PinnedParametersAreLabelled) {
               {"test_accuracy", nullptr}};
     weak.push_back(parse_run(d, "w" + std::to_string(p)));
   }
-  const StepModel& mw = analyze_runs(ReportOptions{}, weak).groups.at(0).fit->model;
+  const Report wrep = analyze_runs(ReportOptions{}, weak);
+  const StepModel& mw = wrep.groups.at(0).fit->model;
   EXPECT_EQ(mw.fixed_ms.state, ParamState::pinned);
   EXPECT_NE(mw.fixed_ms.why.find("not separable from W"), std::string::npos)
       << state_name(mw.fixed_ms.state) << " " << mw.fixed_ms.why << " | " << state_name(mw.growth.state);
