@@ -566,9 +566,10 @@ Recommendation recommend(const std::vector<ScalingRow>& rows, const std::optiona
   for (const auto& p : projections)
     if (p.origin != "--project") defaults.push_back(&p);
   int last_projected = 0;
+  std::string why_not;
   for (const auto* p : defaults) {
     if (!p->projected) {
-      if (!rec.not_projected_from) rec.not_projected_from = p->ranks;
+      if (!rec.not_projected_from) rec.not_projected_from = p->ranks, why_not = p->why_not;
       continue;
     }
     if (rec.not_projected_from) continue;
@@ -613,10 +614,13 @@ Recommendation recommend(const std::vector<ScalingRow>& rows, const std::optiona
     os << " The model projects efficiency at or above " << fmt_pct(threshold) << " up to " << last_projected
        << " ranks; this is a model projection, not a measurement.";
   }
-  if (rec.not_projected_from && !rec.measured_below)
-    os << " Counts from " << *rec.not_projected_from
-       << " ranks are not projected (no cross-node run or allreduce measurement): measure across nodes "
-          "(scripts/scaling-sweep.sh --nodes 1,2) before asking for more.";
+  if (rec.not_projected_from && !rec.measured_below) {
+    const std::string reason = why_not.rfind("not projected: ", 0) == 0 ? why_not.substr(15) : why_not;
+    os << " Counts from " << *rec.not_projected_from << " ranks are not projected (" << reason << ")"
+       << (why_not.find("cross-node") != std::string::npos
+               ? ": measure across nodes (scripts/scaling-sweep.sh --nodes 1,2) before asking for more."
+               : ".");
+  }
   rec.text = os.str();
   return rec;
 }
