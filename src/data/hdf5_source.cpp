@@ -65,6 +65,43 @@ class ShardReader {
     read_runs(s, o, runs_start_.data(), runs_len_.data(), runs_start_.size(), n, dst);
   }
 
+  // Ragged data sets: shard s's samples local[0..n) (ascending, distinct), their bytes
+  // back to back into dst (sum of their numel()).
+  void read_ragged(int s, const int64_t* local, int64_t n, uint8_t* dst) {
+    Hdf5Lock lock(hdf5_mutex());
+    h5_quiet();
+    Open& o = ensure_open(s);
+    const int64_t base = split_.shards[s].first_index;
+    auto begin = [&](int64_t l) { return split_.offsets[static_cast<size_t>(base + l)]; };
+    auto end = [&](int64_t l) { return begin(l) + split_.shapes[static_cast<size_t>(base + l)].numel(); };
+    if (cache_) {  // the whole shard's bytes, on first touch
+      if (o.cache.empty()) {
+        o.cache.resize(1);
+        const int64_t first = 0, bytes = split_.shards[s].samples ? end(split_.shards[s].samples - 1) : 0;
+        o.cache[0].resize(static_cast<size_t>(bytes));
+        if (bytes > 0) read_byte_runs(s, o, &first, &bytes, 1, bytes, o.cache[0].data());
+      }
+      for (int64_t k = 0; k < n; ++k) {
+        std::memcpy(dst, o.cache[0].data() + begin(local[k]), static_cast<size_t>(end(local[k]) - begin(local[k])));
+        dst += end(local[k]) - begin(local[k]);
+      }
+      return;
+    }
+    runs_start_.clear();
+    runs_len_.clear();
+    int64_t total = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t b = begin(local[k]), len = end(local[k]) - b;
+      total += len;
+      if (!runs_start_.empty() && runs_start_.back() + runs_len_.back() == b) runs_len_.back() += len;
+      else {
+        runs_start_.push_back(b);
+        runs_len_.push_back(len);
+      }
+    }
+    read_byte_runs(s, o, runs_start_.data(), runs_len_.data(), runs_start_.size(), total, dst);
+  }
+
   int64_t cached_bytes() const {
     int64_t b = 0;
     for (const auto& o : open_)
@@ -91,6 +128,7 @@ class ShardReader {
     H5Id dcpl = h5_plist(H5Dget_create_plist(o.images));
     hsize_t cd[4] = {0};
     o.chunk = 256;
+    if (info_->ragged) return o;  // read_ragged caches whole shards
     if (H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, 4, cd) == 4) o.chunk = static_cast<int64_t>(cd[0]);
     if (cache_) o.cache.resize(static_cast<size_t>((si.samples + o.chunk - 1) / o.chunk));
     return o;
@@ -114,6 +152,20 @@ class ShardReader {
            " failed (", h5_error_cause(), ")", kDamaged);
   }
 
+  void read_byte_runs(int s, Open& o, const int64_t* start, const int64_t* len, size_t runs, int64_t total,
+                      uint8_t* dst) {
+    H5Id fspace = h5_space(H5Dget_space(o.images));
+    for (size_t r = 0; r < runs; ++r) {
+      const hsize_t st = static_cast<hsize_t>(start[r]), ct = static_cast<hsize_t>(len[r]);
+      H5Sselect_hyperslab(fspace, r == 0 ? H5S_SELECT_SET : H5S_SELECT_OR, &st, nullptr, &ct, nullptr);
+    }
+    const hsize_t md = static_cast<hsize_t>(total);
+    H5Id mspace = h5_space(H5Screate_simple(1, &md, nullptr));
+    if (H5Dread(o.images, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, dst) < 0)
+      fail("shard ", split_.shards[s].path, " is damaged: reading ", total, " image bytes from byte ", start[0],
+           " failed (", h5_error_cause(), ")", kDamaged);
+  }
+
   std::shared_ptr<const DatasetInfo> info_;
   const SplitInfo& split_;
   bool cache_;
@@ -129,7 +181,7 @@ class ShardedHdf5Source : public BatchSource {
         per_rank_(o.batch_per_rank),
         sampler_(info->train.samples, o.batch_per_rank * world, o.drop_last, o.seed),
         reader_(info, info->train, o.cache_memory),
-        augment_(o.augment, info->shape, o.seed),
+        augment_(o.augment, info->shape, o.seed, info->ragged),
         norm_(augment_.output_shape(), info->mean, info->std),
         prefetch_([this](int e, int64_t s, Batch& b) { produce(e, s, b); }, sampler_.steps_per_epoch(), o.prefetch) {}
 
@@ -163,7 +215,12 @@ class ShardedHdf5Source : public BatchSource {
     order_.resize(static_cast<size_t>(n));
     std::iota(order_.begin(), order_.end(), 0);
     std::sort(order_.begin(), order_.end(), [&](int64_t a, int64_t c) { return ids_[a] < ids_[c]; });
-    staging_.resize(static_cast<size_t>(n * numel));
+    // at_[k]: where the sample at sorted position k starts in staging_ (ragged: its own size).
+    at_.resize(static_cast<size_t>(n + 1));
+    at_[0] = 0;
+    for (int64_t k = 0; k < n; ++k)
+      at_[k + 1] = at_[k] + (info_->ragged ? split.shapes[static_cast<size_t>(ids_[order_[k]])].numel() : numel);
+    staging_.resize(static_cast<size_t>(at_[n]));
     int64_t k = 0;
     while (k < n) {
       const int s = split.shard_of(ids_[order_[k]]);
@@ -171,8 +228,21 @@ class ShardedHdf5Source : public BatchSource {
       local_.clear();
       int64_t k2 = k;
       while (k2 < n && ids_[order_[k2]] < end) local_.push_back(ids_[order_[k2++]] - base);
-      reader_.read(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + k * numel);
+      if (info_->ragged) reader_.read_ragged(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + at_[k]);
+      else reader_.read(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + k * numel);
       k = k2;
+    }
+    if (info_->ragged) {  // Augmenter's constructor made sure the list ends fixed-size
+      const int64_t out = augment_.output_shape().numel();
+      b.images.resize(static_cast<size_t>(n * out));
+      augmented_.resize(static_cast<size_t>(out));
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t g = ids_[order_[j]];
+        augment_.apply(staging_.data() + at_[j], split.shapes[static_cast<size_t>(g)], augmented_.data(), epoch, g,
+                       scratch_);
+        norm_.apply(augmented_.data(), b.images.data() + order_[j] * out);
+      }
+      return;
     }
     if (augment_.active()) {
       const int64_t out = augment_.output_shape().numel();
@@ -195,7 +265,7 @@ class ShardedHdf5Source : public BatchSource {
   ShardReader reader_;
   Augmenter augment_;  // applied to the uint8 sample before norm_, in the reader thread
   Normalizer norm_;    // on augment_'s output shape
-  std::vector<int64_t> ids_, order_, local_;
+  std::vector<int64_t> ids_, order_, local_, at_;
   std::vector<uint8_t> staging_, augmented_, scratch_;
   Prefetcher prefetch_;  // last: its thread stops before the members above go
 };
@@ -215,6 +285,10 @@ class Hdf5EvalSource : public ContiguousEvalSource {
   void fill(Batch& out, int64_t first, int64_t n) override {
     const int64_t numel = info_->shape.numel();
     for (int64_t k = 0; k < n; ++k) out.labels[k] = split_.labels[first + k];
+    if (info_->ragged) {
+      fill_ragged(out, first, n);
+      return;
+    }
     staging_.resize(static_cast<size_t>(n * numel));
     int64_t k = 0;
     while (k < n) {
@@ -235,6 +309,29 @@ class Hdf5EvalSource : public ContiguousEvalSource {
       return;
     }
     for (int64_t j = 0; j < n; ++j) norm_.apply(staging_.data() + j * numel, out.images.data() + j * numel);
+  }
+
+  void fill_ragged(Batch& out, int64_t first, int64_t n) {
+    const auto& shapes = split_.shapes;
+    std::vector<int64_t> at(static_cast<size_t>(n + 1), 0);
+    for (int64_t k = 0; k < n; ++k) at[k + 1] = at[k] + shapes[static_cast<size_t>(first + k)].numel();
+    staging_.resize(static_cast<size_t>(at[n]));
+    int64_t k = 0;
+    while (k < n) {
+      const int s = split_.shard_of(first + k);
+      const int64_t base = split_.shards[s].first_index, end = base + split_.shards[s].samples;
+      local_.clear();
+      for (int64_t g = first + k; g < first + n && g < end; ++g) local_.push_back(g - base);
+      reader_.read_ragged(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + at[k]);
+      k += static_cast<int64_t>(local_.size());
+    }
+    const int64_t o = transform_.output_shape().numel();
+    transformed_.resize(static_cast<size_t>(o));
+    for (int64_t j = 0; j < n; ++j) {
+      transform_.apply(staging_.data() + at[j], shapes[static_cast<size_t>(first + j)], transformed_.data(), 0,
+                       first + j, scratch_);
+      norm_.apply(transformed_.data(), out.images.data() + j * o);
+    }
   }
 
  private:
@@ -269,7 +366,7 @@ std::unique_ptr<EvalSource> make_hdf5_eval_source(std::shared_ptr<const DatasetI
   if (!s) internal_error("HDF5 eval source asked for unknown split '", split, "'");
   if (s->samples == 0)
     fail("the ", split, " split of ", info->dir, " is empty; evaluation needs a data set prepared with a test split");
-  Augmenter eval_transform = Augmenter(augment, info->shape, 0).for_evaluation();
+  Augmenter eval_transform = Augmenter(augment, info->shape, 0, info->ragged).for_evaluation();
   return std::make_unique<Hdf5EvalSource>(info, *s, std::move(eval_transform), rank, world);
 }
 

@@ -7,7 +7,10 @@
 // order, augments them (--augment, keyed by (seed, epoch, global sample id); see
 // augment.hpp) and normalises them. Only the samples of this rank are read. With
 // cache_memory, every chunk the rank touches is kept (decoded) after its first read,
-// and later reads come from memory.
+// and later reads come from memory (ragged data sets: every shard it touches, whole).
+// Ragged data sets (prep --store original-max): each sample is read at its own size
+// (consecutive samples of a shard merged into one byte range) and the --augment list,
+// which must reach a fixed size (rrc<S> or center<S> first), makes the batch shape.
 // Hdf5EvalSource (evaluation): rank r reads the contiguous global range
 // [N*r/W, N*(r+1)/W) of the split in order, in batches of at most max_batch, never
 // augmented (only center-cropped to the training shape after rrc<S>/center<S>).
