@@ -29,6 +29,10 @@
 
 #include <jpeglib.h>
 
+#include "data/png_writer.hpp"
+
+using cnnscale::test::write_png;
+
 namespace {
 
 const char* kNames[10] = {"t-shirt_top", "trouser", "pullover", "dress", "coat",
@@ -43,28 +47,6 @@ std::vector<uint8_t> gunzip(const std::string& path) {
   while ((n = gzread(f, buf, sizeof buf)) > 0) out.insert(out.end(), buf, buf + n);
   gzclose(f);
   return out;
-}
-
-void write_png(const std::string& path, const uint8_t* pixels, int w, int h, int channels) {
-  FILE* fp = std::fopen(path.c_str(), "wb");
-  if (!fp) throw std::runtime_error("cannot create " + path);
-  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
-  png_infop info = png_create_info_struct(png);
-  if (setjmp(png_jmpbuf(png))) {
-    png_destroy_write_struct(&png, &info);
-    std::fclose(fp);
-    throw std::runtime_error("libpng failed writing " + path);
-  }
-  png_init_io(png, fp);
-  png_set_IHDR(png, info, static_cast<png_uint_32>(w), static_cast<png_uint_32>(h), 8,
-               channels == 1 ? PNG_COLOR_TYPE_GRAY : PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
-               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-  png_write_info(png, info);
-  for (int y = 0; y < h; ++y)
-    png_write_row(png, const_cast<png_bytep>(pixels + static_cast<size_t>(y) * w * channels));
-  png_write_end(png, nullptr);
-  png_destroy_write_struct(&png, &info);
-  std::fclose(fp);
 }
 
 void put32(std::vector<uint8_t>& v, uint32_t x) {
