@@ -11,6 +11,7 @@
 #include "data/h5util.hpp"
 #include "data/normalize.hpp"
 #include "data/prefetcher.hpp"
+#include "data/worker_pool.hpp"
 #include "data/sampler.hpp"
 #include "util/error.hpp"
 #include "util/hdf5_lock.hpp"
@@ -183,6 +184,9 @@ class ShardedHdf5Source : public BatchSource {
         reader_(info, info->train, o.cache_memory),
         augment_(o.augment, info->shape, o.seed, info->ragged),
         norm_(augment_.output_shape(), info->mean, info->std),
+        pool_(o.threads),
+        augmented_(static_cast<size_t>(o.threads)),
+        scratch_(static_cast<size_t>(o.threads)),
         prefetch_([this](int e, int64_t s, Batch& b) { produce(e, s, b); }, sampler_.steps_per_epoch(), o.prefetch) {}
 
   SampleShape shape() const override { return augment_.output_shape(); }
@@ -232,30 +236,25 @@ class ShardedHdf5Source : public BatchSource {
       else reader_.read(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + k * numel);
       k = k2;
     }
-    if (info_->ragged) {  // Augmenter's constructor made sure the list ends fixed-size
-      const int64_t out = augment_.output_shape().numel();
-      b.images.resize(static_cast<size_t>(n * out));
-      augmented_.resize(static_cast<size_t>(out));
-      for (int64_t j = 0; j < n; ++j) {
-        const int64_t g = ids_[order_[j]];
-        augment_.apply(staging_.data() + at_[j], split.shapes[static_cast<size_t>(g)], augmented_.data(), epoch, g,
-                       scratch_);
-        norm_.apply(augmented_.data(), b.images.data() + order_[j] * out);
+    // Augment (the Augmenter's constructor made sure a ragged list ends fixed-size) and
+    // normalise, sample j on worker j mod --data-threads; each draw is keyed by the
+    // sample id, so the batch is the same for any thread count.
+    const int64_t out = augment_.output_shape().numel();
+    b.images.resize(static_cast<size_t>(n * out));
+    float* images = b.images.data();
+    pool_.run(n, [&](int64_t j, int t) {
+      const int64_t g = ids_[order_[j]];
+      float* dst = images + order_[j] * out;
+      if (!augment_.active() && !info_->ragged) {
+        norm_.apply(staging_.data() + at_[j], dst);
+        return;
       }
-      return;
-    }
-    if (augment_.active()) {
-      const int64_t out = augment_.output_shape().numel();
-      b.images.resize(static_cast<size_t>(n * out));
-      augmented_.resize(static_cast<size_t>(out));
-      for (int64_t j = 0; j < n; ++j) {
-        augment_.apply(staging_.data() + j * numel, augmented_.data(), epoch, ids_[order_[j]], scratch_);
-        norm_.apply(augmented_.data(), b.images.data() + order_[j] * out);
-      }
-      return;
-    }
-    b.images.resize(static_cast<size_t>(n * numel));
-    for (int64_t j = 0; j < n; ++j) norm_.apply(staging_.data() + j * numel, b.images.data() + order_[j] * numel);
+      std::vector<uint8_t>& a = augmented_[static_cast<size_t>(t)];
+      a.resize(static_cast<size_t>(out));
+      augment_.apply(staging_.data() + at_[j], info_->ragged ? split.shapes[static_cast<size_t>(g)] : info_->shape,
+                     a.data(), epoch, g, scratch_[static_cast<size_t>(t)]);
+      norm_.apply(a.data(), dst);
+    });
   }
 
   std::shared_ptr<const DatasetInfo> info_;
@@ -266,7 +265,9 @@ class ShardedHdf5Source : public BatchSource {
   Augmenter augment_;  // applied to the uint8 sample before norm_, in the reader thread
   Normalizer norm_;    // on augment_'s output shape
   std::vector<int64_t> ids_, order_, local_, at_;
-  std::vector<uint8_t> staging_, augmented_, scratch_;
+  std::vector<uint8_t> staging_;
+  WorkerPool pool_;                                   // --data-threads
+  std::vector<std::vector<uint8_t>> augmented_, scratch_;  // per worker
   Prefetcher prefetch_;  // last: its thread stops before the members above go
 };
 
@@ -351,6 +352,8 @@ std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const Datase
   if (world < 1 || rank < 0 || rank >= world) internal_error("HDF5 train source asked for rank ", rank, " of ", world);
   if (o.batch_per_rank < 1) fail("--batch-size must be at least 1");
   if (o.prefetch < 0) fail("--prefetch must be 0 or more");
+  if (o.threads < 1 || o.threads > 256)
+    fail("--data-threads ", o.threads, " is not a sensible worker count: give 1 to 256 per rank");
   const int64_t g = o.batch_per_rank * world, n = info->train.samples;
   if (g > n)
     fail("--batch-size ", o.batch_per_rank, " on ", world, " rank(s) needs ", g,

@@ -30,6 +30,7 @@ struct ReaderOptions {
   int prefetch = 2;
   bool cache_memory = false;
   std::string augment;  // --augment LIST (augment.hpp); training only, "" = none
+  int threads = 1;      // --data-threads: workers augmenting/normalising a batch (worker_pool.hpp)
 };
 
 // `info` is shared so that callers may open several sources on one load_dataset().

@@ -3,7 +3,8 @@
 # written by cnnscale_imagefolder_tool (no Python needed for the data):
 #  - --store original-max 40: dataset.json says ragged / max_side 40, per-sample shapes
 #    are kept (longer side capped to 40), --verify passes, `train --augment rrc16,hflip`
-#    runs an epoch and evaluates; crop/hflip-first lists and no --augment are refused;
+#    runs an epoch and evaluates, with the same losses for --data-threads 1 and 3;
+#    crop/hflip-first lists, no --augment and --data-threads 0 are refused;
 #  - bad --store values and --store with another format are refused naming the fix.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
@@ -51,6 +52,17 @@ SMALL="conv(8,3,1,1) relu maxpool(2) flatten linear(2)"
 run train "$C" train --data "$TMP/ds" --model "$SMALL" --augment rrc16,hflip --batch-size 4 --epochs 1 --seed 2
 expect_eq "train --augment rrc16,hflip on ragged data" 0 "$st"
 expect_grep "evaluated on the 4 val images" '^epoch 1 test accuracy .*\(4 samples\)' "$TMP/train.out"
+# --data-threads 3: the same losses step by step as --data-threads 1 (draws keyed by sample)
+for t in 1 3; do
+  run dt$t "$C" train --data "$TMP/ds" --model "$SMALL" --augment rrc16,hflip --batch-size 4 --epochs 2 --seed 2 \
+    --log-every 1 --data-threads $t
+  expect_eq "train --data-threads $t exit status" 0 "$st"
+  sed -n 's/.*\(step [0-9]*\/[0-9]* loss [0-9.]*\).*/\1/p' "$TMP/dt$t.out" >"$TMP/loss$t.txt"
+done
+expect_eq "8 logged steps" 8 "$(wc -l <"$TMP/loss1.txt")"
+expect_eq "--data-threads 3 gives the losses of --data-threads 1" "$(cat "$TMP/loss1.txt")" "$(cat "$TMP/loss3.txt")"
+run dt0 "$C" train --data "$TMP/ds" --model "$SMALL" --augment rrc16 --batch-size 4 --epochs 1 --data-threads 0
+expect_error dt0 "--data-threads 0 is not a sensible worker count"
 run trainflip "$C" train --data "$TMP/ds" --model "$SMALL" --augment hflip,rrc16 --batch-size 4 --epochs 1
 expect_error trainflip "--augment hflip needs images of one size but this data set stores variable-size images"
 run trainnone "$C" train --data "$TMP/ds" --model "$SMALL" --batch-size 4 --epochs 1

@@ -6,7 +6,7 @@
 //  - the training reader with --augment rrc16,hflip: every image is Augmenter(stored
 //    bytes, its own shape) normalised; W = 1 (batch 8) and W = 2 (batch 4) give the same
 //    global batches bit for bit and each epoch visits every sample exactly once; --cache
-//    memory and --prefetch 0 change nothing;
+//    memory, --prefetch 0 and --data-threads 3 change nothing;
 //  - evaluation: every test sample exactly once for W = 1, 2, resized to int(16/0.875) =
 //    18 (shorter side) and center-cropped to 16 (never random);
 //  - errors: crop/hflip before rrc, no --augment, --store with --resize.
@@ -177,6 +177,7 @@ TEST_F(Ragged, TrainReaderWorldSizeIndependentExactlyOnce) {
   DataOptions cached = options(2);
   cached.cache = "memory";
   cached.prefetch = 0;
+  cached.data_threads = 3;
   const std::vector<float> three = read_global(cached, 2, 6, ids3);
   ASSERT_EQ(one.size(), size_t{6 * 8 * 3 * 16 * 16});
   EXPECT_EQ(one, two);
