@@ -61,6 +61,9 @@ int cmd_prep(int argc, char** argv) {
       "store", po::value<std::vector<std::string>>()->multitoken(),
       "imagefolder: fixed (default: one size for all, see --resize/--center-crop) | original-max S (each image keeps "
       "its size, longer side capped to S; ragged layout for train --augment rrc<S>)")(
+      "max-image-pixels", po::value<int64_t>()->default_value(2 * int64_t{89478485}),
+      "imagefolder: refuse an image whose header claims more pixels (decompression-bomb guard; PIL's "
+      "DecompressionBombError limit by default); 0: no limit")(
       "output", po::value<std::string>(), "dataset directory to create")(
       "shards", po::value<int>()->default_value(8), "number of train shards")(
       "test-shards", po::value<int>()->default_value(2), "number of test shards")(
@@ -122,6 +125,7 @@ int cmd_prep(int argc, char** argv) {
   o.val_fraction = vm["val-fraction"].as<double>();
   o.seed = vm["seed"].as<uint64_t>();
   o.threads = vm["threads"].as<int>();
+  o.max_pixels = vm["max-image-pixels"].as<int64_t>();
   if (vm.count("store")) {
     const auto v = vm["store"].as<std::vector<std::string>>();
     std::string sz = v.size() == 2 ? v[1] : "";

@@ -138,6 +138,8 @@ PrepResult run_prep(const PrepOptions& o) {
   if (o.chunk < 1) fail("--chunk must be at least 1 sample");
   if (o.format != "imagefolder" && (o.resize || o.center_crop || o.val_fraction > 0 || o.store_max))
     fail("--resize, --center-crop, --val-fraction and --store belong to --format imagefolder");
+  if (o.format != "imagefolder" && o.max_pixels != 2 * int64_t{89478485})
+    fail("--max-image-pixels belongs to --format imagefolder (it guards JPEG/PNG decoding)");
   if (!o.cifar100_labels.empty() && o.format != "cifar100")
     fail("--cifar100-labels belongs to --format cifar100 (it picks the fine or coarse label of CIFAR-100)");
   if (o.classes < 0 || o.classes == 1) fail("--classes must be at least 2 (or 0 to count them from the labels)");
@@ -178,6 +180,7 @@ PrepResult run_prep(const PrepOptions& o) {
     io.seed = o.seed;
     io.threads = o.threads;
     io.store_max = o.store_max;
+    io.max_pixels = o.max_pixels;
     ImageFolderInput in = open_imagefolder_input(o.input, io);
     train = std::move(in.train);
     test = std::move(in.test);

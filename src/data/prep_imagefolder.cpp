@@ -33,7 +33,7 @@ bool ends_with(const std::string& s, const char* suffix) {
 
 // An image after the prep transforms.
 RgbImage load(const std::string& path, const ImageFolderOptions& o) {
-  RgbImage img = decode_image(path);
+  RgbImage img = decode_image(path, o.max_pixels);
   if (o.store_max > 0) {
     const int S = o.store_max, l = std::max(img.width, img.height), sh = std::min(img.width, img.height);
     if (l <= S) return img;
@@ -178,6 +178,7 @@ ImageFolderInput open_imagefolder_input(const std::string& root_in, const ImageF
   if (!(o.val_fraction >= 0 && o.val_fraction < 1)) fail("--val-fraction must lie in [0, 1)");
   if (o.threads < 1) fail("--threads must be at least 1");
   if (o.store_max < 0) fail("--store original-max takes a positive size");
+  if (o.max_pixels < 0) fail("--max-image-pixels takes a pixel count (0: no limit)");
   if (o.store_max > 0 && (o.resize > 0 || o.center_crop > 0))
     fail("--store original-max keeps each image's own size (longer side capped); it does not combine with --resize ",
          "or --center-crop, which make every image one size — drop one of them");

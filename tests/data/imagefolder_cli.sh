@@ -5,7 +5,11 @@
 #    are kept (longer side capped to 40), --verify passes, `train --augment rrc16,hflip`
 #    runs an epoch and evaluates, with the same losses for --data-threads 1 and 3;
 #    crop/hflip-first lists, no --augment and --data-threads 0 are refused;
-#  - bad --store values and --store with another format are refused naming the fix.
+#  - bad --store values and --store with another format are refused naming the fix;
+#  - decompression bombs: a PNG (IHDR) and a real JPEG (SOF0 patched) claiming 20000×20000
+#    and 30000×20000 pixels are refused from the header (under a 2 GB address-space
+#    limit), naming the file and --max-image-pixels; the limit is exact (100×100 passes
+#    at 10000, fails at 9999) and belongs to --format imagefolder.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 TOOL="$CNNSCALE_BUILD/tests/cnnscale_imagefolder_tool"
@@ -78,4 +82,26 @@ run idx "$C" prep --format idx --input "$R" --output "$TMP/x4" --store original-
 expect_error idx "--store belong to --format imagefolder"
 run fixed "$C" prep --format imagefolder --input "$R" --output "$TMP/x5" --store fixed
 expect_error fixed "is 30x50 after --resize/--center-crop but .* pass --center-crop S .* or --store original-max S"
+
+# ---- decompression-bomb guard: the header alone decides (run under a 2 GB address-space
+# limit: decoding the claimed 20000x20000 RGB image would need 1.2 GB of pixels alone)
+B="$TMP/bomb"
+mkdir -p "$B/a" "$B/b"
+"$TOOL" png "$B/a/ok.png" 100 100 3 1
+"$TOOL" png "$B/b/ok.png" 100 100 3 2
+"$TOOL" bomb-png "$B/b/zz.png" 20000 20000
+run bombpng bash -c "ulimit -v 2000000; exec \"$C\" prep --format imagefolder --input \"$B\" --output \"$TMP/x6\" --shards 1"
+expect_error bombpng "$B/b/zz.png claims 20000x20000 = 400000000 pixels in its header, more than --max-image-pixels 178956970 .*raise --max-image-pixels"
+rm "$B/b/zz.png"
+"$TOOL" bomb-jpeg "$B/b/zz.jpg" 30000 20000
+run bombjpg bash -c "ulimit -v 2000000; exec \"$C\" prep --format imagefolder --input \"$B\" --output \"$TMP/x7\" --shards 1"
+expect_error bombjpg "$B/b/zz.jpg claims 30000x20000 = 600000000 pixels in its header, more than --max-image-pixels"
+expect_eq "refused preps leave no output" "" "$(ls -d "$TMP"/x6* "$TMP"/x7* 2>/dev/null)"
+rm "$B/b/zz.jpg"
+run lim "$C" prep --format imagefolder --input "$B" --output "$TMP/x8" --shards 1 --max-image-pixels 9999
+expect_error lim "$B/a/ok.png claims 100x100 = 10000 pixels in its header, more than --max-image-pixels 9999"
+run limok "$C" prep --format imagefolder --input "$B" --output "$TMP/x9" --shards 1 --max-image-pixels 10000
+expect_eq "--max-image-pixels 10000 admits 100x100 images" 0 "$st"
+run limidx "$C" prep --format idx --input "$B" --output "$TMP/x10" --max-image-pixels 10
+expect_error limidx "--max-image-pixels belongs to --format imagefolder"
 finish
