@@ -1,6 +1,7 @@
 # data_compare_torch.py — PyTorch's side of bench/data_compare.sh: the same JPEGs and the
 # same transforms through torchvision + DataLoader on the same number of cores.
 # Usage: data_compare_torch.py JPEG_ROOT THREADS BATCH STEPS [decode-only]
+# check-deps: optional python torch torchvision numpy PIL (bench only; data_compare.sh skips the column without them)
 # Prints one "RESULT name value unit" line per measurement:
 #   decode      PIL Image.open(f).convert("RGB") of every JPEG, THREADS processes (images/s)
 #   rrc_folder  ImageFolder + [RandomResizedCrop(224), RandomHorizontalFlip(), ToTensor(),
