@@ -140,8 +140,7 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "make-jpegs" && argc >= 4)
       rc = make_jpegs(argv[2], std::atoi(argv[3]), argc > 4 ? static_cast<uint32_t>(std::atol(argv[4])) : 1u);
-    else if (cmd == "decode" && argc == 4)
-      rc = decode(argv[2], std::atoi(argv[3]));
+    else if (cmd == "decode" && argc == 4) rc = decode(argv[2], std::atoi(argv[3]));
     else if (cmd == "train" && argc >= 5)
       rc = train(argv[2], argv[3], std::atoi(argv[4]), argc > 5 ? std::atoll(argv[5]) : 64,
                  argc > 6 ? std::atoll(argv[6]) : 50);

@@ -42,7 +42,8 @@ int cmd_prep(int argc, char** argv) {
       "  cnnscale prep --format cifar10 --input cifar-10-batches-bin --output data/cifar10 --shards 8\n"
       "  cnnscale prep --format imagefolder --input flowers --resize 64 --center-crop 64 --val-fraction 0.1 \\\n"
       "      --output data/flowers --threads 2\n"
-      "  cnnscale prep --format imagefolder --input imagenet --store original-max 320 --output data/imagenet --threads 16\n"
+      "  cnnscale prep --format imagefolder --input imagenet --store original-max 320 --threads 16 \\\n"
+      "      --output data/imagenet\n"
       "  cnnscale prep --verify data/fmnist"};
   po::options_description desc("Options");
   desc.add_options()("format", po::value<std::string>()->default_value("idx"),

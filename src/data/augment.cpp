@@ -235,8 +235,7 @@ Augmenter Augmenter::for_evaluation() const {
       step = "resize" + std::to_string(static_cast<int>(s.size / 0.875)) + ",center" + std::to_string(s.size);
     else if (s.kind == AugmentStep::Kind::rrc || s.kind == AugmentStep::Kind::center)
       step = "center" + std::to_string(s.size);
-    else if (s.kind == AugmentStep::Kind::resize)
-      step = s.name;
+    else if (s.kind == AugmentStep::Kind::resize) step = s.name;
     if (step.empty()) continue;
     if (!list.empty()) list += ",";
     list += step;
@@ -250,7 +249,8 @@ void Augmenter::apply(const uint8_t* src, uint8_t* dst, int epoch, int64_t g, st
 
 void Augmenter::apply(const uint8_t* src, SampleShape in, uint8_t* dst, int epoch, int64_t g,
                       std::vector<uint8_t>& scratch) const {
-  if (in.channels != shape_.channels) internal_error("augment: a ", in.channels, "-channel sample in a ", shape_.channels, "-channel pipeline");
+  if (in.channels != shape_.channels)
+    internal_error("augment: a ", in.channels, "-channel sample in a ", shape_.channels, "-channel pipeline");
   if (steps_.empty()) {
     std::memcpy(dst, src, static_cast<size_t>(in.numel()));
     return;
@@ -291,9 +291,7 @@ void Augmenter::apply(const uint8_t* src, SampleShape in, uint8_t* dst, int epoc
       case AugmentStep::Kind::center:
         center_crop_planes(cur, out, in, s.size);
         break;
-      case AugmentStep::Kind::resize:
-        resize_planes(cur, out, in, s.size);
-        break;
+      case AugmentStep::Kind::resize: resize_planes(cur, out, in, s.size); break;
     }
     cur = out;
     in = out_sh;

@@ -63,8 +63,8 @@ void check_ragged_shard(const DatasetInfo& info, SplitInfo& split, const ShardIn
     H5Id ds = h5_dataset(d);
     H5Id sp = h5_space(H5Dget_space(ds));
     hsize_t dd[8] = {0};
-    if (H5Sget_simple_extent_ndims(sp) != rank || (H5Sget_simple_extent_dims(sp, dd, nullptr),
-                                                   static_cast<int64_t>(dd[0]) != want || (rank == 2 && dd[1] != 3)))
+    if (H5Sget_simple_extent_ndims(sp) != rank ||
+        (H5Sget_simple_extent_dims(sp, dd, nullptr), static_cast<int64_t>(dd[0]) != want || (rank == 2 && dd[1] != 3)))
       fail("shard ", sh.path, ": ", name, " does not describe the ", sh.samples, " samples ", json_path, " lists; ",
            kRerun);
     if (H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
@@ -75,8 +75,8 @@ void check_ragged_shard(const DatasetInfo& info, SplitInfo& split, const ShardIn
     if (s.channels != info.shape.channels || s.height < 1 || s.width < 1 || s.height > info.max_side ||
         s.width > info.max_side || off[i] < 0 || off[i + 1] - off[i] != s.numel())
       fail("shard ", sh.path, ": sample ", i, " has shape ", s.channels, "x", s.height, "x", s.width, " and bytes [",
-           off[i], ", ", off[i + 1], "), which do not fit ", info.shape.channels, " channels, max side ",
-           info.max_side, " and back-to-back storage; ", kRerun);
+           off[i], ", ", off[i + 1], "), which do not fit ", info.shape.channels, " channels, max side ", info.max_side,
+           " and back-to-back storage; ", kRerun);
     split.offsets.push_back(off[i]);
     split.shapes.push_back(s);
   }

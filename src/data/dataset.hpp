@@ -41,7 +41,7 @@ struct SplitInfo {
 
 struct DatasetInfo {
   std::string dir;
-  SampleShape shape;                // fixed: every sample's; ragged: C × max_side × max_side
+  SampleShape shape;  // fixed: every sample's; ragged: C × max_side × max_side
   // `prep --store original-max S` (dataset.json "sample_layout": "ragged", "max_side": S):
   // samples keep their own H×W (longer side at most S), stored back to back in a 1-D
   // /images with /offsets (int64, N+1) and /shapes (int32, N×3) beside it.

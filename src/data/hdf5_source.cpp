@@ -11,8 +11,8 @@
 #include "data/h5util.hpp"
 #include "data/normalize.hpp"
 #include "data/prefetcher.hpp"
-#include "data/worker_pool.hpp"
 #include "data/sampler.hpp"
+#include "data/worker_pool.hpp"
 #include "util/error.hpp"
 #include "util/hdf5_lock.hpp"
 
@@ -232,7 +232,8 @@ class ShardedHdf5Source : public BatchSource {
       local_.clear();
       int64_t k2 = k;
       while (k2 < n && ids_[order_[k2]] < end) local_.push_back(ids_[order_[k2++]] - base);
-      if (info_->ragged) reader_.read_ragged(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + at_[k]);
+      if (info_->ragged)
+        reader_.read_ragged(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + at_[k]);
       else reader_.read(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + k * numel);
       k = k2;
     }
@@ -266,7 +267,7 @@ class ShardedHdf5Source : public BatchSource {
   Normalizer norm_;    // on augment_'s output shape
   std::vector<int64_t> ids_, order_, local_, at_;
   std::vector<uint8_t> staging_;
-  WorkerPool pool_;                                   // --data-threads
+  WorkerPool pool_;                                        // --data-threads
   std::vector<std::vector<uint8_t>> augmented_, scratch_;  // per worker
   Prefetcher prefetch_;  // last: its thread stops before the members above go
 };
@@ -274,13 +275,16 @@ class ShardedHdf5Source : public BatchSource {
 class Hdf5EvalSource : public ContiguousEvalSource {
  public:
   Hdf5EvalSource(std::shared_ptr<const DatasetInfo> info, const SplitInfo& split, Augmenter eval_transform, int rank,
-                 int world)
+                 int world, int threads)
       : ContiguousEvalSource(split.samples, eval_transform.output_shape().numel(), rank, world),
         info_(info),
         split_(split),
         reader_(info, split, false),
         transform_(std::move(eval_transform)),
-        norm_(transform_.output_shape(), info->mean, info->std) {}
+        norm_(transform_.output_shape(), info->mean, info->std),
+        pool_(threads),
+        transformed_(static_cast<size_t>(threads)),
+        scratch_(static_cast<size_t>(threads)) {}
 
  protected:
   void fill(Batch& out, int64_t first, int64_t n) override {
@@ -302,11 +306,12 @@ class Hdf5EvalSource : public ContiguousEvalSource {
     }
     if (transform_.active()) {
       const int64_t o = transform_.output_shape().numel();
-      transformed_.resize(static_cast<size_t>(o));
-      for (int64_t j = 0; j < n; ++j) {
-        transform_.apply(staging_.data() + j * numel, transformed_.data(), 0, first + j, scratch_);
-        norm_.apply(transformed_.data(), out.images.data() + j * o);
-      }
+      pool_.run(n, [&](int64_t j, int t) {
+        std::vector<uint8_t>& a = transformed_[static_cast<size_t>(t)];
+        a.resize(static_cast<size_t>(o));
+        transform_.apply(staging_.data() + j * numel, a.data(), 0, first + j, scratch_[static_cast<size_t>(t)]);
+        norm_.apply(a.data(), out.images.data() + j * o);
+      });
       return;
     }
     for (int64_t j = 0; j < n; ++j) norm_.apply(staging_.data() + j * numel, out.images.data() + j * numel);
@@ -327,12 +332,13 @@ class Hdf5EvalSource : public ContiguousEvalSource {
       k += static_cast<int64_t>(local_.size());
     }
     const int64_t o = transform_.output_shape().numel();
-    transformed_.resize(static_cast<size_t>(o));
-    for (int64_t j = 0; j < n; ++j) {
-      transform_.apply(staging_.data() + at[j], shapes[static_cast<size_t>(first + j)], transformed_.data(), 0,
-                       first + j, scratch_);
-      norm_.apply(transformed_.data(), out.images.data() + j * o);
-    }
+    pool_.run(n, [&](int64_t j, int t) {
+      std::vector<uint8_t>& a = transformed_[static_cast<size_t>(t)];
+      a.resize(static_cast<size_t>(o));
+      transform_.apply(staging_.data() + at[j], shapes[static_cast<size_t>(first + j)], a.data(), 0, first + j,
+                       scratch_[static_cast<size_t>(t)]);
+      norm_.apply(a.data(), out.images.data() + j * o);
+    });
   }
 
  private:
@@ -342,7 +348,9 @@ class Hdf5EvalSource : public ContiguousEvalSource {
   Augmenter transform_;  // deterministic (Augmenter::for_evaluation); none without --augment
   Normalizer norm_;
   std::vector<int64_t> local_;
-  std::vector<uint8_t> staging_, transformed_, scratch_;
+  std::vector<uint8_t> staging_;
+  WorkerPool pool_;  // --data-threads
+  std::vector<std::vector<uint8_t>> transformed_, scratch_;  // per worker
 };
 
 }  // namespace
@@ -363,14 +371,16 @@ std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const Datase
 }
 
 std::unique_ptr<EvalSource> make_hdf5_eval_source(std::shared_ptr<const DatasetInfo> info, const std::string& split,
-                                                  int rank, int world, const std::string& augment) {
+                                                  int rank, int world, const std::string& augment, int threads) {
   if (world < 1 || rank < 0 || rank >= world) internal_error("HDF5 eval source asked for rank ", rank, " of ", world);
   const SplitInfo* s = split == "train" ? &info->train : split == "test" ? &info->test : nullptr;
   if (!s) internal_error("HDF5 eval source asked for unknown split '", split, "'");
   if (s->samples == 0)
     fail("the ", split, " split of ", info->dir, " is empty; evaluation needs a data set prepared with a test split");
   Augmenter eval_transform = Augmenter(augment, info->shape, 0, info->ragged).for_evaluation();
-  return std::make_unique<Hdf5EvalSource>(info, *s, std::move(eval_transform), rank, world);
+  if (threads < 1 || threads > 256)
+    fail("--data-threads ", threads, " is not a sensible worker count: give 1 to 256 per rank");
+  return std::make_unique<Hdf5EvalSource>(info, *s, std::move(eval_transform), rank, world, threads);
 }
 
 }  // namespace cnnscale

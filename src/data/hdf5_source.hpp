@@ -37,8 +37,10 @@ struct ReaderOptions {
 std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const DatasetInfo> info,
                                                     const ReaderOptions& opts, int rank, int world);
 // split: "test" or "train". augment: the training --augment list; evaluation applies
-// its deterministic counterpart (Augmenter::for_evaluation: center<S> for rrc<S>).
+// its deterministic counterpart (Augmenter::for_evaluation: center<S> for rrc<S>), on
+// `threads` workers (--data-threads; the same result for any count).
 std::unique_ptr<EvalSource> make_hdf5_eval_source(std::shared_ptr<const DatasetInfo> info, const std::string& split,
-                                                  int rank, int world, const std::string& augment = "");
+                                                  int rank, int world, const std::string& augment = "",
+                                                  int threads = 1);
 
 }  // namespace cnnscale

@@ -57,8 +57,7 @@ inline int muldiv255(int a, int b) {
        "(0: no limit), else remove the file");
 }
 
-void decode_jpeg(std::FILE* f, const std::string& path, RgbImage& img, std::vector<uint8_t>& row,
-                 int64_t max_pixels) {
+void decode_jpeg(std::FILE* f, const std::string& path, RgbImage& img, std::vector<uint8_t>& row, int64_t max_pixels) {
   jpeg_decompress_struct cinfo;
   JpegError err;
   cinfo.err = jpeg_std_error(&err.mgr);

@@ -47,7 +47,7 @@ DataSources open_local(const DataOptions& o, int rank, int world) {
   ro.threads = o.data_threads;
   d.train = make_hdf5_train_source(info, ro, rank, world);
   const SplitInfo& es = o.eval_split == "train" ? info->train : info->test;
-  if (es.samples > 0) d.eval = make_hdf5_eval_source(info, o.eval_split, rank, world, o.augment);
+  if (es.samples > 0) d.eval = make_hdf5_eval_source(info, o.eval_split, rank, world, o.augment, o.data_threads);
   d.dataset = info;
   return d;
 }

@@ -78,8 +78,8 @@ int fashion(const std::string& src, const std::string& root, long n_train, long 
     for (long i = 0; i < n; ++i) {
       const int c = labels[8 + i];
       std::snprintf(name, sizeof name, "/%05ld.png", i);
-      write_png(root + "/" + split + "/" + std::to_string(c) + "_" + kNames[c] + name, images.data() + 16 + i * 784,
-                28, 28, 1);
+      write_png(root + "/" + split + "/" + std::to_string(c) + "_" + kNames[c] + name, images.data() + 16 + i * 784, 28,
+                28, 1);
     }
   }
   return 0;

@@ -26,8 +26,7 @@ inline void write_png(const std::string& path, const uint8_t* pixels, int w, int
                channels == 1 ? PNG_COLOR_TYPE_GRAY : PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
                PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   png_write_info(png, info);
-  for (int y = 0; y < h; ++y)
-    png_write_row(png, const_cast<png_bytep>(pixels + static_cast<size_t>(y) * w * channels));
+  for (int y = 0; y < h; ++y) png_write_row(png, const_cast<png_bytep>(pixels + static_cast<size_t>(y) * w * channels));
   png_write_end(png, nullptr);
   png_destroy_write_struct(&png, &info);
   std::fclose(fp);

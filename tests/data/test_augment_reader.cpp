@@ -116,6 +116,19 @@ TEST_F(AugmentReader, IdenticalForAnyDataThreadCount) {
         EXPECT_EQ(read_global(o, w, 0, 0, 12), ref) << list << " threads " << threads << " world " << w;
       }
   }
+  // Evaluation (centre crop after rrc) on 3 workers = on 1.
+  auto eval_all = [](DataOptions o) {
+    std::vector<float> all;
+    auto d = open_data(o, 0, 1);
+    Batch b;
+    while (d.eval->next(b, 7)) all.insert(all.end(), b.images.begin(), b.images.end());
+    return all;
+  };
+  DataOptions e3 = options(1, 2, "rrc6,hflip");
+  const auto e1 = eval_all(e3);
+  e3.data_threads = 3;
+  EXPECT_EQ(eval_all(e3), e1);
+  EXPECT_EQ(e1.size(), static_cast<size_t>(kTest * 3 * 6 * 6));
   DataOptions bad = options(1, 2);
   bad.data_threads = 0;
   EXPECT_THROW(open_data(bad, 0, 1), UserError);

@@ -7,8 +7,8 @@
 //    bytes, its own shape) normalised; W = 1 (batch 8) and W = 2 (batch 4) give the same
 //    global batches bit for bit and each epoch visits every sample exactly once; --cache
 //    memory, --prefetch 0 and --data-threads 3 change nothing;
-//  - evaluation: every test sample exactly once for W = 1, 2, resized to int(16/0.875) =
-//    18 (shorter side) and center-cropped to 16 (never random);
+//  - evaluation: every test sample exactly once for W = 1, 2 (and --data-threads 3),
+//    resized to int(16/0.875) = 18 (shorter side) and center-cropped to 16 (never random);
 //  - errors: crop/hflip before rrc, no --augment, --store with --resize.
 #include <gtest/gtest.h>
 
@@ -35,8 +35,8 @@ namespace {
 
 constexpr int kMax = 48;
 // (width, height, channels) of the train images of class a (class b: transposed).
-const int kSizes[][3] = {{40, 30, 3}, {17, 50, 1}, {64, 64, 3}, {100, 20, 3}, {48, 48, 1},
-                         {33, 12, 3}, {60, 70, 3}, {20, 20, 1}};
+const int kSizes[][3] = {{40, 30, 3}, {17, 50, 1}, {64, 64, 3}, {100, 20, 3},
+                         {48, 48, 1}, {33, 12, 3}, {60, 70, 3}, {20, 20, 1}};
 
 void noise_png(const std::string& path, int w, int h, int c, uint32_t seed) {
   std::vector<uint8_t> px(static_cast<size_t>(w) * h * c);
@@ -146,7 +146,7 @@ TEST_F(Ragged, PrepRoundTrip) {
     EXPECT_EQ(bytes[g], planes(im)) << path;
     EXPECT_EQ(info.train.labels[g], t ? 1 : 0);
   }
-  EXPECT_EQ(capped, 2 * 4);  // 17x50, 64x64, 100x20, 60x70 in each class
+  EXPECT_EQ(capped, 2 * 4);                   // 17x50, 64x64, 100x20, 60x70 in each class
   EXPECT_EQ(info.train.shapes[3].width, 48);  // 100x20 → 48 × int(9.6) = 48x9
   EXPECT_EQ(info.train.shapes[3].height, 9);
   verify_dataset(info);
@@ -204,10 +204,13 @@ TEST_F(Ragged, TrainReaderWorldSizeIndependentExactlyOnce) {
 TEST_F(Ragged, EvaluationResizesAndCentreCropsEverySampleOnce) {
   const DatasetInfo info = load_dataset(root_ + "/ds");
   const auto bytes = stored(info.test);
-  for (int w : {1, 2}) {
+  for (int w : {1, 2, 3}) {  // 3: two ranks' worth with --data-threads 3
     std::vector<float> all;
-    for (int r = 0; r < w; ++r) {
-      DataSources d = open_data(options(w), r, w);
+    const int ranks = w == 3 ? 2 : w;
+    for (int r = 0; r < ranks; ++r) {
+      DataOptions o = options(ranks);
+      o.data_threads = w == 3 ? 3 : 1;
+      DataSources d = open_data(o, r, ranks);
       ASSERT_TRUE(d.eval);
       Batch b;
       while (d.eval->next(b, 2)) all.insert(all.end(), b.images.begin(), b.images.end());
