@@ -4,6 +4,7 @@
 #  - --store original-max 40: dataset.json says ragged / max_side 40, per-sample shapes
 #    are kept (longer side capped to 40), --verify passes, `train --augment rrc16,hflip`
 #    runs an epoch and evaluates, with the same losses for --data-threads 1 and 3;
+#    configs/imagefolder.ini (rrc224,hflip) runs a step;
 #    crop/hflip-first lists, no --augment and --data-threads 0 are refused;
 #  - bad --store values and --store with another format are refused naming the fix;
 #  - decompression bombs: a PNG (IHDR) and a real JPEG (SOF0 patched) claiming 20000×20000
@@ -67,6 +68,11 @@ expect_eq "8 logged steps" 8 "$(wc -l <"$TMP/loss1.txt")"
 expect_eq "--data-threads 3 gives the losses of --data-threads 1" "$(cat "$TMP/loss1.txt")" "$(cat "$TMP/loss3.txt")"
 run dt0 "$C" train --data "$TMP/ds" --model "$SMALL" --augment rrc16 --batch-size 4 --epochs 1 --data-threads 0
 expect_error dt0 "--data-threads 0 is not a sensible worker count"
+# configs/imagefolder.ini (rrc224,hflip, resnet20, --data-threads 2) runs on ragged data
+run cfg "$C" train --config "$CNNSCALE_SOURCE/configs/imagefolder.ini" --data "$TMP/ds" --batch-size 2 --max-steps 1 \
+  --no-eval
+expect_eq "configs/imagefolder.ini runs" 0 "$st"
+expect_grep "configs/imagefolder.ini: resnet20" 'model resnet20' "$TMP/cfg.out"
 run trainflip "$C" train --data "$TMP/ds" --model "$SMALL" --augment hflip,rrc16 --batch-size 4 --epochs 1
 expect_error trainflip "--augment hflip needs images of one size but this data set stores variable-size images"
 run trainnone "$C" train --data "$TMP/ds" --model "$SMALL" --batch-size 4 --epochs 1
