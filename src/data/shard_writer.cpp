@@ -23,7 +23,10 @@ ShardWriter::ShardWriter(const std::string& path, int64_t samples, SampleShape s
   H5Id dcpl = h5_plist(H5Pcreate(H5P_DATASET_CREATE));
   H5Id space;
   if (ragged_) {
-    const hsize_t zero = 0, unlimited = H5S_UNLIMITED, rchunk = 1 << 20;
+    // One chunk ≈ one largest sample (C·S·S bytes, within [64 KiB, 4 MiB]): a random
+    // sample read touches one or two chunks, each checksummed whole.
+    const hsize_t zero = 0, unlimited = H5S_UNLIMITED,
+                  rchunk = static_cast<hsize_t>(std::clamp<int64_t>(shape.numel(), 64 << 10, 4 << 20));
     space = h5_space(H5Screate_simple(1, &zero, &unlimited));
     H5Pset_chunk(dcpl, 1, &rchunk);
   } else {

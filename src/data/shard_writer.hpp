@@ -1,8 +1,8 @@
 // shard_writer.hpp — writes one shard file: /images uint8 N×C×H×W and /labels int32 N,
 // both chunked with the fletcher32 checksum filter (and gzip when asked), filled by
 // sequential append()s. Used by `cnnscale prep` (one process, no other HDF5 user).
-// Ragged (prep --store original-max): /images is 1-D uint8 (extendible, 1 MiB chunks,
-// the same filters), the samples' C×H×W bytes back to back, with /offsets int64 N+1
+// Ragged (prep --store original-max): /images is 1-D uint8 (extendible, chunks of one
+// largest sample C·S·S bytes within [64 KiB, 4 MiB], the same filters), the samples' C×H×W bytes back to back, with /offsets int64 N+1
 // (sample i is bytes [offsets[i], offsets[i+1])) and /shapes int32 N×3 (C, H, W),
 // filled by append_ragged() and written (with checksums) by close().
 #pragma once

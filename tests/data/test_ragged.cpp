@@ -9,6 +9,8 @@
 //    memory, --prefetch 0 and --data-threads 3 change nothing;
 //  - evaluation: every test sample exactly once for W = 1, 2 (and --data-threads 3),
 //    resized to int(16/0.875) = 18 (shorter side) and center-cropped to 16 (never random);
+//  - fletcher32 covers the ragged layout: damaged /images bytes fail --verify and the
+//    reader naming the shard, a damaged /offsets fails load_dataset;
 //  - errors: crop/hflip before rrc, no --augment, --store with --resize.
 #include <gtest/gtest.h>
 
@@ -238,6 +240,32 @@ void expect_user_error(const std::function<void()>& f, const std::string& part) 
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
   }
+}
+
+// Checksums hold for the ragged layout: flipped bytes in /images fail --verify and the
+// reader naming the shard; a damaged /offsets fails load_dataset.
+TEST_F(Ragged, DamageIsCaughtByTheChecksums) {
+  const std::string copy = root_ + "/damaged";
+  fs::copy(root_ + "/ds", copy);
+  const std::string shard = copy + "/train-00000-of-00003.h5";
+  flip_bytes(shard, chunk_file_offset(shard, "/images", 0) + 100, 3);
+  const DatasetInfo info = load_dataset(copy);  // metadata intact
+  expect_user_error([&] { verify_dataset(info); }, shard + " is damaged");
+  DataOptions o = options(1);
+  o.dir = copy;
+  o.prefetch = 0;
+  expect_user_error(
+      [&] {
+        DataSources d = open_data(o, 0, 1);
+        Batch b;
+        for (int i = 0; i < 4; ++i) d.train->next(b);  // two epochs: every sample read
+      },
+      shard + " is damaged");
+  fs::remove_all(copy);
+  fs::copy(root_ + "/ds", copy);
+  flip_bytes(shard, chunk_file_offset(shard, "/offsets", 0) + 8, 2);
+  expect_user_error([&] { load_dataset(copy); }, shard);
+  fs::remove_all(copy);
 }
 
 TEST_F(Ragged, ClearErrors) {
