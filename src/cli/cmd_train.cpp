@@ -54,8 +54,11 @@ int cmd_train(int argc, char** argv) {
       "training augmentation, comma-separated steps applied in order in the reader thread (evaluation never "
       "augments): crop<S>pad<P> = RandomCrop(S, padding=P) with zero padding, S the image size (e.g. crop32pad4); "
       "hflip = RandomHorizontalFlip(p=0.5); rrc<S> = RandomResizedCrop(S) (the sample becomes S×S; evaluation then "
-      "center-crops to S); center<S> = CenterCrop(S); none. Each sample's draws depend only on (seed, epoch, sample "
-      "index)");
+      "center-crops to S); center<S> = CenterCrop(S); resize<S> = Resize(S); none. Each sample's draws depend only on "
+      "(seed, epoch, sample index)")(
+      "data-threads", po::value(&o.data.data_threads)->default_value(o.data.data_threads),
+      "worker threads per rank that augment and normalise each batch beside the reader thread's HDF5 reads "
+      "(1: the reader thread alone); the batches are identical for any count");
   po::options_description model("Model and numerics");
   model.add_options()("model", po::value(&o.model)->default_value(o.model),
                       "mnist_cnn | lenet5 | resnet20 | resnet18 | resnet34 | resnet50 | resnet101 | resnet152 "
