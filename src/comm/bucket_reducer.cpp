@@ -1,6 +1,9 @@
 // bucket_reducer.cpp — see bucket_reducer.hpp.
 #include "comm/bucket_reducer.hpp"
 
+#include <algorithm>
+#include <chrono>
+
 #include "comm/mpi_communicator.hpp"
 #include "comm/shm_allreduce.hpp"
 #include "launch/mpi_check.hpp"
@@ -8,6 +11,8 @@
 
 namespace cnnscale {
 namespace {
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 class AllreduceReducer final : public BucketReducer {
  public:
@@ -21,10 +26,23 @@ class AllreduceReducer final : public BucketReducer {
   }
   void progress() override { comm_.progress(); }
   void finish() override {
-    for (auto& p : pending_) p->wait();
+    double first = 0, last = 0;
+    bool known = !pending_.empty();
+    for (auto& p : pending_) {
+      p->wait();
+      double s = 0, c = 0;
+      if (!p->times(&s, &c)) {
+        known = false;
+        continue;
+      }
+      first = first == 0 ? s : std::min(first, s);
+      last = std::max(last, c);
+    }
+    comm_s_ = known ? last - first : -1;
     pending_.clear();
   }
   std::string method() const override { return comm_.backend() == Backend::nccl ? "NCCL" : "MPI"; }
+  double last_comm_seconds() const override { return comm_s_; }
 
  private:
   Communicator& comm_;
@@ -32,6 +50,7 @@ class AllreduceReducer final : public BucketReducer {
   std::vector<Bucket> buckets_;
   DType wire_;
   std::vector<std::unique_ptr<PendingReduce>> pending_;
+  double comm_s_ = -1;
 };
 
 class ShmReducer final : public NodeSharedReducer {
@@ -39,6 +58,7 @@ class ShmReducer final : public NodeSharedReducer {
   ShmReducer(std::unique_ptr<ShmAllreduce> shm, MpiCommunicator& comm) : shm_(std::move(shm)), comm_(comm) {}
   float* buffer() const override { return shm_->buffer(); }
   void ready(size_t i) override {
+    if (i == 0) first_ = now_s();
     shm_->ready(i);
     // Slices go between nodes through MPI: they need progress while backward runs.
     if (shm_->nodes() > 1) comm_.wake_progress();
@@ -47,7 +67,9 @@ class ShmReducer final : public NodeSharedReducer {
   void finish() override {
     comm_.rest_progress();  // finish() makes its own progress
     shm_->finish();
+    comm_s_ = now_s() - first_;
   }
+  double last_comm_seconds() const override { return comm_s_; }
   std::string method() const override {
     return "node shared memory (" + std::to_string(shm_->local_size()) + " ranks/node)" +
            (shm_->nodes() > 1 ? " + MPI across " + std::to_string(shm_->nodes()) + " nodes" : "");
@@ -56,6 +78,7 @@ class ShmReducer final : public NodeSharedReducer {
  private:
   std::unique_ptr<ShmAllreduce> shm_;
   MpiCommunicator& comm_;
+  double first_ = 0, comm_s_ = -1;
 };
 
 }  // namespace

@@ -35,6 +35,11 @@ class BucketReducer {
   // How buckets are summed, for logs and run.json: "MPI", "NCCL",
   // "node shared memory (2 ranks/node)", "... + MPI across 2 nodes".
   virtual std::string method() const = 0;
+  // After finish(): seconds from the first bucket's start to the last sum's completion in
+  // that round (communication time, hidden behind computation or not); negative where
+  // the transport cannot tell (NCCL). Node-shared memory: first ready() to the end of
+  // finish() (an upper bound).
+  virtual double last_comm_seconds() const { return -1; }
 };
 
 // Non-blocking allreduces of `comm` over buffer[begin, end) of each bucket, `wire` on

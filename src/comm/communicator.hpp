@@ -25,6 +25,15 @@ class PendingReduce {
  public:
   virtual ~PendingReduce() = default;
   virtual void wait() = 0;
+  // After wait(): when the sum was started and when it was first seen complete, in
+  // seconds of std::chrono::steady_clock; false where the transport cannot tell (NCCL).
+  // (MPI: completion is seen by the progress thread, within one progress interval, or
+  // by wait() itself; the difference is the sum's time in flight, hidden or not.)
+  virtual bool times(double* started, double* completed) const {
+    (void)started;
+    (void)completed;
+    return false;
+  }
 };
 
 class Communicator {

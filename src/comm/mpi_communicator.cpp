@@ -2,6 +2,7 @@
 #include "comm/mpi_communicator.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 
@@ -38,22 +39,63 @@ MPI_Op mpi_sum_op(DType t) {
   return g_bf16_sum;
 }
 
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// The progress thread tests a flight's requests under the flight's own mutex (try_lock:
+// it never waits for it), never under mu_: a thread descheduled inside an MPI call while
+// holding mu_ would stall the training thread's next launch (the cores are shared).
+struct MpiCommunicator::Flight {
+  std::vector<MPI_Request> reqs;
+  std::mutex mu;                      // held while testing reqs and by wait()
+  bool waited = false;                // reqs freed by wait(); under mu
+  std::atomic<double> completed{0};   // 0 until seen complete
+  double started = 0;
+  // Tests the requests unless another thread is at it; true once complete.
+  bool test() {
+    if (completed.load() != 0) return true;
+    std::unique_lock<std::mutex> lk(mu, std::try_to_lock);
+    if (!lk.owns_lock() || waited) return false;
+    bool all = true;
+    for (MPI_Request r : reqs) {
+      int flag = 0;
+      MPI_Request_get_status(r, &flag, MPI_STATUS_IGNORE);  // runs the progress engine; frees nothing
+      all = all && flag;
+    }
+    if (all) completed.store(now_s());
+    return all;
+  }
+};
+
 class MpiPendingReduce final : public PendingReduce {
  public:
-  MpiPendingReduce(MpiCommunicator* owner, std::vector<MPI_Request> reqs) : owner_(owner), reqs_(std::move(reqs)) {}
+  MpiPendingReduce(MpiCommunicator* owner, std::shared_ptr<MpiCommunicator::Flight> f)
+      : owner_(owner), f_(std::move(f)) {}
   ~MpiPendingReduce() override { wait(); }
   void wait() override {
-    if (reqs_.empty()) return;
-    auto& v = owner_->in_flight_;
-    for (MPI_Request r : reqs_) v.erase(std::remove(v.begin(), v.end(), r), v.end());
-    owner_->rest_progress();  // MPI_Waitall progresses by itself
-    mpiCheck(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE));
-    reqs_.clear();
+    if (done_) return;
+    {
+      std::lock_guard<std::mutex> lk(owner_->mu_);
+      auto& v = owner_->in_flight_;
+      v.erase(std::remove(v.begin(), v.end(), f_), v.end());
+      owner_->active_ = false;  // MPI_Waitall progresses by itself (and the caller waits for the rest next)
+    }
+    std::lock_guard<std::mutex> lk(f_->mu);  // not while the progress thread tests it
+    mpiCheck(MPI_Waitall(static_cast<int>(f_->reqs.size()), f_->reqs.data(), MPI_STATUSES_IGNORE));
+    f_->waited = true;
+    if (f_->completed.load() == 0) f_->completed.store(now_s());
+    done_ = true;
+  }
+  bool times(double* started, double* completed) const override {
+    if (!done_) return false;
+    *started = f_->started;
+    *completed = f_->completed.load();
+    return true;
   }
 
  private:
   MpiCommunicator* owner_;
-  std::vector<MPI_Request> reqs_;
+  std::shared_ptr<MpiCommunicator::Flight> f_;
+  bool done_ = false;
 };
 
 MpiCommunicator::MpiCommunicator(MPI_Comm parent, size_t max_piece)
@@ -100,7 +142,17 @@ void MpiCommunicator::wake_progress() {
 void MpiCommunicator::rest_progress() {
   if (progress_us_ <= 0) return;
   std::lock_guard<std::mutex> lk(mu_);
-  active_ = false;
+  polls_left_ = 0;  // sums still in flight keep being polled until wait() takes them
+  if (in_flight_.empty()) active_ = false;
+}
+
+bool MpiCommunicator::poll_flights(std::unique_lock<std::mutex>& lk) {
+  std::vector<std::shared_ptr<Flight>> flights = in_flight_;  // copied under mu_, tested without it
+  lk.unlock();
+  bool any = false;
+  for (auto& f : flights) any = !f->test() || any;
+  lk.lock();
+  return any;
 }
 
 void MpiCommunicator::progress_loop() {
@@ -110,14 +162,21 @@ void MpiCommunicator::progress_loop() {
     cv_.wait(lk, [this] { return active_ || stop_; });
     if (stop_) return;
     while (active_ && !stop_) {
-      if (polls_left_-- <= 0) {  // the last launch had its share of progress calls
+      // Sums this communicator started: poll until each is complete.
+      if (poll_flights(lk)) {
+        lk.unlock();
+        std::this_thread::sleep_for(interval);
+        lk.lock();
+        continue;
+      }
+      if (polls_left_-- <= 0) {  // nothing in flight, and the last wake had its share of polls
         active_ = false;
         break;
       }
       lk.unlock();
       int flag = 0;
-      // Runs the progress engine (for every communicator of the process); no message
-      // ever carries this tag.
+      // Runs the progress engine (for every communicator of the process: the node-shared
+      // reducer's slices between nodes); no message ever carries this tag.
       MPI_Iprobe(MPI_ANY_SOURCE, 0x7ffe, comm_, &flag, MPI_STATUS_IGNORE);
       std::this_thread::sleep_for(interval);
       lk.lock();
@@ -134,25 +193,25 @@ void MpiCommunicator::allreduce_sum(void* buf, size_t count, DType t) {
 
 std::unique_ptr<PendingReduce> MpiCommunicator::allreduce_sum_async(void* buf, size_t count, DType t) {
   char* p = static_cast<char*>(buf);
-  std::vector<MPI_Request> reqs;
+  auto f = std::make_shared<Flight>();
+  f->started = now_s();
   for_each_piece(count, max_piece_, [&](size_t off, int n) {
     MPI_Request req = MPI_REQUEST_NULL;
     mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, p + off * dtype_size(t), n, mpi_type(t), mpi_sum_op(t), comm_, &req));
-    reqs.push_back(req);
-    in_flight_.push_back(req);
+    f->reqs.push_back(req);
   });
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    in_flight_.push_back(f);
+  }
   wake_progress();
-  return std::make_unique<MpiPendingReduce>(this, std::move(reqs));
+  return std::make_unique<MpiPendingReduce>(this, std::move(f));
 }
 
 void MpiCommunicator::progress() {
-  if (in_flight_.empty()) return;
-  int flag = 0;
-  // MPI_Testall on copies: completion is observed (and the request freed) only in wait().
-  for (MPI_Request r : in_flight_) {
-    MPI_Request copy = r;
-    MPI_Request_get_status(copy, &flag, MPI_STATUS_IGNORE);
-  }
+  // MPI_Request_get_status: completion is observed (and the request freed) only in wait().
+  std::unique_lock<std::mutex> lk(mu_);
+  poll_flights(lk);
 }
 
 void MpiCommunicator::broadcast(void* buf, size_t bytes, int root) {

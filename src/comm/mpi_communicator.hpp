@@ -8,16 +8,21 @@
 // Progress: MPI's non-blocking collectives advance only inside MPI calls, and the
 // longest stretch of backward (mnist_cnn's conv2: two oneDNN calls of ~10 ms each) makes
 // none. With MPI_THREAD_MULTIPLE and more than one rank, a helper thread therefore
-// calls MPI_Iprobe (which runs MPI's progress engine and touches no request) every
-// progress_us microseconds, at most progress_polls times after each wake_progress()
-// (every allreduce_sum_async calls it; so does the node-shared reducer after launching
-// its slices between nodes), and sleeps on a condition variable otherwise. The thread
-// starts at the first wake, so a run whose buckets never touch MPI has none. Unbounded
-// polling until the wait cost ~2 ms per mnist_cnn step on a core shared with the
-// compute; 8 polls are time-neutral in training and still hide a 4.8 MB bucket behind
-// 20 ms of MPI-free compute (bench/overlap_bench: 1.7-9 ms exposed without the thread,
-// 0.002 ms with it). A caller about to block in an MPI wait calls rest_progress() (the
-// wait progresses by itself); MpiPendingReduce::wait() does.
+// drives MPI's progress engine every progress_us microseconds while there is work:
+//   - while any allreduce_sum_async is in flight and not yet complete, it tests that
+//     sum's requests (MPI_Request_get_status: progresses, frees nothing) and records
+//     when it completed; it stops as soon as every sum it knows of is complete;
+//   - after wake_progress() alone (the node-shared reducer's slices between nodes,
+//     which it does not own) it calls MPI_Iprobe at most progress_polls times.
+// It sleeps on a condition variable otherwise; it starts at the first wake, so a run
+// whose buckets never touch MPI has none. Measured on the local 2-node Slurm cluster
+// (one rank per node, TCP, mnist_cnn batch 32; docs/performance.md "Across nodes"): a
+// 4.8 MB bucket takes 4-10 ms over TCP, more than 8 polls of 500 us reach, and median
+// exposed communication was 1.7-4.4 ms with 8 polls, 0.2-0.8 ms polling until complete,
+// at equal compute time. (Polling without end - until wait() - cost ~2 ms per step on a
+// core shared with the compute; polling until complete stops with the transfer.)
+// A caller about to block in an MPI wait calls rest_progress() (the wait progresses
+// by itself); MpiPendingReduce::wait() does.
 // CNNSCALE_PROGRESS_US (default 500; 0 = no thread: progress only from progress()) and
 // CNNSCALE_PROGRESS_POLLS (default 8). Results never depend on them.
 #pragma once
@@ -25,6 +30,7 @@
 
 #include <climits>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -58,11 +64,14 @@ class MpiCommunicator final : public Communicator {
 
  private:
   friend class MpiPendingReduce;
+  struct Flight;  // one allreduce_sum_async: its requests, start and completion times
   void progress_loop();
+  // Called with mu_ held (lk); tests the flights without it; true if any is incomplete.
+  bool poll_flights(std::unique_lock<std::mutex>& lk);
   MPI_Comm comm_ = MPI_COMM_NULL;
   size_t max_piece_;
   int rank_ = 0, size_ = 1;
-  std::vector<MPI_Request> in_flight_;  // requests progress() pokes
+  std::vector<std::shared_ptr<Flight>> in_flight_;  // not yet waited for; guarded by mu_
   // Progress thread (see above).
   int progress_us_ = 0, progress_polls_ = 8;
   std::thread thread_;

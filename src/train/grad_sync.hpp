@@ -40,8 +40,13 @@ class GradSync {
   GradSync& operator=(const GradSync&) = delete;
   // Starts every complete, not yet started bucket with end <= ready_end.
   void on_ready(size_t ready_end);
-  // Starts the remaining buckets and waits for all; returns seconds spent waiting.
+  // Starts the remaining buckets and waits for all; returns seconds spent waiting (the
+  // exposed communication).
   double finish();
+  // After finish(): the round's communication time, first bucket's start to the last
+  // sum's completion (BucketReducer::last_comm_seconds; negative: unknown or one rank).
+  // What of it is not in finish()'s wait was hidden behind backward.
+  double last_comm_seconds() const { return reducer_ ? reducer_->last_comm_seconds() : -1; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   // The allreduce payload per step (the whole gradient), also at one rank where it
   // is not sent: the report's communication model scales it by the rank count.

@@ -8,6 +8,9 @@ namespace cnnscale {
 
 struct StepTimes {
   double step = 0, data = 0, compute = 0, comm_exposed = 0, optimizer = 0;  // seconds
+  // The gradient sum's time from the first bucket's start to the last completion, hidden
+  // or exposed (GradSync::last_comm_seconds); negative: unknown (one rank, NCCL).
+  double comm_total = -1;
 };
 
 // How many leading steps to leave out of timing summaries (warm-up: first-touch page

@@ -67,6 +67,7 @@ struct EvalSums {
 // The parts of a step, in seconds (sums or medians over steps).
 struct StepParts {
   double data = 0, compute = 0, comm_exposed = 0, optimizer = 0;
+  double comm_total = 0;  // not a part of the step: comm_exposed is the part of it not hidden
 };
 struct StepPartSums {
   StepParts parts;
@@ -299,6 +300,7 @@ StepResult Trainer::step() {
   {
     auto waiting = control_.waiting("the gradient allreduce");
     t.comm_exposed = sync_->finish();
+    t.comm_total = sync_->last_comm_seconds();
   }
   const auto t3 = Clock::now();
   // One small allreduce per step: did any rank get a stop signal or a non-finite loss?
@@ -494,7 +496,7 @@ void Trainer::summarize() {
   const size_t skip = std::min(times_.size() ? times_.size() - 1 : 0,
                                static_cast<size_t>(warmup_steps_to_skip(static_cast<long long>(times_.size()))));
   StepPartSums sums;
-  std::vector<double> data, compute, comm_exposed, optimizer;
+  std::vector<double> data, compute, comm_exposed, optimizer, comm_total;
   for (size_t i = skip; i < times_.size(); ++i) {
     const StepTimes& t = times_[i];
     tm.worst_step_s.push_back(t.step);
@@ -507,6 +509,10 @@ void Trainer::summarize() {
     compute.push_back(t.compute);
     comm_exposed.push_back(t.comm_exposed);
     optimizer.push_back(t.optimizer);
+    if (t.comm_total >= 0) {
+      comm_total.push_back(t.comm_total);
+      sums.parts.comm_total += t.comm_total;
+    }
   }
   // images/s per step uses the slowest rank's step time (the global batch completes then).
   if (!tm.worst_step_s.empty())
@@ -515,7 +521,7 @@ void Trainer::summarize() {
   // Medians of the breakdown (per rank over timed steps, then the largest over ranks):
   // the means above include rare long waits (another process taking a rank's core).
   StepParts medians{spread_of(data).median, spread_of(compute).median, spread_of(comm_exposed).median,
-                    spread_of(optimizer).median};
+                    spread_of(optimizer).median, comm_total.empty() ? -1.0 : spread_of(comm_total).median};
   tm.median_max = medians;
   control_.allreduce_fields(tm.median_max, ReduceOp::max, "the timing summary");
   // Each rank's median compute time: a straggler (a slower core, a noisy node) shows here,
@@ -526,7 +532,8 @@ void Trainer::summarize() {
   tm.step = spread_of(tm.worst_step_s);
   tm.images_per_s = spread_of(ips);
   const double n = sums.steps > 0 ? sums.steps : 1;
-  tm.mean = {sums.parts.data / n, sums.parts.compute / n, sums.parts.comm_exposed / n, sums.parts.optimizer / n};
+  tm.mean = {sums.parts.data / n, sums.parts.compute / n, sums.parts.comm_exposed / n, sums.parts.optimizer / n,
+             sums.parts.comm_total / n};
   log_info("done: " + std::to_string(total_steps_) + " steps in " + format_duration(tm.wall_s) + ", median " +
            std::to_string(static_cast<long long>(std::llround(tm.images_per_s.median))) + " img/s, step " +
            std::to_string(tm.step.median * 1e3) + " ms (data " + std::to_string(tm.mean.data * 1e3) + ", compute " +
@@ -569,6 +576,18 @@ nlohmann::json Trainer::run_record(const Timings& tm) const {
   j["breakdown_median_ms"] = {{"data", tm.median_max.data * 1e3}, {"compute", tm.median_max.compute * 1e3},
                               {"comm_exposed", tm.median_max.comm_exposed * 1e3},
                               {"optimizer", tm.median_max.optimizer * 1e3}};
+  // The gradient sum: its whole time vs the part the step waited for (the rest was hidden
+  // behind backward). Medians as breakdown_median_ms (each rank's, then the largest).
+  if (tm.median_max.comm_total >= 0) {
+    const double total = tm.median_max.comm_total * 1e3, exposed = tm.median_max.comm_exposed * 1e3;
+    j["comm_ms"] = {{"total_median", total},
+                    {"exposed_median", exposed},
+                    {"hidden_fraction", total > 0 ? std::max(0.0, 1.0 - exposed / total) : 0.0},
+                    {"total_mean", tm.mean.comm_total * 1e3},
+                    {"exposed_mean", tm.mean.comm_exposed * 1e3}};
+  } else {
+    j["comm_ms"] = nullptr;
+  }
   j["compute_median_ms_per_rank"] = nlohmann::json::array();
   for (double c : tm.compute_median_per_rank) j["compute_median_ms_per_rank"].push_back(c * 1e3);
   j["grad_bytes"] = sync_->bytes_per_step();
