@@ -15,12 +15,14 @@
 //   - after wake_progress() alone (the node-shared reducer's slices between nodes,
 //     which it does not own) it calls MPI_Iprobe at most progress_polls times.
 // It sleeps on a condition variable otherwise; it starts at the first wake, so a run
-// whose buckets never touch MPI has none. Measured on the local 2-node Slurm cluster
-// (one rank per node, TCP, mnist_cnn batch 32; docs/performance.md "Across nodes"): a
-// 4.8 MB bucket takes 4-10 ms over TCP, more than 8 polls of 500 us reach, and median
-// exposed communication was 1.7-4.4 ms with 8 polls, 0.2-0.8 ms polling until complete,
-// at equal compute time. (Polling without end - until wait() - cost ~2 ms per step on a
-// core shared with the compute; polling until complete stops with the transfer.)
+// whose buckets never touch MPI has none. Why until complete: over TCP between nodes a
+// 4.8 MB bucket is in flight 4-10 ms (`cnnscale allreduce` on the local 2-node Slurm
+// cluster), longer than 8 polls of 500 us reach. Measured there (one rank per node,
+// mnist_cnn batch 32, 150 steps, load ~2 on 2 cores, 3 runs each): median exposed
+// communication 1.7-4.4 ms with 8 polls, 0.3-1.7 ms polling until the wait, at equal
+// compute (docs/performance.md "Across nodes"). Polling until the wait within one node
+// cost ~2 ms per step on a core shared with the compute; polling until complete stops
+// with the transfer, and within a node the shared-memory reducer carries the sums.
 // A caller about to block in an MPI wait calls rest_progress() (the wait progresses
 // by itself); MpiPendingReduce::wait() does.
 // CNNSCALE_PROGRESS_US (default 500; 0 = no thread: progress only from progress()) and

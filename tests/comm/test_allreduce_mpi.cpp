@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "comm/mpi_communicator.hpp"
@@ -44,6 +46,28 @@ TEST(MpiAllreduce, SeveralInFlightCompleteInAnyWaitOrder) {
   pend[0]->wait();
   pend[1]->wait();
   for (auto& b : bufs) EXPECT_EQ(count_wrong(b.data(), b.size(), DType::f32, comm.size()), 0u);
+}
+
+// The progress thread carries a sum to completion while the caller makes no MPI call
+// (backward's compute), and times() reports when: before the caller reached wait().
+TEST(MpiAllreduce, ProgressThreadCompletesSumWithoutCallerAndTimesIt) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  if (comm.progress_us() <= 0) GTEST_SKIP() << "no progress thread (MPI_THREAD_MULTIPLE not provided)";
+  std::vector<float> b((size_t{1} << 20) + 5);  // 4 MB: past every eager limit
+  fill_pattern(b.data(), b.size(), DType::f32, comm.rank());
+  auto now = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
+  const double before = now();
+  auto p = comm.allreduce_sum_async(b.data(), b.size(), DType::f32);
+  double started = 0, completed = 0;
+  EXPECT_FALSE(p->times(&started, &completed));  // not before wait()
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // "compute": no MPI call on this thread
+  const double wait_called = now();
+  p->wait();
+  ASSERT_TRUE(p->times(&started, &completed));
+  EXPECT_GE(started, before);
+  EXPECT_GT(completed, started);
+  EXPECT_LT(completed, wait_called);  // seen complete by the progress thread, not by wait()
+  EXPECT_EQ(count_wrong(b.data(), b.size(), DType::f32, comm.size()), 0u);
 }
 
 TEST(MpiAllreduce, BroadcastFromRoot) {

@@ -74,9 +74,15 @@ if str((r.get("slurm") or {}).get("job_id")) != str(job): bad.append(f"slurm.job
 # gradients: node shared memory where a node runs several ranks, MPI slices across nodes
 want = "MPI" if tpn == 1 else f"node shared memory ({tpn} ranks/node)" + (f" + MPI across {nodes} nodes" if nodes > 1 else "")
 if r.get("grad_sum") != want: bad.append(f"grad_sum {r.get('grad_sum')!r} != {want!r}")
+# the gradient sum's whole time beside its exposed part (null at one rank)
+c = r.get("comm_ms")
+if world == 1 and c is not None: bad.append(f"comm_ms {c} at one rank")
+if world > 1 and not (c and c["total_median"] >= 0 and 0 <= c["hidden_fraction"] <= 1
+                      and c["exposed_median"] == r["breakdown_median_ms"]["comm_exposed"]):
+    bad.append(f"comm_ms {c}")
 print("; ".join(bad) or "ok")
 PY
-    expect_eq "$name: run.json world_size=$world nodes=$nodes ranks_per_node=$tpn slurm.job_id grad_sum" ok "$(cat "$TMP/rj.txt")"
+    expect_eq "$name: run.json world_size=$world nodes=$nodes ranks_per_node=$tpn slurm.job_id grad_sum comm_ms" ok "$(cat "$TMP/rj.txt")"
     expect_grep "$name: replicas bitwise identical after every step" 'replicas identical at all 6 check' "$OUT"
   else
     expect_eq "$name: job state without train" FAILED "$(job_field "$JOB" JobState)"
