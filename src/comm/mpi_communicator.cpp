@@ -46,9 +46,9 @@ double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock:
 // holding mu_ would stall the training thread's next launch (the cores are shared).
 struct MpiCommunicator::Flight {
   std::vector<MPI_Request> reqs;
-  std::mutex mu;                      // held while testing reqs and by wait()
-  bool waited = false;                // reqs freed by wait(); under mu
-  std::atomic<double> completed{0};   // 0 until seen complete
+  std::mutex mu;                     // held while testing reqs and by wait()
+  bool waited = false;               // reqs freed by wait(); under mu
+  std::atomic<double> completed{0};  // 0 until seen complete
   double started = 0;
   // Tests the requests unless another thread is at it; true once complete.
   bool test() {

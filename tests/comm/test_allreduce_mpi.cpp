@@ -59,7 +59,7 @@ TEST(MpiAllreduce, ProgressThreadCompletesSumWithoutCallerAndTimesIt) {
   const double before = now();
   auto p = comm.allreduce_sum_async(b.data(), b.size(), DType::f32);
   double started = 0, completed = 0;
-  EXPECT_FALSE(p->times(&started, &completed));  // not before wait()
+  EXPECT_FALSE(p->times(&started, &completed));          // not before wait()
   std::this_thread::sleep_for(std::chrono::seconds(2));  // "compute": no MPI call on this thread
   const double wait_called = now();
   p->wait();
