@@ -162,6 +162,7 @@ RunConfig make_run_config(const TrainOptions& o, const std::string& model_spec, 
   c.set("seed", std::to_string(o.seed));
   c.set("precision", precision_name(o.precision));
   c.set("drop_last", o.data.drop_last ? "true" : "false");
+  c.set("sync_bn", o.sync_bn ? "true" : "false");
   std::string augment;  // canonical: the step names, comma-separated ("none" without steps)
   for (const auto& s : parse_augment(o.data.augment)) {
     if (!augment.empty()) augment += ",";
