@@ -39,6 +39,45 @@ namespace {
 constexpr float kEps = 1e-5f;
 constexpr float kMomentum = 0.1f;
 
+// The passes' inner loops, compiled for AVX-512 and AVX2 as well (picked at run time).
+// 16 channels interleaved (nChw16c): lane j is channel c0 + j; each lane keeps its own
+// double sums, so the loop vectorises without reassociating a sum.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void sums16(const float* x, int64_t positions,
+                                                                         double* sum, double* sq) {
+  double s[16] = {}, q[16] = {};
+  for (int64_t i = 0; i < positions; ++i)
+    for (int j = 0; j < 16; ++j) {
+      const double v = x[i * 16 + j];
+      s[j] += v;
+      q[j] += v * v;
+    }
+  for (int j = 0; j < 16; ++j) sum[j] += s[j], sq[j] += q[j];
+}
+__attribute__((target_clones("avx512f", "avx2", "default"))) void correct16(float* dx, const float* x,
+                                                                            int64_t positions, const float* k0,
+                                                                            const float* k1, const float* m) {
+  for (int64_t i = 0; i < positions; ++i)
+    for (int j = 0; j < 16; ++j) dx[i * 16 + j] -= k0[j] + k1[j] * (x[i * 16 + j] - m[j]);
+}
+// One channel's contiguous run (nchw): 8 partial sums, added in a fixed order.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void sums_run(const float* x, int64_t len, double* sum,
+                                                                           double* sq) {
+  double s[8] = {}, q[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= len; i += 8)
+    for (int j = 0; j < 8; ++j) {
+      const double v = x[i + j];
+      s[j] += v;
+      q[j] += v * v;
+    }
+  for (; i < len; ++i) s[0] += x[i], q[0] += static_cast<double>(x[i]) * x[i];
+  for (int j = 0; j < 8; ++j) *sum += s[j], *sq += q[j];
+}
+__attribute__((target_clones("avx512f", "avx2", "default"))) void correct_run(float* dx, const float* x, int64_t len,
+                                                                              float k0, float k1, float m) {
+  for (int64_t i = 0; i < len; ++i) dx[i] -= k0 + k1 * (x[i] - m);
+}
+
 // The element offsets of a 4-D f32 activation, channel by channel, in its memory
 // layout: plain (any strides) or blocked over channels only (nChw8c, nChw16c ...).
 struct ChannelWalk {
@@ -58,7 +97,47 @@ struct ChannelWalk {
     else if (b.inner_nblks != 0) throw std::logic_error("batch-norm --sync-bn: unsupported activation layout");
   }
 
-  // f(offset, channel) for every element.
+  // Dense nChw16c with whole blocks, or dense nchw: the vectorised loops above.
+  bool blocked16() const { return blk == 16 && c % 16 == 0 && s[3] == 16 && s[2] == w * 16; }
+  bool plain() const { return blk == 1 && s[3] == 1 && s[2] == w; }
+
+  // sum[c] += Σx, sq[c] += Σx² over this layout's elements.
+  void sums(const float* x, double* sum, double* sq) const {
+    if (blocked16()) {
+      for (int64_t in = 0; in < n; ++in)
+        for (int64_t cb = 0; cb < c / 16; ++cb) sums16(x + offset0 + in * s[0] + cb * s[1], h * w, sum + cb * 16, sq + cb * 16);
+    } else if (plain()) {
+      for (int64_t in = 0; in < n; ++in)
+        for (int64_t ch = 0; ch < c; ++ch) sums_run(x + offset0 + in * s[0] + ch * s[1], h * w, sum + ch, sq + ch);
+    } else {
+      each([&](int64_t off, int64_t ch) {
+        const double v = x[off];
+        sum[ch] += v;
+        sq[ch] += v * v;
+      });
+    }
+  }
+
+  // dx −= k0[c] + k1[c]·(x − m[c]).
+  void correct(float* dx, const float* x, const float* k0, const float* k1, const float* m) const {
+    if (blocked16()) {
+      for (int64_t in = 0; in < n; ++in)
+        for (int64_t cb = 0; cb < c / 16; ++cb) {
+          const int64_t o = offset0 + in * s[0] + cb * s[1];
+          correct16(dx + o, x + o, h * w, k0 + cb * 16, k1 + cb * 16, m + cb * 16);
+        }
+    } else if (plain()) {
+      for (int64_t in = 0; in < n; ++in)
+        for (int64_t ch = 0; ch < c; ++ch) {
+          const int64_t o = offset0 + in * s[0] + ch * s[1];
+          correct_run(dx + o, x + o, h * w, k0[ch], k1[ch], m[ch]);
+        }
+    } else {
+      each([&](int64_t off, int64_t ch) { dx[off] -= k0[ch] + k1[ch] * (x[off] - m[ch]); });
+    }
+  }
+
+  // f(offset, channel) for every element (any supported layout).
   template <class F>
   void each(F&& f) const {
     const int64_t blocks = (c + blk - 1) / blk;
@@ -217,11 +296,7 @@ class BnExec : public Exec {
     const auto* x = static_cast<const float*>(in_->mem.get_data_handle());
     double* sum = fmsg_.data();
     double* sq = fmsg_.data() + C;
-    walk.each([&](int64_t off, int64_t ch) {
-      const double v = x[off];
-      sum[ch] += v;
-      sq[ch] += v * v;
-    });
+    walk.sums(x, sum, sq);
     fmsg_[static_cast<size_t>(2 * C)] = static_cast<double>(count_);
     c.step->sum_across_ranks(fmsg_.data(), fmsg_.size());
     const double n = fmsg_[static_cast<size_t>(2 * C)];
@@ -263,7 +338,7 @@ class BnExec : public Exec {
     const float* k0 = k0_.data();
     const float* k1 = k1_.data();
     const float* m = mean_.data();
-    walk.each([&](int64_t off, int64_t ch) { dx[off] -= k0[ch] + k1[ch] * (x[off] - m[ch]); });
+    walk.correct(dx, x, k0, k1, m);
   }
 
   const Node& node_;
