@@ -4,6 +4,7 @@
 #include "cli/options.hpp"
 #include "comm/make_communicator.hpp"
 #include "comm/world.hpp"
+#include "nn/threads.hpp"
 #include "train/stop_signal.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
@@ -25,6 +26,8 @@ int cmd_train(int argc, char** argv) {
       "A run directory holds one run: one training at a time (RUN_DIR/run.lock), the same configuration\n"
       "on resume, and a finished run is not rewritten (docs/checkpoints.md, \"Run directory rules\")."};
   TrainOptions o;
+  // The templates export OMP_NUM_THREADS=--cpus-per-task: that is the default, as docs/models.md says.
+  o.threads = nn::default_threads();
   // Choices are read as text here and parsed into o's enums below.
   std::string precision = precision_name(o.precision), backend = "auto", resume = "auto", on_nan = "stop";
   po::options_description input("Input");
@@ -50,7 +53,7 @@ int cmd_train(int argc, char** argv) {
                       "mnist_cnn | lenet5 | resnet20 | a one-line spec, e.g. \"conv(32,3) relu maxpool(2) flatten "
                       "linear(10)\"")(
       "precision", po::value(&precision)->default_value(precision), "fp32|bf16 (bf16 compute, fp32 master weights)")(
-      "threads", po::value(&o.threads)->default_value(o.threads), "compute threads per rank");
+      "threads", po::value(&o.threads)->default_value(o.threads), "compute (oneDNN/OpenMP) threads per rank; default OMP_NUM_THREADS when set, else 1");
   po::options_description sched("Schedule and optimiser");
   sched.add_options()("epochs", po::value(&o.epochs)->default_value(o.epochs), "passes over the training split")(
       "max-steps", po::value(&o.max_steps)->default_value(0), "stop after this many steps (0: no limit)")(

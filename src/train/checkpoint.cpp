@@ -274,7 +274,9 @@ CheckpointMeta read_checkpoint(const std::string& path, Model& model, Optimizer&
                              ") but the configured model is '" + model.name() + "' (" + model.spec() +
                              "); use the same --model, or --resume none to start over");
   if (m.optimizer != opt.kind())
-    fail("checkpoint '", path, "' was written with --optimizer ", m.optimizer, " but this run uses ", opt.kind());
+    throw CheckpointMismatch("checkpoint '" + path + "' was written with --optimizer " + m.optimizer +
+                             " but this run uses " + opt.kind() +
+                             "; use the same --optimizer, or --resume none to start over");
   // Read into scratch first: a damaged file must not leave the model half-loaded.
   std::vector<float> params(model.param_count());
   H5Handle g(H5Gopen2(f, "model", H5P_DEFAULT));

@@ -41,9 +41,10 @@ struct CheckpointMeta {
 
 std::string checkpoint_file_name(int64_t step);  // "step-00000123.h5"
 
-// A sound checkpoint of another model than the configured one (its spec, or a
-// parameter's shape, differs). Not damage: every older checkpoint of the run holds the
-// same model, so resume stops at the first one instead of trying the others.
+// A sound checkpoint of another model or optimizer than the configured ones (the model
+// spec, a parameter's shape or --optimizer differs). Not damage: every older checkpoint
+// of the run holds the same, so resume stops at the first one instead of trying (and
+// reporting as damaged) the others.
 class CheckpointMismatch : public UserError {
  public:
   using UserError::UserError;
@@ -59,8 +60,8 @@ std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& op
 
 // Reads and validates a checkpoint into model and optimiser (names, shapes and every
 // dataset's checksum). Throws UserError naming the file and the first problem
-// (CheckpointMismatch when it is the model spec or the first parameter's shape that
-// does not match the configured model).
+// (CheckpointMismatch when it is the model spec, the first parameter's shape or the
+// optimizer that does not match the configuration).
 CheckpointMeta read_checkpoint(const std::string& path, Model& model, Optimizer& opt);
 
 // The root attributes only (cheap; the datasets are not read or checked). Throws

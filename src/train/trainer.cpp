@@ -610,6 +610,7 @@ nlohmann::json Trainer::run_record(const Timings& tm) const {
   j["model_spec"] = model_->spec();
   j["parameters"] = model_->param_count();
   j["precision"] = precision_name(opt_.precision);
+  j["threads_per_rank"] = opt_.threads;
   j["batch_per_rank"] = opt_.batch_size;
   j["global_batch"] = global_batch_;
   j["steps"] = total_steps_;

@@ -8,7 +8,8 @@
 #     (docs/checkpoints.md): with that set, the checkpoint is written all the same;
 #  4. metrics.jsonl lines that cannot be written (/dev/full) are a warning, a count in
 #     run.json and a non-zero status, never silent loss;
-#  5. --threads 0 is an error, not a silent 1.
+#  5. --threads 0 is an error, not a silent 1; without --threads, OMP_NUM_THREADS (what the
+#     Slurm templates export from --cpus-per-task) is the thread count, and run.json says it.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
@@ -77,4 +78,11 @@ expect_eq "run.json counts them (at least the 5 step lines)" "$lost yes" \
 "$CNNSCALE" train --synthetic --max-steps 1 --threads 0 >"$TMP/t0.out" 2>&1
 expect_eq "--threads 0: status" 2 "$?"
 expect_grep "--threads 0: explained" "cnnscale: error: --threads 0 is not a thread count" "$TMP/t0.out"
+threads_of() { python3 -c "import json; print(json.load(open('$1/run.json'))['threads_per_rank'])" 2>&1; }
+OMP_NUM_THREADS=2 "$CNNSCALE" train "${ARGS[@]}" --max-steps 2 --run-dir "$TMP/omp2" >"$TMP/omp2.out" 2>&1
+expect_eq "OMP_NUM_THREADS=2, no --threads: 2 threads" 2 "$(threads_of "$TMP/omp2")"
+OMP_NUM_THREADS=2 "$CNNSCALE" train "${ARGS[@]}" --max-steps 2 --threads 1 --run-dir "$TMP/omp2t1" >"$TMP/omp2t1.out" 2>&1
+expect_eq "--threads wins over OMP_NUM_THREADS" 1 "$(threads_of "$TMP/omp2t1")"
+(unset OMP_NUM_THREADS; "$CNNSCALE" train "${ARGS[@]}" --max-steps 2 --run-dir "$TMP/omp0" >"$TMP/omp0.out" 2>&1)
+expect_eq "neither: 1 thread" 1 "$(threads_of "$TMP/omp0")"
 finish

@@ -103,4 +103,10 @@ if [ "$(id -u)" = 0 ] && mkdir -p "$TMP/full" && mount -t tmpfs -o size=6M tmpfs
   fi
   umount "$TMP/full"
 fi
+
+# A checkpoint of another optimizer is a configuration mismatch, named as such (not "damaged").
+"$CNNSCALE" train $COMMON --batch-size 32 --max-steps 13 --optimizer adamw --resume "$REF" --run-dir "$TMP/optmix" >"$TMP/optmix.out" 2>&1
+expect_eq "resume with another optimizer: status" 2 "$?"
+expect_grep "resume with another optimizer: named" "written with --optimizer sgd but this run uses adamw; use the same --optimizer" "$TMP/optmix.out"
+if grep -q damaged "$TMP/optmix.out"; then bad "resume with another optimizer: called damage"; else ok "resume with another optimizer: not called damage"; fi
 finish
