@@ -86,8 +86,8 @@ int cmd_train(int argc, char** argv) {
       "check-replicas", po::value(&o.check_replicas)->default_value(0),
       "every N steps verify that all ranks hold bitwise-identical parameters (0: off)")(
       "sync-bn", po::bool_switch(&o.sync_bn),
-      "batch-norm statistics over the global batch, as torch.nn.SyncBatchNorm: one small allreduce per BN layer "
-      "in forward and one in backward (CPU backend only). Without it each rank normalises with its own batch and "
+      "batch-norm statistics over the global batch, as torch.nn.SyncBatchNorm: one small sum over ranks per BN "
+      "layer in forward and one in backward (CPU model only; an error with the NCCL backend). Without it each rank normalises with its own batch and "
       "the running statistics follow rank 0's, as DDP's broadcast_buffers=True");
   po::options_description out("Output, checkpoints and faults");
   out.add_options()("run-dir", po::value(&o.run_dir), "write metrics.jsonl, run.json and checkpoints/ here")(

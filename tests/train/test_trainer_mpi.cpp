@@ -221,7 +221,9 @@ TEST_F(TrainerMpi, BatchNormBuffersFollowRankZeroAndReachTheCheckpoint) {
     if (rank != 0) own_differs |= stats_from(mine) != want;
     EXPECT_TRUE(t.replicas_identical()) << "after step " << step + 1;
   }
-  if (rank != 0) EXPECT_TRUE(own_differs) << "degenerate test: this rank's own batches give rank 0's statistics";
+  if (rank != 0) {
+    EXPECT_TRUE(own_differs) << "degenerate test: this rank's own batches give rank 0's statistics";
+  }
   t.summarize();
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) {  // the checkpoint holds them
