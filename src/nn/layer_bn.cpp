@@ -45,8 +45,8 @@ constexpr float kMomentum = 0.1f;
 // The passes' inner loops, compiled for AVX-512 and AVX2 as well (picked at run time).
 // 16 channels interleaved (nChw16c): lane j is channel c0 + j; each lane keeps its own
 // double sums, so the loop vectorises without reassociating a sum.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void sums16(const float* x, int64_t positions,
-                                                                         double* sum, double* sq) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void sums16(const float* x, int64_t positions, double* sum,
+                                                                         double* sq) {
   double s[16] = {}, q[16] = {};
   for (int64_t i = 0; i < positions; ++i)
     for (int j = 0; j < 16; ++j) {
@@ -108,7 +108,8 @@ struct ChannelWalk {
   void sums(const float* x, double* sum, double* sq) const {
     if (blocked16()) {
       for (int64_t in = 0; in < n; ++in)
-        for (int64_t cb = 0; cb < c / 16; ++cb) sums16(x + offset0 + in * s[0] + cb * s[1], h * w, sum + cb * 16, sq + cb * 16);
+        for (int64_t cb = 0; cb < c / 16; ++cb)
+          sums16(x + offset0 + in * s[0] + cb * s[1], h * w, sum + cb * 16, sq + cb * 16);
     } else if (plain()) {
       for (int64_t in = 0; in < n; ++in)
         for (int64_t ch = 0; ch < c; ++ch) sums_run(x + offset0 + in * s[0] + ch * s[1], h * w, sum + ch, sq + ch);
@@ -177,8 +178,8 @@ class BnExec : public Exec {
     channels_ = node.in.c;
     count_ = env.n * node.in.h * node.in.w;
 
-    batch_normalization_forward::primitive_desc fpd({prop_kind::forward_training, in->md, kEps, nf::use_scale | nf::use_shift},
-                                                    env.eng);
+    batch_normalization_forward::primitive_desc fpd(
+        {prop_kind::forward_training, in->md, kEps, nf::use_scale | nf::use_shift}, env.eng);
     mean_buf_.resize(fpd.mean_desc().get_size());
     var_buf_.resize(fpd.variance_desc().get_size());
     memory mean(fpd.mean_desc(), env.eng, mean_buf_.data()), var(fpd.variance_desc(), env.eng, var_buf_.data());

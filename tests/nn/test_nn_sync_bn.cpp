@@ -146,8 +146,8 @@ TEST(SyncBn, Resnet20RanksEqualOneRankOnTheWholeBatch) {
   const auto& g = dynamic_cast<nn::Net&>(*m).graph();
   const auto whole = run_ranks("resnet20", shape, 10, d, {8}, false);
   const std::vector<double> gw(whole[0].grads.begin(), whole[0].grads.end());
-  for (const std::vector<int64_t>& split : {std::vector<int64_t>{4, 4}, std::vector<int64_t>{3, 5},
-                                            std::vector<int64_t>{2, 2, 2, 2}}) {
+  for (const std::vector<int64_t>& split :
+       {std::vector<int64_t>{4, 4}, std::vector<int64_t>{3, 5}, std::vector<int64_t>{2, 2, 2, 2}}) {
     SCOPED_TRACE(std::to_string(split.size()) + " ranks, first " + std::to_string(split[0]));
     const auto synced = run_ranks("resnet20", shape, 10, d, split, true);
     const auto local = run_ranks("resnet20", shape, 10, d, split, false);

@@ -40,7 +40,7 @@ struct RankResult {  // after one step: the loss sum, gradients, parameters (run
 // One training forward/backward of `split` (sample counts per rank) of batch d, every
 // rank on its own model from init seed 7; sync: the ranks share batch statistics.
 inline std::vector<RankResult> run_ranks(const std::string& spec, const SampleShape& shape, int classes,
-                                  const test::RandomBatch& d, const std::vector<int64_t>& split, bool sync) {
+                                         const test::RandomBatch& d, const std::vector<int64_t>& split, bool sync) {
   const int W = static_cast<int>(split.size());
   int64_t total = 0;
   for (int64_t s : split) total += s;
