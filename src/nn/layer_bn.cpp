@@ -106,13 +106,17 @@ struct ChannelWalk {
 
   // sum[c] += Σx, sq[c] += Σx² over this layout's elements.
   void sums(const float* x, double* sum, double* sq) const {
+    // Threads (--threads) split the channels: each channel is summed by one thread, in
+    // sample order, so the sums do not depend on the thread count.
     if (blocked16()) {
-      for (int64_t in = 0; in < n; ++in)
-        for (int64_t cb = 0; cb < c / 16; ++cb)
+#pragma omp parallel for schedule(static)
+      for (int64_t cb = 0; cb < c / 16; ++cb)
+        for (int64_t in = 0; in < n; ++in)
           sums16(x + offset0 + in * s[0] + cb * s[1], h * w, sum + cb * 16, sq + cb * 16);
     } else if (plain()) {
-      for (int64_t in = 0; in < n; ++in)
-        for (int64_t ch = 0; ch < c; ++ch) sums_run(x + offset0 + in * s[0] + ch * s[1], h * w, sum + ch, sq + ch);
+#pragma omp parallel for schedule(static)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t in = 0; in < n; ++in) sums_run(x + offset0 + in * s[0] + ch * s[1], h * w, sum + ch, sq + ch);
     } else {
       each([&](int64_t off, int64_t ch) {
         const double v = x[off];
@@ -125,12 +129,14 @@ struct ChannelWalk {
   // dx −= k0[c] + k1[c]·(x − m[c]).
   void correct(float* dx, const float* x, const float* k0, const float* k1, const float* m) const {
     if (blocked16()) {
+#pragma omp parallel for collapse(2) schedule(static)
       for (int64_t in = 0; in < n; ++in)
         for (int64_t cb = 0; cb < c / 16; ++cb) {
           const int64_t o = offset0 + in * s[0] + cb * s[1];
           correct16(dx + o, x + o, h * w, k0 + cb * 16, k1 + cb * 16, m + cb * 16);
         }
     } else if (plain()) {
+#pragma omp parallel for collapse(2) schedule(static)
       for (int64_t in = 0; in < n; ++in)
         for (int64_t ch = 0; ch < c; ++ch) {
           const int64_t o = offset0 + in * s[0] + ch * s[1];
