@@ -1,7 +1,9 @@
 // test_nn_sync_bn.cpp — batch-norm with global statistics (--sync-bn,
 // StepContext::sum_across_ranks) without MPI: W "ranks" are W models on W threads whose
 // callback sums through a barrier in rank order (as ControlComm::sum_in_rank_order).
-//   - W ranks with an unequal split of one batch (3 + 5, 1 + 2 + 2 + 3): loss, the
+//   - W ranks with an unequal split of one batch (3 + 5, 1 + 2 + 2 + 3; a bn after
+//     conv, in a residual body, reading a tensor that the add reads too, on the network
+//     input): loss, the
 //     gradients summed over ranks and the running statistics against the double
 //     precision reference on the whole batch (reference.hpp; gradients by central
 //     finite differences, as test_nn_gradcheck); every rank's running statistics equal
@@ -120,6 +122,10 @@ TEST(SyncBn, TwoUnequalRanksMatchTheReference) {
 TEST(SyncBn, FourRanksResidualMatchTheReference) {
   check_against_reference("conv(4,3,1,1) bn relu res(conv(4,3,1,1) bn relu conv(4,3,1,1) bn) relu flatten linear(3)",
                           {1, 6, 6}, 3, {1, 2, 2, 3});
+}
+
+TEST(SyncBn, InputWithTwoReaders) {  // the residual's input feeds the inner bn and the add
+  check_against_reference("conv(4,3,1,1) bn res(bn relu conv(4,3,1,1)) relu flatten linear(3)", {2, 5, 5}, 3, {3, 2});
 }
 
 TEST(SyncBn, OnTheNetworkInput) {  // no data gradient there: no backward message
