@@ -385,7 +385,7 @@ StepResult Trainer::step() {
 
 void Trainer::broadcast_buffers() {
   // As DDP's broadcast_buffers: batch-norm running statistics follow rank 0. A host model's
-  // ranges go packed in one message (resnet20: 19 ranges, 1,589 floats); a device model's
+  // ranges go packed in one message (resnet20: 21 ranges, 1,589 floats); a device model's
   // one broadcast per range (one per batch-norm layer) on the communicator's stream.
   auto waiting = control_.waiting("the buffer broadcast");
   model_->order_before(comm_.stream());
