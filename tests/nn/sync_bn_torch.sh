@@ -40,12 +40,12 @@ def read(name):
     return out
 
 
-init, after, grads, data = read("init"), read("after"), read("grads"), read("data")
+start, after, grads, data = read("init"), read("after"), read("grads"), read("data")
 x, y = data["x"], data["y"].long()
 torch.set_default_dtype(torch.float64)
 net = nn.Sequential(nn.Conv2d(2, 4, 3, 1, 1), nn.BatchNorm2d(4), nn.ReLU(), nn.Conv2d(4, 5, 3, 1, 1),
                     nn.BatchNorm2d(5), nn.ReLU(), nn.Flatten(), nn.Linear(5 * 6 * 6, 3))
-state = {k: (v.long() if k.endswith("num_batches_tracked") else v) for k, v in init.items()}
+state = {k: (v.long() if k.endswith("num_batches_tracked") else v) for k, v in start.items()}
 net.load_state_dict(state)
 net.train()
 loss = nn.functional.cross_entropy(net(x), y, reduction="sum")
