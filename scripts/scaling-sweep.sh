@@ -7,9 +7,16 @@
 #   One sbatch job per node count, each into its own run directory OUT/nodes-N-job-JOBID,
 #   then a report job with --dependency=afterany on all of them (it reports the runs that
 #   finished: `cnnscale report --allow-missing`). The script returns after submitting.
+#   Each job first measures the network in its own allocation (CNNSCALE_ALLREDUCE_DIR, see
+#   the template): `cnnscale allreduce --level cross` across its nodes (N > 1) and
+#   `--level node` within them (more than one task per node), into its run directory as
+#   allreduce-{cross,node}.json; the report job (OUT/report-job.sh) passes every one it
+#   finds as --allreduce, so the report's cross-node α₂, β₂ come from those measurements.
 # Local:  scripts/scaling-sweep.sh --local --ranks 1,2,4 [--mode ...] [--out DIR] -- [train options]
 #   Runs `mpirun --oversubscribe --allow-run-as-root -n R cnnscale train ...` for each count
-#   on this machine (run directories OUT/ranks-R), then the report, and waits for all.
+#   on this machine (run directories OUT/ranks-R), then `cnnscale allreduce --level node`
+#   at R > 1 ranks (OUT/ranks-R/allreduce-node.json: the intra-node α₁, β₁), then the
+#   report, and waits for all. One machine has no cross-node level: the report says so.
 #   Running it again with the same --out retrains nothing that finished (`cnnscale train`
 #   says "nothing to train" and leaves run.json as it is) and reports the same runs; more
 #   --max-steps/--epochs continue the runs; other training options are refused (a run
@@ -32,6 +39,8 @@
 #   --cnnscale PATH (default: $CNNSCALE, `cnnscale` on PATH, or build/bin/cnnscale),
 #   --template FILE (default: the CNN_CPU.slurm generated beside that executable, in its
 #   install's share/cnnscale/slurm or its build tree's slurm/),
+#   --no-allreduce (skip the network measurements), --allreduce-args "ARGS" (the
+#   measurement's size sweep; default "-b 8 -e 32M -f 4 -w 3 -n 10"),
 #   --dry-run (print the commands instead of running them).
 set -euo pipefail
 
@@ -40,7 +49,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 NODES="" RANKS="" LOCAL=0 TPN=1 MODE=strong TEMPLATE="" OUT="" DRY=0
-GLOBAL_BATCH=256 BATCH_PER_RANK=32 CNN="${CNNSCALE:-}"
+GLOBAL_BATCH=256 BATCH_PER_RANK=32 CNN="${CNNSCALE:-}" ALLREDUCE=1 AR_ARGS="-b 8 -e 32M -f 4 -w 3 -n 10"
 SBATCH_EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -56,6 +65,8 @@ while [ $# -gt 0 ]; do
     --partition|--time|--account) SBATCH_EXTRA+=("$1=${2:?$1 needs a value}"); shift 2 ;;
     --cnnscale) CNN=${2:?}; shift 2 ;;
     --dry-run) DRY=1; shift ;;
+    --no-allreduce) ALLREDUCE=0; shift ;;
+    --allreduce-args) AR_ARGS=${2:?--allreduce-args needs a value}; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
     *) die "unknown option '$1' (train options go after --; see --help)" ;;
@@ -136,7 +147,20 @@ if [ "$LOCAL" = 1 ]; then
       die "training at $r rank(s) failed; full log: $OUT/logs/ranks-$r.log"
     fi
   done
-  run "$CNN" report "${DIRS[@]}" --mode "$MODE" --output "$OUT/report"
+  AR=()
+  if [ "$ALLREDUCE" = 1 ]; then
+    for r in $COUNTS; do
+      [ "$r" -gt 1 ] || continue
+      f="$OUT/ranks-$r/allreduce-node.json"
+      # shellcheck disable=SC2206  # AR_ARGS is a list of options
+      acmd=("$MPI" --oversubscribe --allow-run-as-root -n "$r" "$CNN" allreduce --level node $AR_ARGS --json "$f")
+      echo "scaling-sweep: $r rank(s): measuring the intra-node allreduce → $f"
+      if [ "$DRY" = 1 ]; then run "${acmd[@]}"; AR+=(--allreduce "$f"); continue; fi
+      if "${acmd[@]}" >"$OUT/logs/allreduce-$r.log" 2>&1; then AR+=(--allreduce "$f")
+      else echo "scaling-sweep: warning: the allreduce measurement at $r ranks failed ($OUT/logs/allreduce-$r.log); the report goes without it" >&2; fi
+    done
+  fi
+  run "$CNN" report "${DIRS[@]}" --mode "$MODE" --output "$OUT/report" "${AR[@]+"${AR[@]}"}"
   [ "$DRY" = 1 ] || echo "scaling-sweep: report in $OUT/report/report.md and report.html"
   exit 0
 fi
@@ -159,6 +183,7 @@ if [ ! -f "$TEMPLATE" ]; then
 fi
 if [ "$DRY" = 0 ]; then command -v sbatch >/dev/null 2>&1 || die "sbatch not found: this is not a Slurm login node (use --local --ranks LIST)"; fi
 JOBS=() DIRS=()
+ARDIR=""; [ "$ALLREDUCE" = 0 ] || ARDIR=1
 : >"$OUT/sweep.txt"
 for n in $COUNTS; do
   slot="$OUT/.slot-nodes-$n"
@@ -168,10 +193,11 @@ for n in $COUNTS; do
        --output="$OUT/logs/nodes-$n-%j.out" --export=ALL "${SBATCH_EXTRA[@]+"${SBATCH_EXTRA[@]}"}" "$TEMPLATE")
   echo "scaling-sweep: $n node(s) x $TPN task(s), batch ${BATCH[$n]} per rank"
   if [ "$DRY" = 1 ]; then
-    echo "+ CNNSCALE_TRAIN_ARGS=$(q "$args")CNNSCALE_RUN_DIR=$(q "$slot")$(q "${cmd[@]}")"
+    echo "+ CNNSCALE_TRAIN_ARGS=$(q "$args")CNNSCALE_RUN_DIR=$(q "$slot")${ARDIR:+CNNSCALE_ALLREDUCE_DIR=$(q "$slot")}$(q "${cmd[@]}")"
     jid="JOB_n$n"
   else
-    out=$(CNNSCALE_TRAIN_ARGS="$args" CNNSCALE_RUN_DIR="$slot" "${cmd[@]}") ||
+    out=$(CNNSCALE_TRAIN_ARGS="$args" CNNSCALE_RUN_DIR="$slot" CNNSCALE_ALLREDUCE_DIR="${ARDIR:+$slot}" \
+          CNNSCALE_ALLREDUCE_ARGS="$AR_ARGS" "${cmd[@]}") ||
       die "sbatch failed for $n node(s)${JOBS[*]+; already submitted: ${JOBS[*]} (scancel them if unwanted)}"
     jid=${out%%;*}
     [[ "$jid" =~ ^[0-9]+$ ]] || die "unexpected sbatch output '$out'"
@@ -185,8 +211,22 @@ for n in $COUNTS; do
 done
 dep=$(IFS=:; echo "afterany:${JOBS[*]}")
 report_cmd="$(q "$CNN") report --allow-missing $(q "${DIRS[@]}")--mode $MODE --output $(q "$OUT/report")"
+# The report job's script: every network measurement the jobs wrote becomes an --allreduce.
+{
+  echo '#!/bin/bash'
+  echo '# report-job.sh — written by scaling-sweep.sh: cnnscale report over the sweep'"'"'s runs and the'
+  echo '# allreduce measurements their jobs took (allreduce-{cross,node}.json in each run directory).'
+  echo 'ar=()'
+  echo "for f in $(for d in "${DIRS[@]}"; do printf '%q/allreduce-cross.json %q/allreduce-node.json ' "$d" "$d"; done); do"
+  echo '  if [ -f "$f" ]; then ar+=(--allreduce "$f"); fi'
+  echo 'done'
+  echo "echo \"+ $report_cmd\" \"\${ar[*]}\""
+  echo "exec $report_cmd \"\${ar[@]}\""
+} >"$OUT/report-job.sh"
+chmod +x "$OUT/report-job.sh"
+[ "$DRY" = 0 ] || sed 's/^/    | /' "$OUT/report-job.sh"
 rcmd=(sbatch --parsable --dependency="$dep" --nodes=1 --ntasks=1 --job-name=cnnscale-sweep-report
-      --output="$OUT/logs/report-%j.out" --export=ALL "${SBATCH_EXTRA[@]+"${SBATCH_EXTRA[@]}"}" --wrap="$report_cmd")
+      --output="$OUT/logs/report-%j.out" --export=ALL "${SBATCH_EXTRA[@]+"${SBATCH_EXTRA[@]}"}" "$OUT/report-job.sh")
 if [ "$DRY" = 1 ]; then
   run "${rcmd[@]}"
   rjid=JOB_report

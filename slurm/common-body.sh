@@ -86,6 +86,24 @@ train_cmd+=(${CNNSCALE_TRAIN_ARGS:-})
 log "cnnscale: $CNNSCALE_BIN (from $how): $("$CNNSCALE_BIN" --version 2>&1 | head -n 1)"
 log "nodes: ${SLURM_JOB_NODELIST:-?} (${SLURM_JOB_NUM_NODES:-?}), tasks: ${SLURM_NTASKS:-?}, cpus/task: ${SLURM_CPUS_PER_TASK:-1}, restarts: ${SLURM_RESTART_COUNT:-0}"
 log "run directory: $run_dir"
+# 4b. The network, measured in this allocation for `cnnscale report` (CNNSCALE_ALLREDUCE_DIR):
+#     the two levels of the hierarchical gradient sum training does, once per job (not
+#     again after a requeue). A failed measurement is logged and training goes on.
+if [ -n "${CNNSCALE_ALLREDUCE_DIR:-}" ] && [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then
+  mkdir -p "$CNNSCALE_ALLREDUCE_DIR" || die "cannot create CNNSCALE_ALLREDUCE_DIR=$CNNSCALE_ALLREDUCE_DIR"
+  nn=${SLURM_JOB_NUM_NODES:-1} nt=${SLURM_NTASKS:-1}
+  levels=""  # a plain word list: the levels are cross and node
+  [ "$nn" -le 1 ] || levels="$levels cross"
+  [ "$nt" -le "$nn" ] || levels="$levels node"
+  for lv in $levels; do
+    # shellcheck disable=SC2206
+    ar_cmd=("$CNNSCALE_BIN" allreduce --level "$lv" ${CNNSCALE_ALLREDUCE_ARGS:--b 8 -e 32M -f 4 -w 3 -n 10}
+            --json "$CNNSCALE_ALLREDUCE_DIR/allreduce-$lv.json")
+    log "measuring the network: ${srun_cmd[*]} ${ar_cmd[*]}"
+    "${srun_cmd[@]}" "${ar_cmd[@]}" || log "warning: the --level $lv allreduce measurement failed (status $?); the report goes without it"
+  done
+fi
+
 log "running: ${srun_cmd[*]} ${train_cmd[*]}"
 
 # 5. Signals. --signal=B:USR1@120 sends USR1 to this shell 120 s before the time limit;

@@ -21,9 +21,11 @@ int cmd_allreduce(int argc, char** argv) {
       "all_reduce_perf, and checks each size against exactly predictable sums (any wrong element\n"
       "fails the run). busbw = algbw * 2(n-1)/n is comparable across rank counts.",
       "Examples:\n  mpirun -n 2 cnnscale allreduce -b 8 -e 64M -f 2\n"
+      "  srun -N4 --ntasks-per-node=8 cnnscale allreduce --level cross --json cross-4.json   (for `cnnscale report`)\n"
       "  srun --mpi=pmix -N2 cnnscale allreduce -d bfloat16 --json allreduce.json"};
   po::options_description desc("Options");
-  desc.add_options()("minbytes,b", po::value<std::string>()->default_value("8"), "smallest size (bytes; K/M/G allowed)")(
+  desc.add_options()("minbytes,b", po::value<std::string>()->default_value("8"),
+                     "smallest size (bytes; K/M/G allowed)")(
       "maxbytes,e", po::value<std::string>()->default_value("32M"), "largest size")(
       "stepfactor,f", po::value<double>()->default_value(2.0), "multiply the size by this each step")(
       "warmup_iters,w", po::value<int>()->default_value(5), "untimed iterations per size")(
@@ -31,6 +33,9 @@ int cmd_allreduce(int argc, char** argv) {
       "check,c", po::value<int>()->default_value(1), "check results (1) or not (0)")(
       "datatype,d", po::value<std::string>()->default_value("float"), "float|bfloat16")(
       "backend", po::value<std::string>()->default_value("auto"), "auto|mpi|nccl")(
+      "level", po::value<std::string>()->default_value("world"),
+      "world: sum over every rank; node: over the ranks of each node; cross: over the ranks of equal local rank, "
+      "one per node (all at once) -- the two levels of the hierarchical gradient sum, for `cnnscale report`")(
       "allow-gpu-sharing", po::bool_switch(), "let several ranks share one GPU")(
       "json", po::value<std::string>(), "also write the results as JSON to this file (rank 0)");
   auto parsed = parse_options(spec, argc, argv, desc);
@@ -54,20 +59,34 @@ int cmd_allreduce(int argc, char** argv) {
   if (o.factor < 1.0) fail("--stepfactor must be at least 1");
   if (o.iters < 1 || o.warmup < 0) fail("--iters must be at least 1 and --warmup_iters at least 0");
 
+  const std::string level_opt = vm["level"].as<std::string>();
+  if (level_opt != "world" && level_opt != "node" && level_opt != "cross")
+    fail("--level ", level_opt,
+         " is not known; use world, node (the ranks of each node) or cross (one rank per node, "
+         "equal local rank)");
   WorldOptions wo;
   wo.backend = parse_backend(vm["backend"].as<std::string>());
   wo.allow_gpu_sharing = vm["allow-gpu-sharing"].as<bool>();
   World world = start_world(wo);
   const ProcessContext& ctx = world.ctx;
-  Communicator* comm = world.comm.get();
+  const std::string level = vm["level"].as<std::string>();
+  std::unique_ptr<Communicator> level_comm;
+  if (level != "world") level_comm = make_level_communicator(wo.backend, ctx, level);
+  Communicator* comm = level_comm ? level_comm.get() : world.comm.get();
   // Before any timing: each rank holds one host buffer of the largest size.
   check_memory_on_all_ranks(MPI_COMM_WORLD,
                             "allocating the allreduce buffer for --maxbytes " + vm["maxbytes"].as<std::string>(),
                             sweep_sizes(o).back(), "lower -e/--maxbytes, or run with more memory per rank");
   const bool root = ctx.rank == 0;
   if (root) {
-    std::printf("# cnnscale allreduce: %d ranks on %d node(s), backend %s, in-place sum, %s\n", comm->size(),
-                ctx.num_nodes, backend_name(comm->backend()), o.check ? "checked" : "not checked");
+    if (level == "world")
+      std::printf("# cnnscale allreduce: %d ranks on %d node(s), backend %s, in-place sum, %s\n", comm->size(),
+                  ctx.num_nodes, backend_name(comm->backend()), o.check ? "checked" : "not checked");
+    else
+      std::printf("# cnnscale allreduce --level %s: sums over %d ranks each (launch: %d ranks on %d node(s)), "
+                  "backend %s, in-place sum, %s\n",
+                  level.c_str(), comm->size(), ctx.size, ctx.num_nodes, backend_name(comm->backend()),
+                  o.check ? "checked" : "not checked");
     std::printf("#%12s %12s %9s %11s %12s %12s %7s\n", "size(B)", "count", "type", "time(us)", "algbw(GB/s)",
                 "busbw(GB/s)", "#wrong");
     std::fflush(stdout);
@@ -86,8 +105,12 @@ int cmd_allreduce(int argc, char** argv) {
                   r.algbw_gbs, r.busbw_gbs, r.wrong < 0 ? "N/A" : std::to_string(r.wrong).c_str());
       std::fflush(stdout);
     }
-    results.push_back({{"size", r.bytes}, {"count", r.count}, {"type", dtype_name(o.dtype)},
-                       {"time_us", r.time_us}, {"algbw_gbs", r.algbw_gbs}, {"busbw_gbs", r.busbw_gbs},
+    results.push_back({{"size", r.bytes},
+                       {"count", r.count},
+                       {"type", dtype_name(o.dtype)},
+                       {"time_us", r.time_us},
+                       {"algbw_gbs", r.algbw_gbs},
+                       {"busbw_gbs", r.busbw_gbs},
                        {"wrong", r.wrong < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.wrong)}});
   }
   const double avg_busbw = n ? busbw_sum / n : 0;
@@ -95,9 +118,16 @@ int cmd_allreduce(int argc, char** argv) {
     std::printf("# Out of bounds values : %ld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
     std::printf("# Avg bus bandwidth    : %.4f GB/s\n", avg_busbw);
     if (vm.count("json")) {
-      nlohmann::json j = {{"tool", "cnnscale allreduce"}, {"world_size", comm->size()}, {"nodes", ctx.num_nodes},
-                          {"backend", backend_name(comm->backend())}, {"type", dtype_name(o.dtype)},
-                          {"results", results}, {"avg_busbw_gbs", avg_busbw}, {"wrong_total", total_wrong}};
+      nlohmann::json j = {{"tool", "cnnscale allreduce"},
+                          {"world_size", comm->size()},
+                          {"nodes", ctx.num_nodes},
+                          {"ranks_per_node", ctx.local_size},
+                          {"level", level},
+                          {"backend", backend_name(comm->backend())},
+                          {"type", dtype_name(o.dtype)},
+                          {"results", results},
+                          {"avg_busbw_gbs", avg_busbw},
+                          {"wrong_total", total_wrong}};
       write_file_atomic(vm["json"].as<std::string>(), j.dump(2) + "\n");
     }
   }

@@ -19,8 +19,10 @@ int cmd_report(int argc, char** argv) {
       "precision, backend, device kind), detects strong scaling (global batch constant) or weak\n"
       "scaling (per-rank batch constant), and writes report.md, report.html (inline SVG charts),\n"
       "scaling.csv and report.json: throughput, speedup, parallel efficiency, Karp-Flatt serial\n"
-      "fraction, step-time breakdown, an alpha-beta ring-allreduce model of the step time with its\n"
-      "fit error, projections to 2x..64x the largest measured count, and a recommendation.\n"
+      "fraction, step-time breakdown (medians), a two-level (intra-/cross-node) model of the step time\n"
+      "with bootstrap bands, its fit and hold-out error, projections to 2x..64x the largest measured\n"
+      "count (and --project layouts; never across nodes without a cross-node run or allreduce\n"
+      "measurement), and a recommendation.\n"
       "Formulas: docs/report.md.",
       "Examples:\n"
       "  cnnscale report runs/n1-* runs/n2-* runs/n4-* --output scaling\n"
@@ -29,12 +31,20 @@ int cmd_report(int argc, char** argv) {
   po::options_description desc("Options");
   desc.add_options()("run-dir", po::value<std::vector<std::string>>()->multitoken(),
                      "run directories (positional; each holds run.json)")(
-      "output,o", po::value<std::string>(), "directory for report.md, report.html, scaling.csv, report.json (required)")(
+      "output,o", po::value<std::string>(),
+      "directory for report.md, report.html, scaling.csv, report.json (required)")(
       "mode", po::value<std::string>(), "strong|weak: override the detected scaling mode")(
       "efficiency-threshold", po::value<double>()->default_value(0.8, "0.8"),
       "parallel efficiency the recommendation keeps (0..1]")(
-      "allreduce", po::value<std::string>(),
-      "`cnnscale allreduce --json` output: take alpha and beta of the model from it")(
+      "allreduce", po::value<std::vector<std::string>>()->composing(),
+      "`cnnscale allreduce --json` output (repeatable; --level node gives the intra-node alpha1/beta1, --level "
+      "cross or a 1-rank-per-node run the cross-node alpha2/beta2)")(
+      "project", po::value<std::string>(),
+      "also project these layouts: R (ranks, at the largest run's ranks per node) or NxL (N nodes x L ranks per "
+      "node), comma-separated, e.g. 512,3584,64x8")(
+      "points", po::value<std::string>(),
+      "CSV of external measurements to overlay: header ranks,nodes,images_per_s[,step_ms][,label]")(
+      "bootstrap", po::value<int>()->default_value(200), "bootstrap replicates for the uncertainty bands (0: none)")(
       "target-accuracy", po::value<double>(),
       "accuracy (0..1) for the time-to-accuracy column (default: the highest every run reached)")(
       "allow-missing", po::bool_switch(),
@@ -52,7 +62,10 @@ int cmd_report(int argc, char** argv) {
   o.output_dir = vm["output"].as<std::string>();
   if (vm.count("mode")) o.mode = report::parse_mode(vm["mode"].as<std::string>());
   o.efficiency_threshold = vm["efficiency-threshold"].as<double>();
-  if (vm.count("allreduce")) o.allreduce_file = vm["allreduce"].as<std::string>();
+  if (vm.count("allreduce")) o.allreduce_files = vm["allreduce"].as<std::vector<std::string>>();
+  if (vm.count("project")) o.project = vm["project"].as<std::string>();
+  if (vm.count("points")) o.points_file = vm["points"].as<std::string>();
+  o.bootstrap = vm["bootstrap"].as<int>();
   if (vm.count("target-accuracy")) {
     o.target_accuracy = vm["target-accuracy"].as<double>();
     if (!(*o.target_accuracy > 0 && *o.target_accuracy <= 1))

@@ -48,4 +48,19 @@ std::unique_ptr<Communicator> make_communicator(Backend requested, const Process
   return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
 }
 
+std::unique_ptr<Communicator> make_level_communicator(Backend requested, const ProcessContext& ctx,
+                                                      const std::string& level) {
+  if (level == "world") return make_communicator(requested, ctx);
+  if (level != "node" && level != "cross") fail("--level ", level, " is not known; use world, node or cross");
+  const Backend b = resolve_backend(requested, ctx);
+  const bool node = level == "node";
+  MPI_Comm sub = MPI_COMM_NULL;
+  mpiCheck(
+      MPI_Comm_split(MPI_COMM_WORLD, node ? ctx.node_id : ctx.local_rank, node ? ctx.local_rank : ctx.node_id, &sub));
+  if (b == Backend::nccl) return make_nccl_communicator(sub, ctx.device);
+  auto c = std::make_unique<MpiCommunicator>(sub);  // dups `sub`
+  MPI_Comm_free(&sub);
+  return c;
+}
+
 }  // namespace cnnscale

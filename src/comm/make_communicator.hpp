@@ -16,4 +16,12 @@ Backend resolve_backend(Backend requested, const ProcessContext& ctx);
 
 std::unique_ptr<Communicator> make_communicator(Backend requested, const ProcessContext& ctx);
 
+// A communicator over one level of the hierarchical gradient sum (comm/shm_allreduce.hpp),
+// for `cnnscale allreduce --level`: "node" = the ranks of this rank's node; "cross" = the
+// ranks with this rank's local rank, one per node (every local rank gets its own, and all
+// run at once, as in training); "world" = make_communicator. Collective over the world.
+// UserError for another level.
+std::unique_ptr<Communicator> make_level_communicator(Backend requested, const ProcessContext& ctx,
+                                                      const std::string& level);
+
 }  // namespace cnnscale

@@ -1,6 +1,7 @@
 // alpha_beta.cpp — α–β ring allreduce model and fits (see alpha_beta.hpp).
 #include "report/alpha_beta.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -43,6 +44,13 @@ AllreduceBenchmark load_allreduce_benchmark(const std::string& path) {
     fail(path, ": required field 'world_size' is missing; expected the output of `cnnscale allreduce --json FILE`");
   b.world_size = j["world_size"].get<int>();
   if (j.contains("backend") && j["backend"].is_string()) b.backend = j["backend"].get<std::string>();
+  if (j.contains("level") && j["level"].is_string()) b.level = j["level"].get<std::string>();
+  if (b.level != "world" && b.level != "node" && b.level != "cross")
+    fail(path, ": field 'level' is '", b.level, "'; expected world, node or cross");
+  b.nodes = j.contains("nodes") && j["nodes"].is_number_integer() ? j["nodes"].get<int>() : 1;
+  b.ranks_per_node = j.contains("ranks_per_node") && j["ranks_per_node"].is_number_integer()
+                         ? j["ranks_per_node"].get<int>()
+                         : (b.level == "world" ? std::max(1, b.world_size / std::max(1, b.nodes)) : 1);
   if (!j.contains("results") || !j["results"].is_array())
     fail(path, ": required field 'results' (a list of rows) is missing");
   for (const auto& r : j["results"]) {
@@ -64,43 +72,63 @@ AllreduceBenchmark load_allreduce_benchmark(const std::string& path) {
   return b;
 }
 
-AlphaBeta fit_alpha_beta_benchmark(const AllreduceBenchmark& bench) {
-  // t = c0 + c1·n with c0 = latency·α, c1 = bandwidth/β (ring_allreduce_coefficients);
-  // minimise Σ((t_i - model_i)/t_i)².
-  const int p = bench.world_size;
-  const RingCoefficients ring = ring_allreduce_coefficients(p);
+NetLevelKind AllreduceBenchmark::kind() const {
+  if (level == "node") return NetLevelKind::intra;
+  if (level == "cross") return NetLevelKind::cross;
+  if (nodes <= 1) return NetLevelKind::intra;
+  if (world_size == nodes) return NetLevelKind::cross;  // one rank per node: the flat sum is the cross-node one
+  return NetLevelKind::unusable;
+}
+
+AlphaBeta fit_alpha_beta_benchmark(const AllreduceBenchmark& bench) { return fit_alpha_beta_pooled({&bench}); }
+
+AlphaBeta fit_alpha_beta_pooled(const std::vector<const AllreduceBenchmark*>& benches,
+                                const std::vector<std::pair<size_t, size_t>>* pick) {
+  // t = a·α + b·(n/β) with a, b the ring's latency and bandwidth coefficients at each
+  // benchmark's p; unknowns x0 = α, x1 = 1/β. Minimise Σ((t_i − model_i)/t_i)².
+  std::vector<std::pair<size_t, size_t>> all;
+  if (!pick) {
+    for (size_t i = 0; i < benches.size(); ++i)
+      for (size_t k = 0; k < benches[i]->rows.size(); ++k) all.push_back({i, k});
+    pick = &all;
+  }
   double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
-  for (const auto& row : bench.rows) {
-    const double w = 1.0 / (row.time_ms * row.time_ms);
-    s00 += w;
-    s01 += w * row.bytes;
-    s11 += w * row.bytes * row.bytes;
-    r0 += w * row.time_ms;
-    r1 += w * row.time_ms * row.bytes;
+  for (auto [i, k] : *pick) {
+    const auto& row = benches[i]->rows[k];
+    const RingCoefficients c = ring_allreduce_coefficients(benches[i]->world_size);
+    const double a = c.latency, b = c.bandwidth * row.bytes, w = 1.0 / (row.time_ms * row.time_ms);
+    s00 += w * a * a;
+    s01 += w * a * b;
+    s11 += w * b * b;
+    r0 += w * a * row.time_ms;
+    r1 += w * b * row.time_ms;
   }
   AlphaBeta out;
-  double c0 = 0, c1 = 0;
+  double x0 = 0, x1 = 0;
   const double det = s00 * s11 - s01 * s01;
-  if (det > 0) {
-    c0 = (r0 * s11 - r1 * s01) / det;
-    c1 = (s00 * r1 - s01 * r0) / det;
+  if (det > 1e-12 * s00 * s11) {
+    x0 = (r0 * s11 - r1 * s01) / det;
+    x1 = (s00 * r1 - s01 * r0) / det;
   }
-  if (!(det > 0) || c0 < 0) {  // latency not resolvable: bandwidth-only fit
-    c0 = 0;
-    c1 = r1 / s11;
+  if (!(det > 1e-12 * s00 * s11) || x0 < 0) {  // latency not resolvable: bandwidth-only fit
+    x0 = 0;
+    x1 = r1 / s11;
     out.note = "the benchmark's small sizes do not resolve a positive latency: alpha pinned to 0";
   }
-  if (!(c1 > 0))
-    fail(bench.file, ": allreduce time does not grow with message size; cannot fit a bandwidth (beta)");
-  out.alpha_ms = c0 / ring.latency;
-  out.beta_bytes_per_ms = ring.latency / (p * c1);  // = bandwidth / c1
+  const std::string file = benches.empty() ? std::string("(no benchmark)") : benches.front()->file;
+  if (!(x1 > 0)) fail(file, ": allreduce time does not grow with message size; cannot fit a bandwidth (beta)");
+  out.alpha_ms = x0;
+  out.beta_bytes_per_ms = 1.0 / x1;
   double sum = 0;
-  for (const auto& row : bench.rows) {
-    const double e = std::fabs(c0 + c1 * row.bytes - row.time_ms) / row.time_ms;
+  for (auto [i, k] : *pick) {
+    const auto& row = benches[i]->rows[k];
+    const double e =
+        std::fabs(ring_allreduce_ms(benches[i]->world_size, row.bytes, x0, out.beta_bytes_per_ms) - row.time_ms) /
+        row.time_ms;
     sum += e;
     out.max_rel_error = std::max(out.max_rel_error, e);
   }
-  out.mean_rel_error = sum / bench.rows.size();
+  out.mean_rel_error = pick->empty() ? 0 : sum / pick->size();
   return out;
 }
 

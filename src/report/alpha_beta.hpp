@@ -34,11 +34,22 @@ struct AllreduceRow {
   double time_ms = 0;
 };
 
+// Which level of cnnscale's hierarchical gradient sum a benchmark timed
+// (`cnnscale allreduce --level`): intra-node (the ranks of one node), cross-node (the
+// ranks of equal local rank, one per node, all local ranks at once, as in training), or
+// unusable (a flat allreduce over several nodes with several ranks each, which is
+// neither level).
+enum class NetLevelKind { intra, cross, unusable };
+
 struct AllreduceBenchmark {
   std::string file;
-  int world_size = 1;
+  int world_size = 1;           // ranks in the communicator the sum ran over (p of the ring)
+  int nodes = 1;                // of the launch
+  int ranks_per_node = 1;       // of the launch
+  std::string level = "world";  // world | node | cross, as written by `cnnscale allreduce --json`
   std::string backend;
   std::vector<AllreduceRow> rows;
+  NetLevelKind kind() const;
 };
 
 // Reads `cnnscale allreduce --json` output; errors name the file and the field.
@@ -49,11 +60,17 @@ struct AlphaBeta {
   double beta_bytes_per_ms = 0;
   double mean_rel_error = 0;  // of the fit on the benchmark rows
   double max_rel_error = 0;
-  std::string note;           // e.g. why α was pinned to 0
+  std::string note;  // e.g. why α was pinned to 0
 };
 
 // Weighted least squares on relative error (small sizes fix α, large sizes fix β).
 AlphaBeta fit_alpha_beta_benchmark(const AllreduceBenchmark& bench);
+
+// The same over the rows of several benchmarks of one level taken at different ring
+// sizes p (the sweep's one measurement per node count): T = 2(p−1)·α + 2(p−1)/p·n/β.
+// `pick` (optional) lists the (bench, row) pairs to use, with repeats (the bootstrap).
+AlphaBeta fit_alpha_beta_pooled(const std::vector<const AllreduceBenchmark*>& benches,
+                                const std::vector<std::pair<size_t, size_t>>* pick = nullptr);
 
 struct CommPoint {
   int ranks = 1;

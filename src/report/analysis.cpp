@@ -2,10 +2,12 @@
 #include "report/analysis.hpp"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include "report/format.hpp"
-#include "util/spread.hpp"
 #include "util/error.hpp"
+#include "util/spread.hpp"
 
 namespace cnnscale::report {
 
@@ -15,9 +17,9 @@ std::optional<std::string> straggler_note(const RunRecord& r, double threshold) 
   const double median = spread_of(c).median;
   const size_t slow = static_cast<size_t>(std::max_element(c.begin(), c.end()) - c.begin());
   if (!(median > 0) || c[slow] <= median * (1 + threshold)) return std::nullopt;
-  return "At " + std::to_string(r.world_size) + " ranks (" + r.dir + "), rank " + std::to_string(slow) +
-         " computes " + fmt_num(100 * (c[slow] / median - 1), 3) + "% slower than the median rank (" +
-         fmt_num(c[slow], 4) + " vs " + fmt_num(median, 4) +
+  return "At " + std::to_string(r.world_size) + " ranks (" + r.dir + "), rank " + std::to_string(slow) + " computes " +
+         fmt_num(100 * (c[slow] / median - 1), 3) + "% slower than the median rank (" + fmt_num(c[slow], 4) + " vs " +
+         fmt_num(median, 4) +
          " ms of forward+backward per step): every rank waits for it at each step. A slower or busier "
          "core or node; check what else runs there (run.json compute_median_ms_per_rank).";
 }
@@ -25,22 +27,39 @@ std::optional<std::string> straggler_note(const RunRecord& r, double threshold) 
 Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& runs) {
   if (!(options.efficiency_threshold > 0 && options.efficiency_threshold <= 1))
     fail("--efficiency-threshold must be in (0, 1], got ", options.efficiency_threshold);
+  if (options.bootstrap < 0) fail("bootstrap replicates must not be negative");
   Report rep;
   rep.options = options;
-  if (options.allreduce_file) {
-    rep.benchmark = load_allreduce_benchmark(*options.allreduce_file);
-    rep.benchmark_fit = fit_alpha_beta_benchmark(*rep.benchmark);
+  for (const auto& f : options.allreduce_files) rep.benchmarks.push_back(load_allreduce_benchmark(f));
+  NetMeasurements net;
+  for (const auto& b : rep.benchmarks) {
+    switch (b.kind()) {
+      case NetLevelKind::intra: net.intra.push_back(&b); break;
+      case NetLevelKind::cross: net.cross.push_back(&b); break;
+      case NetLevelKind::unusable:
+        rep.benchmark_notes.push_back(
+            b.file + " is a flat allreduce over " + std::to_string(b.world_size) + " ranks on " +
+            std::to_string(b.nodes) +
+            " nodes, which is neither level of the hierarchical sum training does; it is "
+            "not used. Measure with `cnnscale allreduce --level cross` (and --level node) instead.");
+        break;
+    }
   }
+  if (options.points_file) rep.points = load_points(*options.points_file);
   for (auto& g : group_runs(runs, options.mode)) {
     GroupAnalysis ga;
     ga.rows = scaling_rows(g);
     ga.target_accuracy = default_target_accuracy(g, options.target_accuracy);
     if (ga.target_accuracy)
-      for (size_t i = 0; i < ga.rows.size(); ++i) ga.rows[i].time_to_target_s = time_to_accuracy(g.runs[i], *ga.target_accuracy);
+      for (size_t i = 0; i < ga.rows.size(); ++i)
+        ga.rows[i].time_to_target_s = time_to_accuracy(g.runs[i], *ga.target_accuracy);
     ga.scalable = ga.rows.size() >= 2;
     if (ga.scalable) {
-      ga.fit = fit_step_model(g, ga.rows, rep.benchmark_fit, options.allreduce_file.value_or(""));
-      ga.projections = project(ga.fit->model, ga.rows.back().ranks, g.runs.back().ranks_per_node, options.max_factor);
+      ga.fit = fit_step_model(g, ga.rows, net, options.bootstrap);
+      const Layout largest{double(ga.rows.back().nodes), double(ga.rows.back().ranks_per_node)};
+      std::vector<Layout> extra;
+      if (options.project) extra = parse_layouts(*options.project, ga.rows.back().ranks_per_node);
+      ga.projections = project(*ga.fit, largest, options.max_factor, extra);
       ga.recommendation = recommend(ga.rows, ga.fit, ga.projections, options.efficiency_threshold);
     } else {
       ga.notes.push_back("Only one rank count (" + std::to_string(ga.rows.front().ranks) +
@@ -53,6 +72,56 @@ Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& 
     rep.groups.push_back(std::move(ga));
   }
   return rep;
+}
+
+std::vector<ExternalPoint> load_points(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("cannot read --points file '", path, "': no such file or not readable");
+  std::string line;
+  std::vector<ExternalPoint> out;
+  std::vector<std::string> header;
+  int lineno = 0;
+  auto split = [](const std::string& l) {
+    std::vector<std::string> f;
+    std::stringstream ss(l);
+    std::string x;
+    while (std::getline(ss, x, ',')) {
+      while (!x.empty() && (x.back() == '\r' || x.back() == ' ')) x.pop_back();
+      while (!x.empty() && x.front() == ' ') x.erase(0, 1);
+      f.push_back(x);
+    }
+    return f;
+  };
+  const std::string want = "expected a header 'ranks,nodes,images_per_s[,step_ms][,label]' and one line per point";
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty() || line[0] == '#') continue;
+    auto f = split(line);
+    if (header.empty()) {
+      header = f;
+      if (header.size() < 3 || header[0] != "ranks" || header[1] != "nodes" || header[2] != "images_per_s")
+        fail(path, ":", lineno, ": ", want);
+      continue;
+    }
+    ExternalPoint p;
+    try {
+      size_t used = 0;
+      p.ranks = std::stoi(f.at(0), &used);
+      p.nodes = std::stoi(f.at(1));
+      p.images_per_s = std::stod(f.at(2));
+      for (size_t i = 3; i < header.size() && i < f.size(); ++i) {
+        if (header[i] == "step_ms" && !f[i].empty()) p.step_ms = std::stod(f[i]);
+        if (header[i] == "label") p.label = f[i];
+      }
+    } catch (const std::exception&) {
+      fail(path, ":", lineno, ": '", line, "' is not ranks,nodes,images_per_s numbers; ", want);
+    }
+    if (p.ranks < 1 || p.nodes < 1 || p.nodes > p.ranks || !(p.images_per_s > 0))
+      fail(path, ":", lineno, ": needs ranks ≥ nodes ≥ 1 and images_per_s > 0, got '", line, "'");
+    out.push_back(p);
+  }
+  if (out.empty()) fail(path, ": no points; ", want);
+  return out;
 }
 
 Report analyze(const ReportOptions& options) {

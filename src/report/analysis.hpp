@@ -18,11 +18,26 @@ struct ReportOptions {
   std::string output_dir;
   std::optional<ScalingMode> mode;
   double efficiency_threshold = 0.8;
-  std::optional<std::string> allreduce_file;
+  std::vector<std::string> allreduce_files;  // `cnnscale allreduce --json` outputs (any levels, any counts)
+  std::optional<std::string> project;        // --project "512,3584,64x8"
+  std::optional<std::string> points_file;    // --points FILE.csv: external measurements
+  int bootstrap = 200;                       // replicates for the uncertainty bands (0: none)
   std::optional<double> target_accuracy;
   bool allow_missing = false;  // skip run directories without run.json (a sweep with failed jobs)
   int max_factor = 64;
 };
+
+// An external measurement (--points): another system's or a published throughput.
+struct ExternalPoint {
+  int ranks = 1, nodes = 1;
+  double images_per_s = 0;
+  std::optional<double> step_ms;
+  std::string label;
+};
+
+// Reads ranks,nodes,images_per_s[,step_ms][,label] with a header line; UserError naming
+// the line otherwise.
+std::vector<ExternalPoint> load_points(const std::string& path);
 
 struct GroupAnalysis {
   RunGroup group;
@@ -38,8 +53,9 @@ struct GroupAnalysis {
 struct Report {
   ReportOptions options;
   std::vector<std::string> skipped;  // run dirs left out (allow_missing)
-  std::optional<AllreduceBenchmark> benchmark;
-  std::optional<AlphaBeta> benchmark_fit;
+  std::vector<AllreduceBenchmark> benchmarks;
+  std::vector<std::string> benchmark_notes;  // e.g. a benchmark that is neither level
+  std::vector<ExternalPoint> points;
   std::vector<GroupAnalysis> groups;
 };
 

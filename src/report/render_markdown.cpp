@@ -33,7 +33,8 @@ void table(std::ostringstream& os, const TextTable& t) {
   };
   line(t.headers);
   os << "|";
-  for (size_t i = 0; i < w.size(); ++i) os << (i == 0 ? " :" : " ") << std::string(w[i] - 1, '-') << (i == 0 ? "" : ":") << " |";
+  for (size_t i = 0; i < w.size(); ++i)
+    os << (i == 0 ? " :" : " ") << std::string(w[i] - 1, '-') << (i == 0 ? "" : ":") << " |";
   os << "\n";
   for (const auto& r : t.rows) line(r);
   os << "\n";
@@ -50,7 +51,7 @@ std::string render_markdown(const Report& rep) {
      << " rank counts. Efficiency threshold " << fmt_pct(rep.options.efficiency_threshold) << ".\n\n";
   for (const auto& s : rep.skipped) os << "- Skipped: " << s << "\n";
   if (!rep.skipped.empty()) os << "\n";
-  if (auto b = benchmark_sentence(rep); !b.empty()) os << b << "\n\n";
+  for (const auto& b : benchmark_sentences(rep)) os << b << "\n\n";
 
   for (const auto& ga : rep.groups) {
     os << "## " << ga.group.label << " — " << mode_name(ga.group.mode) << " scaling\n\n";
@@ -61,14 +62,21 @@ std::string render_markdown(const Report& rep) {
     if (!ga.group.notes.empty()) os << "\n";
     os << "### Measured\n\n";
     table(os, measured_table(ga));
-    os << "### Where the time goes (mean ms per step)\n\n";
+    os << "### " << breakdown_heading(ga) << "\n\n";
     table(os, breakdown_table(ga));
+    for (const auto& n : breakdown_notes(ga)) os << "- Note: " << n << "\n";
+    if (!breakdown_notes(ga).empty()) os << "\n";
     if (ga.fit) {
       os << "### Model\n\n";
       for (const auto& s : model_sentences(ga)) os << s << "\n\n";
+      table(os, parameter_table(ga));
       table(os, fit_table(ga));
       os << "### Projection (model, not measured)\n\n" << kModelDisclaimer << "\n\n";
       table(os, projection_table(ga));
+    }
+    if (!rep.points.empty()) {
+      os << "### External points (--points " << rep.options.points_file.value_or("") << ")\n\n";
+      table(os, points_table(rep, ga));
     }
   }
   os << "Formulas and how to read this report: docs/report.md in the cnnscale sources.\n";

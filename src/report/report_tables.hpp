@@ -18,14 +18,19 @@ TextTable measured_table(const GroupAnalysis& ga);
 TextTable breakdown_table(const GroupAnalysis& ga);
 TextTable fit_table(const GroupAnalysis& ga);
 TextTable projection_table(const GroupAnalysis& ga);
+TextTable parameter_table(const GroupAnalysis& ga);                  // every model parameter, its state and band
+TextTable points_table(const Report& rep, const GroupAnalysis& ga);  // --points beside the model
+std::string breakdown_heading(const GroupAnalysis& ga);              // says medians or means
+std::vector<std::string> breakdown_notes(const GroupAnalysis& ga);   // negative "other", means used
 
-std::string mode_sentence(const GroupAnalysis& ga);            // "Strong scaling: global batch 256 ..."
+std::string mode_sentence(const GroupAnalysis& ga);                 // "Strong scaling: global batch 256 ..."
 std::vector<std::string> model_sentences(const GroupAnalysis& ga);  // parameters and fit error
-std::string benchmark_sentence(const Report& rep);              // α, β from --allreduce, or ""
+std::vector<std::string> benchmark_sentences(const Report& rep);    // what --allreduce gave
 
 constexpr const char* kModelDisclaimer =
-    "Projections come from the fitted model, not from measurements: they assume the measured "
-    "compute scaling and the ring allreduce cost continue to hold at larger counts (same network, "
-    "same per-node layout).";
+    "Projections come from the fitted model, not from measurements: they assume the fitted compute "
+    "scaling (per node) and the two-level allreduce cost continue to hold at larger counts (same "
+    "network, same kind of node). The band is the bootstrap's 5th–95th percentile: the measurement "
+    "noise only, not the error of the model's form.";
 
 }  // namespace cnnscale::report

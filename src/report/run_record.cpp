@@ -30,7 +30,8 @@ class Fields {
     if (!obj.is_object()) fail(file_, ": '", path, "' is not a JSON object");
     auto it = obj.find(key);
     if (it == obj.end())
-      fail(file_, ": required field '", join(path, key), "' is missing (is this a run.json written by `cnnscale train`?)");
+      fail(file_, ": required field '", join(path, key),
+           "' is missing (is this a run.json written by `cnnscale train`?)");
     return *it;
   }
   double number(const json& obj, const std::string& path, const std::string& key) const {
@@ -119,6 +120,16 @@ RunRecord parse_run(const json& doc, const std::string& file) {
   r.breakdown.compute = f.nonnegative(bd, "breakdown_ms", "compute");
   r.breakdown.comm_exposed = f.nonnegative(bd, "breakdown_ms", "comm_exposed");
   r.breakdown.optimizer = f.nonnegative(bd, "breakdown_ms", "optimizer");
+  if (auto it = doc.find("breakdown_median_ms"); it != doc.end() && it->is_object()) {
+    StepBreakdown m;
+    m.data = f.nonnegative(*it, "breakdown_median_ms", "data");
+    m.compute = f.nonnegative(*it, "breakdown_median_ms", "compute");
+    m.comm_exposed = f.nonnegative(*it, "breakdown_median_ms", "comm_exposed");
+    m.optimizer = f.nonnegative(*it, "breakdown_median_ms", "optimizer");
+    r.breakdown_median = m;
+  }
+  if (auto ts = f.optional(doc, "timed_steps"); ts && *ts >= 1) r.timed_steps = static_cast<long>(*ts);
+  if (auto it = doc.find("grad_sum"); it != doc.end() && it->is_string()) r.grad_sum = it->get<std::string>();
   r.train_loss = f.nullable(doc, "", "train_loss");
   r.test_accuracy = f.nullable(doc, "", "test_accuracy");
 
@@ -151,8 +162,7 @@ RunRecord parse_run(const json& doc, const std::string& file) {
   }
 
   // Consistency: a report built on contradictory numbers would be silently wrong.
-  if (r.nodes > r.world_size)
-    fail(file, ": 'nodes' (", r.nodes, ") is larger than 'world_size' (", r.world_size, ")");
+  if (r.nodes > r.world_size) fail(file, ": 'nodes' (", r.nodes, ") is larger than 'world_size' (", r.world_size, ")");
   if (r.global_batch != r.batch_per_rank * r.world_size)
     fail(file, ": 'global_batch' (", r.global_batch, ") is not 'batch_per_rank' x 'world_size' (", r.batch_per_rank,
          " x ", r.world_size, ")");
@@ -169,7 +179,8 @@ RunRecord load_run(const std::string& dir) {
   if (!fs::exists(p, ec)) fail("run directory '", dir, "' does not exist");
   fs::path file = fs::is_directory(p, ec) ? p / "run.json" : p;
   if (!fs::exists(file, ec))
-    fail("'", dir, "' has no run.json: not a finished `cnnscale train --run-dir` directory (the run may have failed "
+    fail("'", dir,
+         "' has no run.json: not a finished `cnnscale train --run-dir` directory (the run may have failed "
          "or still be running; look at its log)");
   std::ifstream in(file);
   if (!in) fail("cannot read '", file.string(), "'");

@@ -42,8 +42,11 @@ struct RunRecord {
   double images_per_s = 0;
   std::optional<double> images_per_s_p10, images_per_s_p90;
   double step_ms_median = 0, step_ms_p10 = 0, step_ms_p90 = 0;
-  std::optional<double> step_ms_mean;  // optional; the breakdown's components are means
-  StepBreakdown breakdown;
+  std::optional<double> step_ms_mean;             // optional; the breakdown's components are means
+  StepBreakdown breakdown;                        // breakdown_ms: means over the timed steps
+  std::optional<StepBreakdown> breakdown_median;  // breakdown_median_ms: medians (of the slowest rank per step)
+  std::optional<long> timed_steps;                // how many steps the medians are over
+  std::string grad_sum;                           // how gradients were summed (run.json grad_sum)
   std::optional<double> train_loss;
   std::optional<double> test_accuracy;
   std::optional<double> grad_bytes;

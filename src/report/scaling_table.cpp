@@ -2,6 +2,7 @@
 #include "report/scaling_table.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace cnnscale::report {
@@ -37,6 +38,7 @@ std::vector<ScalingRow> scaling_rows(const RunGroup& g) {
     ScalingRow row;
     row.ranks = r.world_size;
     row.nodes = r.nodes;
+    row.ranks_per_node = r.ranks_per_node;
     row.repeats = g.repeats.empty() ? 1 : g.repeats[i];
     row.batch_per_rank = r.batch_per_rank;
     row.global_batch = r.global_batch;
@@ -49,8 +51,12 @@ std::vector<ScalingRow> scaling_rows(const RunGroup& g) {
     row.efficiency = row.speedup / q;
     if (q > 1) row.karp_flatt = karp_flatt(row.speedup, q);
     row.step_ms = r.step_ms_median;
-    row.step_mean_ms = r.step_ms_mean.value_or(r.step_ms_median);
-    row.breakdown = r.breakdown;
+    // σ ≈ (p90 − p10)/2.563 for a normal spread; the median's standard error is
+    // 1.2533·σ/√n over n timed steps.
+    const double n = static_cast<double>(std::max(1L, r.timed_steps.value_or(std::max(1L, r.steps))));
+    row.step_rel_se = 1.2533 * (r.step_ms_p90 - r.step_ms_p10) / 2.563 / std::sqrt(n) / r.step_ms_median;
+    row.breakdown_is_median = r.breakdown_median.has_value();
+    row.breakdown = r.breakdown_median.value_or(r.breakdown);
     row.test_accuracy = r.test_accuracy;
     rows.push_back(row);
   }

@@ -16,6 +16,7 @@ namespace cnnscale::report {
 struct ScalingRow {
   int ranks = 1;
   int nodes = 1;
+  int ranks_per_node = 1;
   int repeats = 1;
   long batch_per_rank = 0;
   long global_batch = 0;
@@ -25,9 +26,10 @@ struct ScalingRow {
   double speedup = 1;
   double efficiency = 1;
   std::optional<double> karp_flatt;
-  double step_ms = 0;
-  double step_mean_ms = 0;  // run.json step_ms.mean when given, else the median
-  StepBreakdown breakdown;
+  double step_ms = 0;       // median
+  double step_rel_se = 0;   // relative standard error of the median step (from p10–p90 and the step count)
+  StepBreakdown breakdown;  // medians (breakdown_median_ms) when the run gives them, else means (breakdown_ms)
+  bool breakdown_is_median = false;
   std::optional<double> test_accuracy;
   std::optional<double> time_to_target_s;  // when the run reached the target accuracy
 };

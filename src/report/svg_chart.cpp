@@ -12,7 +12,7 @@ namespace cnnscale::report {
 namespace {
 
 constexpr double W = 640, H = 360, L = 72, R = 170, T = 36, B = 52;  // size and margins
-constexpr double PW = W - L - R, PH = H - T - B;                      // plot area
+constexpr double PW = W - L - R, PH = H - T - B;                     // plot area
 
 // A "nice" axis maximum and step for values up to v (5 or so ticks).
 std::pair<double, double> nice_axis(double v) {
@@ -39,8 +39,8 @@ void header(std::ostringstream& os, const std::string& title, const std::string&
      << xml_escape(title) << "</text>\n";
   os << "<text x=\"" << n(L + PW / 2) << "\" y=\"" << n(H - 10) << "\" text-anchor=\"middle\">" << xml_escape(x_label)
      << "</text>\n";
-  os << "<text x=\"16\" y=\"" << n(T + PH / 2) << "\" text-anchor=\"middle\" transform=\"rotate(-90 16 " << n(T + PH / 2)
-     << ")\">" << xml_escape(y_label) << "</text>\n";
+  os << "<text x=\"16\" y=\"" << n(T + PH / 2) << "\" text-anchor=\"middle\" transform=\"rotate(-90 16 "
+     << n(T + PH / 2) << ")\">" << xml_escape(y_label) << "</text>\n";
 }
 
 void y_axis(std::ostringstream& os, double ymax, double step) {
@@ -63,8 +63,8 @@ void legend_entry(std::ostringstream& os, int i, const std::string& name, const 
   if (box)
     os << "<rect x=\"" << n(x) << "\" y=\"" << n(y - 6) << "\" width=\"18\" height=\"10\" fill=\"" << color << "\"/>\n";
   else
-    os << "<line x1=\"" << n(x) << "\" y1=\"" << n(y) << "\" x2=\"" << n(x + 18) << "\" y2=\"" << n(y)
-       << "\" stroke=\"" << color << "\" stroke-width=\"2\"" << (dashed ? " stroke-dasharray=\"5,3\"" : "") << "/>\n";
+    os << "<line x1=\"" << n(x) << "\" y1=\"" << n(y) << "\" x2=\"" << n(x + 18) << "\" y2=\"" << n(y) << "\" stroke=\""
+       << color << "\" stroke-width=\"2\"" << (dashed ? " stroke-dasharray=\"5,3\"" : "") << "/>\n";
   os << "<text x=\"" << n(x + 24) << "\" y=\"" << n(y + 4) << "\">" << xml_escape(name) << "</text>\n";
 }
 
@@ -133,10 +133,12 @@ std::string render_svg(const LineChart& c) {
   }
   for (const auto& s : c.series) {
     if (s.points.empty()) continue;
-    os << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"2\""
-       << (s.dashed ? " stroke-dasharray=\"5,3\"" : "") << " points=\"";
-    for (const auto& [x, y] : s.points) os << n(px(x)) << "," << n(py(y)) << " ";
-    os << "\"/>\n";
+    if (s.line)
+      os << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"2\""
+         << (s.dashed ? " stroke-dasharray=\"5,3\"" : "") << " points=\"";
+    if (s.line)
+      for (const auto& [x, y] : s.points) os << n(px(x)) << "," << n(py(y)) << " ";
+    if (s.line) os << "\"/>\n";
     if (s.markers)
       for (const auto& [x, y] : s.points)
         os << "<circle cx=\"" << n(px(x)) << "\" cy=\"" << n(py(y)) << "\" r=\"3.5\" fill=\"" << s.color << "\"><title>"
@@ -149,33 +151,53 @@ std::string render_svg(const LineChart& c) {
 
 std::string render_svg(const StackedBarChart& c) {
   const size_t nc = c.categories.size();
-  double ymax = 0;
+  double ymax = 0, yneg = 0;
   for (size_t i = 0; i < nc; ++i) {
-    double sum = 0;
-    for (const auto& s : c.stacks) sum += i < s.values.size() ? std::max(0.0, s.values[i]) : 0;
-    ymax = std::max(ymax, sum);
+    double pos = 0, neg = 0;
+    for (const auto& s : c.stacks) {
+      const double v = i < s.values.size() ? s.values[i] : 0;
+      (v >= 0 ? pos : neg) += std::fabs(v);
+    }
+    ymax = std::max(ymax, pos);
+    yneg = std::max(yneg, neg);
   }
   auto [top, step] = nice_axis(ymax);
+  const double bottom = yneg > 0 ? step * std::ceil(yneg / step - 1e-9) : 0;  // depth below zero
+  auto py = [&](double v) { return T + PH - (v + bottom) / (top + bottom) * PH; };
   std::ostringstream os;
   header(os, c.title, c.x_label, c.y_label);
-  y_axis(os, top, step);
+  for (double y = -bottom; y <= top + step * 1e-6; y += step) {
+    os << "<line x1=\"" << n(L) << "\" y1=\"" << n(py(y)) << "\" x2=\"" << n(L + PW) << "\" y2=\"" << n(py(y))
+       << "\" stroke=\"" << (std::fabs(y) < step * 1e-6 ? "#808080" : "#e0e0e0") << "\"/>\n";
+    os << "<text x=\"" << n(L - 6) << "\" y=\"" << n(py(y) + 4) << "\" text-anchor=\"end\">"
+       << fmt_num(std::fabs(y) < step * 1e-6 ? 0 : y, 3) << "</text>\n";
+  }
+  os << "<line x1=\"" << n(L) << "\" y1=\"" << n(T) << "\" x2=\"" << n(L) << "\" y2=\"" << n(T + PH)
+     << "\" stroke=\"black\"/>\n";
+  os << "<line x1=\"" << n(L) << "\" y1=\"" << n(T + PH) << "\" x2=\"" << n(L + PW) << "\" y2=\"" << n(T + PH)
+     << "\" stroke=\"black\"/>\n";
   const double slot = nc ? PW / nc : PW, bw = slot * 0.6;
   for (size_t i = 0; i < nc; ++i) {
     const double x = L + slot * i + (slot - bw) / 2;
-    double base = 0;
+    double up = 0, down = 0;
     for (const auto& s : c.stacks) {
-      const double v = i < s.values.size() ? std::max(0.0, s.values[i]) : 0;
-      const double y0 = T + PH - base / top * PH, y1 = T + PH - (base + v) / top * PH;
-      os << "<rect x=\"" << n(x) << "\" y=\"" << n(y1) << "\" width=\"" << n(bw) << "\" height=\"" << n(y0 - y1)
-         << "\" fill=\"" << s.color << "\"><title>" << xml_escape(s.name) << " at " << xml_escape(c.categories[i])
-         << ": " << fmt_num(v, 4) << "</title></rect>\n";
-      base += v;
+      const double v = i < s.values.size() ? s.values[i] : 0;
+      double a, b;  // value range of this piece
+      if (v >= 0) {
+        a = up, b = up + v, up = b;
+      } else {
+        a = down + v, b = down, down = a;
+      }
+      os << "<rect x=\"" << n(x) << "\" y=\"" << n(py(b)) << "\" width=\"" << n(bw) << "\" height=\""
+         << n(py(a) - py(b)) << "\" fill=\"" << s.color << "\"" << (v < 0 ? " fill-opacity=\"0.6\"" : "") << "><title>"
+         << xml_escape(s.name) << " at " << xml_escape(c.categories[i]) << ": " << fmt_num(v, 4) << "</title></rect>\n";
     }
     os << "<text x=\"" << n(x + bw / 2) << "\" y=\"" << n(T + PH + 18) << "\" text-anchor=\"middle\">"
        << xml_escape(c.categories[i]) << "</text>\n";
   }
   int li = 0;
-  for (auto it = c.stacks.rbegin(); it != c.stacks.rend(); ++it) legend_entry(os, li++, it->name, it->color, false, true);
+  for (auto it = c.stacks.rbegin(); it != c.stacks.rend(); ++it)
+    legend_entry(os, li++, it->name, it->color, false, true);
   os << "</svg>\n";
   return os.str();
 }

@@ -15,21 +15,22 @@ struct Series {
   std::vector<std::pair<double, double>> points;
   bool dashed = false;
   bool markers = true;
+  bool line = true;  // false: markers only (external points)
 };
 
 struct LineChart {
   std::string title, x_label, y_label;
   std::vector<Series> series;
-  std::optional<double> y_max;        // default: from the data
-  bool log_y = false;                 // log10 y axis (throughput across decades of ranks)
-  std::optional<double> hline;        // e.g. an efficiency threshold
+  std::optional<double> y_max;  // default: from the data
+  bool log_y = false;           // log10 y axis (throughput across decades of ranks)
+  std::optional<double> hline;  // e.g. an efficiency threshold
   std::string hline_label;
 };
 
 struct BarStack {
   std::string name;
   std::string color;
-  std::vector<double> values;  // one per category
+  std::vector<double> values;  // one per category; negative values are drawn below the zero line
 };
 
 struct StackedBarChart {

@@ -25,6 +25,25 @@ timeout 60 $M -n 4 "$CNNSCALE" allreduce -b 1K -e 64K -f 8 -w 0 -n 1 >"$TMP/ar4.
 expect_eq "allreduce 4 ranks exit status" 0 "$?"
 expect_grep "4-rank header" '4 ranks on 1 node' "$TMP/ar4.out"
 
+# --level: the two levels of the hierarchical sum (one node here: node = all 4 ranks, cross =
+# each rank alone), recorded in the JSON for `cnnscale report`.
+timeout 60 $M -n 4 "$CNNSCALE" allreduce --level node -b 1K -e 64K -f 8 -w 0 -n 1 --json "$TMP/lv-node.json" >"$TMP/lv1.out" 2>&1
+expect_eq "--level node exit status" 0 "$?"
+expect_grep "--level node header" '^# cnnscale allreduce --level node: sums over 4 ranks each \(launch: 4 ranks on 1 node' "$TMP/lv1.out"
+timeout 60 $M -n 4 "$CNNSCALE" allreduce --level cross -b 1K -e 64K -f 8 -w 0 -n 1 --json "$TMP/lv-cross.json" >"$TMP/lv2.out" 2>&1
+expect_eq "--level cross exit status" 0 "$?"
+python3 - "$TMP/lv-node.json" "$TMP/lv-cross.json" >"$TMP/lv.txt" 2>&1 <<'PY'
+import json, sys
+for f in sys.argv[1:]:
+    j = json.load(open(f))
+    print(j["level"], j["world_size"], j["nodes"], j["ranks_per_node"], j["wrong_total"])
+PY
+expect_grep "--level node JSON: 4 ranks in the sum" '^node 4 1 4 0$' "$TMP/lv.txt"
+expect_grep "--level cross JSON: 1 rank per sum on one node" '^cross 1 1 4 0$' "$TMP/lv.txt"
+"$CNNSCALE" allreduce --level diagonal >"$TMP/bad4.out" 2>"$TMP/bad4.err"
+expect_eq "bad --level exit status" 2 "$?"
+expect_grep "bad --level message" 'cnnscale: error: --level diagonal is not known' "$TMP/bad4.err"
+
 "$CNNSCALE" allreduce -d int8 >"$TMP/bad.out" 2>"$TMP/bad.err"
 expect_eq "bad datatype exit status" 2 "$?"
 expect_grep "bad datatype message" 'cnnscale: error: --datatype int8 is not supported' "$TMP/bad.err"

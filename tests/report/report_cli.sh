@@ -36,8 +36,8 @@ expect_grep "md row 2 ranks: 180 img/s, 1.800, 90.0%, 0.1111" '^\| 2 +\| +1 \| +
 expect_grep "md row 4 ranks: 300 img/s, 3.000, 75.0%, 0.1111" '^\| 4 +\|.*\| +300\.0 \|.*\| +3\.000 \| +75\.0% \| +0\.1111 \|' "$TMP/out/report.md"
 expect_grep "md base row has no Karp–Flatt" '^\| 1 +\|.*\| +1\.000 \| +100\.0% \| +— \|' "$TMP/out/report.md"
 expect_grep "md says the projection is a model" 'Projection \(model, not measured\)' "$TMP/out/report.md"
-expect_grep "md reports the fit error" 'Fit error on the 3 measured points: mean [0-9.]+%, max [0-9.]+%' "$TMP/out/report.md"
-expect_grep "md projects to 64x the largest count (256 ranks)" '^\| 256 +\| +64× \|' "$TMP/out/report.md"
+expect_grep "md reports the fit error over the fitted points" 'Fit error over the 3 points fitted \(every measured count\): mean [0-9.]+%, max [0-9.]+%' "$TMP/out/report.md"
+expect_grep "md projects to 64x the largest count (256 ranks on 128 nodes x 2)" '^\| 256 +\| +128 × 2 \| +64× \|' "$TMP/out/report.md"
 expect_grep "csv measured row 4 ranks" '^mnist_cnn fp32 mpi cpu,mnist_cnn,fp32,mpi,cpu,strong,measured,4,2,60,240,300,[0-9.]+,[0-9.]+,3,0\.75,0\.1111111111,800,' "$TMP/out/scaling.csv"
 expect_eq "csv rows: header + 3 measured + 6 model" 10 "$(wc -l <"$TMP/out/scaling.csv")"
 python3 - "$TMP/out/report.json" >"$TMP/json.txt" 2>&1 <<'PY'
@@ -68,7 +68,7 @@ expect_grep "throughput chart has the ideal line" 'ideal \(linear\)' "$TMP/svg/c
 expect_grep "throughput chart y axis has units" 'throughput \(images/s, log scale\)' "$TMP/svg/chart0.svg"
 expect_grep "efficiency chart has the threshold" 'threshold 80\.0%' "$TMP/svg/chart1.svg"
 expect_grep "breakdown chart legend" '>comm \(exposed\)</text>' "$TMP/svg/chart2.svg"
-expect_grep "breakdown chart y axis has units" 'mean time per step \(ms\)' "$TMP/svg/chart2.svg"
+expect_grep "breakdown chart y axis has units" 'median time per step \(ms\)' "$TMP/svg/chart2.svg"
 xmllint --noout "$TMP/out/report.html" 2>"$TMP/xml.err"
 expect_eq "report.html is well-formed XML" 0 "$?"
 xmllint --html --noout "$TMP/out/report.html" 2>"$TMP/html.err"
@@ -89,7 +89,37 @@ PY
 "$CNNSCALE" report "$TMP/r1" "$TMP/r2" "$TMP/r4" --allreduce "$TMP/ar.json" --output "$TMP/out2" >"$TMP/out2.txt" 2>&1
 expect_eq "report --allreduce exit status" 0 "$?"
 expect_grep "benchmark alpha and beta in report.md" 'α = 20\.00 µs, β = 5\.000 GB/s' "$TMP/out2/report.md"
-expect_grep "model uses the benchmark" 'Communication, allreduce benchmark' "$TMP/out2/report.md"
+expect_grep "a 1-node benchmark is the intra-node level" 'ar\.json: 4 ranks in the sum, launch 1 node\(s\) × 4, --level world → intra-node level' "$TMP/out2/report.md"
+expect_grep "model takes beta1 from it" '^\| β₁ intra-node \(bandwidth\) +\| +5\.000 GB/s \| measured \|.*allreduce measurement \(--level node\)' "$TMP/out2/report.md"
+
+# Cross-node measurement (--level cross, 2 nodes, α = 50 µs, β = 1 GB/s), --project and --points.
+python3 - "$TMP/cross.json" <<'PY'
+import json, sys
+p, a_us, beta = 2, 50.0, 1e9
+rows = [{"size": s, "time_us": 2 * (p - 1) * a_us + 2 * (p - 1) / p * s / beta * 1e6, "wrong": 0}
+        for s in [2 ** k for k in range(3, 27, 2)]]
+json.dump({"tool": "cnnscale allreduce", "world_size": p, "nodes": 2, "ranks_per_node": 2, "level": "cross",
+           "backend": "mpi", "results": rows}, open(sys.argv[1], "w"))
+PY
+printf 'ranks,nodes,images_per_s,step_ms,label\n8,4,500,,other system\n' >"$TMP/points.csv"
+"$CNNSCALE" report "$TMP/r1" "$TMP/r2" "$TMP/r4" --allreduce "$TMP/ar.json" --allreduce "$TMP/cross.json" \
+  --project 512,3584,64x8 --points "$TMP/points.csv" --output "$TMP/out3" >"$TMP/out3.txt" 2>&1
+expect_eq "report with two --allreduce, --project, --points: exit status" 0 "$?"
+expect_grep "beta2 from the cross-node measurement" '^\| β₂ cross-node \(bandwidth\) +\| +1\.000 GB/s \| measured \|' "$TMP/out3/report.md"
+expect_grep "alpha2 from it" '^\| α₂ cross-node \(latency per message step\) +\| +50\.00 µs \| measured \|' "$TMP/out3/report.md"
+expect_grep "--project 3584 at 2 ranks per node" '^\| 3584 +\| +1792 × 2 \| --project \|' "$TMP/out3/report.md"
+expect_grep "--project 64x8" '^\| 512 +\| +64 × 8 \| --project \|' "$TMP/out3/report.md"
+expect_grep "--points row" '^\| other system +\| +8 \| +4 \| +500\.0 \|' "$TMP/out3/report.md"
+expect_grep "--points in the chart" 'external \(--points\)' "$TMP/out3/report.html"
+xmllint --noout "$TMP/out3/report.html"
+expect_eq "report.html with bands and points is well-formed" 0 "$?"
+"$CNNSCALE" report "$TMP/r1" "$TMP/r2" --project 3x --output "$TMP/o9" >"$TMP/e9.out" 2>"$TMP/e9.err"
+expect_eq "bad --project: exit 2" 2 "$?"
+expect_grep "bad --project: message" "^cnnscale: error: --project: '3x' is not a rank count R or a layout NxL" "$TMP/e9.err"
+# One node only (r1, r2 are 1 node): nothing beyond it is projected.
+"$CNNSCALE" report "$TMP/r1" "$TMP/r2" --output "$TMP/o10" >"$TMP/o10.txt" 2>&1
+expect_grep "one node: 2 nodes not projected" '^\| 4 +\| +2 × 2 \| +2× \|.*not projected: no cross-node run or allreduce measurement' "$TMP/o10/report.md"
+expect_grep "one node: recommendation says so" 'Counts from 4 ranks are not projected' "$TMP/o10/report.md"
 
 # Bad input: one clear message each, exit 2, no crash.
 mkdir -p "$TMP/empty"

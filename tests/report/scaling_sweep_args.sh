@@ -11,12 +11,19 @@ bash "$SWEEP" --dry-run --nodes 4,1,2 --tasks-per-node 2 --global-batch 64 --tem
   --cnnscale /opt/cnnscale -- --synthetic --max-steps 5 >"$TMP/s1.out" 2>&1
 expect_eq "slurm dry run exit status" 0 "$?"
 # strong: 64 images over 2, 4, 8 ranks → 32, 16, 8 per rank
-expect_grep "1 node: batch 32, held, 2 tasks" "^\+ CNNSCALE_TRAIN_ARGS=--synthetic\\\\ --max-steps\\\\ 5\\\\ --batch-size\\\\ 32 CNNSCALE_RUN_DIR=$TMP/s1/.slot-nodes-1 sbatch --parsable --hold --nodes=1 --ntasks-per-node=2 " "$TMP/s1.out"
+expect_grep "1 node: batch 32, held, 2 tasks" "^\+ CNNSCALE_TRAIN_ARGS=--synthetic\\\\ --max-steps\\\\ 5\\\\ --batch-size\\\\ 32 CNNSCALE_RUN_DIR=$TMP/s1/.slot-nodes-1 CNNSCALE_ALLREDUCE_DIR=$TMP/s1/.slot-nodes-1 sbatch --parsable --hold --nodes=1 --ntasks-per-node=2 " "$TMP/s1.out"
 expect_grep "2 nodes: batch 16" '--batch-size\\ 16 .* --nodes=2 ' "$TMP/s1.out"
 expect_grep "4 nodes: batch 8" '--batch-size\\ 8 .* --nodes=4 ' "$TMP/s1.out"
 expect_grep "run dir named after count and job" "ln -sfn nodes-2-job-JOB_n2 $TMP/s1/.slot-nodes-2" "$TMP/s1.out"
 expect_grep "report job depends on all (ascending counts)" 'sbatch --parsable --dependency=afterany:JOB_n1:JOB_n2:JOB_n4 ' "$TMP/s1.out"
 expect_grep "report job runs cnnscale report over the run dirs" "/opt/cnnscale.*report.*--allow-missing.*nodes-1-job-JOB_n1.*nodes-4-job-JOB_n4.*--mode.*strong.*--output" "$TMP/s1.out"
+expect_grep "each job measures the network into its run directory" 'CNNSCALE_ALLREDUCE_DIR=.*/s1/\.slot-nodes-2 sbatch' "$TMP/s1.out"
+expect_grep "report job passes every measurement it finds" 'for f in .*nodes-2-job-JOB_n2/allreduce-cross\.json .*nodes-2-job-JOB_n2/allreduce-node\.json' "$TMP/s1.out"
+expect_grep "report job runs the generated script" 'sbatch --parsable --dependency=afterany:JOB_n1:JOB_n2:JOB_n4 .* /.*/s1/report-job\.sh' "$TMP/s1.out"
+bash -n "$TMP/s1/report-job.sh"
+expect_eq "report-job.sh is valid bash" 0 "$?"
+bash "$SWEEP" --dry-run --no-allreduce --nodes 1,2 --template /dev/null --out "$TMP/s1b" -- --synthetic >"$TMP/s1b.out" 2>&1
+if grep -q 'CNNSCALE_ALLREDUCE_DIR=' "$TMP/s1b.out"; then bad "--no-allreduce still measures"; else ok "--no-allreduce: no measurement"; fi
 
 bash "$SWEEP" --dry-run --mode weak --batch-per-rank 16 --nodes 1,2 --tasks-per-node 4 --template /dev/null \
   --out "$TMP/s2" -- --synthetic >"$TMP/s2.out" 2>&1
@@ -28,6 +35,8 @@ bash "$SWEEP" --dry-run --local --ranks 1,2 --global-batch 32 --out "$TMP/s3" --
 expect_eq "local dry run exit status" 0 "$?"
 expect_grep "local: 2 ranks via mpirun, batch 16" "(mpirun|mpiexec) --oversubscribe --allow-run-as-root -n 2 /opt/cnnscale train --synthetic --max-steps 3 --batch-size 16 --run-dir $TMP/s3/ranks-2" "$TMP/s3.out"
 expect_grep "local: report over both runs" "/opt/cnnscale report $TMP/s3/ranks-1 $TMP/s3/ranks-2 --mode strong --output $TMP/s3/report" "$TMP/s3.out"
+expect_grep "local: intra-node allreduce at 2 ranks" "-n 2 /opt/cnnscale allreduce --level node .* --json $TMP/s3/ranks-2/allreduce-node.json" "$TMP/s3.out"
+expect_grep "local: the report gets it" "report .* --allreduce $TMP/s3/ranks-2/allreduce-node.json" "$TMP/s3.out"
 
 bash "$SWEEP" --dry-run --local --ranks 1,3 --global-batch 32 --out "$TMP/e1" -- --synthetic >"$TMP/e1.out" 2>&1
 expect_eq "indivisible global batch: exit 2" 2 "$?"

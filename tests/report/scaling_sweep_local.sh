@@ -9,11 +9,14 @@ if ! "$CNNSCALE" train --help >/dev/null 2>&1; then
 fi
 export MPIEXEC
 timeout 600 bash "$CNNSCALE_SOURCE/scripts/scaling-sweep.sh" --local --ranks 1,2 --global-batch 32 \
-  --cnnscale "$CNNSCALE" --out "$TMP/sweep" -- --synthetic --max-steps 6 >"$TMP/sweep.out" 2>&1
+  --cnnscale "$CNNSCALE" --allreduce-args "-b 8 -e 1M -f 8 -w 2 -n 5" --out "$TMP/sweep" -- --synthetic --max-steps 6 >"$TMP/sweep.out" 2>&1
 expect_eq "local sweep exit status" 0 "$?"
 cat "$TMP/sweep.out" | tail -20
 for r in 1 2; do expect_file "run.json at $r rank(s)" "$TMP/sweep/ranks-$r/run.json"; done
 expect_file "report.md" "$TMP/sweep/report/report.md"
+expect_file "intra-node allreduce measurement at 2 ranks" "$TMP/sweep/ranks-2/allreduce-node.json"
+expect_grep "report: beta1 measured from it" '^\| β₁ intra-node \(bandwidth\) .*\| measured \|' "$TMP/sweep/report/report.md"
+expect_grep "report: nothing projected across nodes" 'not projected: no cross-node run or allreduce measurement' "$TMP/sweep/report/report.md"
 expect_file "report.html" "$TMP/sweep/report/report.html"
 python3 - "$TMP/sweep/report/report.json" >"$TMP/j.txt" 2>&1 <<'PY'
 import json, sys

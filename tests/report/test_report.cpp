@@ -1,6 +1,6 @@
 // test_report.cpp — `cnnscale report` arithmetic: hand-computed tables, Karp–Flatt on
-// data generated from Amdahl's law, α–β fits on data generated from the ring model
-// (from runs and from an allreduce benchmark), grouping and bad input.
+// data generated from Amdahl's law, α–β fits of allreduce benchmarks, grouping and bad
+// input. The two-level step model: test_step_model.cpp.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -148,11 +148,11 @@ TEST(ReportModel, AmdahlKarpFlattRecoversSerialFraction) {
     std::vector<RunRecord> runs;
     for (int p : {1, 2, 4, 8, 16}) {
       const double t = t1 * (f + (1 - f) / p);
-      runs.push_back(rec(run_doc(p, 1024 / p, t, 0.1 * t1 * (1 - f) / p, 0.9 * t1 * (1 - f) / p, 0, t1 * f),
-                         nm("a", p)));
+      runs.push_back(
+          rec(run_doc(p, 1024 / p, t, 0.1 * t1 * (1 - f) / p, 0.9 * t1 * (1 - f) / p, 0, t1 * f), nm("a", p)));
     }
     const Report rep4 = analyze_runs(opts(), runs);
-  const auto& ga = rep4.groups.at(0);
+    const auto& ga = rep4.groups.at(0);
     for (const auto& r : ga.rows) {
       const double amdahl = 1.0 / (f + (1 - f) / r.ranks);
       EXPECT_NEAR(r.speedup, amdahl, 1e-9 * amdahl) << "f=" << f << " p=" << r.ranks;
@@ -187,94 +187,44 @@ TEST(ReportModel, AmdahlKarpFlattRecoversSerialFraction) {
   }
 }
 
-// α–β ring model with known α, β: runs whose exposed communication is exactly the ring
-// cost of grad_bytes; the fit to the runs must recover α and β.
-TEST(ReportModel, AlphaBetaRecoveredFromRuns) {
-  const double alpha_ms = 0.05, beta = 1.0e7 /* B/ms = 10 GB/s */, bytes = 4.8e7, w = 400, fx = 6;
-  std::vector<RunRecord> runs;
-  for (int p : {1, 2, 4, 8, 16}) {
-    const double comm = ring(p, bytes, alpha_ms, beta);
-    json d = run_doc(p, 512 / p, w / p + fx + comm, 0, w / p, comm, fx);
-    d["grad_bytes"] = bytes;
-    runs.push_back(rec(d, nm("ab", p)));
-  }
-  const Report rep5 = analyze_runs(opts(), runs);
-  const auto& ga = rep5.groups.at(0);
-  ASSERT_TRUE(ga.fit);
-  const auto& m = ga.fit->model;
-  EXPECT_NEAR(m.alpha_ms, alpha_ms, 1e-9 * alpha_ms);
-  ASSERT_TRUE(m.beta_bytes_per_ms);
-  EXPECT_NEAR(*m.beta_bytes_per_ms, beta, 1e-9 * beta);
-  EXPECT_NEAR(m.work_ms, w, 1e-9);
-  EXPECT_NEAR(m.fixed_ms, fx, 1e-9);
-  EXPECT_LT(ga.fit->max_rel_error, 1e-9);
-  // Projection at 64 ranks from the generating formula.
-  const int p = 64;
-  const double t = w / p + fx + ring(p, bytes, alpha_ms, beta), t1 = w + fx;
-  const Projection* pr = nullptr;
-  for (const auto& x : ga.projections)
-    if (x.ranks == p) pr = &x;
-  ASSERT_NE(pr, nullptr);
-  EXPECT_NEAR(pr->step_ms, t, 1e-9 * t);
-  EXPECT_NEAR(pr->speedup, t1 / t, 1e-9);
-}
-
-// With only one multi-rank count α is not identifiable: pinned to 0, β from the one point.
-TEST(ReportModel, OneMultiRankCountPinsAlpha) {
-  const double bytes = 1e6, beta = 5e5;
-  std::vector<RunRecord> runs;
-  for (int p : {1, 2}) {
-    const double comm = ring(p, bytes, 0, beta);
-    json d = run_doc(p, 64 / p, 100.0 / p + comm, 0, 100.0 / p, comm, 0);
-    d["grad_bytes"] = bytes;
-    runs.push_back(rec(d, nm("o", p)));
-  }
-  const Report rep6 = analyze_runs(opts(), runs);
-  const auto& m = rep6.groups.at(0).fit->model;
-  EXPECT_EQ(m.alpha_ms, 0.0);
-  EXPECT_NEAR(*m.beta_bytes_per_ms, beta, 1e-9 * beta);
-  ASSERT_FALSE(m.notes.empty());
-  EXPECT_NE(m.notes[0].find("pinned to 0"), std::string::npos);
-}
-
 // α, β fitted from a `cnnscale allreduce --json` file generated from the ring model at 8
-// ranks; then runs whose exposed communication is 60% of that cost give η = 0.6.
+// ranks (a file without `level` and `nodes` is an intra-node measurement); a single-rank
+// benchmark is refused. (The two-level model on runs: test_step_model.cpp.)
 TEST(ReportModel, AlphaBetaFromAllreduceBenchmark) {
-  const double alpha_ms = 0.025, beta = 1.2e7, bytes = 2.0e7;
+  const double alpha_ms = 0.025, beta = 1.2e7;
   const int n = 8;
   json rows = json::array();
   for (double size = 8; size <= 64.0 * 1024 * 1024; size *= 4)
-    rows.push_back({{"size", size}, {"count", size / 4}, {"type", "float"},
-                    {"time_us", 1000.0 * ring(n, size, alpha_ms, beta)}, {"algbw_gbs", 0}, {"busbw_gbs", 0},
+    rows.push_back({{"size", size},
+                    {"count", size / 4},
+                    {"type", "float"},
+                    {"time_us", 1000.0 * ring(n, size, alpha_ms, beta)},
+                    {"algbw_gbs", 0},
+                    {"busbw_gbs", 0},
                     {"wrong", 0}});
   const std::string file = "/tmp/cnnscale-test-allreduce-" + std::to_string(::getpid()) + ".json";
   std::ofstream(file) << json{{"world_size", n}, {"backend", "mpi"}, {"type", "float"}, {"results", rows}}.dump();
   AllreduceBenchmark b = load_allreduce_benchmark(file);
+  EXPECT_EQ(b.kind(), NetLevelKind::intra);
   AlphaBeta ab = fit_alpha_beta_benchmark(b);
   EXPECT_NEAR(ab.alpha_ms, alpha_ms, 1e-9 * alpha_ms);
   EXPECT_NEAR(ab.beta_bytes_per_ms, beta, 1e-9 * beta);
   EXPECT_LT(ab.max_rel_error, 1e-9);
-
-  std::vector<RunRecord> runs;
-  for (int p : {1, 2, 4, 8}) {
-    const double comm = 0.6 * ring(p, bytes, alpha_ms, beta);
-    json d = run_doc(p, 256 / p, 300.0 / p + 2 + comm, 0, 300.0 / p, comm, 2);
-    d["grad_bytes"] = bytes;
-    runs.push_back(rec(d, nm("b", p)));
-  }
-  ReportOptions o = opts();
-  o.allreduce_file = file;
-  Report rep = analyze_runs(o, runs);
-  const auto& m = rep.groups.at(0).fit->model;
-  EXPECT_NEAR(m.exposure, 0.6, 1e-9);
-  EXPECT_NEAR(m.alpha_ms, alpha_ms, 1e-9 * alpha_ms);
-  EXPECT_LT(rep.groups.at(0).fit->max_rel_error, 1e-9);
-  EXPECT_NE(m.comm_source.find(file), std::string::npos);
   std::filesystem::remove(file);
 
   // A single-rank benchmark cannot give α, β.
   std::ofstream(file) << json{{"world_size", 1}, {"results", rows}}.dump();
   EXPECT_NE(error_of([&] { load_allreduce_benchmark(file); }).find("at least 2 ranks"), std::string::npos);
+  // Levels: a flat sum over 2 nodes × 4 ranks is neither level; 1 rank per node is cross-node.
+  std::ofstream(file) << json{{"world_size", 8}, {"nodes", 2}, {"results", rows}}.dump();
+  EXPECT_EQ(load_allreduce_benchmark(file).kind(), NetLevelKind::unusable);
+  std::ofstream(file) << json{{"world_size", 2}, {"nodes", 2}, {"results", rows}}.dump();
+  EXPECT_EQ(load_allreduce_benchmark(file).kind(), NetLevelKind::cross);
+  std::ofstream(file)
+      << json{{"world_size", 2}, {"nodes", 2}, {"ranks_per_node", 4}, {"level", "cross"}, {"results", rows}}.dump();
+  EXPECT_EQ(load_allreduce_benchmark(file).kind(), NetLevelKind::cross);
+  std::ofstream(file) << json{{"world_size", 2}, {"level", "sideways"}, {"results", rows}}.dump();
+  EXPECT_NE(error_of([&] { load_allreduce_benchmark(file); }).find("'level'"), std::string::npos);
   std::filesystem::remove(file);
 }
 
@@ -316,8 +266,8 @@ TEST(ReportGroups, NeitherBatchConstantIsAnError) {
 TEST(ReportGroups, SeparateGroupsPerPrecision) {
   json bf = run_doc(2, 32, 50, 0, 45, 5, 0);
   bf["precision"] = "bf16";
-  std::vector<RunRecord> runs = {rec(run_doc(1, 64, 100, 0, 90, 0, 10), "f1"), rec(run_doc(2, 32, 60, 0, 45, 5, 10), "f2"),
-                                 rec(bf, "b2")};
+  std::vector<RunRecord> runs = {rec(run_doc(1, 64, 100, 0, 90, 0, 10), "f1"),
+                                 rec(run_doc(2, 32, 60, 0, 45, 5, 10), "f2"), rec(bf, "b2")};
   Report rep = analyze_runs(opts(), runs);
   ASSERT_EQ(rep.groups.size(), 2u);
   EXPECT_TRUE(rep.groups[0].scalable);
@@ -325,10 +275,9 @@ TEST(ReportGroups, SeparateGroupsPerPrecision) {
 }
 
 TEST(ReportGroups, RepeatsUseTheMedianRun) {
-  std::vector<RunRecord> runs = {rec(run_doc(1, 64, 100, 0, 90, 0, 10), "s1"),
-                                 rec(run_doc(2, 32, 70, 0, 45, 5, 10), "slow"),
-                                 rec(run_doc(2, 32, 50, 0, 45, 5, 10), "fast"),
-                                 rec(run_doc(2, 32, 60, 0, 45, 5, 10), "mid")};
+  std::vector<RunRecord> runs = {
+      rec(run_doc(1, 64, 100, 0, 90, 0, 10), "s1"), rec(run_doc(2, 32, 70, 0, 45, 5, 10), "slow"),
+      rec(run_doc(2, 32, 50, 0, 45, 5, 10), "fast"), rec(run_doc(2, 32, 60, 0, 45, 5, 10), "mid")};
   const Report rep7 = analyze_runs(opts(), runs);
   const auto& ga = rep7.groups.at(0);
   ASSERT_EQ(ga.rows.size(), 2u);
