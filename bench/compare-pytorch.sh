@@ -9,8 +9,19 @@
 # cnnscale bf16 (and at W=2 a control: two independent 1-rank cnnscale runs at once). Then: bench/roofline (sgemm roof, memcpy), `cnnscale allreduce` on
 # 2 ranks, and the table (medians over rounds, min..max in brackets).
 #
+# --model resnet50|resnet18 (or resnet34/101/152): the guides' synthetic benchmark instead:
+# `cnnscale train --synthetic --model M --image-size S --channels 3 --classes 1000` against
+# torchvision.models.M under PyTorch DDP (bench/pytorch_ddp_resnet.py: one fixed random
+# batch per rank, as --use_syn), batch --batch (default 32) per rank, --threads T per rank
+# (default 1), fp32 and bf16 (cnnscale --precision bf16 vs torch.autocast("cpu",
+# bfloat16); only when the CPU has AVX512-BF16 or AMX), PyTorch in both memory formats
+# (contiguous and channels-last; the table takes the faster), 1 and 2 ranks. Default
+# --steps 30 there. The roofline uses the model's FLOPs (ResNet-50: 3 × 4.1 GFLOP/image).
+#
 # Usage: bench/compare-pytorch.sh [--build DIR] [--rounds N] [--steps N] [--bind core|none]
 #                                 [--out DIR] [--accuracy [--with-pytorch]] [--epochs N] [--no-install]
+#                                 [--model mnist_cnn|resnet50|resnet18] [--image-size S] [--batch B]
+#                                 [--threads T] [--classes K]
 #   --accuracy   instead of the throughput table: 5-epoch (--epochs) runs on 2 ranks of
 #                cnnscale fp32 and bf16 (and, with --with-pytorch, PyTorch fp32), test
 #                accuracy of each.
@@ -21,7 +32,12 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 BUILD="$ROOT/build"
 ROUNDS=3
-STEPS=200
+STEPS=""
+MODEL=mnist_cnn
+IMAGE=224
+BATCH=""
+THREADS=1
+CLASSES=1000
 BIND=core
 OUT=""
 ACCURACY=0
@@ -39,11 +55,27 @@ while [ $# -gt 0 ]; do
     --with-pytorch) ACC_PYTORCH=1; shift ;;
     --epochs) EPOCHS=$2; shift 2 ;;
     --no-install) INSTALL=0; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --model) MODEL=$2; shift 2 ;;
+    --image-size) IMAGE=$2; shift 2 ;;
+    --batch) BATCH=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
+    --classes) CLASSES=$2; shift 2 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "compare-pytorch.sh: error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 case "$BIND" in core|none) ;; *) echo "compare-pytorch.sh: error: --bind core|none" >&2; exit 2 ;; esac
+case "$MODEL" in
+  mnist_cnn) RESNET=0; STEPS=${STEPS:-200}; BATCH=${BATCH:-64} ;;
+  resnet18|resnet34|resnet50|resnet101|resnet152) RESNET=1; STEPS=${STEPS:-30}; BATCH=${BATCH:-32} ;;
+  *) echo "compare-pytorch.sh: error: --model mnist_cnn|resnet18|resnet34|resnet50|resnet101|resnet152" >&2; exit 2 ;;
+esac
+if [ "$RESNET" = 1 ] && [ "$ACCURACY" = 1 ]; then
+  echo "compare-pytorch.sh: error: --accuracy is for mnist_cnn (synthetic data has no test accuracy)" >&2; exit 2
+fi
+# bf16 only where the CPU computes it natively (the issue's peer is autocast on AVX512-BF16/AMX).
+BF16=0
+grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && BF16=1
 CNNSCALE="$BUILD/bin/cnnscale"
 ROOFLINE="$BUILD/bin/roofline"
 for f in "$CNNSCALE" "$ROOFLINE"; do
@@ -65,10 +97,24 @@ if ! $PY -c "import torch" 2>/dev/null; then
   fi
 fi
 TORCH_VERSION=$($PY -c "import torch; print(torch.__version__)")
+if [ "$RESNET" = 1 ] && ! $PY -c "import torchvision" 2>/dev/null; then
+  echo "compare-pytorch.sh: error: $PY cannot import torchvision (apt-get install python3-torchvision)" >&2; exit 1
+fi
 
 # ---- data ----
 DATA="$ROOT/out/fashion-mnist-h5"
-if [ ! -f "$DATA/dataset.json" ]; then
+if [ "$RESNET" = 1 ]; then
+  # synthetic on both sides; enough samples that no epoch ends inside the timed steps
+  DATA_ARGS=(--synthetic --model "$MODEL" --image-size "$IMAGE" --channels 3 --classes "$CLASSES"
+             --synthetic-samples $((BATCH * 2 * (STEPS + 1))))
+  PT_SCRIPT="$HERE/pytorch_ddp_resnet.py"
+  PT_ARGS=(--model "$MODEL" --image-size "$IMAGE" --classes "$CLASSES")
+else
+  DATA_ARGS=(--data "$DATA" --cache memory --model mnist_cnn)
+  PT_SCRIPT="$HERE/pytorch_ddp_mnist.py"
+  PT_ARGS=()
+fi
+if [ "$RESNET" = 0 ] && [ ! -f "$DATA/dataset.json" ]; then
   echo "== cnnscale prep (Fashion-MNIST → $DATA)"
   "$CNNSCALE" prep --format idx --input /usr/share/datasets/fashion-mnist --output "$DATA" --shards 8 --test-shards 2
 fi
@@ -82,10 +128,10 @@ run_pytorch() {  # W TAG [extra args]
   port=$(free_port)
   for ((r = 0; r < W; r++)); do
     local pin=()
-    [ "$BIND" = core ] && pin=(taskset -c "$r")
+    [ "$BIND" = core ] && pin=(taskset -c "$((r * THREADS))-$((r * THREADS + THREADS - 1))")
     RANK=$r WORLD_SIZE=$W MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      /usr/bin/time -f %M -o "$OUT/$TAG.rss.$r" "${pin[@]}" $PY "$HERE/pytorch_ddp_mnist.py" \
-      --batch-size 64 --threads 1 "$@" >"$OUT/$TAG.out.$r" 2>&1 &
+      /usr/bin/time -f %M -o "$OUT/$TAG.rss.$r" "${pin[@]}" $PY "$PT_SCRIPT" \
+      --batch-size "$BATCH" --threads "$THREADS" "${PT_ARGS[@]}" "$@" >"$OUT/$TAG.out.$r" 2>&1 &
     pids+=($!)
   done
   local rc=0
@@ -96,9 +142,10 @@ import json, sys, glob
 out, tag, w = sys.argv[1], sys.argv[2], int(sys.argv[3])
 j = json.loads([l for l in open(f"{out}/{tag}.out.0") if l.startswith("{")][-1])
 rss = [int(open(f).read().split()[-1]) / 1024 for f in glob.glob(f"{out}/{tag}.rss.*")]
-print(json.dumps({"impl": "pytorch " + j["torch"], "precision": "fp32", "tag": tag, "world": w,
+print(json.dumps({"impl": "pytorch " + j["torch"], "precision": j.get("precision", "fp32"), "tag": tag, "world": w,
+                  "channels_last": j.get("channels_last", False),
                   "images_per_s": j["images_per_s"], "step_ms": j["step_ms"], "peak_rss_mib": max(rss),
-                  "test_accuracy": j["test_accuracy"]}))
+                  "test_accuracy": j.get("test_accuracy")}))
 EOF
 }
 
@@ -108,7 +155,7 @@ run_cnnscale() {  # W TAG PRECISION [extra args]
   rm -rf "$OUT/$TAG"
   mpirun --bind-to "$BIND" -n "$W" bash -c \
     'exec /usr/bin/time -f %M -o "$0.rss.$OMPI_COMM_WORLD_RANK" "$@"' "$OUT/$TAG" \
-    "$CNNSCALE" train --data "$DATA" --cache memory --model mnist_cnn --batch-size 64 --threads 1 \
+    "$CNNSCALE" train "${DATA_ARGS[@]}" --batch-size "$BATCH" --threads "$THREADS" \
     --lr 0.01 --momentum 0.9 --precision "$PREC" --run-dir "$OUT/$TAG" "$@" >"$OUT/$TAG.out" 2>&1 ||
     { echo "compare-pytorch.sh: error: cnnscale run $TAG failed (see $OUT/$TAG.out)" >&2; exit 1; }
   $PY - "$OUT" "$TAG" "$W" "$PREC" <<'EOF' >>"$OUT/results.jsonl"
@@ -120,7 +167,7 @@ print(json.dumps({"impl": "cnnscale", "precision": prec, "tag": tag, "world": w,
                   "images_per_s": j["images_per_s"], "step_ms": j["step_ms"]["median"],
                   "breakdown_ms": j["breakdown_ms"], "breakdown_median_ms": j.get("breakdown_median_ms"),
                   "peak_rss_mib": max(rss),
-                  "test_accuracy": j["test_accuracy"]}))
+                  "test_accuracy": j.get("test_accuracy")}))
 EOF
 }
 
@@ -133,8 +180,8 @@ run_cnnscale_pair() {  # TAG PRECISION [extra args]
   local pids=() r
   for r in 0 1; do
     rm -rf "$OUT/$TAG-$r"
-    taskset -c "$r" mpirun --bind-to none -n 1 "$CNNSCALE" train --data "$DATA" --cache memory --model mnist_cnn \
-      --batch-size 64 --threads 1 --lr 0.01 --momentum 0.9 --precision "$PREC" --run-dir "$OUT/$TAG-$r" "$@" \
+    taskset -c "$((r * THREADS))-$((r * THREADS + THREADS - 1))" mpirun --bind-to none -n 1 "$CNNSCALE" train \
+      "${DATA_ARGS[@]}" --batch-size "$BATCH" --threads "$THREADS" --lr 0.01 --momentum 0.9 --precision "$PREC" --run-dir "$OUT/$TAG-$r" "$@" \
       >"$OUT/$TAG-$r.out" 2>&1 &
     pids+=($!)
   done
@@ -152,7 +199,9 @@ EOF2
   echo "machine: $(uname -srm); $(nproc --all) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
   echo "torch $TORCH_VERSION; $(mpirun --version 2>&1 | head -1); binding: $BIND"
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "model: $MODEL; batch $BATCH/rank; $THREADS thread(s)/rank; $STEPS steps; bf16 compared: $BF16"
 } | tee "$OUT/machine.txt"
+$PY -c "import json, sys; json.dump(dict(model='$MODEL', batch=$BATCH, threads=$THREADS, steps=$STEPS, image_size=$IMAGE, classes=$CLASSES, bf16=bool($BF16)), open(sys.argv[1], 'w'))" "$OUT/meta.json"
 
 if [ "$ACCURACY" = 1 ]; then
   : >"$OUT/results.jsonl"
@@ -176,16 +225,27 @@ fi
 for ((round = 1; round <= ROUNDS; round++)); do
   for W in 1 2; do
     echo "== round $round/$ROUNDS, $W rank(s): PyTorch, cnnscale fp32, cnnscale bf16  (load $(cut -d' ' -f1 /proc/loadavg))"
-    run_pytorch "$W" "r$round-pytorch-w$W" --steps "$STEPS"
+    if [ "$RESNET" = 1 ]; then
+      for prec in fp32 bf16; do
+        [ "$prec" = bf16 ] && [ "$BF16" = 0 ] && continue
+        run_pytorch "$W" "r$round-pytorch-$prec-w$W" --steps "$STEPS" --precision "$prec"
+        run_pytorch "$W" "r$round-pytorch-$prec-cl-w$W" --steps "$STEPS" --precision "$prec" --channels-last
+      done
+    else
+      run_pytorch "$W" "r$round-pytorch-w$W" --steps "$STEPS"
+    fi
     run_cnnscale "$W" "r$round-cnnscale-fp32-w$W" fp32 --max-steps "$STEPS"
-    run_cnnscale "$W" "r$round-cnnscale-bf16-w$W" bf16 --max-steps "$STEPS"
+    if [ "$BF16" = 1 ] || [ "$RESNET" = 0 ]; then run_cnnscale "$W" "r$round-cnnscale-bf16-w$W" bf16 --max-steps "$STEPS"; fi
     [ "$W" = 2 ] && run_cnnscale_pair "r$round-cnnscale-fp32-pair" fp32 --max-steps "$STEPS"
   done
 done
 
 echo "== roofline (1 thread)"
-"$ROOFLINE" --json >"$OUT/roofline.json"
-"$ROOFLINE" >"$OUT/roofline.txt" && cat "$OUT/roofline.txt"
+ROOF_ARGS=()
+# the model's FLOPs; its fwd+bwd timed at a small batch (ResNet-50 at 224 takes seconds per step)
+[ "$RESNET" = 1 ] && ROOF_ARGS=(--model "$MODEL" --image-size "$IMAGE" --channels 3 --classes "$CLASSES" --batch 2 --steps 3)
+"$ROOFLINE" "${ROOF_ARGS[@]}" --json >"$OUT/roofline.json"
+"$ROOFLINE" "${ROOF_ARGS[@]}" >"$OUT/roofline.txt" && cat "$OUT/roofline.txt"
 echo "== cnnscale allreduce, 2 ranks"
 mpirun --bind-to "$BIND" -n 2 "$CNNSCALE" allreduce -b 1K -e 64M -f 4 --json "$OUT/allreduce.json" | tee "$OUT/allreduce.txt"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt"

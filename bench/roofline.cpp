@@ -12,7 +12,10 @@
 //  3. For each --run-json FILE (a `cnnscale train` run.json): the whole training step
 //     per rank (data, compute, exposed communication, optimiser included):
 //     FLOP/sample × images_per_s / world_size.
+//  --model M (with --image-size S, --channels C, --classes K): parts 2 and 3 for that
+//     model instead of mnist_cnn (e.g. resnet50 at 3×224×224: its FLOPs per sample).
 // Usage: roofline [--batch N] [--steps N] [--square N] [--bf16] [--json] [--run-json FILE]...
+//                 [--model M] [--image-size S] [--channels C] [--classes K]
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
@@ -72,6 +75,9 @@ int main(int argc, char** argv) {
   int steps = 30;
   bool bf16 = false, as_json = false;
   std::vector<std::string> runs;
+  std::string model = "mnist_cnn";
+  SampleShape shape{1, 28, 28};
+  int classes = 10;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() { return std::string(i + 1 < argc ? argv[++i] : ""); };
@@ -81,9 +87,14 @@ int main(int argc, char** argv) {
     else if (a == "--bf16") bf16 = true;
     else if (a == "--json") as_json = true;
     else if (a == "--run-json") runs.push_back(next());
+    else if (a == "--model") model = next();
+    else if (a == "--image-size") shape.height = shape.width = std::stoi(next());
+    else if (a == "--channels") shape.channels = std::stoi(next());
+    else if (a == "--classes") classes = std::stoi(next());
     else {
       std::fprintf(stderr,
-                   "usage: roofline [--batch N] [--steps N] [--square N] [--bf16] [--json] [--run-json FILE]...\n");
+                   "usage: roofline [--batch N] [--steps N] [--square N] [--bf16] [--json] [--run-json FILE]... "
+                   "[--model M] [--image-size S] [--channels C] [--classes K]\n");
       return 2;
     }
   }
@@ -144,10 +155,11 @@ int main(int argc, char** argv) {
   out["memcpy"] = mc;
 
   // 2. cnnscale mnist_cnn forward+backward on one thread.
-  auto m = make_model("mnist_cnn", SampleShape{1, 28, 28}, 10);
+  auto m = make_model(model, shape, classes);
   m->init_params(1);
   m->prepare(batch, bf16 ? Precision::bf16 : Precision::fp32);
-  const std::vector<double> t = time_train_steps(*m, batch, SampleShape{1, 28, 28}, steps);
+  const std::vector<double> t = time_train_steps(*m, batch, shape, steps);
+  out["model"] = model;
   const double fps = nn::train_flops_per_sample(dynamic_cast<nn::Net*>(m.get())->graph());
   const double step_s = median(t);
   const double gf = fps * double(batch) / step_s * 1e-9;
@@ -187,7 +199,7 @@ int main(int argc, char** argv) {
   for (const auto& r : mc)
     std::printf("memcpy %zu bytes, 1 thread: %.1f GB/s\n", r["bytes"].get<size_t>(), r["gbps"].get<double>());
   std::printf("roof (best sgemm measured): %.1f GFLOP/s\n", roof);
-  std::printf("mnist_cnn training FLOPs: %.0f per sample, %.3f GFLOP per step at batch %lld\n", fps,
+  std::printf("%s training FLOPs: %.0f per sample, %.3f GFLOP per step at batch %lld\n", model.c_str(), fps,
               fps * double(batch) * 1e-9, (long long)batch);
   std::printf("cnnscale fwd+bwd (%s, 1 thread): %.2f ms/step, %.1f GFLOP/s = %.0f%% of roof\n", bf16 ? "bf16" : "fp32",
               step_s * 1e3, gf, 100 * gf / roof);

@@ -2,6 +2,8 @@
 // HDF5 dataset directory (src/data/prep.hpp), or verifies one (--verify DIR).
 // Runs as one process; no MPI.
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
@@ -31,7 +33,8 @@ int cmd_prep(int argc, char** argv) {
       "  (the python/pickle CIFAR downloads are not read: use the binary ones)\n"
       "  imagefolder  torchvision ImageFolder layout: --input ROOT with ROOT/<class>/<file> (or ROOT/train/<class>/…\n"
       "            and ROOT/val/<class>/…); JPEG and PNG, converted to RGB as PIL's convert(\"RGB\");\n"
-      "            --resize S, --center-crop S as torchvision's Resize(S), CenterCrop(S); --val-fraction F",
+      "            --resize S, --center-crop S as torchvision's Resize(S), CenterCrop(S); --val-fraction F;\n"
+      "            --store original-max S keeps each image's size (longer side <= S) for train --augment rrc<S>",
       "Examples:\n"
       "  cnnscale prep --format idx --input /usr/share/datasets/fashion-mnist --output data/fmnist --shards 8\n"
       "  cnnscale prep --format hdf5 --input all.h5 --images /x_train --labels /y_train \\\n"
@@ -39,6 +42,8 @@ int cmd_prep(int argc, char** argv) {
       "  cnnscale prep --format cifar10 --input cifar-10-batches-bin --output data/cifar10 --shards 8\n"
       "  cnnscale prep --format imagefolder --input flowers --resize 64 --center-crop 64 --val-fraction 0.1 \\\n"
       "      --output data/flowers --threads 2\n"
+      "  cnnscale prep --format imagefolder --input imagenet --store original-max 320 --threads 16 \\\n"
+      "      --output data/imagenet\n"
       "  cnnscale prep --verify data/fmnist"};
   po::options_description desc("Options");
   desc.add_options()("format", po::value<std::string>()->default_value("idx"),
@@ -54,6 +59,12 @@ int cmd_prep(int argc, char** argv) {
       "imagefolder without a val/ folder: this fraction of the images (seeded by --seed) becomes the test split")(
       "seed", po::value<uint64_t>()->default_value(0), "imagefolder: seed of the --val-fraction split")(
       "threads", po::value<int>()->default_value(1), "imagefolder: decoding threads")(
+      "store", po::value<std::vector<std::string>>()->multitoken(),
+      "imagefolder: fixed (default: one size for all, see --resize/--center-crop) | original-max S (each image keeps "
+      "its size, longer side capped to S; ragged layout for train --augment rrc<S>)")(
+      "max-image-pixels", po::value<int64_t>()->default_value(2 * int64_t{89478485}),
+      "imagefolder: refuse an image whose header claims more pixels (decompression-bomb guard; PIL's "
+      "DecompressionBombError limit by default); 0: no limit")(
       "output", po::value<std::string>(), "dataset directory to create")(
       "shards", po::value<int>()->default_value(8), "number of train shards")(
       "test-shards", po::value<int>()->default_value(2), "number of test shards")(
@@ -115,6 +126,22 @@ int cmd_prep(int argc, char** argv) {
   o.val_fraction = vm["val-fraction"].as<double>();
   o.seed = vm["seed"].as<uint64_t>();
   o.threads = vm["threads"].as<int>();
+  o.max_pixels = vm["max-image-pixels"].as<int64_t>();
+  if (vm.count("store")) {
+    const auto v = vm["store"].as<std::vector<std::string>>();
+    std::string sz = v.size() == 2 ? v[1] : "";
+    std::string kind = v.empty() ? "" : v[0];
+    if (v.size() == 1 && kind.rfind("original-max=", 0) == 0) {
+      sz = kind.substr(13);
+      kind = "original-max";
+    }
+    if (kind == "original-max" && !sz.empty() && sz.find_first_not_of("0123456789") == std::string::npos &&
+        sz.size() < 6 && std::stoi(sz) > 0)
+      o.store_max = std::stoi(sz);
+    else if (!(kind == "fixed" && v.size() == 1))
+      fail("--store takes 'fixed' or 'original-max S' with S a positive size in pixels (e.g. --store original-max ",
+           "256)");
+  }
   o.shards = vm["shards"].as<int>();
   o.test_shards = vm["test-shards"].as<int>();
   o.compress = vm["compress"].as<std::string>();

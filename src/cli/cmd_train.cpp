@@ -19,6 +19,8 @@ int cmd_train(int argc, char** argv) {
       "the same trajectory as one rank with batch W*B. Every long option may also come from an INI\n"
       "file given with --config (key = value, keys without the dashes; the command line wins).",
       "Examples:\n"
+      "  cnnscale train --synthetic --model resnet50 --image-size 224 --channels 3 --classes 1000 --batch-size 32 "
+      "--max-steps 20\n"
       "  cnnscale prep --format idx --input /usr/share/datasets/fashion-mnist --output data/fmnist --shards 8\n"
       "  mpirun -n 2 cnnscale train --data data/fmnist --epochs 5 --run-dir runs/fmnist-2\n"
       "  srun --mpi=pmix cnnscale train --synthetic --max-steps 200 --run-dir runs/syn-$SLURM_JOB_ID\n"
@@ -36,6 +38,12 @@ int cmd_train(int argc, char** argv) {
       "deterministic random images instead of a data set (throughput)")(
       "synthetic-samples", po::value(&o.data.synthetic_samples)->default_value(o.data.synthetic_samples),
       "samples per synthetic epoch")(
+      "image-size", po::value<std::string>(),
+      "synthetic images of S×S (or HxW, e.g. 224 or 32x48) pixels (default 28)")(
+      "channels", po::value(&o.data.synthetic_shape.channels)->default_value(o.data.synthetic_shape.channels),
+      "synthetic image channels")(
+      "classes", po::value(&o.data.synthetic_classes)->default_value(o.data.synthetic_classes),
+      "synthetic classes (a data set's come from its dataset.json)")(
       "drop-last", po::value(&o.data.drop_last)->default_value(true)->implicit_value(true),
       "drop the epoch's tail that does not fill a global batch (default)")(
       "no-drop-last", po::bool_switch(), "wrap around to fill the last global batch instead")(
@@ -46,12 +54,17 @@ int cmd_train(int argc, char** argv) {
       "training augmentation, comma-separated steps applied in order in the reader thread (evaluation never "
       "augments): crop<S>pad<P> = RandomCrop(S, padding=P) with zero padding, S the image size (e.g. crop32pad4); "
       "hflip = RandomHorizontalFlip(p=0.5); rrc<S> = RandomResizedCrop(S) (the sample becomes S×S; evaluation then "
-      "center-crops to S); center<S> = CenterCrop(S); none. Each sample's draws depend only on (seed, epoch, sample "
-      "index)");
+      "center-crops to S); center<S> = CenterCrop(S); resize<S> = Resize(S); none. Each sample's draws depend only on "
+      "(seed, epoch, sample index)")(
+      "data-threads", po::value(&o.data.data_threads)->default_value(o.data.data_threads),
+      "worker threads per rank that augment and normalise each batch beside the reader thread's HDF5 reads "
+      "(1: the reader thread alone); the batches are identical for any count");
   po::options_description model("Model and numerics");
   model.add_options()("model", po::value(&o.model)->default_value(o.model),
-                      "mnist_cnn | lenet5 | resnet20 | a one-line spec, e.g. \"conv(32,3) relu maxpool(2) flatten "
-                      "linear(10)\"")(
+                      "mnist_cnn | lenet5 | resnet20 | resnet18 | resnet34 | resnet50 | resnet101 | resnet152 "
+                      "(torchvision's) | a one-line spec, e.g. \"conv(32,3) relu maxpool(2) flatten linear(10)\"")(
+      "zero-init-residual", po::bool_switch(&o.model_options.zero_init_residual),
+      "torchvision ResNets: start each residual block's last batch-norm weight at 0")(
       "precision", po::value(&precision)->default_value(precision), "fp32|bf16 (bf16 compute, fp32 master weights)")(
       "threads", po::value(&o.threads)->default_value(o.threads), "compute (oneDNN/OpenMP) threads per rank; default OMP_NUM_THREADS when set, else 1");
   po::options_description sched("Schedule and optimiser");
@@ -116,6 +129,12 @@ int cmd_train(int argc, char** argv) {
     if (cl.count("synthetic") && !cl.count("data")) o.data.dir.clear();
     else if (cl.count("data") && !cl.count("synthetic")) o.data.synthetic = false;
   }
+  if (parsed.vm.count("image-size"))
+    o.data.synthetic_shape = parse_image_size(parsed.vm["image-size"].as<std::string>(), o.data.synthetic_shape);
+  if (!o.data.synthetic)
+    for (const char* k : {"image-size", "channels", "classes"})
+      if (parsed.vm.count(k) && !parsed.vm[k].defaulted())
+        fail("--", k, " applies to --synthetic data; a data set's shape and classes come from its dataset.json");
   if (parsed.vm["no-drop-last"].as<bool>()) o.data.drop_last = false;
   if (parsed.vm["no-eval"].as<bool>()) o.evaluate = false;
   // Every mistake that needs no other rank is reported before the world starts.

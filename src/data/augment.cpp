@@ -26,8 +26,8 @@ std::string trim(const std::string& s) {
 
 std::string augment_valid_names() {
   return "crop<S>pad<P> (RandomCrop(S, padding=P), S = the image size, e.g. crop32pad4), hflip "
-         "(RandomHorizontalFlip(p=0.5)), rrc<S> (RandomResizedCrop(S), e.g. rrc224) and center<S> (CenterCrop(S)), "
-         "comma-separated, or none";
+         "(RandomHorizontalFlip(p=0.5)), rrc<S> (RandomResizedCrop(S), e.g. rrc224), center<S> (CenterCrop(S)) and "
+         "resize<S> (Resize(S)), comma-separated, or none";
 }
 
 std::vector<AugmentStep> parse_augment(const std::string& list) {
@@ -35,7 +35,7 @@ std::vector<AugmentStep> parse_augment(const std::string& list) {
   const std::string all = trim(list);
   if (all.empty() || all == "none") return steps;
   static const std::regex crop_re("crop([0-9]{1,5})pad([0-9]{1,5})");
-  static const std::regex rrc_re("rrc([0-9]{1,5})"), center_re("center([0-9]{1,5})");
+  static const std::regex rrc_re("rrc([0-9]{1,5})"), center_re("center([0-9]{1,5})"), resize_re("resize([0-9]{1,5})");
   size_t at = 0;
   while (true) {
     const size_t comma = all.find(',', at);
@@ -54,6 +54,10 @@ std::vector<AugmentStep> parse_augment(const std::string& list) {
       s.kind = name[0] == 'r' ? AugmentStep::Kind::rrc : AugmentStep::Kind::center;
       s.size = std::stoi(m[1]);
       if (s.size < 1) fail("--augment ", name, ": the output size must be at least 1");
+    } else if (std::regex_match(name, m, resize_re)) {
+      s.kind = AugmentStep::Kind::resize;
+      s.size = std::stoi(m[1]);
+      if (s.size < 1) fail("--augment ", name, ": the size must be at least 1");
     } else {
       fail("--augment '", list, "': unknown step '", name, "'; valid steps are ", augment_valid_names());
     }
@@ -172,14 +176,41 @@ void center_crop_planes(const uint8_t* src, uint8_t* dst, SampleShape shape, int
   }
 }
 
-Augmenter::Augmenter(const std::string& list, SampleShape shape, uint64_t seed)
-    : steps_(parse_augment(list)), shape_(shape), out_shape_(shape), seed_(seed) {
+SampleShape resize_shape(SampleShape shape, int size) {
+  const bool w_short = shape.width <= shape.height;
+  const int s = w_short ? shape.width : shape.height, l = w_short ? shape.height : shape.width;
+  const int new_long = static_cast<int>(static_cast<double>(int64_t{size} * l) / s);
+  return {shape.channels, w_short ? new_long : size, w_short ? size : new_long};
+}
+
+void resize_planes(const uint8_t* src, uint8_t* dst, SampleShape shape, int size) {
+  const SampleShape o = resize_shape(shape, size);
+  if (o.height == shape.height && o.width == shape.width) {
+    std::memcpy(dst, src, static_cast<size_t>(shape.numel()));
+    return;
+  }
+  for (int c = 0; c < shape.channels; ++c)
+    resample_bilinear(src + int64_t{c} * shape.height * shape.width, shape.width, shape.height, 1,
+                      dst + int64_t{c} * o.height * o.width, o.width, o.height);
+}
+
+Augmenter::Augmenter(const std::string& list, SampleShape shape, uint64_t seed, bool ragged)
+    : steps_(parse_augment(list)), shape_(shape), out_shape_(shape), seed_(seed), ragged_(ragged) {
+  bool variable = ragged;  // the image reaching the step has a per-sample size
   for (const auto& s : steps_) {
-    shapes_.push_back(out_shape_);
+    shapes_.push_back(variable ? SampleShape{shape.channels, 0, 0} : out_shape_);
     if (s.kind == AugmentStep::Kind::rrc || s.kind == AugmentStep::Kind::center) {
       out_shape_ = {shape.channels, s.size, s.size};
+      variable = false;
       continue;
     }
+    if (s.kind == AugmentStep::Kind::resize) {
+      if (!variable) out_shape_ = resize_shape(out_shape_, s.size);
+      continue;
+    }
+    if (variable)
+      fail("--augment ", s.name, " needs images of one size but this data set stores variable-size images (prep ",
+           "--store original-max); put rrc<S> or center<S> before it (e.g. rrc224,hflip or center224,", s.name, ")");
     if (s.kind != AugmentStep::Kind::crop) continue;
     const SampleShape cur = out_shape_;
     if (cur.height != s.size || cur.width != s.size)
@@ -190,36 +221,56 @@ Augmenter::Augmenter(const std::string& list, SampleShape shape, uint64_t seed)
                      " (the crop keeps the sample shape)"
                : std::string("crop needs square images (prep them with a square --center-crop)"));
   }
+  if (variable)
+    fail("--augment '", list, "' leaves the images of this data set at their variable stored sizes (prep --store ",
+         "original-max); a batch needs one size: ", steps_.empty() ? "pass" : "end the list with",
+         " rrc<S> or center<S> (e.g. --augment rrc224,hflip)");
 }
 
 Augmenter Augmenter::for_evaluation() const {
   std::string list;
-  for (const auto& s : steps_)
-    if (s.kind == AugmentStep::Kind::rrc || s.kind == AugmentStep::Kind::center) {
-      if (!list.empty()) list += ",";
-      list += "center";
-      list += std::to_string(s.size);
-    }
-  return Augmenter(list, shape_, seed_);
+  for (const auto& s : steps_) {
+    std::string step;
+    if (s.kind == AugmentStep::Kind::rrc && ragged_)
+      step = "resize" + std::to_string(static_cast<int>(s.size / 0.875)) + ",center" + std::to_string(s.size);
+    else if (s.kind == AugmentStep::Kind::rrc || s.kind == AugmentStep::Kind::center)
+      step = "center" + std::to_string(s.size);
+    else if (s.kind == AugmentStep::Kind::resize) step = s.name;
+    if (step.empty()) continue;
+    if (!list.empty()) list += ",";
+    list += step;
+  }
+  return Augmenter(list, shape_, seed_, ragged_);
 }
 
 void Augmenter::apply(const uint8_t* src, uint8_t* dst, int epoch, int64_t g, std::vector<uint8_t>& scratch) const {
+  apply(src, shape_, dst, epoch, g, scratch);
+}
+
+void Augmenter::apply(const uint8_t* src, SampleShape in, uint8_t* dst, int epoch, int64_t g,
+                      std::vector<uint8_t>& scratch) const {
+  if (in.channels != shape_.channels)
+    internal_error("augment: a ", in.channels, "-channel sample in a ", shape_.channels, "-channel pipeline");
   if (steps_.empty()) {
-    std::memcpy(dst, src, static_cast<size_t>(shape_.numel()));
+    std::memcpy(dst, src, static_cast<size_t>(in.numel()));
     return;
   }
-  int64_t n = out_shape_.numel();
-  for (const auto& sh : shapes_) n = std::max(n, sh.numel());
-  // scratch: two ping-pong sample buffers; rrc copies its window (one plane at a time)
-  // into `window` (kept per reader thread) before resampling it.
-  scratch.resize(static_cast<size_t>(2 * n));
-  thread_local std::vector<uint8_t> window;
-  uint8_t* bufs[2] = {scratch.data(), scratch.data() + n};
+  // Two ping-pong buffers (scratch and one per thread); rrc copies its window (one plane
+  // at a time) into `window` (per thread) before resampling it. Shapes are followed
+  // step by step, since on ragged data they depend on the sample.
+  thread_local std::vector<uint8_t> window, other;
+  std::vector<uint8_t>* bufs[2] = {&scratch, &other};
   const uint8_t* cur = src;
   for (size_t k = 0; k < steps_.size(); ++k) {
-    uint8_t* out = k + 1 == steps_.size() ? dst : bufs[k % 2];
     const AugmentStep& s = steps_[k];
-    const SampleShape in = shapes_[k];
+    SampleShape out_sh = in;
+    if (s.kind == AugmentStep::Kind::rrc || s.kind == AugmentStep::Kind::center) out_sh = {in.channels, s.size, s.size};
+    else if (s.kind == AugmentStep::Kind::resize) out_sh = resize_shape(in, s.size);
+    uint8_t* out = dst;
+    if (k + 1 < steps_.size()) {
+      bufs[k % 2]->resize(static_cast<size_t>(out_sh.numel()));
+      out = bufs[k % 2]->data();
+    }
     switch (s.kind) {
       case AugmentStep::Kind::crop: {
         const AugmentDraw d = augment_draw(s, static_cast<int>(k), seed_, epoch, g, in);
@@ -240,8 +291,10 @@ void Augmenter::apply(const uint8_t* src, uint8_t* dst, int epoch, int64_t g, st
       case AugmentStep::Kind::center:
         center_crop_planes(cur, out, in, s.size);
         break;
+      case AugmentStep::Kind::resize: resize_planes(cur, out, in, s.size); break;
     }
     cur = out;
+    in = out_sh;
   }
 }
 

@@ -20,9 +20,19 @@
 //                  by PIL's bilinear resample. The sample becomes C×S×S.
 //   center<S>      torchvision CenterCrop(S) (zero padding when the image is smaller);
 //                  no randomness. The sample becomes C×S×S.
+//   resize<S>      torchvision Resize(S) (shorter side to S, the longer int(S·long/short),
+//                  PIL bilinear with antialias, each channel plane alike); no randomness.
 // Evaluation applies the deterministic counterpart of the list: center<S> for rrc<S> and
-// center<S> steps, nothing for crop and hflip, so test samples get the training shape
-// (for rrc224 on 256×256 prepped images: CenterCrop(224), ImageNet's evaluation).
+// center<S> steps, resize<S> kept, nothing for crop and hflip, so test samples get the
+// training shape (for rrc224 on 256×256 prepped images: CenterCrop(224), ImageNet's
+// evaluation). On variable-size data (ragged, `prep --store original-max`) rrc<S>
+// becomes resize<⌊S/0.875⌋>,center<S> — torchvision's ImageNet reference evaluation
+// (Resize(256), CenterCrop(224) for S = 224).
+//
+// Variable-size (ragged) input: Augmenter(list, max_shape, seed, /*ragged=*/true) takes
+// per-sample shapes in apply(). Only resize<S>, rrc<S> and center<S> accept a
+// variable-size image; crop and hflip need a fixed size, so they must come after an
+// rrc<S> or center<S>, and the list must end fixed-size (else a UserError naming the fix).
 // The zero padding is pixel value 0 before Normalize, as in torchvision's
 // [RandomCrop, RandomHorizontalFlip, ToTensor, Normalize] recipe.
 //
@@ -41,9 +51,9 @@
 namespace cnnscale {
 
 struct AugmentStep {
-  enum class Kind { crop, hflip, rrc, center };
+  enum class Kind { crop, hflip, rrc, center, resize };
   Kind kind = Kind::hflip;
-  int size = 0, pad = 0;  // crop: size and pad; rrc, center: size
+  int size = 0, pad = 0;  // crop: size and pad; rrc, center, resize: size
   std::string name;       // as written, e.g. "crop32pad4"
 };
 
@@ -73,12 +83,17 @@ void resized_crop(const uint8_t* src, uint8_t* dst, SampleShape shape, int top, 
                   std::vector<uint8_t>& scratch);
 // torchvision CenterCrop(size) of a C×H×W sample into C×size×size.
 void center_crop_planes(const uint8_t* src, uint8_t* dst, SampleShape shape, int size);
+// torchvision Resize(size) output shape of a C×H×W sample (shorter side to size).
+SampleShape resize_shape(SampleShape shape, int size);
+// torchvision Resize(size) of a C×H×W sample into resize_shape(shape, size).
+void resize_planes(const uint8_t* src, uint8_t* dst, SampleShape shape, int size);
 
 class Augmenter {
  public:
   Augmenter() = default;  // no steps: apply() copies
   // Throws UserError when LIST is bad or a step does not fit `shape` (naming the fix).
-  Augmenter(const std::string& list, SampleShape shape, uint64_t seed);
+  // ragged: samples have variable H×W (at most shape's); see above.
+  Augmenter(const std::string& list, SampleShape shape, uint64_t seed, bool ragged = false);
   bool active() const { return !steps_.empty(); }
   const std::vector<AugmentStep>& steps() const { return steps_; }
   SampleShape input_shape() const { return shape_; }
@@ -89,12 +104,17 @@ class Augmenter {
   // (output_shape().numel() bytes; not aliased). `scratch` is the caller's (per thread)
   // working buffer.
   void apply(const uint8_t* src, uint8_t* dst, int epoch, int64_t g, std::vector<uint8_t>& scratch) const;
+  // The same for a sample of shape `in` (ragged data; in.channels == input_shape().channels).
+  void apply(const uint8_t* src, SampleShape in, uint8_t* dst, int epoch, int64_t g,
+             std::vector<uint8_t>& scratch) const;
+  bool ragged() const { return ragged_; }
 
  private:
   std::vector<AugmentStep> steps_;
   std::vector<SampleShape> shapes_;  // shape entering each step
   SampleShape shape_, out_shape_;
   uint64_t seed_ = 0;
+  bool ragged_ = false;
 };
 
 }  // namespace cnnscale

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "data/h5util.hpp"
 #include "util/error.hpp"
@@ -42,6 +43,48 @@ T get_field(const json& j, const char* key, const std::string& json_path) {
   }
 }
 
+// A ragged shard: /images is 1-D, /offsets (N+1) and /shapes (N×3) describe the samples
+// back to back; appends them to split.offsets / split.shapes.
+void check_ragged_shard(const DatasetInfo& info, SplitInfo& split, const ShardInfo& sh, const std::string& json_path,
+                        hid_t f, hid_t space) {
+  hsize_t dims[8] = {0};
+  if (H5Sget_simple_extent_ndims(space) != 1)
+    fail("shard ", sh.path, ": /images is not 1-D as a ragged data set's (", json_path, " says sample_layout ",
+         "ragged); ", kRerun);
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  const int64_t bytes = static_cast<int64_t>(dims[0]);
+  std::vector<int64_t> off(static_cast<size_t>(sh.samples + 1));
+  std::vector<int32_t> shp(static_cast<size_t>(3 * sh.samples));
+  for (auto [name, rank, want, buf, type] :
+       {std::tuple{"/offsets", 1, sh.samples + 1, static_cast<void*>(off.data()), H5T_NATIVE_INT64},
+        std::tuple{"/shapes", 2, sh.samples, static_cast<void*>(shp.data()), H5T_NATIVE_INT32}}) {
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    if (d < 0) fail("shard ", sh.path, " has no ", name, " dataset (", h5_error_cause(), "); ", kRerun);
+    H5Id ds = h5_dataset(d);
+    H5Id sp = h5_space(H5Dget_space(ds));
+    hsize_t dd[8] = {0};
+    if (H5Sget_simple_extent_ndims(sp) != rank ||
+        (H5Sget_simple_extent_dims(sp, dd, nullptr), static_cast<int64_t>(dd[0]) != want || (rank == 2 && dd[1] != 3)))
+      fail("shard ", sh.path, ": ", name, " does not describe the ", sh.samples, " samples ", json_path, " lists; ",
+           kRerun);
+    if (H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
+      fail("shard ", sh.path, ": reading ", name, " failed (", h5_error_cause(), "): the file is damaged; ", kRerun);
+  }
+  for (int64_t i = 0; i < sh.samples; ++i) {
+    const SampleShape s{shp[3 * i], shp[3 * i + 1], shp[3 * i + 2]};
+    if (s.channels != info.shape.channels || s.height < 1 || s.width < 1 || s.height > info.max_side ||
+        s.width > info.max_side || off[i] < 0 || off[i + 1] - off[i] != s.numel())
+      fail("shard ", sh.path, ": sample ", i, " has shape ", s.channels, "x", s.height, "x", s.width, " and bytes [",
+           off[i], ", ", off[i + 1], "), which do not fit ", info.shape.channels, " channels, max side ", info.max_side,
+           " and back-to-back storage; ", kRerun);
+    split.offsets.push_back(off[i]);
+    split.shapes.push_back(s);
+  }
+  if (off[0] != 0 || off[static_cast<size_t>(sh.samples)] != bytes)
+    fail("shard ", sh.path, ": /offsets cover bytes [", off[0], ", ", off[static_cast<size_t>(sh.samples)],
+         ") but /images holds ", bytes, "; ", kRerun);
+}
+
 // Opens /images and /labels of one shard and checks them against dataset.json;
 // appends the labels to split.labels.
 void check_shard(const DatasetInfo& info, SplitInfo& split, const ShardInfo& sh, const std::string& json_path) {
@@ -59,13 +102,15 @@ void check_shard(const DatasetInfo& info, SplitInfo& split, const ShardInfo& sh,
   H5Id space = h5_space(H5Dget_space(images));
   hsize_t dims[8] = {0};
   const int rank = H5Sget_simple_extent_ndims(space);
-  if (rank != 4) fail("shard ", sh.path, ": /images has ", rank, " dimensions, expected 4 (N×C×H×W); ", kRerun);
+  if (info.ragged) {
+    check_ragged_shard(info, split, sh, json_path, f, space);
+  } else if (rank != 4) fail("shard ", sh.path, ": /images has ", rank, " dimensions, expected 4 (N×C×H×W); ", kRerun);
   H5Sget_simple_extent_dims(space, dims, nullptr);
-  if (static_cast<int64_t>(dims[0]) != sh.samples)
+  if (!info.ragged && static_cast<int64_t>(dims[0]) != sh.samples)
     fail("shard ", sh.path, " holds ", dims[0], " images but ", json_path, " says ", sh.samples,
          "; the directory mixes files of different prep runs — ", kRerun);
-  if (static_cast<int>(dims[1]) != info.shape.channels || static_cast<int>(dims[2]) != info.shape.height ||
-      static_cast<int>(dims[3]) != info.shape.width)
+  if (!info.ragged && (static_cast<int>(dims[1]) != info.shape.channels ||
+                       static_cast<int>(dims[2]) != info.shape.height || static_cast<int>(dims[3]) != info.shape.width))
     fail("shard ", sh.path, ": /images samples are ", dims[1], "x", dims[2], "x", dims[3], " but ", json_path,
          " says ", info.shape.channels, "x", info.shape.height, "x", info.shape.width, "; ", kRerun);
   H5Id type = h5_type(H5Dget_type(images));
@@ -183,6 +228,15 @@ DatasetInfo load_dataset(const std::string& dir_in) {
     fail(json_path, ": normalization mean/std need one value per channel (", info.shape.channels, "); ", kRerun);
   for (double s : info.std)
     if (!(s > 0)) fail(json_path, ": normalization std must be positive (constant images?); ", kRerun);
+  const std::string layout = j.value("sample_layout", std::string("fixed"));
+  if (layout == "ragged") {
+    info.ragged = true;
+    info.max_side = get_field<int>(j, "max_side", json_path);
+    if (info.max_side < 1 || info.shape.height != info.max_side || info.shape.width != info.max_side)
+      fail(json_path, ": a ragged data set needs max_side >= 1 and sample_shape [C, max_side, max_side]; ", kRerun);
+  } else if (layout != "fixed") {
+    fail(json_path, ": sample_layout '", layout, "' is not fixed or ragged; ", kRerun);
+  }
   info.chunk_samples = j.value("chunk_samples", int64_t{0});
   info.compression = j.value("compression", std::string("none"));
   const json splits = get_field<json>(j, "splits", json_path);

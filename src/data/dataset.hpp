@@ -31,13 +31,22 @@ struct SplitInfo {
   int64_t samples = 0;
   std::vector<ShardInfo> shards;    // in global-index order
   std::vector<int32_t> labels;      // all labels of the split (filled by load_dataset)
+  // Ragged data sets only (filled by load_dataset): per sample, its byte offset in its
+  // shard's 1-D /images and its C×H×W shape.
+  std::vector<int64_t> offsets;
+  std::vector<SampleShape> shapes;
   // The shard holding global sample `index` (binary search).
   int shard_of(int64_t index) const;
 };
 
 struct DatasetInfo {
   std::string dir;
-  SampleShape shape;
+  SampleShape shape;  // fixed: every sample's; ragged: C × max_side × max_side
+  // `prep --store original-max S` (dataset.json "sample_layout": "ragged", "max_side": S):
+  // samples keep their own H×W (longer side at most S), stored back to back in a 1-D
+  // /images with /offsets (int64, N+1) and /shapes (int32, N×3) beside it.
+  bool ragged = false;
+  int max_side = 0;
   int classes = 0;
   std::vector<std::string> class_names;  // label order; empty when dataset.json names none
   std::vector<double> mean, std;    // per channel, in [0,1] pixel units

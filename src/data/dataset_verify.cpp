@@ -27,6 +27,24 @@ void verify_dataset(const DatasetInfo& info, const std::function<void(int64_t, i
       int64_t step = 256;
       if (H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, 4, cdims) == 4) step = static_cast<int64_t>(cdims[0]);
       H5Id fspace = h5_space(H5Dget_space(d));
+      if (info.ragged) {  // 1-D /images: read it chunk by chunk of bytes
+        hsize_t bytes = 0, cb = 0;
+        H5Sget_simple_extent_dims(fspace, &bytes, nullptr);
+        if (H5Pget_layout(dcpl) != H5D_CHUNKED || H5Pget_chunk(dcpl, 1, &cb) != 1) cb = 1 << 20;
+        for (hsize_t at = 0; at < bytes; at += cb) {
+          hsize_t n = std::min(cb, bytes - at);
+          H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &at, nullptr, &n, nullptr);
+          H5Id mspace = h5_space(H5Screate_simple(1, &n, nullptr));
+          buf.resize(static_cast<size_t>(n));
+          if (H5Dread(d, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, buf.data()) < 0)
+            fail("shard ", sh.path, " is damaged: reading image bytes ", at, "..", at + n - 1, " failed (",
+                 h5_error_cause(), "); the data no longer match their checksum — copy the file again or re-run ",
+                 "`cnnscale prep`");
+        }
+        done += sh.samples;
+        if (progress) progress(done, total);
+        continue;
+      }
       for (int64_t at = 0; at < sh.samples; at += step) {
         const int64_t n = std::min(step, sh.samples - at);
         hsize_t start[4] = {static_cast<hsize_t>(at), 0, 0, 0};

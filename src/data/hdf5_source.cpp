@@ -12,6 +12,7 @@
 #include "data/normalize.hpp"
 #include "data/prefetcher.hpp"
 #include "data/sampler.hpp"
+#include "data/worker_pool.hpp"
 #include "util/error.hpp"
 #include "util/hdf5_lock.hpp"
 
@@ -65,6 +66,43 @@ class ShardReader {
     read_runs(s, o, runs_start_.data(), runs_len_.data(), runs_start_.size(), n, dst);
   }
 
+  // Ragged data sets: shard s's samples local[0..n) (ascending, distinct), their bytes
+  // back to back into dst (sum of their numel()).
+  void read_ragged(int s, const int64_t* local, int64_t n, uint8_t* dst) {
+    Hdf5Lock lock(hdf5_mutex());
+    h5_quiet();
+    Open& o = ensure_open(s);
+    const int64_t base = split_.shards[s].first_index;
+    auto begin = [&](int64_t l) { return split_.offsets[static_cast<size_t>(base + l)]; };
+    auto end = [&](int64_t l) { return begin(l) + split_.shapes[static_cast<size_t>(base + l)].numel(); };
+    if (cache_) {  // the whole shard's bytes, on first touch
+      if (o.cache.empty()) {
+        o.cache.resize(1);
+        const int64_t first = 0, bytes = split_.shards[s].samples ? end(split_.shards[s].samples - 1) : 0;
+        o.cache[0].resize(static_cast<size_t>(bytes));
+        if (bytes > 0) read_byte_runs(s, o, &first, &bytes, 1, bytes, o.cache[0].data());
+      }
+      for (int64_t k = 0; k < n; ++k) {
+        std::memcpy(dst, o.cache[0].data() + begin(local[k]), static_cast<size_t>(end(local[k]) - begin(local[k])));
+        dst += end(local[k]) - begin(local[k]);
+      }
+      return;
+    }
+    runs_start_.clear();
+    runs_len_.clear();
+    int64_t total = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t b = begin(local[k]), len = end(local[k]) - b;
+      total += len;
+      if (!runs_start_.empty() && runs_start_.back() + runs_len_.back() == b) runs_len_.back() += len;
+      else {
+        runs_start_.push_back(b);
+        runs_len_.push_back(len);
+      }
+    }
+    read_byte_runs(s, o, runs_start_.data(), runs_len_.data(), runs_start_.size(), total, dst);
+  }
+
   int64_t cached_bytes() const {
     int64_t b = 0;
     for (const auto& o : open_)
@@ -91,6 +129,7 @@ class ShardReader {
     H5Id dcpl = h5_plist(H5Dget_create_plist(o.images));
     hsize_t cd[4] = {0};
     o.chunk = 256;
+    if (info_->ragged) return o;  // read_ragged caches whole shards
     if (H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, 4, cd) == 4) o.chunk = static_cast<int64_t>(cd[0]);
     if (cache_) o.cache.resize(static_cast<size_t>((si.samples + o.chunk - 1) / o.chunk));
     return o;
@@ -114,6 +153,20 @@ class ShardReader {
            " failed (", h5_error_cause(), ")", kDamaged);
   }
 
+  void read_byte_runs(int s, Open& o, const int64_t* start, const int64_t* len, size_t runs, int64_t total,
+                      uint8_t* dst) {
+    H5Id fspace = h5_space(H5Dget_space(o.images));
+    for (size_t r = 0; r < runs; ++r) {
+      const hsize_t st = static_cast<hsize_t>(start[r]), ct = static_cast<hsize_t>(len[r]);
+      H5Sselect_hyperslab(fspace, r == 0 ? H5S_SELECT_SET : H5S_SELECT_OR, &st, nullptr, &ct, nullptr);
+    }
+    const hsize_t md = static_cast<hsize_t>(total);
+    H5Id mspace = h5_space(H5Screate_simple(1, &md, nullptr));
+    if (H5Dread(o.images, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, dst) < 0)
+      fail("shard ", split_.shards[s].path, " is damaged: reading ", total, " image bytes from byte ", start[0],
+           " failed (", h5_error_cause(), ")", kDamaged);
+  }
+
   std::shared_ptr<const DatasetInfo> info_;
   const SplitInfo& split_;
   bool cache_;
@@ -129,8 +182,11 @@ class ShardedHdf5Source : public BatchSource {
         per_rank_(o.batch_per_rank),
         sampler_(info->train.samples, o.batch_per_rank * world, o.drop_last, o.seed),
         reader_(info, info->train, o.cache_memory),
-        augment_(o.augment, info->shape, o.seed),
+        augment_(o.augment, info->shape, o.seed, info->ragged),
         norm_(augment_.output_shape(), info->mean, info->std),
+        pool_(o.threads),
+        augmented_(static_cast<size_t>(o.threads)),
+        scratch_(static_cast<size_t>(o.threads)),
         prefetch_([this](int e, int64_t s, Batch& b) { produce(e, s, b); }, sampler_.steps_per_epoch(), o.prefetch) {}
 
   SampleShape shape() const override { return augment_.output_shape(); }
@@ -163,7 +219,12 @@ class ShardedHdf5Source : public BatchSource {
     order_.resize(static_cast<size_t>(n));
     std::iota(order_.begin(), order_.end(), 0);
     std::sort(order_.begin(), order_.end(), [&](int64_t a, int64_t c) { return ids_[a] < ids_[c]; });
-    staging_.resize(static_cast<size_t>(n * numel));
+    // at_[k]: where the sample at sorted position k starts in staging_ (ragged: its own size).
+    at_.resize(static_cast<size_t>(n + 1));
+    at_[0] = 0;
+    for (int64_t k = 0; k < n; ++k)
+      at_[k + 1] = at_[k] + (info_->ragged ? split.shapes[static_cast<size_t>(ids_[order_[k]])].numel() : numel);
+    staging_.resize(static_cast<size_t>(at_[n]));
     int64_t k = 0;
     while (k < n) {
       const int s = split.shard_of(ids_[order_[k]]);
@@ -171,21 +232,30 @@ class ShardedHdf5Source : public BatchSource {
       local_.clear();
       int64_t k2 = k;
       while (k2 < n && ids_[order_[k2]] < end) local_.push_back(ids_[order_[k2++]] - base);
-      reader_.read(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + k * numel);
+      if (info_->ragged)
+        reader_.read_ragged(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + at_[k]);
+      else reader_.read(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + k * numel);
       k = k2;
     }
-    if (augment_.active()) {
-      const int64_t out = augment_.output_shape().numel();
-      b.images.resize(static_cast<size_t>(n * out));
-      augmented_.resize(static_cast<size_t>(out));
-      for (int64_t j = 0; j < n; ++j) {
-        augment_.apply(staging_.data() + j * numel, augmented_.data(), epoch, ids_[order_[j]], scratch_);
-        norm_.apply(augmented_.data(), b.images.data() + order_[j] * out);
+    // Augment (the Augmenter's constructor made sure a ragged list ends fixed-size) and
+    // normalise, sample j on worker j mod --data-threads; each draw is keyed by the
+    // sample id, so the batch is the same for any thread count.
+    const int64_t out = augment_.output_shape().numel();
+    b.images.resize(static_cast<size_t>(n * out));
+    float* images = b.images.data();
+    pool_.run(n, [&](int64_t j, int t) {
+      const int64_t g = ids_[order_[j]];
+      float* dst = images + order_[j] * out;
+      if (!augment_.active() && !info_->ragged) {
+        norm_.apply(staging_.data() + at_[j], dst);
+        return;
       }
-      return;
-    }
-    b.images.resize(static_cast<size_t>(n * numel));
-    for (int64_t j = 0; j < n; ++j) norm_.apply(staging_.data() + j * numel, b.images.data() + order_[j] * numel);
+      std::vector<uint8_t>& a = augmented_[static_cast<size_t>(t)];
+      a.resize(static_cast<size_t>(out));
+      augment_.apply(staging_.data() + at_[j], info_->ragged ? split.shapes[static_cast<size_t>(g)] : info_->shape,
+                     a.data(), epoch, g, scratch_[static_cast<size_t>(t)]);
+      norm_.apply(a.data(), dst);
+    });
   }
 
   std::shared_ptr<const DatasetInfo> info_;
@@ -195,26 +265,35 @@ class ShardedHdf5Source : public BatchSource {
   ShardReader reader_;
   Augmenter augment_;  // applied to the uint8 sample before norm_, in the reader thread
   Normalizer norm_;    // on augment_'s output shape
-  std::vector<int64_t> ids_, order_, local_;
-  std::vector<uint8_t> staging_, augmented_, scratch_;
+  std::vector<int64_t> ids_, order_, local_, at_;
+  std::vector<uint8_t> staging_;
+  WorkerPool pool_;                                        // --data-threads
+  std::vector<std::vector<uint8_t>> augmented_, scratch_;  // per worker
   Prefetcher prefetch_;  // last: its thread stops before the members above go
 };
 
 class Hdf5EvalSource : public ContiguousEvalSource {
  public:
   Hdf5EvalSource(std::shared_ptr<const DatasetInfo> info, const SplitInfo& split, Augmenter eval_transform, int rank,
-                 int world)
+                 int world, int threads)
       : ContiguousEvalSource(split.samples, eval_transform.output_shape().numel(), rank, world),
         info_(info),
         split_(split),
         reader_(info, split, false),
         transform_(std::move(eval_transform)),
-        norm_(transform_.output_shape(), info->mean, info->std) {}
+        norm_(transform_.output_shape(), info->mean, info->std),
+        pool_(threads),
+        transformed_(static_cast<size_t>(threads)),
+        scratch_(static_cast<size_t>(threads)) {}
 
  protected:
   void fill(Batch& out, int64_t first, int64_t n) override {
     const int64_t numel = info_->shape.numel();
     for (int64_t k = 0; k < n; ++k) out.labels[k] = split_.labels[first + k];
+    if (info_->ragged) {
+      fill_ragged(out, first, n);
+      return;
+    }
     staging_.resize(static_cast<size_t>(n * numel));
     int64_t k = 0;
     while (k < n) {
@@ -227,14 +306,39 @@ class Hdf5EvalSource : public ContiguousEvalSource {
     }
     if (transform_.active()) {
       const int64_t o = transform_.output_shape().numel();
-      transformed_.resize(static_cast<size_t>(o));
-      for (int64_t j = 0; j < n; ++j) {
-        transform_.apply(staging_.data() + j * numel, transformed_.data(), 0, first + j, scratch_);
-        norm_.apply(transformed_.data(), out.images.data() + j * o);
-      }
+      pool_.run(n, [&](int64_t j, int t) {
+        std::vector<uint8_t>& a = transformed_[static_cast<size_t>(t)];
+        a.resize(static_cast<size_t>(o));
+        transform_.apply(staging_.data() + j * numel, a.data(), 0, first + j, scratch_[static_cast<size_t>(t)]);
+        norm_.apply(a.data(), out.images.data() + j * o);
+      });
       return;
     }
     for (int64_t j = 0; j < n; ++j) norm_.apply(staging_.data() + j * numel, out.images.data() + j * numel);
+  }
+
+  void fill_ragged(Batch& out, int64_t first, int64_t n) {
+    const auto& shapes = split_.shapes;
+    std::vector<int64_t> at(static_cast<size_t>(n + 1), 0);
+    for (int64_t k = 0; k < n; ++k) at[k + 1] = at[k] + shapes[static_cast<size_t>(first + k)].numel();
+    staging_.resize(static_cast<size_t>(at[n]));
+    int64_t k = 0;
+    while (k < n) {
+      const int s = split_.shard_of(first + k);
+      const int64_t base = split_.shards[s].first_index, end = base + split_.shards[s].samples;
+      local_.clear();
+      for (int64_t g = first + k; g < first + n && g < end; ++g) local_.push_back(g - base);
+      reader_.read_ragged(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + at[k]);
+      k += static_cast<int64_t>(local_.size());
+    }
+    const int64_t o = transform_.output_shape().numel();
+    pool_.run(n, [&](int64_t j, int t) {
+      std::vector<uint8_t>& a = transformed_[static_cast<size_t>(t)];
+      a.resize(static_cast<size_t>(o));
+      transform_.apply(staging_.data() + at[j], shapes[static_cast<size_t>(first + j)], a.data(), 0, first + j,
+                       scratch_[static_cast<size_t>(t)]);
+      norm_.apply(a.data(), out.images.data() + j * o);
+    });
   }
 
  private:
@@ -244,7 +348,9 @@ class Hdf5EvalSource : public ContiguousEvalSource {
   Augmenter transform_;  // deterministic (Augmenter::for_evaluation); none without --augment
   Normalizer norm_;
   std::vector<int64_t> local_;
-  std::vector<uint8_t> staging_, transformed_, scratch_;
+  std::vector<uint8_t> staging_;
+  WorkerPool pool_;  // --data-threads
+  std::vector<std::vector<uint8_t>> transformed_, scratch_;  // per worker
 };
 
 }  // namespace
@@ -254,6 +360,8 @@ std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const Datase
   if (world < 1 || rank < 0 || rank >= world) internal_error("HDF5 train source asked for rank ", rank, " of ", world);
   if (o.batch_per_rank < 1) fail("--batch-size must be at least 1");
   if (o.prefetch < 0) fail("--prefetch must be 0 or more");
+  if (o.threads < 1 || o.threads > 256)
+    fail("--data-threads ", o.threads, " is not a sensible worker count: give 1 to 256 per rank");
   const int64_t g = o.batch_per_rank * world, n = info->train.samples;
   if (g > n)
     fail("--batch-size ", o.batch_per_rank, " on ", world, " rank(s) needs ", g,
@@ -263,14 +371,16 @@ std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const Datase
 }
 
 std::unique_ptr<EvalSource> make_hdf5_eval_source(std::shared_ptr<const DatasetInfo> info, const std::string& split,
-                                                  int rank, int world, const std::string& augment) {
+                                                  int rank, int world, const std::string& augment, int threads) {
   if (world < 1 || rank < 0 || rank >= world) internal_error("HDF5 eval source asked for rank ", rank, " of ", world);
   const SplitInfo* s = split == "train" ? &info->train : split == "test" ? &info->test : nullptr;
   if (!s) internal_error("HDF5 eval source asked for unknown split '", split, "'");
   if (s->samples == 0)
     fail("the ", split, " split of ", info->dir, " is empty; evaluation needs a data set prepared with a test split");
-  Augmenter eval_transform = Augmenter(augment, info->shape, 0).for_evaluation();
-  return std::make_unique<Hdf5EvalSource>(info, *s, std::move(eval_transform), rank, world);
+  Augmenter eval_transform = Augmenter(augment, info->shape, 0, info->ragged).for_evaluation();
+  if (threads < 1 || threads > 256)
+    fail("--data-threads ", threads, " is not a sensible worker count: give 1 to 256 per rank");
+  return std::make_unique<Hdf5EvalSource>(info, *s, std::move(eval_transform), rank, world, threads);
 }
 
 }  // namespace cnnscale

@@ -51,7 +51,13 @@ inline int muldiv255(int a, int b) {
   return ((t >> 8) + t) >> 8;
 }
 
-void decode_jpeg(std::FILE* f, const std::string& path, RgbImage& img, std::vector<uint8_t>& row) {
+[[noreturn]] void too_many_pixels(const std::string& path, int64_t w, int64_t h, int64_t max_pixels) {
+  fail(path, " claims ", w, "x", h, " = ", w * h, " pixels in its header, more than --max-image-pixels ", max_pixels,
+       " (a decompression-bomb guard, PIL's limit by default); if the image is genuine, raise --max-image-pixels ",
+       "(0: no limit), else remove the file");
+}
+
+void decode_jpeg(std::FILE* f, const std::string& path, RgbImage& img, std::vector<uint8_t>& row, int64_t max_pixels) {
   jpeg_decompress_struct cinfo;
   JpegError err;
   cinfo.err = jpeg_std_error(&err.mgr);
@@ -64,6 +70,11 @@ void decode_jpeg(std::FILE* f, const std::string& path, RgbImage& img, std::vect
   jpeg_create_decompress(&cinfo);
   jpeg_stdio_src(&cinfo, f);
   jpeg_read_header(&cinfo, TRUE);
+  const int64_t jw = cinfo.image_width, jh = cinfo.image_height;
+  if (max_pixels > 0 && jw * jh > max_pixels) {  // before any pixel is decoded or allocated
+    jpeg_destroy_decompress(&cinfo);
+    too_many_pixels(path, jw, jh, max_pixels);
+  }
   const bool cmyk = cinfo.num_components == 4;
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;  // greyscale → RGB replicates Y
   jpeg_start_decompress(&cinfo);
@@ -106,7 +117,7 @@ struct PngError {
 void png_warning_fn(png_structp, png_const_charp) {}
 
 void decode_png(std::FILE* f, const std::string& path, RgbImage& img, std::vector<uint8_t>& data,
-                std::vector<png_bytep>& rows) {
+                std::vector<png_bytep>& rows, int64_t max_pixels) {
   PngError err;
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &err, png_error_fn, png_warning_fn);
   if (!png) fail("out of memory reading ", path);
@@ -121,6 +132,11 @@ void decode_png(std::FILE* f, const std::string& path, RgbImage& img, std::vecto
   }
   png_init_io(png, f);
   png_read_info(png, info);
+  const int64_t pw = png_get_image_width(png, info), ph = png_get_image_height(png, info);
+  if (max_pixels > 0 && pw * ph > max_pixels) {  // from IHDR, before any row is inflated
+    png_destroy_read_struct(&png, &info, nullptr);
+    too_many_pixels(path, pw, ph, max_pixels);
+  }
   const int color = png_get_color_type(png, info);
   const int depth = png_get_bit_depth(png, info);
   if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
@@ -205,7 +221,7 @@ inline uint8_t clip8(int32_t ss) { return static_cast<uint8_t>(std::clamp(ss >> 
 
 }  // namespace
 
-RgbImage decode_image(const std::string& path) {
+RgbImage decode_image(const std::string& path, int64_t max_pixels) {
   File f(std::fopen(path.c_str(), "rb"));
   if (!f) fail("cannot open ", path, ": ", std::strerror(errno));
   unsigned char magic[8] = {0};
@@ -214,11 +230,11 @@ RgbImage decode_image(const std::string& path) {
   RgbImage img;
   if (got >= 3 && magic[0] == 0xFF && magic[1] == 0xD8 && magic[2] == 0xFF) {
     std::vector<uint8_t> row;
-    decode_jpeg(f.get(), path, img, row);
+    decode_jpeg(f.get(), path, img, row, max_pixels);
   } else if (got == 8 && png_sig_cmp(magic, 0, 8) == 0) {
     std::vector<uint8_t> data;
     std::vector<png_bytep> rows;
-    decode_png(f.get(), path, img, data, rows);
+    decode_png(f.get(), path, img, data, rows, max_pixels);
   } else {
     fail(path, " is neither a JPEG nor a PNG file (by its first bytes); convert it to JPEG or PNG, or remove it");
   }

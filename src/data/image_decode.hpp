@@ -28,7 +28,14 @@ struct RgbImage {
   std::vector<uint8_t> pixels;  // height × width × 3, interleaved RGB, rows top to bottom
 };
 
-RgbImage decode_image(const std::string& path);
+// PIL's decompression-bomb limit: Image.MAX_IMAGE_PIXELS = 89 478 485 warns, twice that
+// raises DecompressionBombError; cnnscale refuses what PIL refuses.
+constexpr int64_t kDefaultMaxImagePixels = 2 * int64_t{89478485};
+
+// max_pixels > 0: an image whose header claims more than max_pixels pixels (width ×
+// height) is a UserError naming the file and --max-image-pixels, raised from the
+// header alone, before any pixel is allocated or decoded. 0: no limit.
+RgbImage decode_image(const std::string& path, int64_t max_pixels = kDefaultMaxImagePixels);
 
 // torchvision.transforms.Resize(size) on a PIL image: the shorter side becomes `size`,
 // the longer int(size · long / short); PIL's bilinear resample with antialias (filter

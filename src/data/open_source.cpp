@@ -44,9 +44,10 @@ DataSources open_local(const DataOptions& o, int rank, int world) {
   ro.prefetch = o.prefetch;
   ro.cache_memory = parse_cache_mode(o.cache) == CacheMode::memory;
   ro.augment = o.augment;
+  ro.threads = o.data_threads;
   d.train = make_hdf5_train_source(info, ro, rank, world);
   const SplitInfo& es = o.eval_split == "train" ? info->train : info->test;
-  if (es.samples > 0) d.eval = make_hdf5_eval_source(info, o.eval_split, rank, world, o.augment);
+  if (es.samples > 0) d.eval = make_hdf5_eval_source(info, o.eval_split, rank, world, o.augment, o.data_threads);
   d.dataset = info;
   return d;
 }

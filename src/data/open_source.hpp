@@ -35,6 +35,7 @@ struct DataOptions {
   std::string cache = "none";      // --cache none|memory (parse_cache_mode checks it)
   std::string eval_split = "test";
   std::string augment;             // --augment LIST (data/augment.hpp): training split only
+  int data_threads = 1;            // --data-threads N: per rank, augment + normalise workers
 };
 
 struct DataSources {

@@ -55,39 +55,53 @@ json write_split(SampleStream& in, const std::string& split, int shards, const s
     if (labels[i] >= classes)
       fail(in.describe(), ": label ", labels[i], " of ", split, " sample ", i, " is not below --classes ", classes,
            "; raise --classes or fix the labels");
-  const int64_t px = shape.numel(), plane = int64_t{shape.height} * shape.width;
+  const int64_t px = shape.numel();
   if (stats) {
     stats->sum.assign(shape.channels, 0);
     stats->sumsq.assign(shape.channels, 0);
   }
   json list = json::array();
-  const int64_t block = std::max<int64_t>(1, (8 << 20) / px);  // ~8 MiB of pixels per read
+  const int64_t block = std::max<int64_t>(1, (8 << 20) / px);  // ~8 MiB of pixels per read (ragged: at most)
   std::vector<uint8_t> buf;
+  std::vector<SampleShape> shapes;
+  const bool ragged = in.ragged();
   int64_t done = 0, next_report = n / 10;
   const bool chatty = n >= 10000;
   for (int s = 0; s < shards; ++s) {
     const int64_t first = n * s / shards, last = n * (s + 1) / shards, count = last - first;
     const std::string file = shard_file_name(split, s, shards);
-    ShardWriter w(dir + "/" + file, count, shape, wopts);
+    ShardWriteOptions so = wopts;
+    so.ragged = ragged;
+    ShardWriter w(dir + "/" + file, count, shape, so);
     for (int64_t at = first; at < last; at += block) {
       const int64_t m = std::min(block, last - at);
-      buf.resize(static_cast<size_t>(m * px));
-      in.read_images(buf.data(), m);
-      if (stats) {
-        for (int64_t i = 0; i < m; ++i)
+      if (ragged) {
+        in.read_ragged(m, buf, shapes);
+      } else {
+        buf.resize(static_cast<size_t>(m * px));
+        in.read_images(buf.data(), m);
+        shapes.assign(static_cast<size_t>(m), shape);
+      }
+      if (stats) {  // over all pixels (ragged: each image weighs its pixel count)
+        const uint8_t* img = buf.data();
+        for (int64_t i = 0; i < m; ++i) {
+          const int64_t pl = int64_t{shapes[i].height} * shapes[i].width;
           for (int c = 0; c < shape.channels; ++c) {
-            const uint8_t* p = buf.data() + i * px + c * plane;
+            const uint8_t* p = img + c * pl;
             uint64_t s1 = 0, s2 = 0;
-            for (int64_t k = 0; k < plane; ++k) {
+            for (int64_t k = 0; k < pl; ++k) {
               s1 += p[k];
               s2 += uint64_t{p[k]} * p[k];
             }
             stats->sum[c] += s1;
             stats->sumsq[c] += s2;
           }
-        stats->per_channel += static_cast<uint64_t>(m * plane);
+          stats->per_channel += static_cast<uint64_t>(pl);
+          img += shapes[i].numel();
+        }
       }
-      w.append(buf.data(), labels.data() + at, m);
+      if (ragged) w.append_ragged(buf.data(), shapes.data(), labels.data() + at, m);
+      else w.append(buf.data(), labels.data() + at, m);
       done += m;
       if (chatty && o.log && done >= next_report && done < n) {
         o.log("prep: " + split + " " + std::to_string(done) + "/" + std::to_string(n) + " samples (" +
@@ -122,8 +136,10 @@ PrepResult run_prep(const PrepOptions& o) {
                             "--format cifar10|cifar100)");
   if (o.output.empty()) fail("prep needs --output DIR (the dataset directory to create)");
   if (o.chunk < 1) fail("--chunk must be at least 1 sample");
-  if (o.format != "imagefolder" && (o.resize || o.center_crop || o.val_fraction > 0))
-    fail("--resize, --center-crop and --val-fraction belong to --format imagefolder");
+  if (o.format != "imagefolder" && (o.resize || o.center_crop || o.val_fraction > 0 || o.store_max))
+    fail("--resize, --center-crop, --val-fraction and --store belong to --format imagefolder");
+  if (o.format != "imagefolder" && o.max_pixels != 2 * int64_t{89478485})
+    fail("--max-image-pixels belongs to --format imagefolder (it guards JPEG/PNG decoding)");
   if (!o.cifar100_labels.empty() && o.format != "cifar100")
     fail("--cifar100-labels belongs to --format cifar100 (it picks the fine or coarse label of CIFAR-100)");
   if (o.classes < 0 || o.classes == 1) fail("--classes must be at least 2 (or 0 to count them from the labels)");
@@ -163,11 +179,14 @@ PrepResult run_prep(const PrepOptions& o) {
     io.val_fraction = o.val_fraction;
     io.seed = o.seed;
     io.threads = o.threads;
+    io.store_max = o.store_max;
+    io.max_pixels = o.max_pixels;
     ImageFolderInput in = open_imagefolder_input(o.input, io);
     train = std::move(in.train);
     test = std::move(in.test);
     source = {{"format", "imagefolder"}, {"input", fs::absolute(o.input).string()}, {"layout", in.layout},
               {"resize", o.resize}, {"center_crop", o.center_crop}};
+    if (o.store_max > 0) source["store"] = "original-max " + std::to_string(o.store_max);
     if (in.layout == "split") {
       source["val_fraction"] = o.val_fraction;
       source["seed"] = o.seed;
@@ -240,6 +259,10 @@ PrepResult run_prep(const PrepOptions& o) {
               {"compression", o.compress},
               {"checksum", "fletcher32"},
               {"splits", splits}};
+    if (train->ragged()) {
+      j["sample_layout"] = "ragged";
+      j["max_side"] = shape.height;
+    }
     const std::vector<std::string> names = train->class_names();
     if (!names.empty() && static_cast<int>(names.size()) == classes) j["class_names"] = names;
     write_file_atomic(tmp + "/dataset.json", j.dump(2) + "\n");

@@ -20,6 +20,8 @@ struct PrepOptions {
   double val_fraction = 0;
   uint64_t seed = 0;
   int threads = 1;
+  int store_max = 0;                           // --store original-max S (imagefolder; 0: --store fixed)
+  int64_t max_pixels = 2 * int64_t{89478485};  // --max-image-pixels (imagefolder; 0: no limit)
   std::string output;
   // hdf5 format: dataset names inside --input (test split optional).
   std::string images, labels, test_images, test_labels;

@@ -33,7 +33,13 @@ bool ends_with(const std::string& s, const char* suffix) {
 
 // An image after the prep transforms.
 RgbImage load(const std::string& path, const ImageFolderOptions& o) {
-  RgbImage img = decode_image(path);
+  RgbImage img = decode_image(path, o.max_pixels);
+  if (o.store_max > 0) {
+    const int S = o.store_max, l = std::max(img.width, img.height), sh = std::min(img.width, img.height);
+    if (l <= S) return img;
+    const int new_short = std::max(1, static_cast<int>(static_cast<double>(int64_t{S} * sh) / l));
+    return img.width >= img.height ? resize_bilinear(img, S, new_short) : resize_bilinear(img, new_short, S);
+  }
   if (o.resize > 0) img = resize_shorter(img, o.resize);
   if (o.center_crop > 0) img = center_crop(img, o.center_crop);
   return img;
@@ -44,7 +50,8 @@ class ImageFolderStream : public SampleStream {
   ImageFolderStream(std::vector<std::string> files, std::vector<int32_t> labels, std::vector<std::string> classes,
                     const ImageFolderOptions& o, const std::string& desc)
       : files_(std::move(files)), labels_(std::move(labels)), classes_(std::move(classes)), o_(o), desc_(desc) {
-    if (!files_.empty()) {
+    if (o_.store_max > 0) shape_ = {3, o_.store_max, o_.store_max};
+    else if (!files_.empty()) {
       const RgbImage first = load(files_[0], o_);
       shape_ = {3, first.height, first.width};
     }
@@ -56,13 +63,41 @@ class ImageFolderStream : public SampleStream {
   int format_classes() const override { return static_cast<int>(classes_.size()); }
   std::vector<std::string> class_names() const override { return classes_; }
 
+  bool ragged() const override { return o_.store_max > 0; }
+
   void read_images(uint8_t* dst, int64_t n) override {
-    const int64_t numel = shape_.numel(), first = pos_;
+    const int64_t numel = shape_.numel();
+    parallel(n, [&](int64_t i) { write_sample(pos_ + i, dst + i * numel); });
+    pos_ += n;
+  }
+
+  void read_ragged(int64_t n, std::vector<uint8_t>& bytes, std::vector<SampleShape>& shapes) override {
+    std::vector<RgbImage> imgs(static_cast<size_t>(n));
+    parallel(n, [&](int64_t i) { imgs[static_cast<size_t>(i)] = load(files_[static_cast<size_t>(pos_ + i)], o_); });
+    shapes.resize(static_cast<size_t>(n));
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      shapes[i] = {3, imgs[i].height, imgs[i].width};
+      total += shapes[i].numel();
+    }
+    bytes.resize(static_cast<size_t>(total));
+    int64_t at = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      to_planes(imgs[i], bytes.data() + at);
+      at += shapes[i].numel();
+    }
+    pos_ += n;
+  }
+
+ private:
+  // Runs f(0..n) on o_.threads threads; rethrows the lowest-numbered failing thread's error.
+  template <typename F>
+  void parallel(int64_t n, F f) {
     const int threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(o_.threads, n)));
     std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
     auto work = [&](int t) {
       try {
-        for (int64_t i = t; i < n; i += threads) write_sample(first + i, dst + i * numel);
+        for (int64_t i = t; i < n; i += threads) f(i);
       } catch (...) {
         errors[static_cast<size_t>(t)] = std::current_exception();
       }
@@ -73,20 +108,22 @@ class ImageFolderStream : public SampleStream {
     for (auto& th : pool) th.join();
     for (auto& e : errors)  // the lowest-numbered failing thread's error (deterministic enough)
       if (e) std::rethrow_exception(e);
-    pos_ += n;
   }
 
- private:
+  static void to_planes(const RgbImage& img, uint8_t* dst) {
+    const int64_t plane = int64_t{img.height} * img.width;
+    for (int64_t p = 0; p < plane; ++p)
+      for (int c = 0; c < 3; ++c) dst[c * plane + p] = img.pixels[static_cast<size_t>(3 * p + c)];
+  }
+
   void write_sample(int64_t index, uint8_t* dst) const {
     const std::string& path = files_[static_cast<size_t>(index)];
     const RgbImage img = load(path, o_);
     if (img.height != shape_.height || img.width != shape_.width)
       fail(path, " is ", img.width, "x", img.height, " after --resize/--center-crop but ", files_[0], " is ",
            shape_.width, "x", shape_.height, "; every sample needs one shape: pass --center-crop S (after --resize S ",
-           "for photos of different sizes)");
-    const int64_t plane = int64_t{img.height} * img.width;
-    for (int64_t p = 0; p < plane; ++p)
-      for (int c = 0; c < 3; ++c) dst[c * plane + p] = img.pixels[static_cast<size_t>(3 * p + c)];
+           "for photos of different sizes, or --store original-max S to keep each image's own size)");
+    to_planes(img, dst);
   }
 
   std::vector<std::string> files_;
@@ -140,6 +177,11 @@ ImageFolderInput open_imagefolder_input(const std::string& root_in, const ImageF
   if (o.resize < 0 || o.center_crop < 0) fail("--resize and --center-crop take a positive size");
   if (!(o.val_fraction >= 0 && o.val_fraction < 1)) fail("--val-fraction must lie in [0, 1)");
   if (o.threads < 1) fail("--threads must be at least 1");
+  if (o.store_max < 0) fail("--store original-max takes a positive size");
+  if (o.max_pixels < 0) fail("--max-image-pixels takes a pixel count (0: no limit)");
+  if (o.store_max > 0 && (o.resize > 0 || o.center_crop > 0))
+    fail("--store original-max keeps each image's own size (longer side capped); it does not combine with --resize ",
+         "or --center-crop, which make every image one size — drop one of them");
   ImageFolderInput r;
   ImageFolderListing all;
   auto stream = [&](ImageFolderListing& l, const std::string& desc) {

@@ -14,7 +14,10 @@
 // positions of the sampler's permutation of [0, n) under (--seed, epoch 0); both splits
 // keep the ImageFolder order.
 // Every image must have the same size after --resize/--center-crop (else a UserError
-// naming the first file that differs and the fix).
+// naming the first file that differs and the fix) — unless --store original-max S
+// (store_max): each image keeps its own size, its longer side capped to S (when it is
+// longer: torchvision Resize's max_size rule, long → S, short → int(S·short/long), PIL
+// bilinear with antialias); not combinable with --resize/--center-crop.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -31,6 +34,8 @@ struct ImageFolderOptions {
   double val_fraction = 0;   // --val-fraction F (0: off)
   uint64_t seed = 0;         // --seed: the val split
   int threads = 1;           // decoding threads
+  int store_max = 0;         // --store original-max S (0: fixed-size samples)
+  int64_t max_pixels = 2 * int64_t{89478485};  // --max-image-pixels (0: no limit); image_decode.hpp
 };
 
 struct ImageFolderListing {

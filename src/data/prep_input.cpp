@@ -13,6 +13,10 @@
 #include "util/hdf5_lock.hpp"
 
 namespace cnnscale {
+
+void SampleStream::read_ragged(int64_t, std::vector<uint8_t>&, std::vector<SampleShape>&) {
+  internal_error(describe(), " is not a variable-size (ragged) input");
+}
 namespace fs = std::filesystem;
 
 namespace {

@@ -25,6 +25,11 @@ class SampleStream {
   // and their names in label order (empty: unnamed).
   virtual int format_classes() const { return 0; }
   virtual std::vector<std::string> class_names() const { return {}; }
+  // Ragged streams (prep --store original-max): samples keep their own H×W; shape() is
+  // C × max × max. read_ragged() replaces read_images(): the next n samples' C×H×W bytes
+  // back to back into `bytes` (resized) and their shapes into `shapes` (resized).
+  virtual bool ragged() const { return false; }
+  virtual void read_ragged(int64_t n, std::vector<uint8_t>& bytes, std::vector<SampleShape>& shapes);
 };
 
 // The IDX file for `split` ("train" or "t10k") and `kind` ("images" or "labels") in

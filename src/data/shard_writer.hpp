@@ -1,9 +1,14 @@
 // shard_writer.hpp — writes one shard file: /images uint8 N×C×H×W and /labels int32 N,
 // both chunked with the fletcher32 checksum filter (and gzip when asked), filled by
 // sequential append()s. Used by `cnnscale prep` (one process, no other HDF5 user).
+// Ragged (prep --store original-max): /images is 1-D uint8 (extendible, chunks of one
+// largest sample C·S·S bytes within [64 KiB, 4 MiB], the same filters), the samples' C×H×W bytes back to back, with /offsets int64 N+1
+// (sample i is bytes [offsets[i], offsets[i+1])) and /shapes int32 N×3 (C, H, W),
+// filled by append_ragged() and written (with checksums) by close().
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "data/batch_source.hpp"
 #include "data/h5util.hpp"
@@ -13,12 +18,15 @@ namespace cnnscale {
 struct ShardWriteOptions {
   int64_t chunk_samples = 64;  // samples per /images chunk
   int gzip_level = 0;          // 0 = no compression
+  bool ragged = false;         // variable-size samples (see above)
 };
 
 class ShardWriter {
  public:
   ShardWriter(const std::string& path, int64_t samples, SampleShape shape, const ShardWriteOptions& opts);
   void append(const uint8_t* images, const int32_t* labels, int64_t n);
+  // Ragged shards: n samples of shapes[0..n), their bytes back to back in `bytes`.
+  void append_ragged(const uint8_t* bytes, const SampleShape* shapes, const int32_t* labels, int64_t n);
   // Checks that exactly `samples` were appended, flushes and closes the file.
   void close();
 
@@ -27,7 +35,11 @@ class ShardWriter {
   std::string path_;
   int64_t samples_, written_ = 0;
   SampleShape shape_;
+  bool ragged_ = false;
+  std::vector<int64_t> offsets_{0};
+  std::vector<int32_t> shapes_;
   H5Id file_, images_, labels_;
+  void write_labels(const int32_t* labels, int64_t n);
 };
 
 }  // namespace cnnscale

@@ -47,6 +47,6 @@ class DeviceModel : public Model {
 // same UserErrors). Throws UserError when the device cannot be used, or when this
 // build has no CUDA (src/nn/cuda/stub).
 std::unique_ptr<DeviceModel> make_cuda_model(const std::string& name_or_spec, const SampleShape& input, int classes,
-                                             int device);
+                                             int device, const ModelOptions& options = {});
 
 }  // namespace cnnscale

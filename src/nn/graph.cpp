@@ -59,7 +59,8 @@ int GraphBuilder::conv(int x, const std::string& name, int out, int k, int strid
   n.pad = pad;
   n.bias = bias;
   const int64_t fan_in = int64_t{s.c} * k * k;
-  param(n, name + ".weight", {out, s.c, k, k}, true, true, Init::kaiming_uniform, fan_in);
+  param(n, name + ".weight", {out, s.c, k, k}, true, true, conv_init_, fan_in);
+  g_.params.back().fan_out = int64_t{out} * k * k;
   if (bias) param(n, name + ".bias", {out}, true, false, Init::fan_in_bias, fan_in);
   return push(std::move(n), Shape{out, out_size(s.h, k, stride, pad), out_size(s.w, k, stride, pad), false});
 }
@@ -71,34 +72,41 @@ int GraphBuilder::relu(int x) {
   return push(std::move(n), shape(x));
 }
 
-static Shape pool_shape(const Shape& s, int k, int stride, const char* what) {
+// PyTorch's pooling output size (floor mode): padding at most half the window, as
+// PyTorch requires (so every window holds at least one real input).
+static Shape pool_shape(const Shape& s, int kh, int kw, int stride, int pad, const char* what) {
   if (s.flat) fail(what, " needs a c×h×w input, got a flat one");
-  if (s.h < k || s.w < k) fail(what, " kernel ", k, " is larger than its input ", s.h, "x", s.w);
-  return Shape{s.c, out_size(s.h, k, stride, 0), out_size(s.w, k, stride, 0), false};
+  if (2 * pad > kh || 2 * pad > kw)
+    fail(what, " padding ", pad, " must be at most half the kernel ", kh, " (as PyTorch)");
+  if (s.h + 2 * pad < kh || s.w + 2 * pad < kw) {
+    if (pad == 0) fail(what, " kernel ", kh, " is larger than its input ", s.h, "x", s.w);
+    fail(what, " kernel ", kh, " is larger than its padded input ", s.h + 2 * pad, "x", s.w + 2 * pad);
+  }
+  return Shape{s.c, out_size(s.h, kh, stride, pad), out_size(s.w, kw, stride, pad), false};
 }
 
-int GraphBuilder::pool(Op op, int x, int k, int stride) {
+int GraphBuilder::pool(Op op, int x, int kh, int kw, int stride, int pad) {
   Node n;
   n.op = op;
   n.inputs = {x};
-  n.kernel = k;
+  n.kernel = kh;
+  n.kernel_w = kw;
   n.stride = stride;
-  Shape o = pool_shape(shape(x), k, stride, op == Op::maxpool ? "maxpool" : "avgpool");
+  n.pad = pad;
+  Shape o = pool_shape(shape(x), kh, kw, stride, pad, op == Op::maxpool ? "maxpool" : "avgpool");
   return push(std::move(n), o);
 }
 
-int GraphBuilder::maxpool(int x, int k, int stride) { return pool(Op::maxpool, x, k, stride); }
+int GraphBuilder::maxpool(int x, int k, int stride, int pad) { return pool(Op::maxpool, x, k, k, stride, pad); }
 
-int GraphBuilder::avgpool(int x, int k, int stride) { return pool(Op::avgpool, x, k, stride); }
+int GraphBuilder::avgpool(int x, int k, int stride, int pad) { return pool(Op::avgpool, x, k, k, stride, pad); }
 
 int GraphBuilder::gap(int x) {
   const Shape s = shape(x);
   if (s.flat) fail("gap needs a c×h×w input, got a flat one");
-  if (s.h != s.w) {
-    // Non-square inputs: a kh×kw window is not expressible with one kernel size.
-    fail("gap needs a square input, got ", s.h, "x", s.w);
-  }
-  return avgpool(x, s.h, s.h);
+  // One h×w window (a single output whatever the stride; s.h keeps the square case's
+  // node as it always was).
+  return pool(Op::avgpool, x, s.h, s.w, s.h, 0);
 }
 
 int GraphBuilder::dropout(int x, double p) {
@@ -143,6 +151,15 @@ int GraphBuilder::bn(int x, const std::string& name) {
   return push(std::move(n), s);
 }
 
+void GraphBuilder::set_init(const std::string& name, Init init) {
+  for (auto& p : g_.params)
+    if (p.info.name == name) {
+      p.init = init;
+      return;
+    }
+  fail("no parameter named ", name);
+}
+
 int GraphBuilder::add(int a, int b) {
   const Shape sa = shape(a), sb = shape(b);
   if (sa.c != sb.c || sa.h != sb.h || sa.w != sb.w || sa.flat != sb.flat)
@@ -184,8 +201,10 @@ Graph GraphBuilder::finish(int output, int classes) {
   for (size_t k = 1; pool_fusion && k < g_.nodes.size(); ++k) {
     Node& p = g_.nodes[k];
     Node& r = g_.nodes[k - 1];
-    if (p.op == Op::maxpool && p.kernel == p.stride && r.op == Op::relu && r.fused_relu &&
-        p.inputs[0] == r.index + 1 && readers[r.index + 1] == 1 && r.index + 1 != output) {
+    // Only unpadded square windows that tile the input (kernel == stride): the fused
+    // kernel reads no padding and gives each input position to at most one window.
+    if (p.op == Op::maxpool && p.kernel == p.stride && p.kernel_w == p.kernel && p.pad == 0 && r.op == Op::relu &&
+        r.fused_relu && p.inputs[0] == r.index + 1 && readers[r.index + 1] == 1 && r.index + 1 != output) {
       r.relu_into_pool = p.relu_into_pool = true;
     }
   }

@@ -20,12 +20,16 @@ struct Shape {
   int64_t numel() const { return int64_t{c} * h * w; }
 };
 
-enum class Init { kaiming_uniform, fan_in_bias, ones, zeros };
+// kaiming_uniform: PyTorch's default for conv/linear weights (a=√5, bound 1/√fan_in);
+// kaiming_normal_fan_out: torchvision's ResNet convs, kaiming_normal_(mode='fan_out',
+// nonlinearity='relu'), i.e. N(0, 2/fan_out) with fan_out = out·k·k.
+enum class Init { kaiming_uniform, fan_in_bias, ones, zeros, kaiming_normal_fan_out };
 
 struct ParamDef {
   ParamInfo info;
   Init init = Init::zeros;
   int64_t fan_in = 0;
+  int64_t fan_out = 0;  // conv weights: out·k·k
 };
 
 struct Node {
@@ -34,6 +38,7 @@ struct Node {
   Shape in, out;             // in = shape of inputs[0]
   int out_channels = 0;      // conv / linear
   int kernel = 0, stride = 1, pad = 0;
+  int kernel_w = 0;          // pools: window width (= kernel except gap on a non-square input)
   bool bias = true;          // conv
   double p = 0.0;            // dropout
   int index = 0;             // node index (dropout hash, messages)
@@ -66,25 +71,34 @@ class GraphBuilder {
 
   int conv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias = true);
   int relu(int x);
-  int maxpool(int x, int k, int stride);
-  int avgpool(int x, int k, int stride);
-  int gap(int x);
+  // Pools as PyTorch's MaxPool2d / AvgPool2d(count_include_pad=True): floor output
+  // size; max-pool padding acts as -inf, average-pool padding as 0 counted in the window.
+  int maxpool(int x, int k, int stride, int pad = 0);
+  int avgpool(int x, int k, int stride, int pad = 0);
+  int gap(int x);  // AdaptiveAvgPool2d(1): an h×w window, any (also non-square) input
   int dropout(int x, double p);
   int flatten(int x);
   int linear(int x, const std::string& name, int out);
   int bn(int x, const std::string& name);
   int add(int a, int b);
 
+  // Init of the conv weights registered from now on (default: PyTorch's kaiming_uniform;
+  // the torchvision ResNets use kaiming_normal_fan_out).
+  void set_conv_init(Init init) { conv_init_ = init; }
+  // Overrides the init of an already registered parameter (zero_init_residual).
+  void set_init(const std::string& name, Init init);
+
   // Finishes: the output must be `classes` features (a c×1×1 tensor is flattened).
   Graph finish(int output, int classes);
 
  private:
   int push(Node n, Shape out);
-  int pool(Op op, int x, int k, int stride);  // maxpool / avgpool
+  int pool(Op op, int x, int kh, int kw, int stride, int pad);  // maxpool / avgpool
   void param(Node& n, const std::string& name, std::vector<int64_t> shape, bool trainable, bool decay, Init init,
              int64_t fan_in);
   Graph g_;
   std::vector<Shape> shapes_;
+  Init conv_init_ = Init::kaiming_uniform;
 };
 
 // A model's graph with its name and canonical spec: what the CPU model (Net) and the
@@ -94,10 +108,12 @@ struct ModelGraph {
   std::string name, spec;
 };
 
-// The graph of a built-in model (mnist_cnn, lenet5, resnet20) or of a one-line spec, for
-// inputs of the given shape (models.cpp; the UserErrors of make_model in model.hpp).
+// The graph of a built-in model (mnist_cnn, lenet5, resnet20, the torchvision ResNets
+// resnet18/34/50/101/152) or of a one-line spec, for inputs of the given shape
+// (models.cpp; the UserErrors of make_model in model.hpp).
 // Also applies the default thread count once (nn::ensure_threads).
-ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape& input, int classes);
+ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape& input, int classes,
+                             const ModelOptions& options = {});
 
 // Initialises one parameter as PyTorch does by default (see model.hpp), from seed
 // (init.cpp): the CPU and the GPU model start from the same bits.

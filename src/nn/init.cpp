@@ -2,6 +2,9 @@
 // kaiming_uniform_(a=√5) (bound = √3 · √(2/(1+a²)) / √fan_in = 1/√fan_in), biases
 // uniform(±1/√fan_in), batch-norm weight 1, bias 0, running_var 1. Each parameter has
 // its own splitmix64 stream keyed by (seed, name), so values do not depend on order.
+// The torchvision ResNets' convs: kaiming_normal_(mode='fan_out', nonlinearity='relu'),
+// N(0, σ²) with σ = √2/√fan_out, normal deviates by Box–Muller over the same stream
+// (both of each pair used; the distribution is torch's, not its bits).
 #include <cmath>
 
 #include "nn/graph.hpp"
@@ -29,6 +32,19 @@ void init_param(const ParamDef& p, uint64_t seed, float* data) {
     case Init::fan_in_bias:
       bound = p.fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(p.fan_in)) : 0.0;
       break;
+    case Init::kaiming_normal_fan_out: {
+      const double sigma = std::sqrt(2.0) / std::sqrt(static_cast<double>(p.fan_out));
+      SplitMix64 rng(hash_combine(mix64(seed), hash_string(p.info.name)));
+      const double two_pi = 6.283185307179586476925286766559;
+      for (size_t i = 0; i < n; i += 2) {
+        const double u1 = 1.0 - rng.uniform();  // (0, 1]: log(u1) is finite
+        const double u2 = rng.uniform();
+        const double r = sigma * std::sqrt(-2.0 * std::log(u1));
+        data[i] = static_cast<float>(r * std::cos(two_pi * u2));
+        if (i + 1 < n) data[i + 1] = static_cast<float>(r * std::sin(two_pi * u2));
+      }
+      return;
+    }
   }
   SplitMix64 rng(hash_combine(mix64(seed), hash_string(p.info.name)));
   for (size_t i = 0; i < n; ++i) data[i] = static_cast<float>(rng.uniform(-bound, bound));

@@ -1,5 +1,7 @@
-// layer_pool.cpp — max-pool and average-pool (also global average pool) on oneDNN
-// pooling, PyTorch semantics: no padding, floor output size, average counts the window.
+// layer_pool.cpp — max-pool and average-pool (also global average pool, an h×w window)
+// on oneDNN pooling, PyTorch semantics: floor output size; max-pool padding never wins
+// (oneDNN's max ignores padding, as PyTorch's -inf); average counts the padded window
+// (count_include_pad=True).
 //
 // Max-pool after a conv's fused relu with kernel == stride (mnist_cnn's conv2 → relu →
 // maxpool(2)) runs its own kernel instead (MaxPoolReluExec): forward takes the window
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "nn/exec.hpp"
+#include "util/error.hpp"
 
 namespace cnnscale::nn {
 namespace {
@@ -29,9 +32,12 @@ class PoolExec : public PrimitiveExec {
   PoolExec(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) : PrimitiveExec(node, in) {
     using namespace dnnl;
     const algorithm alg = node.op == Op::maxpool ? algorithm::pooling_max : algorithm::pooling_avg_include_padding;
-    const memory::dims strides{node.stride, node.stride}, kernel{node.kernel, node.kernel}, pl{0, 0};
-    const memory::dims pr{(int64_t{node.out.h} - 1) * node.stride + node.kernel - node.in.h,
-                          (int64_t{node.out.w} - 1) * node.stride + node.kernel - node.in.w};
+    const int kh = node.kernel, kw = node.kernel_w ? node.kernel_w : node.kernel;
+    const memory::dims strides{node.stride, node.stride}, kernel{kh, kw}, pl{node.pad, node.pad};
+    // Right/bottom padding: what the floor output size reaches beyond the input (may be
+    // negative: rows the floor mode leaves out).
+    const memory::dims pr{(int64_t{node.out.h} - 1) * node.stride + kh - node.in.h - node.pad,
+                          (int64_t{node.out.w} - 1) * node.stride + kw - node.in.w - node.pad};
     const md_t dst_any({env.n, node.out.c, node.out.h, node.out.w}, dt::f32, tag::any);
     pooling_forward::primitive_desc fpd({prop_kind::forward_training, alg, in->md, dst_any, strides, kernel, pl, pr},
                                         env.eng);
@@ -322,6 +328,8 @@ class MaxPoolReluExec : public Exec {
 }  // namespace
 
 std::unique_ptr<Exec> make_pool(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env, Tensor* relu_in) {
+  if (node.relu_into_pool && (node.pad != 0 || node.kernel != node.stride || node.kernel_w != node.kernel))
+    internal_error("node ", node.index, ": the fused max-pool+relu kernel takes only unpadded kernel == stride");
   if (node.op == Op::maxpool && node.relu_into_pool && relu_in)
     return std::make_unique<MaxPoolReluExec>(node, in, out, env, relu_in);
   return std::make_unique<PoolExec>(node, in, out, env);

@@ -34,6 +34,14 @@ struct ParamInfo {
 
 enum class Precision { fp32, bf16 };
 
+// Options of a model's construction (make_model), beyond its name and input.
+struct ModelOptions {
+  // torchvision's zero_init_residual: the last batch-norm weight of each residual block
+  // of the torchvision ResNets starts at 0 (--zero-init-residual). A UserError for
+  // other models.
+  bool zero_init_residual = false;
+};
+
 struct StepContext {
   uint64_t seed = 0;             // run seed
   int64_t step = 0;              // global optimiser step (0-based)
@@ -125,7 +133,7 @@ class Model {
 // device < 0: the CPU (oneDNN) model; device >= 0: the GPU model on that CUDA device
 // (nn/cuda_model.hpp), a UserError in a build without CUDA.
 std::unique_ptr<Model> make_model(const std::string& name_or_spec, const SampleShape& input, int classes,
-                                  int device = -1);
+                                  int device = -1, const ModelOptions& options = {});
 
 namespace nn {
 // oneDNN threads per rank (OpenMP); see threads.hpp. Call before prepare().

@@ -1,6 +1,7 @@
 // models.cpp — build_model_graph and make_model: the built-in models (mnist_cnn, lenet5,
-// resnet20) and models from a one-line spec (layer-index names like nn.Sequential), as a
-// Graph that the CPU model (Net) or the GPU model (nn/cuda) runs. See docs/models.md.
+// resnet20, torchvision's resnet18/34/50/101/152) and models from a one-line spec
+// (layer-index names like nn.Sequential), as a Graph that the CPU model (Net) or the
+// GPU model (nn/cuda) runs. See docs/models.md.
 #include <cmath>
 
 #include "nn/cuda_model.hpp"
@@ -91,6 +92,82 @@ ModelGraph resnet20(const SampleShape& in, int classes) {
   return {b.finish(x, classes), "resnet20", "resnet20"};
 }
 
+// torchvision's ResNets (torchvision.models.resnet, v1.5: the stride of a Bottleneck is
+// on its 3×3 conv): stem conv1 7×7/2 pad 3 (no bias), bn1, relu, maxpool 3×3/2 pad 1;
+// layer1..4 of BasicBlocks (expansion 1) or Bottlenecks (expansion 4) with 64, 128,
+// 256, 512 planes, stride 2 at the first block of layers 2-4; downsample.0/1 (1×1 conv
+// with the block's stride + bn) where the shape changes; adaptive average pool to 1×1;
+// fc. Names, registration order and shapes are torchvision's state_dict ones.
+// Initialisation as torchvision: convs kaiming_normal_(fan_out, relu), bn 1/0, fc as
+// nn.Linear; zero_init_residual zeroes each block's last bn weight.
+ModelGraph torchvision_resnet(const std::string& name, const SampleShape& in, int classes, const ModelOptions& opt) {
+  struct Arch {
+    const char* name;
+    bool bottleneck;
+    int blocks[4];
+  };
+  static const Arch archs[] = {{"resnet18", false, {2, 2, 2, 2}},
+                               {"resnet34", false, {3, 4, 6, 3}},
+                               {"resnet50", true, {3, 4, 6, 3}},
+                               {"resnet101", true, {3, 4, 23, 3}},
+                               {"resnet152", true, {3, 8, 36, 3}}};
+  const Arch* a = nullptr;
+  for (const auto& c : archs)
+    if (name == c.name) a = &c;
+  if (!a) internal_error("torchvision_resnet asked for ", name);
+  if (in.height < 32 || in.width < 32)
+    fail(name, " needs images of at least 32x32 (its stem and four stages halve the size five times), got ", in.height,
+         "x", in.width, "; use resnet20 or a spec for smaller images");
+  GraphBuilder b(in);
+  b.set_conv_init(Init::kaiming_normal_fan_out);
+  int x = b.conv(b.input(), "conv1", 64, 7, 2, 3, false);
+  x = b.bn(x, "bn1");
+  x = b.relu(x);
+  x = b.maxpool(x, 3, 2, 1);
+  const int expansion = a->bottleneck ? 4 : 1;
+  int inplanes = 64;
+  for (int s = 0; s < 4; ++s) {
+    const int planes = 64 << s;
+    for (int k = 0; k < a->blocks[s]; ++k) {
+      const std::string p = "layer" + std::to_string(s + 1) + "." + std::to_string(k);
+      const int stride = (s > 0 && k == 0) ? 2 : 1;
+      int y;
+      std::string last_bn;
+      if (a->bottleneck) {
+        y = b.conv(x, p + ".conv1", planes, 1, 1, 0, false);
+        y = b.relu(b.bn(y, p + ".bn1"));
+        y = b.conv(y, p + ".conv2", planes, 3, stride, 1, false);
+        y = b.relu(b.bn(y, p + ".bn2"));
+        y = b.conv(y, p + ".conv3", planes * expansion, 1, 1, 0, false);
+        y = b.bn(y, p + ".bn3");
+        last_bn = p + ".bn3";
+      } else {
+        y = b.conv(x, p + ".conv1", planes, 3, stride, 1, false);
+        y = b.relu(b.bn(y, p + ".bn1"));
+        y = b.conv(y, p + ".conv2", planes, 3, 1, 1, false);
+        y = b.bn(y, p + ".bn2");
+        last_bn = p + ".bn2";
+      }
+      if (opt.zero_init_residual) b.set_init(last_bn + ".weight", Init::zeros);
+      int sc = x;
+      if (stride != 1 || inplanes != planes * expansion) {  // registered after the main path, as torchvision
+        sc = b.conv(x, p + ".downsample.0", planes * expansion, 1, stride, 0, false);
+        sc = b.bn(sc, p + ".downsample.1");
+      }
+      x = b.relu(b.add(y, sc));
+      inplanes = planes * expansion;
+    }
+  }
+  x = b.gap(x);
+  x = b.flatten(x);
+  x = b.linear(x, "fc", classes);
+  return {b.finish(x, classes), name, name};
+}
+
+bool is_torchvision_resnet(const std::string& name) {
+  return name == "resnet18" || name == "resnet34" || name == "resnet50" || name == "resnet101" || name == "resnet152";
+}
+
 // Adds the layers of a spec; names are "<prefix><index>.weight" as nn.Sequential.
 int build_spec(GraphBuilder& b, int x, const std::vector<LayerSpec>& layers, const std::string& prefix,
                const std::string& text) {
@@ -110,8 +187,8 @@ int build_spec(GraphBuilder& b, int x, const std::vector<LayerSpec>& layers, con
       switch (L.kind) {
         case LayerKind::conv: x = b.conv(x, name, L.out, L.kernel, L.stride, L.pad); break;
         case LayerKind::relu: x = b.relu(x); break;
-        case LayerKind::maxpool: x = b.maxpool(x, L.kernel, L.stride); break;
-        case LayerKind::avgpool: x = b.avgpool(x, L.kernel, L.stride); break;
+        case LayerKind::maxpool: x = b.maxpool(x, L.kernel, L.stride, L.pad); break;
+        case LayerKind::avgpool: x = b.avgpool(x, L.kernel, L.stride, L.pad); break;
         case LayerKind::gap: x = b.gap(x); break;
         case LayerKind::dropout: x = b.dropout(x, L.p); break;
         case LayerKind::flatten: x = b.flatten(x); break;
@@ -143,9 +220,13 @@ ModelGraph spec_graph(const std::string& text, const SampleShape& input, int cla
 
 }  // namespace
 
-ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape& input, int classes) {
+ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape& input, int classes,
+                             const ModelOptions& options) {
   ensure_threads();
   if (classes < 2) fail("a classifier needs at least 2 classes, got ", classes);
+  if (is_torchvision_resnet(name_or_spec)) return torchvision_resnet(name_or_spec, input, classes, options);
+  if (options.zero_init_residual)
+    fail("--zero-init-residual applies to the torchvision ResNets (resnet18/34/50/101/152), not to ", name_or_spec);
   if (name_or_spec == "mnist_cnn") return mnist_cnn(input, classes);
   if (name_or_spec == "lenet5") return lenet5(input, classes);
   if (name_or_spec == "resnet20") return resnet20(input, classes);
@@ -154,10 +235,10 @@ ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape&
 
 }  // namespace nn
 
-std::unique_ptr<Model> make_model(const std::string& name_or_spec, const SampleShape& input, int classes,
-                                  int device) {
-  if (device >= 0) return make_cuda_model(name_or_spec, input, classes, device);
-  nn::ModelGraph mg = nn::build_model_graph(name_or_spec, input, classes);
+std::unique_ptr<Model> make_model(const std::string& name_or_spec, const SampleShape& input, int classes, int device,
+                                  const ModelOptions& options) {
+  if (device >= 0) return make_cuda_model(name_or_spec, input, classes, device, options);
+  nn::ModelGraph mg = nn::build_model_graph(name_or_spec, input, classes, options);
   return std::make_unique<nn::Net>(std::move(mg.graph), std::move(mg.name), std::move(mg.spec));
 }
 

@@ -128,10 +128,11 @@ struct Parser {
         if (a.size() > 2) L.stride = as_int(a[2], "stride", 1);
         if (a.size() > 3) L.pad = as_int(a[3], "padding", 0);
       } else if (name == "maxpool" || name == "avgpool") {
-        nargs(1, 2, (name + "(kernel[, stride])").c_str());
+        nargs(1, 3, (name + "(kernel[, stride[, pad]])").c_str());
         L.kind = name == "maxpool" ? LayerKind::maxpool : LayerKind::avgpool;
         L.kernel = as_int(a[0], "kernel size", 1);
         L.stride = a.size() > 1 ? as_int(a[1], "stride", 1) : L.kernel;
+        if (a.size() > 2) L.pad = as_int(a[2], "padding", 0);
       } else if (name == "dropout") {
         nargs(1, 1, "dropout(p) with 0 <= p < 1");
         L.kind = LayerKind::dropout;
@@ -153,7 +154,7 @@ struct Parser {
         error(b, name.size(),
               "unknown layer '" + name +
                   "' (layers: conv relu maxpool avgpool gap dropout flatten linear bn res; "
-                  "built-in models: mnist_cnn lenet5 resnet20)");
+                  "built-in models: mnist_cnn lenet5 resnet20 resnet18 resnet34 resnet50 resnet101 resnet152)");
       }
       out.push_back(std::move(L));
     }
@@ -192,7 +193,8 @@ std::string format_spec(const std::vector<LayerSpec>& layers) {
       case LayerKind::maxpool:
       case LayerKind::avgpool:
         os << (L.kind == LayerKind::maxpool ? "maxpool(" : "avgpool(") << L.kernel;
-        if (L.stride != L.kernel) os << ',' << L.stride;
+        if (L.stride != L.kernel || L.pad != 0) os << ',' << L.stride;
+        if (L.pad != 0) os << ',' << L.pad;
         os << ')';
         break;
       case LayerKind::dropout: os << "dropout(" << fmt_num(L.p) << ')'; break;

@@ -1,6 +1,6 @@
 // spec.hpp — the one-line model spec: its layer list (LayerSpec) and the parser.
 // Grammar (docs/models.md):  spec := layer (WS layer)* ;  layer := NAME [ "(" args ")" ]
-//   conv(out,k[,stride[,pad]])  relu  maxpool(k[,stride])  avgpool(k[,stride])  gap
+//   conv(out,k[,stride[,pad]])  relu  maxpool(k[,stride[,pad]])  avgpool(k[,stride[,pad]])  gap
 //   dropout(p)  flatten  linear(out)  bn  res(spec)   (res: x + spec(x), same shape)
 #pragma once
 #include <string>
@@ -15,7 +15,7 @@ struct LayerSpec {
   int out = 0;          // conv: out channels; linear: out features
   int kernel = 0;       // conv, pools
   int stride = 1;       // conv (default 1), pools (default = kernel)
-  int pad = 0;          // conv
+  int pad = 0;          // conv, pools
   double p = 0.0;       // dropout
   std::vector<LayerSpec> body;  // res
   size_t pos = 0;       // column (0-based) of the token in the spec text, for errors

@@ -24,6 +24,18 @@ std::optional<std::string> straggler_note(const RunRecord& r, double threshold) 
          "core or node; check what else runs there (run.json compute_median_ms_per_rank).";
 }
 
+std::optional<std::string> input_bound_note(const RunRecord& r, double threshold) {
+  const double step = r.step_ms_mean.value_or(r.breakdown.sum());
+  const double data = r.breakdown.data;
+  if (!(step > 0) || !(data > threshold * step)) return std::nullopt;
+  return "At " + std::to_string(r.world_size) + " ranks (" + r.dir + "), the training loop waited for input " +
+         fmt_num(100 * data / step, 3) + "% of the step (" + fmt_num(data, 4) + " of " + fmt_num(step, 4) +
+         " ms, run.json breakdown_ms.data): the run is input-bound, so faster compute or more ranks will not help "
+         "until the input keeps up. Give the reader more workers (train --data-threads N, augmentation and "
+         "normalisation per rank), a deeper --prefetch, --cache memory (no disk reads after the first epoch), or "
+         "prep the images smaller (--resize, --store original-max S).";
+}
+
 Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& runs) {
   if (!(options.efficiency_threshold > 0 && options.efficiency_threshold <= 1))
     fail("--efficiency-threshold must be in (0, 1], got ", options.efficiency_threshold);
@@ -68,6 +80,8 @@ Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& 
     }
     for (const auto& r : g.runs)
       if (auto s = straggler_note(r)) ga.notes.push_back(*s);
+    for (const auto& r : g.runs)
+      if (auto s = input_bound_note(r)) ga.notes.push_back(*s);
     ga.group = std::move(g);
     rep.groups.push_back(std::move(ga));
   }

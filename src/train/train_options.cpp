@@ -1,6 +1,8 @@
 // train_options.cpp — see train_options.hpp.
 #include "train/train_options.hpp"
 
+#include <cstdio>
+
 #include "util/error.hpp"
 
 namespace cnnscale {
@@ -19,6 +21,18 @@ Precision parse_precision(const std::string& s) {
 }
 
 const char* precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
+
+SampleShape parse_image_size(const std::string& s, SampleShape shape) {
+  long h = 0, w = 0;
+  char x = 0, extra = 0;
+  const int got = std::sscanf(s.c_str(), "%ld%c%ld%c", &h, &x, &w, &extra);
+  if (got == 1) w = h;
+  const bool ok = (got == 1 || (got == 3 && (x == 'x' || x == 'X'))) && h >= 1 && w >= 1 && h <= 65536 && w <= 65536;
+  if (!ok) fail("--image-size ", s, " is not an image size; give S (S×S pixels, e.g. 224) or HxW (e.g. 32x48)");
+  shape.height = static_cast<int>(h);
+  shape.width = static_cast<int>(w);
+  return shape;
+}
 
 NanPolicy parse_nan_policy(const std::string& s) {
   if (s == "stop") return NanPolicy::stop;
@@ -53,6 +67,8 @@ void validate(const TrainOptions& o) {
   if (o.data.dir.empty() && !o.data.synthetic)
     fail("no input: give --data DIR (a `cnnscale prep` output) or --synthetic");
   if (!o.data.dir.empty() && o.data.synthetic) fail("--data and --synthetic exclude each other; pick one");
+  if (o.data.synthetic && o.data.synthetic_shape.channels < 1) fail("--channels must be at least 1 (3 for RGB images)");
+  if (o.data.synthetic && o.data.synthetic_classes < 2) fail("--classes must be at least 2");
   if (o.bucket_mb <= 0 || o.first_bucket_mb <= 0) fail("--bucket-mb must be positive");
   if (o.log_every < 1) fail("--log-every must be at least 1");
   if (o.checkpoint_every < 0) fail("--checkpoint-every must not be negative");

@@ -32,6 +32,7 @@ struct TrainOptions {
   DataOptions data;
   // model and numerics
   std::string model = "mnist_cnn";
+  ModelOptions model_options;    // --zero-init-residual
   Precision precision = Precision::fp32;
   int threads = 1;               // compute threads per rank
   // schedule
@@ -71,6 +72,8 @@ Precision parse_precision(const std::string& s);  // fp32 | bf16
 NanPolicy parse_nan_policy(const std::string& s);  // stop | skip-step
 ResumeFrom parse_resume(const std::string& s);     // auto | none | anything else is a path
 const char* precision_name(Precision p);
+// --image-size S or HxW (e.g. 224, 32x48): `shape` with that height and width.
+SampleShape parse_image_size(const std::string& s, SampleShape shape);
 std::string resume_text(const ResumeFrom& r);      // as the user wrote it: auto, none or the path
 
 // Checks what needs no other rank (ranges, combinations); throws UserError naming the

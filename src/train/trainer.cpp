@@ -118,7 +118,8 @@ void Trainer::setup() {
   nn::set_threads(opt_.threads);
   // The GPU model on the rank's device when the communicator works on device buffers
   // (NCCL), else the host (oneDNN) model.
-  model_ = make_model(opt_.model, train_->shape(), train_->classes(), comm_.device_buffers() ? ctx_.device : -1);
+  model_ = make_model(opt_.model, train_->shape(), train_->classes(), comm_.device_buffers() ? ctx_.device : -1,
+                      opt_.model_options);
   std::vector<size_t> param_ends;
   for (const auto& p : model_->params()) {
     param_ends.push_back(p.offset + p.numel);

@@ -5,6 +5,9 @@
 // IN.raw to OUT.raw and prints, per sample, "g" then per step "crop SIZE PAD TOP LEFT",
 // "hflip 0|1", "rrc SIZE TOP LEFT H W" or "center SIZE"; --eval applies the evaluation
 // pipeline (Augmenter::for_evaluation) instead.
+//   augment_tool --rrc-draws H W COUNT SEED
+// prints the RandomResizedCrop draw "top left h w" of samples 0..COUNT-1 (epoch 0) of an
+// H×W image (tests/data/rrc_torchvision.sh).
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -17,6 +20,17 @@
 using namespace cnnscale;
 
 int main(int argc, char** argv) {
+  if (argc == 6 && std::string(argv[1]) == "--rrc-draws") {  // H W COUNT SEED: "top left h w" per sample
+    const SampleShape shape{1, std::atoi(argv[2]), std::atoi(argv[3])};
+    const int64_t count = std::atoll(argv[4]);
+    const uint64_t seed = std::strtoull(argv[5], nullptr, 10);
+    const AugmentStep rrc = parse_augment("rrc8")[0];
+    for (int64_t g = 0; g < count; ++g) {
+      const AugmentDraw d = augment_draw(rrc, 0, seed, 0, g, shape);
+      std::printf("%d %d %d %d\n", d.top, d.left, d.h, d.w);
+    }
+    return 0;
+  }
   const bool eval = argc == 11 && std::string(argv[10]) == "--eval";
   if (argc != 10 && !eval) {
     std::fprintf(stderr, "usage: augment_tool LIST SEED EPOCH COUNT C H W IN.raw OUT.raw [--eval]\n");
@@ -50,8 +64,10 @@ int main(int argc, char** argv) {
         case AugmentStep::Kind::hflip: std::printf(" hflip %d", d.flip ? 1 : 0); break;
         case AugmentStep::Kind::rrc: std::printf(" rrc %d %d %d %d %d", s.size, d.top, d.left, d.h, d.w); break;
         case AugmentStep::Kind::center: std::printf(" center %d", s.size); break;
+        case AugmentStep::Kind::resize: std::printf(" resize %d", s.size); break;
       }
       if (s.kind == AugmentStep::Kind::rrc || s.kind == AugmentStep::Kind::center) cur = {cur.channels, s.size, s.size};
+      if (s.kind == AugmentStep::Kind::resize) cur = resize_shape(cur, s.size);
     }
     std::printf("\n");
   }

@@ -66,7 +66,7 @@ run aughelp "$C" train --help
 expect_grep "train --help documents --augment" 'crop<S>pad<P> = RandomCrop\(S,' "$TMP/aughelp.out"
 expect_grep "train --help documents hflip" 'hflip =' "$TMP/aughelp.out"
 run badaug "$C" train --data "$TMP/ds" --augment crop32pad4,rotate90 --max-steps 1
-expect_error badaug "unknown step 'rotate90'; valid steps are crop<S>pad<P> .*, hflip .*, rrc<S> .* and center<S>"
+expect_error badaug "unknown step 'rotate90'; valid steps are crop<S>pad<P> .*, hflip .*, rrc<S> .*, center<S> .* and resize<S>"
 run badcrop "$C" train --data "$TMP/ds" --augment crop28pad4 --max-steps 1
 expect_error badcrop "crop28pad4 cuts 28x28 windows but the images of this data set are 32x32; use crop32pad4"
 run synaug "$C" train --synthetic --augment hflip --max-steps 1

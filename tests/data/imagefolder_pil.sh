@@ -113,5 +113,5 @@ expect_error classes "the class folders of $TMP/bmp/val \(3\) differ from those 
 run valfrac "$C" prep --format imagefolder --input "$TMP/img" --val-fraction 0.1 --output "$TMP/x5"
 expect_error valfrac "$TMP/img has its own val/ folder; drop --val-fraction"
 run notif "$C" prep --format idx --input "$TMP/img" --resize 32 --output "$TMP/x6"
-expect_error notif "--resize, --center-crop and --val-fraction belong to --format imagefolder"
+expect_error notif "--resize, --center-crop, --val-fraction and --store belong to --format imagefolder"
 finish

@@ -4,7 +4,8 @@
 // with prefetch 0 and 3, and after a seek; evaluation is never augmented; a bad list
 // or a crop that does not fit is a UserError from open_data(). With rrc<S> the batches
 // are C×S×S (the source's shape says so), still identical across world sizes, and
-// evaluation center-crops the test split to S×S.
+// evaluation center-crops the test split to S×S. --data-threads 2..4 gives the same
+// batches as 1.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -101,6 +102,36 @@ TEST_F(AugmentReader, IdenticalAcrossWorldSizesPrefetchAndSeek) {
   EXPECT_TRUE(std::equal(tail.begin(), tail.end(), ref.end() - static_cast<int64_t>(tail.size())));
   // And augmentation changed them.
   EXPECT_NE(read_global(options(1, 2, "none"), 1, 0, 0, 12), ref);
+}
+
+// --data-threads N: the per-sample work of a batch spread over N workers changes
+// nothing, for every list (fixed-size crop/flip, rrc, none) and any world size.
+TEST_F(AugmentReader, IdenticalForAnyDataThreadCount) {
+  for (const char* list : {kList, "rrc6,hflip", "none"}) {
+    const auto ref = read_global(options(1, 2, list), 1, 0, 0, 12);
+    for (int threads : {2, 3, 4})
+      for (int w : {1, 2}) {
+        DataOptions o = options(w, threads == 3 ? 0 : 2, list);
+        o.data_threads = threads;
+        EXPECT_EQ(read_global(o, w, 0, 0, 12), ref) << list << " threads " << threads << " world " << w;
+      }
+  }
+  // Evaluation (centre crop after rrc) on 3 workers = on 1.
+  auto eval_all = [](DataOptions o) {
+    std::vector<float> all;
+    auto d = open_data(o, 0, 1);
+    Batch b;
+    while (d.eval->next(b, 7)) all.insert(all.end(), b.images.begin(), b.images.end());
+    return all;
+  };
+  DataOptions e3 = options(1, 2, "rrc6,hflip");
+  const auto e1 = eval_all(e3);
+  e3.data_threads = 3;
+  EXPECT_EQ(eval_all(e3), e1);
+  EXPECT_EQ(e1.size(), static_cast<size_t>(kTest * 3 * 6 * 6));
+  DataOptions bad = options(1, 2);
+  bad.data_threads = 0;
+  EXPECT_THROW(open_data(bad, 0, 1), UserError);
 }
 
 TEST_F(AugmentReader, EvaluationIsNeverAugmented) {

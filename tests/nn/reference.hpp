@@ -74,16 +74,18 @@ inline Result forward(const Graph& g, const std::vector<double>& P, const float*
           for (int c = 0; c < os.c; ++c)
             for (int oy = 0; oy < os.h; ++oy)
               for (int ox = 0; ox < os.w; ++ox) {
+                // PyTorch: max-pool padding is -inf, average-pool padding counts as 0.
+                const int KH = nd.kernel, KW = nd.kernel_w ? nd.kernel_w : nd.kernel;
                 double m = -INFINITY, s = 0;
-                for (int ky = 0; ky < nd.kernel; ++ky)
-                  for (int kx = 0; kx < nd.kernel; ++kx) {
-                    const double v =
-                        x[((size_t(b) * is.c + c) * is.h + oy * nd.stride + ky) * is.w + ox * nd.stride + kx];
+                for (int ky = 0; ky < KH; ++ky)
+                  for (int kx = 0; kx < KW; ++kx) {
+                    const int iy = oy * nd.stride - nd.pad + ky, ix = ox * nd.stride - nd.pad + kx;
+                    if (iy < 0 || iy >= is.h || ix < 0 || ix >= is.w) continue;
+                    const double v = x[((size_t(b) * is.c + c) * is.h + iy) * is.w + ix];
                     m = std::max(m, v);
                     s += v;
                   }
-                y[((size_t(b) * os.c + c) * os.h + oy) * os.w + ox] =
-                    nd.op == Op::maxpool ? m : s / (nd.kernel * nd.kernel);
+                y[((size_t(b) * os.c + c) * os.h + oy) * os.w + ox] = nd.op == Op::maxpool ? m : s / (KH * KW);
               }
         break;
       case Op::dropout: {

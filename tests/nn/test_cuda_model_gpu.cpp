@@ -2,7 +2,8 @@
 // inputs and parameters: every layer's forward (loss, logits) and backward (every
 // parameter's gradient; a layer's input gradient reaches the gradient of the conv
 // before it), batch-norm running statistics, dropout masks (bitwise), the whole
-// mnist_cnn / lenet5 / resnet20, the grad-ready prefix, short batches and chunked
+// mnist_cnn / lenet5 / resnet20 / torchvision's resnet18 (non-square input: padded
+// stem max-pool, strided 1×1 downsample, gap over 2×3), the grad-ready prefix, short batches and chunked
 // evaluation. fp32 without TF32: relative tolerance 1e-4. SKIPs without a device.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -115,6 +116,13 @@ TEST(CudaLayers, AvgPoolAndGap) {
   compare("conv(4,3) avgpool(2) conv(4,3,1,1) gap flatten linear(3)", {2, 10, 10}, 3, 5);
 }
 
+// Padded pools (cuDNN's pooling descriptor padding: max never takes the padding) and
+// gap over a non-square map (an h×w window).
+TEST(CudaLayers, PaddedPoolsAndNonSquareGap) {
+  REQUIRE_GPU();
+  compare("conv(4,3) relu maxpool(3,2,1) conv(4,3,1,1) avgpool(3,1,1) gap flatten linear(3)", {2, 11, 14}, 3, 5);
+}
+
 TEST(CudaLayers, BatchNormTrainingRunningStatsAndEval) {
   REQUIRE_GPU();
   compare("conv(4,3,1,1) bn relu conv(4,3,1,1) bn flatten linear(3)", {2, 6, 6}, 3, 6, 3);
@@ -143,6 +151,13 @@ TEST(CudaModels, Lenet5) {
 TEST(CudaModels, Resnet20) {
   REQUIRE_GPU();
   compare("resnet20", {3, 8, 8}, 10, 4);
+}
+
+// torchvision's resnet18 on 3×38×70: stem max-pool with padding on 19×35, strided 1×1
+// downsample convs, gap over a 2×3 map; two training steps, then evaluation logits.
+TEST(CudaModels, TorchvisionResnet18) {
+  REQUIRE_GPU();
+  compare("resnet18", {3, 38, 70}, 10, 4);
 }
 
 TEST(CudaDropout, MaskBitwiseEqualToCpu) {

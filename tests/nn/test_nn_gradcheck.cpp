@@ -97,6 +97,16 @@ TEST(GradCheck, MaxPoolStride) { gradcheck("conv(3,2) maxpool(3,2) flatten linea
 TEST(GradCheck, AvgPoolAndGap) {
   gradcheck("conv(4,3,1,1) avgpool(2) relu conv(5,1) gap flatten linear(3)", {2, 6, 6}, 3, 3, 0);
 }
+// Padded pools (PyTorch: max-pool padding -inf, average-pool padding counted as 0),
+// also after a fused conv-relu (which must not take the unpadded fused kernel), and gap
+// over a non-square map.
+TEST(GradCheck, PaddedMaxPool) { gradcheck("conv(3,2) maxpool(3,2,1) flatten linear(3)", {1, 9, 9}, 3, 2, 0); }
+TEST(GradCheck, PaddedMaxPoolAfterRelu) {
+  gradcheck("conv(16,3) relu maxpool(2,2,1) flatten linear(3)", {1, 7, 8}, 3, 2, 0);
+}
+TEST(GradCheck, PaddedAvgPoolAndNonSquareGap) {
+  gradcheck("conv(4,3,1,1) avgpool(3,2,1) relu conv(5,1) gap flatten linear(3)", {2, 5, 8}, 3, 3, 0);
+}
 TEST(GradCheck, BatchNorm) { gradcheck("conv(4,3,1,1) bn relu flatten linear(3)", {2, 5, 5}, 3, 4, 0); }
 TEST(GradCheck, ResidualAddAndDropout) {
   gradcheck("conv(4,3,1,1) res(conv(4,3,1,1) bn relu conv(4,3,1,1)) relu flatten dropout(0.5) linear(3)", {1, 6, 6},

@@ -6,15 +6,18 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "nn/dropout_mask.hpp"
 #include "nn/exec.hpp"
+#include "nn/graph.hpp"
 #include "nn/model.hpp"
 #include "nn/net.hpp"
 #include "nn/rng.hpp"
 #include "random_batch.hpp"
 #include "reference.hpp"
+#include "util/error.hpp"
 
 using namespace cnnscale;
 
@@ -97,6 +100,74 @@ TEST(Models, Lenet5AndResnet20) {
   const double loss = r->forward_backward(d.x.data(), d.y.data(), 4, c, {});
   EXPECT_TRUE(std::isfinite(loss));
   EXPECT_GT(loss, 0);
+}
+
+// torchvision's ResNets: trainable parameter counts at 1000 classes as torchvision's
+// (its model docs: 11,689,512 / 21,797,672 / 25,557,032 / 44,549,160 / 60,192,808;
+// tests/nn/resnet_torchvision.sh computes them from torchvision itself), names and
+// where the downsample branches are, graphs only (no buffers allocated).
+TEST(Models, TorchvisionResnetCountsAndNames) {
+  const std::pair<const char*, size_t> counts[] = {{"resnet18", 11689512u},
+                                                   {"resnet34", 21797672u},
+                                                   {"resnet50", 25557032u},
+                                                   {"resnet101", 44549160u},
+                                                   {"resnet152", 60192808u}};
+  for (const auto& [name, count] : counts) {
+    const auto mg = nn::build_model_graph(name, {3, 224, 224}, 1000);
+    size_t trainable = 0;
+    std::set<std::string> names;
+    for (const auto& p : mg.graph.params) {
+      trainable += p.info.trainable ? p.info.numel : 0;
+      names.insert(p.info.name);
+    }
+    EXPECT_EQ(trainable, count) << name;
+    EXPECT_EQ(mg.graph.params.front().info.name, "conv1.weight");
+    EXPECT_EQ(mg.graph.params.back().info.name, "fc.bias");
+    EXPECT_EQ(mg.graph.params.front().info.shape, (std::vector<int64_t>{64, 3, 7, 7}));
+    const bool bottleneck = std::string(name) != "resnet18" && std::string(name) != "resnet34";
+    EXPECT_EQ(names.count("layer1.0.downsample.0.weight"), bottleneck ? 1u : 0u) << name;  // 64 → 256 channels
+    EXPECT_EQ(names.count("layer2.0.downsample.1.running_var"), 1u) << name;
+    EXPECT_EQ(names.count("layer2.1.downsample.0.weight"), 0u) << name;
+    EXPECT_EQ(names.count("layer1.0.conv3.weight"), bottleneck ? 1u : 0u) << name;
+    // The stem: 7×7/2 pad 3 conv, padded 3×3/2 max-pool (never the fused relu kernel).
+    const nn::Node& pool = mg.graph.nodes[3];
+    EXPECT_EQ(pool.op, nn::Op::maxpool);
+    EXPECT_EQ(pool.pad, 1);
+    EXPECT_EQ(pool.out.h, 56);
+    EXPECT_FALSE(pool.relu_into_pool);
+  }
+  EXPECT_EQ(nn::build_model_graph("resnet50", {3, 32, 32}, 10).graph.params.size(),
+            nn::build_model_graph("resnet50", {3, 224, 224}, 10).graph.params.size());
+  // The Bottleneck's stride is on its 3×3 conv (v1.5).
+  for (const auto& nd : nn::build_model_graph("resnet50", {3, 64, 64}, 10).graph.nodes)
+    if (nd.op == nn::Op::conv && nd.kernel == 1 && nd.stride != 1) {
+      EXPECT_EQ(nd.out_channels % 256, 0) << "only downsample 1×1 convs are strided";
+    }
+  for (const SampleShape s : {SampleShape{3, 31, 64}, SampleShape{3, 64, 16}}) {
+    try {
+      nn::build_model_graph("resnet18", s, 10);
+      ADD_FAILURE() << "resnet18 accepted " << s.height << "x" << s.width;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("at least 32x32"), std::string::npos) << e.what();
+    }
+  }
+  ModelOptions zero;
+  zero.zero_init_residual = true;
+  EXPECT_THROW(make_model("mnist_cnn", {1, 28, 28}, 10, -1, zero), UserError);
+}
+
+// A non-square input (gap over 2×3 at the end, padded max-pool on 19×25) trains.
+TEST(Models, TorchvisionResnetNonSquareStep) {
+  auto r = make_model("resnet18", {3, 38, 50}, 4);
+  r->init_params(3);
+  Data d(2, {3, 38, 50}, 4);
+  r->prepare(2, Precision::fp32);
+  auto c = ctx_for(d, 2);
+  const double loss = r->forward_backward(d.x.data(), d.y.data(), 2, c, {});
+  EXPECT_TRUE(std::isfinite(loss));
+  double g2 = 0;
+  for (size_t k = 0; k < r->param_count(); ++k) g2 += double(r->grad_data()[k]) * r->grad_data()[k];
+  EXPECT_GT(g2, 0);
 }
 
 TEST(Init, PyTorchBoundsDeterministicSeeded) {

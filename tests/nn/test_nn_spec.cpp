@@ -2,6 +2,7 @@
 // (shapes, names, canonical text), mistakes are rejected with their position.
 #include <gtest/gtest.h>
 
+#include "nn/graph.hpp"
 #include "nn/model.hpp"
 #include "nn/spec.hpp"
 #include "util/error.hpp"
@@ -64,6 +65,45 @@ TEST(Spec, FullGrammar) {
   EXPECT_EQ(m->params().back().shape, (std::vector<int64_t>{4}));
 }
 
+TEST(Spec, PaddedPools) {
+  auto layers = nn::parse_spec("conv(8,3) maxpool(3,2,1) avgpool(3, 1, 1) maxpool(2,2,0)");
+  ASSERT_EQ(layers.size(), 4u);
+  EXPECT_EQ(layers[1].pad, 1);
+  EXPECT_EQ(layers[2].stride, 1);
+  EXPECT_EQ(layers[2].pad, 1);
+  EXPECT_EQ(nn::format_spec(layers), "conv(8,3) maxpool(3,2,1) avgpool(3,1,1) maxpool(2)");
+  // 3×13×9 -conv3-> 11×7 -maxpool(3,2,1)-> 6×4 -avgpool(3,1,1)-> 6×4 -maxpool(2)-> 3×2
+  const auto mg = nn::build_model_graph(nn::format_spec(layers) + " flatten linear(4)", {3, 13, 9}, 4);
+  EXPECT_EQ(mg.graph.nodes[1].out.h, 6);
+  EXPECT_EQ(mg.graph.nodes[1].out.w, 4);
+  EXPECT_EQ(mg.graph.nodes[3].out.h, 3);
+  EXPECT_EQ(mg.graph.nodes[3].out.w, 2);
+}
+
+TEST(Spec, GapOnNonSquareInput) {
+  const auto mg = nn::build_model_graph("conv(6,3) gap flatten linear(3)", {2, 5, 9}, 3);
+  EXPECT_EQ(mg.graph.nodes[1].kernel, 3);
+  EXPECT_EQ(mg.graph.nodes[1].kernel_w, 7);
+  EXPECT_EQ(mg.graph.nodes[1].out.h, 1);
+  EXPECT_EQ(mg.graph.nodes[1].out.w, 1);
+}
+
+// The fused max-pool + relu-backward kernel only where it is valid: unpadded windows
+// with kernel == stride.
+TEST(Spec, PoolFusionOnlyUnpaddedKernelEqualsStride) {
+  struct Case {
+    const char* spec;
+    bool fused;
+  };
+  for (const Case c : {Case{"conv(4,3) relu maxpool(2) flatten linear(3)", true},
+                       Case{"conv(4,3) relu maxpool(2,2,1) flatten linear(3)", false},
+                       Case{"conv(4,3) relu maxpool(3,2) flatten linear(3)", false},
+                       Case{"conv(4,3) relu maxpool(3,2,1) flatten linear(3)", false}}) {
+    const auto mg = nn::build_model_graph(c.spec, {1, 10, 10}, 3);
+    EXPECT_EQ(mg.graph.nodes[2].relu_into_pool, c.fused) << c.spec;
+  }
+}
+
 TEST(Spec, RejectsMistakesWithTheirPosition) {
   struct Bad {
     std::string spec;
@@ -84,7 +124,9 @@ TEST(Spec, RejectsMistakesWithTheirPosition) {
       {"conv(2.5,3) flatten linear(10)", 5, "integer"},
       {"relu(1) flatten linear(10)", 4, "takes no arguments"},
       {"", 0, "empty"},
-      {"resnet50", 0, "built-in models"},
+      {"resnet51", 0, "built-in models"},
+      {"conv(4,3) maxpool(3,2,2) flatten linear(10)", 10, "at most half"},
+      {"conv(4,3) maxpool(3,2,1,1) flatten linear(10)", 10, "maxpool(kernel[, stride[, pad]])"},
   };
   for (const auto& b : bad) {
     const std::string msg = error_of(b.spec);

@@ -383,3 +383,24 @@ TEST(ReportStraggler, SlowRankNamed) {
   EXPECT_NE(error_of([&] { rec(d, "s4"); }).find("'compute_median_ms_per_rank' must be a list of world_size (4)"),
             std::string::npos);
 }
+
+// Input-bound: data wait 30 % of the step gives a note naming the share, both times and
+// --data-threads; 5 % does not; the threshold is a parameter; the note reaches the report.
+TEST(ReportInputBound, DataWaitShareNamed) {
+  json d = run_doc(2, 32, 100, 30, 60, 5, 5);  // breakdown sums to 100 ms, data 30 %
+  RunRecord r = rec(d, "in2");
+  auto note = input_bound_note(r);
+  ASSERT_TRUE(note.has_value());
+  EXPECT_NE(note->find("At 2 ranks (in2), the training loop waited for input 30.0% of the step"), std::string::npos)
+      << *note;
+  EXPECT_NE(note->find("30.00 of 100.0 ms"), std::string::npos) << *note;
+  EXPECT_NE(note->find("--data-threads"), std::string::npos) << *note;
+  const Report rep = analyze_runs(opts(), {rec(run_doc(1, 32, 95, 0, 90, 0, 5), "in1"), r});
+  int found = 0;
+  for (const auto& n : rep.groups.at(0).notes) found += n.find("waited for input") != std::string::npos;
+  EXPECT_EQ(found, 1);  // the 1-rank run (no data wait) gets none
+  EXPECT_FALSE(input_bound_note(rec(run_doc(2, 32, 100, 5, 85, 5, 5), "in2")).has_value());
+  EXPECT_TRUE(input_bound_note(rec(run_doc(2, 32, 100, 5, 85, 5, 5), "in2"), 0.04).has_value());
+  d["step_ms"]["mean"] = 300.0;  // the mean step, when recorded, is the denominator: 10 %, not above
+  EXPECT_FALSE(input_bound_note(rec(d, "in2")).has_value());
+}

@@ -26,6 +26,28 @@ expect_grep "missing data dir named" "cnnscale: error: .*$TMP/nowhere" "$TMP/e6"
 "$CNNSCALE" train --synthetic --lr-scaling cubic >"$TMP/e7" 2>&1
 expect_grep "bad lr scaling" 'cnnscale: error: --lr-scaling cubic is not supported' "$TMP/e7"
 
+# Synthetic input shape (--image-size S|HxW, --channels, --classes) and the torchvision
+# ResNets: errors name the option; a 2-step resnet18 on 3×32×48, 7 classes runs and
+# run.json records that shape.
+"$CNNSCALE" train --synthetic --image-size 32y >"$TMP/e10" 2>&1
+expect_eq "bad --image-size exit status" 2 "$?"
+expect_grep "bad --image-size explained" 'cnnscale: error: --image-size 32y is not an image size; give S .* or HxW' "$TMP/e10"
+"$CNNSCALE" train --data "$TMP/nowhere" --classes 5 >"$TMP/e11" 2>&1
+expect_grep "--classes without --synthetic" 'cnnscale: error: --classes applies to --synthetic data' "$TMP/e11"
+"$CNNSCALE" train --synthetic --classes 1 >"$TMP/e12" 2>&1
+expect_grep "--classes 1" 'cnnscale: error: --classes must be at least 2' "$TMP/e12"
+"$CNNSCALE" train --synthetic --zero-init-residual --max-steps 1 >"$TMP/e13" 2>&1
+expect_grep "--zero-init-residual on mnist_cnn" 'cnnscale: error: --zero-init-residual applies to the torchvision ResNets' "$TMP/e13"
+"$CNNSCALE" train --synthetic --model resnet50 --image-size 28 --channels 3 --max-steps 1 >"$TMP/e14" 2>&1
+expect_grep "resnet50 on 28x28" 'cnnscale: error: resnet50 needs images of at least 32x32' "$TMP/e14"
+"$CNNSCALE" train --synthetic --model resnet18 --image-size 32x48 --channels 3 --classes 7 --batch-size 4 \
+  --synthetic-samples 8 --max-steps 2 --zero-init-residual --run-dir "$TMP/rn18" >"$TMP/rn18.out" 2>&1
+expect_eq "resnet18 synthetic 3x32x48 exit status" 0 "$?"
+# torchvision's 11,689,512 at 1000 classes, less fc's 513 per class, plus 9,620 batch-norm buffers
+expect_grep "resnet18 parameter count (7 classes, with buffers)" "model resnet18 \\($((11689512 - 513 * 993 + 9620)) parameters\\)" "$TMP/rn18.out"
+expect_grep "run.json records the synthetic shape" '"data": "synthetic 3x32x48, 7 classes' "$TMP/rn18/run.json"
+expect_grep "run.json records --zero-init-residual" '"zero_init_residual": "true"' "$TMP/rn18/run.json"
+
 # --config: INI keys are the long options; the command line wins; unknown keys are errors.
 cat >"$TMP/ok.ini" <<INI
 # a comment

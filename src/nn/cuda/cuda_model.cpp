@@ -289,8 +289,8 @@ class CudaNet final : public DeviceModel {
 }  // namespace nn::cuda
 
 std::unique_ptr<DeviceModel> make_cuda_model(const std::string& name_or_spec, const SampleShape& input, int classes,
-                                             int device) {
-  return std::make_unique<nn::cuda::CudaNet>(nn::build_model_graph(name_or_spec, input, classes), device);
+                                             int device, const ModelOptions& options) {
+  return std::make_unique<nn::cuda::CudaNet>(nn::build_model_graph(name_or_spec, input, classes, options), device);
 }
 
 }  // namespace cnnscale

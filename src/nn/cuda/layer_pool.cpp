@@ -1,7 +1,8 @@
 // layer_pool.cpp — max-pool and average-pool (also global average pool) on cuDNN:
-// cudnnPoolingForward / Backward (max: CUDNN_POOLING_MAX_DETERMINISTIC; average counts
-// the window), no padding, floor output size — checked against the graph's shapes
-// when a plan is built.
+// cudnnPoolingForward / Backward (max: CUDNN_POOLING_MAX_DETERMINISTIC, padding never
+// wins, as PyTorch's -inf; average counts the padded window), an h×w window for gap on
+// non-square inputs, floor output size — checked against the graph's shapes when a plan
+// is built.
 #include "nn/cuda/layer.hpp"
 
 namespace cnnscale::nn::cuda {
@@ -13,7 +14,8 @@ class Pool final : public Layer {
     cudnnCheck(cudnnSetPooling2dDescriptor(
         pool_.get(),
         nd.op == Op::maxpool ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING,
-        CUDNN_NOT_PROPAGATE_NAN, nd.kernel, nd.kernel, 0, 0, nd.stride, nd.stride));
+        CUDNN_NOT_PROPAGATE_NAN, nd.kernel, nd.kernel_w ? nd.kernel_w : nd.kernel, nd.pad, nd.pad, nd.stride,
+        nd.stride));
   }
 
   size_t plan(const Plan& p) override {

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# imagefolder_cli.sh — the image-folder options through the command line, on PNG files
+# written by cnnscale_imagefolder_tool (no Python needed for the data):
+#  - --store original-max 40: dataset.json says ragged / max_side 40, per-sample shapes
+#    are kept (longer side capped to 40), --verify passes, `train --augment rrc16,hflip`
+#    runs an epoch and evaluates, with the same losses for --data-threads 1 and 3;
+#    configs/imagefolder.ini (rrc224,hflip) runs a step;
+#    crop/hflip-first lists, no --augment and --data-threads 0 are refused;
+#  - bad --store values and --store with another format are refused naming the fix;
+#  - decompression bombs: a PNG (IHDR) and a real JPEG (SOF0 patched) claiming 20000×20000
+#    and 30000×20000 pixels are refused from the header (under a 2 GB address-space
+#    limit), naming the file and --max-image-pixels; the limit is exact (100×100 passes
+#    at 10000, fails at 9999) and belongs to --format imagefolder.
+set -u
+source "$CNNSCALE_SOURCE/tests/lib.sh"
+TOOL="$CNNSCALE_BUILD/tests/cnnscale_imagefolder_tool"
+C="$CNNSCALE"
+run() { local n=$1; shift; "$@" >"$TMP/$n.out" 2>"$TMP/$n.err"; st=$?; }
+expect_error() {  # NAME REGEX: exit 2, exactly one error line, matching REGEX
+  expect_eq "$1 exit status" 2 "$st"
+  expect_grep "$1 message" "^cnnscale: error: .*$2" "$TMP/$1.err"
+  expect_eq "$1 one error line" 1 "$(grep -c '^cnnscale: error:' "$TMP/$1.err")"
+}
+R="$TMP/root"
+mkdir -p "$R"/train/{cat,dog} "$R"/val/{cat,dog}
+i=0
+for wh in "50 30" "30 50" "64 64" "20 90" "40 40" "17 23" "80 61" "33 33"; do
+  set -- $wh
+  i=$((i + 1))
+  "$TOOL" png "$R/train/cat/$i.png" "$1" "$2" 3 "$i"
+  "$TOOL" png "$R/train/dog/$i.png" "$2" "$1" 1 "$((i + 40))"
+  [ $i -le 2 ] && "$TOOL" png "$R/val/cat/$i.png" "$1" "$2" 3 "$((i + 80))" && "$TOOL" png "$R/val/dog/$i.png" "$1" "$2" 1 "$((i + 90))"
+done
+
+run help "$C" prep --help
+expect_grep "prep --help lists imagefolder" '^  imagefolder +torchvision ImageFolder layout' "$TMP/help.out"
+expect_grep "prep --help documents --store" 'original-max S' "$TMP/help.out"
+run prep "$C" prep --format imagefolder --input "$R" --output "$TMP/ds" --store original-max 40 --shards 2 --test-shards 1
+expect_eq "prep --store original-max 40 exit status" 0 "$st"
+expect_grep "prep summary" "16 train \+ 4 test samples, 2 classes" "$TMP/prep.out"
+python3 - "$TMP/ds/dataset.json" >"$TMP/json.txt" 2>&1 <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+print(j["sample_layout"], j["max_side"], j["sample_shape"], j["source"]["store"])
+PY
+expect_eq "dataset.json: ragged, max_side 40" "ragged 40 [3, 40, 40] original-max 40" "$(cat "$TMP/json.txt")"
+if command -v h5dump >/dev/null; then
+  h5dump -d /shapes "$TMP/ds/train-00000-of-00002.h5" >"$TMP/shapes.txt" 2>&1
+  # cat/1 50x30 → 40x24 (int(40*30/50)); cat/4 20x90 → 8x40 (int(40*20/90) = 8); cat/6 17x23 kept
+  expect_grep "50x30 stored as 40x24 (H 24, W 40)" '\(0,0\): 3, 24, 40' "$TMP/shapes.txt"
+  expect_grep "20x90 stored as 8x40 (H 40, W 8)" '\(3,0\): 3, 40, 8' "$TMP/shapes.txt"
+  expect_grep "17x23 kept" '\(5,0\): 3, 23, 17' "$TMP/shapes.txt"
+fi
+run verify "$C" prep --verify "$TMP/ds"
+expect_eq "prep --verify of a ragged data set" 0 "$st"
+SMALL="conv(8,3,1,1) relu maxpool(2) flatten linear(2)"
+run train "$C" train --data "$TMP/ds" --model "$SMALL" --augment rrc16,hflip --batch-size 4 --epochs 1 --seed 2
+expect_eq "train --augment rrc16,hflip on ragged data" 0 "$st"
+expect_grep "evaluated on the 4 val images" '^epoch 1 test accuracy .*\(4 samples\)' "$TMP/train.out"
+# --data-threads 3: the same losses step by step as --data-threads 1 (draws keyed by sample)
+for t in 1 3; do
+  run dt$t "$C" train --data "$TMP/ds" --model "$SMALL" --augment rrc16,hflip --batch-size 4 --epochs 2 --seed 2 \
+    --log-every 1 --data-threads $t
+  expect_eq "train --data-threads $t exit status" 0 "$st"
+  sed -n 's/.*\(step [0-9]*\/[0-9]* loss [0-9.]*\).*/\1/p' "$TMP/dt$t.out" >"$TMP/loss$t.txt"
+done
+expect_eq "8 logged steps" 8 "$(wc -l <"$TMP/loss1.txt")"
+expect_eq "--data-threads 3 gives the losses of --data-threads 1" "$(cat "$TMP/loss1.txt")" "$(cat "$TMP/loss3.txt")"
+run dt0 "$C" train --data "$TMP/ds" --model "$SMALL" --augment rrc16 --batch-size 4 --epochs 1 --data-threads 0
+expect_error dt0 "--data-threads 0 is not a sensible worker count"
+# configs/imagefolder.ini (rrc224,hflip, resnet50, --data-threads 2) runs on ragged data
+run cfg "$C" train --config "$CNNSCALE_SOURCE/configs/imagefolder.ini" --data "$TMP/ds" --batch-size 2 --max-steps 1 \
+  --no-eval
+expect_eq "configs/imagefolder.ini runs" 0 "$st"
+expect_grep "configs/imagefolder.ini: resnet50" 'model resnet50' "$TMP/cfg.out"
+run trainflip "$C" train --data "$TMP/ds" --model "$SMALL" --augment hflip,rrc16 --batch-size 4 --epochs 1
+expect_error trainflip "--augment hflip needs images of one size but this data set stores variable-size images"
+run trainnone "$C" train --data "$TMP/ds" --model "$SMALL" --batch-size 4 --epochs 1
+expect_error trainnone "leaves the images of this data set at their variable stored sizes"
+
+run nosize "$C" prep --format imagefolder --input "$R" --output "$TMP/x1" --store original-max
+expect_error nosize "--store takes 'fixed' or 'original-max S'"
+run banana "$C" prep --format imagefolder --input "$R" --output "$TMP/x2" --store banana
+expect_error banana "--store takes 'fixed' or 'original-max S'"
+run withresize "$C" prep --format imagefolder --input "$R" --output "$TMP/x3" --store original-max 40 --resize 32
+expect_error withresize "does not combine with --resize or --center-crop"
+run idx "$C" prep --format idx --input "$R" --output "$TMP/x4" --store original-max 40
+expect_error idx "--store belong to --format imagefolder"
+run fixed "$C" prep --format imagefolder --input "$R" --output "$TMP/x5" --store fixed
+expect_error fixed "is 30x50 after --resize/--center-crop but .* pass --center-crop S .* or --store original-max S"
+
+# ---- decompression-bomb guard: the header alone decides (run under a 2 GB address-space
+# limit: decoding the claimed 20000x20000 RGB image would need 1.2 GB of pixels alone)
+B="$TMP/bomb"
+mkdir -p "$B/a" "$B/b"
+"$TOOL" png "$B/a/ok.png" 100 100 3 1
+"$TOOL" png "$B/b/ok.png" 100 100 3 2
+"$TOOL" bomb-png "$B/b/zz.png" 20000 20000
+run bombpng bash -c "ulimit -v 2000000; exec \"$C\" prep --format imagefolder --input \"$B\" --output \"$TMP/x6\" --shards 1"
+expect_error bombpng "$B/b/zz.png claims 20000x20000 = 400000000 pixels in its header, more than --max-image-pixels 178956970 .*raise --max-image-pixels"
+rm "$B/b/zz.png"
+"$TOOL" bomb-jpeg "$B/b/zz.jpg" 30000 20000
+run bombjpg bash -c "ulimit -v 2000000; exec \"$C\" prep --format imagefolder --input \"$B\" --output \"$TMP/x7\" --shards 1"
+expect_error bombjpg "$B/b/zz.jpg claims 30000x20000 = 600000000 pixels in its header, more than --max-image-pixels"
+expect_eq "refused preps leave no output" "" "$(ls -d "$TMP"/x6* "$TMP"/x7* 2>/dev/null)"
+rm "$B/b/zz.jpg"
+run lim "$C" prep --format imagefolder --input "$B" --output "$TMP/x8" --shards 1 --max-image-pixels 9999
+expect_error lim "$B/a/ok.png claims 100x100 = 10000 pixels in its header, more than --max-image-pixels 9999"
+run limok "$C" prep --format imagefolder --input "$B" --output "$TMP/x9" --shards 1 --max-image-pixels 10000
+expect_eq "--max-image-pixels 10000 admits 100x100 images" 0 "$st"
+run limidx "$C" prep --format idx --input "$B" --output "$TMP/x10" --max-image-pixels 10
+expect_error limidx "--max-image-pixels belongs to --format imagefolder"
+finish

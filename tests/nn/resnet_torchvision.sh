@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# resnet_torchvision.sh — cnnscale's torchvision ResNets against torchvision itself:
+# - trainable parameter counts equal torchvision's (resnet18/50 at 1000 classes:
+#   11,689,512 and 25,557,032 there; computed from torchvision here, not written in);
+# - a checkpoint of resnet18 (3×70×100: the padded max-pool gets 35×50, odd, and the
+#   final average pool 3×4, non-square) and of resnet50 (3×32×32, the CIFAR case: 1×1
+#   at the end) loads STRICTLY with
+#   torchvision.models.resnetXX(num_classes=N).load_state_dict, right after init and
+#   after 2 SGD steps of `cnnscale train --synthetic` (batch-norm running statistics
+#   no longer 0/1), and gives cnnscale's eval logits on the same input (fp32, max
+#   |difference| ≤ 1e-4 × max |logit|);
+# - one training forward/backward from the 2-step checkpoint (batch statistics, mean
+#   cross-entropy): the loss and the updated running statistics (1e-4) equal
+#   torchvision's, and every parameter's gradient is as close to torchvision's in float64
+#   as torchvision's own float32 gradient is (per tensor, max |diff| / max |grad| at most
+#   3 × torch fp32's + 1e-4: after 2 steps at lr 0.05 resnet50's logits are large and
+#   fp32 itself is off by a few % in deep layers, for torch as for cnnscale);
+# - initialisation statistics as torchvision's: conv weights N(0, 2/fan_out) (std within
+#   5 % and the share inside ±1σ within 0.02 of 0.6827, as for torchvision's own init),
+#   batch-norm 1/0/0/1/0, fc uniform(±1/√fan_in); --zero-init-residual zeroes exactly
+#   the batch-norm weights torchvision's zero_init_residual=True zeroes.
+# SKIP (77) without torchvision.
+# check-deps: optional python torchvision torch h5py numpy (the test SKIPs without them)
+set -u
+source "$CNNSCALE_SOURCE/tests/lib.sh"
+TOOL="$CNNSCALE_BUILD/tests/cnnscale_resnet_tool"
+PY=""
+for p in python3 /usr/bin/python3; do
+  if "$p" -c 'import torchvision, h5py' 2>/dev/null; then PY=$p; break; fi
+done
+if [ -z "$PY" ]; then
+  echo "SKIP: python3 cannot import torchvision and h5py (Debian: apt-get install python3-torchvision python3-h5py)"
+  exit 77
+fi
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+
+# Parameter counts at 1000 classes.
+for m in resnet18 resnet50; do
+  ours=$("$TOOL" init $m 3 224 224 1000 1 - | awk '/^params/ {print $4}')
+  theirs=$("$PY" -c "import torchvision; print(sum(p.numel() for p in torchvision.models.$m().parameters()))")
+  expect_eq "$m (1000 classes): trainable parameters as torchvision's" "$theirs" "$ours"
+done
+
+check() {  # check MODEL H W CLASSES
+  local m=$1 h=$2 w=$3 k=$4 d="$TMP/$1"
+  mkdir -p "$d"
+  "$TOOL" init "$m" 3 "$h" "$w" "$k" 7 "$d/init" >"$d/init.log" 2>&1
+  expect_eq "$m: init checkpoint written" 0 "$?"
+  "$TOOL" init "$m" 3 "$h" "$w" "$k" 7 "$d/zero" --zero-init-residual >"$d/zero.log" 2>&1
+  expect_eq "$m: --zero-init-residual checkpoint written" 0 "$?"
+  "$CNNSCALE" train --synthetic --model "$m" --image-size "${h}x$w" --channels 3 --classes "$k" --batch-size 4 \
+    --synthetic-samples 16 --max-steps 2 --lr 0.05 --seed 3 --run-dir "$d/run" >"$d/train.log" 2>&1
+  expect_eq "$m: cnnscale train --synthetic 2 steps" 0 "$?"
+  "$PY" -c "import numpy as np; np.random.seed(11); np.random.randn(3, 3, $h, $w).astype(np.float32).tofile('$d/x.f32')"
+  "$PY" -c "import numpy as np; np.random.seed(12); np.random.randint(0, $k, 3).astype(np.int32).tofile('$d/y.i32')"
+  "$TOOL" grad "$m" 3 "$h" "$w" "$k" "$d/run/checkpoints/step-00000002.h5" "$d/x.f32" 3 "$d/grad.f32" "$d/y.i32" \
+    >"$d/grad.txt" 2>>"$d/eval.log"
+  expect_eq "$m: training step (grad) from the 2-step checkpoint" 0 "$?"
+  local ck
+  for ck in "$d/init/step-00000000.h5" "$d/run/checkpoints/step-00000002.h5"; do
+    "$TOOL" eval "$m" 3 "$h" "$w" "$k" "$ck" "$d/x.f32" 3 "$ck.logits" >>"$d/eval.log" 2>&1
+    expect_eq "$m: eval of $(basename "$ck")" 0 "$?"
+  done
+  "$PY" - "$m" "$h" "$w" "$k" "$d" >"$d/result" 2>&1 <<'PYEOF'
+import math
+import sys
+
+import h5py
+import numpy as np
+import torch
+import torchvision
+
+m, H, W, K, d = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+torch.manual_seed(0)
+
+
+def state(path):
+    with h5py.File(path, "r") as f:
+        return {n: torch.as_tensor(np.array(f["model"][n][()])) for n in f["model"]}
+
+
+def report(name, good, detail=""):
+    print(("ok " if good else "FAIL ") + name + (f" ({detail})" if detail else ""))
+
+
+x = torch.from_numpy(np.fromfile(f"{d}/x.f32", np.float32).reshape(3, 3, H, W))
+for tag, ck in (("init", f"{d}/init/step-00000000.h5"), ("2 steps", f"{d}/run/checkpoints/step-00000002.h5")):
+    net = getattr(torchvision.models, m)(num_classes=K)
+    sd = state(ck)
+    try:
+        net.load_state_dict(sd)  # strict: every name and shape
+        report(f"{tag}: strict load_state_dict", True)
+    except RuntimeError as e:
+        report(f"{tag}: strict load_state_dict", False, str(e)[:400])
+        continue
+    if tag == "2 steps":
+        rv = [v for n, v in sd.items() if n.endswith("running_var")]
+        report(f"{tag}: batch-norm running statistics were updated",
+               all(abs(float(v.mean()) - 1) > 1e-6 for v in rv[:3]) and float(sd["bn1.num_batches_tracked"]) == 2)
+    net.eval()
+    with torch.no_grad():
+        ref = net(x).numpy()
+    ours = np.fromfile(ck + ".logits", np.float32).reshape(3, K)
+    err = float(np.abs(ours - ref).max() / np.abs(ref).max())
+    report(f"{tag}: logits equal torchvision's (max |diff| / max |logit| = {err:.2e} <= 1e-4)", err <= 1e-4)
+
+# One training step's gradients and running statistics against torchvision's.
+yl = torch.from_numpy(np.fromfile(f"{d}/y.i32", np.int32).astype(np.int64))
+ref64 = getattr(torchvision.models, m)(num_classes=K)
+ref64.load_state_dict(state(f"{d}/run/checkpoints/step-00000002.h5"))
+ref64 = ref64.double().train()
+torch.nn.functional.cross_entropy(ref64(x.double()), yl).backward()
+g64 = {n: p.grad.numpy().ravel() for n, p in ref64.named_parameters()}
+net = getattr(torchvision.models, m)(num_classes=K)
+net.load_state_dict(state(f"{d}/run/checkpoints/step-00000002.h5"))
+net.train()
+loss = torch.nn.functional.cross_entropy(net(x), yl)
+loss.backward()
+lines = open(f"{d}/grad.txt").read().split("\n")
+our_loss = float(next(l.split()[1] for l in lines if l.startswith("loss ")))
+report(f"training loss equals torchvision's ({our_loss:.6f} vs {loss.item():.6f})",
+       abs(our_loss - loss.item()) <= 1e-5 * abs(loss.item()) + 1e-6)
+flat = np.fromfile(f"{d}/grad.f32", np.float32)
+P = flat.size // 2
+params = dict(net.named_parameters())
+buffers = dict(net.named_buffers())
+worst_g, worst_b, n_g, n_ok = (0.0, ""), (0.0, ""), 0, 0
+for l in lines:
+    if not l.startswith("param "):
+        continue
+    _, name, off, numel = l.split()
+    off, numel = int(off), int(numel)
+    if name in params:
+        ref = params[name].grad.numpy().ravel()
+        ours = flat[off:off + numel]
+        n_g += 1
+    elif name.endswith(("running_mean", "running_var")):
+        ref = buffers[name].numpy().ravel()
+        ours = flat[P + off:P + off + numel]
+    else:
+        continue
+    if name in params:
+        r64 = g64[name]
+        scale = max(np.abs(r64).max(), 1e-30)
+        e, e_torch = float(np.abs(ours - r64).max() / scale), float(np.abs(ref - r64).max() / scale)
+        n_ok += e <= 3 * e_torch + 1e-4
+        worst_g = max(worst_g, (e, f"{name}, torch fp32 {e_torch:.1e}"))
+    else:
+        e = float(np.abs(ours - ref).max() / max(np.abs(ref).max(), 1e-30))
+        worst_b = max(worst_b, (e, name))
+report(f"gradients of all {n_g} parameters as close to float64 torchvision's as torch fp32's ({n_ok} within "
+       f"3x + 1e-4; worst max|diff|/max|grad| {worst_g[0]:.1e} at {worst_g[1]})", n_g == len(params) and n_ok == n_g)
+report(f"running statistics after the training forward equal torchvision's (worst {worst_b[0]:.1e} at "
+       f"{worst_b[1]} <= 1e-4)", worst_b[0] <= 1e-4)
+
+# Initialisation statistics, ours and torchvision's side by side.
+ours = state(f"{d}/init/step-00000000.h5")
+tv = getattr(torchvision.models, m)(num_classes=K).state_dict()
+
+
+def conv_stats(sd):
+    out = []
+    for n, v in sd.items():
+        if v.dim() == 4 and v.numel() >= 4096:
+            fan_out = v.shape[0] * v.shape[2] * v.shape[3]
+            z = v.double() / math.sqrt(2.0 / fan_out)
+            out.append((n, float(z.std()), float(z.mean()), float((z.abs() <= 1).double().mean())))
+    return out
+
+
+for who, sd in (("cnnscale", ours), ("torchvision", tv)):
+    st = conv_stats(sd)
+    worst = max(abs(s - 1) for _, s, _, _ in st)
+    report(f"{who}: conv weight std / sqrt(2/fan_out) within 5% ({len(st)} convs, worst {worst:.3f})", worst < 0.05)
+    inside = np.mean([w for *_, w in st])
+    report(f"{who}: share of conv weights inside ±1 std {inside:.4f} (normal: 0.6827)", abs(inside - 0.6827) < 0.02)
+    report(f"{who}: conv weight means ~ 0", max(abs(mu) for _, _, mu, _ in st) < 0.1)
+bn_ok = all(
+    torch.all(ours[n] == (1 if n.endswith((".weight", "running_var")) else 0))
+    for n in ours if (".bn" in n or n.startswith("bn1") or "downsample.1" in n))
+report("batch-norm weight 1, bias 0, running_mean 0, running_var 1, num_batches_tracked 0", bn_ok)
+fan_in = ours["fc.weight"].shape[1]
+b = 1 / math.sqrt(fan_in)
+fw, fb = ours["fc.weight"].double(), ours["fc.bias"].double()
+report("fc.weight uniform(±1/sqrt(fan_in)) as nn.Linear",
+       float(fw.abs().max()) <= b and abs(float(fw.std()) - b / math.sqrt(3)) < 0.05 * b / math.sqrt(3)
+       and abs(float(tv["fc.weight"].double().std()) - b / math.sqrt(3)) < 0.05 * b / math.sqrt(3))
+report("fc.bias uniform(±1/sqrt(fan_in))", float(fb.abs().max()) <= b and float(fb.abs().max()) > 0)
+zero = state(f"{d}/zero/step-00000000.h5")
+tvz = getattr(torchvision.models, m)(num_classes=K, zero_init_residual=True).state_dict()
+zeros_ours = sorted(n for n, v in zero.items() if n.endswith(".weight") and v.numel() and torch.all(v == 0))
+zeros_tv = sorted(n for n, v in tvz.items() if n.endswith(".weight") and v.numel() and torch.all(v == 0))
+report(f"--zero-init-residual zeroes torchvision's {len(zeros_tv)} weights", zeros_ours == zeros_tv and len(zeros_tv) > 0,
+       f"ours {zeros_ours[:3]}..., torchvision {zeros_tv[:3]}...")
+PYEOF
+  expect_eq "$m: python check ran" 0 "$?"
+  while read -r line; do
+    case $line in
+      ok\ *) ok "$m: ${line#ok }" ;;
+      FAIL\ *) bad "$m: ${line#FAIL }" ;;
+      *) echo "    | $line" ;;
+    esac
+  done <"$d/result"
+  [ "$_fail" -eq 0 ] || { sed 's/^/    train| /' "$d/train.log" | tail -5; sed 's/^/    eval| /' "$d/eval.log" | tail -5; }
+}
+
+check resnet18 70 100 5
+check resnet50 32 32 4
+finish
