@@ -172,3 +172,7 @@ TEST(SyncBn, Resnet20RanksEqualOneRankOnTheWholeBatch) {
     }
   }
 }
+
+TEST(SyncBn, SmallSpatialBlocked) {  // 2×2 and 1×1 maps, 16 and 32 channels (nChw16c)
+  check_against_reference("conv(16,3,2,1) bn relu conv(32,3,2,1) bn relu flatten linear(3)", {3, 4, 4}, 3, {3, 5});
+}
