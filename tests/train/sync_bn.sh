@@ -14,7 +14,7 @@
 # math, only the rounding differs. Measured (2-core VM): the spec 4.5e-6 after 1 step,
 # 3.9e-6 after 3; W ranks 1.3e-5..2.3e-5; without --sync-bn 0.52. resnet20 on synthetic
 # noise amplifies any rounding difference ~10-30× per step (floor 5.3e-6, 4.6e-3, 2.8e-2
-# after 1, 2, 3 steps; W ranks 1.6e-5, 4.6e-4; without --sync-bn 0.75, 0.79), so a
+# after 1, 2, 3 steps; W ranks 1.6e-5, 1.4e-5 (4.6e-4 on an earlier build); without --sync-bn 0.75, 0.79), so a
 # fixed bound holds for one step only. resnet18: W ranks 1.5e-6 (1 step), 2.4e-6 (2
 # steps), while its floor is 3e-2 after 1 step: on these images its gradients jump
 # when activations move by ~1e-6 (max-pool/ReLU ties: the same 0.6 % change of a
