@@ -103,6 +103,7 @@ run_pair() {  # CONFIG REP: two 1-node runs at once, one per node
 run_pytorch() {  # CONFIG NODES REP
   local f="$OUT/$1-pytorch-n$2-r$3.out"
   # One process per node; rank and world from Slurm, the rendezvous on the first node.
+  # shellcheck disable=SC2016  # expanded by the task shell on each node
   timeout 900 srun --mpi=none -N"$2" --ntasks-per-node=1 bash -c '
     export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS GLOO_SOCKET_IFNAME=eth0
     export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -1) MASTER_PORT=29517
