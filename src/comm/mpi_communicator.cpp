@@ -108,7 +108,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent, size_t max_piece)
   long us = 500;
   if (auto v = env("CNNSCALE_PROGRESS_US")) us = parse_env_int("CNNSCALE_PROGRESS_US", *v);
   if (auto v = env("CNNSCALE_PROGRESS_POLLS"))
-    progress_polls_ = static_cast<int>(std::max(1L, parse_env_int("CNNSCALE_PROGRESS_POLLS", *v)));
+    progress_polls_ = static_cast<int>(std::max(0L, parse_env_int("CNNSCALE_PROGRESS_POLLS", *v)));
   int level = MPI_THREAD_SINGLE;
   MPI_Query_thread(&level);
   if (us > 0 && size_ > 1 && level == MPI_THREAD_MULTIPLE) progress_us_ = static_cast<int>(std::min(us, 1000000L));
@@ -162,22 +162,19 @@ void MpiCommunicator::progress_loop() {
     cv_.wait(lk, [this] { return active_ || stop_; });
     if (stop_) return;
     while (active_ && !stop_) {
-      // Sums this communicator started: poll until each is complete.
-      if (poll_flights(lk)) {
-        lk.unlock();
-        std::this_thread::sleep_for(interval);
-        lk.lock();
-        continue;
-      }
-      if (polls_left_-- <= 0) {  // nothing in flight, and the last wake had its share of polls
+      // Sums this communicator started: tested (and timed) at every poll.
+      const bool pending = poll_flights(lk);
+      if (!(pending && progress_polls_ == 0) && polls_left_-- <= 0) {  // this wake had its polls
         active_ = false;
         break;
       }
       lk.unlock();
-      int flag = 0;
-      // Runs the progress engine (for every communicator of the process: the node-shared
-      // reducer's slices between nodes); no message ever carries this tag.
-      MPI_Iprobe(MPI_ANY_SOURCE, 0x7ffe, comm_, &flag, MPI_STATUS_IGNORE);
+      if (!pending) {
+        int flag = 0;
+        // Runs the progress engine (for every communicator of the process: the node-shared
+        // reducer's slices between nodes); no message ever carries this tag.
+        MPI_Iprobe(MPI_ANY_SOURCE, 0x7ffe, comm_, &flag, MPI_STATUS_IGNORE);
+      }
       std::this_thread::sleep_for(interval);
       lk.lock();
     }

@@ -8,25 +8,24 @@
 // Progress: MPI's non-blocking collectives advance only inside MPI calls, and the
 // longest stretch of backward (mnist_cnn's conv2: two oneDNN calls of ~10 ms each) makes
 // none. With MPI_THREAD_MULTIPLE and more than one rank, a helper thread therefore
-// drives MPI's progress engine every progress_us microseconds while there is work:
-//   - while any allreduce_sum_async is in flight and not yet complete, it tests that
-//     sum's requests (MPI_Request_get_status: progresses, frees nothing) and records
-//     when it completed; it stops as soon as every sum it knows of is complete;
-//   - after wake_progress() alone (the node-shared reducer's slices between nodes,
-//     which it does not own) it calls MPI_Iprobe at most progress_polls times.
-// It sleeps on a condition variable otherwise; it starts at the first wake, so a run
-// whose buckets never touch MPI has none. Why until complete: over TCP between nodes a
-// 4.8 MB bucket is in flight 4-10 ms (`cnnscale allreduce` on the local 2-node Slurm
-// cluster), longer than 8 polls of 500 us reach. Measured there (one rank per node,
-// mnist_cnn batch 32, 150 steps, load ~2 on 2 cores, 3 runs each): median exposed
-// communication 1.7-4.4 ms with 8 polls, 0.3-1.7 ms polling until the wait, at equal
-// compute (docs/performance.md "Across nodes"). Polling until the wait within one node
-// cost ~2 ms per step on a core shared with the compute; polling until complete stops
-// with the transfer, and within a node the shared-memory reducer carries the sums.
+// drives MPI's progress engine every progress_us microseconds, at most progress_polls
+// times after each wake_progress() (every allreduce_sum_async calls it; so does the
+// node-shared reducer after launching its slices between nodes): it tests the sums
+// this communicator started (MPI_Request_get_status: progresses, frees nothing) and
+// records when each completed (PendingReduce::times, run.json comm_ms), or calls
+// MPI_Iprobe when it started none. CNNSCALE_PROGRESS_POLLS=0: poll each sum until it
+// completes, however long. It sleeps on a condition variable otherwise and starts at
+// the first wake, so a run whose buckets never touch MPI has none.
+// Measured on the local 2-node Slurm cluster (one rank per node, TCP, mnist_cnn batch
+// 32, 150 steps, 3 interleaved runs each; docs/performance.md "Across nodes"): polling
+// until the wait cut median exposed communication from 1.7-4.4 to 0.3-1.7 ms at equal
+// compute (load ~2), but polling until complete vs 8 polls, A/B at load 2.6-3.1, gave
+// exposed 1.1-9.7 vs 4.2-6.7 ms and a slower median step (43.8-46.7 vs 35.5-53.7 ms):
+// not a clear win on 2 shared cores, so 8 stays the default and 0 is opt-in.
 // A caller about to block in an MPI wait calls rest_progress() (the wait progresses
 // by itself); MpiPendingReduce::wait() does.
 // CNNSCALE_PROGRESS_US (default 500; 0 = no thread: progress only from progress()) and
-// CNNSCALE_PROGRESS_POLLS (default 8). Results never depend on them.
+// CNNSCALE_PROGRESS_POLLS (default 8; 0 = until complete). Results never depend on them.
 #pragma once
 #include <mpi.h>
 
