@@ -100,7 +100,7 @@ class WeightedExec : public Exec {
       fused_out->alloc(fpd.dst_desc(), eng);
       // Pre-relu values are never read; the relu's backward runs in place on one
       // gradient buffer (relu output's and conv output's gradients share it).
-      out->alloc(fpd.dst_desc(), eng, fused_out->data.data(), fused_out->needs_diff ? fused_out->diff_ptr() : nullptr);
+      out->alloc(fpd.dst_desc(), eng, fused_out->data_ptr(), fused_out->needs_diff ? fused_out->diff_ptr() : nullptr);
     } else {
       out->alloc(fpd.dst_desc(), eng);
     }
