@@ -97,25 +97,34 @@ md_t plain_md(const std::vector<int64_t>& dims, dt type) {
   }
 }
 
-void Convert::init(const dnnl::memory& from, const md_t& want, const dnnl::engine& eng) {
+void Convert::place(const md_t& m, const dnnl::engine& eng, Transients* t) {
+  if (t) {
+    transient_bytes = m.get_size();
+    out = dnnl::memory(m, eng, nullptr);  // the handle is set when the plan is complete
+    t->uses.push_back({t->node, this});
+  } else {
+    buf.resize(m.get_size());
+    out = dnnl::memory(m, eng, buf.data());
+  }
+}
+
+void Convert::init(const dnnl::memory& from, const md_t& want, const dnnl::engine& eng, Transients* t) {
   if (from.get_desc() == want) {
     out = from;
     return;
   }
-  buf.resize(want.get_size());
-  out = dnnl::memory(want, eng, buf.data());
+  place(want, eng, t);
   call.set(dnnl::reorder(from, out));
   call.arg(DNNL_ARG_FROM, from);
   call.arg(DNNL_ARG_TO, out);
 }
 
-void Convert::init_into(const md_t& have, const dnnl::memory& to, const dnnl::engine& eng) {
+void Convert::init_into(const md_t& have, const dnnl::memory& to, const dnnl::engine& eng, Transients* t) {
   if (to.get_desc() == have) {
     out = to;
     return;
   }
-  buf.resize(have.get_size());
-  out = dnnl::memory(have, eng, buf.data());
+  place(have, eng, t);
   call.set(dnnl::reorder(out, to));
   call.arg(DNNL_ARG_FROM, out);
   call.arg(DNNL_ARG_TO, to);

@@ -98,18 +98,35 @@ struct Tensor {
 // The plain (PyTorch) layout of a tensor with these dims.
 md_t plain_md(const std::vector<int64_t>& dims, dt type = dt::f32);
 
+struct Transients;
+
 // Converts between a memory and another layout/type; a no-op (same memory) when equal.
+// With a Transients (below) the converted bytes get no buffer of their own: the plan
+// places them in its region of node-local conversions once every exec is built.
 struct Convert {
   dnnl::memory out;   // the converted view (== input memory when no conversion)
   Buffer buf;
   Call call;
+  size_t transient_bytes = 0;  // > 0: the bytes of `out` are in the plan's transient region
   // Sets up conversion of `from` into layout `want`.
-  void init(const dnnl::memory& from, const md_t& want, const dnnl::engine& eng);
+  void init(const dnnl::memory& from, const md_t& want, const dnnl::engine& eng, Transients* t = nullptr);
   // Sets up conversion from a buffer in layout `have` (allocated here) into `to`.
-  void init_into(const md_t& have, const dnnl::memory& to, const dnnl::engine& eng);
+  void init_into(const md_t& have, const dnnl::memory& to, const dnnl::engine& eng, Transients* t = nullptr);
   void run(const dnnl::stream& s) const {
     if (call.valid) call.run(s);
   }
+
+ private:
+  void place(const md_t& m, const dnnl::engine& eng, Transients* t);
+};
+
+// Conversions whose result is read only while their own node's forward, or its backward,
+// runs (weights in a primitive's layout, a bf16 copy of an output gradient, a gradient
+// in the primitive's layout before it goes to the input's): nodes run one at a time, so
+// one region, as large as the node needing the most, holds them all (Net::build_plan).
+struct Transients {
+  int node = -1;                                // the node whose exec is being built
+  std::vector<std::pair<int, Convert*>> uses;   // (node, conversion)
 };
 
 struct RunCtx {
@@ -126,6 +143,7 @@ struct ExecEnv {
   float* params = nullptr;
   float* grads = nullptr;
   const Graph* graph = nullptr;
+  Transients* transients = nullptr;  // where node-local conversions go (nullptr: own buffers)
 };
 
 class Exec {

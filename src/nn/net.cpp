@@ -72,8 +72,10 @@ std::unique_ptr<Net::Plan> Net::build_plan(int64_t n) {
   const size_t owned_before = Buffer::owned_total();
   plan_gradients(*plan);
   plan->tensors[0]->alloc(plain_md(plan->tensors[0]->dims), eng_);
-  ExecEnv env{eng_, n, precision_, params_.f(), grads_.f(), &graph_};
+  Transients transients;
+  ExecEnv env{eng_, n, precision_, params_.f(), grads_.f(), &graph_, &transients};
   for (const Node& node : graph_.nodes) {
+    transients.node = node.index;
     std::vector<Tensor*> ins;
     for (int t : node.inputs) ins.push_back(plan->tensors[t].get());
     Tensor* fused = node.op == Op::conv && node.fused_relu ? plan->tensors[node.index + 2].get() : nullptr;
@@ -83,9 +85,21 @@ std::unique_ptr<Net::Plan> Net::build_plan(int64_t n) {
   }
   const Tensor& out = *plan->tensors[graph_.output];
   if (out.md != plain_md(out.dims)) throw std::logic_error("Net: logits are not in the plain layout");
+  // The transient region: each node's conversions one after another, sized by the
+  // node that needs the most (nodes run one at a time).
+  std::map<int, size_t> node_bytes;
+  for (const auto& [k, cv] : transients.uses) node_bytes[k] += (cv->transient_bytes + 63) / 64 * 64;
+  size_t region = 0;
+  for (const auto& kb : node_bytes) region = std::max(region, kb.second);
+  plan->transients.resize(region);
+  node_bytes.clear();
+  for (const auto& [k, cv] : transients.uses) {
+    cv->out.set_data_handle(static_cast<char*>(plan->transients.data()) + node_bytes[k]);
+    node_bytes[k] += (cv->transient_bytes + 63) / 64 * 64;
+  }
 
   PlanMemory& m = plan->memory;
-  size_t tensor_owned = plan->grad_arena.bytes();
+  size_t tensor_owned = plan->grad_arena.bytes();  // the transient region counts as a layer buffer
   for (const auto& t : plan->tensors) {
     m.activations += t->data.bytes();
     m.gradients += t->diff.bytes() + t->scratch.bytes();

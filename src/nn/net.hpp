@@ -23,8 +23,9 @@ struct PlanMemory {
   size_t gradients_peak_live = 0;  // most gradient+scratch bytes live at one backward step:
                                    // a lower bound for any assignment
   size_t gradients_unshared = 0;   // one buffer per gradient and scratch (no reuse), for reference
-  size_t layer_buffers = 0;        // owned by the layers: layout/precision conversions,
-                                   // pooling workspaces, dropout masks, batch-norm statistics
+  size_t layer_buffers = 0;        // owned by the layers: layout/precision conversions (the
+                                   // node-local ones in one shared region), pooling
+                                   // workspaces, dropout masks, batch-norm statistics
   size_t weights = 0;              // parameters + their gradients (Net's flat buffers)
   int fallbacks = 0;               // gradients whose layout did not fit their slot (own buffer)
 };
@@ -54,7 +55,8 @@ class Net : public Model {
  private:
   struct Plan {
     int64_t n = 0;
-    Buffer grad_arena;  // declared before the tensors, which point into it
+    Buffer grad_arena;  // declared before the tensors and execs, which point into them
+    Buffer transients;  // node-local conversions (exec.hpp, Transients)
     std::vector<std::unique_ptr<Tensor>> tensors;
     std::vector<std::unique_ptr<Exec>> execs;
     PlanMemory memory;
