@@ -134,11 +134,12 @@ const PlanMemory& Net::plan_memory(int64_t n) const {
 // loss, after every node). Tensors that the layers make share one gradient buffer (conv +
 // fused relu, in-place relu/add, a flatten view) are one item over the union of their
 // ranges; the scratch of a tensor read twice is an item over its non-last readers. Items
-// are placed greedily, largest first, at the lowest offset that no item with an
-// overlapping range occupies. Sizes are bounded from the shape alone (channels padded to
-// 16, as oneDNN's blocked layouts); a layout larger than that falls back to its own
-// buffer (PlanMemory::fallbacks). Reuse only changes where bytes live: every gradient is
-// written whole before it is read, so results are bit-identical to one buffer each.
+// are placed greedily, largest first (equal sizes by range start), at the lowest offset
+// that no item with an overlapping range occupies. Sizes are bounded from the shape
+// alone (channels padded to 16, as oneDNN's blocked layouts); a layout larger than that
+// falls back to its own buffer (PlanMemory::fallbacks). Reuse only changes where bytes
+// live: every gradient is written whole before it is read, so results are bit-identical
+// to one buffer each.
 void Net::plan_gradients(Plan& plan) {
   const int T = graph_.tensor_count();
   const int K = static_cast<int>(graph_.nodes.size());
@@ -190,7 +191,11 @@ void Net::plan_gradients(Plan& plan) {
   for (const auto& rg : groups) items.push_back(rg.second);
   std::vector<size_t> order(items.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return items[a].bytes > items[b].bytes; });
+  // Largest first; among equal sizes by range start (for same-size items this is the
+  // interval-graph greedy, which needs no more slots than items live at once).
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return items[a].bytes != items[b].bytes ? items[a].bytes > items[b].bytes : items[a].begin < items[b].begin;
+  });
   std::vector<size_t> placed;
   size_t total = 0;
   for (size_t i : order) {
