@@ -1,7 +1,11 @@
 // exec.cpp — Buffer, Call, Tensor, Convert and the exec factory (see exec.hpp).
 #include "nn/exec.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -48,6 +52,14 @@ void Buffer::resize(size_t bytes) {
   n_ = bytes;
   g_owned += n_;
   std::memset(p_, 0, bytes);
+}
+
+void Buffer::release_pages() {
+  if (!owned_ || !p_) return;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p_) + page - 1) / page * page;
+  const uintptr_t e = (reinterpret_cast<uintptr_t>(p_) + n_) / page * page;
+  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
 }
 
 void Call::run(const dnnl::stream& s) const {

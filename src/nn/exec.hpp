@@ -30,6 +30,9 @@ class Buffer {
   ~Buffer();
   void resize(size_t bytes);  // discards contents, zero-fills
   void adopt(void* p, size_t bytes);  // uses caller-owned memory from now on (not freed here)
+  // Returns the whole pages inside an owned buffer to the OS (madvise DONTNEED): they
+  // read as zero on next use. Keeps the allocation (same address and size).
+  void release_pages();
   void* data() const { return p_; }
   float* f() const { return static_cast<float*>(p_); }
   size_t bytes() const { return n_; }

@@ -38,6 +38,18 @@ bool Net::adopt_grad_storage(float* grads) {
   return true;
 }
 
+void Net::release_step_memory() {
+  for (auto& [n, plan] : plans_) {
+    plan->grad_arena.release_pages();
+    plan->transients.release_pages();
+    for (auto& t : plan->tensors) {
+      t->data.release_pages();
+      t->diff.release_pages();
+      t->scratch.release_pages();
+    }
+  }
+}
+
 void Net::prepare(int64_t max_batch, Precision precision) {
   if (max_batch < 1) fail("batch size must be at least 1, got ", max_batch);
   if (precision != precision_) plans_.clear();

@@ -46,6 +46,7 @@ class Net : public Model {
   void forward_eval(const float* images, int64_t n, float* logits) override;
   void init_params(uint64_t seed) override;
   bool adopt_grad_storage(float* grads) override;
+  void release_step_memory() override;
 
   const Graph& graph() const { return graph_; }
   // The memory of the plan for batch size n (built by prepare / forward_backward);
