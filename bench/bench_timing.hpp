@@ -29,7 +29,10 @@ inline std::vector<float> bench_images(int64_t batch, const SampleShape& shape) 
 
 // Seconds of each of `steps` forward_backward calls of m (already prepared for `batch`)
 // on deterministic images of `shape` and labels i % 10.
-inline std::vector<double> time_train_steps(Model& m, int64_t batch, const SampleShape& shape, int steps) {
+// sync_bn: batch norm through the --sync-bn path with one rank (the sum over ranks is
+// the identity): the cost of its own passes, without communication.
+inline std::vector<double> time_train_steps(Model& m, int64_t batch, const SampleShape& shape, int steps,
+                                            bool sync_bn = false) {
   const std::vector<float> images = bench_images(batch, shape);
   std::vector<int32_t> labels(static_cast<size_t>(batch));
   std::vector<int64_t> ids(static_cast<size_t>(batch));
@@ -37,6 +40,7 @@ inline std::vector<double> time_train_steps(Model& m, int64_t batch, const Sampl
   StepContext ctx;
   ctx.sample_ids = ids.data();
   ctx.loss_scale = 1.f / static_cast<float>(batch);
+  if (sync_bn) ctx.sum_across_ranks = [](double*, size_t) {};
   std::vector<double> t;
   for (int s = 0; s < steps + 3; ++s) {
     ctx.step = s;

@@ -3,7 +3,8 @@
 // batch 64, 1 thread), the conv2-shaped convolution forward alone, and single-core
 // sgemm for reference. FLOPs: 2·MACs per pass; conv/linear have three passes
 // (forward, backward-data, backward-weights) except the first layer (no backward-data).
-// Usage: nn_bench [--model NAME|SPEC] [--batch N] [--steps N] [--threads N] [--bf16]
+// Usage: nn_bench [--model NAME|SPEC] [--batch N] [--steps N] [--threads N] [--bf16] [--sync-bn]
+// (--sync-bn: batch norm through the global-statistics path, one rank, no communication)
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
@@ -25,7 +26,7 @@ int main(int argc, char** argv) {
   std::string model = "mnist_cnn";
   int64_t batch = 64;
   int steps = 20, threads = 1;
-  bool bf16 = false;
+  bool bf16 = false, sync_bn = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() { return std::string(i + 1 < argc ? argv[++i] : ""); };
@@ -34,8 +35,10 @@ int main(int argc, char** argv) {
     else if (a == "--steps") steps = std::stoi(next());
     else if (a == "--threads") threads = std::stoi(next());
     else if (a == "--bf16") bf16 = true;
+    else if (a == "--sync-bn") sync_bn = true;
     else {
-      std::fprintf(stderr, "usage: nn_bench [--model NAME|SPEC] [--batch N] [--steps N] [--threads N] [--bf16]\n");
+      std::fprintf(stderr,
+                   "usage: nn_bench [--model NAME|SPEC] [--batch N] [--steps N] [--threads N] [--bf16] [--sync-bn]\n");
       return 2;
     }
   }
@@ -45,12 +48,12 @@ int main(int argc, char** argv) {
   auto m = make_model(model, shape, 10);
   m->init_params(1);
   m->prepare(batch, bf16 ? Precision::bf16 : Precision::fp32);
-  std::vector<double> t = time_train_steps(*m, batch, shape, steps);
+  std::vector<double> t = time_train_steps(*m, batch, shape, steps, sync_bn);
   const auto* net = dynamic_cast<nn::Net*>(m.get());
   const double flops = nn::train_flops_per_sample(net->graph()) * batch;
   const double ms = median(t) * 1e3;
-  std::printf("model %s  batch %lld  threads %d  precision %s  params %zu\n", model.c_str(), (long long)batch,
-              nn::threads(), bf16 ? "bf16" : "fp32", m->param_count());
+  std::printf("model %s  batch %lld  threads %d  precision %s  params %zu%s\n", model.c_str(), (long long)batch,
+              nn::threads(), bf16 ? "bf16" : "fp32", m->param_count(), sync_bn ? "  batch norm: --sync-bn path" : "");
   std::printf("train step (fwd+bwd): %.2f ms median of %d  (%.0f images/s)  %.3f GFLOP/step  %.1f GFLOP/s\n", ms,
               steps, batch / (ms * 1e-3), flops * 1e-9, flops / (ms * 1e-3) * 1e-9);
 

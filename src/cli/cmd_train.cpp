@@ -97,7 +97,11 @@ int cmd_train(int argc, char** argv) {
       "first-bucket-mb", po::value(&o.first_bucket_mb)->default_value(o.first_bucket_mb),
       "size of the first bucket, started earliest in backward (MiB)")(
       "check-replicas", po::value(&o.check_replicas)->default_value(0),
-      "every N steps verify that all ranks hold bitwise-identical parameters (0: off)");
+      "every N steps verify that all ranks hold bitwise-identical parameters (0: off)")(
+      "sync-bn", po::bool_switch(&o.sync_bn),
+      "batch-norm statistics over the global batch, as torch.nn.SyncBatchNorm: one small sum over ranks per BN "
+      "layer in forward and one in backward (CPU model only; an error with the NCCL backend). Without it each rank normalises with its own batch and "
+      "the running statistics follow rank 0's, as DDP's broadcast_buffers=True");
   po::options_description out("Output, checkpoints and faults");
   out.add_options()("run-dir", po::value(&o.run_dir), "write metrics.jsonl, run.json and checkpoints/ here")(
       "log-every", po::value(&o.log_every)->default_value(o.log_every), "steps between progress lines")(

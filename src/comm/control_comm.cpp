@@ -49,6 +49,22 @@ void ControlComm::allreduce_raw(void* values, size_t n, MPI_Datatype type, Reduc
   mpiCheck(MPI_Allreduce(MPI_IN_PLACE, values, checked_count(n), type, mpi_op(op), comm_));
 }
 
+void ControlComm::sum_in_rank_order(double* values, size_t n, const char* what) {
+  if (size_ == 1 || n == 0) return;
+  const int count = checked_count(n);
+  checked_count(n * static_cast<size_t>(size_));
+  gathered_.resize(n * static_cast<size_t>(size_));
+  {
+    Watchdog::Scope waiting(watchdog_, what);
+    mpiCheck(MPI_Allgather(values, count, MPI_DOUBLE, gathered_.data(), count, MPI_DOUBLE, comm_));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    double s = gathered_[i];
+    for (int r = 1; r < size_; ++r) s += gathered_[static_cast<size_t>(r) * n + i];
+    values[i] = s;
+  }
+}
+
 void ControlComm::broadcast(void* data, size_t bytes, int root, const char* what) {
   Watchdog::Scope waiting(watchdog_, what);
   constexpr size_t kChunk = size_t{1} << 30;  // MPI counts are int

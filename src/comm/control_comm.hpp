@@ -65,6 +65,13 @@ class ControlComm {
     allreduce_raw(&s, sizeof(Struct) / sizeof(Field), datatype<Field>(), op, what);
   }
 
+  // In place: the sum over ranks of n doubles, added in rank order (((v0 + v1) + v2) ...)
+  // after an MPI_Allgather, so every rank gets bitwise the same result whatever
+  // algorithm the MPI library picks, and the result does not depend on it. For small
+  // vectors (--sync-bn's per-layer statistics, as torch's SyncBatchNorm gathers them):
+  // each rank receives size() × n doubles.
+  void sum_in_rank_order(double* values, size_t n, const char* what);
+
   // root's bytes everywhere (any size).
   void broadcast(void* data, size_t bytes, int root, const char* what);
   // root's value of a trivially copyable T (a struct of positions, flags) everywhere.
@@ -99,6 +106,7 @@ class ControlComm {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
+  std::vector<double> gathered_;  // sum_in_rank_order's receive buffer, reused
   Watchdog watchdog_;
   bool watching_ = false;
 };

@@ -48,6 +48,16 @@ struct StepContext {
   const int64_t* sample_ids = nullptr;  // global index of each sample in the batch
   bool training = true;          // dropout active, batch-norm uses batch statistics
   float loss_scale = 1.f;        // see above
+  // --sync-bn (torch.nn.SyncBatchNorm): when set, batch-norm layers in training use the
+  // statistics of the global batch. The model calls it (blocking, collective: every
+  // rank calls it in the same order with the same n) with a small vector of per-rank
+  // partial sums, and gets back the sum over ranks, bitwise equal on every rank. The
+  // model never talks to MPI itself: the training loop builds it from its control plane
+  // (ControlComm::sum_in_rank_order). Doubles: the forward message holds sums of
+  // squares, whose float rounding would be amplified by E[x^2] - mean^2. Empty: each
+  // rank's batch-norm uses its own batch (DDP's default). The CPU model only; the GPU
+  // model throws if it is set.
+  std::function<void(double* data, size_t n)> sum_across_ranks;
 };
 
 // Called during backward each time more gradients are final: all gradients with flat

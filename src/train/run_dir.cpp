@@ -164,6 +164,7 @@ RunConfig make_run_config(const TrainOptions& o, const std::string& model_spec, 
   // Only when set: runs without it keep their digests.
   if (o.model_options.zero_init_residual) c.set("zero_init_residual", "true");
   c.set("drop_last", o.data.drop_last ? "true" : "false");
+  c.set("sync_bn", o.sync_bn ? "true" : "false");
   std::string augment;  // canonical: the step names, comma-separated ("none" without steps)
   for (const auto& s : parse_augment(o.data.augment)) {
     if (!augment.empty()) augment += ",";

@@ -8,6 +8,7 @@ namespace cnnscale {
 
 struct StepTimes {
   double step = 0, data = 0, compute = 0, comm_exposed = 0, optimizer = 0;  // seconds
+  double bn_sync = 0;  // --sync-bn: waiting in the batch-norm statistics sums (part of comm_exposed)
 };
 
 // How many leading steps to leave out of timing summaries (warm-up: first-touch page

@@ -49,6 +49,9 @@ struct TrainOptions {
   double bucket_mb = 25.0;
   double first_bucket_mb = 1.0;
   int64_t check_replicas = 0;    // every N steps verify all ranks hold identical parameters (0: off)
+  // --sync-bn: batch-norm statistics over the global batch (torch.nn.SyncBatchNorm);
+  // off: each rank's own batch, running statistics broadcast from rank 0 (DDP's default)
+  bool sync_bn = false;
   // output
   std::string run_dir;           // empty: no files
   int64_t log_every = 100;

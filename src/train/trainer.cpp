@@ -66,7 +66,7 @@ struct EvalSums {
 
 // The parts of a step, in seconds (sums or medians over steps).
 struct StepParts {
-  double data = 0, compute = 0, comm_exposed = 0, optimizer = 0;
+  double data = 0, compute = 0, comm_exposed = 0, optimizer = 0, bn_sync = 0;
 };
 struct StepPartSums {
   StepParts parts;
@@ -124,8 +124,34 @@ void Trainer::setup() {
   for (const auto& p : model_->params()) {
     param_ends.push_back(p.offset + p.numel);
     has_buffers_ |= !p.trainable;
+    if (!p.trainable && p.numel > 0) buffer_ranges_.emplace_back(p.offset, p.offset + p.numel);
   }
   std::sort(param_ends.begin(), param_ends.end());
+  std::sort(buffer_ranges_.begin(), buffer_ranges_.end());
+  {
+    std::vector<std::pair<size_t, size_t>> merged;
+    for (const auto& r : buffer_ranges_) {
+      if (!merged.empty() && merged.back().second == r.first) merged.back().second = r.second;
+      else merged.push_back(r);
+      buffer_floats_ += r.second - r.first;
+    }
+    buffer_ranges_ = std::move(merged);
+  }
+  if (opt_.sync_bn) {
+    // The same on every rank (the backend is agreed), so every rank fails alike.
+    if (model_->on_device())
+      fail("--sync-bn: batch norm across ranks is implemented for the CPU model only, and this run trains on GPUs "
+           "(backend ", backend_name(comm_.backend()), "); drop --sync-bn (each GPU then normalises with its own "
+           "batch and the running statistics follow rank 0's, as DDP's default), or pass --backend mpi to train on "
+           "the CPUs");
+    // Blocking sums on the control plane: a communicator of their own, so they never
+    // interleave with the gradient buckets in flight on the data plane.
+    sctx_.sum_across_ranks = [this](double* v, size_t n) {
+      const auto t0 = Clock::now();
+      control_.sum_in_rank_order(v, n, "the --sync-bn batch-norm statistics sum");
+      bn_sync_s_ += seconds_since(t0);
+    };
+  }
   std::vector<Bucket> buckets = plan_buckets(param_ends, static_cast<size_t>(opt_.first_bucket_mb * 1024 * 1024),
                                              static_cast<size_t>(opt_.bucket_mb * 1024 * 1024));
   // Ranks of a node sum gradients in node-shared memory when they can
@@ -263,7 +289,10 @@ void Trainer::begin() {
            std::to_string(opt_.batch_size) + "/rank = " + std::to_string(global_batch_) + " global, " +
            std::to_string(steps_per_epoch_) + " steps/epoch, " + std::to_string(total_steps_) + " steps, " +
            std::to_string(sync_->buckets().size()) + " gradient bucket(s) summed by " + sync_->method() +
-           (world_ > 1 && !no_shm_.empty() ? " (not node shared memory: " + no_shm_ + ")" : ""));
+           (world_ > 1 && !no_shm_.empty() ? " (not node shared memory: " + no_shm_ + ")" : "") +
+           (opt_.sync_bn ? std::string(", batch-norm statistics over the global batch (--sync-bn)")
+                         : std::string()));
+  if (opt_.sync_bn && !has_buffers_) log_warn("--sync-bn: model " + model_->name() + " has no batch-norm layer");
   if (schedule_->peak() != schedule_->base())
     log_info("learning rate " + std::to_string(schedule_->base()) + " scaled to " + std::to_string(schedule_->peak()) +
              " (" + opt_.lr.scaling + ", reference batch " + std::to_string(opt_.lr.reference_batch) + ")");
@@ -289,17 +318,19 @@ StepResult Trainer::step() {
   const auto t1 = Clock::now();
   sctx_.step = step;
   sctx_.sample_ids = batch_.sample_ids.data();
+  bn_sync_s_ = 0;
   const double loss_sum = model_->forward_backward(batch_.images.data(), batch_.labels.data(), batch_.count, sctx_,
                                                    [&](size_t ready_end) {
                                                      model_->order_before(comm_.stream());
                                                      sync_->on_ready(ready_end);
                                                    });
   model_->synchronize();  // a device model returns before its backward has run
-  t.compute = seconds_since(t1);
+  t.compute = seconds_since(t1) - bn_sync_s_;
   {
     auto waiting = control_.waiting("the gradient allreduce");
-    t.comm_exposed = sync_->finish();
+    t.comm_exposed = sync_->finish() + bn_sync_s_;
   }
+  t.bn_sync = bn_sync_s_;
   const auto t3 = Clock::now();
   // One small allreduce per step: did any rank get a stop signal or a non-finite loss?
   StepFlags any{stop_signal_received() ? 1 : 0, std::isfinite(loss_sum) ? 0 : 1};
@@ -317,7 +348,9 @@ StepResult Trainer::step() {
     optimizer_->step(model_->param_data(), model_->grad_data(), lr);
     model_->synchronize();  // the CUDA optimizer runs on the model's stream
   }
-  if (has_buffers_ && world_ > 1) broadcast_buffers();
+  // With --sync-bn every rank computed the same running statistics from the same global
+  // sums (bitwise: the sums are added in rank order on every rank).
+  if (has_buffers_ && world_ > 1 && !opt_.sync_bn) broadcast_buffers();
   t.optimizer = seconds_since(t3);
   if (opt_.check_replicas > 0 && (step + 1) % opt_.check_replicas == 0) {
     if (!replicas_identical())
@@ -352,11 +385,28 @@ StepResult Trainer::step() {
 }
 
 void Trainer::broadcast_buffers() {
-  // As DDP's broadcast_buffers: batch-norm running statistics follow rank 0.
+  // As DDP's broadcast_buffers: batch-norm running statistics follow rank 0. A host model's
+  // ranges go packed in one message (resnet20: 21 ranges, 1,589 floats); a device model's
+  // one broadcast per range (one per batch-norm layer) on the communicator's stream.
   auto waiting = control_.waiting("the buffer broadcast");
   model_->order_before(comm_.stream());
-  for (const auto& p : model_->params())
-    if (!p.trainable) comm_.broadcast(model_->param_data() + p.offset, p.numel * sizeof(float), 0);
+  float* p = model_->param_data();
+  if (model_->on_device()) {
+    for (const auto& [b, e] : buffer_ranges_) comm_.broadcast(p + b, (e - b) * sizeof(float), 0);
+    return;
+  }
+  buffer_scratch_.resize(buffer_floats_);
+  float* s = buffer_scratch_.data();
+  if (rank_ == 0)
+    for (const auto& [b, e] : buffer_ranges_) s = std::copy(p + b, p + e, s);
+  comm_.broadcast(buffer_scratch_.data(), buffer_floats_ * sizeof(float), 0);
+  if (rank_ != 0) {
+    const float* r = buffer_scratch_.data();
+    for (const auto& [b, e] : buffer_ranges_) {
+      std::copy_n(r, e - b, p + b);
+      r += e - b;
+    }
+  }
 }
 
 bool Trainer::replicas_identical() {
@@ -386,10 +436,12 @@ void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
                 epochs_planned_, static_cast<long long>(step + 1), static_cast<long long>(total_steps_), last_loss_, lr,
                 ips, format_duration(eta).c_str());
   log_info(line);
-  metrics_.append({{"step", step + 1}, {"epoch", batch_.epoch + 1}, {"loss", last_loss_}, {"lr", lr},
-                   {"images_per_s", ips}, {"step_ms", t.step * 1e3}, {"data_ms", t.data * 1e3},
-                   {"compute_ms", t.compute * 1e3}, {"comm_exposed_ms", t.comm_exposed * 1e3},
-                   {"optimizer_ms", t.optimizer * 1e3}, {"elapsed_s", elapsed}});
+  nlohmann::json line_json = {{"step", step + 1}, {"epoch", batch_.epoch + 1}, {"loss", last_loss_}, {"lr", lr},
+                               {"images_per_s", ips}, {"step_ms", t.step * 1e3}, {"data_ms", t.data * 1e3},
+                               {"compute_ms", t.compute * 1e3}, {"comm_exposed_ms", t.comm_exposed * 1e3},
+                               {"optimizer_ms", t.optimizer * 1e3}, {"elapsed_s", elapsed}};
+  if (opt_.sync_bn) line_json["bn_sync_ms"] = t.bn_sync * 1e3;  // included in comm_exposed_ms
+  metrics_.append(line_json);
   loss_since_log_ = 0;
   samples_since_log_ = 0;
 }
@@ -495,7 +547,7 @@ void Trainer::summarize() {
   const size_t skip = std::min(times_.size() ? times_.size() - 1 : 0,
                                static_cast<size_t>(warmup_steps_to_skip(static_cast<long long>(times_.size()))));
   StepPartSums sums;
-  std::vector<double> data, compute, comm_exposed, optimizer;
+  std::vector<double> data, compute, comm_exposed, optimizer, bn_sync;
   for (size_t i = skip; i < times_.size(); ++i) {
     const StepTimes& t = times_[i];
     tm.worst_step_s.push_back(t.step);
@@ -503,11 +555,13 @@ void Trainer::summarize() {
     sums.parts.compute += t.compute;
     sums.parts.comm_exposed += t.comm_exposed;
     sums.parts.optimizer += t.optimizer;
+    sums.parts.bn_sync += t.bn_sync;
     sums.steps += 1;
     data.push_back(t.data);
     compute.push_back(t.compute);
     comm_exposed.push_back(t.comm_exposed);
     optimizer.push_back(t.optimizer);
+    bn_sync.push_back(t.bn_sync);
   }
   // images/s per step uses the slowest rank's step time (the global batch completes then).
   if (!tm.worst_step_s.empty())
@@ -516,7 +570,7 @@ void Trainer::summarize() {
   // Medians of the breakdown (per rank over timed steps, then the largest over ranks):
   // the means above include rare long waits (another process taking a rank's core).
   StepParts medians{spread_of(data).median, spread_of(compute).median, spread_of(comm_exposed).median,
-                    spread_of(optimizer).median};
+                    spread_of(optimizer).median, spread_of(bn_sync).median};
   tm.median_max = medians;
   control_.allreduce_fields(tm.median_max, ReduceOp::max, "the timing summary");
   // Each rank's median compute time: a straggler (a slower core, a noisy node) shows here,
@@ -527,12 +581,16 @@ void Trainer::summarize() {
   tm.step = spread_of(tm.worst_step_s);
   tm.images_per_s = spread_of(ips);
   const double n = sums.steps > 0 ? sums.steps : 1;
-  tm.mean = {sums.parts.data / n, sums.parts.compute / n, sums.parts.comm_exposed / n, sums.parts.optimizer / n};
+  tm.mean = {sums.parts.data / n, sums.parts.compute / n, sums.parts.comm_exposed / n, sums.parts.optimizer / n,
+             sums.parts.bn_sync / n};
   log_info("done: " + std::to_string(total_steps_) + " steps in " + format_duration(tm.wall_s) + ", median " +
            std::to_string(static_cast<long long>(std::llround(tm.images_per_s.median))) + " img/s, step " +
            std::to_string(tm.step.median * 1e3) + " ms (data " + std::to_string(tm.mean.data * 1e3) + ", compute " +
            std::to_string(tm.mean.compute * 1e3) + ", comm exposed " + std::to_string(tm.mean.comm_exposed * 1e3) +
-           ", optimizer " + std::to_string(tm.mean.optimizer * 1e3) + " ms)" +
+           ", optimizer " + std::to_string(tm.mean.optimizer * 1e3) + " ms" +
+           (opt_.sync_bn ? "; of comm exposed, --sync-bn sums " + std::to_string(tm.mean.bn_sync * 1e3) + " ms"
+                         : std::string()) +
+           ")" +
            (evaluated_ ? ", test accuracy " + std::to_string(last_eval_.accuracy) : std::string()));
 
   if (rank_ == 0 && !opt_.run_dir.empty()) {
@@ -575,6 +633,11 @@ nlohmann::json Trainer::run_record(const Timings& tm) const {
   j["grad_bytes"] = sync_->bytes_per_step();
   j["buckets"] = sync_->buckets().size();
   j["grad_sum"] = sync_->method();
+  j["sync_bn"] = opt_.sync_bn;
+  // --sync-bn: the waits in the batch-norm statistics sums, per step (already counted in
+  // breakdown comm_exposed, and not in compute).
+  if (opt_.sync_bn)
+    j["bn_sync_ms"] = {{"mean", tm.mean.bn_sync * 1e3}, {"median", tm.median_max.bn_sync * 1e3}};
   j["train_loss"] = std::isfinite(last_loss_) ? nlohmann::json(last_loss_) : nlohmann::json(nullptr);
   j["test_accuracy"] = evaluated_ ? nlohmann::json(last_eval_.accuracy) : nlohmann::json(nullptr);
   j["accuracy_per_epoch"] = accuracy_curve_;

@@ -18,8 +18,11 @@
 // step() is, per step:
 //   data (wait for the prefetched slice of the global batch)
 //   compute (forward + backward; bucket sums start from the grad-ready hook)
-//   comm_exposed (wait for the buckets still in flight)
-//   optimizer (update the flat parameters)
+//   comm_exposed (wait for the buckets still in flight; with --sync-bn also the waits in
+//     the batch-norm statistics sums during forward and backward, which are taken out of
+//     compute and also reported alone as bn_sync)
+//   optimizer (update the flat parameters; then, without --sync-bn, rank 0's batch-norm
+//     running statistics to every rank in one broadcast)
 // then, when due: the progress line (one allreduce of the loss), test-split evaluation
 // at epoch ends, a checkpoint.
 #pragma once
@@ -96,7 +99,7 @@ class Trainer {
   EvalResult evaluate();
   void evaluate_epoch(int64_t step);
   void save_checkpoint(int64_t steps_done);
-  void broadcast_buffers();  // batch-norm running statistics follow rank 0
+  void broadcast_buffers();  // batch-norm running statistics follow rank 0 (not with --sync-bn)
   struct Timings;  // the summary's timings over ranks
   nlohmann::json run_record(const Timings& t) const;
 
@@ -115,6 +118,11 @@ class Trainer {
   std::unique_ptr<EvalSource> eval_;  // null: no evaluation
   std::unique_ptr<Model> model_;
   bool has_buffers_ = false;          // non-trainable ranges (batch-norm statistics)
+  // The non-trainable flat ranges [begin, end), adjacent ones merged (one per batch-norm
+  // layer: its running_mean, running_var, num_batches_tracked are neighbours in the
+  // reverse-registration layout), and their total size.
+  std::vector<std::pair<size_t, size_t>> buffer_ranges_;
+  size_t buffer_floats_ = 0;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<GradSync> sync_;
@@ -134,7 +142,8 @@ class Trainer {
   bool begun_ = false;
   MetricsLog metrics_;
   Batch batch_, eval_batch_;
-  std::vector<float> logits_, host_scratch_;
+  std::vector<float> logits_, host_scratch_, buffer_scratch_;
+  double bn_sync_s_ = 0;              // this step's wait in --sync-bn statistics sums
   StepContext sctx_;
   std::vector<StepTimes> times_;
   double loss_since_log_ = 0;

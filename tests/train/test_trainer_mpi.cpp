@@ -2,7 +2,10 @@
 // synthetic data, a small CNN): setup, a few steps with finite losses and bitwise
 // identical replicas after each; stop after k steps and resume into a new Trainer equals
 // the uninterrupted run bit for bit; a non-finite loss under --on-nan stop is a
-// CollectiveError on every rank.
+// CollectiveError on every rank. Batch norm: by default (DDP's broadcast_buffers) every
+// rank's running statistics after each step are bitwise those rank 0 computes from its
+// own batch, and the checkpoint holds them; with --sync-bn every rank computes the same
+// ones from the global batch without a broadcast.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -16,7 +19,9 @@
 #include <vector>
 
 #include "comm/world.hpp"
+#include "data/open_source.hpp"
 #include "nn/host_params.hpp"
+#include "train/checkpoint.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
 
@@ -155,4 +160,96 @@ TEST_F(TrainerMpi, NonFiniteLossStopsEveryRank) {
       },
       CollectiveError);
   EXPECT_LT(t.steps_done(), 20);
+}
+
+namespace {
+
+const char* kBnModel = "conv(4,3,1,1) bn relu maxpool(2) conv(6,3,1,1) bn relu flatten linear(10)";
+
+// The non-trainable elements (running_mean, running_var, num_batches_tracked).
+std::vector<float> buffers_of(const Model& m, const std::vector<float>& flat) {
+  std::vector<float> b;
+  for (const auto& p : m.params())
+    if (!p.trainable) b.insert(b.end(), flat.begin() + p.offset, flat.begin() + p.offset + p.numel);
+  return b;
+}
+
+}  // namespace
+
+TEST_F(TrainerMpi, BatchNormBuffersFollowRankZeroAndReachTheCheckpoint) {
+  const std::string dir = shared_tmp_dir();
+  ASSERT_FALSE(dir.empty());
+  const int rank = world_->ctx.rank, size = world_->ctx.size;
+  TrainOptions o = small_run();
+  o.model = kBnModel;
+  o.max_steps = 4;
+  o.run_dir = dir;
+  Trainer t(o, *world_);
+  t.setup();
+  EXPECT_FALSE(t.resume());
+  // Rank 0's batches (and this rank's own), read again: rank 0's running statistics,
+  // recomputed here from the parameters before each step.
+  auto rank0_src = open_train_source(o.data_options(), 0, size);
+  auto own_src = open_train_source(o.data_options(), rank, size);
+  auto ref = make_model(o.model, rank0_src->shape(), rank0_src->classes());
+  ref->prepare(o.batch_size, Precision::fp32);
+  Batch b0, mine;
+  bool own_differs = false;
+  while (!t.done()) {
+    const std::vector<float> before = params(t);
+    const int64_t step = t.steps_done();
+    t.step();
+    const std::vector<float> after = params(t);
+    auto stats_from = [&](const Batch& b) {
+      ref->copy_params_from_host(before.data());
+      StepContext ctx;
+      ctx.seed = o.seed;
+      ctx.step = step;
+      ctx.sample_ids = b.sample_ids.data();
+      ctx.loss_scale = 1.f / static_cast<float>(o.batch_size * size);
+      ref->forward_backward(b.images.data(), b.labels.data(), b.count, ctx, {});
+      std::vector<float> p(ref->param_count());
+      ref->copy_params_to_host(p.data());
+      return buffers_of(*ref, p);
+    };
+    rank0_src->next(b0);
+    own_src->next(mine);
+    const std::vector<float> got = buffers_of(t.model(), after), want = stats_from(b0);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+        << "rank " << rank << " after step " << step + 1 << ": running statistics are not rank 0's";
+    if (rank != 0) own_differs |= stats_from(mine) != want;
+    EXPECT_TRUE(t.replicas_identical()) << "after step " << step + 1;
+  }
+  if (rank != 0) {
+    EXPECT_TRUE(own_differs) << "degenerate test: this rank's own batches give rank 0's statistics";
+  }
+  t.summarize();
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {  // the checkpoint holds them
+    auto m = make_model(o.model, rank0_src->shape(), rank0_src->classes());
+    auto opt = make_optimizer(o.optimizer, *m);
+    read_checkpoint(dir + "/checkpoints/step-00000004.h5", *m, *opt);
+    std::vector<float> p(m->param_count());
+    m->copy_params_to_host(p.data());
+    EXPECT_EQ(buffers_of(*m, p), buffers_of(t.model(), params(t)));
+    std::filesystem::remove_all(dir);
+  }
+}
+
+TEST_F(TrainerMpi, SyncBnGivesEveryRankTheSameStatisticsWithoutBroadcast) {
+  TrainOptions o = small_run();
+  o.model = kBnModel;
+  o.max_steps = 3;
+  o.sync_bn = true;
+  Trainer t(o, *world_);
+  t.setup();
+  while (!t.done()) {
+    t.step();
+    EXPECT_TRUE(t.replicas_identical()) << "after step " << t.steps_done();
+  }
+  std::vector<float> mine = buffers_of(t.model(), params(t)), root = mine;
+  MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  EXPECT_EQ(mine, root);
+  EXPECT_NE(mine[0], 0.f);  // running statistics moved (no longer the initial zeros/ones)
 }

@@ -25,6 +25,8 @@ class BatchNorm final : public Layer {
     float* y = s_.data[out()];
     if (!eval) {
       if (!ctx.training) throw std::logic_error("batch-norm: forward_backward needs StepContext::training");
+      // --sync-bn is CPU-only (the Trainer refuses it for a device model with a UserError).
+      if (ctx.sum_across_ranks) throw std::logic_error("batch-norm: global statistics are not implemented on the GPU");
       cudnnCheck(cudnnBatchNormalizationForwardTraining(
           s_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xd(p), x, yd(p), y, chan_->get(), s_.P(nd_, 0),
           s_.P(nd_, 1), kBnMomentum, s_.P(nd_, 2), s_.P(nd_, 3), kBnEps, save_mean_.get(), save_inv_var_.get()));
