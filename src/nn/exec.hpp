@@ -128,8 +128,8 @@ struct Convert {
 // in the primitive's layout before it goes to the input's): nodes run one at a time, so
 // one region, as large as the node needing the most, holds them all (Net::build_plan).
 struct Transients {
-  int node = -1;                                // the node whose exec is being built
-  std::vector<std::pair<int, Convert*>> uses;   // (node, conversion)
+  int node = -1;                               // the node whose exec is being built
+  std::vector<std::pair<int, Convert*>> uses;  // (node, conversion)
 };
 
 struct RunCtx {

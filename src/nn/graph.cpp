@@ -218,8 +218,8 @@ Graph GraphBuilder::finish(int output, int classes) {
     if (t == 0 || readers[t] != 1 || t == output) continue;
     if (n.op == Op::add && n.inputs[1] == t) continue;
     const Node& p = g_.nodes[t - 1];
-    const bool keeps_no_output = (p.op == Op::conv && !p.fused_relu) || p.op == Op::bn || p.op == Op::linear ||
-                                 p.op == Op::add;
+    const bool keeps_no_output =
+        (p.op == Op::conv && !p.fused_relu) || p.op == Op::bn || p.op == Op::linear || p.op == Op::add;
     if (keeps_no_output) n.in_place = true;
   }
   // Flat layout: reverse registration order.

@@ -12,10 +12,8 @@ class AddExec : public Exec {
     using namespace dnnl;
     // In place: a + b over a (its only reader is this add), and a's gradient is the
     // output's gradient itself (one buffer, no copy).
-    if (node.in_place)
-      out->alloc(a->md, env.eng, a->data_ptr(), a->needs_diff ? a->diff_ptr() : nullptr);
-    else
-      out->alloc(a->md, env.eng);
+    if (node.in_place) out->alloc(a->md, env.eng, a->data_ptr(), a->needs_diff ? a->diff_ptr() : nullptr);
+    else out->alloc(a->md, env.eng);
     binary::primitive_desc pd({algorithm::binary_add, a->md, b->md, out->md}, env.eng);
     fwd_.set(binary(pd));
     fwd_.arg(DNNL_ARG_SRC_0, a->mem);

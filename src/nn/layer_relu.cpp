@@ -13,10 +13,8 @@ class ReluExec : public PrimitiveExec {
     // from dst (x is gone), which gives the same gradient: dst > 0 exactly where src > 0.
     const bool from_dst = node.fused_relu || node.in_place;
     const algorithm alg = from_dst ? algorithm::eltwise_relu_use_dst_for_bwd : algorithm::eltwise_relu;
-    if (node.in_place)
-      out->alloc(in->md, env.eng, in->data_ptr(), in->needs_diff ? in->diff_ptr() : nullptr);
-    else if (!node.fused_relu)
-      out->alloc(in->md, env.eng);
+    if (node.in_place) out->alloc(in->md, env.eng, in->data_ptr(), in->needs_diff ? in->diff_ptr() : nullptr);
+    else if (!node.fused_relu) out->alloc(in->md, env.eng);
     eltwise_forward::primitive_desc fpd({prop_kind::forward_training, alg, in->md, 0.f, 0.f}, env.eng);
     if (!node.fused_relu) {
       fwd_.set(eltwise_forward(fpd));

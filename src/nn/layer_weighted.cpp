@@ -135,8 +135,7 @@ class WeightedExec : public Exec {
     // are transients: backward weights' run in backward_params, these in backward_data
     // (its diff_dst conversion may be backward weights', converted there: same node).
     if (dpd) {
-      const dnnl::memory& dd_from =
-          ddst_w_cv_.out.get_desc() == dpd->diff_dst_desc() ? ddst_w_cv_.out : out->diff_mem;
+      const dnnl::memory& dd_from = ddst_w_cv_.out.get_desc() == dpd->diff_dst_desc() ? ddst_w_cv_.out : out->diff_mem;
       ddst_d_cv_.init(dd_from, dpd->diff_dst_desc(), eng, tt);
       w_d_cv_.init(w_shared ? w_cv_.out : w_user_, dpd->weights_desc(), eng, tt);
       dsrc_cv_.init_into(dpd->diff_src_desc(), in->diff_target(node.index), eng, tt);

@@ -171,7 +171,8 @@ void Net::plan_gradients(Plan& plan) {
   }
   auto bound = [&](const Tensor& t) {
     size_t e = sizeof(float);
-    for (size_t i = 0; i < t.dims.size(); ++i) e *= static_cast<size_t>(i == 1 && t.dims.size() == 4 ? (t.dims[i] + 15) / 16 * 16 : t.dims[i]);
+    for (size_t i = 0; i < t.dims.size(); ++i)
+      e *= static_cast<size_t>(i == 1 && t.dims.size() == 4 ? (t.dims[i] + 15) / 16 * 16 : t.dims[i]);
     return (e + 63) / 64 * 64;
   };
   struct Item {
@@ -214,7 +215,8 @@ void Net::plan_gradients(Plan& plan) {
     Item& it = items[i];
     std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of overlapping placed items
     for (size_t j : placed)
-      if (items[j].begin <= it.end && it.begin <= items[j].end) busy.push_back({items[j].offset, items[j].offset + items[j].bytes});
+      if (items[j].begin <= it.end && it.begin <= items[j].end)
+        busy.push_back({items[j].offset, items[j].offset + items[j].bytes});
     std::sort(busy.begin(), busy.end());
     size_t off = 0;
     for (const auto& [b, e] : busy) {

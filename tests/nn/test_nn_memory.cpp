@@ -68,7 +68,7 @@ TEST(PlanMemory, GradientsShareByLivenessAndInPlaceHoldsNoData) {
     EXPECT_GE(pm.gradients, pm.gradients_peak_live);
     EXPECT_LE(pm.gradients, pm.gradients_peak_live + pm.gradients_peak_live / 4);
     EXPECT_LE(pm.gradients_unshared, one_each + one_each / 2);  // + scratch of the tensors read twice
-    if (std::string(cs.model) != "mnist_cnn") {                  // a chain of 9 layers: little to share
+    if (std::string(cs.model) != "mnist_cnn") {                 // a chain of 9 layers: little to share
       EXPECT_LE(3 * pm.gradients, one_each);
       EXPECT_GT(in_place_data, 0u);
     }
@@ -81,7 +81,8 @@ TEST(PlanMemory, GradientsShareByLivenessAndInPlaceHoldsNoData) {
 // its input) against the out-of-place layers (CNNSCALE_NO_IN_PLACE=1): loss, every
 // gradient, the batch-norm buffers and the evaluation logits bit-identical.
 TEST(PlanMemory, InPlaceBitwiseEqualToOutOfPlace) {
-  const Case cases[] = {{"resnet18", {3, 32, 32}, 7, 3}, {"resnet20", {3, 16, 16}, 5, 4}, {"lenet5", {1, 28, 28}, 10, 5}};
+  const Case cases[] = {
+      {"resnet18", {3, 32, 32}, 7, 3}, {"resnet20", {3, 16, 16}, 5, 4}, {"lenet5", {1, 28, 28}, 10, 5}};
   for (const auto& cs : cases) {
     for (Precision prec : {Precision::fp32, Precision::bf16}) {
       if (prec == Precision::bf16) {
