@@ -1,6 +1,11 @@
 // exec.cpp — Buffer, Call, Tensor, Convert and the exec factory (see exec.hpp).
 #include "nn/exec.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -10,26 +15,51 @@
 
 namespace cnnscale::nn {
 
+namespace {
+std::atomic<size_t> g_owned{0};
+}
+
+size_t Buffer::owned_total() { return g_owned.load(std::memory_order_relaxed); }
+
 Buffer::~Buffer() {
-  if (owned_) std::free(p_);
+  if (owned_) {
+    std::free(p_);
+    g_owned -= n_;
+  }
 }
 
 void Buffer::adopt(void* p, size_t bytes) {
-  if (owned_) std::free(p_);
+  if (owned_) {
+    std::free(p_);
+    g_owned -= n_;
+  }
   p_ = p;
   n_ = bytes;
   owned_ = false;
 }
 
 void Buffer::resize(size_t bytes) {
-  if (owned_) std::free(p_);
+  if (owned_) {
+    std::free(p_);
+    g_owned -= n_;
+  }
   owned_ = true;
   p_ = nullptr;
-  n_ = bytes;
+  n_ = 0;
   if (bytes == 0) return;
   p_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (!p_) throw std::bad_alloc();
+  n_ = bytes;
+  g_owned += n_;
   std::memset(p_, 0, bytes);
+}
+
+void Buffer::release_pages() {
+  if (!owned_ || !p_) return;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p_) + page - 1) / page * page;
+  const uintptr_t e = (reinterpret_cast<uintptr_t>(p_) + n_) / page * page;
+  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
 }
 
 void Call::run(const dnnl::stream& s) const {
@@ -39,23 +69,31 @@ void Call::run(const dnnl::stream& s) const {
 
 void Tensor::alloc(const md_t& m, const dnnl::engine& eng, void* data_alias, void* diff_alias) {
   md = m;
-  if (!data_alias) data.resize(md.get_size());
-  mem = dnnl::memory(md, eng, data_alias ? data_alias : data.data());
+  const size_t bytes = md.get_size();
+  if (!data_alias) data.resize(bytes);
+  data_ptr_ = static_cast<float*>(data_alias ? data_alias : data.data());
+  mem = dnnl::memory(md, eng, data_ptr_);
   if (needs_diff) {
-    diff_alias_ = diff_alias;
-    if (!diff_alias) diff.resize(md.get_size());
-    diff_mem = dnnl::memory(md, eng, diff_alias ? diff_alias : diff.data());
+    // An arena slot when the layout fits (it always does for the bound net.cpp uses;
+    // the own buffer is the safe fallback).
+    auto place = [&](Buffer& own, void* slot, size_t slot_bytes) {
+      if (slot && bytes <= slot_bytes) return static_cast<float*>(slot);
+      own.resize(bytes);
+      return own.f();
+    };
+    diff_ptr_ = diff_alias ? static_cast<float*>(diff_alias) : place(diff, diff_slot, diff_slot_bytes);
+    diff_mem = dnnl::memory(md, eng, diff_ptr_);
     if (consumers > 1) {
-      scratch.resize(md.get_size());
-      scratch_mem = dnnl::memory(md, eng, scratch.data());
+      scratch_ptr_ = place(scratch, scratch_slot, scratch_slot_bytes);
+      scratch_mem = dnnl::memory(md, eng, scratch_ptr_);
     }
   }
 }
 
 void Tensor::diff_done(int node) {
   if (node != last_consumer) {
-    float* d = diff_ptr();
-    const float* s = scratch.f();
+    float* d = diff_ptr_;
+    const float* s = scratch_ptr_;
     const size_t n = md.get_size() / sizeof(float);
     for (size_t i = 0; i < n; ++i) d[i] += s[i];
   }
@@ -71,25 +109,34 @@ md_t plain_md(const std::vector<int64_t>& dims, dt type) {
   }
 }
 
-void Convert::init(const dnnl::memory& from, const md_t& want, const dnnl::engine& eng) {
+void Convert::place(const md_t& m, const dnnl::engine& eng, Transients* t) {
+  if (t) {
+    transient_bytes = m.get_size();
+    out = dnnl::memory(m, eng, nullptr);  // the handle is set when the plan is complete
+    t->uses.push_back({t->node, this});
+  } else {
+    buf.resize(m.get_size());
+    out = dnnl::memory(m, eng, buf.data());
+  }
+}
+
+void Convert::init(const dnnl::memory& from, const md_t& want, const dnnl::engine& eng, Transients* t) {
   if (from.get_desc() == want) {
     out = from;
     return;
   }
-  buf.resize(want.get_size());
-  out = dnnl::memory(want, eng, buf.data());
+  place(want, eng, t);
   call.set(dnnl::reorder(from, out));
   call.arg(DNNL_ARG_FROM, from);
   call.arg(DNNL_ARG_TO, out);
 }
 
-void Convert::init_into(const md_t& have, const dnnl::memory& to, const dnnl::engine& eng) {
+void Convert::init_into(const md_t& have, const dnnl::memory& to, const dnnl::engine& eng, Transients* t) {
   if (to.get_desc() == have) {
     out = to;
     return;
   }
-  buf.resize(have.get_size());
-  out = dnnl::memory(have, eng, buf.data());
+  place(have, eng, t);
   call.set(dnnl::reorder(out, to));
   call.arg(DNNL_ARG_FROM, out);
   call.arg(DNNL_ARG_TO, to);

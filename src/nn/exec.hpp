@@ -3,6 +3,7 @@
 // batch size), and small helpers shared by the layer files: aligned buffers,
 // allocation-free primitive execution, and layout conversion.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -29,9 +30,14 @@ class Buffer {
   ~Buffer();
   void resize(size_t bytes);  // discards contents, zero-fills
   void adopt(void* p, size_t bytes);  // uses caller-owned memory from now on (not freed here)
+  // Returns the whole pages inside an owned buffer to the OS (madvise DONTNEED): they
+  // read as zero on next use. Keeps the allocation (same address and size).
+  void release_pages();
   void* data() const { return p_; }
   float* f() const { return static_cast<float*>(p_); }
   size_t bytes() const { return n_; }
+  // Bytes currently owned by all Buffers of the process (for the plan's accounting).
+  static size_t owned_total();
 
  private:
   void* p_ = nullptr;
@@ -54,47 +60,76 @@ struct Call {
 };
 
 // An activation: data and gradient, both in layout `md` (chosen by the producer).
+// The bytes live in the tensor's own buffers, in another tensor's (an in-place layer, a
+// fused conv+relu, a flatten view), or, for gradients and scratch, in the plan's
+// gradient arena: Net assigns each gradient an arena slot by backward liveness before
+// the execs are built (net.cpp, plan_gradients) and sets diff_slot / scratch_slot.
 struct Tensor {
   std::vector<int64_t> dims;   // logical, with the batch: {n,c,h,w} or {n,f}
   md_t md;
-  Buffer data, diff, scratch;
+  Buffer data, diff, scratch;  // owned bytes (empty when they live elsewhere, see above)
   dnnl::memory mem, diff_mem, scratch_mem;
   int consumers = 0;           // nodes reading it (diffs from several are summed)
   int last_consumer = -1;      // node index of the last reader in forward order: it is
                                // the first to run backward and writes `diff` directly
   bool needs_diff = true;      // false for the network input
+  // Arena slots for the gradient and the scratch (nullptr: own buffer); used when the
+  // chosen layout fits in the slot's bytes, else the tensor falls back to its own buffer.
+  void* diff_slot = nullptr;
+  size_t diff_slot_bytes = 0;
+  void* scratch_slot = nullptr;
+  size_t scratch_slot_bytes = 0;
 
-  // Allocates data and diff; data_alias: use that buffer as data instead (fused conv);
-  // diff_alias: use that buffer as diff instead (flatten of a plain tensor: a view).
+  // Sets md and the data and diff memories; data_alias: use that buffer as data instead
+  // (fused conv, in-place relu/add); diff_alias: use that buffer as diff instead (same
+  // layers, flatten of a plain tensor: a view).
   void alloc(const md_t& m, const dnnl::engine& eng, void* data_alias = nullptr, void* diff_alias = nullptr);
-  float* diff_ptr() const { return diff_alias_ ? static_cast<float*>(diff_alias_) : diff.f(); }
+  float* data_ptr() const { return data_ptr_; }
+  float* diff_ptr() const { return diff_ptr_; }
   // Where consumer `node` writes its contribution to this tensor's gradient; after
   // the primitive ran, diff_done(node) sums it in when another consumer wrote first.
   const dnnl::memory& diff_target(int node) const { return node == last_consumer ? diff_mem : scratch_mem; }
-  float* diff_target_ptr(int node) const { return node == last_consumer ? diff_ptr() : scratch.f(); }
+  float* diff_target_ptr(int node) const { return node == last_consumer ? diff_ptr_ : scratch_ptr_; }
   void diff_done(int node);
 
  private:
-  void* diff_alias_ = nullptr;
-
- public:
+  float* data_ptr_ = nullptr;
+  float* diff_ptr_ = nullptr;
+  float* scratch_ptr_ = nullptr;
 };
 
 // The plain (PyTorch) layout of a tensor with these dims.
 md_t plain_md(const std::vector<int64_t>& dims, dt type = dt::f32);
 
+struct Transients;
+
 // Converts between a memory and another layout/type; a no-op (same memory) when equal.
+// With a Transients (below) the converted bytes get no buffer of their own: the plan
+// places them in its region of node-local conversions once every exec is built.
 struct Convert {
   dnnl::memory out;   // the converted view (== input memory when no conversion)
   Buffer buf;
   Call call;
+  size_t transient_bytes = 0;  // > 0: the bytes of `out` are in the plan's transient region
   // Sets up conversion of `from` into layout `want`.
-  void init(const dnnl::memory& from, const md_t& want, const dnnl::engine& eng);
+  void init(const dnnl::memory& from, const md_t& want, const dnnl::engine& eng, Transients* t = nullptr);
   // Sets up conversion from a buffer in layout `have` (allocated here) into `to`.
-  void init_into(const md_t& have, const dnnl::memory& to, const dnnl::engine& eng);
+  void init_into(const md_t& have, const dnnl::memory& to, const dnnl::engine& eng, Transients* t = nullptr);
   void run(const dnnl::stream& s) const {
     if (call.valid) call.run(s);
   }
+
+ private:
+  void place(const md_t& m, const dnnl::engine& eng, Transients* t);
+};
+
+// Conversions whose result is read only while their own node's forward, or its backward,
+// runs (weights in a primitive's layout, a bf16 copy of an output gradient, a gradient
+// in the primitive's layout before it goes to the input's): nodes run one at a time, so
+// one region, as large as the node needing the most, holds them all (Net::build_plan).
+struct Transients {
+  int node = -1;                               // the node whose exec is being built
+  std::vector<std::pair<int, Convert*>> uses;  // (node, conversion)
 };
 
 struct RunCtx {
@@ -111,6 +146,7 @@ struct ExecEnv {
   float* params = nullptr;
   float* grads = nullptr;
   const Graph* graph = nullptr;
+  Transients* transients = nullptr;  // where node-local conversions go (nullptr: own buffers)
 };
 
 class Exec {

@@ -208,6 +208,20 @@ Graph GraphBuilder::finish(int output, int classes) {
       r.relu_into_pool = p.relu_into_pool = true;
     }
   }
+  // In-place relu / add (Node::in_place). CNNSCALE_NO_IN_PLACE=1 turns it off (A/B checks).
+  const char* no_ip = std::getenv("CNNSCALE_NO_IN_PLACE");
+  const bool in_place = !(no_ip && *no_ip && std::string(no_ip) != "0");
+  for (size_t k = 0; in_place && k < g_.nodes.size(); ++k) {
+    Node& n = g_.nodes[k];
+    if (!((n.op == Op::relu && !n.fused_relu) || n.op == Op::add)) continue;
+    const int t = n.inputs[0];
+    if (t == 0 || readers[t] != 1 || t == output) continue;
+    if (n.op == Op::add && n.inputs[1] == t) continue;
+    const Node& p = g_.nodes[t - 1];
+    const bool keeps_no_output =
+        (p.op == Op::conv && !p.fused_relu) || p.op == Op::bn || p.op == Op::linear || p.op == Op::add;
+    if (keeps_no_output) n.in_place = true;
+  }
   // Flat layout: reverse registration order.
   size_t off = 0;
   for (size_t i = g_.params.size(); i-- > 0;) {

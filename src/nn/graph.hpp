@@ -46,6 +46,11 @@ struct Node {
   // relu (fused) → maxpool with kernel == stride: the maxpool's backward also applies the
   // relu's backward (writes the conv output's gradient), the relu's backward is skipped.
   bool relu_into_pool = false;
+  // relu (not fused) / add: the output is written over inputs[0] (data, and the gradient
+  // shares one buffer too), as torchvision's ReLU(inplace=True). Only when the layer is
+  // that tensor's only reader and its producer's backward does not read its own output
+  // (conv without fused relu, bn, linear, add); relu's backward then works from dst.
+  bool in_place = false;
   std::vector<int> params;   // indices into Graph::params (registration order)
   size_t flat_begin = 0, flat_end = 0;  // the node's range in the flat buffers
 };

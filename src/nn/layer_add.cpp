@@ -1,5 +1,6 @@
 // layer_add.cpp — residual add y = a + b (oneDNN binary); backward passes the gradient
-// to both inputs (reordered to each input's layout).
+// to both inputs (reordered to each input's layout); in place (Node::in_place) the output
+// and its gradient share a's buffers, so only b gets a copy.
 #include "nn/exec.hpp"
 
 namespace cnnscale::nn {
@@ -9,7 +10,10 @@ class AddExec : public Exec {
  public:
   AddExec(const Node& node, Tensor* a, Tensor* b, Tensor* out, const ExecEnv& env) : node_(node), a_(a), b_(b) {
     using namespace dnnl;
-    out->alloc(a->md, env.eng);
+    // In place: a + b over a (its only reader is this add), and a's gradient is the
+    // output's gradient itself (one buffer, no copy).
+    if (node.in_place) out->alloc(a->md, env.eng, a->data_ptr(), a->needs_diff ? a->diff_ptr() : nullptr);
+    else out->alloc(a->md, env.eng);
     binary::primitive_desc pd({algorithm::binary_add, a->md, b->md, out->md}, env.eng);
     fwd_.set(binary(pd));
     fwd_.arg(DNNL_ARG_SRC_0, a->mem);
@@ -22,7 +26,7 @@ class AddExec : public Exec {
       call.arg(DNNL_ARG_FROM, out->diff_mem);
       call.arg(DNNL_ARG_TO, to);
     };
-    back(a, bwd_a_);
+    if (!node.in_place) back(a, bwd_a_);
     back(b, bwd_b_);
   }
   void forward(const RunCtx& c) override { fwd_.run(*c.stream); }

@@ -90,7 +90,7 @@ class DropoutExec : public Exec {
     active_ = c.training && node_.p > 0;
     if (!active_ || !direct_) fwd_.run(*c.stream);
     if (!active_) return;
-    float* y = out_->data.f();
+    float* y = out_->data_ptr();
     const float* x = direct_ ? static_cast<const float*>(in_->mem.get_data_handle()) : y;
     uint8_t* m = static_cast<uint8_t*>(mask_.data());
     const bool vec = avx512_ && threshold_ <= 0xFFFFFFFFull;
@@ -117,8 +117,8 @@ class DropoutExec : public Exec {
   void backward_data(const RunCtx& c) override {
     if (!bwd_.valid) return;
     if (active_) {
-      const float* dy = out_->diff.f();
-      float* dx = direct_ ? in_->diff_target_ptr(node_.index) : out_->diff.f();
+      const float* dy = out_->diff_ptr();
+      float* dx = direct_ ? in_->diff_target_ptr(node_.index) : out_->diff_ptr();
       const uint8_t* m = static_cast<const uint8_t*>(mask_.data());
       const int64_t total = c.n * numel_;
       if (avx512_) {

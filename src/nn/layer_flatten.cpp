@@ -15,14 +15,16 @@ class FlattenExec : public PrimitiveExec {
       out->alloc(plain_md(out->dims), env.eng, in->mem.get_data_handle(), in->needs_diff ? in->diff_target_ptr(node.index) : nullptr);
       return;
     }
+    // Net planned the view (one gradient slot for both); a copy needs its own gradient.
+    if (out->diff_slot && out->diff_slot == in->diff_slot) out->diff_slot = nullptr;
     out->alloc(plain_md(out->dims), env.eng);
     const md_t view = plain_md(in->dims);  // the output buffer seen with the input's dims
-    dnnl::memory y(view, env.eng, out->data.data());
+    dnnl::memory y(view, env.eng, out->data_ptr());
     fwd_.set(dnnl::reorder(in->mem, y));
     fwd_.arg(DNNL_ARG_FROM, in->mem);
     fwd_.arg(DNNL_ARG_TO, y);
     if (in->needs_diff) {
-      dnnl::memory dy(view, env.eng, out->diff.data());
+      dnnl::memory dy(view, env.eng, out->diff_ptr());
       const dnnl::memory& to = in->diff_target(node.index);
       bwd_.set(dnnl::reorder(dy, to));
       bwd_.arg(DNNL_ARG_FROM, dy);

@@ -72,7 +72,7 @@ class LinearExec : public Exec {
   void backward_params(const RunCtx& c) override {
     ddst_cv_.run(*c.stream);
     bwd_w_.run(*c.stream);
-    const float* dy = out_->diff.f();
+    const float* dy = out_->diff_ptr();
     for (int o = 0; o < out_c_; ++o) db_[o] = 0.f;
     for (int64_t i = 0; i < c.n; ++i)
       for (int o = 0; o < out_c_; ++o) db_[o] += dy[i * out_c_ + o];

@@ -149,8 +149,8 @@ class MaxPoolReluExec : public Exec {
   // the plain output is written / read with a 16-lane scatter / gather (stride OH·OW).
   __attribute__((target("avx512f"))) void fwd_avx512(int64_t batch) {
     const int K = node_.kernel, S = node_.stride, OH = node_.out.h, OW = node_.out.w;
-    const float* x = in_->data.f();
-    float* y = out_->data.f();
+    const float* x = in_->data_ptr();
+    float* y = out_->data_ptr();
     const __m512i vidx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                             _mm512_set1_epi32(static_cast<int>(y_c_)));
     if (K == 2 && S == 2 && xs_.lanes == 16) {
@@ -196,9 +196,9 @@ class MaxPoolReluExec : public Exec {
   }
   __attribute__((target("avx512f"))) void bwd_avx512(int64_t batch) {
     const int K = node_.kernel, S = node_.stride, OH = node_.out.h, OW = node_.out.w;
-    const float* x = in_->data.f();
-    const float* y = out_->data.f();
-    const float* dy = out_->diff.f();
+    const float* x = in_->data_ptr();
+    const float* y = out_->data_ptr();
+    const float* dy = out_->diff_ptr();
     float* dx = relu_in_->diff_target_ptr(relu_node_);
     const __m512 zero = _mm512_setzero_ps();
     const __m512i vidx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
@@ -260,8 +260,8 @@ class MaxPoolReluExec : public Exec {
   void fwd(int64_t batch) {
     const int K = node_.kernel, S = node_.stride, OH = node_.out.h, OW = node_.out.w;
     const int64_t L = LC ? LC : xs_.lanes;
-    const float* x = in_->data.f();
-    float* y = out_->data.f();
+    const float* x = in_->data_ptr();
+    float* y = out_->data_ptr();
     for (int64_t n = 0; n < batch; ++n)
       for (int64_t g = 0; g < groups_; ++g)
         for (int oh = 0; oh < OH; ++oh)
@@ -287,9 +287,9 @@ class MaxPoolReluExec : public Exec {
   void bwd(int64_t batch) {
     const int K = node_.kernel, S = node_.stride, OH = node_.out.h, OW = node_.out.w;
     const int64_t L = LC ? LC : xs_.lanes;
-    const float* x = in_->data.f();
-    const float* y = out_->data.f();
-    const float* dy = out_->diff.f();
+    const float* x = in_->data_ptr();
+    const float* y = out_->data_ptr();
+    const float* dy = out_->diff_ptr();
     float* dx = relu_in_->diff_target_ptr(relu_node_);
     for (int64_t n = 0; n < batch; ++n)
       for (int64_t g = 0; g < groups_; ++g)

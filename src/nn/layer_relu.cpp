@@ -9,8 +9,12 @@ class ReluExec : public PrimitiveExec {
   ReluExec(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) : PrimitiveExec(node, in) {
     using namespace dnnl;
     // Fused: the conv before computed relu(x) into `out` already; backward from dst.
-    const algorithm alg = node.fused_relu ? algorithm::eltwise_relu_use_dst_for_bwd : algorithm::eltwise_relu;
-    if (!node.fused_relu) out->alloc(in->md, env.eng);
+    // In place: relu(x) over x (data and gradient share the input's buffers); backward
+    // from dst (x is gone), which gives the same gradient: dst > 0 exactly where src > 0.
+    const bool from_dst = node.fused_relu || node.in_place;
+    const algorithm alg = from_dst ? algorithm::eltwise_relu_use_dst_for_bwd : algorithm::eltwise_relu;
+    if (node.in_place) out->alloc(in->md, env.eng, in->data_ptr(), in->needs_diff ? in->diff_ptr() : nullptr);
+    else if (!node.fused_relu) out->alloc(in->md, env.eng);
     eltwise_forward::primitive_desc fpd({prop_kind::forward_training, alg, in->md, 0.f, 0.f}, env.eng);
     if (!node.fused_relu) {
       fwd_.set(eltwise_forward(fpd));
@@ -20,7 +24,7 @@ class ReluExec : public PrimitiveExec {
     if (in->needs_diff && !node.relu_into_pool) {  // else the maxpool after it does this
       eltwise_backward::primitive_desc bpd({alg, in->md, in->md, 0.f, 0.f}, env.eng, fpd);
       bwd_.set(eltwise_backward(bpd));
-      bwd_.arg(node.fused_relu ? DNNL_ARG_DST : DNNL_ARG_SRC, node.fused_relu ? out->mem : in->mem);
+      bwd_.arg(from_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, from_dst ? out->mem : in->mem);
       bwd_.arg(DNNL_ARG_DIFF_DST, out->diff_mem);
       bwd_.arg(DNNL_ARG_DIFF_SRC, in->diff_target(node.index));
     }

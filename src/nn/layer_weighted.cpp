@@ -100,12 +100,19 @@ class WeightedExec : public Exec {
       fused_out->alloc(fpd.dst_desc(), eng);
       // Pre-relu values are never read; the relu's backward runs in place on one
       // gradient buffer (relu output's and conv output's gradients share it).
-      out->alloc(fpd.dst_desc(), eng, fused_out->data.data(), fused_out->needs_diff ? fused_out->diff_ptr() : nullptr);
+      out->alloc(fpd.dst_desc(), eng, fused_out->data_ptr(), fused_out->needs_diff ? fused_out->diff_ptr() : nullptr);
     } else {
       out->alloc(fpd.dst_desc(), eng);
     }
-    src_cv_.init(in->mem, fpd.src_desc(), eng);
-    w_cv_.init(w_user_, fpd.weights_desc(), eng);
+    // Backward data's primitive first: the forward's weight conversion is node-local
+    // (a transient) unless backward data reads it too.
+    std::optional<typename Traits::BwdD::primitive_desc> dpd;
+    const md_t ddst_any = md_t(fpd.dst_desc().dims(), ct, tag::any);
+    if (in->needs_diff) dpd = tr.bwd_d(md_t(src_any.dims(), dt::f32, tag::any), w_any, ddst_any, eng, fpd);
+    const bool w_shared = dpd && fpd.weights_desc() == dpd->weights_desc();
+    Transients* tt = env.transients;
+    src_cv_.init(in->mem, fpd.src_desc(), eng);  // read again by backward weights: kept
+    w_cv_.init(w_user_, fpd.weights_desc(), eng, w_shared ? nullptr : tt);
     fwd_.set(typename Traits::Fwd(fpd));
     fwd_.arg(DNNL_ARG_SRC, src_cv_.out);
     fwd_.arg(DNNL_ARG_WEIGHTS, w_cv_.out);
@@ -113,28 +120,26 @@ class WeightedExec : public Exec {
     fwd_.arg(DNNL_ARG_DST, fused_out ? fused_out->mem : out->mem);
 
     // Backward weights.
-    const md_t ddst_any = md_t(fpd.dst_desc().dims(), ct, tag::any);
     const md_t dw_any = md_t(w_any.dims(), dt::f32, tag::any);
     auto wpd = tr.bwd_w(md_t(src_any.dims(), ct, tag::any), dw_any, has_bias ? &b_md : nullptr, ddst_any, eng, fpd);
-    ddst_w_cv_.init(out->diff_mem, wpd.diff_dst_desc(), eng);
-    src_w_cv_.init(src_cv_.out, wpd.src_desc(), eng);
-    dw_cv_.init_into(wpd.diff_weights_desc(), dw_user_, eng);
+    ddst_w_cv_.init(out->diff_mem, wpd.diff_dst_desc(), eng, tt);
+    src_w_cv_.init(src_cv_.out, wpd.src_desc(), eng, tt);
+    dw_cv_.init_into(wpd.diff_weights_desc(), dw_user_, eng, tt);
     bwd_w_.set(typename Traits::BwdW(wpd));
     bwd_w_.arg(DNNL_ARG_SRC, src_w_cv_.out);
     bwd_w_.arg(DNNL_ARG_DIFF_DST, ddst_w_cv_.out);
     bwd_w_.arg(DNNL_ARG_DIFF_WEIGHTS, dw_cv_.out);
     if (has_bias) bwd_w_.arg(DNNL_ARG_DIFF_BIAS, db_user_);
 
-    // Backward data (not for the network input).
-    if (in->needs_diff) {
-      const md_t dsrc_any = md_t(src_any.dims(), dt::f32, tag::any);
-      auto dpd = tr.bwd_d(dsrc_any, w_any, ddst_any, eng, fpd);
-      const dnnl::memory& dd_from =
-          ddst_w_cv_.out.get_desc() == dpd.diff_dst_desc() ? ddst_w_cv_.out : out->diff_mem;
-      ddst_d_cv_.init(dd_from, dpd.diff_dst_desc(), eng);
-      w_d_cv_.init(w_cv_.out.get_desc() == dpd.weights_desc() ? w_cv_.out : w_user_, dpd.weights_desc(), eng);
-      dsrc_cv_.init_into(dpd.diff_src_desc(), in->diff_target(node.index), eng);
-      bwd_d_.set(typename Traits::BwdD(dpd));
+    // Backward data (not for the network input). All of a node's backward conversions
+    // are transients: backward weights' run in backward_params, these in backward_data
+    // (its diff_dst conversion may be backward weights', converted there: same node).
+    if (dpd) {
+      const dnnl::memory& dd_from = ddst_w_cv_.out.get_desc() == dpd->diff_dst_desc() ? ddst_w_cv_.out : out->diff_mem;
+      ddst_d_cv_.init(dd_from, dpd->diff_dst_desc(), eng, tt);
+      w_d_cv_.init(w_shared ? w_cv_.out : w_user_, dpd->weights_desc(), eng, tt);
+      dsrc_cv_.init_into(dpd->diff_src_desc(), in->diff_target(node.index), eng, tt);
+      bwd_d_.set(typename Traits::BwdD(*dpd));
       bwd_d_.arg(DNNL_ARG_DIFF_DST, ddst_d_cv_.out);
       bwd_d_.arg(DNNL_ARG_WEIGHTS, w_d_cv_.out);
       bwd_d_.arg(DNNL_ARG_DIFF_SRC, dsrc_cv_.out);

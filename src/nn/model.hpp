@@ -99,6 +99,13 @@ class Model {
   // where the model cannot (device models).
   virtual bool adopt_grad_storage(float* /*grads*/) { return false; }
 
+  // Gives the pages of the per-step buffers (activations, activation gradients, layout
+  // conversions: all rewritten by the next step before they are read) back to the
+  // operating system, for a long pause between steps (writing a checkpoint, whose
+  // in-memory image would otherwise come on top of them). The next step faults them in
+  // again, zero-filled. Results do not change. No-op where the model keeps none.
+  virtual void release_step_memory() {}
+
   // ---- where the model runs; the defaults are the host model's (oneDNN): host
   // memory, and every call returns when its work is done ----
 

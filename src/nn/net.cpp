@@ -3,7 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <iterator>
 
 #include "util/error.hpp"
 #include "util/memory.hpp"
@@ -32,6 +36,18 @@ bool Net::adopt_grad_storage(float* grads) {
   grads_.adopt(grads, bytes);
   plans_.clear();  // plans point at the old buffer; prepare() builds them again
   return true;
+}
+
+void Net::release_step_memory() {
+  for (auto& [n, plan] : plans_) {
+    plan->grad_arena.release_pages();
+    plan->transients.release_pages();
+    for (auto& t : plan->tensors) {
+      t->data.release_pages();
+      t->diff.release_pages();
+      t->scratch.release_pages();
+    }
+  }
 }
 
 void Net::prepare(int64_t max_batch, Precision precision) {
@@ -65,9 +81,13 @@ std::unique_ptr<Net::Plan> Net::build_plan(int64_t n) {
     o.dims = node.out.flat ? std::vector<int64_t>{n, node.out.c}
                            : std::vector<int64_t>{n, node.out.c, node.out.h, node.out.w};
   }
+  const size_t owned_before = Buffer::owned_total();
+  plan_gradients(*plan);
   plan->tensors[0]->alloc(plain_md(plan->tensors[0]->dims), eng_);
-  ExecEnv env{eng_, n, precision_, params_.f(), grads_.f(), &graph_};
+  Transients transients;
+  ExecEnv env{eng_, n, precision_, params_.f(), grads_.f(), &graph_, &transients};
   for (const Node& node : graph_.nodes) {
+    transients.node = node.index;
     std::vector<Tensor*> ins;
     for (int t : node.inputs) ins.push_back(plan->tensors[t].get());
     Tensor* fused = node.op == Op::conv && node.fused_relu ? plan->tensors[node.index + 2].get() : nullptr;
@@ -77,7 +97,161 @@ std::unique_ptr<Net::Plan> Net::build_plan(int64_t n) {
   }
   const Tensor& out = *plan->tensors[graph_.output];
   if (out.md != plain_md(out.dims)) throw std::logic_error("Net: logits are not in the plain layout");
+  // The transient region: each node's conversions one after another, sized by the
+  // node that needs the most (nodes run one at a time).
+  std::map<int, size_t> node_bytes;
+  for (const auto& [k, cv] : transients.uses) node_bytes[k] += (cv->transient_bytes + 63) / 64 * 64;
+  size_t region = 0;
+  for (const auto& kb : node_bytes) region = std::max(region, kb.second);
+  plan->transients.resize(region);
+  node_bytes.clear();
+  for (const auto& [k, cv] : transients.uses) {
+    cv->out.set_data_handle(static_cast<char*>(plan->transients.data()) + node_bytes[k]);
+    node_bytes[k] += (cv->transient_bytes + 63) / 64 * 64;
+  }
+
+  PlanMemory& m = plan->memory;
+  size_t tensor_owned = plan->grad_arena.bytes();  // the transient region counts as a layer buffer
+  for (const auto& t : plan->tensors) {
+    m.activations += t->data.bytes();
+    m.gradients += t->diff.bytes() + t->scratch.bytes();
+    tensor_owned += t->data.bytes() + t->diff.bytes() + t->scratch.bytes();
+    if (t->needs_diff && t->diff_slot && t->diff_ptr() != t->diff_slot && t->diff.bytes()) m.fallbacks++;
+  }
+  m.gradients += plan->grad_arena.bytes();
+  m.layer_buffers = Buffer::owned_total() - owned_before - tensor_owned;
+  m.weights = params_.bytes() + grads_.bytes();
+  const char* verbose = std::getenv("CNNSCALE_PLAN_MEMORY");
+  if (verbose && *verbose && std::string(verbose) != "0") {
+    auto mib = [](size_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
+    std::fprintf(stderr,
+                 "cnnscale: plan memory %s batch %lld: activations %.1f MiB, gradients %.1f MiB (arena; peak live "
+                 "%.1f MiB, one buffer each %.1f MiB, %d fallbacks), layer buffers %.1f MiB, weights+grads %.1f MiB\n",
+                 name_.c_str(), static_cast<long long>(n), mib(m.activations), mib(m.gradients),
+                 mib(m.gradients_peak_live), mib(m.gradients_unshared), m.fallbacks, mib(m.layer_buffers),
+                 mib(m.weights));
+  }
   return plan;
+}
+
+const PlanMemory& Net::plan_memory(int64_t n) const {
+  auto it = plans_.find(n);
+  if (it == plans_.end()) throw std::logic_error("Net::plan_memory: no plan for this batch size (prepare first)");
+  return it->second->memory;
+}
+
+// Gradient arena (exec.hpp, PlanMemory): every gradient is an item live over the node
+// range [producer, last reader] (backward runs the nodes in reverse, so the last reader
+// writes it first and the producer reads it last; the logits' gradient is written by the
+// loss, after every node). Tensors that the layers make share one gradient buffer (conv +
+// fused relu, in-place relu/add, a flatten view) are one item over the union of their
+// ranges; the scratch of a tensor read twice is an item over its non-last readers. Items
+// are placed greedily, largest first (equal sizes by range start), at the lowest offset
+// that no item with an overlapping range occupies. Sizes are bounded from the shape
+// alone (channels padded to 16, as oneDNN's blocked layouts); a layout larger than that
+// falls back to its own buffer (PlanMemory::fallbacks). Reuse only changes where bytes
+// live: every gradient is written whole before it is read, so results are bit-identical
+// to one buffer each.
+void Net::plan_gradients(Plan& plan) {
+  const int T = graph_.tensor_count();
+  const int K = static_cast<int>(graph_.nodes.size());
+  std::vector<int> parent(T);
+  for (int t = 0; t < T; ++t) parent[t] = t;
+  std::function<int(int)> root = [&](int t) { return parent[t] == t ? t : parent[t] = root(parent[t]); };
+  auto unite = [&](int a, int b) { parent[root(a)] = root(b); };
+  std::vector<std::vector<int>> readers(T);
+  for (const Node& node : graph_.nodes)
+    for (int t : node.inputs) readers[t].push_back(node.index);
+  for (const Node& node : graph_.nodes) {
+    const int o = node.index + 1;
+    if (node.op == Op::conv && node.fused_relu) unite(o, o + 1);
+    if (node.in_place) unite(node.inputs[0], o);
+    if (node.op == Op::flatten && readers[node.inputs[0]].size() == 1 && plan.tensors[node.inputs[0]]->needs_diff)
+      unite(node.inputs[0], o);
+  }
+  auto bound = [&](const Tensor& t) {
+    size_t e = sizeof(float);
+    for (size_t i = 0; i < t.dims.size(); ++i)
+      e *= static_cast<size_t>(i == 1 && t.dims.size() == 4 ? (t.dims[i] + 15) / 16 * 16 : t.dims[i]);
+    return (e + 63) / 64 * 64;
+  };
+  struct Item {
+    size_t bytes = 0, offset = 0;
+    int begin = 0, end = 0;
+    int tensor = -1;  // scratch: that tensor's; gradient: -1 (the group's root is the key)
+  };
+  std::map<int, Item> groups;  // by root tensor
+  std::vector<Item> items;
+  for (int t = 1; t < T; ++t) {
+    const Tensor& x = *plan.tensors[t];
+    if (!x.needs_diff) continue;
+    const int begin = t - 1, end = readers[t].empty() ? K : readers[t].back();
+    auto [it, fresh] = groups.try_emplace(root(t));
+    Item& g = it->second;
+    g.bytes = std::max(g.bytes, bound(x));
+    g.begin = fresh ? begin : std::min(g.begin, begin);
+    g.end = fresh ? end : std::max(g.end, end);
+    if (readers[t].size() > 1) {
+      Item s;
+      s.bytes = bound(x);
+      s.begin = readers[t].front();
+      s.end = readers[t][readers[t].size() - 2];
+      s.tensor = t;
+      items.push_back(s);
+    }
+  }
+  const size_t first_group = items.size();
+  for (const auto& rg : groups) items.push_back(rg.second);
+  std::vector<size_t> order(items.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  // Largest first; among equal sizes by range start (for same-size items this is the
+  // interval-graph greedy, which needs no more slots than items live at once).
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return items[a].bytes != items[b].bytes ? items[a].bytes > items[b].bytes : items[a].begin < items[b].begin;
+  });
+  std::vector<size_t> placed;
+  size_t total = 0;
+  for (size_t i : order) {
+    Item& it = items[i];
+    std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of overlapping placed items
+    for (size_t j : placed)
+      if (items[j].begin <= it.end && it.begin <= items[j].end)
+        busy.push_back({items[j].offset, items[j].offset + items[j].bytes});
+    std::sort(busy.begin(), busy.end());
+    size_t off = 0;
+    for (const auto& [b, e] : busy) {
+      if (off + it.bytes <= b) break;
+      off = std::max(off, e);
+    }
+    it.offset = off;
+    total = std::max(total, off + it.bytes);
+    placed.push_back(i);
+  }
+  PlanMemory& m = plan.memory;
+  for (int k = 0; k <= K; ++k) {
+    size_t live = 0;
+    for (const Item& it : items)
+      if (it.begin <= k && k <= it.end) live += it.bytes;
+    m.gradients_peak_live = std::max(m.gradients_peak_live, live);
+  }
+  for (const Item& it : items) m.gradients_unshared += it.bytes;
+  plan.grad_arena.resize(total);
+  char* base = static_cast<char*>(plan.grad_arena.data());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& it = items[i];
+    if (i < first_group) {
+      Tensor& x = *plan.tensors[it.tensor];
+      x.scratch_slot = base + it.offset;
+      x.scratch_slot_bytes = it.bytes;
+    }
+  }
+  for (int t = 1; t < T; ++t) {
+    Tensor& x = *plan.tensors[t];
+    if (!x.needs_diff) continue;
+    const size_t g = first_group + static_cast<size_t>(std::distance(groups.begin(), groups.find(root(t))));
+    x.diff_slot = base + items[g].offset;
+    x.diff_slot_bytes = items[g].bytes;
+  }
 }
 
 double Net::forward_backward(const float* images, const int32_t* labels, int64_t n, const StepContext& ctx,
@@ -93,8 +267,8 @@ double Net::forward_backward(const float* images, const int32_t* labels, int64_t
   // d(sum loss)/dz = softmax(z) - onehot(y), times loss_scale.
   Tensor& out = *plan.tensors[graph_.output];
   const int C = graph_.classes;
-  const float* z = out.data.f();
-  float* dz = out.diff.f();
+  const float* z = out.data_ptr();
+  float* dz = out.diff_ptr();
   double total = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int32_t y = labels[i];
@@ -144,7 +318,7 @@ void Net::forward_eval(const float* images, int64_t n, float* logits) {
     if (m < max_batch_)
       std::memset(x.data.f() + m * per, 0, static_cast<size_t>((max_batch_ - m) * per) * sizeof(float));
     for (auto& e : plan.execs) e->forward_eval(c);
-    std::memcpy(logits + off * C, out.data.f(), static_cast<size_t>(m * C) * sizeof(float));
+    std::memcpy(logits + off * C, out.data_ptr(), static_cast<size_t>(m * C) * sizeof(float));
   }
 }
 

@@ -13,6 +13,23 @@
 
 namespace cnnscale::nn {
 
+// What a plan holds (bytes, for one batch size), computed as it is built. Gradients
+// (and the scratch of tensors read twice) live in one arena where tensors whose backward
+// lifetimes do not overlap share bytes: a tensor's gradient is live from the backward of
+// its last reader (which writes it first) to its producer's backward (which reads it last).
+struct PlanMemory {
+  size_t activations = 0;          // activation data (in-place relu/add share their input's)
+  size_t gradients = 0;            // the gradient arena + gradient/scratch buffers outside it
+  size_t gradients_peak_live = 0;  // most gradient+scratch bytes live at one backward step:
+                                   // a lower bound for any assignment
+  size_t gradients_unshared = 0;   // one buffer per gradient and scratch (no reuse), for reference
+  size_t layer_buffers = 0;        // owned by the layers: layout/precision conversions (the
+                                   // node-local ones in one shared region), pooling
+                                   // workspaces, dropout masks, batch-norm statistics
+  size_t weights = 0;              // parameters + their gradients (Net's flat buffers)
+  int fallbacks = 0;               // gradients whose layout did not fit their slot (own buffer)
+};
+
 class Net : public Model {
  public:
   Net(Graph graph, std::string name, std::string spec);
@@ -29,17 +46,25 @@ class Net : public Model {
   void forward_eval(const float* images, int64_t n, float* logits) override;
   void init_params(uint64_t seed) override;
   bool adopt_grad_storage(float* grads) override;
+  void release_step_memory() override;
 
   const Graph& graph() const { return graph_; }
+  // The memory of the plan for batch size n (built by prepare / forward_backward);
+  // CNNSCALE_PLAN_MEMORY=1 prints it to stderr when a plan is built.
+  const PlanMemory& plan_memory(int64_t n) const;
 
  private:
   struct Plan {
     int64_t n = 0;
+    Buffer grad_arena;  // declared before the tensors and execs, which point into them
+    Buffer transients;  // node-local conversions (exec.hpp, Transients)
     std::vector<std::unique_ptr<Tensor>> tensors;
     std::vector<std::unique_ptr<Exec>> execs;
+    PlanMemory memory;
   };
   Plan& plan_for(int64_t n);
   std::unique_ptr<Plan> build_plan(int64_t n);
+  void plan_gradients(Plan& plan);
 
   Graph graph_;
   std::string name_, spec_;

@@ -192,8 +192,15 @@ std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& op
   // The file is built in memory (HDF5 core driver, no backing store) and written with
   // our own tmp + fsync + rename: a full disk or an unwritable directory is then a
   // plain write error, never a half-closed HDF5 file.
-  std::vector<float> host(model.param_count());
-  copy_params_to_host(model, host.data());
+  // A device model's parameters come to the host first; a host model's are written
+  // from where they are (no copy: the checkpoint's peak memory is the file image).
+  std::vector<float> host;
+  const float* params = model.param_data();
+  if (model.on_device()) {
+    host.resize(model.param_count());
+    copy_params_to_host(model, host.data());
+    params = host.data();
+  }
   std::vector<char> image;
   {
     Hdf5Lock lock(hdf5_mutex());  // the data reader thread uses HDF5 concurrently
@@ -204,7 +211,7 @@ std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& op
     if (f < 0) fail("cannot build checkpoint '", final_path, "' in memory (HDF5 core driver)");
     try {
       H5Handle g(H5Gcreate2(f, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-      for (const auto& info : model.params()) write_dataset(g, info.name, info.shape, host.data() + info.offset);
+      for (const auto& info : model.params()) write_dataset(g, info.name, info.shape, params + info.offset);
       H5Handle og(H5Gcreate2(f, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
       for (auto& [sname, buf] : opt.state()) {
         H5Handle sg(H5Gcreate2(og, sname.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));

@@ -518,6 +518,7 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   if (rank_ == 0) {
     try {
       const auto t0 = Clock::now();
+      model_->release_step_memory();  // the checkpoint image takes their place
       const std::string path = write_checkpoint(ckpt_dir_, *model_, *optimizer_, m, opt_.keep_checkpoints);
       std::error_code ec;  // size and time: what a stop signal's grace must cover (docs/checkpoints.md)
       char took[64];

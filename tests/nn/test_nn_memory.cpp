@@ -1,0 +1,124 @@
+// test_nn_memory.cpp — the plan's memory contract (Net::plan_memory, net.hpp): gradients
+// share an arena by backward liveness (close to the most bytes live at once, far below
+// one buffer per tensor), node-local conversions share one region, in-place relu/add
+// hold no data of their own; and the in-place layers give bit-identical results.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "nn/exec.hpp"
+#include "nn/graph.hpp"
+#include "nn/model.hpp"
+#include "nn/net.hpp"
+#include "random_batch.hpp"
+
+using namespace cnnscale;
+
+namespace {
+
+struct Case {
+  const char* model;
+  SampleShape shape;
+  int classes;
+  int64_t batch;
+};
+
+// Bytes of tensor t's activation at batch n from the graph alone (channels padded to
+// 16 as the blocked layouts; the flat tensors and the input are exact).
+size_t tensor_bytes(const nn::Graph& g, int t, int64_t n) {
+  if (t == 0) return static_cast<size_t>(n * g.input.numel()) * sizeof(float);
+  const nn::Shape& s = g.nodes[static_cast<size_t>(t - 1)].out;
+  const int64_t c = s.flat ? s.c : (s.c + 15) / 16 * 16;
+  return static_cast<size_t>(n * c * s.h * s.w) * sizeof(float);
+}
+
+}  // namespace
+
+// Gradients: the arena is within 25 % of the most gradient bytes live at one backward
+// step (a lower bound for any assignment), and at most a third of one buffer per
+// tensor gradient (computed here from the graph) — what the plan held before the arena.
+// Node-local conversions (blocked weights, weight gradients) no longer take a copy of the
+// model each: the layers own less than the parameters' size. In-place relu/add outputs
+// own no data.
+TEST(PlanMemory, GradientsShareByLivenessAndInPlaceHoldsNoData) {
+  const Case cases[] = {{"resnet18", {3, 64, 64}, 10, 4},
+                        {"resnet50", {3, 32, 32}, 10, 2},
+                        {"resnet20", {3, 32, 32}, 10, 4},
+                        {"mnist_cnn", {1, 28, 28}, 10, 8}};
+  for (const auto& cs : cases) {
+    SCOPED_TRACE(cs.model);
+    auto m = make_model(cs.model, cs.shape, cs.classes);
+    m->prepare(cs.batch, Precision::fp32);
+    auto& net = dynamic_cast<nn::Net&>(*m);
+    const nn::Graph& g = net.graph();
+    const nn::PlanMemory& pm = net.plan_memory(cs.batch);
+    size_t one_each = 0, all_data = 0, in_place_data = 0;
+    for (int t = 1; t < g.tensor_count(); ++t) {
+      const size_t b = tensor_bytes(g, t, cs.batch);
+      one_each += b;
+      all_data += b;
+      const nn::Node& p = g.nodes[static_cast<size_t>(t - 1)];
+      if (p.in_place) in_place_data += b;
+    }
+    EXPECT_EQ(pm.fallbacks, 0);
+    EXPECT_GT(pm.gradients_peak_live, 0u);
+    EXPECT_GE(pm.gradients, pm.gradients_peak_live);
+    EXPECT_LE(pm.gradients, pm.gradients_peak_live + pm.gradients_peak_live / 4);
+    EXPECT_LE(pm.gradients_unshared, one_each + one_each / 2);  // + scratch of the tensors read twice
+    if (std::string(cs.model) != "mnist_cnn") {                 // a chain of 9 layers: little to share
+      EXPECT_LE(3 * pm.gradients, one_each);
+      EXPECT_GT(in_place_data, 0u);
+    }
+    EXPECT_LE(pm.activations + in_place_data, all_data + tensor_bytes(g, 0, cs.batch));
+    EXPECT_LT(pm.layer_buffers, pm.weights / 2);
+  }
+}
+
+// In-place relu/add (backward from the relu's output, the add's gradient shared with
+// its input) against the out-of-place layers (CNNSCALE_NO_IN_PLACE=1): loss, every
+// gradient, the batch-norm buffers and the evaluation logits bit-identical.
+TEST(PlanMemory, InPlaceBitwiseEqualToOutOfPlace) {
+  const Case cases[] = {
+      {"resnet18", {3, 32, 32}, 7, 3}, {"resnet20", {3, 16, 16}, 5, 4}, {"lenet5", {1, 28, 28}, 10, 5}};
+  for (const auto& cs : cases) {
+    for (Precision prec : {Precision::fp32, Precision::bf16}) {
+      if (prec == Precision::bf16) {
+        try {
+          nn::require_bf16();
+        } catch (...) {
+          continue;
+        }
+      }
+      SCOPED_TRACE(std::string(cs.model) + (prec == Precision::bf16 ? " bf16" : " fp32"));
+      test::RandomBatch d(cs.batch, cs.shape, cs.classes);
+      std::vector<float> params[2], grads[2], logits[2];
+      double loss[2];
+      int in_place_nodes[2] = {0, 0};
+      for (int off = 0; off < 2; ++off) {
+        setenv("CNNSCALE_NO_IN_PLACE", off ? "1" : "0", 1);
+        auto m = make_model(cs.model, cs.shape, cs.classes);
+        unsetenv("CNNSCALE_NO_IN_PLACE");
+        for (const auto& n : dynamic_cast<nn::Net&>(*m).graph().nodes) in_place_nodes[off] += n.in_place;
+        m->init_params(5);
+        m->prepare(cs.batch, prec);
+        loss[off] = 0;
+        for (int step = 0; step < 2; ++step)
+          loss[off] += m->forward_backward(d.x.data(), d.y.data(), cs.batch, test::ctx_for(d, cs.batch, step), {});
+        grads[off].assign(m->grad_data(), m->grad_data() + m->param_count());
+        params[off].assign(m->param_data(), m->param_data() + m->param_count());  // running statistics too
+        logits[off].resize(static_cast<size_t>(cs.batch * cs.classes));
+        m->forward_eval(d.x.data(), cs.batch, logits[off].data());
+      }
+      EXPECT_GT(in_place_nodes[0], 0);
+      EXPECT_EQ(in_place_nodes[1], 0);
+      EXPECT_EQ(loss[0], loss[1]);
+      ASSERT_EQ(grads[0].size(), grads[1].size());
+      EXPECT_EQ(0, std::memcmp(grads[0].data(), grads[1].data(), grads[0].size() * sizeof(float)));
+      EXPECT_EQ(0, std::memcmp(params[0].data(), params[1].data(), params[0].size() * sizeof(float)));
+      EXPECT_EQ(0, std::memcmp(logits[0].data(), logits[1].data(), logits[0].size() * sizeof(float)));
+    }
+  }
+}
