@@ -295,15 +295,9 @@ class Hdf5EvalSource : public ContiguousEvalSource {
       return;
     }
     staging_.resize(static_cast<size_t>(n * numel));
-    int64_t k = 0;
-    while (k < n) {
-      const int s = split_.shard_of(first + k);
-      const int64_t base = split_.shards[s].first_index, end = base + split_.shards[s].samples;
-      local_.clear();
-      for (int64_t g = first + k; g < first + n && g < end; ++g) local_.push_back(g - base);
-      reader_.read(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + k * numel);
-      k += static_cast<int64_t>(local_.size());
-    }
+    for_each_shard_run(first, n, [&](int s, int64_t k, int64_t count) {
+      reader_.read(s, local_.data(), count, staging_.data() + k * numel);
+    });
     if (transform_.active()) {
       const int64_t o = transform_.output_shape().numel();
       pool_.run(n, [&](int64_t j, int t) {
@@ -322,15 +316,9 @@ class Hdf5EvalSource : public ContiguousEvalSource {
     std::vector<int64_t> at(static_cast<size_t>(n + 1), 0);
     for (int64_t k = 0; k < n; ++k) at[k + 1] = at[k] + shapes[static_cast<size_t>(first + k)].numel();
     staging_.resize(static_cast<size_t>(at[n]));
-    int64_t k = 0;
-    while (k < n) {
-      const int s = split_.shard_of(first + k);
-      const int64_t base = split_.shards[s].first_index, end = base + split_.shards[s].samples;
-      local_.clear();
-      for (int64_t g = first + k; g < first + n && g < end; ++g) local_.push_back(g - base);
-      reader_.read_ragged(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + at[k]);
-      k += static_cast<int64_t>(local_.size());
-    }
+    for_each_shard_run(first, n, [&](int s, int64_t k, int64_t count) {
+      reader_.read_ragged(s, local_.data(), count, staging_.data() + at[k]);
+    });
     const int64_t o = transform_.output_shape().numel();
     pool_.run(n, [&](int64_t j, int t) {
       std::vector<uint8_t>& a = transformed_[static_cast<size_t>(t)];
@@ -342,6 +330,22 @@ class Hdf5EvalSource : public ContiguousEvalSource {
   }
 
  private:
+  // Splits the consecutive samples [first, first+n) into runs inside one shard each: for
+  // each, local_ holds the in-shard indices and f(shard, offset in the batch, count) reads them.
+  template <typename F>
+  void for_each_shard_run(int64_t first, int64_t n, F&& f) {
+    int64_t k = 0;
+    while (k < n) {
+      const int s = split_.shard_of(first + k);
+      const int64_t base = split_.shards[s].first_index, end = base + split_.shards[s].samples;
+      local_.clear();
+      for (int64_t g = first + k; g < first + n && g < end; ++g) local_.push_back(g - base);
+      const auto count = static_cast<int64_t>(local_.size());
+      f(s, k, count);
+      k += count;
+    }
+  }
+
   std::shared_ptr<const DatasetInfo> info_;
   const SplitInfo& split_;
   ShardReader reader_;
