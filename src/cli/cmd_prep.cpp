@@ -62,7 +62,7 @@ int cmd_prep(int argc, char** argv) {
       "store", po::value<std::vector<std::string>>()->multitoken(),
       "imagefolder: fixed (default: one size for all, see --resize/--center-crop) | original-max S (each image keeps "
       "its size, longer side capped to S; ragged layout for train --augment rrc<S>)")(
-      "max-image-pixels", po::value<int64_t>()->default_value(2 * int64_t{89478485}),
+      "max-image-pixels", po::value<int64_t>()->default_value(kDefaultMaxImagePixels),
       "imagefolder: refuse an image whose header claims more pixels (decompression-bomb guard; PIL's "
       "DecompressionBombError limit by default); 0: no limit")(
       "output", po::value<std::string>(), "dataset directory to create")(
@@ -121,12 +121,12 @@ int cmd_prep(int argc, char** argv) {
       (!o.images.empty() || !o.labels.empty() || !o.test_images.empty()))
     fail("--images/--labels/--test-images/--test-labels belong to --format hdf5; --format ", o.format,
          " finds the files itself");
-  o.resize = vm["resize"].as<int>();
-  o.center_crop = vm["center-crop"].as<int>();
-  o.val_fraction = vm["val-fraction"].as<double>();
-  o.seed = vm["seed"].as<uint64_t>();
-  o.threads = vm["threads"].as<int>();
-  o.max_pixels = vm["max-image-pixels"].as<int64_t>();
+  o.image.resize = vm["resize"].as<int>();
+  o.image.center_crop = vm["center-crop"].as<int>();
+  o.image.val_fraction = vm["val-fraction"].as<double>();
+  o.image.seed = vm["seed"].as<uint64_t>();
+  o.image.threads = vm["threads"].as<int>();
+  o.image.max_pixels = vm["max-image-pixels"].as<int64_t>();
   if (vm.count("store")) {
     const auto v = vm["store"].as<std::vector<std::string>>();
     std::string sz = v.size() == 2 ? v[1] : "";
@@ -137,7 +137,7 @@ int cmd_prep(int argc, char** argv) {
     }
     if (kind == "original-max" && !sz.empty() && sz.find_first_not_of("0123456789") == std::string::npos &&
         sz.size() < 6 && std::stoi(sz) > 0)
-      o.store_max = std::stoi(sz);
+      o.image.store_max = std::stoi(sz);
     else if (!(kind == "fixed" && v.size() == 1))
       fail("--store takes 'fixed' or 'original-max S' with S a positive size in pixels (e.g. --store original-max ",
            "256)");

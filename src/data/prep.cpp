@@ -136,9 +136,10 @@ PrepResult run_prep(const PrepOptions& o) {
                             "--format cifar10|cifar100)");
   if (o.output.empty()) fail("prep needs --output DIR (the dataset directory to create)");
   if (o.chunk < 1) fail("--chunk must be at least 1 sample");
-  if (o.format != "imagefolder" && (o.resize || o.center_crop || o.val_fraction > 0 || o.store_max))
+  const ImageFolderOptions& im = o.image;
+  if (o.format != "imagefolder" && (im.resize || im.center_crop || im.val_fraction > 0 || im.store_max))
     fail("--resize, --center-crop, --val-fraction and --store belong to --format imagefolder");
-  if (o.format != "imagefolder" && o.max_pixels != 2 * int64_t{89478485})
+  if (o.format != "imagefolder" && im.max_pixels != kDefaultMaxImagePixels)
     fail("--max-image-pixels belongs to --format imagefolder (it guards JPEG/PNG decoding)");
   if (!o.cifar100_labels.empty() && o.format != "cifar100")
     fail("--cifar100-labels belongs to --format cifar100 (it picks the fine or coarse label of CIFAR-100)");
@@ -173,23 +174,15 @@ PrepResult run_prep(const PrepOptions& o) {
     source = {{"format", o.format}, {"input", fs::absolute(ci.dir).string()}};
     if (o.format == "cifar100") source["labels"] = o.cifar100_labels.empty() ? "fine" : o.cifar100_labels;
   } else if (o.format == "imagefolder") {
-    ImageFolderOptions io;
-    io.resize = o.resize;
-    io.center_crop = o.center_crop;
-    io.val_fraction = o.val_fraction;
-    io.seed = o.seed;
-    io.threads = o.threads;
-    io.store_max = o.store_max;
-    io.max_pixels = o.max_pixels;
-    ImageFolderInput in = open_imagefolder_input(o.input, io);
+    ImageFolderInput in = open_imagefolder_input(o.input, o.image);
     train = std::move(in.train);
     test = std::move(in.test);
     source = {{"format", "imagefolder"}, {"input", fs::absolute(o.input).string()}, {"layout", in.layout},
-              {"resize", o.resize}, {"center_crop", o.center_crop}};
-    if (o.store_max > 0) source["store"] = "original-max " + std::to_string(o.store_max);
+              {"resize", o.image.resize}, {"center_crop", o.image.center_crop}};
+    if (o.image.store_max > 0) source["store"] = "original-max " + std::to_string(o.image.store_max);
     if (in.layout == "split") {
-      source["val_fraction"] = o.val_fraction;
-      source["seed"] = o.seed;
+      source["val_fraction"] = o.image.val_fraction;
+      source["seed"] = o.image.seed;
     }
   } else {
     fail("--format ", o.format, " is not supported; use idx, hdf5, cifar10, cifar100 or imagefolder");

@@ -9,19 +9,15 @@
 #include <functional>
 #include <string>
 
+#include "data/prep_imagefolder.hpp"
+
 namespace cnnscale {
 
 struct PrepOptions {
   std::string format = "idx";   // idx | hdf5 | cifar10 | cifar100 | imagefolder
   std::string input;            // idx, cifar10/100, imagefolder: directory; hdf5: file
   std::string cifar100_labels;  // cifar100: fine (default) | coarse
-  // imagefolder (prep_imagefolder.hpp): 0 = off
-  int resize = 0, center_crop = 0;
-  double val_fraction = 0;
-  uint64_t seed = 0;
-  int threads = 1;
-  int store_max = 0;                           // --store original-max S (imagefolder; 0: --store fixed)
-  int64_t max_pixels = 2 * int64_t{89478485};  // --max-image-pixels (imagefolder; 0: no limit)
+  ImageFolderOptions image;      // imagefolder only (--resize, --center-crop, --val-fraction, ...)
   std::string output;
   // hdf5 format: dataset names inside --input (test split optional).
   std::string images, labels, test_images, test_labels;

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "data/image_decode.hpp"
 #include "data/prep_input.hpp"
 
 namespace cnnscale {
@@ -35,7 +36,7 @@ struct ImageFolderOptions {
   uint64_t seed = 0;         // --seed: the val split
   int threads = 1;           // decoding threads
   int store_max = 0;         // --store original-max S (0: fixed-size samples)
-  int64_t max_pixels = 2 * int64_t{89478485};  // --max-image-pixels (0: no limit); image_decode.hpp
+  int64_t max_pixels = kDefaultMaxImagePixels;  // --max-image-pixels (0: no limit); image_decode.hpp
 };
 
 struct ImageFolderListing {

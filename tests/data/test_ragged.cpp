@@ -72,8 +72,8 @@ class Ragged : public ::testing::Test {
     o.format = "imagefolder";
     o.input = root_ + "/in";
     o.output = root_ + "/ds";
-    o.store_max = kMax;
-    o.threads = 2;
+    o.image.store_max = kMax;
+    o.image.threads = 2;
     o.shards = 3;
     o.test_shards = 2;
     run_prep(o);
@@ -278,8 +278,8 @@ TEST_F(Ragged, ClearErrors) {
   o.format = "imagefolder";
   o.input = root_ + "/in";
   o.output = root_ + "/bad";
-  o.store_max = 32;
-  o.resize = 40;
+  o.image.store_max = 32;
+  o.image.resize = 40;
   expect_user_error([&] { run_prep(o); }, "does not combine with --resize or --center-crop");
   EXPECT_FALSE(fs::exists(root_ + "/bad"));
   // center<S>,hflip is fine on ragged data (CenterCrop with zero padding, then flip).
