@@ -184,29 +184,6 @@ class BnExec : public Exec {
     channels_ = node.in.c;
     count_ = env.n * node.in.h * node.in.w;
 
-    batch_normalization_forward::primitive_desc fpd(
-        {prop_kind::forward_training, in->md, kEps, nf::use_scale | nf::use_shift}, env.eng);
-    mean_buf_.resize(fpd.mean_desc().get_size());
-    var_buf_.resize(fpd.variance_desc().get_size());
-    memory mean(fpd.mean_desc(), env.eng, mean_buf_.data()), var(fpd.variance_desc(), env.eng, var_buf_.data());
-    fwd_.set(batch_normalization_forward(fpd));
-    fwd_.arg(DNNL_ARG_SRC, in->mem);
-    fwd_.arg(DNNL_ARG_DST, out->mem);
-    fwd_.arg(DNNL_ARG_SCALE, scale);
-    fwd_.arg(DNNL_ARG_SHIFT, shift);
-    fwd_.arg(DNNL_ARG_MEAN, mean);
-    fwd_.arg(DNNL_ARG_VARIANCE, var);
-
-    batch_normalization_forward::primitive_desc epd(
-        {prop_kind::forward_inference, in->md, kEps, nf::use_global_stats | nf::use_scale | nf::use_shift}, env.eng);
-    eval_.set(batch_normalization_forward(epd));
-    eval_.arg(DNNL_ARG_SRC, in->mem);
-    eval_.arg(DNNL_ARG_DST, out->mem);
-    eval_.arg(DNNL_ARG_SCALE, scale);
-    eval_.arg(DNNL_ARG_SHIFT, shift);
-    eval_.arg(DNNL_ARG_MEAN, rmean);
-    eval_.arg(DNNL_ARG_VARIANCE, rvar);
-
     memory diff_src;
     if (in->needs_diff) {
       diff_src = in->diff_target(node.index);
@@ -214,44 +191,50 @@ class BnExec : public Exec {
       dummy_.resize(in->md.get_size());
       diff_src = memory(in->md, env.eng, dummy_.data());
     }
-    batch_normalization_backward::primitive_desc bpd(
-        {prop_kind::backward, in->md, in->md, kEps, nf::use_scale | nf::use_shift}, env.eng, fpd);
-    bwd_.set(batch_normalization_backward(bpd));
-    bwd_.arg(DNNL_ARG_SRC, in->mem);
-    bwd_.arg(DNNL_ARG_MEAN, mean);
-    bwd_.arg(DNNL_ARG_VARIANCE, var);
-    bwd_.arg(DNNL_ARG_DIFF_DST, out->diff_mem);
-    bwd_.arg(DNNL_ARG_SCALE, scale);
-    bwd_.arg(DNNL_ARG_SHIFT, shift);
-    bwd_.arg(DNNL_ARG_DIFF_SCALE, dscale);
-    bwd_.arg(DNNL_ARG_DIFF_SHIFT, dshift);
-    bwd_.arg(DNNL_ARG_DIFF_SRC, diff_src);
+    // The training forward/backward pair, the inference forward and the --sync-bn pair
+    // differ only in flags and in which statistics they read or write.
+    auto bind_forward = [&](auto& prim, const batch_normalization_forward::primitive_desc& pd, const memory& m,
+                            const memory& v) {
+      prim.set(batch_normalization_forward(pd));
+      prim.arg(DNNL_ARG_SRC, in->mem);
+      prim.arg(DNNL_ARG_DST, out->mem);
+      prim.arg(DNNL_ARG_SCALE, scale);
+      prim.arg(DNNL_ARG_SHIFT, shift);
+      prim.arg(DNNL_ARG_MEAN, m);
+      prim.arg(DNNL_ARG_VARIANCE, v);
+    };
+    auto bind_backward = [&](auto& prim, const batch_normalization_backward::primitive_desc& pd, const memory& m,
+                             const memory& v) {
+      prim.set(batch_normalization_backward(pd));
+      prim.arg(DNNL_ARG_SRC, in->mem);
+      prim.arg(DNNL_ARG_MEAN, m);
+      prim.arg(DNNL_ARG_VARIANCE, v);
+      prim.arg(DNNL_ARG_DIFF_DST, out->diff_mem);
+      prim.arg(DNNL_ARG_SCALE, scale);
+      prim.arg(DNNL_ARG_SHIFT, shift);
+      prim.arg(DNNL_ARG_DIFF_SCALE, dscale);
+      prim.arg(DNNL_ARG_DIFF_SHIFT, dshift);
+      prim.arg(DNNL_ARG_DIFF_SRC, diff_src);
+    };
+
+    const auto flags = nf::use_scale | nf::use_shift;
+    batch_normalization_forward::primitive_desc fpd({prop_kind::forward_training, in->md, kEps, flags}, env.eng);
+    mean_buf_.resize(fpd.mean_desc().get_size());
+    var_buf_.resize(fpd.variance_desc().get_size());
+    memory mean(fpd.mean_desc(), env.eng, mean_buf_.data()), var(fpd.variance_desc(), env.eng, var_buf_.data());
+    bind_forward(fwd_, fpd, mean, var);
+    bind_backward(bwd_, {{prop_kind::backward, in->md, in->md, kEps, flags}, env.eng, fpd}, mean, var);
+
+    const auto gflags = nf::use_global_stats | flags;
+    bind_forward(eval_, {{prop_kind::forward_inference, in->md, kEps, gflags}, env.eng}, rmean, rvar);
 
     // --sync-bn: the same primitives with the statistics as inputs (the global ones).
-    const auto gflags = nf::use_global_stats | nf::use_scale | nf::use_shift;
     batch_normalization_forward::primitive_desc gfpd({prop_kind::forward_training, in->md, kEps, gflags}, env.eng);
     gmean_buf_.resize(gfpd.mean_desc().get_size());
     gvar_buf_.resize(gfpd.variance_desc().get_size());
     memory gmean(gfpd.mean_desc(), env.eng, gmean_buf_.data()), gvar(gfpd.variance_desc(), env.eng, gvar_buf_.data());
-    gfwd_.set(batch_normalization_forward(gfpd));
-    gfwd_.arg(DNNL_ARG_SRC, in->mem);
-    gfwd_.arg(DNNL_ARG_DST, out->mem);
-    gfwd_.arg(DNNL_ARG_SCALE, scale);
-    gfwd_.arg(DNNL_ARG_SHIFT, shift);
-    gfwd_.arg(DNNL_ARG_MEAN, gmean);
-    gfwd_.arg(DNNL_ARG_VARIANCE, gvar);
-    batch_normalization_backward::primitive_desc gbpd({prop_kind::backward, in->md, in->md, kEps, gflags}, env.eng,
-                                                      gfpd);
-    gbwd_.set(batch_normalization_backward(gbpd));
-    gbwd_.arg(DNNL_ARG_SRC, in->mem);
-    gbwd_.arg(DNNL_ARG_MEAN, gmean);
-    gbwd_.arg(DNNL_ARG_VARIANCE, gvar);
-    gbwd_.arg(DNNL_ARG_DIFF_DST, out->diff_mem);
-    gbwd_.arg(DNNL_ARG_SCALE, scale);
-    gbwd_.arg(DNNL_ARG_SHIFT, shift);
-    gbwd_.arg(DNNL_ARG_DIFF_SCALE, dscale);
-    gbwd_.arg(DNNL_ARG_DIFF_SHIFT, dshift);
-    gbwd_.arg(DNNL_ARG_DIFF_SRC, diff_src);
+    bind_forward(gfwd_, gfpd, gmean, gvar);
+    bind_backward(gbwd_, {{prop_kind::backward, in->md, in->md, kEps, gflags}, env.eng, gfpd}, gmean, gvar);
   }
 
   void forward(const RunCtx& c) override {
