@@ -9,6 +9,7 @@
 
 #include "data/augment.hpp"
 #include "util/error.hpp"
+#include "common/user_error.hpp"
 
 using namespace cnnscale;
 
@@ -31,14 +32,7 @@ uint8_t at(const std::vector<uint8_t>& v, SampleShape s, int c, int y, int x) {
   return v[static_cast<size_t>((c * s.height + y) * s.width + x)];
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string error_of(const std::function<void()>& f) { return test::user_error_of(f); }
 
 }  // namespace
 

@@ -19,6 +19,7 @@
 #include "data/prep.hpp"
 #include "data/prep_cifar.hpp"
 #include "util/error.hpp"
+#include "common/user_error.hpp"
 
 using namespace cnnscale;
 namespace fs = std::filesystem;
@@ -67,14 +68,7 @@ void write_cifar10(const std::string& dir, bool names = true) {
   }
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string error_of(const std::function<void()>& f) { return test::user_error_of(f); }
 
 // All /images and /labels of a split, read with the HDF5 C API.
 void read_split(const SplitInfo& split, std::vector<uint8_t>& images, std::vector<int32_t>& labels) {

@@ -12,6 +12,7 @@
 #include "report/analysis.hpp"
 #include "report/renderers.hpp"
 #include "util/error.hpp"
+#include "common/user_error.hpp"
 
 using namespace cnnscale;
 using namespace cnnscale::report;
@@ -53,14 +54,7 @@ RunRecord rec(const json& doc, const std::string& name) {
   return r;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+std::string error_of(const std::function<void()>& f) { return test::user_error_of(f, "(no error)"); }
 
 ReportOptions opts(double threshold = 0.8) {
   ReportOptions o;
