@@ -313,7 +313,8 @@ class Hdf5EvalSource : public ContiguousEvalSource {
 
   void fill_ragged(Batch& out, int64_t first, int64_t n) {
     const auto& shapes = split_.shapes;
-    std::vector<int64_t> at(static_cast<size_t>(n + 1), 0);
+    std::vector<int64_t>& at = ragged_at_;  // reused: no allocation per batch
+    at.assign(static_cast<size_t>(n + 1), 0);
     for (int64_t k = 0; k < n; ++k) at[k + 1] = at[k] + shapes[static_cast<size_t>(first + k)].numel();
     staging_.resize(static_cast<size_t>(at[n]));
     for_each_shard_run(first, n, [&](int s, int64_t k, int64_t count) {
@@ -352,6 +353,7 @@ class Hdf5EvalSource : public ContiguousEvalSource {
   Augmenter transform_;  // deterministic (Augmenter::for_evaluation); none without --augment
   Normalizer norm_;
   std::vector<int64_t> local_;
+  std::vector<int64_t> ragged_at_;  // fill_ragged: each sample's offset in staging_
   std::vector<uint8_t> staging_;
   WorkerPool pool_;  // --data-threads
   std::vector<std::vector<uint8_t>> transformed_, scratch_;  // per worker
