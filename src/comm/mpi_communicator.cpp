@@ -147,12 +147,11 @@ void MpiCommunicator::rest_progress() {
 }
 
 bool MpiCommunicator::poll_flights(std::unique_lock<std::mutex>& lk) {
-  polling_.assign(in_flight_.begin(), in_flight_.end());  // copied under mu_, tested without it
+  std::vector<std::shared_ptr<Flight>> flights = in_flight_;  // copied under mu_, tested without it
   lk.unlock();
   bool any = false;
-  for (auto& f : polling_) any = !f->test() || any;
+  for (auto& f : flights) any = !f->test() || any;
   lk.lock();
-  polling_.clear();  // drop the references while holding mu_ (wait() may free the flight)
   return any;
 }
 

@@ -73,7 +73,6 @@ class MpiCommunicator final : public Communicator {
   size_t max_piece_;
   int rank_ = 0, size_ = 1;
   std::vector<std::shared_ptr<Flight>> in_flight_;  // not yet waited for; guarded by mu_
-  std::vector<std::shared_ptr<Flight>> polling_;    // the progress thread's copy of in_flight_ (reused)
   // Progress thread (see above).
   int progress_us_ = 0, progress_polls_ = 8;
   std::thread thread_;
