@@ -73,6 +73,36 @@ TEST(MpiAllreduce, ProgressThreadCompletesSumWithoutCallerAndTimesIt) {
   EXPECT_EQ(count_wrong(b.data(), b.size(), DType::f32, comm.size()), 0u);
 }
 
+// The training thread's progress() (called between backward layers) and the progress
+// thread poll the same sums at once, many times: each must test its own snapshot of the
+// sums in flight (CI once crashed in MPI_Request_get_status when they shared one).
+TEST(MpiAllreduce, CallerAndProgressThreadPollTogether) {
+  setenv("CNNSCALE_PROGRESS_US", "1", 1);     // the thread polls as often as it can
+  setenv("CNNSCALE_PROGRESS_POLLS", "0", 1);  // and until every sum is complete
+  size_t wrong = 0;
+  bool threaded = true;
+  // A fresh communicator each round: its list of sums in flight grows from empty (the
+  // first steps of a run), which is when a shared snapshot would be reallocated under
+  // the other thread.
+  for (int round = 0; round < 150 && threaded; ++round) {
+    MpiCommunicator comm(MPI_COMM_WORLD);
+    threaded = comm.progress_us() > 0;
+    std::vector<std::vector<float>> bufs(24, std::vector<float>(size_t{1} << 12));
+    std::vector<std::unique_ptr<PendingReduce>> pend;
+    for (auto& b : bufs) {
+      fill_pattern(b.data(), b.size(), DType::f32, comm.rank());
+      pend.push_back(comm.allreduce_sum_async(b.data(), b.size(), DType::f32));
+      for (int k = 0; k < 4; ++k) comm.progress();
+    }
+    for (auto& p : pend) p->wait();
+    for (auto& b : bufs) wrong += count_wrong(b.data(), b.size(), DType::f32, comm.size());
+  }
+  unsetenv("CNNSCALE_PROGRESS_US");
+  unsetenv("CNNSCALE_PROGRESS_POLLS");
+  if (!threaded) GTEST_SKIP() << "no progress thread (MPI_THREAD_MULTIPLE not provided)";
+  EXPECT_EQ(wrong, 0u);
+}
+
 TEST(MpiAllreduce, BroadcastFromRoot) {
   MpiCommunicator comm(MPI_COMM_WORLD);
   std::vector<int> v(100, comm.rank() == 0 ? 42 : -1);
