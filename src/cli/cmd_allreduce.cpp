@@ -32,7 +32,10 @@ int cmd_allreduce(int argc, char** argv) {
       "iters,n", po::value<int>()->default_value(20), "timed iterations per size")(
       "check,c", po::value<int>()->default_value(1), "check results (1) or not (0)")(
       "datatype,d", po::value<std::string>()->default_value("float"), "float|bfloat16")(
-      "backend", po::value<std::string>()->default_value("auto"), "auto|mpi|nccl")(
+      "backend", po::value<std::string>()->default_value("auto"),
+      "auto|mpi|nccl|gloo (auto: MPI under srun/mpirun, Gloo under torchrun-style variables or TF_CONFIG)")(
+      "collective-timeout", po::value<double>()->default_value(300),
+      "seconds the gloo rendezvous and each of its collectives may wait for a rank")(
       "level", po::value<std::string>()->default_value("world"),
       "world: sum over every rank; node: over the ranks of each node; cross: over the ranks of equal local rank, "
       "one per node (all at once) -- the two levels of the hierarchical gradient sum, for `cnnscale report`")(
@@ -67,6 +70,8 @@ int cmd_allreduce(int argc, char** argv) {
   WorldOptions wo;
   wo.backend = parse_backend(vm["backend"].as<std::string>());
   wo.allow_gpu_sharing = vm["allow-gpu-sharing"].as<bool>();
+  wo.timeout_s = vm["collective-timeout"].as<double>();
+  if (!(wo.timeout_s > 0)) fail("--collective-timeout must be positive (seconds)");
   World world = start_world(wo);
   const ProcessContext& ctx = world.ctx;
   const std::string level = vm["level"].as<std::string>();
@@ -96,7 +101,7 @@ int cmd_allreduce(int argc, char** argv) {
   double busbw_sum = 0;
   int n = 0;
   for (size_t bytes : sweep_sizes(o)) {
-    AllreduceResult r = run_allreduce_size(*comm, bytes, o);
+    AllreduceResult r = run_allreduce_size(*comm, bytes, o, world.control.get());
     if (r.wrong > 0) total_wrong += r.wrong;
     busbw_sum += r.busbw_gbs;
     ++n;

@@ -91,7 +91,9 @@ int cmd_train(int argc, char** argv) {
       "beta2", po::value(&o.optimizer.beta2)->default_value(o.optimizer.beta2), "AdamW beta2")(
       "no-eval", po::bool_switch(), "skip test-split evaluation at epoch ends");
   po::options_description par("Parallelism");
-  par.add_options()("backend", po::value(&backend)->default_value(backend), "auto|mpi|nccl")(
+  par.add_options()("backend", po::value(&backend)->default_value(backend),
+                      "auto|mpi|nccl|gloo (auto: NCCL on GPUs, else MPI under srun/mpirun; Gloo on CPUs when started by "
+                      "torchrun-style variables or TF_CONFIG, meeting at MASTER_ADDR:MASTER_PORT; docs/launch.md)")(
       "allow-gpu-sharing", po::bool_switch(&o.allow_gpu_sharing), "let several ranks share one GPU")(
       "bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb), "gradient bucket size (MiB)")(
       "first-bucket-mb", po::value(&o.first_bucket_mb)->default_value(o.first_bucket_mb),
@@ -148,6 +150,7 @@ int cmd_train(int argc, char** argv) {
   WorldOptions wo;
   wo.backend = o.backend;
   wo.allow_gpu_sharing = o.allow_gpu_sharing;
+  wo.timeout_s = o.collective_timeout;
   World world = start_world(wo);
   Trainer trainer(o, world);
   return trainer.run();

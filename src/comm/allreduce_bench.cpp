@@ -73,7 +73,8 @@ size_t parse_size(const std::string& option, const std::string& text) {
   return static_cast<size_t>(v);
 }
 
-AllreduceResult run_allreduce_size(Communicator& comm, size_t bytes, const AllreduceBenchOptions& o) {
+AllreduceResult run_allreduce_size(Communicator& comm, size_t bytes, const AllreduceBenchOptions& o,
+                                   ControlComm* control) {
   AllreduceResult r;
   r.bytes = bytes;
   r.count = bytes / dtype_size(o.dtype);
@@ -89,7 +90,8 @@ AllreduceResult run_allreduce_size(Communicator& comm, size_t bytes, const Allre
   for (int i = 0; i < o.iters; ++i) comm.allreduce_sum(buf.data(), r.count, o.dtype);
   comm.synchronize();
   double mine = (MPI_Wtime() - t0) / (o.iters > 0 ? o.iters : 1), worst = 0;
-  mpiCheck(MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  if (control) worst = control->allreduce(mine, ReduceOp::max, "the allreduce benchmark's timing");
+  else mpiCheck(MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
   r.time_us = worst * 1e6;
   r.algbw_gbs = worst > 0 ? static_cast<double>(bytes) / worst / 1e9 : 0;
   r.busbw_gbs = r.algbw_gbs * bus_factor(comm.size());
@@ -99,7 +101,10 @@ AllreduceResult run_allreduce_size(Communicator& comm, size_t bytes, const Allre
     comm.allreduce_sum(buf.data(), r.count, o.dtype);
     buf.download();
     long mine_wrong = static_cast<long>(count_wrong(buf.host().data(), r.count, o.dtype, comm.size()));
-    mpiCheck(MPI_Allreduce(&mine_wrong, &r.wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
+    if (control)
+      r.wrong = static_cast<long>(
+          control->allreduce(static_cast<int64_t>(mine_wrong), ReduceOp::sum, "the allreduce benchmark's check"));
+    else mpiCheck(MPI_Allreduce(&mine_wrong, &r.wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
   }
   return r;
 }

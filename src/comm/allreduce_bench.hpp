@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "comm/control_comm.hpp"
 
 namespace cnnscale {
 
@@ -29,7 +30,10 @@ struct AllreduceResult {
 std::vector<size_t> sweep_sizes(const AllreduceBenchOptions& o);
 
 // Runs one size on every rank (collective). Results are valid on every rank.
-AllreduceResult run_allreduce_size(Communicator& comm, size_t bytes, const AllreduceBenchOptions& o);
+// control: where the ranks agree on the slowest time and the wrong count (the gloo
+// backend has no MPI world); null: MPI_COMM_WORLD.
+AllreduceResult run_allreduce_size(Communicator& comm, size_t bytes, const AllreduceBenchOptions& o,
+                                   ControlComm* control = nullptr);
 
 double bus_factor(int world);  // 2(n-1)/n
 

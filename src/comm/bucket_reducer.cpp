@@ -41,7 +41,13 @@ class AllreduceReducer final : public BucketReducer {
     comm_s_ = known ? last - first : -1;
     pending_.clear();
   }
-  std::string method() const override { return comm_.backend() == Backend::nccl ? "NCCL" : "MPI"; }
+  std::string method() const override {
+    switch (comm_.backend()) {
+      case Backend::nccl: return "NCCL";
+      case Backend::gloo: return "Gloo";
+      default: return "MPI";
+    }
+  }
   double last_comm_seconds() const override { return comm_s_; }
 
  private:

@@ -13,9 +13,10 @@ namespace cnnscale {
 enum class DType { f32, bf16 };
 
 // A transport. `automatic` is only ever a request (--backend auto): a communicator's
-// backend() is mpi or nccl.
-enum class Backend { automatic, mpi, nccl };
-const char* backend_name(Backend b);  // "auto", "mpi", "nccl"
+// backend() is mpi, nccl or gloo (CPU ranks joined through a rendezvous store,
+// comm/gloo_communicator.hpp).
+enum class Backend { automatic, mpi, nccl, gloo };
+const char* backend_name(Backend b);  // "auto", "mpi", "nccl", "gloo"
 
 inline size_t dtype_size(DType t) { return t == DType::f32 ? 4 : 2; }
 inline const char* dtype_name(DType t) { return t == DType::f32 ? "float" : "bfloat16"; }
@@ -39,7 +40,7 @@ class PendingReduce {
 class Communicator {
  public:
   virtual ~Communicator() = default;
-  virtual Backend backend() const = 0;            // mpi or nccl
+  virtual Backend backend() const = 0;            // mpi, nccl or gloo
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual bool device_buffers() const = 0;        // true: buffers are CUDA device pointers

@@ -23,7 +23,21 @@ int checked_count(size_t n) {
   return static_cast<int>(n);
 }
 
+char elem_kind(MPI_Datatype t) {
+  if (t == MPI_INT) return 'i';
+  if (t == MPI_INT64_T) return 'l';
+  if (t == MPI_UINT64_T) return 'u';
+  if (t == MPI_FLOAT) return 'f';
+  if (t == MPI_DOUBLE) return 'd';
+  abort_job("control collective of an unknown element type");
+}
+
+size_t elem_bytes(char k) { return k == 'i' || k == 'f' ? 4 : 8; }
+
 }  // namespace
+
+ControlComm::ControlComm(std::unique_ptr<ControlTransport> transport)
+    : transport_(std::move(transport)), rank_(transport_->rank()), size_(transport_->size()) {}
 
 ControlComm::ControlComm(MPI_Comm world) {
   mpiCheck(MPI_Comm_dup(world, &comm_));
@@ -40,11 +54,16 @@ ControlComm::~ControlComm() {
 }
 
 bool ControlComm::start_watchdog(double timeout_s, const std::string& host) {
+  if (transport_) {
+    transport_->set_timeout(timeout_s);
+    return true;
+  }
   if (!watching_) watching_ = watchdog_.start(comm_, timeout_s, host);
   return watching_;
 }
 
 void ControlComm::allreduce_raw(void* values, size_t n, MPI_Datatype type, ReduceOp op, const char* what) {
+  if (transport_) return transport_->allreduce(values, n, elem_kind(type), op, what);
   Watchdog::Scope waiting(watchdog_, what);
   mpiCheck(MPI_Allreduce(MPI_IN_PLACE, values, checked_count(n), type, mpi_op(op), comm_));
 }
@@ -54,7 +73,9 @@ void ControlComm::sum_in_rank_order(double* values, size_t n, const char* what) 
   const int count = checked_count(n);
   checked_count(n * static_cast<size_t>(size_));
   gathered_.resize(n * static_cast<size_t>(size_));
-  {
+  if (transport_) {
+    transport_->allgather(values, gathered_.data(), n * sizeof(double), what);
+  } else {
     Watchdog::Scope waiting(watchdog_, what);
     mpiCheck(MPI_Allgather(values, count, MPI_DOUBLE, gathered_.data(), count, MPI_DOUBLE, comm_));
   }
@@ -66,6 +87,7 @@ void ControlComm::sum_in_rank_order(double* values, size_t n, const char* what) 
 }
 
 void ControlComm::broadcast(void* data, size_t bytes, int root, const char* what) {
+  if (transport_) return transport_->broadcast(data, bytes, root, what);
   Watchdog::Scope waiting(watchdog_, what);
   constexpr size_t kChunk = size_t{1} << 30;  // MPI counts are int
   auto* p = static_cast<char*>(data);
@@ -82,6 +104,7 @@ std::string ControlComm::broadcast_string(const std::string& s, int root, const 
 }
 
 void ControlComm::gather_raw(const void* value, void* all, MPI_Datatype type, int root, const char* what) {
+  if (transport_) return transport_->gather(value, all, elem_bytes(elem_kind(type)), root, what);
   Watchdog::Scope waiting(watchdog_, what);
   mpiCheck(MPI_Gather(value, 1, type, all, 1, type, root, comm_));
 }

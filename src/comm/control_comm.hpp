@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -25,9 +26,29 @@ namespace cnnscale {
 
 enum class ReduceOp { sum, min, max };
 
+// The control plane over another transport than MPI: the gloo backend's
+// (comm/gloo_communicator.hpp). Element kinds: 'i' int, 'l' int64_t, 'u' uint64_t,
+// 'f' float, 'd' double. Each call is collective and throws UserError, naming `what`,
+// when a rank does not arrive within the transport's timeout.
+class ControlTransport {
+ public:
+  virtual ~ControlTransport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual void allreduce(void* values, size_t n, char elem, ReduceOp op, const char* what) = 0;
+  virtual void allgather(const void* mine, void* all, size_t bytes_each, const char* what) = 0;
+  virtual void broadcast(void* data, size_t bytes, int root, const char* what) = 0;
+  virtual void gather(const void* mine, void* all, size_t bytes_each, int root, const char* what) = 0;
+  // The deadline of every later collective (--collective-timeout).
+  virtual void set_timeout(double seconds) = 0;
+};
+
 class ControlComm {
  public:
   explicit ControlComm(MPI_Comm world);  // collective: duplicates world
+  // Over another transport (gloo): no MPI communication; the transport's own deadline
+  // stands in for the watchdog (start_watchdog sets it to the timeout).
+  explicit ControlComm(std::unique_ptr<ControlTransport> transport);
   ~ControlComm();                        // stops the watchdog (collective)
   ControlComm(const ControlComm&) = delete;
   ControlComm& operator=(const ControlComm&) = delete;
@@ -105,6 +126,7 @@ class ControlComm {
   void gather_raw(const void* value, void* all, MPI_Datatype type, int root, const char* what);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  std::unique_ptr<ControlTransport> transport_;  // set: every collective goes over it
   int rank_ = 0, size_ = 1;
   std::vector<double> gathered_;  // sum_in_rank_order's receive buffer, reused
   Watchdog watchdog_;

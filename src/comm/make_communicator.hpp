@@ -1,5 +1,6 @@
 // make_communicator.hpp — picks and builds the communicator for --backend.
-// auto: NCCL when this build has CUDA and every rank is bound to a GPU, else MPI.
+// auto: NCCL when this build has CUDA and every rank is bound to a GPU, else MPI; gloo
+// when the ranks met at a rendezvous store (start_world decides: torchrun/TF_CONFIG).
 #pragma once
 #include <memory>
 #include <string>
@@ -14,7 +15,9 @@ Backend parse_backend(const std::string& s);  // throws UserError on anything el
 // The backend auto resolves to, agreed by all ranks (collective).
 Backend resolve_backend(Backend requested, const ProcessContext& ctx);
 
-std::unique_ptr<Communicator> make_communicator(Backend requested, const ProcessContext& ctx);
+// timeout_s: the gloo backend's deadline for every collective (--collective-timeout).
+std::unique_ptr<Communicator> make_communicator(Backend requested, const ProcessContext& ctx,
+                                                double timeout_s = 300);
 
 // A communicator over one level of the hierarchical gradient sum (comm/shm_allreduce.hpp),
 // for `cnnscale allreduce --level`: "node" = the ranks of this rank's node; "cross" = the

@@ -1,7 +1,11 @@
 // world.cpp — see world.hpp.
 #include "comm/world.hpp"
 
+#include "comm/gloo_communicator.hpp"
 #include "comm/make_communicator.hpp"
+#include "launch/detect_launcher.hpp"
+#include "util/env.hpp"
+#include "util/error.hpp"
 
 namespace cnnscale {
 
@@ -9,8 +13,25 @@ World start_world(const WorldOptions& opts) {
   BootstrapOptions bo;
   bo.use_gpu = opts.backend != Backend::mpi;
   bo.allow_gpu_sharing = opts.allow_gpu_sharing;
+  bo.timeout_s = opts.timeout_s;
+  if (opts.backend == Backend::gloo) {
+    bo.rendezvous = true;
+  } else if (opts.backend == Backend::automatic) {
+    try {
+      bo.rendezvous = launcher_needs_rendezvous(detect_launcher(process_env()));
+    } catch (const UserError&) {
+      // bootstrap() reports a malformed environment
+    }
+  }  // --backend mpi under torchrun: bootstrap() explains that MPI sees a world of 1
   World w;
   w.ctx = bootstrap(bo);
+  if (w.ctx.store) {
+    w.comm = make_communicator(Backend::gloo, w.ctx, opts.timeout_s);
+    w.control = std::make_unique<ControlComm>(
+        make_gloo_control(make_gloo_context(*w.ctx.store, "control", w.ctx.rank, w.ctx.size, opts.timeout_s),
+                          opts.timeout_s));
+    return w;
+  }
   // NCCL (and the GPU model) when every rank has a GPU, else MPI.
   w.comm = make_communicator(opts.backend, w.ctx);
   w.control = std::make_unique<ControlComm>(MPI_COMM_WORLD);

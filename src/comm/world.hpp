@@ -19,6 +19,7 @@ namespace cnnscale {
 struct WorldOptions {
   Backend backend = Backend::automatic;  // --backend
   bool allow_gpu_sharing = false;        // --allow-gpu-sharing
+  double timeout_s = 300;                // --collective-timeout: the rendezvous' and Gloo's deadline
 };
 
 struct World {
@@ -27,6 +28,9 @@ struct World {
   std::unique_ptr<ControlComm> control;
 };
 
+// --backend gloo, or auto under a launcher whose processes share no MPI job (torchrun-
+// style variables, TF_CONFIG: launch/bootstrap.hpp launcher_needs_rendezvous): the ranks
+// meet at the rendezvous store and both planes go over Gloo (comm/gloo_communicator.hpp).
 // Collective over every process of the launch. Throws UserError on a bad launch or a
 // backend that cannot be had.
 World start_world(const WorldOptions& opts);

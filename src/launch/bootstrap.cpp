@@ -55,7 +55,10 @@ void check_launch_against_mpi(const LaunchInfo& info, int mpi_rank, int mpi_size
            "this Slurm supports");
     fail("the ", info.name, " environment says ", info.size, " ranks (", info.size_var, "=", info.size,
          ") but MPI sees a world of 1: the MPI library was not started by that launcher. Launch with "
-         "`srun --mpi=pmix` or `mpirun -n ", info.size, "`, or unset the stale ", info.size_var);
+         "`srun --mpi=pmix` or `mpirun -n ", info.size, "`, or unset the stale ", info.size_var,
+         (info.kind == LauncherKind::torchrun || info.kind == LauncherKind::tfconfig
+              ? " (`cnnscale train` and `cnnscale allreduce` join such processes over Gloo: --backend auto or gloo)"
+              : ""));
   }
   if (info.size != mpi_size)
     fail("the ", info.name, " environment says ", info.size, " ranks (", info.size_var,
@@ -82,6 +85,7 @@ ProcessContext bootstrap(const BootstrapOptions& opts) {
     throw CollectiveError(e.what(), launcher_rank_or_zero());
   }
 
+  if (opts.rendezvous) return bootstrap_rendezvous(std::move(ctx), opts);
   if (!mpi_active()) {
     int provided = 0;
     mpiCheck(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));

@@ -8,15 +8,22 @@
 #pragma once
 #include <mpi.h>
 
+#include <memory>
 #include <string>
 
 #include "launch/launch_info.hpp"
+#include "launch/rendezvous_store.hpp"
 
 namespace cnnscale {
 
 struct BootstrapOptions {
   bool use_gpu = true;           // false: always bind the CPU (e.g. --backend mpi --device cpu)
   bool allow_gpu_sharing = false;
+  // Join through the rendezvous store (launch/rendezvous_bootstrap.cpp) instead of
+  // MPI: the gloo backend. MPI is still initialised, as a singleton under torchrun or
+  // TF_CONFIG (its world of 1 is then only this process).
+  bool rendezvous = false;
+  double timeout_s = 300;        // --collective-timeout: the rendezvous' deadline
 };
 
 struct ProcessContext {
@@ -28,11 +35,21 @@ struct ProcessContext {
   int device = -1;               // CUDA ordinal, -1 = CPU
   std::string device_label = "cpu";
   int mpi_thread_level = 0;
-  MPI_Comm local_comm = MPI_COMM_NULL;  // ranks on this node
+  MPI_Comm local_comm = MPI_COMM_NULL;  // ranks on this node (MPI_COMM_NULL after a rendezvous)
+  std::shared_ptr<RendezvousStore> store;  // after a rendezvous: the store the ranks met at
 };
 
 // Initialises MPI (once) and returns the context. Throws UserError on a bad launch.
 ProcessContext bootstrap(const BootstrapOptions& opts);
+
+// True for the launchers whose processes share no MPI job (torchrun-style, TF_CONFIG):
+// --backend auto joins them through the rendezvous store (Gloo).
+bool launcher_needs_rendezvous(const LaunchInfo& info);
+
+// bootstrap() for opts.rendezvous: rank and size from the launcher, the store at its
+// address (MASTER_ADDR/MASTER_PORT or TF_CONFIG; also honoured under mpirun/srun when
+// set), every rank announced there, node topology from the hosts. CPU only.
+ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& opts);
 
 // Parses the environment only (no MPI): used to decide which rank prints errors
 // that happen before bootstrap. Returns 0 when the environment says nothing usable.

@@ -1,6 +1,8 @@
 // detect_launcher.cpp — see detect_launcher.hpp.
 #include "launch/detect_launcher.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include "util/error.hpp"
 
 namespace cnnscale {
@@ -11,6 +13,7 @@ const char* launcher_kind_name(LauncherKind k) {
     case LauncherKind::slurm: return "slurm";
     case LauncherKind::mpirun: return "mpirun";
     case LauncherKind::torchrun: return "torchrun";
+    case LauncherKind::tfconfig: return "tfconfig";
     case LauncherKind::none: return "none";
   }
   return "?";
@@ -50,6 +53,61 @@ void read_ompi(const EnvLookup& env, LaunchInfo& info) {
 
 bool slurm_step(const EnvLookup& env) {
   return has(env, "SLURM_PROCID") && !has(env, "OMPI_COMM_WORLD_RANK");
+}
+
+// TF_CONFIG = {"cluster": {"chief": [...], "worker": ["host:port", ...]}, "task": {"type":
+// "worker", "index": i}}: ranks are the chief (if any) then the workers, in list order,
+// as MultiWorkerMirroredStrategy numbers them; the first one's address hosts the store.
+void read_tf_config(const std::string& text, LaunchInfo& info) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    fail("TF_CONFIG is not valid JSON (", e.what(), "); it must look like "
+         "{\"cluster\": {\"worker\": [\"host0:port\", \"host1:port\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}}");
+  }
+  auto list = [&](const char* role) {
+    std::vector<std::string> out;
+    if (j.contains("cluster") && j["cluster"].is_object() && j["cluster"].contains(role)) {
+      const auto& l = j["cluster"][role];
+      if (!l.is_array()) fail("TF_CONFIG: cluster.", role, " must be a list of \"host:port\" strings");
+      for (const auto& a : l) {
+        if (!a.is_string()) fail("TF_CONFIG: cluster.", role, " must be a list of \"host:port\" strings");
+        out.push_back(a.get<std::string>());
+      }
+    }
+    return out;
+  };
+  std::vector<std::string> chief = list("chief"), worker = list("worker");
+  if (chief.size() > 1) fail("TF_CONFIG: cluster.chief has ", chief.size(), " entries; TensorFlow allows one");
+  std::vector<std::string> all = chief;
+  all.insert(all.end(), worker.begin(), worker.end());
+  if (all.empty()) fail("TF_CONFIG has no cluster.worker list (nor cluster.chief): cnnscale needs the workers' \"host:port\" addresses");
+  if (!j.contains("task") || !j["task"].is_object() || !j["task"].contains("index") || !j["task"]["index"].is_number_integer())
+    fail("TF_CONFIG has no task.index: every worker's TF_CONFIG says which entry of cluster.worker it is");
+  const std::string type = j["task"].value("type", std::string("worker"));
+  const long idx = j["task"]["index"].get<long>();
+  long rank = -1;
+  if (type == "chief") rank = idx;
+  else if (type == "worker") rank = static_cast<long>(chief.size()) + idx;
+  else fail("TF_CONFIG: task.type '", type, "' is not trained by cnnscale (only chief and worker; parameter servers "
+            "and evaluators have no place in data-parallel training)");
+  const size_t own = type == "chief" ? chief.size() : worker.size();
+  if (idx < 0 || static_cast<size_t>(idx) >= own)
+    fail("TF_CONFIG: task.index ", idx, " is not an entry of cluster.", type, " (", own, " entries)");
+  const std::string& first = all.front();
+  const auto colon = first.rfind(':');
+  if (colon == std::string::npos || colon + 1 == first.size())
+    fail("TF_CONFIG: the first worker's address '", first, "' has no port (\"host:port\")");
+  std::string host = first.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  info.rank = static_cast<int>(rank);
+  info.size = static_cast<int>(all.size());
+  info.rank_var = "TF_CONFIG task.index";
+  info.size_var = "TF_CONFIG cluster";
+  info.store_addr = host;
+  info.store_port = static_cast<int>(parse_env_int("TF_CONFIG's first worker port", first.substr(colon + 1)));
+  info.store_what = "TF_CONFIG's first worker " + first;
 }
 
 }  // namespace
@@ -95,6 +153,13 @@ LaunchInfo detect_launcher(const EnvLookup& env) {
     read_int(env, "LOCAL_RANK", info.local_rank);
     read_int(env, "LOCAL_WORLD_SIZE", info.local_size);
     read_int(env, "GROUP_RANK", info.node_id);
+    if (auto a = env("MASTER_ADDR")) info.store_addr = *a;
+    read_int(env, "MASTER_PORT", info.store_port);
+    info.store_what = "MASTER_ADDR/MASTER_PORT";
+  } else if (auto tf = env("TF_CONFIG")) {
+    info.kind = LauncherKind::tfconfig;
+    info.name = "TF_CONFIG";
+    read_tf_config(*tf, info);
   }
   validate_launch_info(info);
   return info;

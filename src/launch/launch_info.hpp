@@ -4,7 +4,9 @@
 
 namespace cnnscale {
 
-enum class LauncherKind { pmix, slurm, mpirun, torchrun, none };
+// torchrun: RANK/WORLD_SIZE (+ MASTER_ADDR/MASTER_PORT); tfconfig: TF_CONFIG's cluster and task.
+// Both start processes that share no MPI job: they meet at the rendezvous store.
+enum class LauncherKind { pmix, slurm, mpirun, torchrun, tfconfig, none };
 
 const char* launcher_kind_name(LauncherKind k);
 
@@ -23,6 +25,11 @@ struct LaunchInfo {
   std::string rank_var;          // the variable the rank came from, for messages
   std::string size_var;          // the variable the size came from
   bool has_pmi = false;          // some PMI (PMIx or PMI-2) server is reachable
+  // Where the rendezvous store is (torchrun: MASTER_ADDR/MASTER_PORT; TF_CONFIG: the
+  // first worker's address); empty/0 where the launcher does not say.
+  std::string store_addr;
+  int store_port = 0;
+  std::string store_what;        // where they came from, for messages
 };
 
 }  // namespace cnnscale

@@ -1,0 +1,372 @@
+// gloo_communicator.cpp — see gloo_communicator.hpp.
+#include "comm/gloo_communicator.hpp"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/gather.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "util/bf16.hpp"
+#include "util/env.hpp"
+#include "util/error.hpp"
+
+namespace cnnscale {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Ms = std::chrono::milliseconds;
+
+Ms to_ms(double s) { return Ms(static_cast<long>(s * 1000.0)); }
+double now_s() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
+
+// The cnnscale store as Gloo's rendezvous::Store, keys under a prefix.
+class StoreAdapter final : public gloo::rendezvous::Store {
+ public:
+  StoreAdapter(RendezvousStore& s, std::string prefix, double timeout_s)
+      : s_(s), prefix_(std::move(prefix)), timeout_(to_ms(timeout_s)) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    s_.set(prefix_ + key, std::string(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    std::string v = s_.get(prefix_ + key, timeout_);
+    return std::vector<char>(v.begin(), v.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const Ms& timeout) override {
+    std::vector<std::string> full;
+    for (const auto& k : keys) full.push_back(prefix_ + k);
+    auto missing = s_.wait(full, timeout);
+    if (!missing.empty())
+      fail("the Gloo connection setup waited ", std::chrono::duration<double>(timeout).count(), " s at ", s_.where(),
+           " for ", missing.front(), ": a rank stopped between the rendezvous and the connection setup (see its output)");
+  }
+
+ private:
+  RendezvousStore& s_;
+  std::string prefix_;
+  Ms timeout_;
+};
+
+void bf16_sum(void* c, const void* a, const void* b, size_t n) {
+  auto* out = static_cast<uint16_t*>(c);
+  const auto* x = static_cast<const uint16_t*>(a);
+  const auto* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < n; ++i) out[i] = float_to_bf16(bf16_to_float(x[i]) + bf16_to_float(y[i]));
+}
+
+gloo::AllreduceOptions::Algorithm algorithm() {
+  const auto a = process_env()("CNNSCALE_GLOO_ALGORITHM");
+  if (!a || *a == "ring") return gloo::AllreduceOptions::Algorithm::RING;
+  if (*a == "bcube") return gloo::AllreduceOptions::Algorithm::BCUBE;
+  fail("CNNSCALE_GLOO_ALGORITHM=", *a, " is not a Gloo allreduce algorithm; use ring or bcube");
+}
+
+// A Gloo failure as the user's error: which collective, which rank, what to do.
+[[noreturn]] void gloo_failed(const std::string& what, int rank, double timeout_s, const std::exception& e) {
+  fail("rank ", rank, ": ", what, " over Gloo failed: ", e.what(),
+       ". Another rank stopped (see its output: the first error there is the cause) or did not arrive within "
+       "--collective-timeout ", timeout_s, " s; if every rank is alive and slow, raise --collective-timeout");
+}
+
+template <class T>
+void reduce_with(gloo::AllreduceOptions& o, ReduceOp op) {
+  using F = void (*)(void*, const void*, const void*, size_t);
+  switch (op) {
+    case ReduceOp::sum: o.setReduceFunction(static_cast<F>(&gloo::sum<T>)); break;
+    case ReduceOp::min: o.setReduceFunction(static_cast<F>(&gloo::min<T>)); break;
+    case ReduceOp::max: o.setReduceFunction(static_cast<F>(&gloo::max<T>)); break;
+  }
+}
+
+template <class T>
+void typed_allreduce(const std::shared_ptr<gloo::Context>& ctx, void* values, size_t n, ReduceOp op, Ms timeout,
+                     uint32_t tag) {
+  gloo::AllreduceOptions o(ctx);
+  o.setOutput(static_cast<T*>(values), n);
+  reduce_with<T>(o, op);
+  o.setTag(tag);
+  o.setTimeout(timeout);
+  gloo::allreduce(o);
+}
+
+// ---- data plane ----
+
+struct Flight {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::string error;  // set: the collective failed
+  double started = 0, completed = 0;
+};
+
+class GlooPending final : public PendingReduce {
+ public:
+  explicit GlooPending(std::shared_ptr<Flight> f) : f_(std::move(f)) {}
+  void wait() override {
+    std::unique_lock<std::mutex> lock(f_->mu);
+    f_->cv.wait(lock, [&] { return f_->done; });
+    if (!f_->error.empty()) throw UserError(f_->error);
+  }
+  bool times(double* started, double* completed) const override {
+    *started = f_->started;
+    *completed = f_->completed;
+    return true;
+  }
+
+ private:
+  std::shared_ptr<Flight> f_;
+};
+
+class GlooCommunicator final : public Communicator {
+ public:
+  GlooCommunicator(std::shared_ptr<gloo::Context> ctx, double timeout_s)
+      : ctx_(std::move(ctx)), timeout_s_(timeout_s), algorithm_(algorithm()) {
+    worker_ = std::thread([this] { run(); });
+  }
+  ~GlooCommunicator() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  Backend backend() const override { return Backend::gloo; }
+  int rank() const override { return ctx_->rank; }
+  int size() const override { return ctx_->size; }
+  bool device_buffers() const override { return false; }
+
+  void allreduce_sum(void* buf, size_t count, DType t) override { allreduce_sum_async(buf, count, t)->wait(); }
+
+  std::unique_ptr<PendingReduce> allreduce_sum_async(void* buf, size_t count, DType t) override {
+    auto f = submit("the gradient allreduce", [this, buf, count, t](uint32_t tag) {
+      gloo::AllreduceOptions o(ctx_);
+      if (t == DType::f32) {
+        o.setOutput(static_cast<float*>(buf), count);
+        o.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+      } else {
+        o.setOutput(static_cast<uint16_t*>(buf), count);
+        o.setReduceFunction(&bf16_sum);
+      }
+      o.setAlgorithm(algorithm_);
+      o.setTag(tag);
+      o.setTimeout(to_ms(timeout_s_));
+      gloo::allreduce(o);
+    });
+    return std::make_unique<GlooPending>(std::move(f));
+  }
+
+  void broadcast(void* buf, size_t bytes, int root) override {
+    GlooPending(submit("the parameter broadcast",
+                       [this, buf, bytes, root](uint32_t tag) {
+                         gloo::BroadcastOptions o(ctx_);
+                         o.setOutput(static_cast<char*>(buf), bytes);
+                         o.setRoot(root);
+                         o.setTag(tag);
+                         o.setTimeout(to_ms(timeout_s_));
+                         gloo::broadcast(o);
+                       }))
+        .wait();
+  }
+
+  void barrier() override {
+    GlooPending(submit("a barrier",
+                       [this](uint32_t tag) {
+                         gloo::BarrierOptions o(ctx_);
+                         o.setTag(tag);
+                         o.setTimeout(to_ms(timeout_s_));
+                         gloo::barrier(o);
+                       }))
+        .wait();
+  }
+
+ private:
+  struct Job {
+    std::string what;
+    std::function<void(uint32_t)> fn;
+    std::shared_ptr<Flight> flight;
+  };
+
+  std::shared_ptr<Flight> submit(const char* what, std::function<void(uint32_t)> fn) {
+    auto f = std::make_shared<Flight>();
+    f->started = now_s();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back({what, std::move(fn), f});
+    }
+    cv_.notify_one();
+    return f;
+  }
+
+  void run() {
+    uint32_t tag = 0;
+    std::string failed;  // after one failure every later collective fails at once
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      std::string error = failed;
+      if (error.empty()) {
+        try {
+          job.fn(tag++);
+        } catch (const UserError& e) {
+          error = e.what();
+        } catch (const std::exception& e) {
+          try {
+            gloo_failed(job.what, ctx_->rank, timeout_s_, e);
+          } catch (const UserError& u) {
+            error = u.what();
+          }
+        }
+        failed = error;
+      }
+      {
+        std::lock_guard<std::mutex> lock(job.flight->mu);
+        job.flight->completed = now_s();
+        job.flight->error = error;
+        job.flight->done = true;
+      }
+      job.flight->cv.notify_all();
+    }
+  }
+
+  std::shared_ptr<gloo::Context> ctx_;
+  double timeout_s_;
+  gloo::AllreduceOptions::Algorithm algorithm_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+// ---- control plane ----
+
+class GlooControl final : public ControlTransport {
+ public:
+  GlooControl(std::shared_ptr<gloo::Context> ctx, double timeout_s) : ctx_(std::move(ctx)), timeout_s_(timeout_s) {}
+  int rank() const override { return ctx_->rank; }
+  int size() const override { return ctx_->size; }
+  void set_timeout(double s) override { timeout_s_ = s; }
+
+  void allreduce(void* values, size_t n, char elem, ReduceOp op, const char* what) override {
+    if (n == 0) return;
+    guard(what, [&] {
+      switch (elem) {
+        case 'i': typed_allreduce<int32_t>(ctx_, values, n, op, to_ms(timeout_s_), tag_++); break;
+        case 'l': typed_allreduce<int64_t>(ctx_, values, n, op, to_ms(timeout_s_), tag_++); break;
+        case 'u': typed_allreduce<uint64_t>(ctx_, values, n, op, to_ms(timeout_s_), tag_++); break;
+        case 'f': typed_allreduce<float>(ctx_, values, n, op, to_ms(timeout_s_), tag_++); break;
+        default: typed_allreduce<double>(ctx_, values, n, op, to_ms(timeout_s_), tag_++); break;
+      }
+    });
+  }
+  void allgather(const void* mine, void* all, size_t bytes_each, const char* what) override {
+    guard(what, [&] {
+      gloo::AllgatherOptions o(ctx_);
+      o.setInput(const_cast<char*>(static_cast<const char*>(mine)), bytes_each);
+      o.setOutput(static_cast<char*>(all), bytes_each * static_cast<size_t>(ctx_->size));
+      o.setTag(tag_++);
+      o.setTimeout(to_ms(timeout_s_));
+      gloo::allgather(o);
+    });
+  }
+  void broadcast(void* data, size_t bytes, int root, const char* what) override {
+    if (bytes == 0) return;
+    guard(what, [&] {
+      gloo::BroadcastOptions o(ctx_);
+      o.setOutput(static_cast<char*>(data), bytes);
+      o.setRoot(root);
+      o.setTag(tag_++);
+      o.setTimeout(to_ms(timeout_s_));
+      gloo::broadcast(o);
+    });
+  }
+  void gather(const void* mine, void* all, size_t bytes_each, int root, const char* what) override {
+    guard(what, [&] {
+      gloo::GatherOptions o(ctx_);
+      o.setInput(const_cast<char*>(static_cast<const char*>(mine)), bytes_each);
+      if (ctx_->rank == root) o.setOutput(static_cast<char*>(all), bytes_each * static_cast<size_t>(ctx_->size));
+      o.setRoot(root);
+      o.setTag(tag_++);
+      o.setTimeout(to_ms(timeout_s_));
+      gloo::gather(o);
+    });
+  }
+
+ private:
+  template <class F>
+  void guard(const char* what, F&& f) {
+    try {
+      f();
+    } catch (const UserError&) {
+      throw;
+    } catch (const std::exception& e) {
+      gloo_failed(what, ctx_->rank, timeout_s_, e);
+    }
+  }
+
+  std::shared_ptr<gloo::Context> ctx_;
+  double timeout_s_;
+  uint32_t tag_ = 0;
+};
+
+}  // namespace
+
+std::shared_ptr<gloo::Context> make_gloo_context(RendezvousStore& store, const std::string& prefix, int rank,
+                                                 int size, double timeout_s) {
+  gloo::transport::tcp::attr attr;
+  // The interface this host reaches the store through, unless GLOO_SOCKET_IFNAME names one (as in PyTorch).
+  if (auto iface = process_env()("GLOO_SOCKET_IFNAME")) attr.iface = *iface;
+  else attr.hostname = store.local_address();
+  std::shared_ptr<gloo::transport::Device> dev;
+  try {
+    dev = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    fail("rank ", rank, ": Gloo cannot open a TCP device on ",
+         attr.iface.empty() ? "address " + attr.hostname : "interface " + attr.iface, ": ", e.what(),
+         attr.iface.empty() ? "" : "; check GLOO_SOCKET_IFNAME (`ip -br addr` lists the interfaces)");
+  }
+  auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  ctx->setTimeout(to_ms(timeout_s));
+  StoreAdapter adapter(store, "cnnscale/gloo/" + prefix + "/", timeout_s);
+  try {
+    ctx->connectFullMesh(adapter, dev);
+  } catch (const UserError&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail("rank ", rank, ": Gloo could not connect to every other rank (", e.what(),
+         "): a rank stopped, or the ranks cannot reach each other's address (rank ", rank, " offered ",
+         attr.iface.empty() ? attr.hostname : attr.iface,
+         "; set GLOO_SOCKET_IFNAME to the interface the ranks share, and check firewalls)");
+  }
+  return ctx;
+}
+
+std::unique_ptr<Communicator> make_gloo_communicator(std::shared_ptr<gloo::Context> ctx, double timeout_s) {
+  return std::make_unique<GlooCommunicator>(std::move(ctx), timeout_s);
+}
+
+std::unique_ptr<ControlTransport> make_gloo_control(std::shared_ptr<gloo::Context> ctx, double timeout_s) {
+  return std::make_unique<GlooControl>(std::move(ctx), timeout_s);
+}
+
+}  // namespace cnnscale

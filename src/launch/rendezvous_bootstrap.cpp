@@ -1,0 +1,135 @@
+// rendezvous_bootstrap.cpp — bootstrap() for processes that share no MPI job
+// (torchrun-style variables, TF_CONFIG): they meet at the rendezvous store. See
+// bootstrap.hpp and rendezvous_store.hpp.
+//
+// MPI is still initialised, as a singleton: the error paths (abort_job, the MPI_Abort of
+// main), HDF5's MPI build and the control plane's type tags assume an initialised MPI,
+// and MPI_Init without a launcher costs ~0.1 s and talks to no other process. Every
+// collective between ranks goes over Gloo (comm/gloo_communicator.hpp).
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <sstream>
+
+#include "launch/bootstrap.hpp"
+#include "launch/mpi_check.hpp"
+#include "util/env.hpp"
+#include "util/error.hpp"
+#include "util/log.hpp"
+
+namespace cnnscale {
+namespace {
+
+std::string this_host() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+std::string rank_list(const std::vector<int>& r) {
+  std::string out;
+  for (size_t i = 0; i < r.size() && i < 16; ++i) out += (i ? ", " : "") + std::to_string(r[i]);
+  if (r.size() > 16) out += ", ... (" + std::to_string(r.size()) + " in all)";
+  return out;
+}
+
+}  // namespace
+
+bool launcher_needs_rendezvous(const LaunchInfo& info) {
+  return info.kind == LauncherKind::torchrun || info.kind == LauncherKind::tfconfig;
+}
+
+ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& opts) {
+  LaunchInfo& li = ctx.launch;
+  if (!mpi_active()) {
+    int provided = 0;
+    mpiCheck(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
+    ctx.mpi_thread_level = provided;
+  } else {
+    mpiCheck(MPI_Query_thread(&ctx.mpi_thread_level));
+  }
+  set_fatal_error_handler(&abort_job);
+  int mpi_rank = 0, mpi_size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
+  // Under mpirun/srun the MPI world and the launcher agree; under torchrun MPI is a singleton.
+  if (mpi_size > 1) check_launch_against_mpi(li, mpi_rank, mpi_size);
+  ctx.rank = li.size > 0 ? li.rank : mpi_rank;
+  ctx.size = li.size > 0 ? li.size : mpi_size;
+  set_log_rank(ctx.rank);
+  ctx.host = this_host();
+
+  // Where the store is: the launcher's, else MASTER_ADDR/MASTER_PORT from any launcher.
+  const EnvLookup env = process_env();
+  if (li.store_addr.empty()) {
+    if (auto a = env("MASTER_ADDR")) li.store_addr = *a;
+    li.store_what = "MASTER_ADDR/MASTER_PORT";
+  }
+  if (li.store_port == 0)
+    if (auto p = env("MASTER_PORT")) li.store_port = static_cast<int>(parse_env_int("MASTER_PORT", *p));
+  if (ctx.size == 1 && li.store_addr.empty()) {  // one process: a private store on any free port
+    li.store_addr = "127.0.0.1";
+    li.store_what = "this process alone";
+  } else if (li.store_addr.empty() || li.store_port == 0) {
+    fail("rank ", ctx.rank, " of ", ctx.size, " (launcher: ", li.name, ") has no rendezvous address: ",
+         li.store_addr.empty() ? "MASTER_ADDR" : "MASTER_PORT",
+         " is not set. The gloo backend meets at rank 0's host: set MASTER_ADDR (rank 0's host name or IP) and "
+         "MASTER_PORT (a free TCP port) to the same values on every rank, as torchrun does");
+  }
+  const double timeout = opts.timeout_s;
+  ctx.store = std::make_shared<RendezvousStore>(li.store_addr, li.store_port, ctx.rank == 0, timeout, li.store_what);
+  RendezvousStore& store = *ctx.store;
+
+  // Announce this rank; a second process claiming the same rank is an error.
+  const std::string me = ctx.host + "\n" + std::to_string(ctx.size);
+  if (!store.create("cnnscale/join/" + std::to_string(ctx.rank), me))
+    fail("rank ", ctx.rank, " joined the rendezvous at ", store.where(), " twice: two processes were started with ",
+         li.rank_var, "=", ctx.rank, ". Give every process its own rank (0..", ctx.size - 1, ")");
+  std::vector<std::string> keys;
+  for (int r = 0; r < ctx.size; ++r) keys.push_back("cnnscale/join/" + std::to_string(r));
+  const auto ms = std::chrono::milliseconds(static_cast<long>(timeout * 1000));
+  const std::vector<std::string> missing = store.wait(keys, ms);
+  if (!missing.empty()) {
+    std::vector<int> ranks;
+    for (const auto& k : missing) ranks.push_back(std::stoi(k.substr(k.rfind('/') + 1)));
+    fail("rank ", ctx.rank, ": rank(s) ", rank_list(ranks), " of ", ctx.size, " (", li.size_var, "=", ctx.size,
+         ") did not join the rendezvous at ", store.where(), " within ", timeout,
+         " s (--collective-timeout). Start every rank (", li.rank_var, "=0..", ctx.size - 1,
+         ") with the same rendezvous address, or fix ", li.size_var);
+  }
+  std::vector<std::string> hosts(static_cast<size_t>(ctx.size));
+  for (int r = 0; r < ctx.size; ++r) {
+    std::string v;
+    store.try_get(keys[static_cast<size_t>(r)], &v);
+    std::istringstream in(v);
+    std::string size_s;
+    std::getline(in, hosts[static_cast<size_t>(r)]);
+    std::getline(in, size_s);
+    if (size_s != std::to_string(ctx.size))
+      fail("rank ", r, " was started with a world size of ", size_s, " but rank ", ctx.rank, " with ", ctx.size,
+           " (", li.size_var, "); give every rank the same world size");
+  }
+  // Topology from the hosts: a node is a host name, numbered in order of its lowest rank.
+  std::map<std::string, int> node_of;
+  for (const auto& h : hosts)
+    if (!node_of.count(h)) {
+      const int id = static_cast<int>(node_of.size());
+      node_of[h] = id;
+    }
+  ctx.num_nodes = static_cast<int>(node_of.size());
+  ctx.node_id = node_of[ctx.host];
+  ctx.local_rank = 0;
+  ctx.local_size = 0;
+  for (int r = 0; r < ctx.size; ++r)
+    if (hosts[static_cast<size_t>(r)] == ctx.host) {
+      if (r < ctx.rank) ++ctx.local_rank;
+      ++ctx.local_size;
+    }
+  ctx.device = -1;  // the gloo backend sums host buffers: the CPU model
+  ctx.device_label = "cpu";
+  return ctx;
+}
+
+}  // namespace cnnscale
