@@ -12,7 +12,7 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev libpmix-dev
   libhdf5-openmpi-dev hdf5-tools
   libboost-program-options-dev libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
-  googletest libgtest-dev nlohmann-json3-dev zlib1g-dev
+  googletest libgtest-dev nlohmann-json3-dev zlib1g-dev libgloo-dev
   dataset-fashion-mnist libxml2-utils shellcheck
   libjpeg62-turbo-dev libpng-dev python3-pil
   slurm-wlm munge iproute2 util-linux

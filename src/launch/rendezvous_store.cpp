@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
 #include <map>
 
 #include "util/error.hpp"
@@ -174,7 +175,7 @@ RendezvousStore::RendezvousStore(const std::string& addr, int port_in, bool is_s
          "); set MASTER_ADDR to rank 0's host name or IP address, the same on every rank");
   const auto t0 = Clock::now();
   int last_errno = 0;
-  bool refused_hello = false;
+  int hello_failure = 0;  // 1: connected but no answer; 2: an answer that is not the store's
   while (fd_ < 0) {
     for (addrinfo* ai = res; ai && fd_ < 0; ai = ai->ai_next) {
       const double left = timeout_s_ - since(t0);
@@ -184,8 +185,9 @@ RendezvousStore::RendezvousStore(const std::string& addr, int port_in, bool is_s
       // Hello both ways: a port held by something else is not taken for the store.
       set_io_timeout(fd, std::max(0.001, std::min(5.0, timeout_s_ - since(t0))));
       char back[kHelloLen];
-      if (send_all(fd, kHello, kHelloLen) && recv_all(fd, back, kHelloLen) &&
-          std::memcmp(back, kHello, kHelloLen) == 0) {
+      const bool sent = send_all(fd, kHello, kHelloLen);
+      const bool answered = sent && recv_all(fd, back, kHelloLen);
+      if (answered && std::memcmp(back, kHello, kHelloLen) == 0) {
         sockaddr_storage local{};
         socklen_t len = sizeof(local);
         getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len);
@@ -193,7 +195,7 @@ RendezvousStore::RendezvousStore(const std::string& addr, int port_in, bool is_s
         if (local_address_.rfind("::ffff:", 0) == 0) local_address_ = local_address_.substr(7);
         fd_ = fd;
       } else {
-        refused_hello = true;
+        hello_failure = std::max(hello_failure, answered ? 2 : 1);
         ::close(fd);
       }
     }
@@ -204,9 +206,13 @@ RendezvousStore::RendezvousStore(const std::string& addr, int port_in, bool is_s
         (void)!::write(wake_[1], "x", 1);
         server_.join();
       }
-      if (refused_hello)
-        fail("something at ", where_, " accepts connections but is not cnnscale's rendezvous store (another "
-             "program holds that port?); pick a free MASTER_PORT, the same on every rank");
+      if (hello_failure == 2)
+        fail("something at ", where_, " answers, but it is not cnnscale's rendezvous store (another program "
+             "holds that port?); pick a free MASTER_PORT, the same on every rank");
+      if (hello_failure == 1)
+        fail("connected to ", where_, " but no rendezvous store answered within ", timeout_s_,
+             " s (--collective-timeout): that address is not rank 0's (a proxy or another program accepted the "
+             "connection) or rank 0 is stuck. Check MASTER_ADDR/MASTER_PORT, the same on every rank");
       fail("could not reach the rendezvous store at ", where_, " within ", timeout_s_,
            " s (--collective-timeout; last error: ", std::strerror(last_errno),
            "): rank 0 serves it, so rank 0 must be running and that address must name rank 0's host. Check "
@@ -341,6 +347,7 @@ std::string RendezvousStore::request(char op, const std::string& key, const std:
   set_io_timeout(fd_, timeout_s_);
   char st = 0;
   std::string out;
+  errno = 0;
   bool ok = send_all(fd_, msg.data(), msg.size()) && recv_all(fd_, &st, 1);
   if (ok && op == 'g' && st == 1) {
     char len[4];
@@ -351,8 +358,10 @@ std::string RendezvousStore::request(char op, const std::string& key, const std:
     }
   }
   if (!ok)
-    fail("lost the rendezvous store at ", where_, " (", std::strerror(errno),
-         "): rank 0, which serves it, stopped or the network failed; see rank 0's output");
+    fail("lost the rendezvous store at ", where_, " (",
+         errno == EAGAIN || errno == EWOULDBLOCK ? "no answer within --collective-timeout" : "connection closed",
+         "): rank 0, which serves it, stopped (its output names the cause, e.g. a rank that did not join) or the "
+         "network failed");
   *status = st == 1;
   return out;
 }
