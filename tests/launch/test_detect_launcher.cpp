@@ -168,3 +168,51 @@ TEST(CheckPmi, SingleTaskSrunNeedsNoPmi) {
   auto i = detect({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
   EXPECT_NO_THROW(check_pmi_available(i));
 }
+
+TEST(DetectLauncher, TorchrunStoreAddress) {
+  auto i = detect({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "node0"}, {"MASTER_PORT", "29500"}});
+  EXPECT_EQ(i.kind, LauncherKind::torchrun);
+  EXPECT_EQ(i.store_addr, "node0");
+  EXPECT_EQ(i.store_port, 29500);
+  expect_error({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "http"}}, "MASTER_PORT=http");
+}
+
+TEST(DetectLauncher, TfConfigWorkers) {
+  const std::string cluster = R"("cluster": {"worker": ["host-a:2222", "host-b:2223", "host-c:2224"]})";
+  auto i = detect({{"TF_CONFIG", "{" + cluster + R"(, "task": {"type": "worker", "index": 2}})"}});
+  EXPECT_EQ(i.kind, LauncherKind::tfconfig);
+  EXPECT_EQ(i.rank, 2);
+  EXPECT_EQ(i.size, 3);
+  EXPECT_EQ(i.store_addr, "host-a");  // the first worker hosts the store, on its port
+  EXPECT_EQ(i.store_port, 2222);
+}
+
+TEST(DetectLauncher, TfConfigChiefIsRankZero) {
+  const std::string cluster = R"("cluster": {"chief": ["[fe80::1]:5000"], "worker": ["w0:5001", "w1:5002"]})";
+  auto chief = detect({{"TF_CONFIG", "{" + cluster + R"(, "task": {"type": "chief", "index": 0}})"}});
+  EXPECT_EQ(chief.rank, 0);
+  EXPECT_EQ(chief.size, 3);
+  EXPECT_EQ(chief.store_addr, "fe80::1");
+  EXPECT_EQ(chief.store_port, 5000);
+  auto w1 = detect({{"TF_CONFIG", "{" + cluster + R"(, "task": {"type": "worker", "index": 1}})"}});
+  EXPECT_EQ(w1.rank, 2);
+}
+
+TEST(DetectLauncher, TorchrunVariablesWinOverTfConfig) {
+  auto i = detect({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"TF_CONFIG", "not json"}});
+  EXPECT_EQ(i.kind, LauncherKind::torchrun);
+}
+
+TEST(DetectLauncher, TfConfigMalformed) {
+  expect_error({{"TF_CONFIG", "{not json"}}, "TF_CONFIG is not valid JSON");
+  expect_error({{"TF_CONFIG", R"({"task": {"type": "worker", "index": 0}})"}}, "no cluster.worker list");
+  expect_error({{"TF_CONFIG", R"({"cluster": {"worker": ["a:1"]}})"}}, "no task.index");
+  expect_error({{"TF_CONFIG", R"({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 1}})"}},
+               "task.index 1 is not an entry of cluster.worker (1 entries)");
+  expect_error({{"TF_CONFIG", R"({"cluster": {"worker": ["a:1"], "ps": ["p:2"]}, "task": {"type": "ps", "index": 0}})"}},
+               "task.type 'ps' is not trained by cnnscale");
+  expect_error({{"TF_CONFIG", R"({"cluster": {"worker": ["a"]}, "task": {"type": "worker", "index": 0}})"}},
+               "has no port");
+  expect_error({{"TF_CONFIG", R"({"cluster": {"worker": [1]}, "task": {"type": "worker", "index": 0}})"}},
+               "must be a list of");
+}
