@@ -51,7 +51,8 @@ class StoreAdapter final : public gloo::rendezvous::Store {
     auto missing = s_.wait(full, timeout);
     if (!missing.empty())
       fail("the Gloo connection setup waited ", std::chrono::duration<double>(timeout).count(), " s at ", s_.where(),
-           " for ", missing.front(), ": a rank stopped between the rendezvous and the connection setup (see its output)");
+           " for ", missing.front(),
+           ": a rank stopped between the rendezvous and the connection setup (see its output)");
   }
 
  private:
@@ -78,7 +79,8 @@ gloo::AllreduceOptions::Algorithm algorithm() {
 [[noreturn]] void gloo_failed(const std::string& what, int rank, double timeout_s, const std::exception& e) {
   fail("rank ", rank, ": ", what, " over Gloo failed: ", e.what(),
        ". Another rank stopped (see its output: the first error there is the cause) or did not arrive within "
-       "--collective-timeout ", timeout_s, " s; if every rank is alive and slow, raise --collective-timeout");
+       "--collective-timeout ",
+       timeout_s, " s; if every rank is alive and slow, raise --collective-timeout");
 }
 
 template <class T>
@@ -170,27 +172,23 @@ class GlooCommunicator final : public Communicator {
   }
 
   void broadcast(void* buf, size_t bytes, int root) override {
-    GlooPending(submit("the parameter broadcast",
-                       [this, buf, bytes, root](uint32_t tag) {
-                         gloo::BroadcastOptions o(ctx_);
-                         o.setOutput(static_cast<char*>(buf), bytes);
-                         o.setRoot(root);
-                         o.setTag(tag);
-                         o.setTimeout(to_ms(timeout_s_));
-                         gloo::broadcast(o);
-                       }))
-        .wait();
+    GlooPending(submit("the parameter broadcast", [this, buf, bytes, root](uint32_t tag) {
+      gloo::BroadcastOptions o(ctx_);
+      o.setOutput(static_cast<char*>(buf), bytes);
+      o.setRoot(root);
+      o.setTag(tag);
+      o.setTimeout(to_ms(timeout_s_));
+      gloo::broadcast(o);
+    })).wait();
   }
 
   void barrier() override {
-    GlooPending(submit("a barrier",
-                       [this](uint32_t tag) {
-                         gloo::BarrierOptions o(ctx_);
-                         o.setTag(tag);
-                         o.setTimeout(to_ms(timeout_s_));
-                         gloo::barrier(o);
-                       }))
-        .wait();
+    GlooPending(submit("a barrier", [this](uint32_t tag) {
+      gloo::BarrierOptions o(ctx_);
+      o.setTag(tag);
+      o.setTimeout(to_ms(timeout_s_));
+      gloo::barrier(o);
+    })).wait();
   }
 
  private:
@@ -331,8 +329,8 @@ class GlooControl final : public ControlTransport {
 
 }  // namespace
 
-std::shared_ptr<gloo::Context> make_gloo_context(RendezvousStore& store, const std::string& prefix, int rank,
-                                                 int size, double timeout_s) {
+std::shared_ptr<gloo::Context> make_gloo_context(RendezvousStore& store, const std::string& prefix, int rank, int size,
+                                                 double timeout_s) {
   gloo::transport::tcp::attr attr;
   // The interface this host reaches the store through, unless GLOO_SOCKET_IFNAME names one (as in PyTorch).
   if (auto iface = process_env()("GLOO_SOCKET_IFNAME")) attr.iface = *iface;

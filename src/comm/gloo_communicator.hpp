@@ -32,8 +32,8 @@ namespace cnnscale {
 
 // A Gloo context of all ranks over TCP, its addresses exchanged under `prefix` in the
 // store. Collective. UserError when a rank does not arrive within timeout_s.
-std::shared_ptr<gloo::Context> make_gloo_context(RendezvousStore& store, const std::string& prefix, int rank,
-                                                 int size, double timeout_s);
+std::shared_ptr<gloo::Context> make_gloo_context(RendezvousStore& store, const std::string& prefix, int rank, int size,
+                                                 double timeout_s);
 
 std::unique_ptr<Communicator> make_gloo_communicator(std::shared_ptr<gloo::Context> ctx, double timeout_s);
 std::unique_ptr<ControlTransport> make_gloo_control(std::shared_ptr<gloo::Context> ctx, double timeout_s);

@@ -73,8 +73,8 @@ ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& 
     li.store_addr = "127.0.0.1";
     li.store_what = "this process alone";
   } else if (li.store_addr.empty() || li.store_port == 0) {
-    fail("rank ", ctx.rank, " of ", ctx.size, " (launcher: ", li.name, ") has no rendezvous address: ",
-         li.store_addr.empty() ? "MASTER_ADDR" : "MASTER_PORT",
+    fail("rank ", ctx.rank, " of ", ctx.size, " (launcher: ", li.name,
+         ") has no rendezvous address: ", li.store_addr.empty() ? "MASTER_ADDR" : "MASTER_PORT",
          " is not set. The gloo backend meets at rank 0's host: set MASTER_ADDR (rank 0's host name or IP) and "
          "MASTER_PORT (a free TCP port) to the same values on every rank, as torchrun does");
   }
@@ -108,8 +108,8 @@ ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& 
     std::getline(in, hosts[static_cast<size_t>(r)]);
     std::getline(in, size_s);
     if (size_s != std::to_string(ctx.size))
-      fail("rank ", r, " was started with a world size of ", size_s, " but rank ", ctx.rank, " with ", ctx.size,
-           " (", li.size_var, "); give every rank the same world size");
+      fail("rank ", r, " was started with a world size of ", size_s, " but rank ", ctx.rank, " with ", ctx.size, " (",
+           li.size_var, "); give every rank the same world size");
   }
   // Topology from the hosts: a node is a host name, numbered in order of its lowest rank.
   std::map<std::string, int> node_of;

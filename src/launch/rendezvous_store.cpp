@@ -10,9 +10,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <algorithm>
 #include <map>
 
 #include "util/error.hpp"
@@ -117,7 +117,8 @@ RendezvousStore::RendezvousStore(const std::string& addr, int port_in, bool is_s
                                  std::string what)
     : where_(addr + ":" + std::to_string(port_in) + " (" + what + ")"), timeout_s_(timeout_s) {
   int port = port_in;  // 0 for a server: any free port (a one-process world)
-  if (port < 0 || port > 65535 || (port == 0 && !is_server)) fail("the rendezvous port ", port, " from ", what, " is not a TCP port (1-65535)");
+  if (port < 0 || port > 65535 || (port == 0 && !is_server))
+    fail("the rendezvous port ", port, " from ", what, " is not a TCP port (1-65535)");
   if (is_server) {
     listen_fd_ = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
     bool v6 = listen_fd_ >= 0;
@@ -207,7 +208,8 @@ RendezvousStore::RendezvousStore(const std::string& addr, int port_in, bool is_s
         server_.join();
       }
       if (hello_failure == 2)
-        fail("something at ", where_, " answers, but it is not cnnscale's rendezvous store (another program "
+        fail("something at ", where_,
+             " answers, but it is not cnnscale's rendezvous store (another program "
              "holds that port?); pick a free MASTER_PORT, the same on every rank");
       if (hello_failure == 1)
         fail("connected to ", where_, " but no rendezvous store answered within ", timeout_s_,

@@ -70,9 +70,11 @@ TEST(RendezvousStore, LargeValue) {
 TEST(RendezvousStore, NoServerIsAnErrorWithinTheTimeout) {
   const int port = free_port();
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string e = user_error_of([&] { RendezvousStore("127.0.0.1", port, false, 0.5, "MASTER_ADDR/MASTER_PORT"); });
+  const std::string e =
+      user_error_of([&] { RendezvousStore("127.0.0.1", port, false, 0.5, "MASTER_ADDR/MASTER_PORT"); });
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
-  EXPECT_NE(e.find("could not reach the rendezvous store at 127.0.0.1:" + std::to_string(port)), std::string::npos) << e;
+  EXPECT_NE(e.find("could not reach the rendezvous store at 127.0.0.1:" + std::to_string(port)), std::string::npos)
+      << e;
 }
 
 TEST(RendezvousStore, PortInUseAndForeignListener) {
