@@ -151,10 +151,46 @@ class GlooCommunicator final : public Communicator {
   int size() const override { return ctx_->size; }
   bool device_buffers() const override { return false; }
 
-  void allreduce_sum(void* buf, size_t count, DType t) override { allreduce_sum_async(buf, count, t)->wait(); }
+  // Blocking calls run on the calling thread once every earlier collective is done (no
+  // hand-over to the worker: on a loaded host each costs a scheduler slice).
+  void allreduce_sum(void* buf, size_t count, DType t) override {
+    run_now("the allreduce", sum_job(buf, count, t));
+  }
 
   std::unique_ptr<PendingReduce> allreduce_sum_async(void* buf, size_t count, DType t) override {
-    auto f = submit("the gradient allreduce", [this, buf, count, t](uint32_t tag) {
+    return std::make_unique<GlooPending>(submit("the gradient allreduce", sum_job(buf, count, t)));
+  }
+
+  void broadcast(void* buf, size_t bytes, int root) override {
+    run_now("the parameter broadcast", [this, buf, bytes, root](uint32_t tag) {
+      gloo::BroadcastOptions o(ctx_);
+      o.setOutput(static_cast<char*>(buf), bytes);
+      o.setRoot(root);
+      o.setTag(tag);
+      o.setTimeout(to_ms(timeout_s_));
+      gloo::broadcast(o);
+    });
+  }
+
+  void barrier() override {
+    run_now("a barrier", [this](uint32_t tag) {
+      gloo::BarrierOptions o(ctx_);
+      o.setTag(tag);
+      o.setTimeout(to_ms(timeout_s_));
+      gloo::barrier(o);
+    });
+  }
+
+ private:
+  using Fn = std::function<void(uint32_t)>;
+  struct Job {
+    std::string what;
+    Fn fn;
+    std::shared_ptr<Flight> flight;
+  };
+
+  Fn sum_job(void* buf, size_t count, DType t) {
+    return [this, buf, count, t](uint32_t tag) {
       gloo::AllreduceOptions o(ctx_);
       if (t == DType::f32) {
         o.setOutput(static_cast<float*>(buf), count);
@@ -167,82 +203,80 @@ class GlooCommunicator final : public Communicator {
       o.setTag(tag);
       o.setTimeout(to_ms(timeout_s_));
       gloo::allreduce(o);
-    });
-    return std::make_unique<GlooPending>(std::move(f));
+    };
   }
 
-  void broadcast(void* buf, size_t bytes, int root) override {
-    GlooPending(submit("the parameter broadcast", [this, buf, bytes, root](uint32_t tag) {
-      gloo::BroadcastOptions o(ctx_);
-      o.setOutput(static_cast<char*>(buf), bytes);
-      o.setRoot(root);
-      o.setTag(tag);
-      o.setTimeout(to_ms(timeout_s_));
-      gloo::broadcast(o);
-    })).wait();
-  }
-
-  void barrier() override {
-    GlooPending(submit("a barrier", [this](uint32_t tag) {
-      gloo::BarrierOptions o(ctx_);
-      o.setTag(tag);
-      o.setTimeout(to_ms(timeout_s_));
-      gloo::barrier(o);
-    })).wait();
-  }
-
- private:
-  struct Job {
-    std::string what;
-    std::function<void(uint32_t)> fn;
-    std::shared_ptr<Flight> flight;
-  };
-
-  std::shared_ptr<Flight> submit(const char* what, std::function<void(uint32_t)> fn) {
+  std::shared_ptr<Flight> submit(const char* what, Fn fn) {
     auto f = std::make_shared<Flight>();
     f->started = now_s();
     {
       std::lock_guard<std::mutex> lock(mu_);
       queue_.push_back({what, std::move(fn), f});
     }
-    cv_.notify_one();
+    cv_.notify_all();
     return f;
   }
 
+  void run_now(const char* what, Fn fn) {
+    Job job{what, std::move(fn), std::make_shared<Flight>()};
+    job.flight->started = now_s();
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return queue_.empty() && !running_; });
+      running_ = true;
+    }
+    execute(job);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = false;
+    }
+    cv_.notify_all();
+    GlooPending(job.flight).wait();  // throws the failure, if any
+  }
+
+  // Runs one collective; only the holder of running_ calls it (tag_, failed_ are its own).
+  void execute(Job& job) {
+    std::string error = failed_;  // after one failure every later collective fails at once
+    if (error.empty()) {
+      try {
+        job.fn(tag_++);
+      } catch (const UserError& e) {
+        error = e.what();
+      } catch (const std::exception& e) {
+        try {
+          gloo_failed(job.what, ctx_->rank, timeout_s_, e);
+        } catch (const UserError& u) {
+          error = u.what();
+        }
+      }
+      failed_ = error;
+    }
+    {
+      std::lock_guard<std::mutex> lock(job.flight->mu);
+      job.flight->completed = now_s();
+      job.flight->error = error;
+      job.flight->done = true;
+    }
+    job.flight->cv.notify_all();
+  }
+
   void run() {
-    uint32_t tag = 0;
-    std::string failed;  // after one failure every later collective fails at once
     for (;;) {
       Job job;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        cv_.wait(lock, [&] { return stop_ || (!queue_.empty() && !running_); });
         if (queue_.empty()) return;
         job = std::move(queue_.front());
         queue_.pop_front();
+        running_ = true;
       }
-      std::string error = failed;
-      if (error.empty()) {
-        try {
-          job.fn(tag++);
-        } catch (const UserError& e) {
-          error = e.what();
-        } catch (const std::exception& e) {
-          try {
-            gloo_failed(job.what, ctx_->rank, timeout_s_, e);
-          } catch (const UserError& u) {
-            error = u.what();
-          }
-        }
-        failed = error;
-      }
+      execute(job);
       {
-        std::lock_guard<std::mutex> lock(job.flight->mu);
-        job.flight->completed = now_s();
-        job.flight->error = error;
-        job.flight->done = true;
+        std::lock_guard<std::mutex> lock(mu_);
+        running_ = false;
       }
-      job.flight->cv.notify_all();
+      cv_.notify_all();
     }
   }
 
@@ -253,6 +287,9 @@ class GlooCommunicator final : public Communicator {
   std::condition_variable cv_;
   std::deque<Job> queue_;
   bool stop_ = false;
+  bool running_ = false;  // a collective is executing (on the worker or a blocking caller)
+  uint32_t tag_ = 0;
+  std::string failed_;
   std::thread worker_;
 };
 

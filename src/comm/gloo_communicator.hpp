@@ -8,8 +8,9 @@
 // "control/" in the store), so a control collective never waits behind a gradient bucket.
 // Data plane: one worker thread runs the collectives in the order they were started
 // (every rank starts them in the same order), so allreduce_sum_async() returns at once
-// and the sum runs while backward goes on, as MPI's non-blocking sums do; broadcast and
-// barrier queue behind the sums in flight and wait. Sums: Gloo's ring allreduce
+// and the sum runs while backward goes on, as MPI's non-blocking sums do; blocking calls
+// (allreduce_sum, broadcast, barrier) wait for the sums in flight, then run on the
+// calling thread. Sums: Gloo's ring allreduce
 // (CNNSCALE_GLOO_ALGORITHM=bcube for BCube); every element is reduced on one rank and
 // sent to the others, so all ranks hold bitwise the same sum (--check-replicas holds).
 // bfloat16 sums accumulate in fp32 and round to nearest, as the MPI backend's.
