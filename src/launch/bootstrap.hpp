@@ -47,8 +47,8 @@ ProcessContext bootstrap(const BootstrapOptions& opts);
 bool launcher_needs_rendezvous(const LaunchInfo& info);
 
 // bootstrap() for opts.rendezvous: rank and size from the launcher, the store at its
-// address (MASTER_ADDR/MASTER_PORT or TF_CONFIG; also honoured under mpirun/srun when
-// set), every rank announced there, node topology from the hosts. CPU only.
+// address (MASTER_ADDR/MASTER_PORT or TF_CONFIG), every rank announced there, node
+// topology from the hosts. CPU only. UserError under an MPI launcher (a real MPI world).
 ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& opts);
 
 // Parses the environment only (no MPI): used to decide which rank prints errors

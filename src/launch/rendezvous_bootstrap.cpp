@@ -54,8 +54,16 @@ ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& 
   int mpi_rank = 0, mpi_size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
-  // Under mpirun/srun the MPI world and the launcher agree; under torchrun MPI is a singleton.
-  if (mpi_size > 1) check_launch_against_mpi(li, mpi_rank, mpi_size);
+  // Under mpirun/srun the ranks already share an MPI job. (Gloo beside a real MPI world
+  // was tried: the ranks sum correctly, but Open MPI 4.1's mpiexec then reports every
+  // rank as "exiting improperly" and returns 1, so it is refused.)
+  if (mpi_size > 1) try {  // the same on every rank: rank 0 says it once
+      fail("--backend gloo is for processes that share no MPI job (torchrun-style variables, TF_CONFIG), but ", li.name,
+           " started these ", mpi_size, " ranks as one MPI job: use --backend mpi (or auto) under ", li.name,
+           "; to compare Gloo with MPI, start the ranks with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT instead");
+    } catch (const UserError& e) {
+      throw CollectiveError(e.what(), mpi_rank);
+    }
   ctx.rank = li.size > 0 ? li.rank : mpi_rank;
   ctx.size = li.size > 0 ? li.size : mpi_size;
   set_log_rank(ctx.rank);

@@ -91,6 +91,11 @@ for dt in float bfloat16; do
   expect_eq "allreduce $dt: no wrong element at any size" "$rows" "$(awk '!/^#/ && NF == 7 && $7 == "0"' "$TMP/ar.$dt.0.out" | wc -l)"
 done
 
+# --backend gloo under mpiexec: refused once (the ranks share an MPI job already).
+timeout 120 $M -n 2 "$CNNSCALE" allreduce --backend gloo -e 1K >"$TMP/under_mpi.out" 2>&1
+expect_eq "gloo under mpiexec exit status" 2 "$?"
+expect_eq "gloo under mpiexec: one error line" 1 "$(grep -c 'cnnscale: error: --backend gloo is for processes that share no MPI job' "$TMP/under_mpi.out")"
+
 # (4) failures end within --collective-timeout with the cause named.
 T=(--collective-timeout 3)
 fails_within() {  # label seconds regex file start
