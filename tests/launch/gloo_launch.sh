@@ -5,7 +5,8 @@
 #      train with --backend auto (resolves to gloo), keep bitwise-identical replicas, and
 #      reach the parameters of the same run under mpiexec with the MPI backend at the same
 #      global batch (relative difference < 1e-5; loss per step equal to 4 decimals);
-#  (2) TF_CONFIG (2 workers, no RANK) trains the same as (1) with 2 ranks;
+#  (2) TF_CONFIG (2 workers, no RANK) trains the same as (1) with 2 ranks; --sync-bn
+#      (batch-norm sums on Gloo's control plane) trains the same as under mpiexec;
 #  (3) `cnnscale allreduce --backend gloo` prints MPI's table with no wrong element;
 #  (4) a missing rank, an unreachable or unresolvable MASTER_ADDR, a port in use and a
 #      rank killed mid-run each end every survivor with `cnnscale: error:` naming the
@@ -71,6 +72,30 @@ expect_eq "ckpt_diff torchrun vs TF_CONFIG exit status" 0 "$?"
 rel=$(awk '{print $8}' "$TMP/dtf.txt")
 python3 -c "import sys; sys.exit(0 if float('$rel') < 1e-5 else 1)"
 expect_eq "TF_CONFIG == torchrun variables (rel diff $rel < 1e-5)" 0 "$?"
+
+# (2b) --sync-bn: the per-layer sums in rank order go over Gloo's control plane (allgather).
+SPEC="conv(8,3,1,1) bn relu maxpool(2) res(conv(8,3,1,1) bn relu conv(8,3,1,1) bn) relu conv(16,3,2,1) bn relu gap flatten linear(10)"
+SB=(train --synthetic --synthetic-samples 256 --model "$SPEC" --batch-size 8 --max-steps 4 --lr 0.01 --momentum 0.9
+  --seed 7 --check-replicas 1 --log-every 1 --sync-bn)
+port=$(free_port)
+pids=()
+for r in 0 1; do
+  "${CLEAN[@]}" RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    timeout 300 "$CNNSCALE" "${SB[@]}" --run-dir "$TMP/sbg" >"$TMP/sbg.$r.out" 2>&1 &
+  pids+=($!)
+done
+for r in 0 1; do
+  wait "${pids[$r]}"
+  expect_eq "--sync-bn over gloo: rank $r exit status" 0 "$?"
+done
+timeout 300 $M -n 2 "$CNNSCALE" "${SB[@]}" --run-dir "$TMP/sbm" >"$TMP/sbm.out" 2>&1
+expect_eq "--sync-bn under mpiexec exit status" 0 "$?"
+expect_grep "--sync-bn over gloo: sums timed" "of comm exposed, --sync-bn sums" "$TMP/sbg.0.out"
+"$DIFF" "$TMP/sbm/checkpoints/step-00000004.h5" "$TMP/sbg/checkpoints/step-00000004.h5" >"$TMP/dsb.txt" 2>&1
+expect_eq "ckpt_diff --sync-bn mpi vs gloo exit status" 0 "$?"
+rel=$(awk '{print $8}' "$TMP/dsb.txt")
+python3 -c "import sys; sys.exit(0 if float('$rel') < 1e-5 else 1)"
+expect_eq "--sync-bn: gloo == mpi (rel diff $rel < 1e-5)" 0 "$?"
 
 # (3) the allreduce benchmark over Gloo, float and bfloat16.
 for dt in float bfloat16; do
