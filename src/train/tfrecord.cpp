@@ -52,7 +52,9 @@ std::vector<std::string> read_file(const std::string& path) {
   std::vector<std::string> records;
   size_t at = 0;
   while (at < bytes.size()) {
-    const auto where = [&] { return "record " + std::to_string(records.size() + 1) + " at byte " + std::to_string(at); };
+    const auto where = [&] {
+      return "record " + std::to_string(records.size() + 1) + " at byte " + std::to_string(at);
+    };
     if (bytes.size() - at < 12) fail("'", path, "': ", where(), " is cut short (", bytes.size() - at, " bytes)");
     const uint64_t len = get_le(bytes, at, 8);
     if (get_le(bytes, at + 8, 4) != masked_crc32c(bytes.data() + at, 8))

@@ -168,7 +168,8 @@ TEST(TensorBoardWriter, TornRecordIsCutBack) {
   ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
   rlimit small = old;
   small.rlim_cur = before + 10;
-  struct sigaction ign {}, prev{};
+  struct sigaction ign {
+  }, prev{};
   ign.sa_handler = SIG_IGN;
   sigaction(SIGXFSZ, &ign, &prev);
   ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
@@ -214,8 +215,9 @@ TEST(TensorBoardOptions, DirectoryDefaultsAndSwitch) {
   o.tensorboard = "/shared/tb/a";
   EXPECT_EQ(o.tensorboard_dir(), "/shared/tb/a");
   o.no_tensorboard = true;
-  EXPECT_NE(user_error_of([&] { validate(o); }).find("--tensorboard /shared/tb/a and --no-tensorboard exclude each other"),
-            std::string::npos);
+  EXPECT_NE(
+      user_error_of([&] { validate(o); }).find("--tensorboard /shared/tb/a and --no-tensorboard exclude each other"),
+      std::string::npos);
   o.tensorboard.clear();
   EXPECT_EQ(user_error_of([&] { validate(o); }), "");
   EXPECT_EQ(o.tensorboard_dir(), "");
