@@ -4,9 +4,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 
 #include "tensorboard.pb.h"  // generated from train/tensorboard.proto
 #include "train/run_files.hpp"
@@ -88,19 +90,32 @@ DecodedEvent decode_event(const std::string& bytes) {
   return d;
 }
 
+int64_t event_file_time(const std::string& name) {
+  static const std::string prefix = "events.out.tfevents.";
+  if (name.compare(0, prefix.size(), prefix) != 0) return -1;
+  int64_t t = 0;
+  size_t i = prefix.size();
+  for (; i < name.size() && i < prefix.size() + 12 && name[i] >= '0' && name[i] <= '9'; ++i)
+    t = t * 10 + (name[i] - '0');
+  return i > prefix.size() && i < name.size() && name[i] == '.' ? t : -1;
+}
+
 }  // namespace tb
 
 TensorBoardWriter::TensorBoardWriter(const std::string& dir, const std::string& host, double sync_every_s) {
   ensure_directory(dir, "TensorBoard directory (--tensorboard)");
-  const long now = static_cast<long>(tb::wall_time_now());
-  const std::string base = dir + "/events.out.tfevents." + std::to_string(now) + "." + (host.empty() ? "host" : host);
+  // TensorBoard reads a directory's files in name order, and a resumed run's SessionLog
+  // START only hides what was read before it: the name's time is therefore past every
+  // event file already there (a node whose clock is behind, two runs in one second).
+  int64_t t = static_cast<int64_t>(tb::wall_time_now());
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    t = std::max(t, tb::event_file_time(e.path().filename().string()) + 1);
   // One file per process run: never append to a file another run wrote.
-  for (const std::string& name : {base, base + "." + std::to_string(::getpid())}) {
-    fd_ = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
-    if (fd_ >= 0 || errno != EEXIST) {
-      path_ = name;
-      break;
-    }
+  for (int tries = 0; tries < 1000 && fd_ < 0; ++tries, ++t) {
+    path_ = dir + "/events.out.tfevents." + std::to_string(t) + "." + (host.empty() ? "host" : host);
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    if (fd_ < 0 && errno != EEXIST) break;
   }
   if (fd_ < 0)
     fail("cannot create a TensorBoard event file in '", dir, "': ", std::strerror(errno),

@@ -10,13 +10,15 @@
 // twice); then scalars (Summary.Value simple_value) and the run's options as a text
 // summary (a string tensor with plugin_name "text").
 //
-// Files: one per process run, created with O_EXCL (a name already taken gets .<pid>
-// appended), never reopened. Records are written whole or not at all: each goes out
-// in one write(2) loop and a short or failed write is cut back off the file, so a
-// reader never meets a torn record followed by good ones (TensorBoard stops reading a
-// file at the first bad CRC). A failed record is not lost silently: the first failure
-// is a warning with the OS's reason, each is counted (records_lost; run.json
-// tensorboard_records_lost).
+// Files: one per process run, created with O_EXCL, never reopened. TensorBoard reads a
+// directory's files in name order, so <time> is now or, when DIR already holds an event
+// file with a later (or the same) time, that time + 1: a resumed run's file always
+// sorts after the files it supersedes, whatever the clocks of the nodes say.
+// Records are written whole or not at all: each goes out in one write(2) loop and a
+// short or failed write is cut back off the file, so a reader never meets a torn
+// record followed by good ones (TensorBoard stops reading a file at the first bad
+// CRC). A failed record is not lost silently: the first failure is a warning with the
+// OS's reason, each is counted (records_lost; run.json tensorboard_records_lost).
 //
 // Flushing: no user-space buffer, so each record is in the kernel once the call
 // returns (a reader on the same node sees it at once). For shared file systems, whose
@@ -60,6 +62,9 @@ struct DecodedEvent {
 DecodedEvent decode_event(const std::string& bytes);
 
 double wall_time_now();  // seconds since the Unix epoch
+
+// The <time> of an "events.out.tfevents.<time>.<host>" name, -1 for other names.
+int64_t event_file_time(const std::string& name);
 
 }  // namespace tb
 

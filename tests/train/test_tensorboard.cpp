@@ -113,13 +113,13 @@ TEST(TensorBoardWriter, OneNewFilePerRunReadBackWithCrcs) {
     EXPECT_EQ(w.records_lost(), 0);
     // Readable before close: no user-space buffer.
     EXPECT_EQ(tfrecord::read_file(first).size(), 4u);
-    // A second process run in the same second gets a file of its own.
+    // A second process run (here in the same second) gets a file of its own, sorting after.
     TensorBoardWriter w2(dir, "node7");
     second = w2.path();
   }
-  EXPECT_NE(first, second);
-  EXPECT_TRUE(std::regex_match(fs::path(first).filename().string(),
-                               std::regex(R"(events\.out\.tfevents\.[0-9]{10}\.node7(\.[0-9]+)?)")))
+  EXPECT_LT(first, second);
+  EXPECT_TRUE(
+      std::regex_match(fs::path(first).filename().string(), std::regex(R"(events\.out\.tfevents\.[0-9]{10}\.node7)")))
       << first;
   EXPECT_EQ(event_files(dir).size(), 2u);
   const std::vector<std::string> recs = tfrecord::read_file(first);
@@ -138,6 +138,22 @@ TEST(TensorBoardWriter, OneNewFilePerRunReadBackWithCrcs) {
   EXPECT_EQ(sc.scalars[1].value, 0.125);
   EXPECT_EQ(tb::decode_event(recs[3]).texts.at(0).second, "| `seed` | `1` |");
   EXPECT_EQ(tfrecord::read_file(second).size(), 1u);  // its file_version only
+}
+
+// TensorBoard reads a directory's files in name order: a new file sorts after every file
+// there, even one named by a node whose clock was ahead.
+TEST(TensorBoardWriter, NewFileSortsAfterExistingOnes) {
+  EXPECT_EQ(tb::event_file_time("events.out.tfevents.1795468867.vm"), 1795468867);
+  EXPECT_EQ(tb::event_file_time("events.out.tfevents.1795468867.vm.12"), 1795468867);
+  EXPECT_EQ(tb::event_file_time("events.out.tfevents.x.vm"), -1);
+  EXPECT_EQ(tb::event_file_time("events.out.tfevents.123"), -1);
+  EXPECT_EQ(tb::event_file_time("metrics.jsonl"), -1);
+  TempDir tmp;
+  const int64_t ahead = static_cast<int64_t>(tb::wall_time_now()) + 100;
+  std::ofstream(tmp.path + "/events.out.tfevents." + std::to_string(ahead) + ".fastclock") << "";
+  TensorBoardWriter w(tmp.path, "slowclock");
+  EXPECT_EQ(fs::path(w.path()).filename().string(), "events.out.tfevents." + std::to_string(ahead + 1) + ".slowclock");
+  EXPECT_EQ(event_files(tmp.path).back(), w.path());
 }
 
 TEST(TensorBoardWriter, ReaderRejectsADamagedRecord) {
