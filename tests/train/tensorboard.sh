@@ -25,6 +25,7 @@ source "$CNNSCALE_SOURCE/tests/lib.sh"
 M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
 ARGS=(--model "conv(8,3,1,1) relu maxpool(2) flatten linear(10)" --batch-size 16 --lr 0.05 --seed 3
   --log-every 4 --checkpoint-every 6)
+count() { local n=0 f; for f in "$@"; do [ -e "$f" ] && n=$((n + 1)); done; echo "$n"; }  # files a glob matched
 
 python3 "$CNNSCALE_SOURCE/tests/data/make_cifar.py" /usr/share/datasets/fashion-mnist \
   "$TMP/dl/cifar-10-batches-bin" 100 200
@@ -43,7 +44,7 @@ timeout 300 $M -n 2 "$CNNSCALE" train --data "$TMP/ds" "${ARGS[@]}" --epochs 3 -
   >"$TMP/r2.out" 2>&1
 expect_eq "run 2 (resumed) exit status" 0 "$?"
 expect_grep "run 2 resumed at step 15" "resumed from .*step-00000015.h5 at step 15" "$TMP/r2.out"
-expect_eq "one event file per run" 2 "$(ls "$D/tb" | grep -c '^events\.out\.tfevents\.')"
+expect_eq "one event file per run" 2 "$(count "$D"/tb/events.out.tfevents.*)"
 expect_grep "run.json names the event file" '"tensorboard": ".*/tb/events\.out\.tfevents\.' "$D/run.json"
 
 # Independent of cnnscale and TensorBoard: the framing and both CRCs of every record
@@ -93,7 +94,8 @@ expect_eq "independent CRC check: both files, every record" "2" "$(grep -c '^fil
 expect_eq "run 1's file starts at step 1, run 2's at 16" "1 16" "$(awk '/^file/ {print $NF}' "$TMP/crc.txt" | xargs)"
 expect_eq "no bad CRC" "" "$(grep BAD "$TMP/crc.txt")"
 cp -r "$D/tb" "$TMP/tb-damaged"
-last=$(ls "$TMP/tb-damaged"/events.out.tfevents.* | sort | tail -1)
+damaged=("$TMP/tb-damaged"/events.out.tfevents.*)  # in name order: run 2's last
+last=${damaged[${#damaged[@]}-1]}
 python3 -c "import sys; p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[-6] ^= 0x55; open(p, 'wb').write(b)" "$last"
 python3 "$TMP/crc_check.py" "$TMP/tb-damaged" >"$TMP/crc-damaged.txt" 2>&1
 expect_grep "the CRC check catches a flipped byte" "^BAD CRC events\.out\.tfevents\..* record [0-9]+$" "$TMP/crc-damaged.txt"
@@ -102,7 +104,7 @@ expect_grep "the CRC check catches a flipped byte" "^BAD CRC events\.out\.tfeven
 S=(--synthetic --model "conv(4,3) relu maxpool(2) flatten linear(10)" --batch-size 8 --max-steps 2 --no-eval)
 timeout 300 $M -n 2 "$CNNSCALE" train "${S[@]}" --run-dir "$TMP/a" --tensorboard "$TMP/elsewhere/a" >"$TMP/a.out" 2>&1
 expect_eq "--tensorboard DIR: exit status" 0 "$?"
-expect_eq "--tensorboard DIR: the file is there" 1 "$(ls "$TMP/elsewhere/a" 2>/dev/null | grep -c tfevents)"
+expect_eq "--tensorboard DIR: the file is there" 1 "$(count "$TMP"/elsewhere/a/events.out.tfevents.*)"
 expect_eq "--tensorboard DIR: no tb/ in the run directory" "" "$(ls -d "$TMP/a/tb" 2>/dev/null)"
 timeout 300 $M -n 2 "$CNNSCALE" train "${S[@]}" --run-dir "$TMP/b" --no-tensorboard >"$TMP/b.out" 2>&1
 expect_eq "--no-tensorboard: exit status" 0 "$?"
@@ -114,8 +116,8 @@ expect_grep "--tensorboard with --no-tensorboard: named" \
 timeout 300 $M -n 2 "$CNNSCALE" train "${S[@]}" --run-dir "$TMP/f" >"$TMP/f1.out" 2>&1 &&
   timeout 300 $M -n 2 "$CNNSCALE" train "${S[@]}" --run-dir "$TMP/f" --resume none --force-new >"$TMP/f2.out" 2>&1
 expect_eq "--force-new: exit status" 0 "$?"
-expect_eq "--force-new: the old run's event file moved aside with it" 1 "$(ls "$TMP"/f/previous-*/tb 2>/dev/null | grep -c tfevents)"
-expect_eq "--force-new: the new run's tb/ holds its own file only" 1 "$(ls "$TMP/f/tb" | grep -c tfevents)"
+expect_eq "--force-new: the old run's event file moved aside with it" 1 "$(count "$TMP"/f/previous-*/tb/events.out.tfevents.*)"
+expect_eq "--force-new: the new run's tb/ holds its own file only" 1 "$(count "$TMP"/f/tb/events.out.tfevents.*)"
 
 # ---- 2. TensorBoard's own reader ----
 PY=""
@@ -128,9 +130,10 @@ done
 if [ -z "$PY" ]; then
   echo "SKIP: TensorBoard's reader part: no python imports tensorboard (pip install tensorboard, then set" \
     "CNNSCALE_TENSORBOARD_PYTHON to that python)"
-  [ "$_fail" -eq 0 ] || finish
-  echo "$_pass passed, $_fail failed"
-  exit 77
+  (finish)  # the summary; exit 77 only when everything else passed
+  st=$?
+  [ "$st" -eq 0 ] && exit 77
+  exit "$st"
 fi
 "$PY" - "$D" "$TMP/tb-damaged" >"$TMP/tb.txt" 2>"$TMP/tb.err" <<'PY'
 import json, sys
