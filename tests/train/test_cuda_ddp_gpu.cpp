@@ -25,14 +25,46 @@
 
 using namespace cnnscale;
 
+namespace {
+
+// Every rank skips or none: true when each rank has a device of its own.
+bool one_device_per_rank(int size, int* min_dev) {
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess) ndev = 0;
+  *min_dev = ndev;
+  MPI_Allreduce(&ndev, min_dev, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return *min_dev >= size;
+}
+
+// The same global batch on every rank: inputs uniform in [-1, 1], labels and sample ids.
+struct GlobalBatch {
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  std::vector<int64_t> ids;
+  StepContext ctx;
+};
+
+GlobalBatch global_batch(uint64_t seed, int step, int64_t B, const SampleShape& shape, int classes) {
+  nn::SplitMix64 r(seed + step);
+  GlobalBatch g;
+  g.x.resize(static_cast<size_t>(B * shape.numel()));
+  for (auto& v : g.x) v = static_cast<float>(r.uniform(-1, 1));
+  g.y.resize(B);
+  g.ids.resize(B);
+  for (int64_t i = 0; i < B; ++i) g.y[i] = static_cast<int32_t>(r.next() % classes), g.ids[i] = 64 * step + i;
+  g.ctx.seed = 9;
+  g.ctx.step = step;
+  g.ctx.loss_scale = 1.f / static_cast<float>(B);
+  return g;
+}
+
+}  // namespace
+
 TEST(CudaDdp, TwoStepsRanksBitwiseEqualAndMatchOneRankCpu) {
-  int rank = 0, size = 1, ndev = 0;
+  int rank = 0, size = 1, min_dev = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess) ndev = 0;
-  int min_dev = ndev;  // decide together: every rank skips or none
-  MPI_Allreduce(&ndev, &min_dev, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (min_dev < size) GTEST_SKIP() << "needs one CUDA device per rank (" << min_dev << " visible, " << size << " ranks)";
+  if (!one_device_per_rank(size, &min_dev)) GTEST_SKIP() << "needs one CUDA device per rank (" << min_dev << " visible, " << size << " ranks)";
 
   const SampleShape shape{1, 28, 28};
   const int classes = 10;
@@ -61,21 +93,16 @@ TEST(CudaDdp, TwoStepsRanksBitwiseEqualAndMatchOneRankCpu) {
   const size_t P = model->param_count();
   std::vector<float> mine(P), root(P);
   for (int step = 0; step < 2; ++step) {
-    nn::SplitMix64 r(500 + step);  // the same global batch on every rank
-    std::vector<float> x(static_cast<size_t>(B * shape.numel()));
-    for (auto& v : x) v = static_cast<float>(r.uniform(-1, 1));
-    std::vector<int32_t> y(B);
-    std::vector<int64_t> ids(B);
-    for (int64_t i = 0; i < B; ++i) y[i] = static_cast<int32_t>(r.next() % classes), ids[i] = 64 * step + i;
-    StepContext ctx;
-    ctx.seed = 9;
-    ctx.step = step;
-    ctx.loss_scale = 1.f / static_cast<float>(B);
+    GlobalBatch gb = global_batch(500, step, B, shape, classes);
+    const std::vector<float>& x = gb.x;
+    const std::vector<int32_t>& y = gb.y;
+    const std::vector<int64_t>& ids = gb.ids;
+    const StepContext ctx = gb.ctx;
     const double lr = 0.05;
 
     const int64_t first = rank * local;
     StepContext lctx = ctx;
-    lctx.sample_ids = ids.data() + first;
+    lctx.sample_ids = gb.ids.data() + first;
     const double loss = model->forward_backward(x.data() + first * shape.numel(), y.data() + first, local, lctx,
                                                 [&](size_t ready_end) {
                                                   model->order_before(comm.stream());
@@ -115,13 +142,10 @@ TEST(CudaDdp, TwoStepsRanksBitwiseEqualAndMatchOneRankCpu) {
 // 1e-4 of each tensor's largest magnitude (fp32, cuDNN vs oneDNN summation order through
 // 18 layers; a ReLU at its kink can flip, which is why it is not 1e-5).
 TEST(CudaDdp, Resnet18NcclStepEqualsCpuMpiStep) {
-  int rank = 0, size = 1, ndev = 0;
+  int rank = 0, size = 1, min_dev = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess) ndev = 0;
-  int min_dev = ndev;
-  MPI_Allreduce(&ndev, &min_dev, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (min_dev < size) GTEST_SKIP() << "needs one CUDA device per rank (" << min_dev << " visible, " << size << " ranks)";
+  if (!one_device_per_rank(size, &min_dev)) GTEST_SKIP() << "needs one CUDA device per rank (" << min_dev << " visible, " << size << " ranks)";
 
   const SampleShape shape{3, 32, 32};
   const int classes = 10;
@@ -152,18 +176,12 @@ TEST(CudaDdp, Resnet18NcclStepEqualsCpuMpiStep) {
   ASSERT_EQ(gpu->param_count(), P);
   std::vector<float> g(P);
   for (int step = 0; step < 2; ++step) {
-    nn::SplitMix64 r(700 + step);
-    std::vector<float> x(static_cast<size_t>(B * shape.numel()));
-    for (auto& v : x) v = static_cast<float>(r.uniform(-1, 1));
-    std::vector<int32_t> y(B);
-    std::vector<int64_t> ids(B);
-    for (int64_t i = 0; i < B; ++i) y[i] = static_cast<int32_t>(r.next() % classes), ids[i] = 64 * step + i;
-    StepContext ctx;
-    ctx.seed = 9;
-    ctx.step = step;
-    ctx.loss_scale = 1.f / static_cast<float>(B);
+    GlobalBatch gb = global_batch(700, step, B, shape, classes);
+    const std::vector<float>& x = gb.x;
+    const std::vector<int32_t>& y = gb.y;
+    StepContext ctx = gb.ctx;
     const int64_t first = rank * local;
-    ctx.sample_ids = ids.data() + first;
+    ctx.sample_ids = gb.ids.data() + first;
     const float* xs = x.data() + first * shape.numel();
     const int32_t* ys = y.data() + first;
     const double lr = 0.05;
