@@ -135,6 +135,14 @@ ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& 
       if (r < ctx.rank) ++ctx.local_rank;
       ++ctx.local_size;
     }
+  // Gloo offers the address this rank reached the store through; a loopback one (MASTER_ADDR
+  // naming rank 0's host via Debian's "127.0.1.1 hostname" line) is unreachable from other hosts.
+  const std::string& via = store.local_address();
+  if (ctx.num_nodes > 1 && (via.rfind("127.", 0) == 0 || via == "::1") && !env("GLOO_SOCKET_IFNAME"))
+    fail("rank ", ctx.rank, " on ", ctx.host, " reaches the rendezvous store at ", store.where(),
+         " through the loopback address ", via, ", which the ranks on the other ", ctx.num_nodes - 1,
+         " host(s) cannot reach: set MASTER_ADDR to rank 0's IP address on the network the hosts share "
+         "(not a name that resolves to 127.x on rank 0's host), or set GLOO_SOCKET_IFNAME to that interface");
   ctx.device = -1;  // the gloo backend sums host buffers: the CPU model
   ctx.device_label = "cpu";
   return ctx;

@@ -97,6 +97,35 @@ rel=$(awk '{print $8}' "$TMP/dsb.txt")
 python3 -c "import sys; sys.exit(0 if float('$rel') < 1e-5 else 1)"
 expect_eq "--sync-bn: gloo == mpi (rel diff $rel < 1e-5)" 0 "$?"
 
+# (2c) Two "hosts": rank 1 in its own UTS namespace (another host name, same loopback).
+#      Through loopback rank 0's Gloo address would be unreachable from a real other host:
+#      refused with the fix; with GLOO_SOCKET_IFNAME=lo it trains as 2 nodes.
+if unshare -u true 2>/dev/null; then
+  two_hosts() {  # OUT [VAR=VALUE...]: rank 0 here, rank 1 as host "othernode"
+    local out=$1 port
+    shift
+    port=$(free_port)
+    "${CLEAN[@]}" "$@" RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      timeout 120 "$CNNSCALE" "${TRAIN[@]}" --batch-size 32 --collective-timeout 10 >"$TMP/$out.0.out" 2>&1 &
+    local p0=$!
+    "${CLEAN[@]}" "$@" RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 unshare -u \
+      sh -c 'hostname othernode && exec "$0" "$@"' "$CNNSCALE" "${TRAIN[@]}" --batch-size 32 --collective-timeout 10 \
+      >"$TMP/$out.1.out" 2>&1
+    rc1=$?
+    wait $p0
+    rc0=$?
+  }
+  two_hosts lo_refused
+  expect_eq "two hosts via loopback: rank 0 exit status" 2 "$rc0"
+  expect_grep "two hosts via loopback: cause named" "cnnscale: error: rank 0 on .* through the loopback address 127.0.0.1, which the ranks on the other 1 host\(s\) cannot reach" "$TMP/lo_refused.0.out"
+  two_hosts lo_iface GLOO_SOCKET_IFNAME=lo
+  expect_eq "two hosts, GLOO_SOCKET_IFNAME=lo: exit status of both" "0 0" "$rc0 $rc1"
+  expect_grep "two hosts, GLOO_SOCKET_IFNAME=lo: 2 nodes" "2 rank\(s\) on 2 node\(s\), backend gloo" "$TMP/lo_iface.0.out"
+  expect_grep "two hosts: replicas identical" "replicas identical at all $STEPS check" "$TMP/lo_iface.0.out"
+else
+  echo "note: unshare -u not permitted here; the two-host part is skipped"
+fi
+
 # (3) the allreduce benchmark over Gloo, float and bfloat16.
 for dt in float bfloat16; do
   port=$(free_port)
