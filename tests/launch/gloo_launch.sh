@@ -6,7 +6,9 @@
 #      reach the parameters of the same run under mpiexec with the MPI backend at the same
 #      global batch (relative difference < 1e-5; loss per step equal to 4 decimals);
 #  (2) TF_CONFIG (2 workers, no RANK) trains the same as (1) with 2 ranks; --sync-bn
-#      (batch-norm sums on Gloo's control plane) trains the same as under mpiexec;
+#      (batch-norm sums on Gloo's control plane) trains the same as under mpiexec; two
+#      "hosts" (rank 1 under another host name via unshare -u): loopback refused with the
+#      fix, GLOO_SOCKET_IFNAME=lo trains as 2 nodes;
 #  (3) `cnnscale allreduce --backend gloo` prints MPI's table with no wrong element;
 #  (4) a missing rank, an unreachable or unresolvable MASTER_ADDR, a port in use and a
 #      rank killed mid-run each end every survivor with `cnnscale: error:` naming the
