@@ -25,6 +25,7 @@ int cmd_train(int argc, char** argv) {
       "  mpirun -n 2 cnnscale train --data data/fmnist --epochs 5 --run-dir runs/fmnist-2\n"
       "  srun --mpi=pmix cnnscale train --synthetic --max-steps 200 --run-dir runs/syn-$SLURM_JOB_ID\n"
       "Outputs (with --run-dir): metrics.jsonl, run.json (read by `cnnscale report`), checkpoints/.\n"
+      "Watch a running job: `cnnscale watch RUN_DIR`; where a step's time goes: --timeline FILE.json.\n"
       "A run directory holds one run: one training at a time (RUN_DIR/run.lock), the same configuration\n"
       "on resume, and a finished run is not rewritten (docs/checkpoints.md, \"Run directory rules\")."};
   TrainOptions o;
@@ -104,7 +105,16 @@ int cmd_train(int argc, char** argv) {
       "the running statistics follow rank 0's, as DDP's broadcast_buffers=True");
   po::options_description out("Output, checkpoints and faults");
   out.add_options()("run-dir", po::value(&o.run_dir), "write metrics.jsonl, run.json and checkpoints/ here")(
-      "log-every", po::value(&o.log_every)->default_value(o.log_every), "steps between progress lines")(
+      "log-every", po::value(&o.log_every)->default_value(o.log_every),
+      "steps between progress lines (each with ETA and the slowest rank's step time; on a terminal, rank 0 also "
+      "draws a per-epoch progress bar on stderr)")(
+      "timeline", po::value(&o.timeline),
+      "write a Chrome trace-event timeline of the --timeline-steps to this FILE.json (open it in ui.perfetto.dev "
+      "or chrome://tracing): per rank, data wait, forward, backward per layer, each gradient bucket's allreduce, "
+      "optimizer, evaluation, checkpoints (docs/watching.md)")(
+      "timeline-steps", po::value<std::string>(),
+      "A:B: the steps (from 1, inclusive) --timeline records (default: the 50 steps after the warm-up steps the "
+      "summary leaves out)")(
       "checkpoint-every", po::value(&o.checkpoint_every)->default_value(0), "checkpoint every N steps (0: off)")(
       "resume", po::value(&resume)->default_value(resume),
       "auto (continue the run in --run-dir, if any) | none (a new run) | PATH (start from that checkpoint)")(
@@ -137,6 +147,7 @@ int cmd_train(int argc, char** argv) {
         fail("--", k, " applies to --synthetic data; a data set's shape and classes come from its dataset.json");
   if (parsed.vm["no-drop-last"].as<bool>()) o.data.drop_last = false;
   if (parsed.vm["no-eval"].as<bool>()) o.evaluate = false;
+  if (parsed.vm.count("timeline-steps")) o.timeline_steps = parse_timeline_steps(parsed.vm["timeline-steps"].as<std::string>());
   // Every mistake that needs no other rank is reported before the world starts.
   o.precision = parse_precision(precision);
   validate(o);
