@@ -11,6 +11,7 @@
 #include "comm/bucket_reducer.hpp"
 #include "data/open_source.hpp"
 #include "train/checkpoint.hpp"
+#include "train/progress.hpp"
 #include "train/stop_signal.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
@@ -22,14 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string format_duration(double s) {
-  if (!(s >= 0) || s > 1e7) return "?";
-  long t = std::lround(s);
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-  return buf;
-}
 
 // 64-bit FNV-1a over the parameter bytes.
 uint64_t hash_params(const float* p, size_t n) {
@@ -52,6 +45,9 @@ struct ResumePosition {
 struct StepFlags {
   int stop_signal = 0;  // a stop signal arrived (SIGUSR1/SIGTERM)
   int non_finite = 0;   // the loss is not finite
+  // This rank's previous step time in microseconds: the maximum is the slowest rank's,
+  // for the progress line and bar at no extra message (12 bytes instead of 8).
+  int prev_step_us = 0;
 };
 
 // Sums for the progress line.
@@ -383,8 +379,10 @@ StepResult Trainer::step() {
   t.bn_sync = bn_sync_s_;
   const auto t3 = Clock::now();
   // One small allreduce per step: did any rank get a stop signal or a non-finite loss?
-  StepFlags any{stop_signal_received() ? 1 : 0, std::isfinite(loss_sum) ? 0 : 1};
+  StepFlags any{stop_signal_received() ? 1 : 0, std::isfinite(loss_sum) ? 0 : 1,
+                times_.empty() ? 0 : static_cast<int>(std::min(2e9, times_.back().step * 1e6))};
   control_.allreduce_fields<int>(any, ReduceOp::max, "the step agreement allreduce");
+  if (any.prev_step_us > 0) slowest_step_s_ = any.prev_step_us * 1e-6;
   const double lr = schedule_->at(step);
   if (any.non_finite) {
     if (opt_.on_nan == NanPolicy::stop)
@@ -436,9 +434,11 @@ StepResult Trainer::step() {
     if (tl) tl->span(Timeline::kCheckpoint, "checkpoint step " + std::to_string(step + 1), t_ckpt, Timeline::now());
   }
   next_step_ = step + 1;
+  if (status_line_enabled()) draw_progress_bar(epoch_end || any.stop_signal);
   // The window's last step, or the run ends earlier: every rank decides alike.
   if (tl && (step + 1 >= timeline_->window().last || step + 1 == total_steps_ || any.stop_signal)) write_timeline();
   if (any.stop_signal) {
+    set_status_line("");
     result.stopped = true;
     log_info("stop signal received: checkpointed at step " + std::to_string(step + 1) +
              (ckpt_dir_.empty() ? std::string(" (no --run-dir, so nothing was saved)") : std::string()) +
@@ -446,6 +446,26 @@ StepResult Trainer::step() {
              " — rerun with --resume auto to continue");
   }
   return result;
+}
+
+// Rank 0 on a terminal: at most 10 redraws a second, and at every epoch end.
+void Trainer::draw_progress_bar(bool force) {
+  if (!force && bar_drawn_ && seconds_since(bar_clock_) < 0.1) return;
+  bar_clock_ = Clock::now();
+  bar_drawn_ = true;
+  ProgressState p;
+  p.epoch = batch_.epoch + 1;
+  p.epochs = epochs_planned_;
+  p.step_in_epoch = batch_.step_in_epoch + 1;
+  p.steps_per_epoch = steps_per_epoch_;
+  p.step = next_step_;
+  p.total_steps = total_steps_;
+  p.loss = last_loss_;
+  p.slowest_step_s = slowest_step_s_;
+  p.images_per_s = slowest_step_s_ > 0 ? static_cast<double>(global_batch_) / slowest_step_s_ : 0;
+  const double done = static_cast<double>(next_step_ - first_step_);
+  p.eta_s = done > 0 ? seconds_since(start_) / done * static_cast<double>(total_steps_ - next_step_) : -1;
+  set_status_line(progress_bar_line(p));
 }
 
 void Trainer::write_timeline() {
@@ -522,16 +542,20 @@ void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
   const double ips = interval > 0 ? sums.samples / interval : 0;
   const double eta =
       elapsed / static_cast<double>(step + 1 - first_step_) * static_cast<double>(total_steps_ - step - 1);
-  char line[256];
-  std::snprintf(line, sizeof(line), "epoch %d/%d step %lld/%lld loss %.4f lr %.4g %.0f img/s ETA %s", batch_.epoch + 1,
-                epochs_planned_, static_cast<long long>(step + 1), static_cast<long long>(total_steps_), last_loss_, lr,
-                ips, format_duration(eta).c_str());
+  // The slowest rank's step time (the previous step's: it rides on this step's agreement).
+  char slowest[64] = "";
+  if (slowest_step_s_ > 0) std::snprintf(slowest, sizeof(slowest), " slowest rank %.1f ms/step", slowest_step_s_ * 1e3);
+  char line[320];
+  std::snprintf(line, sizeof(line), "epoch %d/%d step %lld/%lld loss %.4f lr %.4g %.0f img/s%s ETA %s",
+                batch_.epoch + 1, epochs_planned_, static_cast<long long>(step + 1),
+                static_cast<long long>(total_steps_), last_loss_, lr, ips, slowest, format_duration(eta).c_str());
   log_info(line);
   nlohmann::json line_json = {{"step", step + 1}, {"epoch", batch_.epoch + 1}, {"loss", last_loss_}, {"lr", lr},
                                {"images_per_s", ips}, {"step_ms", t.step * 1e3}, {"data_ms", t.data * 1e3},
                                {"compute_ms", t.compute * 1e3}, {"comm_exposed_ms", t.comm_exposed * 1e3},
                                {"optimizer_ms", t.optimizer * 1e3}, {"elapsed_s", elapsed}};
   if (opt_.sync_bn) line_json["bn_sync_ms"] = t.bn_sync * 1e3;  // included in comm_exposed_ms
+  if (slowest_step_s_ > 0) line_json["slowest_step_ms"] = slowest_step_s_ * 1e3;  // max over ranks, previous step
   metrics_.append(line_json);
   loss_since_log_ = 0;
   samples_since_log_ = 0;
@@ -630,6 +654,7 @@ void Trainer::save_checkpoint(int64_t steps_done) {
 void Trainer::summarize() {
   if (nothing_to_train_) return;
   if (!begun_) begin();
+  set_status_line("");  // the progress bar gives way to the summary
   Timings tm;
   tm.wall_s = seconds_since(start_);
   if (opt_.check_replicas > 0)

@@ -157,6 +157,10 @@ class Trainer {
   std::unique_ptr<Timeline> timeline_;  // --timeline: null when off or written
   std::string timeline_written_;        // the file's absolute path once written (run.json "timeline")
   void write_timeline();                // collective
+  double slowest_step_s_ = 0;           // the slowest rank's previous step time (StepFlags)
+  bool bar_drawn_ = false;              // rank 0's progress bar on a terminal (util/log.hpp)
+  std::chrono::steady_clock::time_point bar_clock_;
+  void draw_progress_bar(bool force);
   std::chrono::steady_clock::time_point start_, log_clock_;
 };
 
