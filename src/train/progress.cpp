@@ -15,34 +15,38 @@ std::string format_duration(double s) {
   return buf;
 }
 
-std::string progress_bar_line(const ProgressState& s, int bar_width) {
+std::string progress_bar_line(const ProgressState& s, int columns) {
   const double frac =
       s.steps_per_epoch > 0
           ? std::clamp(static_cast<double>(s.step_in_epoch) / static_cast<double>(s.steps_per_epoch), 0.0, 1.0)
           : 0.0;
-  const int w = std::max(1, bar_width);
+  char buf[256];
+  std::string tail;
+  std::snprintf(buf, sizeof(buf), " %3d%% step %lld/%lld", static_cast<int>(frac * 100),
+                static_cast<long long>(s.step), static_cast<long long>(s.total_steps));
+  tail += buf;
+  if (s.eta_s >= 0) tail += " ETA " + format_duration(s.eta_s);
+  if (std::isfinite(s.loss) && s.loss >= 0) {
+    std::snprintf(buf, sizeof(buf), " loss %.4f", s.loss);
+    tail += buf;
+  }
+  if (s.images_per_s > 0) {
+    std::snprintf(buf, sizeof(buf), " %.0f img/s", s.images_per_s);
+    tail += buf;
+  }
+  if (s.slowest_step_s > 0) {
+    std::snprintf(buf, sizeof(buf), " slowest rank %.1f ms/step", s.slowest_step_s * 1e3);
+    tail += buf;
+  }
+  std::snprintf(buf, sizeof(buf), "epoch %d/%d ", s.epoch, s.epochs);
+  const std::string head = buf;
+  const int room = columns - 1 - static_cast<int>(head.size() + tail.size()) - 2;
+  const int w = std::clamp(room, 8, 30);
   const int filled = static_cast<int>(frac * w);
   std::string bar(static_cast<size_t>(w), ' ');
   for (int i = 0; i < filled; ++i) bar[static_cast<size_t>(i)] = '=';
   if (filled < w && filled > 0) bar[static_cast<size_t>(filled)] = '>';
-  char buf[256];
-  std::snprintf(buf, sizeof(buf), "epoch %d/%d [%s] %3d%% step %lld/%lld", s.epoch, s.epochs, bar.c_str(),
-                static_cast<int>(frac * 100), static_cast<long long>(s.step), static_cast<long long>(s.total_steps));
-  std::string out = buf;
-  if (std::isfinite(s.loss) && s.loss >= 0) {
-    std::snprintf(buf, sizeof(buf), " loss %.4f", s.loss);
-    out += buf;
-  }
-  if (s.images_per_s > 0) {
-    std::snprintf(buf, sizeof(buf), " %.0f img/s", s.images_per_s);
-    out += buf;
-  }
-  if (s.slowest_step_s > 0) {
-    std::snprintf(buf, sizeof(buf), " slowest rank %.1f ms/step", s.slowest_step_s * 1e3);
-    out += buf;
-  }
-  if (s.eta_s >= 0) out += " ETA " + format_duration(s.eta_s);
-  return out;
+  return head + "[" + bar + "]" + tail;
 }
 
 }  // namespace cnnscale

@@ -19,8 +19,10 @@ struct ProgressState {
   double eta_s = -1;
 };
 
-// "epoch 2/5 [=======>            ] 37% step 123/500 loss 0.5312 1234 img/s slowest rank 85.2 ms/step
-// ETA 0:01:02": the bar covers the current epoch; parts without a value are left out.
-std::string progress_bar_line(const ProgressState& s, int bar_width = 24);
+// "epoch 2/5 [=======>            ] 37% step 123/500 ETA 0:01:02 loss 0.5312 1234 img/s slowest rank
+// 85.2 ms/step": the bar covers the current epoch, 8 to 30 characters as `columns` (the
+// terminal's width) leaves room; parts without a value are left out; the most useful
+// parts first, as a narrow terminal cuts the line's end.
+std::string progress_bar_line(const ProgressState& s, int columns = 80);
 
 }  // namespace cnnscale

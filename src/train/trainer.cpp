@@ -465,7 +465,7 @@ void Trainer::draw_progress_bar(bool force) {
   p.images_per_s = slowest_step_s_ > 0 ? static_cast<double>(global_batch_) / slowest_step_s_ : 0;
   const double done = static_cast<double>(next_step_ - first_step_);
   p.eta_s = done > 0 ? seconds_since(start_) / done * static_cast<double>(total_steps_ - next_step_) : -1;
-  set_status_line(progress_bar_line(p));
+  set_status_line(progress_bar_line(p, terminal_columns()));
 }
 
 void Trainer::write_timeline() {
@@ -555,6 +555,8 @@ void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
                                {"compute_ms", t.compute * 1e3}, {"comm_exposed_ms", t.comm_exposed * 1e3},
                                {"optimizer_ms", t.optimizer * 1e3}, {"elapsed_s", elapsed}};
   if (opt_.sync_bn) line_json["bn_sync_ms"] = t.bn_sync * 1e3;  // included in comm_exposed_ms
+  line_json["total_steps"] = total_steps_;  // for `cnnscale watch` (progress, ETA)
+  line_json["eta_s"] = std::isfinite(eta) && eta >= 0 ? nlohmann::json(eta) : nlohmann::json(nullptr);
   if (slowest_step_s_ > 0) line_json["slowest_step_ms"] = slowest_step_s_ * 1e3;  // max over ranks, previous step
   metrics_.append(line_json);
   loss_since_log_ = 0;
