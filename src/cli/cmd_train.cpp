@@ -8,6 +8,7 @@
 #include "train/stop_signal.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace cnnscale::cli {
 
@@ -108,6 +109,9 @@ int cmd_train(int argc, char** argv) {
       "log-every", po::value(&o.log_every)->default_value(o.log_every),
       "steps between progress lines (each with ETA and the slowest rank's step time; on a terminal, rank 0 also "
       "draws a per-epoch progress bar on stderr)")(
+      "progress", po::value<std::string>()->default_value("auto"),
+      "auto|bar|lines: rank 0's live per-epoch progress bar on stderr (auto: when stderr is a terminal; under "
+      "mpirun a rank's stderr is a pipe, so pass bar there to get it on mpirun's terminal)")(
       "timeline", po::value(&o.timeline),
       "write a Chrome trace-event timeline of the --timeline-steps to this FILE.json (open it in ui.perfetto.dev "
       "or chrome://tracing): per rank, data wait, forward, backward per layer, each gradient bucket's allreduce, "
@@ -147,6 +151,12 @@ int cmd_train(int argc, char** argv) {
         fail("--", k, " applies to --synthetic data; a data set's shape and classes come from its dataset.json");
   if (parsed.vm["no-drop-last"].as<bool>()) o.data.drop_last = false;
   if (parsed.vm["no-eval"].as<bool>()) o.evaluate = false;
+  {
+    const std::string p = parsed.vm["progress"].as<std::string>();
+    if (p == "bar") set_status_mode(StatusMode::on);
+    else if (p == "lines") set_status_mode(StatusMode::off);
+    else if (p != "auto") fail("--progress ", p, " is not supported; use auto, bar or lines");
+  }
   if (parsed.vm.count("timeline-steps")) o.timeline_steps = parse_timeline_steps(parsed.vm["timeline-steps"].as<std::string>());
   // Every mistake that needs no other rank is reported before the world starts.
   o.precision = parse_precision(precision);

@@ -13,6 +13,7 @@ namespace {
 int g_rank = 0;
 std::string g_status;        // the status line's text ("" when none is shown)
 bool g_status_shown = false;  // it is on the screen now
+StatusMode g_status_mode = StatusMode::automatic;
 
 void erase_status() {
   if (!g_status_shown) return;
@@ -32,7 +33,11 @@ void draw_status() {
 void set_log_rank(int rank) { g_rank = rank; }
 int log_rank() { return g_rank; }
 
+void set_status_mode(StatusMode mode) { g_status_mode = mode; }
+
 bool status_line_enabled() {
+  if (g_rank != 0 || g_status_mode == StatusMode::off) return false;
+  if (g_status_mode == StatusMode::on) return true;
   static const bool tty = [] {
     const char* term = std::getenv("TERM");
     return isatty(STDERR_FILENO) == 1 && !(term && std::strcmp(term, "dumb") == 0);

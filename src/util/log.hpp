@@ -20,6 +20,10 @@ void log_warn(const std::string& line);
 void log_all(const std::string& line);
 
 // Rank 0 and stderr a terminal (isatty, TERM not "dumb"): set_status_line draws.
+// set_status_mode overrides the terminal test (`cnnscale train --progress bar|lines`):
+// under mpirun a rank's stderr is a pipe even when mpirun's is a terminal.
+enum class StatusMode { automatic, on, off };
+void set_status_mode(StatusMode mode);
 bool status_line_enabled();
 // Replaces the status line ("" erases it), cut to the terminal's width. No-op where
 // !status_line_enabled().
