@@ -25,7 +25,7 @@ cat >"$TMP/check.py" <<'PY'
 import json, sys
 path, ranks = sys.argv[1], int(sys.argv[2])
 args = sys.argv[3:]
-def opt(name):
+def option_value(name):
     return args[args.index(name) + 1] if name in args else None
 def say(ok, what):
     print(("ok: " if ok else "FAIL: ") + what)
@@ -48,7 +48,7 @@ tname = {(e["pid"], e["tid"]): e["args"]["name"] for e in meta if e["name"] == "
 by_track = {}
 for e in X:
     by_track.setdefault((e["pid"], tname.get((e["pid"], e["tid"]), "?")), []).append(e)
-want = (opt("--tracks") or "step,data wait,forward,backward,gradient wait (exposed),optimizer").split(",")
+want = (option_value("--tracks") or "step,data wait,forward,backward,gradient wait (exposed),optimizer").split(",")
 for r in range(ranks):
     names = {n for (p, n) in by_track if p == r}
     missing = [w for w in want if w not in names]
@@ -58,7 +58,7 @@ for r in range(ranks):
     layers = {e["name"] for e in by_track.get((r, "backward"), [])}
     # The spec model's layers with parameters are named as torch.nn.Sequential's: 0, 2, 6, 8.
     say({"0", "2", "6", "8"} <= layers, "rank %d backward spans are per layer: %s" % (r, sorted(layers)))
-steps = opt("--steps")
+steps = option_value("--steps")
 if steps:
     a, b = map(int, steps.split(":"))
     got = sorted({e["args"]["step"] for e in X})
