@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -125,7 +126,8 @@ size_t Timeline::write(ControlComm& control) {
   const double offset = offsets[static_cast<size_t>(rank_)];
   double first = std::numeric_limits<double>::infinity();
   for (const auto& e : events_) first = std::min(first, e.start + offset);
-  const double origin = control.allreduce(first, ReduceOp::min, "the timeline clock exchange");
+  double origin = control.allreduce(first, ReduceOp::min, "the timeline clock exchange");
+  if (!std::isfinite(origin)) origin = 0;  // no rank recorded anything
 
   // This rank's part: its metadata, then its events, comma-separated.
   std::string part;
