@@ -18,21 +18,20 @@
 namespace cnnscale::cli {
 
 int cmd_watch(int argc, char** argv) {
-  CommandSpec spec{
-      "watch", "cnnscale watch RUN_DIR [--interval S] [--once]",
-      "Shows a training run's progress as a compact table (step, epoch, loss, lr, images/s, step time,\n"
-      "the slowest rank's step time, elapsed), read from RUN_DIR/metrics.jsonl: the job may run on\n"
-      "other nodes, on a shared file system. On a terminal the table is redrawn in place every\n"
-      "--interval seconds; otherwise new rows are printed as they come. Ends when RUN_DIR/run.json\n"
-      "says the run ended (or on Ctrl-C). docs/watching.md.",
-      "Examples:\n"
-      "  cnnscale watch runs/resnet50-n4\n"
-      "  cnnscale watch runs/resnet50-n4 --once        (print the table now and exit)"};
+  CommandSpec spec{"watch", "cnnscale watch RUN_DIR [--interval S] [--once]",
+                   "Shows a training run's progress as a compact table (step, epoch, loss, lr, images/s, step time,\n"
+                   "the slowest rank's step time, elapsed), read from RUN_DIR/metrics.jsonl: the job may run on\n"
+                   "other nodes, on a shared file system. On a terminal the table is redrawn in place every\n"
+                   "--interval seconds; otherwise new rows are printed as they come. Ends when RUN_DIR/run.json\n"
+                   "says the run ended (or on Ctrl-C). docs/watching.md.",
+                   "Examples:\n"
+                   "  cnnscale watch runs/resnet50-n4\n"
+                   "  cnnscale watch runs/resnet50-n4 --once        (print the table now and exit)"};
   po::options_description desc("Options");
   desc.add_options()("run-dir", po::value<std::vector<std::string>>(), "the run directory (positional)")(
       "interval", po::value<double>()->default_value(5.0, "5"), "seconds between refreshes")(
-      "rows", po::value<int>()->default_value(15), "progress rows shown")(
-      "once", po::bool_switch(), "print the current table and exit");
+      "rows", po::value<int>()->default_value(15), "progress rows shown")("once", po::bool_switch(),
+                                                                          "print the current table and exit");
   auto parsed = parse_options(spec, argc, argv, desc, {{"run-dir", 1}});
   if (parsed.help) {
     print_help(spec, desc);
@@ -64,8 +63,7 @@ int cmd_watch(int argc, char** argv) {
     std::error_code ec;
     const auto mtime = std::filesystem::last_write_time(dir + "/metrics.jsonl", ec);
     view.seconds_since_update =
-        ec ? -1
-           : std::chrono::duration<double>(std::filesystem::file_time_type::clock::now() - mtime).count();
+        ec ? -1 : std::chrono::duration<double>(std::filesystem::file_time_type::clock::now() - mtime).count();
     view.ended = report::run_ended(dir, view.start, &view.run_json);
     if (once || tty) {
       if (tty) std::fputs("\033[H\033[2J", stdout);  // home, clear

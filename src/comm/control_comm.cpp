@@ -102,7 +102,8 @@ std::vector<std::string> ControlComm::gather_strings(const std::string& s, int r
     mpiCheck(MPI_Gatherv(s.data(), n, MPI_CHAR, all.data(), sizes.data(), displs.data(), MPI_CHAR, root, comm_));
   }
   std::vector<std::string> out;
-  for (size_t r = 0; r < sizes.size(); ++r) out.push_back(all.substr(static_cast<size_t>(displs[r]), static_cast<size_t>(sizes[r])));
+  for (size_t r = 0; r < sizes.size(); ++r)
+    out.push_back(all.substr(static_cast<size_t>(displs[r]), static_cast<size_t>(sizes[r])));
   return out;
 }
 

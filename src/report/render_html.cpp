@@ -192,8 +192,7 @@ std::string render_html(const Report& rep) {
       if (t.exists)
         os << "<a href=\"file://" << xml_escape(t.path) << "\">" << xml_escape(t.path)
            << "</a> — open it in <a href=\"https://ui.perfetto.dev\">ui.perfetto.dev</a> or chrome://tracing";
-      else
-        os << xml_escape(t.path) << " (not found now)";
+      else os << xml_escape(t.path) << " (not found now)";
       os << "</li>\n";
     }
     os << "</ul>\n";

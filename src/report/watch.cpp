@@ -155,7 +155,8 @@ void check_watch_dir(const std::string& run_dir) {
   if (!fs::is_directory(run_dir, ec))
     fail("watch: '", run_dir, "' is not a directory; give the --run-dir of a `cnnscale train` run");
   if (!fs::exists(run_dir + "/metrics.jsonl", ec))
-    fail("watch: '", run_dir, "' holds no metrics.jsonl, so no training has started there yet; check the path, or "
+    fail("watch: '", run_dir,
+         "' holds no metrics.jsonl, so no training has started there yet; check the path, or "
          "start watching once the job runs (squeue) — train writes it when its first step begins");
 }
 

@@ -33,13 +33,13 @@ class MetricsTail {
 // What the table shows: the segment's start, the last progress rows and evaluations.
 struct WatchView {
   std::string run_dir;
-  nlohmann::json start;                 // the last {"event": "start"} record (null: none yet)
-  std::deque<nlohmann::json> rows;      // progress lines (step, loss, ...), the newest last
-  std::deque<nlohmann::json> evals;     // {"event": "eval"} records, the newest last
+  nlohmann::json start;              // the last {"event": "start"} record (null: none yet)
+  std::deque<nlohmann::json> rows;   // progress lines (step, loss, ...), the newest last
+  std::deque<nlohmann::json> evals;  // {"event": "eval"} records, the newest last
   size_t max_rows = 15;
-  bool ended = false;                   // run.json says the run ended
-  nlohmann::json run_json;              // when ended
-  double seconds_since_update = -1;     // metrics.jsonl's age (-1: unknown)
+  bool ended = false;                // run.json says the run ended
+  nlohmann::json run_json;           // when ended
+  double seconds_since_update = -1;  // metrics.jsonl's age (-1: unknown)
 
   void add(const nlohmann::json& record);  // a metrics.jsonl record
 };

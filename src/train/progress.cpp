@@ -22,8 +22,8 @@ std::string progress_bar_line(const ProgressState& s, int columns) {
           : 0.0;
   char buf[256];
   std::string tail;
-  std::snprintf(buf, sizeof(buf), " %3d%% step %lld/%lld", static_cast<int>(frac * 100),
-                static_cast<long long>(s.step), static_cast<long long>(s.total_steps));
+  std::snprintf(buf, sizeof(buf), " %3d%% step %lld/%lld", static_cast<int>(frac * 100), static_cast<long long>(s.step),
+                static_cast<long long>(s.total_steps));
   tail += buf;
   if (s.eta_s >= 0) tail += " ETA " + format_duration(s.eta_s);
   if (std::isfinite(s.loss) && s.loss >= 0) {

@@ -20,7 +20,8 @@ TimelineWindow parse_timeline_steps(const std::string& s) {
   char colon = 0, extra = 0;
   const int got = std::sscanf(s.c_str(), "%lld%c%lld%c", &a, &colon, &b, &extra);
   if (got != 3 || colon != ':' || a < 1 || b < a)
-    fail("--timeline-steps ", s, " is not a step range; give A:B with 1 <= A <= B (steps counted from 1 as the "
+    fail("--timeline-steps ", s,
+         " is not a step range; give A:B with 1 <= A <= B (steps counted from 1 as the "
          "progress lines count them, e.g. 21:70)");
   return {a, b};
 }
@@ -135,7 +136,10 @@ size_t Timeline::write(ControlComm& control) {
     if (!part.empty()) part += ",\n";
     part += j.dump();
   };
-  add({{"name", "process_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", 0},
+  add({{"name", "process_name"},
+       {"ph", "M"},
+       {"pid", rank_},
+       {"tid", 0},
        {"args", {{"name", "rank " + std::to_string(rank_) + " (" + host_ + ")"}}}});
   add({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", rank_}, {"tid", 0}, {"args", {{"sort_index", rank_}}}});
   std::set<int> tids;
@@ -148,8 +152,14 @@ size_t Timeline::write(ControlComm& control) {
   for (const auto& e : events_) {
     const double ts = std::max(0.0, (e.start + offset - origin) * 1e6);
     const double dur = std::max(0.0, (e.end - e.start) * 1e6);
-    add({{"name", e.name}, {"cat", track_name(e.tid)}, {"ph", "X"}, {"pid", rank_}, {"tid", e.tid},
-         {"ts", std::round(ts * 1000) / 1000}, {"dur", std::round(dur * 1000) / 1000}, {"args", {{"step", e.step}}}});
+    add({{"name", e.name},
+         {"cat", track_name(e.tid)},
+         {"ph", "X"},
+         {"pid", rank_},
+         {"tid", e.tid},
+         {"ts", std::round(ts * 1000) / 1000},
+         {"dur", std::round(dur * 1000) / 1000},
+         {"args", {{"step", e.step}}}});
   }
   const size_t mine = events_.size();
   events_.clear();

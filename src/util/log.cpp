@@ -11,7 +11,7 @@
 namespace cnnscale {
 namespace {
 int g_rank = 0;
-std::string g_status;        // the status line's text ("" when none is shown)
+std::string g_status;         // the status line's text ("" when none is shown)
 bool g_status_shown = false;  // it is on the screen now
 StatusMode g_status_mode = StatusMode::automatic;
 

@@ -41,9 +41,9 @@ TEST(TimelineSteps, DefaultWindowAfterWarmup) {
 
 TEST(Timeline, RecordsOnlyItsWindowAndNamesLayers) {
   // Reverse-registration layout: fc2 at the front, conv1 at the back.
-  const std::vector<std::pair<size_t, std::string>> layers = {
-      {10, "fc2.bias"}, {50, "fc2.weight"}, {60, "fc1.bias"}, {200, "fc1.weight"}, {208, "conv1.bias"},
-      {300, "conv1.weight"}};
+  const std::vector<std::pair<size_t, std::string>> layers = {{10, "fc2.bias"},    {50, "fc2.weight"},
+                                                              {60, "fc1.bias"},    {200, "fc1.weight"},
+                                                              {208, "conv1.bias"}, {300, "conv1.weight"}};
   Timeline tl("unused.json", {3, 4}, 0, "host", layers, {200 * 4, 100 * 4});
   for (int64_t step = 1; step <= 6; ++step) {
     EXPECT_EQ(tl.begin_step(step), step >= 3 && step <= 4) << step;
