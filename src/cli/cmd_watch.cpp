@@ -53,7 +53,7 @@ int cmd_watch(int argc, char** argv) {
   report::WatchView view;
   view.run_dir = dir;
   view.max_rows = static_cast<size_t>(rows);
-  int64_t printed_step = -1;  // not a terminal: the last row printed
+  int64_t printed_step = -1, printed_eval = -1;  // not a terminal: the last row and evaluation printed
   bool header_printed = false;
   for (;;) {
     std::vector<nlohmann::json> records;
@@ -75,12 +75,19 @@ int cmd_watch(int argc, char** argv) {
         std::fputs(table.c_str(), stdout);
         header_printed = true;
         if (!view.rows.empty()) printed_step = view.rows.back().value("step", int64_t{0});
+        if (!view.evals.empty()) printed_eval = view.evals.back().value("step", int64_t{0});
       } else {
         for (const auto& r : view.rows) {
           const int64_t s = r.value("step", int64_t{0});
           if (s <= printed_step) continue;
           std::fputs(report::watch_row(r).c_str(), stdout);
           printed_step = s;
+        }
+        for (const auto& e : view.evals) {
+          const int64_t s = e.value("step", int64_t{0});
+          if (s <= printed_eval) continue;
+          std::fputs(report::watch_eval_line(e).c_str(), stdout);
+          printed_eval = s;
         }
         if (view.ended) std::fputs(report::watch_state_line(view).c_str(), stdout);
       }

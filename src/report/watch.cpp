@@ -127,6 +127,13 @@ std::string watch_row(const nlohmann::json& r) {
   return line;
 }
 
+std::string watch_eval_line(const nlohmann::json& e) {
+  std::ostringstream os;
+  os << "eval epoch " << e.value("epoch", 0) << " (step " << e.value("step", int64_t{0}) << "): test accuracy "
+     << num(e, "test_accuracy", "%.4f") << ", loss " << num(e, "test_loss", "%.4f") << "\n";
+  return os.str();
+}
+
 std::string render_watch(const WatchView& v) {
   std::ostringstream os;
   os << v.run_dir;
@@ -142,9 +149,7 @@ std::string render_watch(const WatchView& v) {
                 "step ms", "slowest ms", "elapsed");
   os << line;
   for (const auto& r : v.rows) os << watch_row(r);
-  for (const auto& e : v.evals)
-    os << "eval epoch " << e.value("epoch", 0) << " (step " << e.value("step", int64_t{0}) << "): test accuracy "
-       << num(e, "test_accuracy", "%.4f") << ", loss " << num(e, "test_loss", "%.4f") << "\n";
+  for (const auto& e : v.evals) os << watch_eval_line(e);
   return os.str();
 }
 

@@ -56,6 +56,7 @@ std::string render_watch(const WatchView& v);
 // "finished: ...") and one progress row, each ending in '\n'.
 std::string watch_state_line(const WatchView& v);
 std::string watch_row(const nlohmann::json& progress_line);
+std::string watch_eval_line(const nlohmann::json& eval_record);
 
 // Throws UserError ("watch: ...") when run_dir does not exist or is not a directory,
 // or holds no metrics.jsonl (no run has started there).

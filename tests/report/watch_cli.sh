@@ -2,7 +2,7 @@
 # watch_cli.sh — `cnnscale watch RUN_DIR` on run directories written by hand (no training):
 # --once prints the current table (start record, progress rows, evaluations; a line not
 # yet ended by '\n' is not shown); --rows bounds it; without --once it follows
-# metrics.jsonl as lines are appended (a log: each new row once) and exits 0 when
+# metrics.jsonl as lines are appended (a log: each new row and evaluation once) and exits 0 when
 # run.json records the segment's end; a resumed segment's older run.json does not end it;
 # a missing or empty run directory and bad options are `cnnscale: error:` lines (exit 2).
 set -u
@@ -55,6 +55,7 @@ pid=$!
 sleep 1
 printf '5,"lr":0.01,"images_per_s":1200,"step_ms":26,"elapsed_s":40,"total_steps":100}\n' >>"$D/metrics.jsonl"
 row 50 0.6 >>"$D/metrics.jsonl"
+echo '{"event":"eval","step":50,"epoch":1,"test_accuracy":0.84,"test_loss":0.5,"elapsed_s":51}' >>"$D/metrics.jsonl"
 sleep 1
 kill -0 $pid 2>/dev/null
 expect_eq "still watching before run.json" 0 "$?"
@@ -66,6 +67,8 @@ kill -0 $pid 2>/dev/null && { bad "watch exits once run.json records the end"; k
 wait $pid
 expect_eq "watch: exit 0 at the run's end" 0 "$?"
 expect_eq "each row printed once, in order" "10 20 30 40 50 100" "$(grep -E '^ +[0-9]+ +1 ' "$TMP/live" | awk '{print $1}' | xargs)"
+expect_eq "the evaluations, each once" "30 50" \
+  "$(grep -E '^eval epoch' "$TMP/live" | sed -E 's/.*\(step ([0-9]+)\).*/\1/' | xargs)"
 expect_grep "the end is said" "^finished: 100 steps in 0:01:35, median 1300 img/s, test accuracy 0\.8500; timeline /x/t\.json$" "$TMP/live"
 
 # ---- a resumed segment: the previous run.json does not end it ----
