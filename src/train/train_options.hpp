@@ -58,6 +58,10 @@ struct TrainOptions {
   int64_t log_every = 100;
   std::string timeline;          // --timeline FILE.json (train/timeline.hpp); empty: none
   TimelineWindow timeline_steps; // --timeline-steps A:B; not given: default_timeline_window
+  // TensorBoard event files (train/tensorboard.hpp): --tensorboard DIR, default
+  // RUN_DIR/tb with --run-dir; --no-tensorboard: none. See tensorboard_dir().
+  std::string tensorboard;
+  bool no_tensorboard = false;
   // checkpoint / fault handling
   int64_t checkpoint_every = 0;  // steps; 0 = only at epoch ends and on signals
   ResumeFrom resume;
@@ -68,6 +72,8 @@ struct TrainOptions {
 
   // `data` with this run's per-rank batch and seed.
   DataOptions data_options() const;
+  // Where rank 0 writes TensorBoard events: --tensorboard, else RUN_DIR/tb, else "" (none).
+  std::string tensorboard_dir() const;
 };
 
 // Text → choice; each throws UserError naming the option and the accepted values.
