@@ -3,12 +3,14 @@
 //
 // Order: detect_launcher (env) → check_pmi_available → PMIx_Get when under PMIx →
 // MPI_Init_thread → compare MPI's rank/size with the launcher's → node topology from
-// MPI (shared-memory split, distinct hosts) → device choice among local ranks.
+// MPI (shared-memory split, distinct hosts) → device choice among local ranks (their
+// GPU UUIDs exchanged over the node communicator, launch/device_binding.hpp).
 // Any disagreement throws UserError on every rank (each rank sees the same facts).
 #pragma once
 #include <mpi.h>
 
 #include <string>
+#include <vector>
 
 #include "launch/launch_info.hpp"
 
@@ -27,6 +29,13 @@ struct ProcessContext {
   std::string host;
   int device = -1;               // CUDA ordinal, -1 = CPU
   std::string device_label = "cpu";
+  std::string device_id;         // the bound GPU's UUID (else "pci:<bus id>"), "" for the CPU
+  int ranks_on_device = 1;       // local ranks bound to that GPU (> 1 only with allow_gpu_sharing)
+  std::string device_sharing;    // "local ranks 0 and 1 on <host> share GPU-…" when ranks_on_device > 1
+  std::string gpu_problem;       // why this rank has no GPU (launch/gpu_diagnosis.hpp explain_no_gpu);
+                                 // "" when it has one or use_gpu is false
+  std::string cuda_error;        // cudaGetErrorString of device enumeration, "" when it worked
+  std::vector<std::string> gpu_hints;  // signs of GPUs outside CUDA (gpu_presence_hints)
   int mpi_thread_level = 0;
   MPI_Comm local_comm = MPI_COMM_NULL;  // ranks on this node
 };

@@ -24,6 +24,13 @@ TEST(BootstrapMpi, AgreesWithMpi) {
   EXPECT_EQ(ctx.local_rank, rank);
   EXPECT_EQ(ctx.launch.local_rank, rank);
   EXPECT_EQ(ctx.launch.local_size, size);
-  if (query_visible_devices().count == 0) EXPECT_EQ(ctx.device, -1);
-  else EXPECT_GE(ctx.device, 0);
+  if (query_visible_devices().ids.empty()) {
+    EXPECT_EQ(ctx.device, -1);
+    EXPECT_EQ(ctx.device_id, "");
+    EXPECT_NE(ctx.gpu_problem, "");  // why: CUDA's error, or a build without CUDA
+  } else {
+    EXPECT_GE(ctx.device, 0);
+    EXPECT_NE(ctx.device_id, "");
+    EXPECT_EQ(ctx.gpu_problem, "");
+  }
 }
