@@ -35,15 +35,15 @@ BackendDecision decide_backend(Backend requested, const BackendFacts& f) {
   const char* flag = requested == Backend::nccl ? "--backend nccl" : "--backend auto";
   if (requested == Backend::nccl) {
     if (!f.built_with_cuda)
-      fail_collective(0, "--backend nccl: this cnnscale was built without CUDA/NCCL (-DCNNSCALE_CUDA=OFF or no "
+      fail_collective(f.rank, "--backend nccl: this cnnscale was built without CUDA/NCCL (-DCNNSCALE_CUDA=OFF or no "
                       "toolkit found); use --backend mpi or rebuild with the CUDA toolkit");
     if (f.rank_without_gpu >= 0)
-      fail_collective(0, "--backend nccl needs a GPU on every rank, but rank ", f.rank_without_gpu, " on ",
+      fail_collective(f.rank, "--backend nccl needs a GPU on every rank, but rank ", f.rank_without_gpu, " on ",
                       f.its_host, " has none: ", f.its_problem, "; or use --backend mpi for a CPU run");
   }
   if (f.built_with_cuda && f.rank_without_gpu < 0) {
     if (f.rank_sharing >= 0)
-      fail_collective(0, flag, " with --allow-gpu-sharing: ", f.sharing,
+      fail_collective(f.rank, flag, " with --allow-gpu-sharing: ", f.sharing,
                       ", but the GPU path runs over NCCL, which cannot put two ranks on one GPU. Start at most "
                       "one task per GPU (srun --ntasks-per-node=<GPUs per node> --gres=gpu:<GPUs per node>), "
                       "or train on the CPU with --backend mpi");
@@ -90,6 +90,7 @@ int first_rank_with(bool has, const std::string& text, const std::string& host, 
 Backend resolve_backend(Backend requested, const ProcessContext& ctx) {
   if (requested == Backend::mpi) return Backend::mpi;  // the same request on every rank
   BackendFacts f;
+  f.rank = ctx.rank;
   f.built_with_cuda = built_with_cuda();
   std::string problem = ctx.gpu_problem;
   if (ctx.device < 0 && problem.empty()) problem = "no GPU was bound to it";

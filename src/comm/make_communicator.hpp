@@ -18,6 +18,7 @@ Backend parse_backend(const std::string& s);  // throws UserError on anything el
 
 // What decide_backend needs, the same on every rank (resolve_backend gathers it).
 struct BackendFacts {
+  int rank = 0;                 // this process's rank (of a CollectiveError, rank 0 prints)
   bool built_with_cuda = false;
   int rank_without_gpu = -1;    // lowest rank bound to no GPU; -1 when every rank has one
   std::string its_host;         // that rank's host

@@ -17,10 +17,10 @@
 #include "util/log.hpp"
 
 namespace cnnscale {
-namespace {
 
-// Every local rank's view, by local rank: the ids joined with '\n', gathered with Allgatherv.
-std::vector<VisibleDevices> gather_views(const VisibleDevices& mine, MPI_Comm local_comm, int local_size) {
+std::vector<VisibleDevices> gather_views(const VisibleDevices& mine, MPI_Comm local_comm) {
+  int local_size = 1;
+  mpiCheck(MPI_Comm_size(local_comm, &local_size));
   std::string packed;
   for (const std::string& id : mine.ids) packed += id + "\n";
   int len = static_cast<int>(packed.size());
@@ -42,6 +42,8 @@ std::vector<VisibleDevices> gather_views(const VisibleDevices& mine, MPI_Comm lo
   }
   return views;
 }
+
+namespace {
 
 std::string hostname() {
   char buf[256] = {0};
@@ -146,7 +148,7 @@ ProcessContext bootstrap(const BootstrapOptions& opts) {
     ctx.cuda_error = probe_cuda().error;
     if (mine.ids.empty()) ctx.gpu_problem = explain_no_gpu(probe_cuda(), read_nvidia_kernel_version());
   }
-  std::vector<VisibleDevices> local = gather_views(mine, ctx.local_comm, ctx.local_size);
+  std::vector<VisibleDevices> local = gather_views(mine, ctx.local_comm);
   const DeviceChoice choice = choose_device(local, ctx.local_rank, opts.allow_gpu_sharing, ctx.host);
   ctx.device = choice.device;
   ctx.device_id = choice.id;

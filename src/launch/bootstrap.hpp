@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "launch/device_binding.hpp"
 #include "launch/launch_info.hpp"
 
 namespace cnnscale {
@@ -42,6 +43,10 @@ struct ProcessContext {
 
 // Initialises MPI (once) and returns the context. Throws UserError on a bad launch.
 ProcessContext bootstrap(const BootstrapOptions& opts);
+
+// Every rank's device view (physical GPU ids by ordinal) over comm, indexed by rank in
+// comm: the ids joined with '\n', exchanged with Allgatherv (collective).
+std::vector<VisibleDevices> gather_views(const VisibleDevices& mine, MPI_Comm comm);
 
 // Parses the environment only (no MPI): used to decide which rank prints errors
 // that happen before bootstrap. Returns 0 when the environment says nothing usable.
