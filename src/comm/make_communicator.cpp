@@ -36,7 +36,7 @@ BackendDecision decide_backend(Backend requested, const BackendFacts& f) {
   if (requested == Backend::nccl) {
     if (!f.built_with_cuda)
       fail_collective(f.rank, "--backend nccl: this cnnscale was built without CUDA/NCCL (-DCNNSCALE_CUDA=OFF or no "
-                      "toolkit found); use --backend mpi or rebuild with the CUDA toolkit");
+                              "toolkit found); use --backend mpi or rebuild with the CUDA toolkit");
     if (f.rank_without_gpu >= 0)
       fail_collective(f.rank, "--backend nccl needs a GPU on every rank, but rank ", f.rank_without_gpu, " on ",
                       f.its_host, " has none: ", f.its_problem, "; or use --backend mpi for a CPU run");
@@ -53,9 +53,9 @@ BackendDecision decide_backend(Backend requested, const BackendFacts& f) {
   // auto, and some rank has no GPU: the CPU, but not in silence where GPUs seem to exist.
   if (f.rank_with_hints >= 0) {
     std::ostringstream os;
-    os << "--backend auto trains on the CPU (MPI) although " << f.hints_host << " looks like a GPU node ("
-       << f.hints << "): rank " << f.rank_without_gpu << " on " << f.its_host << " has no usable GPU: "
-       << f.its_problem << ". Pass --backend nccl to make this an error, or --backend mpi to choose the CPU "
+    os << "--backend auto trains on the CPU (MPI) although " << f.hints_host << " looks like a GPU node (" << f.hints
+       << "): rank " << f.rank_without_gpu << " on " << f.its_host << " has no usable GPU: " << f.its_problem
+       << ". Pass --backend nccl to make this an error, or --backend mpi to choose the CPU "
        << "without this warning";
     d.warning = os.str();
   }
@@ -97,8 +97,8 @@ Backend resolve_backend(Backend requested, const ProcessContext& ctx) {
   f.rank_without_gpu = first_rank_with(ctx.device < 0, problem, ctx.host, &f.its_problem, &f.its_host);
   std::string ignored;
   f.rank_sharing = first_rank_with(ctx.ranks_on_device > 1, ctx.device_sharing, ctx.host, &f.sharing, &ignored);
-  f.rank_with_hints = first_rank_with(!ctx.gpu_hints.empty(), join_hints(ctx.gpu_hints), ctx.host, &f.hints,
-                                      &f.hints_host);
+  f.rank_with_hints =
+      first_rank_with(!ctx.gpu_hints.empty(), join_hints(ctx.gpu_hints), ctx.host, &f.hints, &f.hints_host);
   const BackendDecision d = decide_backend(requested, f);
   static bool warned = false;
   if (!d.warning.empty() && !warned) {

@@ -18,15 +18,15 @@ Backend parse_backend(const std::string& s);  // throws UserError on anything el
 
 // What decide_backend needs, the same on every rank (resolve_backend gathers it).
 struct BackendFacts {
-  int rank = 0;                 // this process's rank (of a CollectiveError, rank 0 prints)
+  int rank = 0;  // this process's rank (of a CollectiveError, rank 0 prints)
   bool built_with_cuda = false;
-  int rank_without_gpu = -1;    // lowest rank bound to no GPU; -1 when every rank has one
-  std::string its_host;         // that rank's host
-  std::string its_problem;      // its ProcessContext::gpu_problem (the CUDA error, versions, fix)
-  int rank_sharing = -1;        // lowest rank whose GPU is shared with another rank; -1: none
-  std::string sharing;          // its ProcessContext::device_sharing
-  int rank_with_hints = -1;     // lowest rank with GPU-presence hints; -1: none
-  std::string hints;            // its hints (launch/gpu_diagnosis.hpp join_hints)
+  int rank_without_gpu = -1;  // lowest rank bound to no GPU; -1 when every rank has one
+  std::string its_host;       // that rank's host
+  std::string its_problem;    // its ProcessContext::gpu_problem (the CUDA error, versions, fix)
+  int rank_sharing = -1;      // lowest rank whose GPU is shared with another rank; -1: none
+  std::string sharing;        // its ProcessContext::device_sharing
+  int rank_with_hints = -1;   // lowest rank with GPU-presence hints; -1: none
+  std::string hints;          // its hints (launch/gpu_diagnosis.hpp join_hints)
   std::string hints_host;
 };
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "launch/detect_launcher.hpp"
 #include "launch/cuda_devices.hpp"
+#include "launch/detect_launcher.hpp"
 #include "launch/device_binding.hpp"
 #include "launch/gpu_diagnosis.hpp"
 #include "launch/mpi_check.hpp"
@@ -35,7 +35,8 @@ std::vector<VisibleDevices> gather_views(const VisibleDevices& mine, MPI_Comm lo
   mpiCheck(MPI_Allgatherv(packed.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, local_comm));
   std::vector<VisibleDevices> views(static_cast<size_t>(local_size));
   for (int i = 0; i < local_size; ++i) {
-    const std::string text(all.data() + offs[static_cast<size_t>(i)], static_cast<size_t>(lens[static_cast<size_t>(i)]));
+    const std::string text(all.data() + offs[static_cast<size_t>(i)],
+                           static_cast<size_t>(lens[static_cast<size_t>(i)]));
     size_t start = 0;
     for (size_t nl = text.find('\n'); nl != std::string::npos; start = nl + 1, nl = text.find('\n', start))
       views[static_cast<size_t>(i)].ids.push_back(text.substr(start, nl - start));
@@ -82,15 +83,17 @@ void check_launch_against_mpi(const LaunchInfo& info, int mpi_rank, int mpi_size
            "this Slurm supports");
     fail("the ", info.name, " environment says ", info.size, " ranks (", info.size_var, "=", info.size,
          ") but MPI sees a world of 1: the MPI library was not started by that launcher. Launch with "
-         "`srun --mpi=pmix` or `mpirun -n ", info.size, "`, or unset the stale ", info.size_var);
+         "`srun --mpi=pmix` or `mpirun -n ",
+         info.size, "`, or unset the stale ", info.size_var);
   }
   if (info.size != mpi_size)
-    fail("the ", info.name, " environment says ", info.size, " ranks (", info.size_var,
-         ") but MPI_COMM_WORLD has ", mpi_size, "; the launch is inconsistent (stale variables from "
+    fail("the ", info.name, " environment says ", info.size, " ranks (", info.size_var, ") but MPI_COMM_WORLD has ",
+         mpi_size,
+         "; the launch is inconsistent (stale variables from "
          "another launcher?)");
   if (info.rank != mpi_rank)
-    fail("the ", info.name, " environment says this is rank ", info.rank, " (", info.rank_var,
-         ") but MPI says rank ", mpi_rank, "; the launch is inconsistent");
+    fail("the ", info.name, " environment says this is rank ", info.rank, " (", info.rank_var, ") but MPI says rank ",
+         mpi_rank, "; the launch is inconsistent");
 }
 
 ProcessContext bootstrap(const BootstrapOptions& opts) {

@@ -18,12 +18,12 @@ struct CudaDevice {
 
 // One look at CUDA (device enumeration never throws: a failure is recorded here).
 struct CudaProbe {
-  bool built = false;        // false: this cnnscale has no CUDA (the stub)
-  int runtime_version = 0;   // cudaRuntimeGetVersion, e.g. 13000 = CUDA 13.0
-  int driver_version = 0;    // cudaDriverGetVersion: newest CUDA the installed driver supports; 0 = no driver
-  std::string error_name;    // cudaGetErrorName of cudaGetDeviceCount's failure; "" when it succeeded
-  std::string error;         // cudaGetErrorString of it, e.g. "CUDA driver version is insufficient for
-                             // CUDA runtime version"
+  bool built = false;               // false: this cnnscale has no CUDA (the stub)
+  int runtime_version = 0;          // cudaRuntimeGetVersion, e.g. 13000 = CUDA 13.0
+  int driver_version = 0;           // cudaDriverGetVersion: newest CUDA the installed driver supports; 0 = no driver
+  std::string error_name;           // cudaGetErrorName of cudaGetDeviceCount's failure; "" when it succeeded
+  std::string error;                // cudaGetErrorString of it, e.g. "CUDA driver version is insufficient for
+                                    // CUDA runtime version"
   std::vector<CudaDevice> devices;  // by visible ordinal; empty on failure
 };
 

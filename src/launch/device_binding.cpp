@@ -90,9 +90,13 @@ DeviceChoice choose_device(const std::vector<VisibleDevices>& local, int my_loca
       }
       const size_t m = distinct.size();
       fail("local ranks ", join_ranks(group), " on ", host, " would share one GPU (", id_of(r), "): ", with_gpu,
-           " ranks on this node see ", m, " distinct GPU(s) between them, and NCCL and the GPU model need a GPU "
-           "of their own per rank. Start at most ", m, " task(s) per node with every GPU of the node visible to "
-           "each (srun --ntasks-per-node=", m, " --gres=gpu:", m,
+           " ranks on this node see ", m,
+           " distinct GPU(s) between them, and NCCL and the GPU model need a GPU "
+           "of their own per rank. Start at most ",
+           m,
+           " task(s) per node with every GPU of the node visible to "
+           "each (srun --ntasks-per-node=",
+           m, " --gres=gpu:", m,
            ", without --gpus-per-task/--gpu-bind; cnnscale picks one GPU per rank), make Slurm give each task a "
            "different GPU, or train on the CPU with --backend mpi");
     }

@@ -44,8 +44,7 @@ std::string parse_nvidia_kernel_version(const std::string& proc_text) {
   while (in >> word) {  // the first word shaped like 535.104.05
     if (word.empty() || !std::isdigit(static_cast<unsigned char>(word[0]))) continue;
     if (word.find('.') == std::string::npos) continue;
-    if (std::all_of(word.begin(), word.end(), [](unsigned char c) { return std::isdigit(c) || c == '.'; }))
-      return word;
+    if (std::all_of(word.begin(), word.end(), [](unsigned char c) { return std::isdigit(c) || c == '.'; })) return word;
   }
   return "";
 }
@@ -67,10 +66,8 @@ std::string explain_no_gpu(const CudaProbe& p, const std::string& kernel_driver)
   const std::string runtime = cuda_version_string(p.runtime_version);
   const int branch = min_driver_branch(p.runtime_version);
   std::ostringstream os;
-  if (!p.error.empty())
-    os << "cudaGetDeviceCount failed: " << p.error << " (" << p.error_name << ")";
-  else
-    os << "CUDA enumerates no device";
+  if (!p.error.empty()) os << "cudaGetDeviceCount failed: " << p.error << " (" << p.error_name << ")";
+  else os << "CUDA enumerates no device";
   os << "; this cnnscale uses the CUDA " << runtime << " runtime (cudaRuntimeGetVersion " << p.runtime_version << ")";
   if (p.driver_version == 0)
     os << ", and no NVIDIA driver could be loaded (cudaDriverGetVersion 0: no libcuda.so.1 on this host or in "
@@ -80,14 +77,12 @@ std::string explain_no_gpu(const CudaProbe& p, const std::string& kernel_driver)
        << " (cudaDriverGetVersion " << p.driver_version << ")";
   if (!kernel_driver.empty()) os << ", NVIDIA kernel module " << kernel_driver;
 
-  const bool too_old = p.error_name == "cudaErrorInsufficientDriver" ||
-                       (p.driver_version > 0 && p.driver_version < p.runtime_version);
+  const bool too_old =
+      p.error_name == "cudaErrorInsufficientDriver" || (p.driver_version > 0 && p.driver_version < p.runtime_version);
   if (too_old) {
     os << ". Fix: run on GPU nodes whose NVIDIA driver is ";
-    if (branch > 0)
-      os << "R" << branch << " or newer (needed by CUDA " << p.runtime_version / 1000 << ")";
-    else
-      os << "new enough for CUDA " << runtime;
+    if (branch > 0) os << "R" << branch << " or newer (needed by CUDA " << p.runtime_version / 1000 << ")";
+    else os << "new enough for CUDA " << runtime;
     os << ", or rebuild cnnscale against the cluster's CUDA (load its CUDA module, then cmake "
           "-DCMAKE_CUDA_COMPILER=$CUDA_HOME/bin/nvcc; docs/gpu.md)";
   } else if (p.error_name == "cudaErrorNoDevice" || p.error.empty()) {

@@ -10,9 +10,8 @@ using namespace cnnscale;
 
 namespace {
 
-const char* kWhy =
-    "cudaGetDeviceCount failed: CUDA driver version is insufficient for CUDA runtime version "
-    "(cudaErrorInsufficientDriver); ... Fix: run on GPU nodes whose NVIDIA driver is R580 or newer";
+const char* kWhy = "cudaGetDeviceCount failed: CUDA driver version is insufficient for CUDA runtime version "
+                   "(cudaErrorInsufficientDriver); ... Fix: run on GPU nodes whose NVIDIA driver is R580 or newer";
 
 BackendFacts gpus_everywhere() {
   BackendFacts f;
@@ -71,9 +70,11 @@ TEST(BackendChoice, AutoWarnsWhenTheNodeLooksLikeAGpuNode) {
   const BackendDecision d = decide_backend(Backend::automatic, no_gpu_on_rank(3, true));
   EXPECT_EQ(d.backend, Backend::mpi);
   EXPECT_TRUE(has(d.warning, "--backend auto trains on the CPU (MPI) although gpu01 looks like a GPU node "
-                             "(/dev/nvidia0 /dev/nvidia1; SLURM_JOB_GPUS=0,1)")) << d.warning;
+                             "(/dev/nvidia0 /dev/nvidia1; SLURM_JOB_GPUS=0,1)"))
+      << d.warning;
   EXPECT_TRUE(has(d.warning, "rank 3 on gpu07 has no usable GPU: cudaGetDeviceCount failed: CUDA driver version is "
-                             "insufficient for CUDA runtime version")) << d.warning;
+                             "insufficient for CUDA runtime version"))
+      << d.warning;
   EXPECT_TRUE(has(d.warning, "R580")) << d.warning;
 }
 
@@ -89,7 +90,8 @@ TEST(BackendChoice, AutoWithoutCudaBuildWarnsToo) {
 TEST(BackendChoice, NcclWithoutGpuNamesCudasReason) {
   const std::string m = error_of(Backend::nccl, no_gpu_on_rank(2, false));
   EXPECT_TRUE(has(m, "--backend nccl needs a GPU on every rank, but rank 2 on gpu07 has none: cudaGetDeviceCount "
-                     "failed: CUDA driver version is insufficient for CUDA runtime version")) << m;
+                     "failed: CUDA driver version is insufficient for CUDA runtime version"))
+      << m;
   EXPECT_TRUE(has(m, "--backend mpi")) << m;
   BackendFacts nobuild = gpus_everywhere();
   nobuild.built_with_cuda = false;
@@ -100,7 +102,8 @@ TEST(BackendChoice, SharedGpuNeverGetsNccl) {
   for (Backend b : {Backend::automatic, Backend::nccl}) {
     const std::string m = error_of(b, shared());
     EXPECT_TRUE(has(m, std::string(b == Backend::nccl ? "--backend nccl" : "--backend auto") +
-                           " with --allow-gpu-sharing: local ranks 0 and 1 on gpu01 share GPU GPU-aaaa")) << m;
+                           " with --allow-gpu-sharing: local ranks 0 and 1 on gpu01 share GPU GPU-aaaa"))
+        << m;
     EXPECT_TRUE(has(m, "NCCL, which cannot put two ranks on one GPU")) << m;
     EXPECT_TRUE(has(m, "--backend mpi")) << m;
   }

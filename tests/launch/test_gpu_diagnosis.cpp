@@ -35,7 +35,8 @@ TEST(GpuDiagnosis, Versions) {
 TEST(GpuDiagnosis, OldDriverKeepsCudaTextVersionsAndFix) {
   const std::string m = explain_no_gpu(insufficient(12040), "535.104.05");
   EXPECT_TRUE(has(m, "cudaGetDeviceCount failed: CUDA driver version is insufficient for CUDA runtime version "
-                     "(cudaErrorInsufficientDriver)")) << m;
+                     "(cudaErrorInsufficientDriver)"))
+      << m;
   EXPECT_TRUE(has(m, "CUDA 13.0 runtime")) << m;
   EXPECT_TRUE(has(m, "supports CUDA up to 12.4 (cudaDriverGetVersion 12040)")) << m;
   EXPECT_TRUE(has(m, "kernel module 535.104.05")) << m;
@@ -102,11 +103,13 @@ TEST(GpuDiagnosis, HintsFromDevAndEnvironment) {
 
   EXPECT_EQ(join_hints(gpu_presence_hints(map_env({}), {"nvidia0", "nvidia1", "nvidiactl"})),
             "/dev/nvidia0 /dev/nvidia1");
-  EXPECT_EQ(join_hints(gpu_presence_hints(map_env({}), {"nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidia4",
-                                                         "nvidia5"})),
-            "/dev/nvidia0 /dev/nvidia1 /dev/nvidia2 /dev/nvidia3 (6 in all)");
-  EXPECT_EQ(join_hints(gpu_presence_hints(map_env({{"SLURM_JOB_GPUS", "0,1"}, {"SLURM_STEP_GPUS", "1"},
-                                                   {"SLURM_GPUS_ON_NODE", "2"}, {"CUDA_VISIBLE_DEVICES", "1"}}),
+  EXPECT_EQ(
+      join_hints(gpu_presence_hints(map_env({}), {"nvidia0", "nvidia1", "nvidia2", "nvidia3", "nvidia4", "nvidia5"})),
+      "/dev/nvidia0 /dev/nvidia1 /dev/nvidia2 /dev/nvidia3 (6 in all)");
+  EXPECT_EQ(join_hints(gpu_presence_hints(map_env({{"SLURM_JOB_GPUS", "0,1"},
+                                                   {"SLURM_STEP_GPUS", "1"},
+                                                   {"SLURM_GPUS_ON_NODE", "2"},
+                                                   {"CUDA_VISIBLE_DEVICES", "1"}}),
                                           {})),
             "SLURM_JOB_GPUS=0,1; SLURM_STEP_GPUS=1; SLURM_GPUS_ON_NODE=2; CUDA_VISIBLE_DEVICES=1");
 }
