@@ -53,6 +53,14 @@ class Communicator {
   virtual void progress() {}
   // Waits for outstanding device work (NCCL stream); no-op for MPI.
   virtual void synchronize() {}
+  // Gives up on the transport after an error on this rank alone (the Trainer calls it
+  // when destroyed while an exception unwinds; destructors do it themselves then): no
+  // wait for a sum in flight and no collective teardown follows, so the error reaches
+  // main() and its MPI_Abort in seconds instead of hanging on ranks still training.
+  // After abort() only destruction is valid. NCCL: ncclCommAbort (no waits). MPI: the
+  // non-blocking sums in flight are abandoned, not waited for (the job is ending).
+  // Idempotent.
+  virtual void abort() {}
   // The device queue the communicator works on (NCCL's cudaStream_t), nullptr for MPI.
   // A device model orders its gradients before it with Model::order_before(stream()).
   virtual void* stream() const { return nullptr; }
