@@ -9,8 +9,8 @@
 
 #include <chrono>
 #include <stdexcept>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/allreduce_check.hpp"
@@ -52,7 +52,8 @@ bool one_gpu_per_rank(int* rank, std::string* why) {
   int min_n = n;
   MPI_Allreduce(&n, &min_n, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (size < 2) *why = "needs 2 ranks";
-  else if (min_n < size) *why = "needs one GPU per rank (" + std::to_string(size) + " ranks, " + std::to_string(min_n) + " GPU(s))";
+  else if (min_n < size)
+    *why = "needs one GPU per rank (" + std::to_string(size) + " ranks, " + std::to_string(min_n) + " GPU(s))";
   return why->empty();
 }
 

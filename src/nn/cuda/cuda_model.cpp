@@ -52,7 +52,7 @@ class CudaNet final : public DeviceModel {
     const size_t P = std::max<size_t>(g_.param_count, 1);
     s_.params.alloc(P, s_.stream);
     s_.grads.alloc(P, s_.stream);  // zero; never written for non-trainable parameters
-    init_params(0);     // as the CPU model's constructor
+    init_params(0);                // as the CPU model's constructor
     d_total_.alloc(1, s_.stream);
     h_total_.alloc(1);
 

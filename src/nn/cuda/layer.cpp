@@ -19,7 +19,8 @@ void NetState::pass_grad(const float* dy, float* dx, int64_t count, const float*
 
 int as_int(int64_t v) {
   if (v > INT32_MAX)
-    fail("a tensor of ", v, " elements is beyond the 32-bit counts of cuBLAS/cuDNN; lower --batch-size or the "
+    fail("a tensor of ", v,
+         " elements is beyond the 32-bit counts of cuBLAS/cuDNN; lower --batch-size or the "
          "model's sizes");
   return static_cast<int>(v);
 }
