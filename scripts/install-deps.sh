@@ -11,7 +11,8 @@ PACKAGES=(
   build-essential cmake pkg-config git python3
   openmpi-bin libopenmpi-dev libpmix-dev
   libhdf5-openmpi-dev hdf5-tools
-  libboost-program-options-dev libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
+  libboost-program-options-dev libboost-dev libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
+  libprotobuf-dev protobuf-compiler
   googletest libgtest-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist libxml2-utils shellcheck
   libjpeg62-turbo-dev libpng-dev python3-pil

@@ -24,7 +24,8 @@ int cmd_train(int argc, char** argv) {
       "  cnnscale prep --format idx --input /usr/share/datasets/fashion-mnist --output data/fmnist --shards 8\n"
       "  mpirun -n 2 cnnscale train --data data/fmnist --epochs 5 --run-dir runs/fmnist-2\n"
       "  srun --mpi=pmix cnnscale train --synthetic --max-steps 200 --run-dir runs/syn-$SLURM_JOB_ID\n"
-      "Outputs (with --run-dir): metrics.jsonl, run.json (read by `cnnscale report`), checkpoints/.\n"
+      "Outputs (with --run-dir): metrics.jsonl, run.json (read by `cnnscale report`), checkpoints/, tb/\n"
+      "(TensorBoard events: tensorboard --logdir RUN_DIR/tb).\n"
       "A run directory holds one run: one training at a time (RUN_DIR/run.lock), the same configuration\n"
       "on resume, and a finished run is not rewritten (docs/checkpoints.md, \"Run directory rules\")."};
   TrainOptions o;
@@ -109,6 +110,11 @@ int cmd_train(int argc, char** argv) {
   po::options_description out("Output, checkpoints and faults");
   out.add_options()("run-dir", po::value(&o.run_dir), "write metrics.jsonl, run.json and checkpoints/ here")(
       "log-every", po::value(&o.log_every)->default_value(o.log_every), "steps between progress lines")(
+      "tensorboard", po::value(&o.tensorboard),
+      "rank 0 writes TensorBoard event files (loss, lr, images/s, step-time breakdown, test accuracy, the "
+      "options) into this directory, for `tensorboard --logdir`; default RUN_DIR/tb with --run-dir "
+      "(docs/watching.md)")(
+      "no-tensorboard", po::bool_switch(&o.no_tensorboard), "write no TensorBoard event files")(
       "checkpoint-every", po::value(&o.checkpoint_every)->default_value(0), "checkpoint every N steps (0: off)")(
       "resume", po::value(&resume)->default_value(resume),
       "auto (continue the run in --run-dir, if any) | none (a new run) | PATH (start from that checkpoint)")(

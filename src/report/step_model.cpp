@@ -270,6 +270,18 @@ StepModel fit_core(const CoreInput& in) {
   for (NetLevel* lv : {&m.intra, &m.cross}) lv->effective = lv->source == from_runs;
   if (any_known) {
     m.exposure = param(0);
+    if (m.exposure.value > 1.0) {
+      // More exposed time than the whole measured sum costs: the runs' sums met something the
+      // allreduce measurement did not (other work on the same cores, a busier network). Kept as
+      // fitted (the projections then carry that contention along) and said so.
+      m.exposure.why = "above 1: the runs' exposed communication exceeded the measured allreduce cost "
+                       "(contention during the runs, or the allreduce was measured on a quieter machine)";
+      m.notes.push_back("η = " + fmt_num(m.exposure.value, 3) +
+                        " > 1: the training runs spent longer in exposed communication than `cnnscale allreduce` "
+                        "measured for the whole sum. The runs met contention the measurement did not (shared "
+                        "cores, other jobs on the network); projections include it. Measure both on the same "
+                        "idle nodes to separate it");
+    }
   } else {
     m.exposure = {1.0,
                   ParamState::pinned,

@@ -285,7 +285,7 @@ RunDirLock& RunDirLock::operator=(RunDirLock&& o) noexcept {
 // ---- contents, starting, moving aside ----
 
 const std::vector<std::string>& run_outputs() {
-  static const std::vector<std::string> names = {"checkpoints", "run.json", "metrics.jsonl"};
+  static const std::vector<std::string> names = {"checkpoints", "run.json", "metrics.jsonl", "tb"};
   return names;
 }
 

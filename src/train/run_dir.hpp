@@ -107,7 +107,7 @@ constexpr const char* kRunLockFile = "run.lock";
 // ---- contents, starting, moving aside ----
 
 // What `cnnscale train` writes into a run directory; --force-new moves these aside.
-const std::vector<std::string>& run_outputs();  // checkpoints, run.json, metrics.jsonl
+const std::vector<std::string>& run_outputs();  // checkpoints, run.json, metrics.jsonl, tb (TensorBoard)
 
 struct RunDirContents {
   std::vector<std::string> present;  // entries of run_outputs() that exist

@@ -14,6 +14,12 @@ DataOptions TrainOptions::data_options() const {
   return d;
 }
 
+std::string TrainOptions::tensorboard_dir() const {
+  if (no_tensorboard) return "";
+  if (!tensorboard.empty()) return tensorboard;
+  return run_dir.empty() ? std::string() : run_dir + "/tb";
+}
+
 Precision parse_precision(const std::string& s) {
   if (s == "fp32") return Precision::fp32;
   if (s == "bf16") return Precision::bf16;
@@ -71,6 +77,8 @@ void validate(const TrainOptions& o) {
   if (o.data.synthetic && o.data.synthetic_classes < 2) fail("--classes must be at least 2");
   if (o.bucket_mb <= 0 || o.first_bucket_mb <= 0) fail("--bucket-mb must be positive");
   if (o.log_every < 1) fail("--log-every must be at least 1");
+  if (o.no_tensorboard && !o.tensorboard.empty())
+    fail("--tensorboard ", o.tensorboard, " and --no-tensorboard exclude each other; pick one");
   if (o.checkpoint_every < 0) fail("--checkpoint-every must not be negative");
   if (o.keep_checkpoints < 1) fail("--keep-checkpoints must be at least 1");
   if (!(o.collective_timeout > 0)) fail("--collective-timeout must be positive (seconds)");

@@ -55,6 +55,10 @@ struct TrainOptions {
   // output
   std::string run_dir;           // empty: no files
   int64_t log_every = 100;
+  // TensorBoard event files (train/tensorboard.hpp): --tensorboard DIR, default
+  // RUN_DIR/tb with --run-dir; --no-tensorboard: none. See tensorboard_dir().
+  std::string tensorboard;
+  bool no_tensorboard = false;
   // checkpoint / fault handling
   int64_t checkpoint_every = 0;  // steps; 0 = only at epoch ends and on signals
   ResumeFrom resume;
@@ -65,6 +69,8 @@ struct TrainOptions {
 
   // `data` with this run's per-rank batch and seed.
   DataOptions data_options() const;
+  // Where rank 0 writes TensorBoard events: --tensorboard, else RUN_DIR/tb, else "" (none).
+  std::string tensorboard_dir() const;
 };
 
 // Text → choice; each throws UserError naming the option and the accepted values.

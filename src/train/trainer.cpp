@@ -13,6 +13,7 @@
 #include "data/open_source.hpp"
 #include "train/checkpoint.hpp"
 #include "train/stop_signal.hpp"
+#include "train/tensorboard.hpp"
 #include "util/atomic_file.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
@@ -298,6 +299,7 @@ void Trainer::begin() {
       for (const std::string& f : remove_stale_temporaries(d))
         log_info("removed " + d + "/" + f + " (left by a writer on this host that no longer runs)");
   }
+  open_tensorboard();
   log_info("cnnscale train: " + std::to_string(world_) + " rank(s) on " + std::to_string(ctx_.num_nodes) +
            " node(s), backend " + backend_name(comm_.backend()) + ", model " + model_->name() + " (" +
            std::to_string(model_->param_count()) + " parameters), " + precision_name(opt_.precision) + ", batch " +
@@ -318,6 +320,55 @@ void Trainer::begin() {
   sctx_.seed = opt_.seed;
   sctx_.training = true;
   sctx_.loss_scale = 1.0f / static_cast<float>(global_batch_);
+}
+
+// Rank 0 creates the event file (one per process run), then a SessionLog START at the
+// first step this segment writes, so TensorBoard drops what an earlier segment logged
+// after the checkpoint this one resumed from (no step shows twice), and the options.
+void Trainer::open_tensorboard() {
+  const std::string dir = opt_.tensorboard_dir();
+  if (dir.empty()) return;
+  std::string error;
+  if (rank_ == 0) {
+    try {
+      tb_ = std::make_unique<TensorBoardWriter>(dir, ctx_.host);
+      tb_->session_start(first_step_ + 1);
+      tb_->text(first_step_ + 1, "options", options_markdown());
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+  }
+  error = control_.broadcast_string(error, 0, "the TensorBoard file check");
+  if (!error.empty()) fail_collective(rank_, error);
+  if (tb_) log_info("TensorBoard events: " + tb_->path() + " (view with: tensorboard --logdir " + dir + ")");
+}
+
+// A two-column Markdown table: this segment's setup, then the run's identity (RunConfig).
+std::string Trainer::options_markdown() const {
+  const auto cell = [](const std::string& v) {
+    std::string out = "`";
+    for (char c : v) out += c == '|' ? std::string("\\|") : std::string(1, c);
+    return out + "`";
+  };
+  std::string md = "| option | value |\n|---|---|\n";
+  const auto row = [&](const std::string& k, const std::string& v) { md += "| " + cell(k) + " | " + cell(v) + " |\n"; };
+  row("world_size", std::to_string(world_));
+  row("nodes", std::to_string(ctx_.num_nodes));
+  row("backend", backend_name(comm_.backend()));
+  row("model_name", model_->name() + " (" + std::to_string(model_->param_count()) + " parameters)");
+  row("batch_per_rank", std::to_string(opt_.batch_size));
+  row("global_batch", std::to_string(global_batch_));
+  row("steps", std::to_string(total_steps_) + " (" + std::to_string(steps_per_epoch_) + " per epoch)");
+  row("threads_per_rank", std::to_string(opt_.threads));
+  row("data_dir", opt_.data.synthetic ? std::string("synthetic") : opt_.data.dir);
+  row("run_dir", opt_.run_dir.empty() ? std::string("none") : opt_.run_dir);
+  row("first_step", std::to_string(first_step_ + 1));
+  row("resumed_from", resumed_from_.empty() ? std::string("none") : resumed_from_);
+  row("host", ctx_.host);
+  if (!ctx_.launch.job_id.empty()) row("slurm_job", ctx_.launch.job_id);
+  row("config_digest", digest_);
+  for (const auto& [k, v] : config_.entries()) row(k, v);
+  return md;
 }
 
 StepResult Trainer::step() {
@@ -462,6 +513,18 @@ void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
                                {"optimizer_ms", t.optimizer * 1e3}, {"elapsed_s", elapsed}};
   if (opt_.sync_bn) line_json["bn_sync_ms"] = t.bn_sync * 1e3;  // included in comm_exposed_ms
   metrics_.append(line_json);
+  if (tb_) {  // the same values and step as the metrics line (docs/watching.md)
+    std::vector<tb::Scalar> s = {{"train/loss", last_loss_},
+                                 {"train/lr", lr},
+                                 {"train/images_per_s", ips},
+                                 {"step_time/total_ms", t.step * 1e3},
+                                 {"step_time/data_ms", t.data * 1e3},
+                                 {"step_time/compute_ms", t.compute * 1e3},
+                                 {"step_time/comm_exposed_ms", t.comm_exposed * 1e3},
+                                 {"step_time/optimizer_ms", t.optimizer * 1e3}};
+    if (opt_.sync_bn) s.push_back({"step_time/bn_sync_ms", t.bn_sync * 1e3});
+    tb_->scalars(step + 1, s);
+  }
   loss_since_log_ = 0;
   samples_since_log_ = 0;
 }
@@ -511,6 +574,7 @@ void Trainer::evaluate_epoch(int64_t step) {
       {{"epoch", batch_.epoch + 1}, {"step", step + 1}, {"accuracy", last_eval_.accuracy}, {"seconds", elapsed}});
   metrics_.append({{"event", "eval"}, {"step", step + 1}, {"epoch", batch_.epoch + 1},
                    {"test_accuracy", last_eval_.accuracy}, {"test_loss", last_eval_.loss}, {"elapsed_s", elapsed}});
+  if (tb_) tb_->scalars(step + 1, {{"eval/accuracy", last_eval_.accuracy}, {"eval/loss", last_eval_.loss}});
 }
 
 // Rank 0 writes; every rank learns the outcome, so a failed write ends all ranks alike.
@@ -690,6 +754,8 @@ nlohmann::json Trainer::run_record(const Timings& tm) const {
   j["resumed_from"] = resumed_from_.empty() ? nlohmann::json(nullptr) : nlohmann::json(resumed_from_);
   j["config_digest"] = digest_;
   j["metrics_lines_lost"] = metrics_.lines_lost();
+  j["tensorboard"] = tb_ ? nlohmann::json(tb_->path()) : nlohmann::json(nullptr);
+  j["tensorboard_records_lost"] = tb_ ? tb_->records_lost() : 0;
   j["config"] = config_.to_json();
   if (!ctx_.launch.job_id.empty()) {
     const char* nl = std::getenv("SLURM_JOB_NODELIST");
@@ -707,6 +773,9 @@ int Trainer::run() {
   while (!done())
     if (step().stopped) return kExitCheckpointedOnSignal;
   summarize();
+  if (tb_ && tb_->records_lost() > 0)
+    log_warn(std::to_string(tb_->records_lost()) + " TensorBoard record(s) could not be written to " + tb_->path() +
+             "; run.json counts them (tensorboard_records_lost)");
   if (metrics_.lines_lost() > 0) {  // rank 0's log; its status makes the job's non-zero
     print_error(std::to_string(metrics_.lines_lost()) + " of " +
                 std::to_string(metrics_.lines_lost() + metrics_.lines_written()) + " lines could not be written to " +

@@ -50,6 +50,8 @@
 
 namespace cnnscale {
 
+class TensorBoardWriter;  // train/tensorboard.hpp
+
 // What one step() did.
 struct StepResult {
   int64_t step = 0;      // its number (1-based): the steps completed after it
@@ -100,6 +102,8 @@ class Trainer {
   };
   bool restore_checkpoint();  // resume()'s checkpoint part
   void begin();  // before the first step: metrics file, banner, data position, clocks
+  void open_tensorboard();  // begin()'s TensorBoard part (collective: rank 0 writes)
+  std::string options_markdown() const;  // the run's options, for TensorBoard's text plugin
   void log_progress(int64_t step, double lr, const StepTimes& t);
   EvalResult evaluate();
   void evaluate_epoch(int64_t step);
@@ -146,6 +150,7 @@ class Trainer {
   // The loop's state.
   bool begun_ = false;
   MetricsLog metrics_;
+  std::unique_ptr<TensorBoardWriter> tb_;  // rank 0 with a TensorBoard directory, else null
   Batch batch_, eval_batch_;
   std::vector<float> logits_, host_scratch_, buffer_scratch_;
   double bn_sync_s_ = 0;              // this step's wait in --sync-bn statistics sums

@@ -165,6 +165,29 @@ TEST(StepModel, TwoLevelFromMeasurementsNoiseFree) {
   }
 }
 
+// η > 1 (the runs' exposed comm longer than the measured sum: contention) is fitted as it
+// is, labelled in the parameter's why and explained in a note; η ≤ 1 gets neither.
+TEST(StepModel, ExposureAboveOneIsFlaggedAsContention) {
+  for (double eta : {1.6, 0.7}) {
+    Truth t;
+    t.eta = eta;
+    TempDir dir;
+    Noise none;
+    ReportOptions o;
+    o.allreduce_files = write_benches(dir, t, none);
+    const Report rep = analyze_runs(o, runs_for(t, none));
+    ASSERT_TRUE(rep.groups.at(0).fit);
+    const StepModel& m = rep.groups.at(0).fit->model;
+    EXPECT_LT(rel(m.exposure.value, eta), 1e-6);
+    EXPECT_EQ(m.exposure.state, ParamState::fitted);
+    const bool flagged = m.exposure.why.find("above 1") != std::string::npos;
+    const bool noted = std::any_of(m.notes.begin(), m.notes.end(),
+                                   [](const std::string& n) { return n.find("contention") != std::string::npos; });
+    EXPECT_EQ(flagged, eta > 1) << eta;
+    EXPECT_EQ(noted, eta > 1) << eta;
+  }
+}
+
 // Noise-free, runs only (no allreduce files): α, κ of both levels fitted to the runs'
 // exposed communication (effective values: η·truth), η labelled as not fitted.
 TEST(StepModel, TwoLevelFromRunsOnlyNoiseFree) {

@@ -3,7 +3,9 @@
 // ranks, bucketed NCCL allreduce started from the grad-ready callback (NCCL stream
 // ordered after the model's stream), CUDA SGD with momentum. After each of 2 steps:
 // every rank's parameters are bitwise identical, and equal (fp32 tolerance) to a
-// 1-rank CPU run with the whole batch. SKIPs without one device per rank.
+// 1-rank CPU run with the whole batch. And torchvision's resnet18 (batch norm: local
+// statistics, so the peer is the same split on the CPU): one NCCL step on the GPUs equals
+// the MPI step of the CPU models on the same slices. SKIPs without one device per rank.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "comm/cuda/nccl_communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "nn/cuda_model.hpp"
 #include "nn/rng.hpp"
 #include "train/cuda_optimizer.hpp"
@@ -22,14 +25,46 @@
 
 using namespace cnnscale;
 
+namespace {
+
+// Every rank skips or none: true when each rank has a device of its own.
+bool one_device_per_rank(int size, int* min_dev) {
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess) ndev = 0;
+  *min_dev = ndev;
+  MPI_Allreduce(&ndev, min_dev, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return *min_dev >= size;
+}
+
+// The same global batch on every rank: inputs uniform in [-1, 1], labels and sample ids.
+struct GlobalBatch {
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  std::vector<int64_t> ids;
+  StepContext ctx;
+};
+
+GlobalBatch global_batch(uint64_t seed, int step, int64_t B, const SampleShape& shape, int classes) {
+  nn::SplitMix64 r(seed + step);
+  GlobalBatch g;
+  g.x.resize(static_cast<size_t>(B * shape.numel()));
+  for (auto& v : g.x) v = static_cast<float>(r.uniform(-1, 1));
+  g.y.resize(B);
+  g.ids.resize(B);
+  for (int64_t i = 0; i < B; ++i) g.y[i] = static_cast<int32_t>(r.next() % classes), g.ids[i] = 64 * step + i;
+  g.ctx.seed = 9;
+  g.ctx.step = step;
+  g.ctx.loss_scale = 1.f / static_cast<float>(B);
+  return g;
+}
+
+}  // namespace
+
 TEST(CudaDdp, TwoStepsRanksBitwiseEqualAndMatchOneRankCpu) {
-  int rank = 0, size = 1, ndev = 0;
+  int rank = 0, size = 1, min_dev = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess) ndev = 0;
-  int min_dev = ndev;  // decide together: every rank skips or none
-  MPI_Allreduce(&ndev, &min_dev, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (min_dev < size) GTEST_SKIP() << "needs one CUDA device per rank (" << min_dev << " visible, " << size << " ranks)";
+  if (!one_device_per_rank(size, &min_dev)) GTEST_SKIP() << "needs one CUDA device per rank (" << min_dev << " visible, " << size << " ranks)";
 
   const SampleShape shape{1, 28, 28};
   const int classes = 10;
@@ -60,21 +95,16 @@ TEST(CudaDdp, TwoStepsRanksBitwiseEqualAndMatchOneRankCpu) {
   const size_t P = model->param_count();
   std::vector<float> mine(P), root(P);
   for (int step = 0; step < 2; ++step) {
-    nn::SplitMix64 r(500 + step);  // the same global batch on every rank
-    std::vector<float> x(static_cast<size_t>(B * shape.numel()));
-    for (auto& v : x) v = static_cast<float>(r.uniform(-1, 1));
-    std::vector<int32_t> y(B);
-    std::vector<int64_t> ids(B);
-    for (int64_t i = 0; i < B; ++i) y[i] = static_cast<int32_t>(r.next() % classes), ids[i] = 64 * step + i;
-    StepContext ctx;
-    ctx.seed = 9;
-    ctx.step = step;
-    ctx.loss_scale = 1.f / static_cast<float>(B);
+    GlobalBatch gb = global_batch(500, step, B, shape, classes);
+    const std::vector<float>& x = gb.x;
+    const std::vector<int32_t>& y = gb.y;
+    const std::vector<int64_t>& ids = gb.ids;
+    const StepContext ctx = gb.ctx;
     const double lr = 0.05;
 
     const int64_t first = rank * local;
     StepContext lctx = ctx;
-    lctx.sample_ids = ids.data() + first;
+    lctx.sample_ids = gb.ids.data() + first;
     const double loss = model->forward_backward(x.data() + first * shape.numel(), y.data() + first, local, lctx,
                                                 [&](size_t ready_end) {
                                                   model->order_before(comm.stream());
@@ -103,6 +133,79 @@ TEST(CudaDdp, TwoStepsRanksBitwiseEqualAndMatchOneRankCpu) {
         den = std::max(den, std::fabs(double(cpu->param_data()[i])));
       }
       EXPECT_LE(num / std::max(den, 1e-30), 1e-5) << p.name << " vs the 1-rank CPU run, step " << step;
+    }
+  }
+}
+
+// torchvision resnet18 on 3×32×32, global batch 8 split over the ranks, 2 steps: the GPU
+// models summed by NCCL against CPU (oneDNN) models summed by MPI, each rank feeding both
+// the same slice, same init and optimizer. Batch norm uses each rank's own statistics, as
+// DDP does without --sync-bn, so both sides see the same per-rank populations. Tolerance:
+// 1e-4 of each tensor's largest magnitude (fp32, cuDNN vs oneDNN summation order through
+// 18 layers; a ReLU at its kink can flip, which is why it is not 1e-5).
+TEST(CudaDdp, Resnet18NcclStepEqualsCpuMpiStep) {
+  int rank = 0, size = 1, min_dev = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (!one_device_per_rank(size, &min_dev)) GTEST_SKIP() << "needs one CUDA device per rank (" << min_dev << " visible, " << size << " ranks)";
+
+  const SampleShape shape{3, 32, 32};
+  const int classes = 10;
+  const int64_t B = 8, local = B / size;
+  ASSERT_EQ(B % size, 0);
+  NcclCommunicator nccl(MPI_COMM_WORLD, rank);
+  MpiCommunicator mpi(MPI_COMM_WORLD);
+  auto gpu = make_cuda_model("resnet18", shape, classes, rank);
+  auto cpu = make_model("resnet18", shape, classes);
+  gpu->init_params(21);
+  cpu->init_params(21);
+  gpu->prepare(local, Precision::fp32);
+  cpu->prepare(local, Precision::fp32);
+  OptimizerOptions o;
+  o.momentum = 0.9;
+  o.weight_decay = 1e-4;
+  auto gopt = make_cuda_optimizer(o, gpu->params(), gpu->param_count(), gpu->stream());
+  auto copt = make_optimizer(o, cpu->params(), cpu->param_count());
+  std::vector<size_t> ends;
+  for (const auto& p : cpu->params()) ends.push_back(p.offset + p.numel);
+  std::sort(ends.begin(), ends.end());
+  const auto buckets = plan_buckets(ends, 1 << 20, 64 << 10);
+  ASSERT_GE(buckets.size(), 3u);
+  GradSync gsync(nccl, gpu->grad_data(), buckets);
+  GradSync csync(mpi, cpu->grad_data(), buckets);
+
+  const size_t P = cpu->param_count();
+  ASSERT_EQ(gpu->param_count(), P);
+  std::vector<float> g(P);
+  for (int step = 0; step < 2; ++step) {
+    GlobalBatch gb = global_batch(700, step, B, shape, classes);
+    const std::vector<float>& x = gb.x;
+    const std::vector<int32_t>& y = gb.y;
+    StepContext ctx = gb.ctx;
+    const int64_t first = rank * local;
+    ctx.sample_ids = gb.ids.data() + first;
+    const float* xs = x.data() + first * shape.numel();
+    const int32_t* ys = y.data() + first;
+    const double lr = 0.05;
+    const double gl = gpu->forward_backward(xs, ys, local, ctx, [&](size_t end) {
+      gpu->order_before(nccl.stream());
+      gsync.on_ready(end);
+    });
+    gsync.finish();
+    gopt->step(gpu->param_data(), gpu->grad_data(), lr);
+    const double cl = cpu->forward_backward(xs, ys, local, ctx, [&](size_t end) { csync.on_ready(end); });
+    csync.finish();
+    copt->step(cpu->param_data(), cpu->grad_data(), lr);
+    EXPECT_NEAR(gl, cl, 1e-4 * std::fabs(cl)) << "rank " << rank << " step " << step;
+
+    gpu->copy_params_to_host(g.data());
+    for (const auto& p : cpu->params()) {
+      double num = 0, den = 0;
+      for (size_t i = p.offset; i < p.offset + p.numel; ++i) {
+        num = std::max(num, std::fabs(double(g[i]) - cpu->param_data()[i]));
+        den = std::max(den, std::fabs(double(cpu->param_data()[i])));
+      }
+      EXPECT_LE(num / std::max(den, 1e-30), 1e-4) << p.name << ", rank " << rank << ", step " << step;
     }
   }
 }
