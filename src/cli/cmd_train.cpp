@@ -8,6 +8,7 @@
 #include "train/stop_signal.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace cnnscale::cli {
 
@@ -26,6 +27,7 @@ int cmd_train(int argc, char** argv) {
       "  srun --mpi=pmix cnnscale train --synthetic --max-steps 200 --run-dir runs/syn-$SLURM_JOB_ID\n"
       "Outputs (with --run-dir): metrics.jsonl, run.json (read by `cnnscale report`), checkpoints/, tb/\n"
       "(TensorBoard events: tensorboard --logdir RUN_DIR/tb).\n"
+      "Watch a running job: `cnnscale watch RUN_DIR`; where a step's time goes: --timeline FILE.json.\n"
       "A run directory holds one run: one training at a time (RUN_DIR/run.lock), the same configuration\n"
       "on resume, and a finished run is not rewritten (docs/checkpoints.md, \"Run directory rules\")."};
   TrainOptions o;
@@ -109,7 +111,19 @@ int cmd_train(int argc, char** argv) {
       "the running statistics follow rank 0's, as DDP's broadcast_buffers=True");
   po::options_description out("Output, checkpoints and faults");
   out.add_options()("run-dir", po::value(&o.run_dir), "write metrics.jsonl, run.json and checkpoints/ here")(
-      "log-every", po::value(&o.log_every)->default_value(o.log_every), "steps between progress lines")(
+      "log-every", po::value(&o.log_every)->default_value(o.log_every),
+      "steps between progress lines (each with ETA and the slowest rank's step time; on a terminal, rank 0 also "
+      "draws a per-epoch progress bar on stderr)")(
+      "progress", po::value<std::string>()->default_value("auto"),
+      "auto|bar|lines: rank 0's live per-epoch progress bar on stderr (auto: when stderr is a terminal; under "
+      "mpirun a rank's stderr is a pipe, so pass bar there to get it on mpirun's terminal)")(
+      "timeline", po::value(&o.timeline),
+      "write a Chrome trace-event timeline of the --timeline-steps to this FILE.json (open it in ui.perfetto.dev "
+      "or chrome://tracing): per rank, data wait, forward, backward per layer, each gradient bucket's allreduce, "
+      "optimizer, evaluation, checkpoints (docs/watching.md)")(
+      "timeline-steps", po::value<std::string>(),
+      "A:B: the steps (from 1, inclusive) --timeline records (default: the 50 steps after the warm-up steps the "
+      "summary leaves out)")(
       "tensorboard", po::value(&o.tensorboard),
       "rank 0 writes TensorBoard event files (loss, lr, images/s, step-time breakdown, test accuracy, the "
       "options) into this directory, for `tensorboard --logdir`; default RUN_DIR/tb with --run-dir "
@@ -147,6 +161,13 @@ int cmd_train(int argc, char** argv) {
         fail("--", k, " applies to --synthetic data; a data set's shape and classes come from its dataset.json");
   if (parsed.vm["no-drop-last"].as<bool>()) o.data.drop_last = false;
   if (parsed.vm["no-eval"].as<bool>()) o.evaluate = false;
+  {
+    const std::string p = parsed.vm["progress"].as<std::string>();
+    if (p == "bar") set_status_mode(StatusMode::on);
+    else if (p == "lines") set_status_mode(StatusMode::off);
+    else if (p != "auto") fail("--progress ", p, " is not supported; use auto, bar or lines");
+  }
+  if (parsed.vm.count("timeline-steps")) o.timeline_steps = parse_timeline_steps(parsed.vm["timeline-steps"].as<std::string>());
   // Every mistake that needs no other rank is reported before the world starts.
   o.precision = parse_precision(precision);
   if (tf32 != "on" && tf32 != "off") fail("--tf32 takes on or off, not '", tf32, "'");

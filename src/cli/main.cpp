@@ -30,6 +30,7 @@ const Command kCommands[] = {
     {"prep", cnnscale::cli::cmd_prep, "convert a data set (IDX, HDF5) into sharded HDF5 for training"},
     {"allreduce", cnnscale::cli::cmd_allreduce, "collective benchmark with nccl-tests columns and a correctness check"},
     {"report", cnnscale::cli::cmd_report, "scaling analysis of run directories (tables, charts, a recommendation)"},
+    {"watch", cnnscale::cli::cmd_watch, "a running job's progress from its run directory, as a live table"},
     {"env", cnnscale::cli::cmd_env, "one line per rank: launcher, rank, size, local rank, node, host, device, backend"},
 };
 
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
   int status = 0;
   try {
     if (!found)
-      cnnscale::fail("unknown command '", cmd, "'; commands are train, prep, allreduce, report, env (see `cnnscale --help`)");
+      cnnscale::fail("unknown command '", cmd, "'; commands are train, prep, allreduce, report, watch, env (see `cnnscale --help`)");
     status = found->run(argc - 1, argv + 1);
   } catch (const cnnscale::CollectiveError& e) {
     // Every rank found the same mistake: rank 0 says it once, all leave cleanly.

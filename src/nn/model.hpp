@@ -68,6 +68,8 @@ struct StepContext {
 // Called during backward each time more gradients are final: all gradients with flat
 // offset < ready_end are final (ready_end only grows; the last call has
 // ready_end == param_count()). The training loop launches bucket allreduces from it.
+// The first call, with ready_end == 0 (nothing final yet), marks the end of forward and
+// the loss, just before backward starts (--timeline's forward/backward boundary).
 using GradReadyFn = std::function<void(size_t ready_end)>;
 
 class Model {

@@ -165,6 +165,8 @@ RunRecord parse_run(const json& doc, const std::string& file) {
     if (auto n = it->find("nodelist"); n != it->end() && n->is_string()) r.slurm_nodelist = n->get<std::string>();
   }
 
+  if (auto it = doc.find("timeline"); it != doc.end() && it->is_string()) r.timeline = it->get<std::string>();
+
   // Consistency: a report built on contradictory numbers would be silently wrong.
   if (r.nodes > r.world_size) fail(file, ": 'nodes' (", r.nodes, ") is larger than 'world_size' (", r.world_size, ")");
   if (r.global_batch != r.batch_per_rank * r.world_size)

@@ -46,6 +46,7 @@
 #include "train/run_dir.hpp"
 #include "train/run_files.hpp"
 #include "train/step_stats.hpp"
+#include "train/timeline.hpp"
 #include "train/train_options.hpp"
 
 namespace cnnscale {
@@ -163,6 +164,13 @@ class Trainer {
   EvalResult last_eval_;
   bool evaluated_ = false;
   int64_t skipped_steps_ = 0, replica_checks_ = 0;
+  std::unique_ptr<Timeline> timeline_;  // --timeline: null when off or written
+  std::string timeline_written_;        // the file's absolute path once written (run.json "timeline")
+  void write_timeline();                // collective
+  double slowest_step_s_ = 0;           // the slowest rank's previous step time (StepFlags)
+  bool bar_drawn_ = false;              // rank 0's progress bar on a terminal (util/log.hpp)
+  std::chrono::steady_clock::time_point bar_clock_;
+  void draw_progress_bar(bool force);
   std::chrono::steady_clock::time_point start_, log_clock_;
 
   // std::uncaught_exceptions() when built: more at destruction means unwinding.

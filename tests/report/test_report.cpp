@@ -309,6 +309,36 @@ TEST(ReportGroups, SingleRunIsReportedWithoutAModel) {
   EXPECT_EQ(render_json(rep)["groups"][0]["scalable"], false);
 }
 
+// run.json's timeline (train --timeline): listed with a link when the file exists,
+// marked when it is gone; runs without one add nothing.
+TEST(ReportTimeline, ListedWhenRunJsonNamesOne) {
+  const std::string file = std::filesystem::temp_directory_path().string() + "/cnnscale-test-timeline-" +
+                           std::to_string(::getpid()) + ".json";
+  std::ofstream(file) << "{\"traceEvents\": []}";
+  json with = run_doc(2, 16, 80, 0, 70, 5, 5);
+  with["timeline"] = file;
+  json gone = run_doc(4, 16, 90, 0, 70, 15, 5);
+  gone["timeline"] = "/nonexistent/t.json";
+  const Report rep = analyze_runs(opts(), {rec(with, "r2"), rec(gone, "r4"), rec(run_doc(1, 16, 75, 0, 70, 0, 5), "r1")});
+  const std::string md = render_markdown(rep), html = render_html(rep);
+  EXPECT_NE(md.find("## Step timelines"), std::string::npos);
+  EXPECT_NE(md.find("- Step timeline of r2 (2 ranks): " + file + " — open it in https://ui.perfetto.dev"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("- Step timeline of r4 (4 ranks): /nonexistent/t.json (not found now)."), std::string::npos);
+  EXPECT_EQ(md.find("Step timeline of r1"), std::string::npos);
+  EXPECT_NE(html.find("<a href=\"file://" + file + "\">"), std::string::npos);
+  EXPECT_EQ(html.find("file:///nonexistent"), std::string::npos);
+  const json j = render_json(rep);
+  size_t named = 0;
+  for (const auto& r : j["groups"][0]["runs"]) named += r["timeline"].is_string();
+  EXPECT_EQ(named, 2u);
+  // Without any timeline, no section.
+  EXPECT_EQ(render_markdown(analyze_runs(opts(), {rec(run_doc(1, 16, 75, 0, 70, 0, 5), "r1")})).find("Step timelines"),
+            std::string::npos);
+  std::filesystem::remove(file);
+}
+
 TEST(ReportAccuracy, TimeToTarget) {
   json a = run_doc(1, 64, 100, 0, 90, 0, 10), b = run_doc(2, 32, 55, 0, 45, 0, 10);
   a["time_to_accuracy"] = json::array({{{"accuracy", 0.8}, {"seconds", 40}}, {{"accuracy", 0.9}, {"seconds", 90}}});

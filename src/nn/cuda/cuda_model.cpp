@@ -148,6 +148,7 @@ class CudaNet final : public DeviceModel {
     s_.written.assign(g_.tensor_count(), 0);
     s_.written[out] = 1;
     size_t reported = 0;
+    if (on_ready) on_ready(0);  // backward begins (enqueued: --timeline shows host times)
     for (size_t k = g_.nodes.size(); k-- > 0;) {
       const Node& nd = g_.nodes[k];
       layers_[k]->backward_params(plan);
