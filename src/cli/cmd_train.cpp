@@ -35,6 +35,7 @@ int cmd_train(int argc, char** argv) {
   o.threads = nn::default_threads();
   // Choices are read as text here and parsed into o's enums below.
   std::string precision = precision_name(o.precision), backend = "auto", resume = "auto", on_nan = "stop";
+  std::string tf32 = o.model_options.tf32 ? "on" : "off";
   po::options_description input("Input");
   input.add_options()("data", po::value(&o.data.dir), "dataset directory written by `cnnscale prep`")(
       "synthetic", po::bool_switch(&o.data.synthetic),
@@ -69,6 +70,9 @@ int cmd_train(int argc, char** argv) {
       "zero-init-residual", po::bool_switch(&o.model_options.zero_init_residual),
       "torchvision ResNets: start each residual block's last batch-norm weight at 0")(
       "precision", po::value(&precision)->default_value(precision), "fp32|bf16 (bf16 compute, fp32 master weights)")(
+      "tf32", po::value(&tf32)->default_value(tf32),
+      "on|off: TensorFloat-32 tensor cores for the GPU model's fp32 convolutions (cuDNN) and matmuls (cuBLAS), as "
+      "PyTorch's cuDNN default (10-bit mantissa products, fp32 sums); off = full fp32. No effect on the CPU")(
       "threads", po::value(&o.threads)->default_value(o.threads), "compute (oneDNN/OpenMP) threads per rank; default OMP_NUM_THREADS when set, else 1");
   po::options_description sched("Schedule and optimiser");
   sched.add_options()("epochs", po::value(&o.epochs)->default_value(o.epochs), "passes over the training split")(
@@ -166,6 +170,8 @@ int cmd_train(int argc, char** argv) {
   if (parsed.vm.count("timeline-steps")) o.timeline_steps = parse_timeline_steps(parsed.vm["timeline-steps"].as<std::string>());
   // Every mistake that needs no other rank is reported before the world starts.
   o.precision = parse_precision(precision);
+  if (tf32 != "on" && tf32 != "off") fail("--tf32 takes on or off, not '", tf32, "'");
+  o.model_options.tf32 = tf32 == "on";
   validate(o);
   o.on_nan = parse_nan_policy(on_nan);
   o.backend = parse_backend(backend);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <new>
 #include <string>
 #include <thread>
@@ -108,6 +109,17 @@ int main(int argc, char** argv) {
   } catch (const cnnscale::InternalError& e) {
     // A bug, found by this rank and maybe by no other: say so, and end the whole job.
     cnnscale::print_internal_error(e.what());
+    if (cnnscale::mpi_active()) {
+      int size = 1;
+      MPI_Comm_size(MPI_COMM_WORLD, &size);
+      if (size > 1) MPI_Abort(MPI_COMM_WORLD, cnnscale::kInternalErrorStatus);
+    }
+    cnnscale::finalize_mpi();
+    return cnnscale::kInternalErrorStatus;
+  } catch (const std::exception& e) {
+    // Any other exception (a library's): a bug of ours not to have turned it into one of
+    // the above. End the whole job as for an InternalError, not std::terminate's abort.
+    cnnscale::print_internal_error(std::string("unexpected exception: ") + e.what());
     if (cnnscale::mpi_active()) {
       int size = 1;
       MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -40,6 +40,11 @@ struct ModelOptions {
   // of the torchvision ResNets starts at 0 (--zero-init-residual). A UserError for
   // other models.
   bool zero_init_residual = false;
+  // TensorFloat-32 for the GPU model's fp32 convolutions (cuDNN) and matmuls (cuBLAS):
+  // tensor-core speed at a 10-bit mantissa for the products (fp32 accumulation), as
+  // PyTorch does for cuDNN by default (--tf32 on|off). No effect on GPUs before Ampere
+  // nor on the CPU model.
+  bool tf32 = true;
 };
 
 struct StepContext {

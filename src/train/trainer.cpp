@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 
 #include "comm/bucket_reducer.hpp"
@@ -15,6 +16,7 @@
 #include "train/stop_signal.hpp"
 #include "train/tensorboard.hpp"
 #include "util/atomic_file.hpp"
+#include "util/env.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 #include "util/memory.hpp"
@@ -90,13 +92,25 @@ Trainer::Trainer(TrainOptions opt, const ProcessContext& ctx, Communicator& comm
       control_(control),
       rank_(ctx.rank),
       world_(ctx.size),
-      global_batch_(opt_.batch_size * ctx.size) {
+      global_batch_(opt_.batch_size * ctx.size),
+      uncaught_at_birth_(std::uncaught_exceptions()) {
   validate(opt_);
+  if (auto v = process_env()("CNNSCALE_INJECT_ERROR")) {
+    const size_t colon = v->find(':');
+    if (colon == std::string::npos)
+      fail("CNNSCALE_INJECT_ERROR=", *v, " is not RANK:STEP (a test hook; unset it to train normally)");
+    const long r = parse_env_int("CNNSCALE_INJECT_ERROR", v->substr(0, colon));
+    const long s = parse_env_int("CNNSCALE_INJECT_ERROR", v->substr(colon + 1));
+    if (s < 1) fail("CNNSCALE_INJECT_ERROR=", *v, ": STEP counts from 1");
+    if (r == rank_) inject_error_step_ = s - 1;
+  }
 }
 
 Trainer::Trainer(TrainOptions opt, World& world) : Trainer(std::move(opt), world.ctx, *world.comm, *world.control) {}
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  if (std::uncaught_exceptions() > uncaught_at_birth_) comm_.abort();
+}
 
 void Trainer::setup() {
   // From here a SIGTERM/SIGUSR1 waits for the next step boundary (cmd_train installs the
@@ -409,6 +423,10 @@ StepResult Trainer::step() {
                                                      if (ready_end == 0) return;  // backward begins
                                                      model_->order_before(comm_.stream());
                                                      sync_->on_ready(ready_end);
+                                                     if (step == inject_error_step_)
+                                                       fail("rank ", rank_, " on ", ctx_.host,
+                                                            ": injected error during backward of step ", step + 1,
+                                                            " (CNNSCALE_INJECT_ERROR; unset it to train normally)");
                                                    });
   model_->synchronize();  // a device model returns before its backward has run
   t.compute = seconds_since(t1) - bn_sync_s_;
@@ -799,6 +817,7 @@ nlohmann::json Trainer::run_record(const Timings& tm) const {
   j["model_spec"] = model_->spec();
   j["parameters"] = model_->param_count();
   j["precision"] = precision_name(opt_.precision);
+  j["tf32"] = on_gpu && opt_.model_options.tf32;  // TF32 allowed for convolutions and matmuls (GPU model only)
   j["threads_per_rank"] = opt_.threads;
   j["batch_per_rank"] = opt_.batch_size;
   j["global_batch"] = global_batch_;

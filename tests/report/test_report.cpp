@@ -268,6 +268,21 @@ TEST(ReportGroups, SeparateGroupsPerPrecision) {
   EXPECT_FALSE(rep.groups[1].scalable);
 }
 
+// run.json "tf32": true (a GPU run with TF32, train --tf32 on) is not compared with
+// full-fp32 runs; false or absent is plain fp32.
+TEST(ReportGroups, Tf32RunsAreTheirOwnGroup) {
+  json t2 = run_doc(2, 32, 40, 0, 35, 5, 0), f2 = run_doc(2, 32, 60, 0, 45, 5, 10);
+  t2["tf32"] = true;
+  f2["tf32"] = false;
+  std::vector<RunRecord> runs = {rec(run_doc(1, 64, 100, 0, 90, 0, 10), "f1"), rec(f2, "f2"), rec(t2, "t2")};
+  EXPECT_EQ(runs[1].precision, "fp32");
+  EXPECT_EQ(runs[2].precision, "fp32+tf32");
+  Report rep = analyze_runs(opts(), runs);
+  ASSERT_EQ(rep.groups.size(), 2u);
+  EXPECT_EQ(rep.groups[0].group.precision, "fp32");
+  EXPECT_EQ(rep.groups[1].group.precision, "fp32+tf32");
+}
+
 TEST(ReportGroups, RepeatsUseTheMedianRun) {
   std::vector<RunRecord> runs = {
       rec(run_doc(1, 64, 100, 0, 90, 0, 10), "s1"), rec(run_doc(2, 32, 70, 0, 45, 5, 10), "slow"),
