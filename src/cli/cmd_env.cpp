@@ -3,6 +3,7 @@
 // PMIx and the GPU binding do what the user thinks.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -18,11 +19,44 @@
 
 namespace cnnscale::cli {
 
+namespace {
+
+// After the table, rank 0 prints why ranks have no GPU (the CUDA error, driver and
+// runtime versions, the fix), once per distinct reason: "no GPU on rank(s) 0, 1: <why>".
+void print_gpu_problems(const ProcessContext& ctx) {
+  int len = static_cast<int>(ctx.gpu_problem.size());
+  std::vector<int> lens(static_cast<size_t>(ctx.size)), offs(static_cast<size_t>(ctx.size));
+  mpiCheck(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD));
+  int total = 0;
+  for (int r = 0; r < ctx.size; ++r) {
+    offs[static_cast<size_t>(r)] = total;
+    total += lens[static_cast<size_t>(r)];
+  }
+  std::vector<char> all(static_cast<size_t>(std::max(total, 1)));
+  mpiCheck(MPI_Gatherv(ctx.gpu_problem.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, 0,
+                       MPI_COMM_WORLD));
+  if (ctx.rank != 0) return;
+  std::vector<std::pair<std::string, std::string>> seen;  // problem → "0, 3"
+  for (int r = 0; r < ctx.size; ++r) {
+    std::string p(all.data() + offs[static_cast<size_t>(r)], static_cast<size_t>(lens[static_cast<size_t>(r)]));
+    if (p.empty()) continue;
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& e) { return e.first == p; });
+    if (it == seen.end()) seen.emplace_back(p, std::to_string(r));
+    else it->second += ", " + std::to_string(r);
+  }
+  for (const auto& [problem, ranks] : seen)
+    std::printf("no GPU on rank%s %s: %s\n", ranks.find(',') == std::string::npos ? "" : "s", ranks.c_str(),
+                problem.c_str());
+}
+
+}  // namespace
+
 int cmd_env(int argc, char** argv) {
   CommandSpec spec{"env", "cnnscale env [options]",
                    "Prints one line per rank (in rank order, from rank 0): launcher, rank, size, local rank,\n"
-                   "node id, host, device, backend, MPI library and NCCL version. Run it under the same\n"
-                   "srun/mpirun line as your training to see what each rank will use.",
+                   "node id, host, device (and its UUID), backend, MPI library and NCCL version; then, for\n"
+                   "ranks without a GPU, why (CUDA's error, driver and runtime versions, the fix). Run it\n"
+                   "under the same srun/mpirun line as your training to see what each rank will use.",
                    "Examples:\n  srun --mpi=pmix -N2 --ntasks-per-node=4 cnnscale env\n  mpirun -n 2 cnnscale env"};
   po::options_description desc("Options");
   desc.add_options()("backend", po::value<std::string>()->default_value("auto"), "auto|mpi|nccl")(
@@ -49,7 +83,11 @@ int cmd_env(int argc, char** argv) {
   line << "launcher=" << ctx.launch.name << " rank=" << ctx.rank << " size=" << ctx.size
        << " local_rank=" << ctx.local_rank << " local_size=" << ctx.local_size << " node=" << ctx.node_id
        << " nodes=" << ctx.num_nodes << " host=" << ctx.host << " device=" << ctx.device_label
-       << " backend=" << (b == Backend::nccl ? "nccl" : "mpi") << " mpi=\"" << mpi_v << "\"";
+       << " backend=" << (b == Backend::nccl ? "nccl" : "mpi");
+  if (!ctx.device_id.empty()) line << " device_id=" << ctx.device_id;
+  if (ctx.ranks_on_device > 1) line << " ranks_on_device=" << ctx.ranks_on_device;
+  if (!ctx.cuda_error.empty()) line << " cuda_error=\"" << ctx.cuda_error << "\"";
+  line << " mpi=\"" << mpi_v << "\"";
   if (built_with_cuda()) line << " nccl=" << nccl_version();
   if (!ctx.launch.job_id.empty()) line << " slurm_job=" << ctx.launch.job_id;
 
@@ -60,6 +98,7 @@ int cmd_env(int argc, char** argv) {
   mpiCheck(MPI_Gather(mine, kLine, MPI_CHAR, all.data(), kLine, MPI_CHAR, 0, MPI_COMM_WORLD));
   if (ctx.rank == 0)
     for (int r = 0; r < ctx.size; ++r) std::printf("%s\n", &all[static_cast<size_t>(r) * kLine]);
+  print_gpu_problems(ctx);
   std::fflush(stdout);
   return 0;
 }

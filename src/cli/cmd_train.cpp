@@ -8,6 +8,7 @@
 #include "train/stop_signal.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace cnnscale::cli {
 
@@ -26,6 +27,7 @@ int cmd_train(int argc, char** argv) {
       "  srun --mpi=pmix cnnscale train --synthetic --max-steps 200 --run-dir runs/syn-$SLURM_JOB_ID\n"
       "Outputs (with --run-dir): metrics.jsonl, run.json (read by `cnnscale report`), checkpoints/, tb/\n"
       "(TensorBoard events: tensorboard --logdir RUN_DIR/tb).\n"
+      "Watch a running job: `cnnscale watch RUN_DIR`; where a step's time goes: --timeline FILE.json.\n"
       "A run directory holds one run: one training at a time (RUN_DIR/run.lock), the same configuration\n"
       "on resume, and a finished run is not rewritten (docs/checkpoints.md, \"Run directory rules\")."};
   TrainOptions o;
@@ -33,6 +35,7 @@ int cmd_train(int argc, char** argv) {
   o.threads = nn::default_threads();
   // Choices are read as text here and parsed into o's enums below.
   std::string precision = precision_name(o.precision), backend = "auto", resume = "auto", on_nan = "stop";
+  std::string tf32 = o.model_options.tf32 ? "on" : "off";
   po::options_description input("Input");
   input.add_options()("data", po::value(&o.data.dir), "dataset directory written by `cnnscale prep`")(
       "synthetic", po::bool_switch(&o.data.synthetic),
@@ -67,6 +70,9 @@ int cmd_train(int argc, char** argv) {
       "zero-init-residual", po::bool_switch(&o.model_options.zero_init_residual),
       "torchvision ResNets: start each residual block's last batch-norm weight at 0")(
       "precision", po::value(&precision)->default_value(precision), "fp32|bf16 (bf16 compute, fp32 master weights)")(
+      "tf32", po::value(&tf32)->default_value(tf32),
+      "on|off: TensorFloat-32 tensor cores for the GPU model's fp32 convolutions (cuDNN) and matmuls (cuBLAS), as "
+      "PyTorch's cuDNN default (10-bit mantissa products, fp32 sums); off = full fp32. No effect on the CPU")(
       "threads", po::value(&o.threads)->default_value(o.threads), "compute (oneDNN/OpenMP) threads per rank; default OMP_NUM_THREADS when set, else 1");
   po::options_description sched("Schedule and optimiser");
   sched.add_options()("epochs", po::value(&o.epochs)->default_value(o.epochs), "passes over the training split")(
@@ -107,7 +113,19 @@ int cmd_train(int argc, char** argv) {
       "the running statistics follow rank 0's, as DDP's broadcast_buffers=True");
   po::options_description out("Output, checkpoints and faults");
   out.add_options()("run-dir", po::value(&o.run_dir), "write metrics.jsonl, run.json and checkpoints/ here")(
-      "log-every", po::value(&o.log_every)->default_value(o.log_every), "steps between progress lines")(
+      "log-every", po::value(&o.log_every)->default_value(o.log_every),
+      "steps between progress lines (each with ETA and the slowest rank's step time; on a terminal, rank 0 also "
+      "draws a per-epoch progress bar on stderr)")(
+      "progress", po::value<std::string>()->default_value("auto"),
+      "auto|bar|lines: rank 0's live per-epoch progress bar on stderr (auto: when stderr is a terminal; under "
+      "mpirun a rank's stderr is a pipe, so pass bar there to get it on mpirun's terminal)")(
+      "timeline", po::value(&o.timeline),
+      "write a Chrome trace-event timeline of the --timeline-steps to this FILE.json (open it in ui.perfetto.dev "
+      "or chrome://tracing): per rank, data wait, forward, backward per layer, each gradient bucket's allreduce, "
+      "optimizer, evaluation, checkpoints (docs/watching.md)")(
+      "timeline-steps", po::value<std::string>(),
+      "A:B: the steps (from 1, inclusive) --timeline records (default: the 50 steps after the warm-up steps the "
+      "summary leaves out)")(
       "tensorboard", po::value(&o.tensorboard),
       "rank 0 writes TensorBoard event files (loss, lr, images/s, step-time breakdown, test accuracy, the "
       "options) into this directory, for `tensorboard --logdir`; default RUN_DIR/tb with --run-dir "
@@ -145,8 +163,17 @@ int cmd_train(int argc, char** argv) {
         fail("--", k, " applies to --synthetic data; a data set's shape and classes come from its dataset.json");
   if (parsed.vm["no-drop-last"].as<bool>()) o.data.drop_last = false;
   if (parsed.vm["no-eval"].as<bool>()) o.evaluate = false;
+  {
+    const std::string p = parsed.vm["progress"].as<std::string>();
+    if (p == "bar") set_status_mode(StatusMode::on);
+    else if (p == "lines") set_status_mode(StatusMode::off);
+    else if (p != "auto") fail("--progress ", p, " is not supported; use auto, bar or lines");
+  }
+  if (parsed.vm.count("timeline-steps")) o.timeline_steps = parse_timeline_steps(parsed.vm["timeline-steps"].as<std::string>());
   // Every mistake that needs no other rank is reported before the world starts.
   o.precision = parse_precision(precision);
+  if (tf32 != "on" && tf32 != "off") fail("--tf32 takes on or off, not '", tf32, "'");
+  o.model_options.tf32 = tf32 == "on";
   validate(o);
   o.on_nan = parse_nan_policy(on_nan);
   o.backend = parse_backend(backend);

@@ -10,5 +10,6 @@ int cmd_prep(int argc, char** argv);
 int cmd_allreduce(int argc, char** argv);
 int cmd_report(int argc, char** argv);
 int cmd_env(int argc, char** argv);
+int cmd_watch(int argc, char** argv);
 
 }  // namespace cnnscale::cli

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <new>
 #include <string>
 #include <thread>
@@ -29,6 +30,7 @@ const Command kCommands[] = {
     {"prep", cnnscale::cli::cmd_prep, "convert a data set (IDX, HDF5) into sharded HDF5 for training"},
     {"allreduce", cnnscale::cli::cmd_allreduce, "collective benchmark with nccl-tests columns and a correctness check"},
     {"report", cnnscale::cli::cmd_report, "scaling analysis of run directories (tables, charts, a recommendation)"},
+    {"watch", cnnscale::cli::cmd_watch, "a running job's progress from its run directory, as a live table"},
     {"env", cnnscale::cli::cmd_env, "one line per rank: launcher, rank, size, local rank, node, host, device, backend"},
 };
 
@@ -91,7 +93,7 @@ int main(int argc, char** argv) {
   int status = 0;
   try {
     if (!found)
-      cnnscale::fail("unknown command '", cmd, "'; commands are train, prep, allreduce, report, env (see `cnnscale --help`)");
+      cnnscale::fail("unknown command '", cmd, "'; commands are train, prep, allreduce, report, watch, env (see `cnnscale --help`)");
     status = found->run(argc - 1, argv + 1);
   } catch (const cnnscale::CollectiveError& e) {
     // Every rank found the same mistake: rank 0 says it once, all leave cleanly.
@@ -107,6 +109,17 @@ int main(int argc, char** argv) {
   } catch (const cnnscale::InternalError& e) {
     // A bug, found by this rank and maybe by no other: say so, and end the whole job.
     cnnscale::print_internal_error(e.what());
+    if (cnnscale::mpi_active()) {
+      int size = 1;
+      MPI_Comm_size(MPI_COMM_WORLD, &size);
+      if (size > 1) MPI_Abort(MPI_COMM_WORLD, cnnscale::kInternalErrorStatus);
+    }
+    cnnscale::finalize_mpi();
+    return cnnscale::kInternalErrorStatus;
+  } catch (const std::exception& e) {
+    // Any other exception (a library's): a bug of ours not to have turned it into one of
+    // the above. End the whole job as for an InternalError, not std::terminate's abort.
+    cnnscale::print_internal_error(std::string("unexpected exception: ") + e.what());
     if (cnnscale::mpi_active()) {
       int size = 1;
       MPI_Comm_size(MPI_COMM_WORLD, &size);

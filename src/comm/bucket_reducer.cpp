@@ -19,22 +19,28 @@ class AllreduceReducer final : public BucketReducer {
   AllreduceReducer(Communicator& comm, float* buffer, std::vector<Bucket> buckets, DType wire)
       : comm_(comm), buffer_(buffer), buckets_(std::move(buckets)), wire_(wire) {
     pending_.reserve(buckets_.size());
+    spans_.resize(buckets_.size());
+    launched_.resize(buckets_.size());
   }
   void ready(size_t i) override {
     const Bucket& b = buckets_[i];
+    launched_[i] = now_s();
     pending_.push_back(comm_.allreduce_sum_async(buffer_ + b.begin, b.end - b.begin, wire_));
   }
   void progress() override { comm_.progress(); }
   void finish() override {
     double first = 0, last = 0;
     bool known = !pending_.empty();
-    for (auto& p : pending_) {
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      auto& p = pending_[i];
       p->wait();
       double s = 0, c = 0;
       if (!p->times(&s, &c)) {
         known = false;
+        if (i < spans_.size()) spans_[i] = {launched_[i], now_s()};
         continue;
       }
+      if (i < spans_.size()) spans_[i] = {s, c};
       first = first == 0 ? s : std::min(first, s);
       last = std::max(last, c);
     }
@@ -56,24 +62,38 @@ class AllreduceReducer final : public BucketReducer {
   std::vector<Bucket> buckets_;
   DType wire_;
   std::vector<std::unique_ptr<PendingReduce>> pending_;
+  std::vector<double> launched_;  // per bucket: when ready() launched its sum
   double comm_s_ = -1;
 };
 
 class ShmReducer final : public NodeSharedReducer {
  public:
-  ShmReducer(std::unique_ptr<ShmAllreduce> shm, MpiCommunicator& comm) : shm_(std::move(shm)), comm_(comm) {}
+  ShmReducer(std::unique_ptr<ShmAllreduce> shm, MpiCommunicator& comm, size_t buckets)
+      : shm_(std::move(shm)), comm_(comm) {
+    spans_.resize(buckets);
+  }
   float* buffer() const override { return shm_->buffer(); }
   void ready(size_t i) override {
-    if (i == 0) first_ = now_s();
+    const double t = now_s();
+    if (i == 0) first_ = t;
+    if (i < spans_.size()) spans_[i] = {t, 0};
     shm_->ready(i);
+    stamp_reduced();
     // Slices go between nodes through MPI: they need progress while backward runs.
     if (shm_->nodes() > 1) comm_.wake_progress();
   }
-  void progress() override { shm_->progress(); }
+  void progress() override {
+    shm_->progress();
+    stamp_reduced();
+  }
   void finish() override {
     comm_.rest_progress();  // finish() makes its own progress
+    stamp_reduced();
     shm_->finish();
-    comm_s_ = now_s() - first_;
+    const double t = now_s();
+    for (; stamped_ < spans_.size(); ++stamped_) spans_[stamped_].summed = t;
+    stamped_ = 0;
+    comm_s_ = t - first_;
   }
   double last_comm_seconds() const override { return comm_s_; }
   std::string method() const override {
@@ -82,9 +102,18 @@ class ShmReducer final : public NodeSharedReducer {
   }
 
  private:
+  // Marks the segments whose slice this rank has summed since the last call.
+  void stamp_reduced() {
+    const size_t n = std::min(shm_->segments_reduced(), spans_.size());
+    if (stamped_ >= n) return;
+    const double t = now_s();
+    for (; stamped_ < n; ++stamped_) spans_[stamped_].summed = t;
+  }
+
   std::unique_ptr<ShmAllreduce> shm_;
   MpiCommunicator& comm_;
   double first_ = 0, comm_s_ = -1;
+  size_t stamped_ = 0;  // segments of this round with their summed time
 };
 
 }  // namespace
@@ -113,7 +142,7 @@ std::unique_ptr<NodeSharedReducer> make_node_shared_reducer(Communicator& comm, 
   for (const auto& b : buckets) segs.emplace_back(b.begin, b.end);
   auto shm = ShmAllreduce::create(mpi->comm(), count, std::move(segs), why);
   if (!shm) return nullptr;
-  return std::make_unique<ShmReducer>(std::move(shm), *mpi);
+  return std::make_unique<ShmReducer>(std::move(shm), *mpi, buckets.size());
 }
 
 }  // namespace cnnscale

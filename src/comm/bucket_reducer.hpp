@@ -23,6 +23,14 @@ struct Bucket {
   size_t begin = 0, end = 0;  // element offsets into the buffer
 };
 
+// One bucket's sum in a round, in seconds of std::chrono::steady_clock (since its
+// epoch): started = ready() (the sum was launched or queued), summed = first seen
+// complete (MPI: PendingReduce::times; NCCL: the host's wait for it returned; node
+// shared memory: this rank's slice was summed, or the end of finish() for the rest).
+struct BucketSpan {
+  double started = 0, summed = 0;
+};
+
 class BucketReducer {
  public:
   virtual ~BucketReducer() = default;
@@ -40,6 +48,11 @@ class BucketReducer {
   // the transport cannot tell (NCCL). Node-shared memory: first ready() to the end of
   // finish() (an upper bound).
   virtual double last_comm_seconds() const { return -1; }
+  // After finish(): that round's BucketSpan of each bucket, in bucket order (--timeline).
+  const std::vector<BucketSpan>& last_spans() const { return spans_; }
+
+ protected:
+  std::vector<BucketSpan> spans_;
 };
 
 // Non-blocking allreduces of `comm` over buffer[begin, end) of each bucket, `wire` on

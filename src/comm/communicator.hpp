@@ -54,6 +54,16 @@ class Communicator {
   virtual void progress() {}
   // Waits for outstanding device work (NCCL stream); no-op for MPI.
   virtual void synchronize() {}
+  // Gives up on the transport after an error on this rank alone (the Trainer calls it
+  // when destroyed while an exception unwinds, before its sums in flight are destroyed):
+  // nothing that could wait for ranks still training follows, so the error reaches
+  // main() and its MPI_Abort in seconds. After abort() only destruction is valid;
+  // idempotent. NCCL: ncclCommAbort, then no pending sum waits and no collective
+  // teardown (its destructors also abort by themselves while an exception unwinds).
+  // MPI: nothing: a sum this rank started is still waited for, as MPI writes into its
+  // buffer until it completes, and the peers start every bucket this rank started before
+  // they can block (node-shared memory skips its collective frees while unwinding).
+  virtual void abort() {}
   // The device queue the communicator works on (NCCL's cudaStream_t), nullptr for MPI.
   // A device model orders its gradients before it with Model::order_before(stream()).
   virtual void* stream() const { return nullptr; }

@@ -109,4 +109,25 @@ void ControlComm::gather_raw(const void* value, void* all, MPI_Datatype type, in
   mpiCheck(MPI_Gather(value, 1, type, all, 1, type, root, comm_));
 }
 
+std::vector<std::string> ControlComm::gather_strings(const std::string& s, int root, const char* what) {
+  const int n = checked_count(s.size());
+  std::vector<int> sizes = gather(n, root, what);
+  std::vector<int> displs(sizes.size(), 0);
+  size_t total = 0;
+  for (size_t r = 0; r < sizes.size(); ++r) {
+    displs[r] = checked_count(total);
+    total += static_cast<size_t>(sizes[r]);
+  }
+  checked_count(total);
+  std::string all(total, '\0');
+  {
+    Watchdog::Scope waiting(watchdog_, what);
+    mpiCheck(MPI_Gatherv(s.data(), n, MPI_CHAR, all.data(), sizes.data(), displs.data(), MPI_CHAR, root, comm_));
+  }
+  std::vector<std::string> out;
+  for (size_t r = 0; r < sizes.size(); ++r)
+    out.push_back(all.substr(static_cast<size_t>(displs[r]), static_cast<size_t>(sizes[r])));
+  return out;
+}
+
 }  // namespace cnnscale

@@ -111,6 +111,9 @@ class ControlComm {
     gather_raw(&value, all.data(), datatype<T>(), root, what);
     return all;
   }
+  // Every rank's string at root, in rank order (empty elsewhere): --timeline's per-rank
+  // parts. The total must stay below 2 GiB (MPI's int displacements).
+  std::vector<std::string> gather_strings(const std::string& s, int root, const char* what);
 
  private:
   template <class T>

@@ -1,12 +1,16 @@
 // make_communicator.cpp — see make_communicator.hpp.
 #include "comm/make_communicator.hpp"
 
+#include <sstream>
+
 #include "comm/gloo_communicator.hpp"
 #include "comm/mpi_communicator.hpp"
 #include "comm/nccl.hpp"
+#include "launch/gpu_diagnosis.hpp"
 #include "launch/mpi_check.hpp"
 #include "util/build_info.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace cnnscale {
 
@@ -28,23 +32,85 @@ Backend parse_backend(const std::string& s) {
   fail("--backend ", s, " is not a backend; use auto, mpi, nccl or gloo");
 }
 
+BackendDecision decide_backend(Backend requested, const BackendFacts& f) {
+  BackendDecision d;
+  if (requested == Backend::mpi) return d;
+  const char* flag = requested == Backend::nccl ? "--backend nccl" : "--backend auto";
+  if (requested == Backend::nccl) {
+    if (!f.built_with_cuda)
+      fail_collective(f.rank, "--backend nccl: this cnnscale was built without CUDA/NCCL (-DCNNSCALE_CUDA=OFF or no "
+                              "toolkit found); use --backend mpi or rebuild with the CUDA toolkit");
+    if (f.rank_without_gpu >= 0)
+      fail_collective(f.rank, "--backend nccl needs a GPU on every rank, but rank ", f.rank_without_gpu, " on ",
+                      f.its_host, " has none: ", f.its_problem, "; or use --backend mpi for a CPU run");
+  }
+  if (f.built_with_cuda && f.rank_without_gpu < 0) {
+    if (f.rank_sharing >= 0)
+      fail_collective(f.rank, flag, " with --allow-gpu-sharing: ", f.sharing,
+                      ", but the GPU path runs over NCCL, which cannot put two ranks on one GPU. Start at most "
+                      "one task per GPU (srun --ntasks-per-node=<GPUs per node> --gres=gpu:<GPUs per node>), "
+                      "or train on the CPU with --backend mpi");
+    d.backend = Backend::nccl;
+    return d;
+  }
+  // auto, and some rank has no GPU: the CPU, but not in silence where GPUs seem to exist.
+  if (f.rank_with_hints >= 0) {
+    std::ostringstream os;
+    os << "--backend auto trains on the CPU (MPI) although " << f.hints_host << " looks like a GPU node (" << f.hints
+       << "): rank " << f.rank_without_gpu << " on " << f.its_host << " has no usable GPU: " << f.its_problem
+       << ". Pass --backend nccl to make this an error, or --backend mpi to choose the CPU "
+       << "without this warning";
+    d.warning = os.str();
+  }
+  return d;
+}
+
+namespace {
+
+// The lowest rank for which `has` holds, and its text (with its host), sent to every
+// rank; -1 and "" when no rank has it. Collective over MPI_COMM_WORLD.
+int first_rank_with(bool has, const std::string& text, const std::string& host, std::string* its_text,
+                    std::string* its_host) {
+  int rank = 0, size = 1;
+  mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  int mine = has ? rank : size, first = size;
+  mpiCheck(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  if (first == size) return -1;
+  std::string packed = rank == first ? host + '\n' + text : std::string();
+  int len = static_cast<int>(packed.size());
+  mpiCheck(MPI_Bcast(&len, 1, MPI_INT, first, MPI_COMM_WORLD));
+  packed.resize(static_cast<size_t>(len));
+  mpiCheck(MPI_Bcast(packed.data(), len, MPI_CHAR, first, MPI_COMM_WORLD));
+  const size_t nl = packed.find('\n');
+  *its_host = packed.substr(0, nl);
+  *its_text = packed.substr(nl + 1);
+  return first;
+}
+
+}  // namespace
+
 Backend resolve_backend(Backend requested, const ProcessContext& ctx) {
   if (ctx.store) return Backend::gloo;  // the ranks met at a rendezvous store (start_world chose gloo)
   if (requested == Backend::gloo) internal_error("--backend gloo without a rendezvous");
-  int has_gpu = ctx.device >= 0 ? 1 : 0, all_gpu = 0;
-  mpiCheck(MPI_Allreduce(&has_gpu, &all_gpu, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-  if (requested == Backend::mpi) return Backend::mpi;
-  if (requested == Backend::nccl) {
-    if (!built_with_cuda())
-      fail("--backend nccl: this cnnscale was built without CUDA/NCCL (-DCNNSCALE_CUDA=OFF or no toolkit "
-           "found); use --backend mpi or rebuild with the CUDA toolkit");
-    if (!has_gpu)
-      fail("--backend nccl needs a GPU on every rank, but rank ", ctx.rank, " on ", ctx.host,
-           " sees none (check CUDA_VISIBLE_DEVICES and --gres=gpu); use --backend mpi for CPU runs");
-    if (!all_gpu) fail("--backend nccl needs a GPU on every rank, but some ranks have none; use --backend mpi");
-    return Backend::nccl;
+  if (requested == Backend::mpi) return Backend::mpi;  // the same request on every rank
+  BackendFacts f;
+  f.rank = ctx.rank;
+  f.built_with_cuda = built_with_cuda();
+  std::string problem = ctx.gpu_problem;
+  if (ctx.device < 0 && problem.empty()) problem = "no GPU was bound to it";
+  f.rank_without_gpu = first_rank_with(ctx.device < 0, problem, ctx.host, &f.its_problem, &f.its_host);
+  std::string ignored;
+  f.rank_sharing = first_rank_with(ctx.ranks_on_device > 1, ctx.device_sharing, ctx.host, &f.sharing, &ignored);
+  f.rank_with_hints =
+      first_rank_with(!ctx.gpu_hints.empty(), join_hints(ctx.gpu_hints), ctx.host, &f.hints, &f.hints_host);
+  const BackendDecision d = decide_backend(requested, f);
+  static bool warned = false;
+  if (!d.warning.empty() && !warned) {
+    warned = true;
+    log_warn(d.warning);
   }
-  return (built_with_cuda() && all_gpu) ? Backend::nccl : Backend::mpi;
+  return d.backend;
 }
 
 std::unique_ptr<Communicator> make_communicator(Backend requested, const ProcessContext& ctx, double timeout_s) {

@@ -1,6 +1,11 @@
-// make_communicator.hpp — picks and builds the communicator for --backend.
-// auto: NCCL when this build has CUDA and every rank is bound to a GPU, else MPI; gloo
-// when the ranks met at a rendezvous store (start_world decides: torchrun/TF_CONFIG).
+// make_communicator.hpp — picks and builds the communicator for --backend. gloo when the
+// ranks met at a rendezvous store (start_world decides: torchrun-style variables, TF_CONFIG).
+// auto: NCCL when this build has CUDA and every rank is bound to a GPU of its own, else
+// MPI on the host, with a warning (rank 0, once) when some node looks as if it had GPUs
+// (/dev/nvidiaN, SLURM_*_GPUS, CUDA_VISIBLE_DEVICES) and the reason CUDA gave none.
+// Ranks sharing a GPU (--allow-gpu-sharing) are refused for auto and nccl alike: NCCL
+// rejects two ranks on one device and the GPU model runs only with NCCL, so the choice
+// is between an error now and a silent CPU run; the error names both ways out.
 #pragma once
 #include <memory>
 #include <string>
@@ -12,7 +17,30 @@ namespace cnnscale {
 
 Backend parse_backend(const std::string& s);  // throws UserError on anything else
 
-// The backend auto resolves to, agreed by all ranks (collective).
+// What decide_backend needs, the same on every rank (resolve_backend gathers it).
+struct BackendFacts {
+  int rank = 0;  // this process's rank (of a CollectiveError, rank 0 prints)
+  bool built_with_cuda = false;
+  int rank_without_gpu = -1;  // lowest rank bound to no GPU; -1 when every rank has one
+  std::string its_host;       // that rank's host
+  std::string its_problem;    // its ProcessContext::gpu_problem (the CUDA error, versions, fix)
+  int rank_sharing = -1;      // lowest rank whose GPU is shared with another rank; -1: none
+  std::string sharing;        // its ProcessContext::device_sharing
+  int rank_with_hints = -1;   // lowest rank with GPU-presence hints; -1: none
+  std::string hints;          // its hints (launch/gpu_diagnosis.hpp join_hints)
+  std::string hints_host;
+};
+
+struct BackendDecision {
+  Backend backend = Backend::mpi;  // mpi or nccl
+  std::string warning;             // for rank 0 to print once; "" when none
+};
+
+// Pure: throws CollectiveError (printed by rank 0) when the request cannot be had.
+BackendDecision decide_backend(Backend requested, const BackendFacts& facts);
+
+// The backend the request resolves to, agreed by all ranks (collective); prints
+// decide_backend's warning once per process on rank 0.
 Backend resolve_backend(Backend requested, const ProcessContext& ctx);
 
 // timeout_s: the gloo backend's deadline for every collective (--collective-timeout).

@@ -66,6 +66,9 @@ class ShmAllreduce {
   // Blocks until every segment holds the sum over all ranks (all segments must have
   // been marked ready), then until no rank of the node still reads this buffer.
   void finish();
+  // Segments, from the first, whose slice this rank has summed over its node in this
+  // round (with one node: its share of the sum is done); 0 again after finish().
+  size_t segments_reduced() const { return next_reduce_; }
 
  private:
   ShmAllreduce() = default;

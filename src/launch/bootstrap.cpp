@@ -4,11 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
+#include "launch/cuda_devices.hpp"
 #include "launch/detect_launcher.hpp"
 #include "launch/device_binding.hpp"
+#include "launch/gpu_diagnosis.hpp"
 #include "launch/mpi_check.hpp"
 #include "launch/pmix_query.hpp"
 #include "util/env.hpp"
@@ -16,6 +17,33 @@
 #include "util/log.hpp"
 
 namespace cnnscale {
+
+std::vector<VisibleDevices> gather_views(const VisibleDevices& mine, MPI_Comm local_comm) {
+  int local_size = 1;
+  mpiCheck(MPI_Comm_size(local_comm, &local_size));
+  std::string packed;
+  for (const std::string& id : mine.ids) packed += id + "\n";
+  int len = static_cast<int>(packed.size());
+  std::vector<int> lens(static_cast<size_t>(local_size)), offs(static_cast<size_t>(local_size));
+  mpiCheck(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, local_comm));
+  int total = 0;
+  for (int i = 0; i < local_size; ++i) {
+    offs[static_cast<size_t>(i)] = total;
+    total += lens[static_cast<size_t>(i)];
+  }
+  std::vector<char> all(static_cast<size_t>(std::max(total, 1)));
+  mpiCheck(MPI_Allgatherv(packed.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, local_comm));
+  std::vector<VisibleDevices> views(static_cast<size_t>(local_size));
+  for (int i = 0; i < local_size; ++i) {
+    const std::string text(all.data() + offs[static_cast<size_t>(i)],
+                           static_cast<size_t>(lens[static_cast<size_t>(i)]));
+    size_t start = 0;
+    for (size_t nl = text.find('\n'); nl != std::string::npos; start = nl + 1, nl = text.find('\n', start))
+      views[static_cast<size_t>(i)].ids.push_back(text.substr(start, nl - start));
+  }
+  return views;
+}
+
 namespace {
 
 std::string hostname() {
@@ -61,12 +89,13 @@ void check_launch_against_mpi(const LaunchInfo& info, int mpi_rank, int mpi_size
               : ""));
   }
   if (info.size != mpi_size)
-    fail("the ", info.name, " environment says ", info.size, " ranks (", info.size_var,
-         ") but MPI_COMM_WORLD has ", mpi_size, "; the launch is inconsistent (stale variables from "
+    fail("the ", info.name, " environment says ", info.size, " ranks (", info.size_var, ") but MPI_COMM_WORLD has ",
+         mpi_size,
+         "; the launch is inconsistent (stale variables from "
          "another launcher?)");
   if (info.rank != mpi_rank)
-    fail("the ", info.name, " environment says this is rank ", info.rank, " (", info.rank_var,
-         ") but MPI says rank ", mpi_rank, "; the launch is inconsistent");
+    fail("the ", info.name, " environment says this is rank ", info.rank, " (", info.rank_var, ") but MPI says rank ",
+         mpi_rank, "; the launch is inconsistent");
 }
 
 ProcessContext bootstrap(const BootstrapOptions& opts) {
@@ -117,17 +146,25 @@ ProcessContext bootstrap(const BootstrapOptions& opts) {
   leaders.erase(std::unique(leaders.begin(), leaders.end()), leaders.end());
   ctx.node_id = static_cast<int>(std::lower_bound(leaders.begin(), leaders.end(), leader_rank) - leaders.begin());
 
-  // Device: gather every local rank's visible set, then choose.
-  VisibleDevices mine = opts.use_gpu ? query_visible_devices() : VisibleDevices{"(cpu)", 0};
-  char key[256] = {0};
-  std::strncpy(key, mine.key.c_str(), sizeof(key) - 1);
-  std::vector<char> keys(256 * static_cast<size_t>(ctx.local_size));
-  std::vector<int> counts(static_cast<size_t>(ctx.local_size));
-  mpiCheck(MPI_Allgather(key, 256, MPI_CHAR, keys.data(), 256, MPI_CHAR, ctx.local_comm));
-  mpiCheck(MPI_Allgather(&mine.count, 1, MPI_INT, counts.data(), 1, MPI_INT, ctx.local_comm));
-  std::vector<VisibleDevices> local(static_cast<size_t>(ctx.local_size));
-  for (int i = 0; i < ctx.local_size; ++i) local[i] = {std::string(&keys[256 * i]), counts[i]};
-  ctx.device = choose_device(local, ctx.local_rank, opts.allow_gpu_sharing, ctx.host).device;
+  // Device: gather every local rank's view (physical GPU ids by ordinal), then choose.
+  ctx.gpu_hints = gpu_presence_hints(process_env(), list_nvidia_dev_entries());
+  VisibleDevices mine;
+  if (opts.use_gpu) {
+    mine = query_visible_devices();
+    ctx.cuda_error = probe_cuda().error;
+    if (mine.ids.empty()) ctx.gpu_problem = explain_no_gpu(probe_cuda(), read_nvidia_kernel_version());
+  }
+  std::vector<VisibleDevices> local = gather_views(mine, ctx.local_comm);
+  const DeviceChoice choice = choose_device(local, ctx.local_rank, opts.allow_gpu_sharing, ctx.host);
+  ctx.device = choice.device;
+  ctx.device_id = choice.id;
+  ctx.ranks_on_device = choice.ranks_on_device;
+  if (choice.ranks_on_device > 1) {
+    std::string ranks;
+    for (size_t i = 0; i < choice.sharing.size(); ++i)
+      ranks += (i == 0 ? "" : i + 1 == choice.sharing.size() ? " and " : ", ") + std::to_string(choice.sharing[i]);
+    ctx.device_sharing = "local ranks " + ranks + " on " + ctx.host + " share GPU " + choice.id;
+  }
   ctx.device_label = device_name(ctx.device);
   return ctx;
 }

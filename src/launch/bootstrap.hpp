@@ -3,21 +3,24 @@
 //
 // Order: detect_launcher (env) → check_pmi_available → PMIx_Get when under PMIx →
 // MPI_Init_thread → compare MPI's rank/size with the launcher's → node topology from
-// MPI (shared-memory split, distinct hosts) → device choice among local ranks.
+// MPI (shared-memory split, distinct hosts) → device choice among local ranks (their
+// GPU UUIDs exchanged over the node communicator, launch/device_binding.hpp).
 // Any disagreement throws UserError on every rank (each rank sees the same facts).
 #pragma once
 #include <mpi.h>
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "launch/device_binding.hpp"
 #include "launch/launch_info.hpp"
 #include "launch/rendezvous_store.hpp"
 
 namespace cnnscale {
 
 struct BootstrapOptions {
-  bool use_gpu = true;           // false: always bind the CPU (e.g. --backend mpi --device cpu)
+  bool use_gpu = true;  // false: always bind the CPU (e.g. --backend mpi --device cpu)
   bool allow_gpu_sharing = false;
   // Join through the rendezvous store (launch/rendezvous_bootstrap.cpp) instead of
   // MPI: the gloo backend. MPI is still initialised, as a singleton under torchrun or
@@ -27,13 +30,20 @@ struct BootstrapOptions {
 };
 
 struct ProcessContext {
-  LaunchInfo launch;             // what the launcher said (checked against MPI)
-  int rank = 0, size = 1;        // MPI_COMM_WORLD
+  LaunchInfo launch;       // what the launcher said (checked against MPI)
+  int rank = 0, size = 1;  // MPI_COMM_WORLD
   int local_rank = 0, local_size = 1;
   int node_id = 0, num_nodes = 1;
   std::string host;
-  int device = -1;               // CUDA ordinal, -1 = CPU
+  int device = -1;  // CUDA ordinal, -1 = CPU
   std::string device_label = "cpu";
+  std::string device_id;               // the bound GPU's UUID (else "pci:<bus id>"), "" for the CPU
+  int ranks_on_device = 1;             // local ranks bound to that GPU (> 1 only with allow_gpu_sharing)
+  std::string device_sharing;          // "local ranks 0 and 1 on <host> share GPU-…" when ranks_on_device > 1
+  std::string gpu_problem;             // why this rank has no GPU (launch/gpu_diagnosis.hpp explain_no_gpu);
+                                       // "" when it has one or use_gpu is false
+  std::string cuda_error;              // cudaGetErrorString of device enumeration, "" when it worked
+  std::vector<std::string> gpu_hints;  // signs of GPUs outside CUDA (gpu_presence_hints)
   int mpi_thread_level = 0;
   MPI_Comm local_comm = MPI_COMM_NULL;  // ranks on this node (MPI_COMM_NULL after a rendezvous)
   std::shared_ptr<RendezvousStore> store;  // after a rendezvous: the store the ranks met at
@@ -50,6 +60,10 @@ bool launcher_needs_rendezvous(const LaunchInfo& info);
 // address (MASTER_ADDR/MASTER_PORT or TF_CONFIG), every rank announced there, node
 // topology from the hosts. CPU only. UserError under an MPI launcher (a real MPI world).
 ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& opts);
+
+// Every rank's device view (physical GPU ids by ordinal) over comm, indexed by rank in
+// comm: the ids joined with '\n', exchanged with Allgatherv (collective).
+std::vector<VisibleDevices> gather_views(const VisibleDevices& mine, MPI_Comm comm);
 
 // Parses the environment only (no MPI): used to decide which rank prints errors
 // that happen before bootstrap. Returns 0 when the environment says nothing usable.

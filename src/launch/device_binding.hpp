@@ -1,37 +1,47 @@
 // device_binding.hpp — which GPU each local rank uses.
 //
-// Each rank on a node reports the devices it can see (the CUDA_VISIBLE_DEVICES value
-// Slurm or the user set, and how many devices CUDA enumerates). Ranks that see the
-// same set share it: the k-th of them takes device k. This is right both for
-// one-task-per-GPU binding (--gpus-per-task, --gpu-bind: each rank sees one device,
-// index 0) and for a node-wide set (each rank sees all, takes its own). More ranks
-// than devices in a set is an error unless sharing is allowed.
+// Each rank on a node reports the physical identity (CudaDevice::id(): UUID, else PCI bus
+// id) of every device it can see, by ordinal. Ranks are matched to distinct physical
+// devices, each taking an ordinal of its own view:
+//   - every rank sees all the node's GPUs (--gres=gpu:N, or CUDA_VISIBLE_DEVICES=2,3 for
+//     all): local rank i takes ordinal i;
+//   - each task sees only its own GPU (--gpus-per-task=1, --gpu-bind): ordinal 0 each,
+//     and that is fine as long as the UUIDs differ.
+// Why UUIDs and not CUDA_VISIBLE_DEVICES strings: under per-task binding every task sees
+// "ordinal 0", and Slurm may or may not renumber CUDA_VISIBLE_DEVICES, so comparing the
+// strings gave a false "more ranks than GPUs" (issue 18). Only two ranks on the same
+// physical device are a conflict: a UserError naming them and the fix, unless sharing is
+// allowed (then the least-loaded device, and ranks_on_device > 1; NCCL still cannot run
+// two ranks on one device, comm/make_communicator.hpp refuses that).
 #pragma once
 #include <string>
 #include <vector>
 
 namespace cnnscale {
 
+// One rank's view: physical ids by visible ordinal; empty = no usable GPU.
 struct VisibleDevices {
-  std::string key;   // CUDA_VISIBLE_DEVICES value, or "(all)" when unset
-  int count = 0;     // devices CUDA enumerates; 0 = no usable GPU
+  std::vector<std::string> ids;
 };
 
 struct DeviceChoice {
-  int device = -1;   // CUDA ordinal within this rank's visible set; -1 = CPU
-  int ranks_on_device = 1;
+  int device = -1;           // CUDA ordinal within this rank's visible set; -1 = CPU
+  std::string id;            // its physical id; "" for the CPU
+  int ranks_on_device = 1;   // local ranks bound to the same physical device
+  std::vector<int> sharing;  // those local ranks (ascending) when ranks_on_device > 1
 };
 
-// local: every local rank's view, indexed by local rank. Throws UserError when
-// ranks would have to share devices and allow_sharing is false.
-DeviceChoice choose_device(const std::vector<VisibleDevices>& local, int my_local_rank,
-                           bool allow_sharing, const std::string& host);
+// local: every local rank's view, indexed by local rank (each rank computes the same
+// assignment from the same gathered views). Throws UserError when two ranks would share
+// a physical device and allow_sharing is false.
+DeviceChoice choose_device(const std::vector<VisibleDevices>& local, int my_local_rank, bool allow_sharing,
+                           const std::string& host);
 
-// This process's view: CUDA_VISIBLE_DEVICES and cudaGetDeviceCount (any CUDA
-// failure, e.g. no driver, counts as no GPU). Without the CUDA build: count 0.
+// This process's view (launch/cuda_devices.hpp probe_cuda()): empty when CUDA failed or
+// without the CUDA build; the reason is explain_no_gpu() (launch/gpu_diagnosis.hpp).
 VisibleDevices query_visible_devices();
 
-// Human-readable name of device ordinal d ("cpu" for -1).
+// Human-readable name of device ordinal d ("cpu" for -1), e.g. "cuda:0 (NVIDIA H100 80GB HBM3)".
 std::string device_name(int device);
 
 }  // namespace cnnscale

@@ -40,6 +40,11 @@ struct ModelOptions {
   // of the torchvision ResNets starts at 0 (--zero-init-residual). A UserError for
   // other models.
   bool zero_init_residual = false;
+  // TensorFloat-32 for the GPU model's fp32 convolutions (cuDNN) and matmuls (cuBLAS):
+  // tensor-core speed at a 10-bit mantissa for the products (fp32 accumulation), as
+  // PyTorch does for cuDNN by default (--tf32 on|off). No effect on GPUs before Ampere
+  // nor on the CPU model.
+  bool tf32 = true;
 };
 
 struct StepContext {
@@ -63,6 +68,8 @@ struct StepContext {
 // Called during backward each time more gradients are final: all gradients with flat
 // offset < ready_end are final (ready_end only grows; the last call has
 // ready_end == param_count()). The training loop launches bucket allreduces from it.
+// The first call, with ready_end == 0 (nothing final yet), marks the end of forward and
+// the loss, just before backward starts (--timeline's forward/backward boundary).
 using GradReadyFn = std::function<void(size_t ready_end)>;
 
 class Model {

@@ -288,6 +288,7 @@ double Net::forward_backward(const float* images, const int32_t* labels, int64_t
   }
 
   size_t reported = 0;
+  if (on_ready) on_ready(0);  // backward begins
   for (size_t k = plan.execs.size(); k-- > 0;) {
     const Node& node = graph_.nodes[k];
     plan.execs[k]->backward_params(c);

@@ -105,6 +105,7 @@ nlohmann::json render_json(const Report& rep) {
     for (size_t i = 0; i < ga.rows.size(); ++i) {
       const auto& r = ga.rows[i];
       grp["runs"].push_back({{"dir", gr.runs[i].dir},
+                             {"timeline", gr.runs[i].timeline.empty() ? json(nullptr) : json(gr.runs[i].timeline)},
                              {"ranks", r.ranks},
                              {"nodes", r.nodes},
                              {"ranks_per_node", r.ranks_per_node},

@@ -185,6 +185,18 @@ std::string render_html(const Report& rep) {
       table(os, points_table(rep, ga));
     }
   }
+  if (const auto tl = timeline_links(rep); !tl.empty()) {
+    os << "<h2>Step timelines</h2>\n<ul>\n";
+    for (const auto& t : tl) {
+      os << "<li>" << xml_escape(t.dir) << " (" << t.ranks << (t.ranks == 1 ? " rank" : " ranks") << "): ";
+      if (t.exists)
+        os << "<a href=\"file://" << xml_escape(t.path) << "\">" << xml_escape(t.path)
+           << "</a> — open it in <a href=\"https://ui.perfetto.dev\">ui.perfetto.dev</a> or chrome://tracing";
+      else os << xml_escape(t.path) << " (not found now)";
+      os << "</li>\n";
+    }
+    os << "</ul>\n";
+  }
   os << "<p class=\"note\">Formulas and how to read this report: docs/report.md in the cnnscale sources.</p>\n";
   os << "</body>\n</html>\n";
   return os.str();

@@ -79,6 +79,11 @@ std::string render_markdown(const Report& rep) {
       table(os, points_table(rep, ga));
     }
   }
+  if (const auto tl = timeline_links(rep); !tl.empty()) {
+    os << "## Step timelines\n\n";
+    for (const auto& t : tl) os << "- " << timeline_sentence(t) << "\n";
+    os << "\n";
+  }
   os << "Formulas and how to read this report: docs/report.md in the cnnscale sources.\n";
   return os.str();
 }

@@ -2,6 +2,7 @@
 #include "report/report_tables.hpp"
 
 #include <cmath>
+#include <filesystem>
 
 #include "report/format.hpp"
 
@@ -247,6 +248,22 @@ std::vector<std::string> benchmark_sentences(const Report& rep) {
   }
   for (const auto& n : rep.benchmark_notes) out.push_back("Note: " + n);
   return out;
+}
+
+std::vector<TimelineLink> timeline_links(const Report& rep) {
+  std::vector<TimelineLink> out;
+  for (const auto& ga : rep.groups)
+    for (const auto& r : ga.group.runs)
+      if (!r.timeline.empty()) {
+        std::error_code ec;
+        out.push_back({r.dir, r.timeline, r.world_size, std::filesystem::is_regular_file(r.timeline, ec)});
+      }
+  return out;
+}
+
+std::string timeline_sentence(const TimelineLink& t) {
+  return "Step timeline of " + t.dir + " (" + i2s(t.ranks) + (t.ranks == 1 ? " rank" : " ranks") + "): " + t.path +
+         (t.exists ? " — open it in https://ui.perfetto.dev or chrome://tracing." : " (not found now).");
 }
 
 }  // namespace cnnscale::report

@@ -27,6 +27,15 @@ std::string mode_sentence(const GroupAnalysis& ga);                 // "Strong s
 std::vector<std::string> model_sentences(const GroupAnalysis& ga);  // parameters and fit error
 std::vector<std::string> benchmark_sentences(const Report& rep);    // what --allreduce gave
 
+// The runs whose run.json names a --timeline trace file (docs/watching.md), in group order.
+struct TimelineLink {
+  std::string dir, path;
+  int ranks = 1;
+  bool exists = false;  // the file is there now
+};
+std::vector<TimelineLink> timeline_links(const Report& rep);
+std::string timeline_sentence(const TimelineLink& t);  // "Step timeline of DIR (2 ranks): PATH — open ..."
+
 constexpr const char* kModelDisclaimer =
     "Projections come from the fitted model, not from measurements: they assume the fitted compute "
     "scaling (per node) and the two-level allreduce cost continue to hold at larger counts (same "

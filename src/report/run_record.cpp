@@ -106,6 +106,10 @@ RunRecord parse_run(const json& doc, const std::string& file) {
   r.device = f.text(doc, "", "device");
   r.model = f.text(doc, "", "model");
   r.precision = f.text(doc, "", "precision");
+  // A GPU run with TF32 convolutions and matmuls (run.json "tf32", train --tf32) computes
+  // at another precision and speed than full fp32: its own group ("fp32+tf32"). Older
+  // run.json files have no "tf32" and ran without it.
+  if (auto it = doc.find("tf32"); it != doc.end() && it->is_boolean() && it->get<bool>()) r.precision += "+tf32";
   r.batch_per_rank = f.count(doc, "", "batch_per_rank", 1);
   r.global_batch = f.count(doc, "", "global_batch", 1);
   r.steps = f.count(doc, "", "steps", 0);
@@ -160,6 +164,8 @@ RunRecord parse_run(const json& doc, const std::string& file) {
       r.slurm_job_id = j->is_string() ? j->get<std::string>() : j->dump();
     if (auto n = it->find("nodelist"); n != it->end() && n->is_string()) r.slurm_nodelist = n->get<std::string>();
   }
+
+  if (auto it = doc.find("timeline"); it != doc.end() && it->is_string()) r.timeline = it->get<std::string>();
 
   // Consistency: a report built on contradictory numbers would be silently wrong.
   if (r.nodes > r.world_size) fail(file, ": 'nodes' (", r.nodes, ") is larger than 'world_size' (", r.world_size, ")");

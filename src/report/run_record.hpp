@@ -5,7 +5,8 @@
 // precision, batch_per_rank, global_batch, steps, images_per_s, step_ms {median, p10,
 // p90}, breakdown_ms {data, compute, comm_exposed, optimizer}, train_loss, test_accuracy.
 // Optional: images_per_s_p10/_p90, grad_bytes, epochs, time_to_accuracy [{accuracy,
-// seconds}], slurm {job_id, nodelist}. A missing or mistyped required field is a
+// seconds}], slurm {job_id, nodelist},
+// timeline (the --timeline trace file). A missing or mistyped required field is a
 // UserError naming the file and the field.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -54,6 +55,7 @@ struct RunRecord {
   std::optional<double> epochs;
   std::vector<AccuracyTime> time_to_accuracy;
   std::string slurm_job_id, slurm_nodelist;
+  std::string timeline;  // run.json timeline: the --timeline file (absolute path), "" when none
 
   // "cpu" or "gpu", from `device` (anything naming cuda/gpu/a GPU model is "gpu").
   std::string device_kind() const;

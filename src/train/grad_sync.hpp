@@ -47,6 +47,9 @@ class GradSync {
   // sum's completion (BucketReducer::last_comm_seconds; negative: unknown or one rank).
   // What of it is not in finish()'s wait was hidden behind backward.
   double last_comm_seconds() const { return reducer_ ? reducer_->last_comm_seconds() : -1; }
+  // After finish(): each bucket's sum in that round (BucketReducer::last_spans; empty
+  // with one rank).
+  const std::vector<BucketSpan>& last_spans() const { return reducer_ ? reducer_->last_spans() : no_spans_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   // The allreduce payload per step (the whole gradient), also at one rank where it
   // is not sent: the report's communication model scales it by the rank count.
@@ -58,6 +61,7 @@ class GradSync {
   std::vector<Bucket> buckets_;
   std::unique_ptr<BucketReducer> reducer_;
   size_t next_ = 0;
+  std::vector<BucketSpan> no_spans_;
 };
 
 }  // namespace cnnscale

@@ -82,6 +82,8 @@ void validate(const TrainOptions& o) {
   if (o.checkpoint_every < 0) fail("--checkpoint-every must not be negative");
   if (o.keep_checkpoints < 1) fail("--keep-checkpoints must be at least 1");
   if (!(o.collective_timeout > 0)) fail("--collective-timeout must be positive (seconds)");
+  if (o.timeline_steps.given() && o.timeline.empty())
+    fail("--timeline-steps needs --timeline FILE.json (the file the recorded steps go to)");
 }
 
 }  // namespace cnnscale

@@ -11,6 +11,7 @@
 #include "nn/model.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/optimizer.hpp"
+#include "train/timeline.hpp"
 
 namespace cnnscale {
 
@@ -55,6 +56,8 @@ struct TrainOptions {
   // output
   std::string run_dir;           // empty: no files
   int64_t log_every = 100;
+  std::string timeline;          // --timeline FILE.json (train/timeline.hpp); empty: none
+  TimelineWindow timeline_steps; // --timeline-steps A:B; not given: default_timeline_window
   // TensorBoard event files (train/tensorboard.hpp): --tensorboard DIR, default
   // RUN_DIR/tb with --run-dir; --no-tensorboard: none. See tensorboard_dir().
   std::string tensorboard;

@@ -6,14 +6,17 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 
 #include "comm/bucket_reducer.hpp"
 #include "data/open_source.hpp"
 #include "train/checkpoint.hpp"
+#include "train/progress.hpp"
 #include "train/stop_signal.hpp"
 #include "train/tensorboard.hpp"
 #include "util/atomic_file.hpp"
+#include "util/env.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 #include "util/memory.hpp"
@@ -23,14 +26,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string format_duration(double s) {
-  if (!(s >= 0) || s > 1e7) return "?";
-  long t = std::lround(s);
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-  return buf;
-}
 
 // 64-bit FNV-1a over the parameter bytes.
 uint64_t hash_params(const float* p, size_t n) {
@@ -53,6 +48,9 @@ struct ResumePosition {
 struct StepFlags {
   int stop_signal = 0;  // a stop signal arrived (SIGUSR1/SIGTERM)
   int non_finite = 0;   // the loss is not finite
+  // This rank's previous step time in microseconds: the maximum is the slowest rank's,
+  // for the progress line and bar at no extra message (12 bytes instead of 8).
+  int prev_step_us = 0;
 };
 
 // Sums for the progress line.
@@ -94,13 +92,25 @@ Trainer::Trainer(TrainOptions opt, const ProcessContext& ctx, Communicator& comm
       control_(control),
       rank_(ctx.rank),
       world_(ctx.size),
-      global_batch_(opt_.batch_size * ctx.size) {
+      global_batch_(opt_.batch_size * ctx.size),
+      uncaught_at_birth_(std::uncaught_exceptions()) {
   validate(opt_);
+  if (auto v = process_env()("CNNSCALE_INJECT_ERROR")) {
+    const size_t colon = v->find(':');
+    if (colon == std::string::npos)
+      fail("CNNSCALE_INJECT_ERROR=", *v, " is not RANK:STEP (a test hook; unset it to train normally)");
+    const long r = parse_env_int("CNNSCALE_INJECT_ERROR", v->substr(0, colon));
+    const long s = parse_env_int("CNNSCALE_INJECT_ERROR", v->substr(colon + 1));
+    if (s < 1) fail("CNNSCALE_INJECT_ERROR=", *v, ": STEP counts from 1");
+    if (r == rank_) inject_error_step_ = s - 1;
+  }
 }
 
 Trainer::Trainer(TrainOptions opt, World& world) : Trainer(std::move(opt), world.ctx, *world.comm, *world.control) {}
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  if (std::uncaught_exceptions() > uncaught_at_birth_) comm_.abort();
+}
 
 void Trainer::setup() {
   // From here a SIGTERM/SIGUSR1 waits for the next step boundary (cmd_train installs the
@@ -299,6 +309,24 @@ void Trainer::begin() {
   if (schedule_->peak() != schedule_->base())
     log_info("learning rate " + std::to_string(schedule_->base()) + " scaled to " + std::to_string(schedule_->peak()) +
              " (" + opt_.lr.scaling + ", reference batch " + std::to_string(opt_.lr.reference_batch) + ")");
+  if (!opt_.timeline.empty()) {
+    const TimelineWindow w = opt_.timeline_steps.given() ? opt_.timeline_steps
+                                                         : default_timeline_window(first_step_, total_steps_);
+    if (w.last <= first_step_ || w.first > total_steps_) {
+      log_warn("--timeline: steps " + std::to_string(w.first) + ":" + std::to_string(w.last) + " are not in this run " +
+               "(steps " + std::to_string(first_step_ + 1) + ":" + std::to_string(total_steps_) + "), so " +
+               opt_.timeline + " is not written; give --timeline-steps within them");
+    } else {
+      std::vector<std::pair<size_t, std::string>> layers;
+      for (const auto& p : model_->params())
+        if (p.trainable && p.numel > 0) layers.emplace_back(p.offset + p.numel, p.name);
+      std::vector<size_t> bucket_bytes;
+      for (const auto& b : sync_->buckets()) bucket_bytes.push_back((b.end - b.begin) * sizeof(float));
+      timeline_ = std::make_unique<Timeline>(opt_.timeline, w, rank_, ctx_.host, layers, bucket_bytes);
+      log_info("--timeline: recording steps " + std::to_string(w.first) + ":" + std::to_string(std::min(w.last, total_steps_)) +
+               " into " + opt_.timeline);
+    }
+  }
   train_->seek(start_epoch_, start_in_epoch_);
   times_.reserve(static_cast<size_t>(std::max<int64_t>(0, total_steps_ - next_step_)));
   start_ = Clock::now();
@@ -364,30 +392,66 @@ StepResult Trainer::step() {
   result.step = step + 1;
   StepTimes t;
   control_.set_step(step);
+  // --timeline: spans of this step when it is in the window (tl_* in Timeline::now()).
+  Timeline* tl = timeline_ && timeline_->begin_step(step + 1) ? timeline_.get() : nullptr;
+  const double tl_start = tl ? Timeline::now() : 0;
   const auto t0 = Clock::now();
   train_->next(batch_);
   t.data = train_->take_wait_seconds();
   const auto t1 = Clock::now();
+  double tl_mark = 0;
+  size_t tl_ready = 0;
+  if (tl) {
+    tl_mark = Timeline::now();
+    tl->span(Timeline::kData, "data wait", tl_start, tl_mark);
+  }
+  const double tl_compute = tl_mark;
+  bool tl_backward = false;
   sctx_.step = step;
   sctx_.sample_ids = batch_.sample_ids.data();
   bn_sync_s_ = 0;
   const double loss_sum = model_->forward_backward(batch_.images.data(), batch_.labels.data(), batch_.count, sctx_,
                                                    [&](size_t ready_end) {
+                                                     if (tl) {
+                                                       const double now = Timeline::now();
+                                                       if (ready_end == 0) tl->span(Timeline::kForward, "forward", tl_mark, now);
+                                                       else tl->backward(tl_ready, ready_end, tl_mark, now);
+                                                       tl_backward = true;
+                                                       tl_mark = now;
+                                                       tl_ready = ready_end;
+                                                     }
+                                                     if (ready_end == 0) return;  // backward begins
                                                      model_->order_before(comm_.stream());
                                                      sync_->on_ready(ready_end);
+                                                     if (step == inject_error_step_)
+                                                       fail("rank ", rank_, " on ", ctx_.host,
+                                                            ": injected error during backward of step ", step + 1,
+                                                            " (CNNSCALE_INJECT_ERROR; unset it to train normally)");
                                                    });
   model_->synchronize();  // a device model returns before its backward has run
   t.compute = seconds_since(t1) - bn_sync_s_;
+  if (tl) {
+    const double now = Timeline::now();
+    if (!tl_backward) tl->span(Timeline::kForward, "forward + backward", tl_compute, now);
+    else if (now > tl_mark) tl->span(Timeline::kBackward, "backward (input side)", tl_mark, now);
+    tl_mark = now;
+  }
   {
     auto waiting = control_.waiting("the gradient allreduce");
     t.comm_exposed = sync_->finish() + bn_sync_s_;
     t.comm_total = sync_->last_comm_seconds();
   }
+  if (tl) {
+    tl->span(Timeline::kGradWait, "gradient wait", tl_mark, Timeline::now());
+    tl->buckets(sync_->last_spans());
+  }
   t.bn_sync = bn_sync_s_;
   const auto t3 = Clock::now();
   // One small allreduce per step: did any rank get a stop signal or a non-finite loss?
-  StepFlags any{stop_signal_received() ? 1 : 0, std::isfinite(loss_sum) ? 0 : 1};
+  StepFlags any{stop_signal_received() ? 1 : 0, std::isfinite(loss_sum) ? 0 : 1,
+                times_.empty() ? 0 : static_cast<int>(std::min(2e9, times_.back().step * 1e6))};
   control_.allreduce_fields<int>(any, ReduceOp::max, "the step agreement allreduce");
+  if (any.prev_step_us > 0) slowest_step_s_ = any.prev_step_us * 1e-6;
   const double lr = schedule_->at(step);
   if (any.non_finite) {
     if (opt_.on_nan == NanPolicy::stop)
@@ -397,7 +461,9 @@ StepResult Trainer::step() {
     ++skipped_steps_;
     result.skipped = true;
     log_warn("non-finite loss at step " + std::to_string(step + 1) + ": update skipped (--on-nan skip-step)");
-  } else {
+  }
+  const double tl_opt = tl ? Timeline::now() : 0;
+  if (!any.non_finite) {
     optimizer_->step(model_->param_data(), model_->grad_data(), lr);
     model_->synchronize();  // the CUDA optimizer runs on the model's stream
   }
@@ -405,6 +471,7 @@ StepResult Trainer::step() {
   // sums (bitwise: the sums are added in rank order on every rank).
   if (has_buffers_ && world_ > 1 && !opt_.sync_bn) broadcast_buffers();
   t.optimizer = seconds_since(t3);
+  if (tl) tl->span(Timeline::kOptimizer, "optimizer", tl_opt, Timeline::now());
   if (opt_.check_replicas > 0 && (step + 1) % opt_.check_replicas == 0) {
     if (!replicas_identical())
       fail_collective(rank_, "ranks hold different parameters after step ", step + 1,
@@ -413,6 +480,7 @@ StepResult Trainer::step() {
     ++replica_checks_;
   }
   t.step = seconds_since(t0);
+  if (tl) tl->span(Timeline::kStep, "step " + std::to_string(step + 1), tl_start, tl_start + t.step);
   times_.push_back(t);
   if (!any.non_finite) {
     loss_since_log_ += loss_sum;
@@ -422,12 +490,24 @@ StepResult Trainer::step() {
 
   const bool epoch_end = (step + 1) % steps_per_epoch_ == 0 || step + 1 == total_steps_;
   if ((step + 1) % opt_.log_every == 0 || epoch_end) log_progress(step, lr, t);
-  if (epoch_end && eval_) evaluate_epoch(step);
+  if (epoch_end && eval_) {
+    const double t_eval = tl ? Timeline::now() : 0;
+    evaluate_epoch(step);
+    if (tl) tl->span(Timeline::kEvaluation, "evaluation epoch " + std::to_string(batch_.epoch + 1), t_eval, Timeline::now());
+  }
   const bool want_ckpt = !ckpt_dir_.empty() && (epoch_end || any.stop_signal || step + 1 == total_steps_ ||
                                                 (opt_.checkpoint_every > 0 && (step + 1) % opt_.checkpoint_every == 0));
-  if (want_ckpt) save_checkpoint(step + 1);
+  if (want_ckpt) {
+    const double t_ckpt = tl ? Timeline::now() : 0;
+    save_checkpoint(step + 1);
+    if (tl) tl->span(Timeline::kCheckpoint, "checkpoint step " + std::to_string(step + 1), t_ckpt, Timeline::now());
+  }
   next_step_ = step + 1;
+  if (status_line_enabled()) draw_progress_bar(epoch_end || any.stop_signal);
+  // The window's last step, or the run ends earlier: every rank decides alike.
+  if (tl && (step + 1 >= timeline_->window().last || step + 1 == total_steps_ || any.stop_signal)) write_timeline();
   if (any.stop_signal) {
+    set_status_line("");
     result.stopped = true;
     log_info("stop signal received: checkpointed at step " + std::to_string(step + 1) +
              (ckpt_dir_.empty() ? std::string(" (no --run-dir, so nothing was saved)") : std::string()) +
@@ -435,6 +515,53 @@ StepResult Trainer::step() {
              " — rerun with --resume auto to continue");
   }
   return result;
+}
+
+// Rank 0 on a terminal: at most 10 redraws a second, and at every epoch end.
+void Trainer::draw_progress_bar(bool force) {
+  if (!force && bar_drawn_ && seconds_since(bar_clock_) < 0.1) return;
+  bar_clock_ = Clock::now();
+  bar_drawn_ = true;
+  ProgressState p;
+  p.epoch = batch_.epoch + 1;
+  p.epochs = epochs_planned_;
+  p.step_in_epoch = batch_.step_in_epoch + 1;
+  p.steps_per_epoch = steps_per_epoch_;
+  p.step = next_step_;
+  p.total_steps = total_steps_;
+  p.loss = last_loss_;
+  p.slowest_step_s = slowest_step_s_;
+  p.images_per_s = slowest_step_s_ > 0 ? static_cast<double>(global_batch_) / slowest_step_s_ : 0;
+  const double done = static_cast<double>(next_step_ - first_step_);
+  p.eta_s = done > 0 ? seconds_since(start_) / done * static_cast<double>(total_steps_ - next_step_) : -1;
+  set_status_line(progress_bar_line(p, terminal_columns()));
+}
+
+void Trainer::write_timeline() {
+  const auto t0 = Clock::now();
+  size_t events = 0;
+  std::string error;
+  try {
+    events = timeline_->write(control_);
+  } catch (const UserError& e) {  // rank 0's write; training goes on
+    error = e.what();
+  }
+  if (rank_ == 0) {
+    if (error.empty()) {
+      std::error_code ec;
+      const auto abs = std::filesystem::absolute(timeline_->path(), ec);
+      timeline_written_ = ec ? timeline_->path() : abs.lexically_normal().string();
+      char took[64];
+      std::snprintf(took, sizeof(took), " in %.2f s", seconds_since(t0));
+      log_info("--timeline: wrote " + timeline_->path() + " (" + std::to_string(events) + " events of " +
+               std::to_string(world_) + " rank(s), steps " + std::to_string(timeline_->window().first) + ":" +
+               std::to_string(std::min(timeline_->window().last, next_step_)) + ")" + took +
+               "; open it in https://ui.perfetto.dev or chrome://tracing");
+    } else {
+      log_warn("--timeline: " + error + "; training goes on without it");
+    }
+  }
+  timeline_.reset();
 }
 
 void Trainer::broadcast_buffers() {
@@ -484,16 +611,22 @@ void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
   const double ips = interval > 0 ? sums.samples / interval : 0;
   const double eta =
       elapsed / static_cast<double>(step + 1 - first_step_) * static_cast<double>(total_steps_ - step - 1);
-  char line[256];
-  std::snprintf(line, sizeof(line), "epoch %d/%d step %lld/%lld loss %.4f lr %.4g %.0f img/s ETA %s", batch_.epoch + 1,
-                epochs_planned_, static_cast<long long>(step + 1), static_cast<long long>(total_steps_), last_loss_, lr,
-                ips, format_duration(eta).c_str());
+  // The slowest rank's step time (the previous step's: it rides on this step's agreement).
+  char slowest[64] = "";
+  if (slowest_step_s_ > 0) std::snprintf(slowest, sizeof(slowest), " slowest rank %.1f ms/step", slowest_step_s_ * 1e3);
+  char line[320];
+  std::snprintf(line, sizeof(line), "epoch %d/%d step %lld/%lld loss %.4f lr %.4g %.0f img/s%s ETA %s",
+                batch_.epoch + 1, epochs_planned_, static_cast<long long>(step + 1),
+                static_cast<long long>(total_steps_), last_loss_, lr, ips, slowest, format_duration(eta).c_str());
   log_info(line);
   nlohmann::json line_json = {{"step", step + 1}, {"epoch", batch_.epoch + 1}, {"loss", last_loss_}, {"lr", lr},
                                {"images_per_s", ips}, {"step_ms", t.step * 1e3}, {"data_ms", t.data * 1e3},
                                {"compute_ms", t.compute * 1e3}, {"comm_exposed_ms", t.comm_exposed * 1e3},
                                {"optimizer_ms", t.optimizer * 1e3}, {"elapsed_s", elapsed}};
   if (opt_.sync_bn) line_json["bn_sync_ms"] = t.bn_sync * 1e3;  // included in comm_exposed_ms
+  line_json["total_steps"] = total_steps_;  // for `cnnscale watch` (progress, ETA)
+  line_json["eta_s"] = std::isfinite(eta) && eta >= 0 ? nlohmann::json(eta) : nlohmann::json(nullptr);
+  if (slowest_step_s_ > 0) line_json["slowest_step_ms"] = slowest_step_s_ * 1e3;  // max over ranks, previous step
   metrics_.append(line_json);
   if (tb_) {  // the same values and step as the metrics line (docs/watching.md)
     std::vector<tb::Scalar> s = {{"train/loss", last_loss_},
@@ -605,6 +738,7 @@ void Trainer::save_checkpoint(int64_t steps_done) {
 void Trainer::summarize() {
   if (nothing_to_train_) return;
   if (!begun_) begin();
+  set_status_line("");  // the progress bar gives way to the summary
   Timings tm;
   tm.wall_s = seconds_since(start_);
   if (opt_.check_replicas > 0)
@@ -683,6 +817,7 @@ nlohmann::json Trainer::run_record(const Timings& tm) const {
   j["model_spec"] = model_->spec();
   j["parameters"] = model_->param_count();
   j["precision"] = precision_name(opt_.precision);
+  j["tf32"] = on_gpu && opt_.model_options.tf32;  // TF32 allowed for convolutions and matmuls (GPU model only)
   j["threads_per_rank"] = opt_.threads;
   j["batch_per_rank"] = opt_.batch_size;
   j["global_batch"] = global_batch_;
@@ -735,6 +870,7 @@ nlohmann::json Trainer::run_record(const Timings& tm) const {
   j["resumed_from"] = resumed_from_.empty() ? nlohmann::json(nullptr) : nlohmann::json(resumed_from_);
   j["config_digest"] = digest_;
   j["metrics_lines_lost"] = metrics_.lines_lost();
+  if (!timeline_written_.empty()) j["timeline"] = timeline_written_;  // --timeline's file (docs/watching.md)
   j["tensorboard"] = tb_ ? nlohmann::json(tb_->path()) : nlohmann::json(nullptr);
   j["tensorboard_records_lost"] = tb_ ? tb_->records_lost() : 0;
   j["config"] = config_.to_json();

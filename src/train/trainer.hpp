@@ -46,6 +46,7 @@
 #include "train/run_dir.hpp"
 #include "train/run_files.hpp"
 #include "train/step_stats.hpp"
+#include "train/timeline.hpp"
 #include "train/train_options.hpp"
 
 namespace cnnscale {
@@ -65,6 +66,11 @@ class Trainer {
   // comm and control must outlive the Trainer. Throws UserError for invalid options.
   Trainer(TrainOptions opt, const ProcessContext& ctx, Communicator& comm, ControlComm& control);
   Trainer(TrainOptions opt, World& world);
+  // Destroyed while an exception unwinds (an error on this rank, maybe on no other):
+  // aborts the data plane first (Communicator::abort: NCCL's ncclCommAbort), so that
+  // neither the sums still in flight nor the communicator's teardown wait for ranks that
+  // are still training; the error then reaches main(), which prints it and ends the job
+  // in seconds (MPI_Abort) instead of at the peers' --collective-timeout.
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -158,7 +164,22 @@ class Trainer {
   EvalResult last_eval_;
   bool evaluated_ = false;
   int64_t skipped_steps_ = 0, replica_checks_ = 0;
+  std::unique_ptr<Timeline> timeline_;  // --timeline: null when off or written
+  std::string timeline_written_;        // the file's absolute path once written (run.json "timeline")
+  void write_timeline();                // collective
+  double slowest_step_s_ = 0;           // the slowest rank's previous step time (StepFlags)
+  bool bar_drawn_ = false;              // rank 0's progress bar on a terminal (util/log.hpp)
+  std::chrono::steady_clock::time_point bar_clock_;
+  void draw_progress_bar(bool force);
   std::chrono::steady_clock::time_point start_, log_clock_;
+
+  // std::uncaught_exceptions() when built: more at destruction means unwinding.
+  const int uncaught_at_birth_;
+  // CNNSCALE_INJECT_ERROR=RANK:STEP (a test hook, docs/gpu.md "Errors"): rank RANK throws a
+  // UserError during backward of step STEP (1-based), after its first gradient buckets
+  // have started and before the rest have, as a bad label or a failed read on one rank
+  // would. -1: off (any other rank, or unset).
+  int64_t inject_error_step_ = -1;
 };
 
 }  // namespace cnnscale

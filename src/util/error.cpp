@@ -10,11 +10,13 @@
 namespace cnnscale {
 
 void print_error(const std::string& message) {
+  hide_status_line();
   std::fprintf(stderr, "cnnscale: error: %s\n", message.c_str());
   std::fflush(stderr);
 }
 
 void print_internal_error(const std::string& message) {
+  hide_status_line();
   std::fprintf(stderr,
                "cnnscale: internal error: %s (a bug in cnnscale, not a mistake in the input: please report it "
                "with the command line and this message)\n",

@@ -1,9 +1,16 @@
-// On a GPU node: NCCL communicator init on each rank's device and exact allreduce.
-// Skips (exit 77) when no CUDA device is visible.
+// On a GPU node: NCCL communicator init on each rank's device and exact allreduce
+// (waited for by polling the event and NCCL's asynchronous error); a rank-local error
+// (abort(), or an exception unwinding through the communicator and a sum that its
+// peer never starts) returns in seconds instead of waiting for the peer.
+// Skips (exit 77) when no CUDA device is visible, or fewer than one per rank.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/allreduce_check.hpp"
@@ -32,4 +39,78 @@ TEST(NcclGpu, InitAndExactAllreduce) {
       EXPECT_EQ(count_wrong(host.data(), count, t, comm.size()), 0u) << count << " " << dtype_name(t);
     }
   }
+}
+
+namespace {
+
+// Every rank skips or none (a lone skipper would leave the others in NCCL's init).
+bool one_gpu_per_rank(int* rank, std::string* why) {
+  int n = 0, size = 1;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int min_n = n;
+  MPI_Allreduce(&n, &min_n, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (size < 2) *why = "needs 2 ranks";
+  else if (min_n < size)
+    *why = "needs one GPU per rank (" + std::to_string(size) + " ranks, " + std::to_string(min_n) + " GPU(s))";
+  return why->empty();
+}
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+// Rank 1 starts a sum that rank 0 never joins, then aborts: destroying the pending sum and
+// the communicator waits for nobody (before: cudaEventSynchronize for ever).
+TEST(NcclGpu, AbortWaitsForNoPeer) {
+  int rank = 0;
+  std::string why;
+  if (!one_gpu_per_rank(&rank, &why)) GTEST_SKIP() << why;
+  void* d = nullptr;
+  ASSERT_EQ(cudaSetDevice(rank), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d, size_t{4} << 20), cudaSuccess);
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    NcclCommunicator comm(MPI_COMM_WORLD, rank);
+    std::unique_ptr<PendingReduce> p;
+    if (rank == 1) {
+      p = comm.allreduce_sum_async(d, size_t{1} << 20, DType::f32);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // surely in flight, waiting for rank 0
+    }
+    comm.abort();
+    EXPECT_TRUE(comm.aborted());
+    p.reset();
+  }
+  EXPECT_LT(since(t0), 20.0) << "abort or teardown waited for the peer";
+  cudaFree(d);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// The same through an exception: destructors that run while it unwinds abort NCCL
+// themselves (no Trainer involved).
+TEST(NcclGpu, UnwindingThroughAPendingSumAborts) {
+  int rank = 0;
+  std::string why;
+  if (!one_gpu_per_rank(&rank, &why)) GTEST_SKIP() << why;
+  void* d = nullptr;
+  ASSERT_EQ(cudaSetDevice(rank), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d, size_t{4} << 20), cudaSuccess);
+  const auto t0 = std::chrono::steady_clock::now();
+  bool caught = false;
+  try {
+    NcclCommunicator comm(MPI_COMM_WORLD, rank);
+    std::unique_ptr<PendingReduce> p;
+    if (rank == 1) p = comm.allreduce_sum_async(d, size_t{1} << 20, DType::f32);  // rank 0 never joins
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    throw std::runtime_error("a rank-local error");
+  } catch (const std::runtime_error&) {
+    caught = true;
+  }
+  EXPECT_TRUE(caught);
+  EXPECT_LT(since(t0), 20.0) << "the unwinding waited for the peer";
+  cudaFree(d);
+  MPI_Barrier(MPI_COMM_WORLD);
 }

@@ -1,4 +1,6 @@
-// GPU choice among local ranks: node-wide sets, per-task binding, sharing, CPU.
+// GPU choice among local ranks from injected device lists (physical ids by ordinal):
+// node-wide sets, one GPU per task, a GPU two tasks would share, more ranks than GPUs,
+// --allow-gpu-sharing, no GPU at all.
 #include <gtest/gtest.h>
 
 #include "launch/device_binding.hpp"
@@ -6,43 +8,118 @@
 
 using namespace cnnscale;
 
+namespace {
+
+const std::vector<std::string> kNode{"GPU-aaaa", "GPU-bbbb", "GPU-cccc", "GPU-dddd"};
+
+std::string error_of(const std::vector<VisibleDevices>& local, int rank, const std::string& host) {
+  try {
+    choose_device(local, rank, false, host);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
 TEST(DeviceBinding, NoGpuMeansCpu) {
-  std::vector<VisibleDevices> local{{"(all)", 0}, {"(all)", 0}};
-  EXPECT_EQ(choose_device(local, 1, false, "h").device, -1);
+  std::vector<VisibleDevices> local(2);
+  const DeviceChoice c = choose_device(local, 1, false, "h");
+  EXPECT_EQ(c.device, -1);
+  EXPECT_EQ(c.id, "");
 }
 
-TEST(DeviceBinding, NodeWideSetEachRankTakesItsOwn) {
-  std::vector<VisibleDevices> local(4, {"0,1,2,3", 4});
-  for (int r = 0; r < 4; ++r) EXPECT_EQ(choose_device(local, r, false, "h").device, r);
+TEST(DeviceBinding, AllGpusVisibleLocalRankIPicksOrdinalI) {
+  // --gres=gpu:4, 4 tasks: every rank sees the same 4 devices.
+  std::vector<VisibleDevices> local(4, VisibleDevices{kNode});
+  for (int r = 0; r < 4; ++r) {
+    const DeviceChoice c = choose_device(local, r, false, "h");
+    EXPECT_EQ(c.device, r);
+    EXPECT_EQ(c.id, kNode[static_cast<size_t>(r)]);
+    EXPECT_EQ(c.ranks_on_device, 1);
+  }
 }
 
-TEST(DeviceBinding, PerTaskBindingUsesOrdinalZero) {
-  // srun --gpus-per-task=1: each task sees only its own GPU; SLURM_LOCALID is not the index.
-  std::vector<VisibleDevices> local{{"0", 1}, {"1", 1}, {"2", 1}, {"3", 1}};
-  for (int r = 0; r < 4; ++r) EXPECT_EQ(choose_device(local, r, false, "h").device, 0);
-}
-
-TEST(DeviceBinding, RestrictedVisibleSetTwoRanksTwoGpus) {
-  std::vector<VisibleDevices> local{{"2,3", 2}, {"2,3", 2}};
+TEST(DeviceBinding, FewerRanksThanVisibleGpus) {
+  std::vector<VisibleDevices> local(2, VisibleDevices{kNode});
   EXPECT_EQ(choose_device(local, 0, false, "h").device, 0);
   EXPECT_EQ(choose_device(local, 1, false, "h").device, 1);
 }
 
-TEST(DeviceBinding, MoreRanksThanGpusIsAnError) {
-  std::vector<VisibleDevices> local(3, {"0,1", 2});
-  try {
-    choose_device(local, 2, false, "node7");
-    FAIL();
-  } catch (const UserError& e) {
-    std::string m = e.what();
-    EXPECT_NE(m.find("3 ranks on node7 see the same 2 GPU(s)"), std::string::npos) << m;
-    EXPECT_NE(m.find("--allow-gpu-sharing"), std::string::npos) << m;
+TEST(DeviceBinding, OneGpuPerTaskDistinctUuidsIsFine) {
+  // srun --gpus-per-task=1 / --gpu-bind: each task sees only its own GPU, as ordinal 0 —
+  // the old CUDA_VISIBLE_DEVICES comparison called this "more ranks than GPUs" when the
+  // strings matched; the UUIDs differ, so each rank keeps ordinal 0.
+  std::vector<VisibleDevices> local;
+  for (const auto& id : kNode) local.push_back({{id}});
+  for (int r = 0; r < 4; ++r) {
+    const DeviceChoice c = choose_device(local, r, false, "h");
+    EXPECT_EQ(c.device, 0);
+    EXPECT_EQ(c.id, kNode[static_cast<size_t>(r)]);
+    EXPECT_EQ(c.ranks_on_device, 1);
   }
 }
 
-TEST(DeviceBinding, SharingAllowedWrapsAround) {
-  std::vector<VisibleDevices> local(3, {"0,1", 2});
-  EXPECT_EQ(choose_device(local, 2, true, "h").device, 0);
-  EXPECT_EQ(choose_device(local, 2, true, "h").ranks_on_device, 2);
-  EXPECT_EQ(choose_device(local, 1, true, "h").ranks_on_device, 1);
+TEST(DeviceBinding, RestrictedSetInAnotherOrder) {
+  // Rank 0 sees (c, d), rank 1 sees (d, c): different ordinals, distinct physical GPUs.
+  std::vector<VisibleDevices> local{{{"GPU-cccc", "GPU-dddd"}}, {{"GPU-dddd", "GPU-cccc"}}};
+  const DeviceChoice a = choose_device(local, 0, false, "h"), b = choose_device(local, 1, false, "h");
+  EXPECT_EQ(a.id, "GPU-cccc");
+  EXPECT_EQ(b.id, "GPU-dddd");
+  EXPECT_EQ(b.device, 0);
+}
+
+TEST(DeviceBinding, EarlierRankMovesSoALaterOneFitsToo) {
+  // Rank 0 sees (a, b), rank 1 only a: rank 0 must take b.
+  std::vector<VisibleDevices> local{{{"GPU-aaaa", "GPU-bbbb"}}, {{"GPU-aaaa"}}};
+  EXPECT_EQ(choose_device(local, 0, false, "h").id, "GPU-bbbb");
+  EXPECT_EQ(choose_device(local, 0, false, "h").device, 1);
+  EXPECT_EQ(choose_device(local, 1, false, "h").id, "GPU-aaaa");
+}
+
+TEST(DeviceBinding, TwoRanksSeeingTheSameSingleGpuIsAnErrorNamingTheFix) {
+  // Both tasks got the same GPU (e.g. --gres=gpu:1 with 2 tasks per node).
+  std::vector<VisibleDevices> local(2, VisibleDevices{{"GPU-aaaa"}});
+  for (int r = 0; r < 2; ++r) {
+    const std::string m = error_of(local, r, "node7");
+    EXPECT_NE(m.find("local ranks 0 and 1 on node7 would share one GPU (GPU-aaaa)"), std::string::npos) << m;
+    EXPECT_NE(m.find("see 1 distinct GPU(s)"), std::string::npos) << m;
+    EXPECT_NE(m.find("--ntasks-per-node=1 --gres=gpu:1"), std::string::npos) << m;
+    EXPECT_NE(m.find("--backend mpi"), std::string::npos) << m;
+  }
+}
+
+TEST(DeviceBinding, MoreRanksThanGpusIsAnError) {
+  std::vector<VisibleDevices> local(3, VisibleDevices{{"GPU-aaaa", "GPU-bbbb"}});
+  const std::string m = error_of(local, 1, "node7");
+  EXPECT_NE(m.find("on node7 would share one GPU"), std::string::npos) << m;
+  EXPECT_NE(m.find("3 ranks on this node see 2 distinct GPU(s)"), std::string::npos) << m;
+  EXPECT_NE(m.find("--ntasks-per-node=2 --gres=gpu:2"), std::string::npos) << m;
+  // Ranks that see no GPU at all are not part of a conflict.
+  std::vector<VisibleDevices> mixed{{{"GPU-aaaa"}}, {}, {{"GPU-bbbb"}}};
+  EXPECT_EQ(error_of(mixed, 0, "h"), "");
+  EXPECT_EQ(choose_device(mixed, 1, false, "h").device, -1);
+}
+
+TEST(DeviceBinding, SharingAllowedPutsExtraRanksOnTheLeastLoadedGpu) {
+  std::vector<VisibleDevices> local(3, VisibleDevices{{"GPU-aaaa", "GPU-bbbb"}});
+  const DeviceChoice c0 = choose_device(local, 0, true, "h"), c1 = choose_device(local, 1, true, "h"),
+                     c2 = choose_device(local, 2, true, "h");
+  EXPECT_EQ(c0.device, 0);
+  EXPECT_EQ(c1.device, 1);
+  EXPECT_EQ(c2.device, 0);
+  EXPECT_EQ(c2.ranks_on_device, 2);
+  EXPECT_EQ(c0.ranks_on_device, 2);
+  EXPECT_EQ(c0.sharing, (std::vector<int>{0, 2}));
+  EXPECT_EQ(c1.ranks_on_device, 1);
+  EXPECT_TRUE(c1.sharing.empty());
+}
+
+TEST(DeviceBinding, SharingAllowedSameSingleGpu) {
+  std::vector<VisibleDevices> local(2, VisibleDevices{{"GPU-aaaa"}});
+  const DeviceChoice c = choose_device(local, 1, true, "h");
+  EXPECT_EQ(c.device, 0);
+  EXPECT_EQ(c.ranks_on_device, 2);
+  EXPECT_EQ(c.sharing, (std::vector<int>{0, 1}));
 }

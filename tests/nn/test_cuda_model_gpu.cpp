@@ -4,7 +4,10 @@
 // before it), batch-norm running statistics, dropout masks (bitwise), the whole
 // mnist_cnn / lenet5 / resnet20 / torchvision's resnet18 (non-square input: padded
 // stem max-pool, strided 1×1 downsample, gap over 2×3), the grad-ready prefix, short batches and chunked
-// evaluation. fp32 without TF32: relative tolerance 1e-4. SKIPs without a device.
+// evaluation. fp32 without TF32 (--tf32 off): relative tolerance 1e-4. With TF32 (the
+// default) resnet20 stays within 2e-2 of the CPU and, on a GPU with tensor cores
+// (compute capability 8.0 or later), differs from the fp32 run: the flag reaches cuDNN
+// and cuBLAS. SKIPs without a device.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -34,6 +37,13 @@ bool have_gpu() {
 
 constexpr double kTol = 1e-4;
 
+// The GPU model in full fp32 (--tf32 off), for the 1e-4 comparisons.
+ModelOptions fp32_only() {
+  ModelOptions o;
+  o.tf32 = false;
+  return o;
+}
+
 struct Data : test::RandomBatch {  // sample ids 1000 + 7i
   Data(int64_t n, const SampleShape& s, int classes, uint64_t seed = 3) : RandomBatch(n, s, classes, seed, 1000, 7) {}
 };
@@ -51,28 +61,32 @@ double rel_err(const float* a, const float* b, size_t n) {
 
 // Every parameter (and batch-norm buffer) of `got` against `want`, named.
 void expect_close_per_param(const Model& m, const std::vector<float>& got, const std::vector<float>& want,
-                            const char* what) {
+                            const char* what, double tol = kTol) {
   for (const auto& p : m.params()) {
     const double e = rel_err(got.data() + p.offset, want.data() + p.offset, p.numel);
-    EXPECT_LE(e, kTol) << what << " of " << p.name;
+    EXPECT_LE(e, tol) << what << " of " << p.name;
   }
 }
 
 // Builds the CPU and the GPU model of `spec`, runs `steps` forward_backward on the same
 // data and compares losses, gradients and parameters (batch-norm running statistics),
-// then the evaluation logits.
-void compare(const std::string& spec, const SampleShape& shape, int classes, int64_t n, int steps = 2) {
+// then the evaluation logits, within tol (kTol: the GPU model in full fp32). Returns the
+// GPU's evaluation logits.
+std::vector<float> compare(const std::string& spec, const SampleShape& shape, int classes, int64_t n, int steps = 2,
+                           double tol = kTol) {
+  ModelOptions opt = fp32_only();
+  opt.tf32 = tol > kTol;
   auto cpu = make_model(spec, shape, classes);
-  auto gpu = make_cuda_model(spec, shape, classes, 0);
-  ASSERT_TRUE(gpu->on_device());
-  ASSERT_FALSE(cpu->on_device());
+  auto gpu = make_cuda_model(spec, shape, classes, 0, opt);
+  EXPECT_TRUE(gpu->on_device());
+  EXPECT_FALSE(cpu->on_device());
   cpu->init_params(5);
   gpu->init_params(5);
   const size_t P = cpu->param_count();
-  ASSERT_EQ(gpu->param_count(), P);
+  EXPECT_EQ(gpu->param_count(), P);
   std::vector<float> gp(P), gg(P), cg(P);
   gpu->copy_params_to_host(gp.data());
-  ASSERT_EQ(std::memcmp(gp.data(), cpu->param_data(), P * sizeof(float)), 0) << "initial parameters differ";
+  EXPECT_EQ(std::memcmp(gp.data(), cpu->param_data(), P * sizeof(float)), 0) << "initial parameters differ";
   cpu->prepare(n, Precision::fp32);
   gpu->prepare(n, Precision::fp32);
   for (int s = 0; s < steps; ++s) {
@@ -80,23 +94,24 @@ void compare(const std::string& spec, const SampleShape& shape, int classes, int
     const StepContext ctx = ctx_for(d, n, s);
     const double lc = cpu->forward_backward(d.x.data(), d.y.data(), n, ctx, {});
     const double lg = gpu->forward_backward(d.x.data(), d.y.data(), n, ctx, {});
-    EXPECT_NEAR(lg, lc, kTol * std::fabs(lc)) << "loss, step " << s;
+    EXPECT_NEAR(lg, lc, tol * std::fabs(lc)) << "loss, step " << s;
     gpu->download_grads(gg.data());
     std::copy(cpu->grad_data(), cpu->grad_data() + P, cg.begin());
-    expect_close_per_param(*cpu, gg, cg, "gradient");
+    expect_close_per_param(*cpu, gg, cg, "gradient", tol);
     for (const auto& p : cpu->params()) {
       if (p.trainable) continue;
-      for (size_t i = 0; i < p.numel; ++i) ASSERT_EQ(gg[p.offset + i], 0.f) << p.name << " has a gradient";
+      for (size_t i = 0; i < p.numel; ++i) EXPECT_EQ(gg[p.offset + i], 0.f) << p.name << " has a gradient";
     }
     gpu->copy_params_to_host(gp.data());
     std::vector<float> cp(cpu->param_data(), cpu->param_data() + P);
-    expect_close_per_param(*cpu, gp, cp, "parameter (after forward)");
+    expect_close_per_param(*cpu, gp, cp, "parameter (after forward)", tol);
   }
   const Data e(n, shape, classes, 99);
   std::vector<float> zc(static_cast<size_t>(n * classes)), zg(zc.size());
   cpu->forward_eval(e.x.data(), n, zc.data());
   gpu->forward_eval(e.x.data(), n, zg.data());
-  EXPECT_LE(rel_err(zg.data(), zc.data(), zc.size()), kTol) << "evaluation logits";
+  EXPECT_LE(rel_err(zg.data(), zc.data(), zc.size()), tol) << "evaluation logits";
+  return zg;
 }
 
 }  // namespace
@@ -153,6 +168,20 @@ TEST(CudaModels, Resnet20) {
   compare("resnet20", {3, 8, 8}, 10, 4);
 }
 
+// TF32 (the default): within 2e-2 of the CPU (products rounded to a 10-bit mantissa,
+// sums in fp32); on tensor-core GPUs not bitwise the fp32 run, so the math modes took.
+TEST(CudaModels, Resnet20WithTf32) {
+  REQUIRE_GPU();
+  const std::vector<float> tf32 = compare("resnet20", {3, 16, 16}, 10, 8, 2, 2e-2);
+  const std::vector<float> fp32 = compare("resnet20", {3, 16, 16}, 10, 8, 2, kTol);
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (major >= 8) {
+    EXPECT_NE(std::memcmp(tf32.data(), fp32.data(), tf32.size() * sizeof(float)), 0)
+        << "--tf32 on gave bitwise the fp32 logits on a compute capability " << major << ".x GPU";
+  }
+}
+
 // torchvision's resnet18 on 3×38×70: stem max-pool with padding on 19×35, strided 1×1
 // downsample convs, gap over a 2×3 map; two training steps, then evaluation logits.
 TEST(CudaModels, TorchvisionResnet18) {
@@ -200,7 +229,7 @@ TEST(CudaModels, GradReadyPrefixAsCpuAndGradientsOverwritten) {
   REQUIRE_GPU();
   const SampleShape s{1, 28, 28};
   auto cpu = make_model("mnist_cnn", s, 10);
-  auto gpu = make_cuda_model("mnist_cnn", s, 10, 0);
+  auto gpu = make_cuda_model("mnist_cnn", s, 10, 0, fp32_only());
   cpu->prepare(4, Precision::fp32);
   gpu->prepare(4, Precision::fp32);
   const Data d(4, s, 10);
@@ -223,7 +252,7 @@ TEST(CudaModels, ShortBatchAndChunkedEval) {
   const SampleShape s{1, 12, 12};
   const std::string spec = "conv(4,3) bn relu maxpool(2) flatten linear(3)";
   auto cpu = make_model(spec, s, 3);
-  auto gpu = make_cuda_model(spec, s, 3, 0);
+  auto gpu = make_cuda_model(spec, s, 3, 0, fp32_only());
   cpu->prepare(8, Precision::fp32);
   gpu->prepare(8, Precision::fp32);
   const Data d(5, s, 3);

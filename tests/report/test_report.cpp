@@ -268,6 +268,21 @@ TEST(ReportGroups, SeparateGroupsPerPrecision) {
   EXPECT_FALSE(rep.groups[1].scalable);
 }
 
+// run.json "tf32": true (a GPU run with TF32, train --tf32 on) is not compared with
+// full-fp32 runs; false or absent is plain fp32.
+TEST(ReportGroups, Tf32RunsAreTheirOwnGroup) {
+  json t2 = run_doc(2, 32, 40, 0, 35, 5, 0), f2 = run_doc(2, 32, 60, 0, 45, 5, 10);
+  t2["tf32"] = true;
+  f2["tf32"] = false;
+  std::vector<RunRecord> runs = {rec(run_doc(1, 64, 100, 0, 90, 0, 10), "f1"), rec(f2, "f2"), rec(t2, "t2")};
+  EXPECT_EQ(runs[1].precision, "fp32");
+  EXPECT_EQ(runs[2].precision, "fp32+tf32");
+  Report rep = analyze_runs(opts(), runs);
+  ASSERT_EQ(rep.groups.size(), 2u);
+  EXPECT_EQ(rep.groups[0].group.precision, "fp32");
+  EXPECT_EQ(rep.groups[1].group.precision, "fp32+tf32");
+}
+
 TEST(ReportGroups, RepeatsUseTheMedianRun) {
   std::vector<RunRecord> runs = {
       rec(run_doc(1, 64, 100, 0, 90, 0, 10), "s1"), rec(run_doc(2, 32, 70, 0, 45, 5, 10), "slow"),
@@ -292,6 +307,36 @@ TEST(ReportGroups, SingleRunIsReportedWithoutAModel) {
   EXPECT_NE(render_markdown(rep).find("two or more rank counts"), std::string::npos);
   EXPECT_NE(render_html(rep).find("</html>"), std::string::npos);
   EXPECT_EQ(render_json(rep)["groups"][0]["scalable"], false);
+}
+
+// run.json's timeline (train --timeline): listed with a link when the file exists,
+// marked when it is gone; runs without one add nothing.
+TEST(ReportTimeline, ListedWhenRunJsonNamesOne) {
+  const std::string file = std::filesystem::temp_directory_path().string() + "/cnnscale-test-timeline-" +
+                           std::to_string(::getpid()) + ".json";
+  std::ofstream(file) << "{\"traceEvents\": []}";
+  json with = run_doc(2, 16, 80, 0, 70, 5, 5);
+  with["timeline"] = file;
+  json gone = run_doc(4, 16, 90, 0, 70, 15, 5);
+  gone["timeline"] = "/nonexistent/t.json";
+  const Report rep = analyze_runs(opts(), {rec(with, "r2"), rec(gone, "r4"), rec(run_doc(1, 16, 75, 0, 70, 0, 5), "r1")});
+  const std::string md = render_markdown(rep), html = render_html(rep);
+  EXPECT_NE(md.find("## Step timelines"), std::string::npos);
+  EXPECT_NE(md.find("- Step timeline of r2 (2 ranks): " + file + " — open it in https://ui.perfetto.dev"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("- Step timeline of r4 (4 ranks): /nonexistent/t.json (not found now)."), std::string::npos);
+  EXPECT_EQ(md.find("Step timeline of r1"), std::string::npos);
+  EXPECT_NE(html.find("<a href=\"file://" + file + "\">"), std::string::npos);
+  EXPECT_EQ(html.find("file:///nonexistent"), std::string::npos);
+  const json j = render_json(rep);
+  size_t named = 0;
+  for (const auto& r : j["groups"][0]["runs"]) named += r["timeline"].is_string();
+  EXPECT_EQ(named, 2u);
+  // Without any timeline, no section.
+  EXPECT_EQ(render_markdown(analyze_runs(opts(), {rec(run_doc(1, 16, 75, 0, 70, 0, 5), "r1")})).find("Step timelines"),
+            std::string::npos);
+  std::filesystem::remove(file);
 }
 
 TEST(ReportAccuracy, TimeToTarget) {

@@ -71,7 +71,9 @@ TEST(CudaDdp, TwoStepsRanksBitwiseEqualAndMatchOneRankCpu) {
   const int64_t B = 8, local = B / size;
   ASSERT_EQ(B % size, 0);
   NcclCommunicator comm(MPI_COMM_WORLD, rank);
-  auto model = make_cuda_model("mnist_cnn", shape, classes, rank);
+  ModelOptions fp32;
+  fp32.tf32 = false;  // compared with the CPU model at 1e-4
+  auto model = make_cuda_model("mnist_cnn", shape, classes, rank, fp32);
   model->init_params(rank == 0 ? 21 : 1000 + rank);  // different on purpose: the broadcast must fix it
   comm.broadcast(model->param_data(), model->param_count() * sizeof(float), 0);
   model->prepare(local, Precision::fp32);
@@ -153,7 +155,9 @@ TEST(CudaDdp, Resnet18NcclStepEqualsCpuMpiStep) {
   ASSERT_EQ(B % size, 0);
   NcclCommunicator nccl(MPI_COMM_WORLD, rank);
   MpiCommunicator mpi(MPI_COMM_WORLD);
-  auto gpu = make_cuda_model("resnet18", shape, classes, rank);
+  ModelOptions fp32;
+  fp32.tf32 = false;  // compared with the CPU model at 1e-4
+  auto gpu = make_cuda_model("resnet18", shape, classes, rank, fp32);
   auto cpu = make_model("resnet18", shape, classes);
   gpu->init_params(21);
   cpu->init_params(21);

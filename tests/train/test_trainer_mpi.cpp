@@ -5,12 +5,15 @@
 // CollectiveError on every rank. Batch norm: by default (DDP's broadcast_buffers) every
 // rank's running statistics after each step are bitwise those rank 0 computes from its
 // own batch, and the checkpoint holds them; with --sync-bn every rank computes the same
-// ones from the global batch without a broadcast.
+// ones from the global batch without a broadcast. An error that unwinds through the
+// Trainer (CNNSCALE_INJECT_ERROR: during backward, buckets in flight) aborts the data
+// plane once, before the teardown; a normal end or a caught error aborts nothing.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -160,6 +163,76 @@ TEST_F(TrainerMpi, NonFiniteLossStopsEveryRank) {
       },
       CollectiveError);
   EXPECT_LT(t.steps_done(), 20);
+}
+
+namespace {
+
+// The world's data plane, counting abort() instead of passing it on (the world stays
+// usable for the other tests).
+class AbortCountingComm final : public Communicator {
+ public:
+  explicit AbortCountingComm(Communicator& c) : c_(c) {}
+  Backend backend() const override { return c_.backend(); }
+  int rank() const override { return c_.rank(); }
+  int size() const override { return c_.size(); }
+  bool device_buffers() const override { return c_.device_buffers(); }
+  void allreduce_sum(void* buf, size_t count, DType t) override { c_.allreduce_sum(buf, count, t); }
+  std::unique_ptr<PendingReduce> allreduce_sum_async(void* buf, size_t count, DType t) override {
+    return c_.allreduce_sum_async(buf, count, t);
+  }
+  void broadcast(void* buf, size_t bytes, int root) override { c_.broadcast(buf, bytes, root); }
+  void barrier() override { c_.barrier(); }
+  void progress() override { c_.progress(); }
+  void abort() override { ++aborts; }
+  int aborts = 0;
+
+ private:
+  Communicator& c_;
+};
+
+}  // namespace
+
+TEST_F(TrainerMpi, AnErrorUnwindingTheTrainerAbortsTheDataPlaneOnce) {
+  AbortCountingComm comm(*world_->comm);
+  TrainOptions o = small_run();
+  o.first_bucket_mb = o.bucket_mb = 0.0001;  // several buckets: some in flight when the error comes
+  {
+    Trainer t(o, world_->ctx, comm, *world_->control);
+    t.setup();
+    t.step();
+    t.step();
+  }
+  EXPECT_EQ(comm.aborts, 0) << "a Trainer that ends normally must not abort the data plane";
+  {
+    Trainer t(small_run(), world_->ctx, comm, *world_->control);
+    t.setup();
+    EXPECT_THROW(fail("caught inside the Trainer's lifetime"), UserError);
+  }
+  EXPECT_EQ(comm.aborts, 0) << "an error caught while the Trainer lives is not an unwinding through it";
+  // Every rank fails at step 2 (each names itself, so that no rank waits for another), as
+  // one rank would alone.
+  const std::string inject = std::to_string(world_->ctx.rank) + ":2";
+  ASSERT_EQ(setenv("CNNSCALE_INJECT_ERROR", inject.c_str(), 1), 0);
+  std::string what;
+  try {
+    Trainer t(o, world_->ctx, comm, *world_->control);
+    unsetenv("CNNSCALE_INJECT_ERROR");
+    t.setup();
+    t.step();
+    EXPECT_EQ(comm.aborts, 0);
+    t.step();
+    ADD_FAILURE() << "CNNSCALE_INJECT_ERROR=" << inject << " did not fail step 2";
+  } catch (const UserError& e) {
+    what = e.what();
+  }
+  unsetenv("CNNSCALE_INJECT_ERROR");
+  EXPECT_EQ(comm.aborts, 1);
+  EXPECT_NE(what.find("rank " + std::to_string(world_->ctx.rank) + " on "), std::string::npos) << what;
+  EXPECT_NE(what.find("injected error during backward of step 2"), std::string::npos) << what;
+  // The world's data plane still sums (MPI's abort is the Trainer's business only here).
+  float v = 1.f;
+  world_->comm->allreduce_sum(&v, 1, DType::f32);
+  EXPECT_EQ(v, static_cast<float>(world_->ctx.size));
 }
 
 namespace {

@@ -17,6 +17,9 @@ expect_eq "no input exit status" 2 "$?"
 expect_grep "no input explained" 'cnnscale: error: no input: give --data DIR .* or --synthetic' "$TMP/e3"
 "$CNNSCALE" train --synthetic --precision fp16 >"$TMP/e4" 2>&1
 expect_grep "bad precision" 'cnnscale: error: --precision fp16 is not supported; use fp32 or bf16' "$TMP/e4"
+"$CNNSCALE" train --synthetic --tf32 maybe >"$TMP/e4t" 2>&1
+expect_eq "bad --tf32 exit status" 2 "$?"
+expect_grep "bad --tf32 explained" "cnnscale: error: --tf32 takes on or off, not 'maybe'" "$TMP/e4t"
 "$CNNSCALE" train --synthetic --model "conv(8,3) relu linear(10" >"$TMP/e5" 2>&1
 expect_eq "bad model spec exit status" 2 "$?"
 expect_grep "bad model spec shows where" 'cnnscale: error: .*(column|position)' "$TMP/e5"
@@ -80,7 +83,7 @@ expect_eq "prep exit status" 0 "$?"
 timeout 300 $M -n 3 "$CNNSCALE" train --data "$TMP/fm" --model "$SMALL" --batch-size 16 --max-steps 4 --log-every 2 \
   --run-dir "$TMP/run3" >"$TMP/run3.out" 2>&1
 expect_eq "3-rank run exit status" 0 "$?"
-expect_grep "progress line" '^epoch 1/1 step 2/4 loss [0-9.]+ lr [0-9.e-]+ [0-9]+ img/s ETA [0-9:]+$' "$TMP/run3.out"
+expect_grep "progress line" '^epoch 1/1 step 2/4 loss [0-9.]+ lr [0-9.e-]+ [0-9]+ img/s slowest rank [0-9.]+ ms/step ETA [0-9:]+$' "$TMP/run3.out"
 expect_grep "every test sample once on 3 ranks" 'test accuracy 0\.[0-9]+ loss [0-9.]+ \(10000 samples\)' "$TMP/run3.out"
 python3 - "$TMP/run3" <<'PY' >"$TMP/fields.txt" 2>&1
 import json, sys
@@ -93,11 +96,13 @@ missing += ["step_ms." + k for k in ("median", "p10", "p90") if k not in j["step
 missing += ["breakdown_ms." + k for k in ("data", "compute", "comm_exposed", "optimizer") if k not in j["breakdown_ms"]]
 print("missing", missing)
 print("world", j["world_size"], "global", j["global_batch"], "steps", j["steps"], "acc_is_number", isinstance(j["test_accuracy"], float))
+print("tf32", j.get("tf32"))  # the CPU model never uses TF32, whatever --tf32 says
 lines = [json.loads(l) for l in open(d + "/metrics.jsonl")]
 steps = [l["step"] for l in lines if "event" not in l]
 print("metric steps", steps, "eval events", sum(1 for l in lines if l.get("event") == "eval"))
 PY
 expect_grep "run.json has every SPEC field" '^missing \[\]$' "$TMP/fields.txt"
 expect_grep "run.json values" '^world 3 global 48 steps 4 acc_is_number True$' "$TMP/fields.txt"
+expect_grep "run.json records tf32 (false on the CPU)" '^tf32 False$' "$TMP/fields.txt"
 expect_grep "metrics.jsonl: one object per logged step, one eval" '^metric steps \[2, 4\] eval events 1$' "$TMP/fields.txt"
 finish

@@ -1,6 +1,10 @@
 // nccl_communicator.cpp — see nccl_communicator.hpp.
 #include "comm/cuda/nccl_communicator.hpp"
 
+#include <chrono>
+#include <exception>
+#include <thread>
+
 #include "comm/cuda/nccl_check.hpp"
 #include "comm/cuda/nccl_id.hpp"
 #include "util/cuda/check.hpp"
@@ -12,21 +16,25 @@ ncclDataType_t nccl_type(DType t) { return t == DType::f32 ? ncclFloat32 : ncclB
 
 class NcclPendingReduce final : public PendingReduce {
  public:
-  explicit NcclPendingReduce(cudaStream_t s) {
+  explicit NcclPendingReduce(NcclCommunicator* owner) : owner_(owner) {
     cudaCheck(cudaEventCreateWithFlags(&ev_, cudaEventDisableTiming));
-    cudaCheck(cudaEventRecord(ev_, s));
+    cudaCheck(cudaEventRecord(ev_, static_cast<cudaStream_t>(owner_->stream())));
   }
   ~NcclPendingReduce() override {
-    wait();
-    cudaEventDestroy(ev_);
+    // Unwinding from an error on this rank alone: the sum may wait for ranks that never
+    // start it; abort NCCL instead of waiting (Communicator::abort).
+    if (!done_ && std::uncaught_exceptions() > 0) owner_->abort();
+    if (!owner_->aborted()) wait();
+    cudaEventDestroy(ev_);  // returns at once; the event is released when it completes
   }
   void wait() override {
     if (done_) return;
-    cudaCheck(cudaEventSynchronize(ev_));
+    owner_->wait_event(ev_, "the NCCL allreduce");
     done_ = true;
   }
 
  private:
+  NcclCommunicator* owner_;
   cudaEvent_t ev_ = nullptr;
   bool done_ = false;
 };
@@ -39,6 +47,7 @@ NcclCommunicator::NcclCommunicator(MPI_Comm parent, int device) : device_(device
   ncclUniqueId id = broadcast_nccl_unique_id(parent);
   cudaCheck(cudaSetDevice(device_));
   cudaCheck(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  cudaCheck(cudaEventCreateWithFlags(&sync_event_, cudaEventDisableTiming));
   ncclResult_t rc = ncclCommInitRank(&comm_, size_, id, rank_);
   if (rc != ncclSuccess) {
     if (comm_) ncclCommAbort(comm_);
@@ -48,26 +57,54 @@ NcclCommunicator::NcclCommunicator(MPI_Comm parent, int device) : device_(device
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  if (comm_) {
-    cudaStreamSynchronize(stream_);
+  if (std::uncaught_exceptions() > 0) abort();  // an error on this rank: no collective teardown
+  if (comm_ && !aborted_) {
+    wait_stream("the NCCL communicator's teardown");
     ncclCommDestroy(comm_);
   }
-  if (stream_) cudaStreamDestroy(stream_);
+  if (sync_event_) cudaEventDestroy(sync_event_);
+  if (stream_) cudaStreamDestroy(stream_);  // returns at once
+}
+
+void NcclCommunicator::abort() {
+  if (aborted_) return;
+  aborted_ = true;
+  if (comm_) ncclCommAbort(comm_);  // stops this rank's NCCL kernels; waits for no peer
+  comm_ = nullptr;
+}
+
+void NcclCommunicator::wait_event(cudaEvent_t ev, const char* what) {
+  if (aborted_) internal_error("waited for ", what, " after the NCCL communicator was aborted");
+  // Spin on yield for the first ~1k polls (a sum that is nearly done costs no sleep),
+  // then sleep 50 us between polls so a long wait leaves the core to the data loader.
+  for (int polls = 0;; ++polls) {
+    const cudaError_t q = cudaEventQuery(ev);
+    if (q == cudaSuccess) return;
+    if (q != cudaErrorNotReady) cudaCheck(q);
+    if (comm_) ncclCheckAsync(comm_, what);
+    if (polls < 1000) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+void NcclCommunicator::wait_stream(const char* what) {
+  cudaCheck(cudaEventRecord(sync_event_, stream_));
+  wait_event(sync_event_, what);
 }
 
 void NcclCommunicator::allreduce_sum(void* buf, size_t count, DType t) {
   ncclCheck(ncclAllReduce(buf, buf, count, nccl_type(t), ncclSum, comm_, stream_));
-  cudaCheck(cudaStreamSynchronize(stream_));
+  wait_stream("the NCCL allreduce");
 }
 
 std::unique_ptr<PendingReduce> NcclCommunicator::allreduce_sum_async(void* buf, size_t count, DType t) {
   ncclCheck(ncclAllReduce(buf, buf, count, nccl_type(t), ncclSum, comm_, stream_));
-  return std::make_unique<NcclPendingReduce>(stream_);
+  return std::make_unique<NcclPendingReduce>(this);
 }
 
 void NcclCommunicator::broadcast(void* buf, size_t bytes, int root) {
   ncclCheck(ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm_, stream_));
-  cudaCheck(cudaStreamSynchronize(stream_));
+  wait_stream("the NCCL broadcast");
 }
 
 void NcclCommunicator::barrier() {
@@ -79,6 +116,6 @@ void NcclCommunicator::barrier() {
   cudaCheck(cudaFree(d));
 }
 
-void NcclCommunicator::synchronize() { cudaCheck(cudaStreamSynchronize(stream_)); }
+void NcclCommunicator::synchronize() { wait_stream("the NCCL stream"); }
 
 }  // namespace cnnscale

@@ -28,7 +28,7 @@ namespace {
 
 class CudaNet final : public DeviceModel {
  public:
-  CudaNet(ModelGraph mg, int device)
+  CudaNet(ModelGraph mg, int device, bool tf32)
       : g_(std::move(mg.graph)), name_(std::move(mg.name)), spec_(std::move(mg.spec)), device_(device) {
     int count = 0;
     const cudaError_t rc = cudaGetDeviceCount(&count);
@@ -43,14 +43,17 @@ class CudaNet final : public DeviceModel {
     cudnnCheck(cudnnSetStream(s_.cudnn, s_.stream));
     cublasCheck(cublasCreate(&s_.cublas));
     cublasCheck(cublasSetStream(s_.cublas, s_.stream));
-    cublasCheck(cublasSetMathMode(s_.cublas, CUBLAS_DEFAULT_MATH));  // no TF32
+    // TF32 tensor cores for the fp32 matmuls (linear layers) unless --tf32 off; cuBLAS
+    // still computes in fp32 on GPUs without them (before Ampere).
+    cublasCheck(cublasSetMathMode(s_.cublas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    s_.tf32 = tf32;
     s_.g = &g_;
 
     const size_t P = std::max<size_t>(g_.param_count, 1);
-    s_.params.alloc(P);
-    s_.grads.alloc(P);  // zero; never written for non-trainable parameters
-    init_params(0);     // as the CPU model's constructor
-    d_total_.alloc(1);
+    s_.params.alloc(P, s_.stream);
+    s_.grads.alloc(P, s_.stream);  // zero; never written for non-trainable parameters
+    init_params(0);                // as the CPU model's constructor
+    d_total_.alloc(1, s_.stream);
     h_total_.alloc(1);
 
     const int T = g_.tensor_count();
@@ -145,6 +148,7 @@ class CudaNet final : public DeviceModel {
     s_.written.assign(g_.tensor_count(), 0);
     s_.written[out] = 1;
     size_t reported = 0;
+    if (on_ready) on_ready(0);  // backward begins (enqueued: --timeline shows host times)
     for (size_t k = g_.nodes.size(); k-- > 0;) {
       const Node& nd = g_.nodes[k];
       layers_[k]->backward_params(plan);
@@ -198,7 +202,7 @@ class CudaNet final : public DeviceModel {
     s_.diff.assign(T, nullptr);
     auto make = [&](int64_t count) {
       store_.emplace_back();
-      store_.back().alloc(static_cast<size_t>(count));
+      store_.back().alloc(static_cast<size_t>(count), s_.stream);
       return store_.back().get();
     };
     store_.reserve(2 * T);
@@ -214,12 +218,15 @@ class CudaNet final : public DeviceModel {
     }
     for (auto& l : layers_) l->reserve(n);
     const size_t N = static_cast<size_t>(n);
-    d_labels_.alloc(N);
-    s_.sample_ids.alloc(N);
-    d_loss_.alloc(N);
-    s_.ones.alloc(N);
+    d_labels_.alloc(N, s_.stream);
+    s_.sample_ids.alloc(N, s_.stream);
+    d_loss_.alloc(N, s_.stream);
+    s_.ones.alloc(N, s_.stream);
     std::vector<float> ones(N, 1.f);
-    cudaCheck(cudaMemcpy(s_.ones.get(), ones.data(), N * sizeof(float), cudaMemcpyHostToDevice));
+    // On the model's queue, after alloc's zero fill (a cudaMemcpy on the legacy stream is
+    // not ordered with it); the pageable source is staged before the call returns.
+    cudaCheck(cudaMemcpyAsync(s_.ones.get(), ones.data(), N * sizeof(float), cudaMemcpyHostToDevice, s_.stream));
+    cudaCheck(cudaStreamSynchronize(s_.stream));
     h_images_.alloc(N * static_cast<size_t>(g_.input.numel()));
     h_labels_.alloc(N);
     h_ids_.alloc(N);
@@ -245,7 +252,7 @@ class CudaNet final : public DeviceModel {
     for (auto& l : layers_) ws = std::max(ws, l->plan(*plan));
     if (ws > s_.workspace.size()) {  // grows once per new batch size at most, never in steady state
       cudaCheck(cudaStreamSynchronize(s_.stream));
-      s_.workspace.alloc(ws);
+      s_.workspace.alloc(ws, s_.stream);
     }
     plans_.push_back(std::move(plan));
     return *plans_.back();
@@ -290,7 +297,8 @@ class CudaNet final : public DeviceModel {
 
 std::unique_ptr<DeviceModel> make_cuda_model(const std::string& name_or_spec, const SampleShape& input, int classes,
                                              int device, const ModelOptions& options) {
-  return std::make_unique<nn::cuda::CudaNet>(nn::build_model_graph(name_or_spec, input, classes, options), device);
+  return std::make_unique<nn::cuda::CudaNet>(nn::build_model_graph(name_or_spec, input, classes, options), device,
+                                             options.tf32);
 }
 
 }  // namespace cnnscale

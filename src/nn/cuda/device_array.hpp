@@ -12,7 +12,9 @@
 
 namespace cnnscale::nn::cuda {
 
-// Device memory of n elements of T (zero-filled), freed on destruction.
+// Device memory of n elements of T, freed on destruction. alloc() zero-fills it on the
+// given stream (cudaMemsetAsync): the model's queue is non-blocking, so a memset on the
+// legacy default stream would not be ordered before the model's first writes to it.
 template <class T>
 class DevArray {
  public:
@@ -21,11 +23,11 @@ class DevArray {
   DevArray& operator=(const DevArray&) = delete;
   DevArray(DevArray&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
   ~DevArray() { release(); }
-  void alloc(size_t n) {
+  void alloc(size_t n, cudaStream_t stream) {
     release();
     if (n == 0) return;
     cudaCheck(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
-    cudaCheck(cudaMemset(p_, 0, n * sizeof(T)));
+    cudaCheck(cudaMemsetAsync(p_, 0, n * sizeof(T), stream));
     n_ = n;
   }
   void release() {

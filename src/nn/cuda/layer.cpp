@@ -2,7 +2,6 @@
 #include "nn/cuda/layer.hpp"
 
 #include <climits>
-#include <stdexcept>
 #include <string>
 
 namespace cnnscale::nn::cuda {
@@ -19,7 +18,10 @@ void NetState::pass_grad(const float* dy, float* dx, int64_t count, const float*
 }
 
 int as_int(int64_t v) {
-  if (v > INT32_MAX) throw std::runtime_error("tensor too large for a 32-bit cuBLAS/cuDNN count");
+  if (v > INT32_MAX)
+    fail("a tensor of ", v,
+         " elements is beyond the 32-bit counts of cuBLAS/cuDNN; lower --batch-size or the "
+         "model's sizes");
   return static_cast<int>(v);
 }
 

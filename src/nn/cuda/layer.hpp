@@ -30,6 +30,7 @@ struct NetState {
   cudaStream_t stream = nullptr;
   cudnnHandle_t cudnn = nullptr;
   cublasHandle_t cublas = nullptr;
+  bool tf32 = true;               // TF32 tensor-core math for convolutions and matmuls (--tf32)
   DevArray<float> params, grads;  // flat, param_count()
   // Per tensor id (0 = input, k+1 = output of node k), for up to max_batch samples:
   std::vector<float*> data, diff;

@@ -15,8 +15,8 @@ constexpr double kBnEps = 1e-5, kBnMomentum = 0.1;  // PyTorch's defaults, as th
 class BatchNorm final : public Layer {
  public:
   BatchNorm(const Node& nd, NetState& s) : Layer(nd, s), chan_(tensor_desc(1, nd.in.c, 1, 1)) {
-    save_mean_.alloc(static_cast<size_t>(nd.in.c));
-    save_inv_var_.alloc(static_cast<size_t>(nd.in.c));
+    save_mean_.alloc(static_cast<size_t>(nd.in.c), s.stream);
+    save_inv_var_.alloc(static_cast<size_t>(nd.in.c), s.stream);
   }
 
   // Parameters: weight, bias, running_mean, running_var, num_batches_tracked.

@@ -4,7 +4,6 @@
 // within one workspace for all convolutions (NetState::workspace). No TF32:
 // CUDNN_FMA_MATH on the descriptor.
 #include <algorithm>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -26,7 +25,8 @@ Perf choose(const Perf* perf, int count, const char* what) {
       if (pass == 0 && p.determinism != CUDNN_DETERMINISTIC) continue;
       return p;
     }
-  throw std::runtime_error(std::string("cuDNN offers no usable ") + what + " algorithm for this convolution");
+  fail("cuDNN offers no usable ", what, " algorithm for this convolution within the ", kMaxConvWorkspace >> 20,
+       " MiB workspace cap; lower --batch-size or change the layer's shape");
 }
 
 struct ConvAlgos {
@@ -42,7 +42,10 @@ class Conv final : public Layer {
                                           nd.kernel, nd.kernel));
     cudnnCheck(cudnnSetConvolution2dDescriptor(conv_.get(), nd.pad, nd.pad, nd.stride, nd.stride, 1, 1,
                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    cudnnCheck(cudnnSetConvolutionMathType(conv_.get(), CUDNN_FMA_MATH));  // no TF32
+    // fp32 data: CUDNN_DEFAULT_MATH lets cuDNN pick TF32 tensor-core kernels (Ampere and
+    // later), as PyTorch's torch.backends.cudnn.allow_tf32 = True (its default);
+    // CUDNN_FMA_MATH keeps full fp32 (--tf32 off).
+    cudnnCheck(cudnnSetConvolutionMathType(conv_.get(), s.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
   }
 
   size_t plan(const Plan& p) override {

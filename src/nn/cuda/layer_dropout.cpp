@@ -12,7 +12,7 @@ class Dropout final : public Layer {
  public:
   using Layer::Layer;
 
-  void reserve(int64_t max_batch) override { mask_.alloc(static_cast<size_t>(max_batch * nd_.out.numel())); }
+  void reserve(int64_t max_batch) override { mask_.alloc(static_cast<size_t>(max_batch * nd_.out.numel()), s_.stream); }
 
   void forward(const Plan& p, const StepContext& ctx, bool eval) override {
     const float* x = s_.data[in()];

@@ -1,9 +1,11 @@
-// cuda_devices.cpp (stub) — a build without CUDA sees no CUDA device.
+// cuda_devices.cpp (stub) — a build without CUDA sees no CUDA device (built = false).
 #include "launch/cuda_devices.hpp"
 
 namespace cnnscale {
 
-int cuda_device_count() { return 0; }
-std::string cuda_device_product(int /*device*/) { return ""; }
+const CudaProbe& probe_cuda() {
+  static const CudaProbe probe{};
+  return probe;
+}
 
 }  // namespace cnnscale

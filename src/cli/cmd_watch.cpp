@@ -1,0 +1,101 @@
+// cmd_watch.cpp — `cnnscale watch RUN_DIR`: a running job's progress as a compact live
+// table, from RUN_DIR/metrics.jsonl (report/watch.hpp); ends when run.json says the
+// run ended, on Ctrl-C, or at once with --once.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "report/watch.hpp"
+#include "util/error.hpp"
+
+namespace cnnscale::cli {
+
+int cmd_watch(int argc, char** argv) {
+  CommandSpec spec{"watch", "cnnscale watch RUN_DIR [--interval S] [--once]",
+                   "Shows a training run's progress as a compact table (step, epoch, loss, lr, images/s, step time,\n"
+                   "the slowest rank's step time, elapsed), read from RUN_DIR/metrics.jsonl: the job may run on\n"
+                   "other nodes, on a shared file system. On a terminal the table is redrawn in place every\n"
+                   "--interval seconds; otherwise new rows are printed as they come. Ends when RUN_DIR/run.json\n"
+                   "says the run ended (or on Ctrl-C). docs/watching.md.",
+                   "Examples:\n"
+                   "  cnnscale watch runs/resnet50-n4\n"
+                   "  cnnscale watch runs/resnet50-n4 --once        (print the table now and exit)"};
+  po::options_description desc("Options");
+  desc.add_options()("run-dir", po::value<std::vector<std::string>>(), "the run directory (positional)")(
+      "interval", po::value<double>()->default_value(5.0, "5"), "seconds between refreshes")(
+      "rows", po::value<int>()->default_value(15), "progress rows shown")("once", po::bool_switch(),
+                                                                          "print the current table and exit");
+  auto parsed = parse_options(spec, argc, argv, desc, {{"run-dir", 1}});
+  if (parsed.help) {
+    print_help(spec, desc);
+    return 0;
+  }
+  const auto& vm = parsed.vm;
+  if (!vm.count("run-dir")) fail("watch: no run directory given; usage: ", spec.usage);
+  std::string dir = vm["run-dir"].as<std::vector<std::string>>().front();
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const double interval = vm["interval"].as<double>();
+  if (!(interval > 0)) fail("watch: --interval must be positive (seconds), got ", interval);
+  const int rows = vm["rows"].as<int>();
+  if (rows < 1) fail("watch: --rows must be at least 1, got ", rows);
+  const bool once = vm["once"].as<bool>();
+  report::check_watch_dir(dir);
+
+  const bool tty = isatty(STDOUT_FILENO) == 1 && !once;
+  report::MetricsTail tail(dir + "/metrics.jsonl");
+  report::WatchView view;
+  view.run_dir = dir;
+  view.max_rows = static_cast<size_t>(rows);
+  int64_t printed_step = -1, printed_eval = -1;  // not a terminal: the last row and evaluation printed
+  bool header_printed = false;
+  for (;;) {
+    std::vector<nlohmann::json> records;
+    if (!tail.poll(records))
+      fail("watch: ", dir, "/metrics.jsonl disappeared (moved aside by --force-new?); watch the new run again");
+    for (const auto& r : records) view.add(r);
+    std::error_code ec;
+    const auto mtime = std::filesystem::last_write_time(dir + "/metrics.jsonl", ec);
+    view.seconds_since_update =
+        ec ? -1 : std::chrono::duration<double>(std::filesystem::file_time_type::clock::now() - mtime).count();
+    view.ended = report::run_ended(dir, view.start, &view.run_json);
+    if (once || tty) {
+      if (tty) std::fputs("\033[H\033[2J", stdout);  // home, clear
+      std::fputs(report::render_watch(view).c_str(), stdout);
+    } else {
+      // A log file: the header once, then each new row, then the end.
+      const std::string table = report::render_watch(view);
+      if (!header_printed) {
+        std::fputs(table.c_str(), stdout);
+        header_printed = true;
+        if (!view.rows.empty()) printed_step = view.rows.back().value("step", int64_t{0});
+        if (!view.evals.empty()) printed_eval = view.evals.back().value("step", int64_t{0});
+      } else {
+        for (const auto& r : view.rows) {
+          const int64_t s = r.value("step", int64_t{0});
+          if (s <= printed_step) continue;
+          std::fputs(report::watch_row(r).c_str(), stdout);
+          printed_step = s;
+        }
+        for (const auto& e : view.evals) {
+          const int64_t s = e.value("step", int64_t{0});
+          if (s <= printed_eval) continue;
+          std::fputs(report::watch_eval_line(e).c_str(), stdout);
+          printed_eval = s;
+        }
+        if (view.ended) std::fputs(report::watch_state_line(view).c_str(), stdout);
+      }
+    }
+    std::fflush(stdout);
+    if (once || view.ended) return 0;
+    std::this_thread::sleep_for(std::chrono::duration<double>(interval));
+  }
+}
+
+}  // namespace cnnscale::cli

@@ -1,0 +1,168 @@
+// watch.cpp — see watch.hpp.
+#include "report/watch.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "util/error.hpp"
+
+namespace cnnscale::report {
+namespace fs = std::filesystem;
+namespace {
+
+std::string num(const nlohmann::json& j, const char* key, const char* fmt, double scale = 1) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, it->get<double>() * scale);
+  return buf;
+}
+
+std::string duration(double s) {
+  if (!(s >= 0) || s > 1e7) return "?";
+  const long t = std::lround(s);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+  return buf;
+}
+
+}  // namespace
+
+bool MetricsTail::poll(std::vector<nlohmann::json>& out) {
+  std::error_code ec;
+  const auto size = fs::file_size(path_, ec);
+  if (ec) return false;
+  if (size < offset_) {  // moved aside or rewritten: a new file
+    offset_ = 0;
+    partial_.clear();
+  }
+  if (size == offset_) return true;
+  std::ifstream in(path_, std::ios::binary);
+  if (!in) return false;
+  in.seekg(static_cast<std::streamoff>(offset_));
+  std::string chunk(static_cast<size_t>(size - offset_), '\0');
+  in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+  chunk.resize(static_cast<size_t>(in.gcount()));
+  offset_ += chunk.size();
+  partial_ += chunk;
+  size_t begin = 0;
+  for (size_t nl; (nl = partial_.find('\n', begin)) != std::string::npos; begin = nl + 1) {
+    const std::string line = partial_.substr(begin, nl - begin);
+    if (line.empty()) continue;
+    try {
+      out.push_back(nlohmann::json::parse(line));
+    } catch (const nlohmann::json::exception&) {
+      ++bad_;
+    }
+  }
+  partial_.erase(0, begin);
+  return true;
+}
+
+void WatchView::add(const nlohmann::json& r) {
+  if (!r.is_object()) return;
+  const std::string event = r.value("event", "");
+  if (event == "start") {
+    start = r;
+    rows.clear();
+    ended = false;
+  } else if (event == "eval") {
+    evals.push_back(r);
+    while (evals.size() > 5) evals.pop_front();
+  } else if (event.empty() && r.contains("step")) {
+    rows.push_back(r);
+    while (rows.size() > max_rows) rows.pop_front();
+  }
+}
+
+bool run_ended(const std::string& run_dir, const nlohmann::json& start, nlohmann::json* summary) {
+  std::ifstream in(run_dir + "/run.json");
+  if (!in) return false;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    return false;  // being replaced (written atomically, so only an old damaged file)
+  }
+  const int64_t from = start.is_object() ? start.value("from_step", int64_t{0}) : -1;
+  const auto steps = j.find("steps");
+  if (steps == j.end() || !steps->is_number() || steps->get<int64_t>() <= from) return false;
+  if (summary) *summary = j;
+  return true;
+}
+
+std::string watch_state_line(const WatchView& v) {
+  std::ostringstream os;
+  const nlohmann::json last = v.rows.empty() ? nlohmann::json(nullptr) : v.rows.back();
+  if (v.ended) {
+    os << "finished: " << v.run_json.value("steps", int64_t{0}) << " steps in "
+       << duration(v.run_json.value("wall_s", -1.0)) << ", median " << num(v.run_json, "images_per_s", "%.0f")
+       << " img/s";
+    if (v.run_json.contains("test_accuracy") && v.run_json["test_accuracy"].is_number())
+      os << ", test accuracy " << num(v.run_json, "test_accuracy", "%.4f");
+    if (v.run_json.contains("timeline") && v.run_json["timeline"].is_string())
+      os << "; timeline " << v.run_json["timeline"].get<std::string>();
+  } else if (last.is_object()) {
+    const int64_t step = last.value("step", int64_t{0}), total = last.value("total_steps", int64_t{0});
+    os << "running: step " << step;
+    if (total > 0) os << "/" << total << " (" << (100 * step / total) << "%)";
+    if (last.contains("eta_s") && last["eta_s"].is_number()) os << ", ETA " << duration(last["eta_s"].get<double>());
+    if (v.seconds_since_update >= 0) os << ", last update " << std::lround(v.seconds_since_update) << " s ago";
+  } else {
+    os << "running: no progress line yet";
+  }
+  os << "\n";
+  return os.str();
+}
+
+std::string watch_row(const nlohmann::json& r) {
+  char line[256];
+  std::snprintf(line, sizeof(line), "%8s %5s %9s %10s %10s %9s %10s %9s\n", num(r, "step", "%.0f").c_str(),
+                num(r, "epoch", "%.0f").c_str(), num(r, "loss", "%.4f").c_str(), num(r, "lr", "%.4g").c_str(),
+                num(r, "images_per_s", "%.0f").c_str(), num(r, "step_ms", "%.1f").c_str(),
+                num(r, "slowest_step_ms", "%.1f").c_str(), duration(r.value("elapsed_s", -1.0)).c_str());
+  return line;
+}
+
+std::string watch_eval_line(const nlohmann::json& e) {
+  std::ostringstream os;
+  os << "eval epoch " << e.value("epoch", 0) << " (step " << e.value("step", int64_t{0}) << "): test accuracy "
+     << num(e, "test_accuracy", "%.4f") << ", loss " << num(e, "test_loss", "%.4f") << "\n";
+  return os.str();
+}
+
+std::string render_watch(const WatchView& v) {
+  std::ostringstream os;
+  os << v.run_dir;
+  if (v.start.is_object()) {
+    const int64_t from = v.start.value("from_step", int64_t{0});
+    os << ": " << v.start.value("world_size", 0) << " rank(s), global batch "
+       << v.start.value("global_batch", int64_t{0}) << ", started " << v.start.value("time", std::string("?"))
+       << (from > 0 ? " (resumed at step " + std::to_string(from) + ")" : std::string());
+  }
+  os << "\n" << watch_state_line(v);
+  char line[256];
+  std::snprintf(line, sizeof(line), "%8s %5s %9s %10s %10s %9s %10s %9s\n", "step", "epoch", "loss", "lr", "images/s",
+                "step ms", "slowest ms", "elapsed");
+  os << line;
+  for (const auto& r : v.rows) os << watch_row(r);
+  for (const auto& e : v.evals) os << watch_eval_line(e);
+  return os.str();
+}
+
+void check_watch_dir(const std::string& run_dir) {
+  std::error_code ec;
+  if (!fs::exists(run_dir, ec))
+    fail("watch: run directory '", run_dir, "' does not exist; give the --run-dir of a `cnnscale train` run");
+  if (!fs::is_directory(run_dir, ec))
+    fail("watch: '", run_dir, "' is not a directory; give the --run-dir of a `cnnscale train` run");
+  if (!fs::exists(run_dir + "/metrics.jsonl", ec))
+    fail("watch: '", run_dir,
+         "' holds no metrics.jsonl, so no training has started there yet; check the path, or "
+         "start watching once the job runs (squeue) — train writes it when its first step begins");
+}
+
+}  // namespace cnnscale::report

@@ -1,0 +1,65 @@
+// watch.hpp — `cnnscale watch RUN_DIR`: a running job's metrics.jsonl (train/run_files.hpp)
+// as a compact live table, read from the run directory only (a shared file system: the
+// job may run on other nodes), never from the job's processes.
+//
+// MetricsTail reads the lines appended since its last poll (a line is only taken once it
+// ends in '\n': the trainer writes whole lines, but a reader on NFS may see one in part);
+// a file that shrank (moved aside by --force-new, a new run) is read again from its start.
+// The run has ended when run.json exists and records at least one step past the last
+// segment's start (a resumed run keeps its previous run.json until it ends, docs/checkpoints.md).
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace cnnscale::report {
+
+class MetricsTail {
+ public:
+  explicit MetricsTail(std::string path) : path_(std::move(path)) {}
+  // The complete lines appended since the last call, parsed (unparsable lines skipped
+  // and counted). False when the file does not exist.
+  bool poll(std::vector<nlohmann::json>& out);
+  int64_t bad_lines() const { return bad_; }
+
+ private:
+  std::string path_, partial_;
+  uint64_t offset_ = 0;
+  int64_t bad_ = 0;
+};
+
+// What the table shows: the segment's start, the last progress rows and evaluations.
+struct WatchView {
+  std::string run_dir;
+  nlohmann::json start;              // the last {"event": "start"} record (null: none yet)
+  std::deque<nlohmann::json> rows;   // progress lines (step, loss, ...), the newest last
+  std::deque<nlohmann::json> evals;  // {"event": "eval"} records, the newest last
+  size_t max_rows = 15;
+  bool ended = false;                // run.json says the run ended
+  nlohmann::json run_json;           // when ended
+  double seconds_since_update = -1;  // metrics.jsonl's age (-1: unknown)
+
+  void add(const nlohmann::json& record);  // a metrics.jsonl record
+};
+
+// Reads RUN_DIR/run.json: true when it records the end of the segment that `start`
+// opened (see above); fills *summary with it.
+bool run_ended(const std::string& run_dir, const nlohmann::json& start, nlohmann::json* summary);
+
+// The table: a header (run dir, ranks, global batch, state, progress and ETA), one row
+// per progress line (step, epoch, loss, lr, images/s, step ms, slowest rank's ms, elapsed),
+// the evaluations, and at the end the summary when the run ended.
+std::string render_watch(const WatchView& v);
+// Parts of it, for a log (not a terminal): the state line ("running: ..." or
+// "finished: ...") and one progress row, each ending in '\n'.
+std::string watch_state_line(const WatchView& v);
+std::string watch_row(const nlohmann::json& progress_line);
+std::string watch_eval_line(const nlohmann::json& eval_record);
+
+// Throws UserError ("watch: ...") when run_dir does not exist or is not a directory,
+// or holds no metrics.jsonl (no run has started there).
+void check_watch_dir(const std::string& run_dir);
+
+}  // namespace cnnscale::report

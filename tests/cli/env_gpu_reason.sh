@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# env_gpu_reason.sh — where no GPU is usable, `cnnscale env` says why (CUDA's own error
+# text, driver and runtime versions, the fix), --backend nccl fails with that reason, and
+# --backend auto warns once (rank 0) when the environment says GPUs exist but the CPU is
+# chosen. SKIPs where a GPU is actually usable. (issue 18, item 1)
+set -u
+source "$CNNSCALE_SOURCE/tests/lib.sh"
+M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
+# The GPU hints must come only from what this test sets.
+unset SLURM_JOB_GPUS SLURM_STEP_GPUS SLURM_GPUS_ON_NODE CUDA_VISIBLE_DEVICES
+
+timeout 120 "$CNNSCALE" env >"$TMP/env.out" 2>"$TMP/env.err"
+expect_eq "env: status" 0 "$?"
+if grep -q 'device=cuda' "$TMP/env.out"; then
+  echo "SKIP: a GPU is usable here ($(grep -o 'device=[^ ]*' "$TMP/env.out" | head -1)); nothing to explain"
+  exit 77
+fi
+if "$CNNSCALE" --version | grep -q CUDA; then
+  # A CUDA build where cudaGetDeviceCount fails: CUDA's text must survive, with versions and the fix.
+  why=$(sed -n 's/.* cuda_error="\([^"]*\)".*/\1/p' "$TMP/env.out" | head -1)
+  expect_ne "env: rank line carries cuda_error=\"…\"" "" "$why"
+  expect_grep "env: reason line with CUDA's error text" "^no GPU on rank 0: cudaGetDeviceCount failed: $why \\(cudaError[A-Za-z]+\\)" "$TMP/env.out"
+  expect_grep "env: runtime version named" "the CUDA [0-9]+\\.[0-9]+ runtime \\(cudaRuntimeGetVersion [0-9]+\\)" "$TMP/env.out"
+  expect_grep "env: driver version named" "cudaDriverGetVersion [0-9]+" "$TMP/env.out"
+  expect_grep "env: a fix named" "Fix: " "$TMP/env.out"
+  if grep -q "cudaErrorInsufficientDriver" "$TMP/env.out"; then
+    expect_grep "env: insufficient driver, the exact text" \
+      'CUDA driver version is insufficient for CUDA runtime version' "$TMP/env.out"
+    expect_grep "env: the driver branch and the rebuild named" \
+      "driver is R[0-9]+ or newer .*rebuild cnnscale against the cluster's CUDA" "$TMP/env.out"
+  fi
+else
+  expect_grep "env: build without CUDA says so" "^no GPU on rank 0: this cnnscale was built without CUDA" "$TMP/env.out"
+fi
+expect_eq "env: no warning without GPU hints" "" "$(cat "$TMP/env.err")"
+
+# --backend nccl: the same reason in the error, printed once for two ranks.
+timeout 120 $M -n 2 "$CNNSCALE" env --backend nccl >"$TMP/nccl.out" 2>&1
+expect_eq "nccl: status" 2 "$?"
+expect_grep "nccl: error names the rank and the reason" \
+  "cnnscale: error: --backend nccl .*rank 0 on $(hostname) has none: (cudaGetDeviceCount failed|this cnnscale was built without CUDA)" \
+  "$TMP/nccl.out"
+expect_eq "nccl: printed once" 1 "$(grep -c 'cnnscale: error:' "$TMP/nccl.out")"
+
+# --backend auto with Slurm saying the job has GPUs: CPU chosen, one warning with the reason.
+timeout 120 $M -n 2 -x SLURM_JOB_GPUS=0,1 "$CNNSCALE" env >"$TMP/auto.out" 2>"$TMP/auto.err"
+expect_eq "auto+hints: status" 0 "$?"
+expect_eq "auto+hints: both ranks on the CPU" 2 "$(grep -c 'device=cpu backend=mpi' "$TMP/auto.out")"
+expect_grep "auto+hints: warning names the hint and the reason" \
+  "^cnnscale: warning: --backend auto trains on the CPU \\(MPI\\) although .* looks like a GPU node \\(SLURM_JOB_GPUS=0,1\\): rank 0 on .* has no usable GPU: " \
+  "$TMP/auto.err"
+expect_eq "auto+hints: warned once" 1 "$(grep -c 'cnnscale: warning:' "$TMP/auto.err")"
+
+# --backend mpi: the CPU knowingly, no warning.
+timeout 120 $M -n 2 -x SLURM_JOB_GPUS=0,1 "$CNNSCALE" env --backend mpi >"$TMP/mpi.out" 2>"$TMP/mpi.err"
+expect_eq "mpi: status" 0 "$?"
+expect_eq "mpi: no warning" "" "$(grep 'cnnscale: warning' "$TMP/mpi.err")"
+finish

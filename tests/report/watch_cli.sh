@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# watch_cli.sh — `cnnscale watch RUN_DIR` on run directories written by hand (no training):
+# --once prints the current table (start record, progress rows, evaluations; a line not
+# yet ended by '\n' is not shown); --rows bounds it; without --once it follows
+# metrics.jsonl as lines are appended (a log: each new row and evaluation once) and exits 0 when
+# run.json records the segment's end; a resumed segment's older run.json does not end it;
+# a missing or empty run directory and bad options are `cnnscale: error:` lines (exit 2).
+set -u
+source "$CNNSCALE_SOURCE/tests/lib.sh"
+C="$CNNSCALE"
+row() {  # row STEP LOSS
+  printf '{"step":%d,"epoch":1,"loss":%s,"lr":0.01,"images_per_s":1234.5,"step_ms":25.9,"data_ms":0.1,"compute_ms":20,"comm_exposed_ms":5,"optimizer_ms":0.8,"elapsed_s":%d,"total_steps":100,"eta_s":70,"slowest_step_ms":26.4}\n' "$1" "$2" "$1"
+}
+
+# ---- errors ----
+"$C" watch "$TMP/nope" --once >"$TMP/e1" 2>&1
+expect_eq "missing run dir: exit 2" 2 "$?"
+expect_grep "missing run dir: explained" "^cnnscale: error: watch: run directory '$TMP/nope' does not exist; give the --run-dir" "$TMP/e1"
+mkdir -p "$TMP/empty"
+"$C" watch "$TMP/empty" --once >"$TMP/e2" 2>&1
+expect_eq "empty run dir: exit 2" 2 "$?"
+expect_grep "empty run dir: explained" "^cnnscale: error: watch: '$TMP/empty' holds no metrics.jsonl, so no training has started there yet" "$TMP/e2"
+"$C" watch "$TMP/empty" --interval 0 >"$TMP/e3" 2>&1
+expect_eq "--interval 0: exit 2" 2 "$?"
+expect_grep "--interval 0: explained" "^cnnscale: error: watch: --interval must be positive" "$TMP/e3"
+"$C" watch >"$TMP/e4" 2>&1
+expect_eq "no run dir: exit 2" 2 "$?"
+expect_grep "no run dir: usage" "^cnnscale: error: watch: no run directory given; usage: cnnscale watch RUN_DIR" "$TMP/e4"
+"$C" --help >"$TMP/help" 2>&1
+expect_grep "cnnscale --help lists watch" "^  watch +a running job's progress" "$TMP/help"
+
+# ---- --once ----
+D="$TMP/run"
+mkdir -p "$D"
+{
+  echo '{"event":"start","from_step":0,"world_size":2,"global_batch":32,"resumed_from":null,"config_digest":"x","time":"2026-11-23T10:00:00Z"}'
+  row 10 2.1; row 20 1.5; row 30 0.9
+  echo '{"event":"eval","step":30,"epoch":1,"test_accuracy":0.8125,"test_loss":0.61,"elapsed_s":31}'
+  printf '{"step":40,"epoch":1,"loss":0.7'   # a line still being written
+} >"$D/metrics.jsonl"
+"$C" watch "$D" --once >"$TMP/once" 2>&1
+expect_eq "--once: exit 0" 0 "$?"
+expect_grep "--once: the run's start" "^$D: 2 rank\(s\), global batch 32, started 2026-11-23T10:00:00Z$" "$TMP/once"
+expect_grep "--once: running, progress and ETA" "^running: step 30/100 \(30%\), ETA 0:01:10, last update [0-9]+ s ago$" "$TMP/once"
+expect_grep "--once: the column header" "^ +step +epoch +loss +lr +images/s +step ms +slowest ms +elapsed$" "$TMP/once"
+expect_grep "--once: a row" "^ +20 +1 +1\.5000 +0\.01 +1234 +25\.9 +26\.4 +0:00:20$" "$TMP/once"
+expect_eq "--once: three rows (the unfinished line left out)" 3 "$(grep -cE '^ +[0-9]+ +1 ' "$TMP/once")"
+expect_grep "--once: the evaluation" "^eval epoch 1 \(step 30\): test accuracy 0\.8125, loss 0\.6100$" "$TMP/once"
+"$C" watch "$D" --once --rows 2 >"$TMP/once2" 2>&1
+expect_eq "--rows 2: two rows" "20 30" "$(grep -E '^ +[0-9]+ +1 ' "$TMP/once2" | awk '{print $1}' | xargs)"
+
+# ---- following a running job ----
+"$C" watch "$D" --interval 0.2 >"$TMP/live" 2>&1 &
+pid=$!
+sleep 1
+printf '5,"lr":0.01,"images_per_s":1200,"step_ms":26,"elapsed_s":40,"total_steps":100}\n' >>"$D/metrics.jsonl"
+row 50 0.6 >>"$D/metrics.jsonl"
+echo '{"event":"eval","step":50,"epoch":1,"test_accuracy":0.84,"test_loss":0.5,"elapsed_s":51}' >>"$D/metrics.jsonl"
+sleep 1
+kill -0 $pid 2>/dev/null
+expect_eq "still watching before run.json" 0 "$?"
+row 100 0.4 >>"$D/metrics.jsonl"
+echo '{"steps":100,"wall_s":95,"images_per_s":1300,"test_accuracy":0.85,"timeline":"/x/t.json"}' >"$D/run.json.tmp" &&
+  mv "$D/run.json.tmp" "$D/run.json"
+for _ in $(seq 50); do kill -0 $pid 2>/dev/null || break; sleep 0.2; done
+kill -0 $pid 2>/dev/null && { bad "watch exits once run.json records the end"; kill $pid; }
+wait $pid
+expect_eq "watch: exit 0 at the run's end" 0 "$?"
+expect_eq "each row printed once, in order" "10 20 30 40 50 100" "$(grep -E '^ +[0-9]+ +1 ' "$TMP/live" | awk '{print $1}' | xargs)"
+expect_eq "the evaluations, each once" "30 50" \
+  "$(grep -E '^eval epoch' "$TMP/live" | sed -E 's/.*\(step ([0-9]+)\).*/\1/' | xargs)"
+expect_grep "the end is said" "^finished: 100 steps in 0:01:35, median 1300 img/s, test accuracy 0\.8500; timeline /x/t\.json$" "$TMP/live"
+
+# ---- a resumed segment: the previous run.json does not end it ----
+echo '{"event":"start","from_step":100,"world_size":4,"global_batch":64,"resumed_from":"c.h5","config_digest":"x","time":"2026-11-23T11:00:00Z"}' >>"$D/metrics.jsonl"
+row 110 0.3 >>"$D/metrics.jsonl"
+"$C" watch "$D" --once >"$TMP/resumed" 2>&1
+expect_grep "resumed: the new segment's start" "4 rank\(s\), global batch 64, .*\(resumed at step 100\)" "$TMP/resumed"
+expect_grep "resumed: still running" "^running: step 110/100" "$TMP/resumed"
+expect_eq "resumed: the new segment's rows only" "110" "$(grep -E '^ +[0-9]+ +1 ' "$TMP/resumed" | awk '{print $1}' | xargs)"
+finish
