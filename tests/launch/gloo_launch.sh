@@ -111,7 +111,7 @@ if unshare -u true 2>/dev/null; then
       timeout 120 "$CNNSCALE" "${TRAIN[@]}" --batch-size 32 --collective-timeout 10 >"$TMP/$out.0.out" 2>&1 &
     local p0=$!
     "${CLEAN[@]}" "$@" RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 unshare -u \
-      sh -c 'hostname othernode && exec "$0" "$@"' "$CNNSCALE" "${TRAIN[@]}" --batch-size 32 --collective-timeout 10 \
+      bash -c 'hostname othernode && exec "$0" "$@"' "$CNNSCALE" "${TRAIN[@]}" --batch-size 32 --collective-timeout 10 \
       >"$TMP/$out.1.out" 2>&1
     rc1=$?
     wait $p0
