@@ -46,6 +46,18 @@ void usage(FILE* out) {
                "`cnnscale --version` prints the version and the build's features.\n");
 }
 
+// Ends the whole job with `status`: MPI_Abort when other ranks exist (they may be inside
+// a collective this rank will never join), else a normal MPI finalize.
+int end_job(int status) {
+  if (cnnscale::mpi_active()) {
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, status);
+  }
+  cnnscale::finalize_mpi();
+  return status;
+}
+
 // Prints a user error once and returns the exit status (after MPI_Abort when other
 // ranks may be waiting). Before MPI starts, ranks cannot compare errors: the launcher's
 // rank 0 prints at once; another rank first pauses, so that when rank 0 has the same
@@ -62,13 +74,7 @@ int report_user_error(const std::string& what) {
     gethostname(host, sizeof(host) - 1);
     cnnscale::print_error("rank " + std::to_string(launcher_rank) + " on " + host + ": " + what);
   }
-  if (cnnscale::mpi_active()) {
-    int size = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size > 1) MPI_Abort(MPI_COMM_WORLD, cnnscale::kUserErrorStatus);
-  }
-  cnnscale::finalize_mpi();
-  return cnnscale::kUserErrorStatus;
+  return end_job(cnnscale::kUserErrorStatus);
 }
 
 }  // namespace
@@ -109,24 +115,12 @@ int main(int argc, char** argv) {
   } catch (const cnnscale::InternalError& e) {
     // A bug, found by this rank and maybe by no other: say so, and end the whole job.
     cnnscale::print_internal_error(e.what());
-    if (cnnscale::mpi_active()) {
-      int size = 1;
-      MPI_Comm_size(MPI_COMM_WORLD, &size);
-      if (size > 1) MPI_Abort(MPI_COMM_WORLD, cnnscale::kInternalErrorStatus);
-    }
-    cnnscale::finalize_mpi();
-    return cnnscale::kInternalErrorStatus;
+    return end_job(cnnscale::kInternalErrorStatus);
   } catch (const std::exception& e) {
     // Any other exception (a library's): a bug of ours not to have turned it into one of
     // the above. End the whole job as for an InternalError, not std::terminate's abort.
     cnnscale::print_internal_error(std::string("unexpected exception: ") + e.what());
-    if (cnnscale::mpi_active()) {
-      int size = 1;
-      MPI_Comm_size(MPI_COMM_WORLD, &size);
-      if (size > 1) MPI_Abort(MPI_COMM_WORLD, cnnscale::kInternalErrorStatus);
-    }
-    cnnscale::finalize_mpi();
-    return cnnscale::kInternalErrorStatus;
+    return end_job(cnnscale::kInternalErrorStatus);
   }
   cnnscale::finalize_mpi();
   return status;

@@ -69,6 +69,15 @@ bool mpi_active() {
   return init && !fin;
 }
 
+int start_mpi_threaded() {
+  int provided = 0;
+  if (!mpi_active())
+    mpiCheck(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
+  else
+    mpiCheck(MPI_Query_thread(&provided));
+  return provided;
+}
+
 void finalize_mpi() {
   if (mpi_active()) MPI_Finalize();
 }
@@ -115,13 +124,7 @@ ProcessContext bootstrap(const BootstrapOptions& opts) {
   }
 
   if (opts.rendezvous) return bootstrap_rendezvous(std::move(ctx), opts);
-  if (!mpi_active()) {
-    int provided = 0;
-    mpiCheck(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
-    ctx.mpi_thread_level = provided;
-  } else {
-    mpiCheck(MPI_Query_thread(&ctx.mpi_thread_level));
-  }
+  ctx.mpi_thread_level = start_mpi_threaded();
   // From here a failed library call (CUDA, cuDNN, cuBLAS) aborts every rank, not just this one.
   set_fatal_error_handler(&abort_job);
   if (ctx.launch.kind == LauncherKind::pmix) release_pmix();

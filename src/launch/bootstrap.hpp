@@ -78,4 +78,8 @@ void finalize_mpi();
 // True between MPI_Init and MPI_Finalize.
 bool mpi_active();
 
+// MPI_Init_thread asking for MPI_THREAD_MULTIPLE unless MPI is already up; returns the
+// thread level MPI provides (the progress thread runs only with MULTIPLE).
+int start_mpi_threaded();
+
 }  // namespace cnnscale

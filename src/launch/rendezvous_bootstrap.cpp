@@ -43,13 +43,7 @@ bool launcher_needs_rendezvous(const LaunchInfo& info) {
 
 ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& opts) {
   LaunchInfo& li = ctx.launch;
-  if (!mpi_active()) {
-    int provided = 0;
-    mpiCheck(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
-    ctx.mpi_thread_level = provided;
-  } else {
-    mpiCheck(MPI_Query_thread(&ctx.mpi_thread_level));
-  }
+  ctx.mpi_thread_level = start_mpi_threaded();
   set_fatal_error_handler(&abort_job);
   int mpi_rank = 0, mpi_size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);

@@ -35,25 +35,10 @@ void MetricsLog::open(const std::string& run_dir) {
 void MetricsLog::append(const nlohmann::json& record) {
   if (fd_ < 0) return;
   const std::string line = record.dump() + "\n";
-  const off_t before = ::lseek(fd_, 0, SEEK_END);
-  size_t done = 0;
-  int err = 0;
-  while (done < line.size()) {
-    const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      err = n < 0 ? errno : ENOSPC;
-      break;
-    }
-    done += static_cast<size_t>(n);
-  }
+  const int err = append_whole(fd_, line);
   if (!err) {
     ++written_;
     return;
-  }
-  // Cut a partial line back off (shrinking needs no space), so a later line does not continue it.
-  if (done > 0 && before >= 0) {
-    [[maybe_unused]] const int cut = ::ftruncate(fd_, before);
   }
   if (lost_++ == 0) {
     error_ = std::strerror(err);

@@ -13,6 +13,7 @@
 #include "tensorboard.pb.h"  // generated from train/tensorboard.proto
 #include "train/run_files.hpp"
 #include "train/tfrecord.hpp"
+#include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
@@ -169,26 +170,11 @@ void TensorBoardWriter::text(int64_t step, const std::string& tag, const std::st
 void TensorBoardWriter::append(const std::string& event) {
   if (fd_ < 0) return;
   const std::string record = tfrecord::frame(event);
-  const off_t before = ::lseek(fd_, 0, SEEK_END);
-  size_t done = 0;
-  int err = 0;
-  while (done < record.size()) {
-    const ssize_t n = ::write(fd_, record.data() + done, record.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      err = n < 0 ? errno : ENOSPC;
-      break;
-    }
-    done += static_cast<size_t>(n);
-  }
+  const int err = append_whole(fd_, record);
   if (!err) {
     ++written_;
     dirty_ = true;
     return;
-  }
-  // Cut the torn record back off: a reader stops at a bad CRC, so later records would be lost to it.
-  if (done > 0 && before >= 0) {
-    [[maybe_unused]] const int cut = ::ftruncate(fd_, before);
   }
   if (lost_++ == 0) {
     error_ = std::strerror(err);

@@ -89,4 +89,22 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
   fsync_directory(std::filesystem::path(path).parent_path().string());
 }
 
+int append_whole(int fd, const std::string& bytes) {
+  const off_t before = ::lseek(fd, 0, SEEK_END);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      if (done > 0 && before >= 0) {
+        [[maybe_unused]] const int cut = ::ftruncate(fd, before);
+      }
+      return err;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
 }  // namespace cnnscale

@@ -18,6 +18,11 @@ void write_file_atomic(const std::string& path, const void* data, size_t size);
 // on other hosts) and only when no process <pid> exists here. Returns the names removed.
 std::vector<std::string> remove_stale_temporaries(const std::string& dir);
 
+// Appends `bytes` to the file open as fd, whole or not at all: a short or failed write is
+// cut back off (shrinking needs no space), so the next append does not continue a torn
+// record. Returns 0, or the errno of the failure (ENOSPC for a write of 0 bytes).
+int append_whole(int fd, const std::string& bytes);
+
 // fsyncs a directory (after a rename inside it); errors are ignored.
 void fsync_directory(const std::string& dir);
 
