@@ -27,7 +27,7 @@ struct Command {
 
 const Command kCommands[] = {
     {"train", cnnscale::cli::cmd_train, "data-parallel CNN training (synthetic or a `prep` data set)"},
-    {"prep", cnnscale::cli::cmd_prep, "convert a data set (IDX, HDF5) into sharded HDF5 for training"},
+    {"prep", cnnscale::cli::cmd_prep, "convert a data set (IDX, HDF5, CIFAR-10/100, image folders) into sharded HDF5"},
     {"allreduce", cnnscale::cli::cmd_allreduce, "collective benchmark with nccl-tests columns and a correctness check"},
     {"report", cnnscale::cli::cmd_report, "scaling analysis of run directories (tables, charts, a recommendation)"},
     {"watch", cnnscale::cli::cmd_watch, "a running job's progress from its run directory, as a live table"},
