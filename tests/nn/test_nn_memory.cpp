@@ -13,6 +13,7 @@
 #include "nn/graph.hpp"
 #include "nn/model.hpp"
 #include "nn/net.hpp"
+#include "precisions.hpp"
 #include "random_batch.hpp"
 
 using namespace cnnscale;
@@ -84,14 +85,7 @@ TEST(PlanMemory, InPlaceBitwiseEqualToOutOfPlace) {
   const Case cases[] = {
       {"resnet18", {3, 32, 32}, 7, 3}, {"resnet20", {3, 16, 16}, 5, 4}, {"lenet5", {1, 28, 28}, 10, 5}};
   for (const auto& cs : cases) {
-    for (Precision prec : {Precision::fp32, Precision::bf16}) {
-      if (prec == Precision::bf16) {
-        try {
-          nn::require_bf16();
-        } catch (...) {
-          continue;
-        }
-      }
+    for (Precision prec : test::precisions_here()) {
       SCOPED_TRACE(std::string(cs.model) + (prec == Precision::bf16 ? " bf16" : " fp32"));
       test::RandomBatch d(cs.batch, cs.shape, cs.classes);
       std::vector<float> params[2], grads[2], logits[2];

@@ -15,6 +15,7 @@
 #include "nn/model.hpp"
 #include "nn/net.hpp"
 #include "nn/rng.hpp"
+#include "precisions.hpp"
 #include "random_batch.hpp"
 #include "reference.hpp"
 #include "util/error.hpp"
@@ -344,14 +345,7 @@ TEST(Fusion, MaxPoolReluBitwiseEqualToUnfused) {
       {"conv(5,3) relu maxpool(2) flatten linear(5)", {1, 8, 8}},
   };
   for (const auto& cs : cases) {
-    for (Precision prec : {Precision::fp32, Precision::bf16}) {
-      if (prec == Precision::bf16) {
-        try {
-          nn::require_bf16();
-        } catch (...) {
-          continue;
-        }
-      }
+    for (Precision prec : test::precisions_here()) {
       SCOPED_TRACE(std::string(cs.spec) + (prec == Precision::bf16 ? " bf16" : " fp32"));
       const int classes = std::string(cs.spec) == "mnist_cnn" ? 10 : 5;
       const int64_t n = 6;
