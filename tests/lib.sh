@@ -13,6 +13,18 @@ expect_ne() { if [ "$2" != "$3" ]; then ok "$1"; else bad "$1 (got '$3', expecte
 expect_grep() {
   if grep -Eq -- "$2" "$3"; then ok "$1"; else bad "$1 (no line matching /$2/ in $3:)"; sed 's/^/    | /' "$3" | head -20; fi
 }
+# expect_ckpt_close LABEL A.h5 B.h5 [TOL]: tests/ckpt_diff of two checkpoints exits 0 and
+# their largest relative difference is below TOL (1e-5); ckpt_diff's line is left in
+# $CKPT_DIFF_OUT (field 6: max abs, field 8: relative).
+expect_ckpt_close() {
+  local label=$1 tol=${4:-1e-5} st rel
+  CKPT_DIFF_OUT=$("$CNNSCALE_BUILD/tests/ckpt_diff" "$2" "$3" 2>&1)
+  st=$?
+  expect_eq "ckpt_diff $label exit status" 0 "$st"
+  rel=$(awk '{print $8}' <<<"$CKPT_DIFF_OUT")
+  python3 -c "import sys; sys.exit(0 if float('${rel:-1}') < $tol else 1)" 2>/dev/null
+  expect_eq "$label (rel diff ${rel:-?} < $tol)" 0 "$?"
+}
 expect_file() { if [ -s "$2" ]; then ok "$1"; else bad "$1 (missing or empty: $2)"; fi; }
 finish() {
   echo "$_pass passed, $_fail failed"
