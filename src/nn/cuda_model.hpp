@@ -19,8 +19,9 @@
 // - Work enqueued on the model's stream by others (the CUDA optimizer built with
 //   stream()) is ordered with the model's own work. A reader on another stream after
 //   step end must call order_before or synchronize().
-// - fp32 only, without TF32 (cuDNN CUDNN_FMA_MATH, cuBLAS CUBLAS_DEFAULT_MATH), so that
-//   results agree with the CPU model to fp32 rounding. bf16 is a UserError for now.
+// - fp32 data. TF32 tensor-core math unless ModelOptions::tf32 is false (then cuDNN
+//   CUDNN_FMA_MATH and cuBLAS CUBLAS_DEFAULT_MATH: results agree with the CPU model to
+//   fp32 rounding). bf16 is a UserError for now.
 // - Parameters are initialised on the host by the CPU model's init (nn::init_param:
 //   bit-identical to the CPU model for the same seed) and uploaded.
 #pragma once
@@ -37,6 +38,7 @@ class DeviceModel : public Model {
   virtual int device() const = 0;
   void* stream() const override = 0;                   // the model's cudaStream_t
   void order_before(void* other_stream) override = 0;  // other_stream waits for work enqueued so far
+  void wait_for(void* other_stream) override = 0;      // the model's stream waits for other_stream's work so far
   void synchronize() override = 0;                     // host waits for the model's stream
   void copy_params_to_host(float* host) override = 0;  // param_count() floats; synchronous
   void copy_params_from_host(const float* host) override = 0;

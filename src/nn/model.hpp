@@ -128,6 +128,11 @@ class Model {
   // Makes the device queue `other` (e.g. Communicator::stream()) wait for the work the
   // model has enqueued so far, without a host wait. No-op for a host model or a null queue.
   virtual void order_before(void* /*other*/) {}
+  // The reverse: the model's queue waits (on the device, no host wait) for the work
+  // enqueued on `other` so far, e.g. the communicator's gradient sums or batch-norm
+  // buffer broadcast before the optimizer or the next forward reads them. No-op for a
+  // host model or a null queue.
+  virtual void wait_for(void* /*other*/) {}
 
   // The host waits for the work the model has enqueued (forward_backward of a device
   // model returns before its backward has run). No-op for a host model.

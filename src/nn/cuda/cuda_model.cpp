@@ -4,9 +4,9 @@
 // convolutions, relu and pools and batch-norm on cuDNN, linear and add on cuBLAS,
 // dropout by a kernel, flatten as a view), plus softmax cross-entropy by a kernel
 // (kernels.cu). This file owns the handles, the buffers and the per-batch-size plans,
-// and drives forward, loss and backward with the grad-ready calls. No TF32:
-// CUDNN_FMA_MATH on every convolution descriptor and CUBLAS_DEFAULT_MATH on the
-// cuBLAS handle.
+// and drives forward, loss and backward with the grad-ready calls. TF32 as
+// ModelOptions::tf32 says (cuDNN math type per convolution descriptor, cuBLAS math
+// mode on the handle).
 #include "nn/cuda_model.hpp"
 
 #include <algorithm>
@@ -39,6 +39,7 @@ class CudaNet final : public DeviceModel {
     cudaCheck(cudaEventCreateWithFlags(&staged_ev_, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&loss_ev_, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&order_ev_, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&wait_ev_, cudaEventDisableTiming));
     cudnnCheck(cudnnCreate(&s_.cudnn));
     cudnnCheck(cudnnSetStream(s_.cudnn, s_.stream));
     cublasCheck(cublasCreate(&s_.cublas));
@@ -81,7 +82,7 @@ class CudaNet final : public DeviceModel {
     layers_.clear();
     if (s_.cublas) cublasDestroy(s_.cublas);
     if (s_.cudnn) cudnnDestroy(s_.cudnn);
-    for (cudaEvent_t e : {staged_ev_, loss_ev_, order_ev_})
+    for (cudaEvent_t e : {staged_ev_, loss_ev_, order_ev_, wait_ev_})
       if (e) cudaEventDestroy(e);
     if (s_.stream) cudaStreamDestroy(s_.stream);
   }
@@ -100,6 +101,11 @@ class CudaNet final : public DeviceModel {
     if (!other) return;
     cudaCheck(cudaEventRecord(order_ev_, s_.stream));
     cudaCheck(cudaStreamWaitEvent(static_cast<cudaStream_t>(other), order_ev_, 0));
+  }
+  void wait_for(void* other) override {
+    if (!other) return;
+    cudaCheck(cudaEventRecord(wait_ev_, static_cast<cudaStream_t>(other)));
+    cudaCheck(cudaStreamWaitEvent(s_.stream, wait_ev_, 0));
   }
   void synchronize() override { cudaCheck(cudaStreamSynchronize(s_.stream)); }
 
@@ -280,7 +286,7 @@ class CudaNet final : public DeviceModel {
   int device_ = 0;
   NetState s_;                                  // handles, flat buffers, activations: what the layers share
   std::vector<std::unique_ptr<Layer>> layers_;  // one per node
-  cudaEvent_t staged_ev_ = nullptr, loss_ev_ = nullptr, order_ev_ = nullptr;
+  cudaEvent_t staged_ev_ = nullptr, loss_ev_ = nullptr, order_ev_ = nullptr, wait_ev_ = nullptr;
   int64_t max_batch_ = 0;
   std::vector<DevArray<float>> store_;
   DevArray<int32_t> d_labels_;

@@ -1,8 +1,8 @@
 // layer_conv.cpp — conv2d on cuDNN: cudnnConvolutionForward / BackwardData /
 // BackwardFilter / BackwardBias, cudnnAddTensor for the bias. Algorithms from
 // cudnnGet*Algorithm_v7 (deterministic ones preferred), chosen once per batch size,
-// within one workspace for all convolutions (NetState::workspace). No TF32:
-// CUDNN_FMA_MATH on the descriptor.
+// within one workspace for all convolutions (NetState::workspace). Math type per
+// NetState::tf32: CUDNN_DEFAULT_MATH (TF32 allowed) or CUDNN_FMA_MATH (full fp32).
 #include <algorithm>
 #include <string>
 #include <vector>
