@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace cnnscale {
 
@@ -48,6 +50,19 @@ class Communicator {
   // Starts a sum; the buffer must not be touched until wait() returns.
   virtual std::unique_ptr<PendingReduce> allreduce_sum_async(void* buf, size_t count, DType t) = 0;
   virtual void broadcast(void* buf, size_t bytes, int root) = 0;
+  // Broadcasts root's floats base[b, e) for every (b, e) in float_ranges (offsets in
+  // floats from base; ranges disjoint, each rank passes the same list); the floats
+  // outside the ranges are not touched. For many small ranges, e.g. the batch-norm
+  // running statistics scattered through a model's parameters (resnet20: 21 ranges),
+  // the transport policy lives here, not in the caller:
+  //  - host communicators (this default: MPI, Gloo) pack the ranges into one message, one
+  //    broadcast, and unpack it; returns when base holds root's values;
+  //  - a device communicator (NCCL) only enqueues: one broadcast per range, all in one
+  //    ncclGroupStart/ncclGroupEnd on stream(), and returns without waiting on the host.
+  //    The caller orders the writers of base before stream() (Model::order_before) and
+  //    its readers after it (Model::wait_for(stream())); a later wait on the
+  //    communicator (synchronize, a blocking collective) reports its errors.
+  virtual void broadcast_ranges(void* base, const std::vector<std::pair<size_t, size_t>>& float_ranges, int root);
   virtual void barrier() = 0;
   // Lets reductions in flight advance (MPI's non-blocking collectives progress only
   // inside MPI calls); the training loop calls it between layers. No-op for NCCL.

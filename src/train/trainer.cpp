@@ -145,7 +145,6 @@ void Trainer::setup() {
     for (const auto& r : buffer_ranges_) {
       if (!merged.empty() && merged.back().second == r.first) merged.back().second = r.second;
       else merged.push_back(r);
-      buffer_floats_ += r.second - r.first;
     }
     buffer_ranges_ = std::move(merged);
   }
@@ -565,28 +564,14 @@ void Trainer::write_timeline() {
 }
 
 void Trainer::broadcast_buffers() {
-  // As DDP's broadcast_buffers: batch-norm running statistics follow rank 0. A host model's
-  // ranges go packed in one message (resnet20: 21 ranges, 1,589 floats); a device model's
-  // one broadcast per range (one per batch-norm layer) on the communicator's stream.
+  // As DDP's broadcast_buffers: batch-norm running statistics follow rank 0. The
+  // communicator picks the transport (Communicator::broadcast_ranges: host ranges packed
+  // into one message; NCCL one grouped call, enqueued only); the model's queue then
+  // waits on the device for it (a no-op for a host model).
   auto waiting = control_.waiting("the buffer broadcast");
   model_->order_before(comm_.stream());
-  float* p = model_->param_data();
-  if (model_->on_device()) {
-    for (const auto& [b, e] : buffer_ranges_) comm_.broadcast(p + b, (e - b) * sizeof(float), 0);
-    return;
-  }
-  buffer_scratch_.resize(buffer_floats_);
-  float* s = buffer_scratch_.data();
-  if (rank_ == 0)
-    for (const auto& [b, e] : buffer_ranges_) s = std::copy(p + b, p + e, s);
-  comm_.broadcast(buffer_scratch_.data(), buffer_floats_ * sizeof(float), 0);
-  if (rank_ != 0) {
-    const float* r = buffer_scratch_.data();
-    for (const auto& [b, e] : buffer_ranges_) {
-      std::copy_n(r, e - b, p + b);
-      r += e - b;
-    }
-  }
+  comm_.broadcast_ranges(model_->param_data(), buffer_ranges_, 0);
+  model_->wait_for(comm_.stream());
 }
 
 bool Trainer::replicas_identical() {

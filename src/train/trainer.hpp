@@ -130,9 +130,8 @@ class Trainer {
   bool has_buffers_ = false;          // non-trainable ranges (batch-norm statistics)
   // The non-trainable flat ranges [begin, end), adjacent ones merged (one per batch-norm
   // layer: its running_mean, running_var, num_batches_tracked are neighbours in the
-  // reverse-registration layout), and their total size.
+  // reverse-registration layout).
   std::vector<std::pair<size_t, size_t>> buffer_ranges_;
-  size_t buffer_floats_ = 0;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   std::unique_ptr<GradSync> sync_;
@@ -153,7 +152,7 @@ class Trainer {
   MetricsLog metrics_;
   std::unique_ptr<TensorBoardWriter> tb_;  // rank 0 with a TensorBoard directory, else null
   Batch batch_, eval_batch_;
-  std::vector<float> logits_, host_scratch_, buffer_scratch_;
+  std::vector<float> logits_, host_scratch_;
   double bn_sync_s_ = 0;              // this step's wait in --sync-bn statistics sums
   StepContext sctx_;
   std::vector<StepTimes> times_;

@@ -2,15 +2,19 @@
 // (waited for by polling the event and NCCL's asynchronous error); a rank-local error
 // (abort(), or an exception unwinding through the communicator and a sum that its
 // peer never starts) returns in seconds instead of waiting for the peer.
+// broadcast_ranges: the grouped broadcasts of many ranges on the stream (and the pending
+// sums' reused events).
 // Skips (exit 77) when no CUDA device is visible, or fewer than one per rank.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <chrono>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "comm/allreduce_check.hpp"
@@ -111,6 +115,45 @@ TEST(NcclGpu, UnwindingThroughAPendingSumAborts) {
   }
   EXPECT_TRUE(caught);
   EXPECT_LT(since(t0), 20.0) << "the unwinding waited for the peer";
+  cudaFree(d);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// broadcast_ranges: one grouped NCCL call per root on the communicator's stream; after a
+// wait on that stream the ranges hold the root's floats and the rest this rank's own.
+// Many reused pending sums before it exercise the communicator's event pool.
+TEST(NcclGpu, BroadcastRangesGroupedOnTheStream) {
+  int rank = 0;
+  std::string why;
+  if (!one_gpu_per_rank(&rank, &why)) GTEST_SKIP() << why;
+  ASSERT_EQ(cudaSetDevice(rank), cudaSuccess);
+  NcclCommunicator comm(MPI_COMM_WORLD, rank);
+  const size_t n = 1000;
+  const std::vector<std::pair<size_t, size_t>> ranges = {{0, 1}, {3, 3}, {5, 17}, {17, 20}, {100, 357}, {900, 1000}};
+  auto value = [](int r, size_t i) { return static_cast<float>(r * 100000 + static_cast<int>(i)) + 0.25f; };
+  float* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, n * sizeof(float)), cudaSuccess);
+  // Pool reuse: more sums than could be in flight at once, several rounds.
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::unique_ptr<PendingReduce>> sums;
+    for (int k = 0; k < 8; ++k) sums.push_back(comm.allreduce_sum_async(d, n, DType::f32));
+    for (auto& s : sums) s->wait();
+  }
+  for (int root : {0, 1}) {
+    std::vector<float> host(n);
+    for (size_t i = 0; i < n; ++i) host[i] = value(comm.rank(), i);
+    ASSERT_EQ(cudaMemcpy(d, host.data(), n * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    comm.broadcast_ranges(d, ranges, root);
+    comm.synchronize();
+    ASSERT_EQ(cudaMemcpy(host.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; ++i) {
+      bool in = false;
+      for (const auto& [b, e] : ranges) in |= i >= b && i < e;
+      if (host[i] != value(in ? root : comm.rank(), i)) ++wrong;
+    }
+    EXPECT_EQ(wrong, 0u) << "root " << root << " on rank " << comm.rank();
+  }
   cudaFree(d);
   MPI_Barrier(MPI_COMM_WORLD);
 }

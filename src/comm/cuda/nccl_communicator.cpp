@@ -16,16 +16,22 @@ ncclDataType_t nccl_type(DType t) { return t == DType::f32 ? ncclFloat32 : ncclB
 
 class NcclPendingReduce final : public PendingReduce {
  public:
-  explicit NcclPendingReduce(NcclCommunicator* owner) : owner_(owner) {
-    cudaCheck(cudaEventCreateWithFlags(&ev_, cudaEventDisableTiming));
-    cudaCheck(cudaEventRecord(ev_, static_cast<cudaStream_t>(owner_->stream())));
+  explicit NcclPendingReduce(NcclCommunicator* owner) : owner_(owner), ev_(owner->acquire_event()) {
+    const cudaError_t rc = cudaEventRecord(ev_, static_cast<cudaStream_t>(owner_->stream()));
+    if (rc != cudaSuccess) {
+      owner_->release_event(ev_);  // never recorded: reusable
+      cudaCheck(rc);
+    }
   }
   ~NcclPendingReduce() override {
     // Unwinding from an error on this rank alone: the sum may wait for ranks that never
     // start it; abort NCCL instead of waiting (Communicator::abort).
     if (!done_ && std::uncaught_exceptions() > 0) owner_->abort();
     if (!owner_->aborted()) wait();
-    cudaEventDestroy(ev_);  // returns at once; the event is released when it completes
+    // A completed event goes back to the pool; one that may still be pending (aborted,
+    // or wait() threw) is destroyed as before (returns at once; released when it completes).
+    if (done_) owner_->release_event(ev_);
+    else cudaEventDestroy(ev_);
   }
   void wait() override {
     if (done_) return;
@@ -63,6 +69,7 @@ NcclCommunicator::~NcclCommunicator() {
     ncclCommDestroy(comm_);
   }
   if (sync_event_) cudaEventDestroy(sync_event_);
+  for (cudaEvent_t ev : free_events_) cudaEventDestroy(ev);
   if (stream_) cudaStreamDestroy(stream_);  // returns at once
 }
 
@@ -87,6 +94,20 @@ void NcclCommunicator::wait_event(cudaEvent_t ev, const char* what) {
   }
 }
 
+cudaEvent_t NcclCommunicator::acquire_event() {
+  if (!free_events_.empty()) {
+    cudaEvent_t ev = free_events_.back();
+    free_events_.pop_back();
+    return ev;
+  }
+  cudaEvent_t ev = nullptr;
+  cudaCheck(cudaSetDevice(device_));
+  cudaCheck(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  return ev;
+}
+
+void NcclCommunicator::release_event(cudaEvent_t ev) { free_events_.push_back(ev); }
+
 void NcclCommunicator::wait_stream(const char* what) {
   cudaCheck(cudaEventRecord(sync_event_, stream_));
   wait_event(sync_event_, what);
@@ -105,6 +126,21 @@ std::unique_ptr<PendingReduce> NcclCommunicator::allreduce_sum_async(void* buf, 
 void NcclCommunicator::broadcast(void* buf, size_t bytes, int root) {
   ncclCheck(ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm_, stream_));
   wait_stream("the NCCL broadcast");
+}
+
+void NcclCommunicator::broadcast_ranges(void* base, const std::vector<std::pair<size_t, size_t>>& float_ranges,
+                                        int root) {
+  float* p = static_cast<float*>(base);
+  ncclCheck(ncclGroupStart());
+  ncclResult_t rc = ncclSuccess;
+  for (const auto& [b, e] : float_ranges) {
+    if (e == b) continue;
+    rc = ncclBroadcast(p + b, p + b, e - b, ncclFloat32, root, comm_, stream_);
+    if (rc != ncclSuccess) break;
+  }
+  const ncclResult_t end = ncclGroupEnd();  // closes the group even after a failed call
+  ncclCheck(rc);
+  ncclCheck(end);
 }
 
 void NcclCommunicator::barrier() {

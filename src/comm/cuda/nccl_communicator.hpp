@@ -19,6 +19,8 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <vector>
+
 #include "comm/communicator.hpp"
 
 namespace cnnscale {
@@ -34,6 +36,9 @@ class NcclCommunicator final : public Communicator {
   void allreduce_sum(void* buf, size_t count, DType t) override;
   std::unique_ptr<PendingReduce> allreduce_sum_async(void* buf, size_t count, DType t) override;
   void broadcast(void* buf, size_t bytes, int root) override;
+  // One grouped call (ncclGroupStart/End), enqueued on stream_ only: no host wait (see
+  // Communicator::broadcast_ranges).
+  void broadcast_ranges(void* base, const std::vector<std::pair<size_t, size_t>>& float_ranges, int root) override;
   void barrier() override;
   void synchronize() override;
   void abort() override;
@@ -43,12 +48,22 @@ class NcclCommunicator final : public Communicator {
   // Polls ev and NCCL's asynchronous error until ev completes (see above); `what` names
   // the wait in the error message.
   void wait_event(cudaEvent_t ev, const char* what);
+  // The pending sums' completion events, created once and reused (a bucketed step starts
+  // one sum per bucket: creating and destroying an event each time costs driver calls on
+  // the critical path). acquire_event hands out a free event (creating one when none is
+  // free); release_event takes back one that is complete or was never recorded. An event
+  // that may still be pending (the communicator was aborted, or its wait threw) is
+  // destroyed by its owner instead, never returned. The pool lives as long as the
+  // communicator, which outlives its pending sums (they point at it).
+  cudaEvent_t acquire_event();
+  void release_event(cudaEvent_t ev);
 
  private:
   void wait_stream(const char* what);  // all work queued on stream_ so far
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t sync_event_ = nullptr;  // reused by wait_stream
+  std::vector<cudaEvent_t> free_events_;  // acquire_event / release_event
   int rank_ = 0, size_ = 1, device_ = 0;
   bool aborted_ = false;
 };
