@@ -1,7 +1,9 @@
 // make_communicator.cpp — see make_communicator.hpp.
 #include "comm/make_communicator.hpp"
 
+#include <chrono>
 #include <sstream>
+#include <vector>
 
 #include "comm/gloo_communicator.hpp"
 #include "comm/mpi_communicator.hpp"
@@ -35,30 +37,38 @@ Backend parse_backend(const std::string& s) {
 BackendDecision decide_backend(Backend requested, const BackendFacts& f) {
   BackendDecision d;
   if (requested == Backend::mpi) return d;
+  if (requested == Backend::gloo) {
+    d.backend = Backend::gloo;
+    return d;
+  }
+  // The CPU backend for this launch: MPI, or Gloo for ranks that met at a rendezvous store.
+  const Backend cpu = f.rendezvous ? Backend::gloo : Backend::mpi;
+  const char* cpu_flag = f.rendezvous ? "--backend gloo" : "--backend mpi";
+  d.backend = cpu;
   const char* flag = requested == Backend::nccl ? "--backend nccl" : "--backend auto";
   if (requested == Backend::nccl) {
     if (!f.built_with_cuda)
       fail_collective(f.rank, "--backend nccl: this cnnscale was built without CUDA/NCCL (-DCNNSCALE_CUDA=OFF or no "
-                              "toolkit found); use --backend mpi or rebuild with the CUDA toolkit");
+                              "toolkit found); use ", cpu_flag, " or rebuild with the CUDA toolkit");
     if (f.rank_without_gpu >= 0)
       fail_collective(f.rank, "--backend nccl needs a GPU on every rank, but rank ", f.rank_without_gpu, " on ",
-                      f.its_host, " has none: ", f.its_problem, "; or use --backend mpi for a CPU run");
+                      f.its_host, " has none: ", f.its_problem, "; or use ", cpu_flag, " for a CPU run");
   }
   if (f.built_with_cuda && f.rank_without_gpu < 0) {
     if (f.rank_sharing >= 0)
       fail_collective(f.rank, flag, " with --allow-gpu-sharing: ", f.sharing,
                       ", but the GPU path runs over NCCL, which cannot put two ranks on one GPU. Start at most "
                       "one task per GPU (srun --ntasks-per-node=<GPUs per node> --gres=gpu:<GPUs per node>), "
-                      "or train on the CPU with --backend mpi");
+                      "or train on the CPU with ", cpu_flag);
     d.backend = Backend::nccl;
     return d;
   }
   // auto, and some rank has no GPU: the CPU, but not in silence where GPUs seem to exist.
   if (f.rank_with_hints >= 0) {
     std::ostringstream os;
-    os << "--backend auto trains on the CPU (MPI) although " << f.hints_host << " looks like a GPU node (" << f.hints
+    os << "--backend auto trains on the CPU (" << (f.rendezvous ? "Gloo" : "MPI") << ") although " << f.hints_host << " looks like a GPU node (" << f.hints
        << "): rank " << f.rank_without_gpu << " on " << f.its_host << " has no usable GPU: " << f.its_problem
-       << ". Pass --backend nccl to make this an error, or --backend mpi to choose the CPU "
+       << ". Pass --backend nccl to make this an error, or " << cpu_flag << " to choose the CPU "
        << "without this warning";
     d.warning = os.str();
   }
@@ -88,10 +98,74 @@ int first_rank_with(bool has, const std::string& text, const std::string& host, 
   return first;
 }
 
+// Each rank's facts through the rendezvous store (collective over the ranks that met there).
+std::vector<RankGpuFacts> exchange_facts(const ProcessContext& ctx, double timeout_s) {
+  static int round = 0;  // every rank resolves the same number of times
+  const std::string prefix = "cnnscale/backend/" + std::to_string(round++) + "/";
+  std::string problem = ctx.gpu_problem;
+  if (ctx.device < 0 && problem.empty()) problem = "no GPU was bound to it";
+  const char sep = '\x1f';
+  const std::string mine = ctx.host + sep + (ctx.device < 0 ? "1" : "0") + sep + problem + sep +
+                           (ctx.ranks_on_device > 1 ? "1" : "0") + sep + ctx.device_sharing + sep +
+                           join_hints(ctx.gpu_hints);
+  RendezvousStore& store = *ctx.store;
+  store.set(prefix + std::to_string(ctx.rank), mine);
+  std::vector<RankGpuFacts> all(static_cast<size_t>(ctx.size));
+  const auto ms = std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
+  for (int r = 0; r < ctx.size; ++r) {
+    const std::string v = store.get(prefix + std::to_string(r), ms);
+    std::vector<std::string> f;
+    size_t b = 0;
+    for (size_t e; (e = v.find(sep, b)) != std::string::npos; b = e + 1) f.push_back(v.substr(b, e - b));
+    f.push_back(v.substr(b));
+    if (f.size() != 6) internal_error("malformed backend facts of rank ", r, " in the rendezvous store");
+    RankGpuFacts& x = all[static_cast<size_t>(r)];
+    x.host = f[0];
+    x.no_gpu = f[1] == "1";
+    x.problem = f[2];
+    x.sharing = f[3] == "1";
+    x.sharing_text = f[4];
+    x.hints = f[5];
+  }
+  return all;
+}
+
 }  // namespace
 
-Backend resolve_backend(Backend requested, const ProcessContext& ctx) {
-  if (ctx.store) return Backend::gloo;  // the ranks met at a rendezvous store (start_world chose gloo)
+BackendFacts combine_rank_facts(const std::vector<RankGpuFacts>& ranks, int rank, bool built_with_cuda) {
+  BackendFacts f;
+  f.rank = rank;
+  f.built_with_cuda = built_with_cuda;
+  f.rendezvous = true;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const RankGpuFacts& x = ranks[r];
+    if (x.no_gpu && f.rank_without_gpu < 0) {
+      f.rank_without_gpu = static_cast<int>(r);
+      f.its_host = x.host;
+      f.its_problem = x.problem;
+    }
+    if (x.sharing && f.rank_sharing < 0) {
+      f.rank_sharing = static_cast<int>(r);
+      f.sharing = x.sharing_text;
+    }
+    if (!x.hints.empty() && f.rank_with_hints < 0) {
+      f.rank_with_hints = static_cast<int>(r);
+      f.hints = x.hints;
+      f.hints_host = x.host;
+    }
+  }
+  return f;
+}
+
+Backend resolve_backend(Backend requested, const ProcessContext& ctx, double timeout_s) {
+  if (ctx.store) {  // the ranks met at a rendezvous store: nccl or gloo
+    if (requested == Backend::gloo) return Backend::gloo;
+    if (requested == Backend::mpi) internal_error("--backend mpi after a rendezvous");
+    const BackendFacts f = combine_rank_facts(exchange_facts(ctx, timeout_s), ctx.rank, built_with_cuda());
+    const BackendDecision d = decide_backend(requested, f);
+    if (!d.warning.empty()) log_warn(d.warning);  // rank 0 prints
+    return d.backend;
+  }
   if (requested == Backend::gloo) internal_error("--backend gloo without a rendezvous");
   if (requested == Backend::mpi) return Backend::mpi;  // the same request on every rank
   BackendFacts f;
@@ -114,9 +188,11 @@ Backend resolve_backend(Backend requested, const ProcessContext& ctx) {
 }
 
 std::unique_ptr<Communicator> make_communicator(Backend requested, const ProcessContext& ctx, double timeout_s) {
-  Backend b = resolve_backend(requested, ctx);
+  Backend b = resolve_backend(requested, ctx, timeout_s);
   if (b == Backend::gloo)
     return make_gloo_communicator(make_gloo_context(*ctx.store, "data", ctx.rank, ctx.size, timeout_s), timeout_s);
+  if (b == Backend::nccl && ctx.store)
+    return make_nccl_communicator(*ctx.store, ctx.rank, ctx.size, ctx.device, timeout_s);
   if (b == Backend::nccl) return make_nccl_communicator(MPI_COMM_WORLD, ctx.device);
   return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
 }

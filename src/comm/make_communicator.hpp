@@ -1,7 +1,8 @@
-// make_communicator.hpp — picks and builds the communicator for --backend. gloo when the
-// ranks met at a rendezvous store (start_world decides: torchrun-style variables, TF_CONFIG).
-// auto: NCCL when this build has CUDA and every rank is bound to a GPU of its own, else
-// MPI on the host, with a warning (rank 0, once) when some node looks as if it had GPUs
+// make_communicator.hpp — picks and builds the communicator for --backend. gloo: Gloo on
+// the CPU, the ranks met at a rendezvous store (start_world decides: torchrun-style
+// variables, TF_CONFIG). auto: NCCL when this build has CUDA and every rank is bound to a
+// GPU of its own, else the host (MPI, or Gloo for ranks that met at a rendezvous store),
+// with a warning (rank 0, once) when some node looks as if it had GPUs
 // (/dev/nvidiaN, SLURM_*_GPUS, CUDA_VISIBLE_DEVICES) and the reason CUDA gave none.
 // Ranks sharing a GPU (--allow-gpu-sharing) are refused for auto and nccl alike: NCCL
 // rejects two ranks on one device and the GPU model runs only with NCCL, so the choice
@@ -9,6 +10,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.hpp"
 #include "launch/bootstrap.hpp"
@@ -29,19 +31,37 @@ struct BackendFacts {
   int rank_with_hints = -1;   // lowest rank with GPU-presence hints; -1: none
   std::string hints;          // its hints (launch/gpu_diagnosis.hpp join_hints)
   std::string hints_host;
+  // The ranks met at a rendezvous store (torchrun-style, TF_CONFIG): the CPU backend is
+  // gloo, not mpi (decide_backend returns gloo where it would return mpi).
+  bool rendezvous = false;
 };
 
+// One rank's contribution to BackendFacts, as exchanged through the rendezvous store.
+struct RankGpuFacts {
+  std::string host;
+  bool no_gpu = false;
+  std::string problem;  // why no GPU
+  bool sharing = false;
+  std::string sharing_text;
+  std::string hints;    // "" when none
+};
+// The facts of all ranks (indexed by rank) combined as resolve_backend does over MPI:
+// lowest rank without a GPU, sharing one, with hints. Pure.
+BackendFacts combine_rank_facts(const std::vector<RankGpuFacts>& ranks, int rank, bool built_with_cuda);
+
 struct BackendDecision {
-  Backend backend = Backend::mpi;  // mpi or nccl
+  Backend backend = Backend::mpi;  // mpi or nccl (gloo for facts.rendezvous)
   std::string warning;             // for rank 0 to print once; "" when none
 };
 
 // Pure: throws CollectiveError (printed by rank 0) when the request cannot be had.
 BackendDecision decide_backend(Backend requested, const BackendFacts& facts);
 
-// The backend the request resolves to, agreed by all ranks (collective); prints
-// decide_backend's warning once per process on rank 0.
-Backend resolve_backend(Backend requested, const ProcessContext& ctx);
+// The backend the request resolves to, agreed by all ranks (collective: over MPI, or
+// after a rendezvous through its store, each rank's facts under cnnscale/backend/<rank>);
+// prints decide_backend's warning once per process on rank 0. After a rendezvous:
+// gloo for --backend gloo, else decide_backend with facts.rendezvous (nccl or gloo).
+Backend resolve_backend(Backend requested, const ProcessContext& ctx, double timeout_s = 300);
 
 // timeout_s: the gloo backend's deadline for every collective (--collective-timeout).
 std::unique_ptr<Communicator> make_communicator(Backend requested, const ProcessContext& ctx,

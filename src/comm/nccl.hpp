@@ -10,12 +10,26 @@
 #include <string>
 
 #include "comm/communicator.hpp"
+#include "launch/rendezvous_store.hpp"
 
 namespace cnnscale {
 
 // NcclCommunicator over `parent` on CUDA device `device` (collective over parent).
 // Throws UserError in a build without CUDA.
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm parent, int device);
+
+// NcclCommunicator of `size` ranks that met at a rendezvous store (torchrun-style
+// launch, TF_CONFIG; no MPI world): rank 0's ncclUniqueId reaches every rank through the
+// store (nccl_unique_id_via_store), then ncclCommInitRank on `device`. Collective over
+// the ranks of the store. Throws UserError in a build without CUDA.
+std::unique_ptr<Communicator> make_nccl_communicator(RendezvousStore& store, int rank, int size, int device,
+                                                     double timeout_s);
+
+// The bytes of rank 0's ncclUniqueId (ncclGetUniqueId, which needs no GPU), published by
+// rank 0 under cnnscale/nccl_id/<n> in the store and read by every other rank (n counts
+// the communicators this process built so, the same on every rank). UserError when
+// rank 0's id does not appear within timeout_s, or in a build without CUDA.
+std::string nccl_unique_id_via_store(RendezvousStore& store, int rank, double timeout_s);
 
 // "2.28.x" from ncclGetVersion; "" in a build without CUDA.
 std::string nccl_version();

@@ -11,12 +11,12 @@ namespace cnnscale {
 
 World start_world(const WorldOptions& opts) {
   BootstrapOptions bo;
-  bo.use_gpu = opts.backend != Backend::mpi;
+  bo.use_gpu = opts.backend != Backend::mpi && opts.backend != Backend::gloo;  // gloo: the CPU
   bo.allow_gpu_sharing = opts.allow_gpu_sharing;
   bo.timeout_s = opts.timeout_s;
   if (opts.backend == Backend::gloo) {
     bo.rendezvous = true;
-  } else if (opts.backend == Backend::automatic) {
+  } else if (opts.backend != Backend::mpi) {  // auto or nccl
     try {
       bo.rendezvous = launcher_needs_rendezvous(detect_launcher(process_env()));
     } catch (const UserError&) {
@@ -26,7 +26,13 @@ World start_world(const WorldOptions& opts) {
   World w;
   w.ctx = bootstrap(bo);
   if (w.ctx.store) {
-    w.comm = make_communicator(Backend::gloo, w.ctx, opts.timeout_s);
+    // Data plane: NCCL when every rank has a GPU of its own (auto, nccl), else Gloo;
+    // the control plane is always Gloo on the CPU.
+    w.comm = make_communicator(opts.backend, w.ctx, opts.timeout_s);
+    if (w.comm->backend() != Backend::nccl) {  // the CPU model: no GPU is used
+      w.ctx.device = -1;
+      w.ctx.device_label = "cpu";
+    }
     w.control = std::make_unique<ControlComm>(
         make_gloo_control(make_gloo_context(*w.ctx.store, "control", w.ctx.rank, w.ctx.size, opts.timeout_s),
                           opts.timeout_s));

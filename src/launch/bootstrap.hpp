@@ -23,7 +23,7 @@ struct BootstrapOptions {
   bool use_gpu = true;  // false: always bind the CPU (e.g. --backend mpi --device cpu)
   bool allow_gpu_sharing = false;
   // Join through the rendezvous store (launch/rendezvous_bootstrap.cpp) instead of
-  // MPI: the gloo backend. MPI is still initialised, as a singleton under torchrun or
+  // MPI: the gloo backend, or NCCL with a GPU on every rank. MPI is still initialised, as a singleton under torchrun or
   // TF_CONFIG (its world of 1 is then only this process).
   bool rendezvous = false;
   double timeout_s = 300;        // --collective-timeout: the rendezvous' deadline
@@ -53,12 +53,15 @@ struct ProcessContext {
 ProcessContext bootstrap(const BootstrapOptions& opts);
 
 // True for the launchers whose processes share no MPI job (torchrun-style, TF_CONFIG):
-// --backend auto joins them through the rendezvous store (Gloo).
+// --backend auto and nccl join them through the rendezvous store (then NCCL or Gloo).
 bool launcher_needs_rendezvous(const LaunchInfo& info);
 
 // bootstrap() for opts.rendezvous: rank and size from the launcher, the store at its
 // address (MASTER_ADDR/MASTER_PORT or TF_CONFIG), every rank announced there, node
-// topology from the hosts. CPU only. UserError under an MPI launcher (a real MPI world).
+// topology from the hosts; with opts.use_gpu (--backend auto or nccl) a GPU per rank as
+// under MPI (device_binding.hpp; the views exchanged through the store; local rank =
+// LOCAL_RANK where the host's ranks carry 0..n-1, else their order on the host), else
+// the CPU. UserError under an MPI launcher (a real MPI world).
 ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& opts);
 
 // Every rank's device view (physical GPU ids by ordinal) over comm, indexed by rank in

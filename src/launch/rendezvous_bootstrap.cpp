@@ -2,6 +2,10 @@
 // (torchrun-style variables, TF_CONFIG): they meet at the rendezvous store. See
 // bootstrap.hpp and rendezvous_store.hpp.
 //
+// Devices: with --backend auto or nccl (BootstrapOptions::use_gpu) each host's ranks
+// choose their GPUs as under MPI (launch/device_binding.hpp), their views exchanged
+// through the store; comm/make_communicator then picks NCCL or Gloo.
+//
 // MPI is still initialised, as a singleton: the error paths (abort_job, the MPI_Abort of
 // main), HDF5's MPI build and the control plane's type tags assume an initialised MPI,
 // and MPI_Init without a launcher costs ~0.1 s and talks to no other process. Every
@@ -14,6 +18,9 @@
 #include <sstream>
 
 #include "launch/bootstrap.hpp"
+#include "launch/cuda_devices.hpp"
+#include "launch/device_binding.hpp"
+#include "launch/gpu_diagnosis.hpp"
 #include "launch/mpi_check.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
@@ -33,6 +40,64 @@ std::string rank_list(const std::vector<int>& r) {
   for (size_t i = 0; i < r.size() && i < 16; ++i) out += (i ? ", " : "") + std::to_string(r[i]);
   if (r.size() > 16) out += ", ... (" + std::to_string(r.size()) + " in all)";
   return out;
+}
+
+// The device choice of bootstrap() (launch/device_binding.hpp) for ranks that met at the
+// store (--backend auto or nccl): every rank publishes its local rank and its device view
+// under cnnscale/devices/<rank>; the ranks of each host choose among their views. The
+// local rank is the launcher's LOCAL_RANK where the host's ranks carry LOCAL_RANK values
+// 0..n-1 (n ranks on the host; torchrun sets LOCAL_RANK/LOCAL_WORLD_SIZE per node), else
+// the order of the ranks on the host (TF_CONFIG, hand-started ranks without LOCAL_RANK).
+void bind_device_through_store(ProcessContext& ctx, RendezvousStore& store, const std::vector<std::string>& hosts,
+                               const BootstrapOptions& opts, std::chrono::milliseconds timeout) {
+  const LaunchInfo& li = ctx.launch;
+  ctx.gpu_hints = gpu_presence_hints(process_env(), list_nvidia_dev_entries());
+  VisibleDevices mine = query_visible_devices();
+  ctx.cuda_error = probe_cuda().error;
+  if (mine.ids.empty()) ctx.gpu_problem = explain_no_gpu(probe_cuda(), read_nvidia_kernel_version());
+  const int launcher_local = li.local_size > 0 && li.local_rank >= 0 ? li.local_rank : -1;
+  std::string v = std::to_string(launcher_local);
+  for (const auto& id : mine.ids) v += "\n" + id;
+  store.set("cnnscale/devices/" + std::to_string(ctx.rank), v);
+  // The views of this host's ranks in rank order, with their launcher local ranks.
+  std::vector<VisibleDevices> views;
+  std::vector<int> launcher_locals;
+  for (int r = 0; r < ctx.size; ++r) {
+    if (hosts[static_cast<size_t>(r)] != ctx.host) continue;
+    const std::string got = store.get("cnnscale/devices/" + std::to_string(r), timeout);
+    std::istringstream in(got);
+    std::string line;
+    std::getline(in, line);
+    launcher_locals.push_back(std::stoi(line));
+    VisibleDevices view;
+    while (std::getline(in, line))
+      if (!line.empty()) view.ids.push_back(line);
+    views.push_back(std::move(view));
+  }
+  std::vector<int> sorted = launcher_locals;
+  std::sort(sorted.begin(), sorted.end());
+  bool use_launcher = true;
+  for (size_t i = 0; i < sorted.size(); ++i) use_launcher &= sorted[i] == static_cast<int>(i);
+  if (use_launcher) {  // reorder the views by LOCAL_RANK
+    std::vector<VisibleDevices> by_local(views.size());
+    for (size_t i = 0; i < views.size(); ++i) by_local[static_cast<size_t>(launcher_locals[i])] = views[i];
+    views = std::move(by_local);
+    ctx.local_rank = launcher_local;
+  } else if (launcher_local >= 0) {
+    log_warn("the ranks on " + ctx.host + " do not carry LOCAL_RANK 0.." + std::to_string(views.size() - 1) +
+             " (torchrun's per-node numbering); their GPUs are assigned in rank order instead");
+  }
+  const DeviceChoice choice = choose_device(views, ctx.local_rank, opts.allow_gpu_sharing, ctx.host);
+  ctx.device = choice.device;
+  ctx.device_id = choice.id;
+  ctx.ranks_on_device = choice.ranks_on_device;
+  if (choice.ranks_on_device > 1) {
+    std::string ranks;
+    for (size_t i = 0; i < choice.sharing.size(); ++i)
+      ranks += (i == 0 ? "" : i + 1 == choice.sharing.size() ? " and " : ", ") + std::to_string(choice.sharing[i]);
+    ctx.device_sharing = "local ranks " + ranks + " on " + ctx.host + " share GPU " + choice.id;
+  }
+  ctx.device_label = device_name(ctx.device);
 }
 
 }  // namespace
@@ -137,8 +202,9 @@ ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& 
          " through the loopback address ", via, ", which the ranks on the other ", ctx.num_nodes - 1,
          " host(s) cannot reach: set MASTER_ADDR to rank 0's IP address on the network the hosts share "
          "(not a name that resolves to 127.x on rank 0's host), or set GLOO_SOCKET_IFNAME to that interface");
-  ctx.device = -1;  // the gloo backend sums host buffers: the CPU model
+  ctx.device = -1;  // the CPU model unless a GPU is bound below
   ctx.device_label = "cpu";
+  if (opts.use_gpu) bind_device_through_store(ctx, store, hosts, opts, ms);
   return ctx;
 }
 

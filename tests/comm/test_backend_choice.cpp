@@ -1,7 +1,11 @@
 // --backend decision from injected facts (no MPI, no GPU): auto falls back to the CPU
 // with a warning where GPUs seem to exist, nccl fails with CUDA's reason, and ranks
-// sharing a GPU (--allow-gpu-sharing) never get NCCL.
+// sharing a GPU (--allow-gpu-sharing) never get NCCL; after a rendezvous the CPU backend is
+// Gloo, and the per-rank facts from the store combine as over MPI.
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 #include "comm/make_communicator.hpp"
 #include "util/error.hpp"
@@ -112,4 +116,64 @@ TEST(BackendChoice, SharedGpuNeverGetsNccl) {
 TEST(BackendChoice, MpiIsAlwaysMpi) {
   EXPECT_EQ(decide_backend(Backend::mpi, shared()).backend, Backend::mpi);
   EXPECT_EQ(decide_backend(Backend::mpi, no_gpu_on_rank(0, true)).warning, "");
+}
+
+// Ranks that met at a rendezvous store (torchrun-style, TF_CONFIG): the same decision,
+// with Gloo as the CPU backend.
+TEST(BackendChoice, RendezvousPicksNcclOrGloo) {
+  BackendFacts all = gpus_everywhere();
+  all.rendezvous = true;
+  EXPECT_EQ(decide_backend(Backend::automatic, all).backend, Backend::nccl);
+  EXPECT_EQ(decide_backend(Backend::nccl, all).backend, Backend::nccl);
+  EXPECT_EQ(decide_backend(Backend::gloo, all).backend, Backend::gloo);  // gloo stays the CPU
+  BackendFacts quiet = no_gpu_on_rank(1, false);
+  quiet.rendezvous = true;
+  const BackendDecision q = decide_backend(Backend::automatic, quiet);
+  EXPECT_EQ(q.backend, Backend::gloo);
+  EXPECT_EQ(q.warning, "");
+  BackendFacts hinted = no_gpu_on_rank(3, true);
+  hinted.rendezvous = true;
+  const BackendDecision h = decide_backend(Backend::automatic, hinted);
+  EXPECT_EQ(h.backend, Backend::gloo);
+  EXPECT_TRUE(has(h.warning, "--backend auto trains on the CPU (Gloo) although gpu01")) << h.warning;
+  EXPECT_TRUE(has(h.warning, "or --backend gloo to choose the CPU")) << h.warning;
+  const std::string m = error_of(Backend::nccl, hinted);
+  EXPECT_TRUE(has(m, "--backend nccl needs a GPU on every rank, but rank 3 on gpu07 has none")) << m;
+  EXPECT_TRUE(has(m, "--backend gloo for a CPU run")) << m;
+  BackendFacts sh = shared();
+  sh.rendezvous = true;
+  EXPECT_TRUE(has(error_of(Backend::automatic, sh), "train on the CPU with --backend gloo"));
+}
+
+// The per-rank facts exchanged through the store combine as the MPI reductions do: the
+// lowest rank of each kind, with its own text and host.
+TEST(BackendChoice, CombineRankFacts) {
+  std::vector<RankGpuFacts> r(4);
+  const char* hosts[] = {"n0", "n1", "n2", "n3"};
+  for (size_t i = 0; i < 4; ++i) r[i].host = hosts[i];
+  BackendFacts none = combine_rank_facts(r, 2, true);
+  EXPECT_EQ(none.rank, 2);
+  EXPECT_TRUE(none.rendezvous);
+  EXPECT_EQ(none.rank_without_gpu, -1);
+  EXPECT_EQ(none.rank_sharing, -1);
+  EXPECT_EQ(none.rank_with_hints, -1);
+  EXPECT_EQ(decide_backend(Backend::automatic, none).backend, Backend::nccl);
+  r[3].no_gpu = true;
+  r[3].problem = "p3";
+  r[1].no_gpu = true;
+  r[1].problem = "p1";
+  r[2].sharing = true;
+  r[2].sharing_text = "s2";
+  r[3].hints = "h3";
+  const BackendFacts f = combine_rank_facts(r, 0, true);
+  EXPECT_EQ(f.rank_without_gpu, 1);
+  EXPECT_EQ(f.its_problem, "p1");
+  EXPECT_EQ(f.its_host, "n1");
+  EXPECT_EQ(f.rank_sharing, 2);
+  EXPECT_EQ(f.sharing, "s2");
+  EXPECT_EQ(f.rank_with_hints, 3);
+  EXPECT_EQ(f.hints, "h3");
+  EXPECT_EQ(f.hints_host, "n3");
+  EXPECT_EQ(decide_backend(Backend::automatic, f).backend, Backend::gloo);
+  EXPECT_FALSE(combine_rank_facts(r, 0, false).built_with_cuda);
 }

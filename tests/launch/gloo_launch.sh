@@ -12,7 +12,9 @@
 #  (3) `cnnscale allreduce --backend gloo` prints MPI's table with no wrong element;
 #  (4) a missing rank, an unreachable or unresolvable MASTER_ADDR, a port in use and a
 #      rank killed mid-run each end every survivor with `cnnscale: error:` naming the
-#      cause within --collective-timeout (3 s here), never a hang.
+#      cause within --collective-timeout (3 s here), never a hang;
+#  (5) --backend nccl on a host without GPUs: every rank stops, rank 0 names the rank
+#      without a GPU (on GPU hosts auto picks nccl and this part is skipped).
 # Loopback only (127.0.0.1).
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
@@ -205,4 +207,24 @@ wait "${pids[0]}"
 rc=$?
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]; then ok "killed peer: rank 0 stops with an error (status $rc)"; else bad "killed peer: rank 0 status $rc"; fi
 fails_within "killed peer" 20 'cnnscale: error: rank 0: .* over Gloo failed' "$TMP/kill.0.out" "$t0"
+# (5) --backend nccl under torchrun-style variables: on a host without a usable GPU
+# (--backend auto picked gloo in (1)) both ranks stop, rank 0 naming the rank without a
+# GPU and --backend gloo; --backend gloo there stays Gloo on the CPU (as in (1)-(4)).
+if grep -q "backend gloo" "$TMP/g2.0.out"; then
+  port=$(free_port)
+  for r in 0 1; do
+    "${CLEAN[@]}" RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      timeout 120 "$CNNSCALE" "${TRAIN[@]}" --batch-size 8 --backend nccl "${T[@]}" >"$TMP/nccl.$r.out" 2>&1 &
+    pids[$r]=$!
+  done
+  for r in 0 1; do
+    wait "${pids[$r]}"
+    rc=$?
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]; then ok "nccl without GPU: rank $r stops (status $rc)"; else bad "nccl without GPU: rank $r status $rc"; fi
+  done
+  expect_grep "nccl without GPU: named" "cnnscale: error: --backend nccl needs a GPU on every rank, but rank 0 on .* has none" "$TMP/nccl.0.out"
+  expect_grep "nccl without GPU: the way out" "or use --backend gloo for a CPU run" "$TMP/nccl.0.out"
+else
+  echo "note: --backend auto picked NCCL here (GPUs); the no-GPU refusal of --backend nccl is not checked"
+fi
 finish

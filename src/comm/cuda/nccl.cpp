@@ -4,15 +4,44 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 
+#include "comm/cuda/nccl_check.hpp"
 #include "comm/cuda/nccl_communicator.hpp"
 #include "util/cuda/check.hpp"
+#include "util/error.hpp"
 
 namespace cnnscale {
 
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm parent, int device) {
   return std::make_unique<NcclCommunicator>(parent, device);
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator(RendezvousStore& store, int rank, int size, int device,
+                                                     double timeout_s) {
+  const std::string bytes = nccl_unique_id_via_store(store, rank, timeout_s);
+  ncclUniqueId id{};
+  std::memcpy(&id, bytes.data(), sizeof(id));
+  return std::make_unique<NcclCommunicator>(rank, size, id, device);
+}
+
+std::string nccl_unique_id_via_store(RendezvousStore& store, int rank, double timeout_s) {
+  static int round = 0;  // every rank builds the same communicators in the same order
+  const std::string key = "cnnscale/nccl_id/" + std::to_string(round++);
+  if (rank == 0) {
+    ncclUniqueId id{};
+    ncclCheck(ncclGetUniqueId(&id));
+    const std::string bytes(reinterpret_cast<const char*>(&id), sizeof(id));
+    store.set(key, bytes);
+    return bytes;
+  }
+  const std::string bytes = store.get(key, std::chrono::milliseconds(static_cast<long>(timeout_s * 1000)));
+  if (bytes.size() != sizeof(ncclUniqueId))
+    fail("the ncclUniqueId in the rendezvous store at ", store.where(), " has ", bytes.size(), " bytes, not ",
+         sizeof(ncclUniqueId), ": rank 0 runs another cnnscale build (another NCCL); use the same build on every rank");
+  return bytes;
 }
 
 std::string nccl_version() {

@@ -47,10 +47,24 @@ class NcclPendingReduce final : public PendingReduce {
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(MPI_Comm parent, int device) : device_(device) {
-  MPI_Comm_rank(parent, &rank_);
-  MPI_Comm_size(parent, &size_);
-  ncclUniqueId id = broadcast_nccl_unique_id(parent);
+namespace {
+int rank_in(MPI_Comm c) {
+  int r = 0;
+  MPI_Comm_rank(c, &r);
+  return r;
+}
+int size_of(MPI_Comm c) {
+  int n = 1;
+  MPI_Comm_size(c, &n);
+  return n;
+}
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(MPI_Comm parent, int device)
+    : NcclCommunicator(rank_in(parent), size_of(parent), broadcast_nccl_unique_id(parent), device) {}
+
+NcclCommunicator::NcclCommunicator(int rank, int size, const ncclUniqueId& id, int device)
+    : rank_(rank), size_(size), device_(device) {
   cudaCheck(cudaSetDevice(device_));
   cudaCheck(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   cudaCheck(cudaEventCreateWithFlags(&sync_event_, cudaEventDisableTiming));

@@ -1,6 +1,7 @@
 // nccl_communicator.hpp — Communicator over NCCL on device buffers, with its own
-// CUDA stream. Set-up: broadcast_nccl_unique_id, then ncclCommInitRank on the
-// rank's bound device. On a failure the communicator is aborted (ncclCommAbort)
+// CUDA stream. Set-up: rank 0's ncclUniqueId to every rank (over MPI,
+// broadcast_nccl_unique_id, or through the rendezvous store), then ncclCommInitRank on
+// the rank's bound device. On a failure the communicator is aborted (ncclCommAbort)
 // and the job ends with the library's error string, never a hang.
 //
 // Waits never block inside CUDA: every wait for NCCL's work (a blocking sum or
@@ -27,7 +28,11 @@ namespace cnnscale {
 
 class NcclCommunicator final : public Communicator {
  public:
+  // Over `parent`: rank 0's id reaches the others by MPI_Bcast (broadcast_nccl_unique_id).
   NcclCommunicator(MPI_Comm parent, int device);
+  // Without MPI (ranks that met at a rendezvous store): every rank passes rank 0's id,
+  // already exchanged (comm/nccl.hpp nccl_unique_id_via_store). Collective.
+  NcclCommunicator(int rank, int size, const ncclUniqueId& id, int device);
   ~NcclCommunicator() override;
   Backend backend() const override { return Backend::nccl; }
   int rank() const override { return rank_; }

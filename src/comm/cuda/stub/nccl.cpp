@@ -15,6 +15,11 @@ namespace {
 }  // namespace
 
 std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm /*parent*/, int /*device*/) { no_cuda("NCCL"); }
+std::unique_ptr<Communicator> make_nccl_communicator(RendezvousStore& /*store*/, int /*rank*/, int /*size*/,
+                                                     int /*device*/, double /*timeout_s*/) {
+  no_cuda("NCCL");
+}
+std::string nccl_unique_id_via_store(RendezvousStore& /*store*/, int /*rank*/, double /*timeout_s*/) { no_cuda("NCCL"); }
 std::string nccl_version() { return ""; }
 void* device_alloc(size_t /*bytes*/) { no_cuda("device memory"); }
 void device_free(void* /*p*/) {}
