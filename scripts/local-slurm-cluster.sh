@@ -249,7 +249,7 @@ start_slurmd() {
     rel=${p#/tmp/}
     mkdir -p "$nd/tmp/$rel"
     keep+="mount --bind '$p' '$nd/tmp/$rel' && "
-  done < <(for p in "$DIR" "$SRC_TREE" ${CNNSCALE_SLURM_SHARE//:/ }; do
+  done < <(for p in "$DIR" "$SRC_TREE" ${CNNSCALE_SLURM_SHARE:+${CNNSCALE_SLURM_SHARE//:/ }}; do
              p=$(realpath -m "$p"); case $p in /tmp/?*) echo "$p" ;; esac
            done | awk '{ print length($0) " " $0 }' | sort -n | cut -d' ' -f2- | uniq)
   # nsenter (not `ip netns exec`, which remounts /sys and hides the cgroup fs slurmd reads).
