@@ -36,6 +36,7 @@ int cmd_train(int argc, char** argv) {
   // Choices are read as text here and parsed into o's enums below.
   std::string precision = precision_name(o.precision), backend = "auto", resume = "auto", on_nan = "stop";
   std::string tf32 = o.model_options.tf32 ? "on" : "off";
+  std::string cudnn_benchmark = o.model_options.cudnn_benchmark ? "on" : "off";
   po::options_description input("Input");
   input.add_options()("data", po::value(&o.data.dir), "dataset directory written by `cnnscale prep`")(
       "synthetic", po::bool_switch(&o.data.synthetic),
@@ -73,6 +74,11 @@ int cmd_train(int argc, char** argv) {
       "tf32", po::value(&tf32)->default_value(tf32),
       "on|off: TensorFloat-32 tensor cores for the GPU model's fp32 convolutions (cuDNN) and matmuls (cuBLAS), as "
       "PyTorch's cuDNN default (10-bit mantissa products, fp32 sums); off = full fp32. No effect on the CPU")(
+      "cudnn-benchmark", po::value(&cudnn_benchmark)->default_value(cudnn_benchmark),
+      "on|off: the GPU model times cuDNN's convolution algorithms once per distinct convolution and batch size "
+      "and runs the fastest deterministic one (as torch.backends.cudnn.benchmark); off = cuDNN's heuristic pick. "
+      "Rank 0's choices hold on every rank and are stored in checkpoints, which a resumed run reapplies. No "
+      "effect on the CPU")(
       "threads", po::value(&o.threads)->default_value(o.threads), "compute (oneDNN/OpenMP) threads per rank; default OMP_NUM_THREADS when set, else 1");
   po::options_description sched("Schedule and optimiser");
   sched.add_options()("epochs", po::value(&o.epochs)->default_value(o.epochs), "passes over the training split")(
@@ -174,6 +180,9 @@ int cmd_train(int argc, char** argv) {
   o.precision = parse_precision(precision);
   if (tf32 != "on" && tf32 != "off") fail("--tf32 takes on or off, not '", tf32, "'");
   o.model_options.tf32 = tf32 == "on";
+  if (cudnn_benchmark != "on" && cudnn_benchmark != "off")
+    fail("--cudnn-benchmark takes on or off, not '", cudnn_benchmark, "'");
+  o.model_options.cudnn_benchmark = cudnn_benchmark == "on";
   validate(o);
   o.on_nan = parse_nan_policy(on_nan);
   o.backend = parse_backend(backend);

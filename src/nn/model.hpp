@@ -45,6 +45,11 @@ struct ModelOptions {
   // PyTorch does for cuDNN by default (--tf32 on|off). No effect on GPUs before Ampere
   // nor on the CPU model.
   bool tf32 = true;
+  // The GPU model benchmarks cuDNN's convolution algorithms once per distinct
+  // convolution and batch size (cudnnFindConvolution*Algorithm) and runs the fastest
+  // deterministic one (--cudnn-benchmark on|off, as torch.backends.cudnn.benchmark);
+  // false: cuDNN's heuristic ranking. nn/conv_algo.hpp. No effect on the CPU model.
+  bool cudnn_benchmark = true;
 };
 
 struct StepContext {
@@ -112,6 +117,17 @@ class Model {
   // in-memory image would otherwise come on top of them). The next step faults them in
   // again, zero-filled. Results do not change. No-op where the model keeps none.
   virtual void release_step_memory() {}
+
+  // The model's tuning choices as text (the GPU model: its cuDNN convolution
+  // algorithm per distinct convolution, nn/conv_algo.hpp format_tuning), for a
+  // checkpoint; empty where the model makes none (the CPU model).
+  virtual std::string tuning() const { return {}; }
+  // Makes the model use these choices (text from tuning(), possibly of another process
+  // or rank) for the problems they cover, so that it computes bitwise as the model
+  // that made them (same GPU type and library versions); problems they do not cover
+  // are chosen as usual. Best called before prepare(); afterwards the plans made so far
+  // are rebuilt. Throws UserError for malformed text. No-op for the CPU model.
+  virtual void set_tuning(const std::string& /*text*/) {}
 
   // ---- where the model runs; the defaults are the host model's (oneDNN): host
   // memory, and every call returns when its work is done ----

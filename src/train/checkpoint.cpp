@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 
+#include "nn/conv_algo.hpp"
 #include "nn/host_params.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
@@ -156,6 +157,13 @@ CheckpointMeta read_meta(hid_t f, const std::string& path) {
     fail("checkpoint '", path, "' lacks its attributes (not a cnnscale checkpoint, or damaged)");
   read_attr_str(f, "config_digest", m.config_digest);
   read_attr_str(f, "config", m.config);
+  if (read_attr_str(f, "tuning", m.tuning)) {  // optional; a malformed one is damage
+    try {
+      nn::parse_tuning(m.tuning);
+    } catch (const UserError& e) {
+      fail("checkpoint '", path, "' has a damaged 'tuning' attribute: ", e.what());
+    }
+  }
   if (format != kFormat) fail("checkpoint '", path, "' has format ", format, "; this cnnscale reads format ", kFormat);
   m.epoch = static_cast<int>(epoch);
   m.world_size = static_cast<int>(world);
@@ -231,6 +239,7 @@ std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& op
       write_attr_str(f, "optimizer", meta.optimizer);
       write_attr_str(f, "config_digest", meta.config_digest);
       if (!meta.config.empty()) write_attr_str(f, "config", meta.config);
+      if (!meta.tuning.empty()) write_attr_str(f, "tuning", meta.tuning);
       if (H5Fflush(f, H5F_SCOPE_GLOBAL) < 0) throw std::runtime_error("flush");
       const ssize_t size = H5Fget_file_image(f, nullptr, 0);
       if (size <= 0) throw std::runtime_error("file image");

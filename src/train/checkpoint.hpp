@@ -5,7 +5,10 @@
 //   /optimizer/<state name>/<param name>     e.g. momentum_buffer, exp_avg, exp_avg_sq
 //   root attributes: format, step, epoch, step_in_epoch, world_size, global_batch, seed,
 //     model (name), model_spec, optimizer, optimizer_steps, config_digest, config (the
-//     run's identity as "key=value" lines, run_dir.hpp; absent in older checkpoints)
+//     run's identity as "key=value" lines, run_dir.hpp; absent in older checkpoints),
+//     tuning (Model::tuning() of the writing rank 0: the GPU model's cuDNN convolution
+//     algorithms, nn/conv_algo.hpp; absent for the CPU model and in older checkpoints;
+//     a resumed run reapplies it so that it runs the algorithms of the run it continues)
 // Datasets are chunked with HDF5's fletcher32 checksum, so a flipped bit is detected
 // on read. Rank 0 writes "<name>.tmp", fsyncs, renames, then rewrites `latest`
 // atomically: a crash at any moment leaves the previous checkpoint intact and
@@ -37,6 +40,7 @@ struct CheckpointMeta {
   int64_t optimizer_steps = 0;
   std::string config_digest;
   std::string config;            // RunConfig::text(); empty when not recorded
+  std::string tuning;            // Model::tuning(); empty when not recorded (written only when not empty)
 };
 
 std::string checkpoint_file_name(int64_t step);  // "step-00000123.h5"

@@ -163,6 +163,9 @@ RunConfig make_run_config(const TrainOptions& o, const std::string& model_spec, 
   c.set("precision", precision_name(o.precision));
   // Only when set: runs without it keep their digests.
   if (o.model_options.zero_init_residual) c.set("zero_init_residual", "true");
+  // --cudnn-benchmark off (the GPU model's heuristic convolution algorithms), only when
+  // off: runs from before the option keep their digests.
+  if (!o.model_options.cudnn_benchmark) c.set("cudnn_benchmark", "false");
   c.set("drop_last", o.data.drop_last ? "true" : "false");
   c.set("sync_bn", o.sync_bn ? "true" : "false");
   std::string augment;  // canonical: the step names, comma-separated ("none" without steps)

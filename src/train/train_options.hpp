@@ -33,7 +33,7 @@ struct TrainOptions {
   DataOptions data;
   // model and numerics
   std::string model = "mnist_cnn";
-  ModelOptions model_options;    // --zero-init-residual
+  ModelOptions model_options;    // --zero-init-residual, --tf32, --cudnn-benchmark
   Precision precision = Precision::fp32;
   int threads = 1;               // compute threads per rank
   // schedule

@@ -189,7 +189,7 @@ void Trainer::setup() {
       shm.reset();
     }
   }
-  model_->prepare(opt_.batch_size, opt_.precision);
+  prepare_model();
   model_->init_params(opt_.seed);
   {
     auto waiting = control_.waiting("the parameter broadcast");
@@ -218,6 +218,38 @@ void Trainer::setup() {
   digest_ = config_.digest();
 }
 
+// The GPU model chooses its convolution algorithms in prepare (--cudnn-benchmark: by
+// timing them, which varies from rank to rank). Rank 0 chooses and the other ranks
+// adopt its choices before they prepare: every rank then runs the same algorithms,
+// those that rank 0 stores in its checkpoints, so that a resumed run, which reapplies
+// them on every rank (restore_checkpoint), computes the bits of the run it continues.
+// (Per-rank choices would keep the replicas identical too, since the gradients are
+// summed, the update is the same on every rank and the batch-norm buffers follow rank
+// 0, but one checkpoint could not hold them all.) Choices for batch sizes planned
+// later (evaluation) are each rank's own: they change no parameter.
+void Trainer::prepare_model() {
+  if (!model_->on_device() || world_ == 1) {
+    model_->prepare(opt_.batch_size, opt_.precision);
+    return;
+  }
+  std::string error, tuning;
+  if (rank_ == 0) {
+    try {
+      model_->prepare(opt_.batch_size, opt_.precision);
+      tuning = model_->tuning();
+    } catch (const UserError& e) {
+      error = e.what();
+    }
+  }
+  error = control_.broadcast_string(error, 0, "the model preparation outcome broadcast");
+  if (!error.empty()) fail_collective(rank_, error);
+  tuning = control_.broadcast_string(tuning, 0, "the convolution algorithm broadcast");
+  if (rank_ != 0) {
+    model_->set_tuning(tuning);
+    model_->prepare(opt_.batch_size, opt_.precision);
+  }
+}
+
 bool Trainer::resume() {
   run_dir_->check_identity(config_);
   const bool resumed = restore_checkpoint();
@@ -232,7 +264,7 @@ bool Trainer::restore_checkpoint() {
   if (opt_.resume.mode == Mode::none) return false;
   const bool explicit_path = opt_.resume.mode == Mode::path;
   if (!explicit_path && opt_.run_dir.empty()) return false;
-  std::string error, path;
+  std::string error, path, tuning;
   ResumePosition pos;
   if (rank_ == 0) {
     const std::vector<std::string> candidates = explicit_path ? std::vector<std::string>{opt_.resume.path}
@@ -243,6 +275,7 @@ bool Trainer::restore_checkpoint() {
         const CheckpointMeta meta = read_checkpoint(c, *model_, *optimizer_);
         if (explicit_path) warn_if_other_config(c, meta, config_);
         path = c;
+        tuning = meta.tuning;
         pos = {1, meta.step, meta.epoch, meta.step_in_epoch, meta.world_size, meta.global_batch,
                meta.optimizer_steps};
         break;
@@ -269,6 +302,9 @@ bool Trainer::restore_checkpoint() {
   control_.broadcast_value(pos, 0, "the resume position broadcast");
   if (!pos.found) return false;
   resumed_from_ = control_.broadcast_string(path, 0, "the resume position broadcast");
+  // The convolution algorithms of the run that wrote the checkpoint (empty for the CPU
+  // model and older checkpoints), on every rank: the same bits as that run.
+  model_->set_tuning(control_.broadcast_string(tuning, 0, "the checkpoint's convolution algorithm broadcast"));
   // Over the control plane on host copies: the same path for host and device models.
   std::vector<float> host(model_->param_count());
   if (rank_ == 0) model_->copy_params_to_host(host.data());
@@ -710,6 +746,7 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   m.optimizer_steps = optimizer_->steps_taken();
   m.config_digest = digest_;
   m.config = config_.text();
+  m.tuning = model_->tuning();  // rank 0's convolution algorithms, which every rank runs (prepare_model)
   std::string message;
   if (rank_ == 0) {
     try {
@@ -817,6 +854,8 @@ nlohmann::json Trainer::run_record(const Timings& tm) const {
   j["parameters"] = model_->param_count();
   j["precision"] = precision_name(opt_.precision);
   j["tf32"] = on_gpu && opt_.model_options.tf32;  // TF32 allowed for convolutions and matmuls (GPU model only)
+  // Convolution algorithms timed by cuDNN (--cudnn-benchmark), else its heuristic pick (GPU model only)
+  j["cudnn_benchmark"] = on_gpu && opt_.model_options.cudnn_benchmark;
   j["threads_per_rank"] = opt_.threads;
   j["batch_per_rank"] = opt_.batch_size;
   j["global_batch"] = global_batch_;

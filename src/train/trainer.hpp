@@ -102,6 +102,7 @@ class Trainer {
     int64_t samples = 0;
   };
   bool restore_checkpoint();  // resume()'s checkpoint part
+  void prepare_model();       // setup()'s model->prepare, rank 0's convolution algorithms on every rank
   void begin();  // before the first step: metrics file, banner, data position, clocks
   void open_tensorboard();  // begin()'s TensorBoard part (collective: rank 0 writes)
   std::string options_markdown() const;  // the run's options, for TensorBoard's text plugin

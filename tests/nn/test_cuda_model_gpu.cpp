@@ -7,15 +7,20 @@
 // evaluation. fp32 without TF32 (--tf32 off): relative tolerance 1e-4. With TF32 (the
 // default) resnet20 stays within 2e-2 of the CPU and, on a GPU with tensor cores
 // (compute capability 8.0 or later), differs from the fp32 run: the flag reaches cuDNN
-// and cuBLAS. SKIPs without a device.
+// and cuBLAS. The convolution algorithm choice (--cudnn-benchmark on and off) over a
+// sweep of kernel, stride, padding, channels, batch and non-square maps, and
+// set_tuning(tuning()) reproducing a model's steps bitwise. SKIPs without a device.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iostream>
+#include <string>
 #include <vector>
 
+#include "nn/conv_algo.hpp"
 #include "nn/cuda/kernels.hpp"
 #include "nn/cuda_model.hpp"
 #include "nn/dropout_mask.hpp"
@@ -280,4 +285,202 @@ TEST(CudaModels, BadLabelIsAUserError) {
   Data d(2, {1, 28, 28}, 10);
   d.y[1] = 10;
   EXPECT_THROW(gpu->forward_backward(d.x.data(), d.y.data(), 2, ctx_for(d, 2, 0), {}), UserError);
+}
+
+// ---- convolution algorithm choice (--cudnn-benchmark, nn/conv_algo.hpp) ----
+
+namespace {
+
+struct ConvCase {
+  int k, stride, pad, cin, c1, c2;
+  int64_t n;
+  int h, w;
+};
+
+// Two convolutions of the case's kernel, stride and padding (the first has no data
+// gradient, the second has all three directions), then a linear layer.
+std::string conv_spec(const ConvCase& c) {
+  auto conv = [&](int out) {
+    return "conv(" + std::to_string(out) + "," + std::to_string(c.k) + "," + std::to_string(c.stride) + "," +
+           std::to_string(c.pad) + ")";
+  };
+  return conv(c.c1) + " relu " + conv(c.c2) + " flatten linear(3)";
+}
+
+// The problems the GPU model must have chosen algorithms for (ConvProblem::key).
+std::vector<std::string> conv_keys(const ConvCase& c) {
+  auto out = [&](int x) { return (x + 2 * c.pad - c.k) / c.stride + 1; };
+  std::vector<std::string> keys;
+  nn::ConvProblem p;
+  p.n = c.n;
+  p.k = c.c1;
+  p.kernel = c.k;
+  p.pad = c.pad;
+  p.stride = c.stride;
+  p.c = c.cin;
+  p.h = c.h;
+  p.w = c.w;
+  for (nn::ConvDir d : {nn::ConvDir::forward, nn::ConvDir::backward_filter}) {
+    p.dir = d;
+    keys.push_back(p.key());
+  }
+  p.c = c.c1;
+  p.k = c.c2;
+  p.h = out(c.h);
+  p.w = out(c.w);
+  for (nn::ConvDir d : {nn::ConvDir::forward, nn::ConvDir::backward_filter, nn::ConvDir::backward_data}) {
+    p.dir = d;
+    keys.push_back(p.key());
+  }
+  return keys;
+}
+
+// One SGD step (lr 0.05) on the host copy and back: the same update for both models.
+void sgd_step(Model& m, std::vector<float>& params, const std::vector<float>& grads) {
+  for (size_t i = 0; i < params.size(); ++i) params[i] -= 0.05f * grads[i];
+  m.copy_params_from_host(params.data());
+}
+
+}  // namespace
+
+// Kernel 1/3/5/7, stride 1/2, padding 0..3, channels 1..130 (odd ones too), batch 1..65
+// (odd ones too), non-square maps; full fp32: loss, gradients, parameters after a step
+// and the next step's loss and gradients within 1e-4 of the CPU model, with the
+// algorithms measured (--cudnn-benchmark on) and ranked (off). The choices are printed
+// and recorded (RecordProperty "algorithms_<case>_<on|off>").
+TEST(CudaConvAlgorithms, ShapeAndBatchSweepAgainstCpu) {
+  REQUIRE_GPU();
+  const std::vector<ConvCase> cases = {
+      {1, 1, 0, 1, 3, 5, 1, 5, 7},       {1, 2, 1, 3, 130, 2, 2, 9, 6},  {3, 1, 1, 3, 16, 16, 65, 8, 8},
+      {3, 2, 0, 7, 33, 64, 17, 11, 13},  {3, 1, 2, 130, 7, 9, 3, 6, 10}, {5, 1, 2, 2, 31, 17, 9, 12, 9},
+      {5, 2, 3, 64, 65, 1, 33, 10, 15},  {7, 2, 3, 3, 64, 8, 5, 19, 23}, {7, 1, 0, 1, 1, 1, 1, 14, 20},
+      {1, 1, 3, 4, 4, 4, 64, 3, 5},      {3, 2, 3, 130, 130, 3, 2, 5, 4}, {5, 1, 0, 16, 16, 16, 65, 13, 11},
+      {7, 1, 3, 5, 6, 7, 4, 7, 9}};
+  const int classes = 3;
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const ConvCase& c = cases[ci];
+    const std::string spec = conv_spec(c);
+    const SampleShape shape{c.cin, c.h, c.w};
+    for (bool benchmark : {true, false}) {
+      SCOPED_TRACE(spec + " on " + std::to_string(c.cin) + "x" + std::to_string(c.h) + "x" + std::to_string(c.w) +
+                   ", batch " + std::to_string(c.n) + ", --cudnn-benchmark " + (benchmark ? "on" : "off"));
+      ModelOptions opt = fp32_only();
+      opt.cudnn_benchmark = benchmark;
+      auto cpu = make_model(spec, shape, classes);
+      auto gpu = make_cuda_model(spec, shape, classes, 0, opt);
+      cpu->init_params(7);
+      gpu->init_params(7);
+      const size_t P = cpu->param_count();
+      ASSERT_EQ(gpu->param_count(), P);
+      cpu->prepare(c.n, Precision::fp32);
+      gpu->prepare(c.n, Precision::fp32);
+      std::vector<float> gp(P), gg(P), cp(P), cg(P);
+      for (int step = 0; step < 2; ++step) {
+        const Data d(c.n, shape, classes, 20 + step);
+        const StepContext ctx = ctx_for(d, c.n, step);
+        const double lc = cpu->forward_backward(d.x.data(), d.y.data(), c.n, ctx, {});
+        const double lg = gpu->forward_backward(d.x.data(), d.y.data(), c.n, ctx, {});
+        EXPECT_NEAR(lg, lc, kTol * std::fabs(lc)) << "loss, step " << step;
+        gpu->download_grads(gg.data());
+        std::copy(cpu->grad_data(), cpu->grad_data() + P, cg.begin());
+        expect_close_per_param(*cpu, gg, cg, "gradient");
+        gpu->copy_params_to_host(gp.data());
+        std::copy(cpu->param_data(), cpu->param_data() + P, cp.begin());
+        sgd_step(*cpu, cp, cg);
+        sgd_step(*gpu, gp, gg);
+        gpu->copy_params_to_host(gp.data());
+        expect_close_per_param(*cpu, gp, cp, "parameter after the step");
+      }
+      const std::string tuning = gpu->tuning();
+      const nn::ConvTuning t = nn::parse_tuning(tuning);
+      for (const std::string& key : conv_keys(c)) EXPECT_EQ(t.count(key), 1u) << "no algorithm recorded for " << key;
+      ::testing::Test::RecordProperty("algorithms_" + std::to_string(ci) + (benchmark ? "_on" : "_off"), tuning);
+      std::cout << "[algorithms] " << spec << " batch " << c.n << " --cudnn-benchmark " << (benchmark ? "on" : "off")
+                << "\n"
+                << tuning;
+    }
+  }
+}
+
+namespace {
+
+struct StepBits {
+  double loss = 0;
+  std::vector<float> grads, eval;
+};
+
+// Two training steps (SGD on the host between them) and an evaluation of `m`, for a
+// bitwise comparison between models.
+StepBits run_steps(Model& m, const SampleShape& shape, int classes, int64_t n) {
+  StepBits b;
+  const size_t P = m.param_count();
+  std::vector<float> p(P);
+  b.grads.resize(P);
+  m.init_params(9);
+  for (int step = 0; step < 2; ++step) {
+    const Data d(n, shape, classes, 40 + step);
+    b.loss = m.forward_backward(d.x.data(), d.y.data(), n, ctx_for(d, n, step), {});
+    m.synchronize();
+    auto* dm = dynamic_cast<DeviceModel*>(&m);
+    dm->download_grads(b.grads.data());
+    m.copy_params_to_host(p.data());
+    sgd_step(m, p, b.grads);
+  }
+  const Data e(n, shape, classes, 77);
+  b.eval.resize(static_cast<size_t>(n * classes));
+  m.forward_eval(e.x.data(), n, b.eval.data());
+  return b;
+}
+
+void expect_bitwise(const StepBits& a, const StepBits& b, const char* what) {
+  EXPECT_EQ(std::memcmp(&a.loss, &b.loss, sizeof(double)), 0) << what << ": loss " << a.loss << " vs " << b.loss;
+  EXPECT_EQ(std::memcmp(a.grads.data(), b.grads.data(), a.grads.size() * sizeof(float)), 0) << what << ": gradients";
+  EXPECT_EQ(std::memcmp(a.eval.data(), b.eval.data(), a.eval.size() * sizeof(float)), 0) << what << ": logits";
+}
+
+}  // namespace
+
+// A resumed run's situation: a fresh model given another model's tuning() — before its
+// prepare, or after it (as Trainer::restore_checkpoint does) — runs bitwise the same
+// steps, whatever its own --cudnn-benchmark; its tuning() then is the one it was given.
+// On resnet20 identical convolutions share one choice (fewer forward records than
+// convolutions).
+TEST(CudaConvAlgorithms, SetTuningReproducesStepsBitwise) {
+  REQUIRE_GPU();
+  const SampleShape shape{3, 16, 12};
+  const int classes = 10;
+  const int64_t n = 9;
+  for (bool benchmark : {true, false}) {
+    SCOPED_TRACE(std::string("source model --cudnn-benchmark ") + (benchmark ? "on" : "off"));
+    ModelOptions src_opt = fp32_only();
+    src_opt.cudnn_benchmark = benchmark;
+    auto src = make_cuda_model("resnet20", shape, classes, 0, src_opt);
+    src->prepare(n, Precision::fp32);
+    const StepBits want = run_steps(*src, shape, classes, n);
+    const std::string tuning = src->tuning();
+    ASSERT_FALSE(tuning.empty());
+    size_t convs = 0, fwd = 0;
+    for (const auto& p : src->params()) convs += p.shape.size() == 4;
+    for (const auto& [key, algo] : nn::parse_tuning(tuning)) fwd += key.rfind("fwd n=9 ", 0) == 0;
+    EXPECT_LT(fwd, convs) << "identical convolutions did not share a choice";
+    EXPECT_GE(fwd, 3u);
+    std::cout << "[algorithms] resnet20 on 3x16x12, batch 9, --cudnn-benchmark " << (benchmark ? "on" : "off") << "\n"
+              << tuning;
+
+    ModelOptions other = fp32_only();
+    other.cudnn_benchmark = !benchmark;  // the given choices win over the model's own way of choosing
+    auto before = make_cuda_model("resnet20", shape, classes, 0, other);
+    before->set_tuning(tuning);
+    before->prepare(n, Precision::fp32);
+    expect_bitwise(want, run_steps(*before, shape, classes, n), "set_tuning before prepare");
+    EXPECT_EQ(before->tuning(), tuning);
+
+    auto after = make_cuda_model("resnet20", shape, classes, 0, other);
+    after->prepare(n, Precision::fp32);
+    after->set_tuning(tuning);
+    expect_bitwise(want, run_steps(*after, shape, classes, n), "set_tuning after prepare");
+    EXPECT_EQ(after->tuning(), tuning);
+  }
+  auto m = make_cuda_model("resnet20", shape, classes, 0, fp32_only());
+  EXPECT_THROW(m->set_tuning("fwd n=9 algo=1\n"), UserError);
 }

@@ -13,6 +13,8 @@
 # With --cudnn-benchmark on (when `cnnscale train --help` lists the option) the timed
 # algorithm choice may differ from run to run, so only R is required: its choices come
 # from the checkpoint, which must make the continuation bitwise X's.
+# The checkpoint's root attribute "tuning" holds the algorithms (one line per distinct
+# convolution and direction); run.json records cudnn_benchmark.
 # Not vacuous: every run says backend nccl, R and Y say where they resumed, and the
 # parameters moved between step 4 and step 10.
 # SKIP (77) without a CUDA device.
@@ -58,6 +60,14 @@ for bench in "${settings[@]}"; do
       train "$c.X" "$np" "$TMP/$c.X" --max-steps $N --checkpoint-every $K
       "$CNNSCALE_BUILD/tests/ckpt_diff" "$TMP/$c.X/$KTH" "$TMP/$c.X/$LAST" >"$TMP/$c.moved" 2>&1
       expect_grep "$c: the parameters moved between step $K and $N" 'identical 0' "$TMP/$c.moved"
+      if [ "$bench" != default ]; then  # the algorithms travel with the checkpoint; run.json records the option
+        h5dump -a /tuning "$TMP/$c.X/$KTH" >"$TMP/$c.tuning" 2>&1
+        expect_grep "$c: the checkpoint stores the convolution algorithms (attribute tuning)" \
+          "fwd n=$((32 / np)) c=[0-9]+ h=[0-9]+ w=[0-9]+ k=[0-9]+ kernel=[0-9]+ pad=[0-9]+ stride=[0-9]+ math=tf32 algo=[0-9]+" \
+          "$TMP/$c.tuning"
+        want=false; [ "$bench" = on ] && want=true
+        expect_grep "$c: run.json cudnn_benchmark $want" "\"cudnn_benchmark\": *$want" "$TMP/$c.X/run.json"
+      fi
       mkdir -p "$TMP/$c.R/checkpoints" && cp "$TMP/$c.X/$KTH" "$TMP/$c.R/checkpoints/"
       train "$c.R" "$np" "$TMP/$c.R" --max-steps $N --resume auto
       expect_grep "$c.R: resumed at step $K" "resumed from .*step-0*$K.h5 at step $K" "$TMP/$c.R.out"

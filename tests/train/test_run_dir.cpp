@@ -338,3 +338,47 @@ TEST(CheckpointPruning, KeepsNewestByStepAndNeverTheOneJustWritten) {
   EXPECT_EQ(back.step, 100000001);
   EXPECT_EQ(back.config, "model=" + r.model->spec() + "\nseed=42\n");
 }
+
+// --cudnn-benchmark off is part of the recorded configuration (only when off: runs from
+// before the option, all of them "on" by the default, keep their digests).
+TEST(RunConfig, CudnnBenchmarkOffIsRecorded) {
+  TrainOptions a;
+  TrainOptions b = a;
+  b.model_options.cudnn_benchmark = false;
+  EXPECT_EQ(config_of(a).get("cudnn_benchmark"), nullptr);
+  ASSERT_NE(config_of(b).get("cudnn_benchmark"), nullptr);
+  EXPECT_EQ(*config_of(b).get("cudnn_benchmark"), "false");
+  EXPECT_NE(config_of(a).digest(), config_of(b).digest());
+}
+
+// The model's tuning (the GPU model's convolution algorithms) travels with the
+// checkpoint as an optional attribute: absent (older checkpoints, the CPU model) reads
+// as empty, a malformed one makes the checkpoint damaged.
+TEST(CheckpointTuning, OptionalAttributeRoundTripsAndIsValidated) {
+  TempDir t;
+  TinyRun r;
+  r.model->prepare(1, Precision::fp32);
+  r.model->init_params(1);
+  EXPECT_EQ(r.model->tuning(), "");  // the CPU model makes no choices
+  r.model->set_tuning("fwd n=1 c=1 h=6 w=6 k=2 kernel=3 pad=0 stride=1 math=fma algo=1\n");  // ignored
+  const std::string d = t.path + "/checkpoints";
+  write_checkpoint(d, *r.model, *r.opt, r.meta(1), 5);
+  EXPECT_EQ(read_checkpoint_meta(d + "/step-00000001.h5").tuning, "");
+  CheckpointMeta m = r.meta(2);
+  m.tuning = "# cuDNN 91900, NVIDIA H100, sm_90\nfwd n=1 c=1 h=6 w=6 k=2 kernel=3 pad=0 stride=1 math=fma algo=1\n";
+  write_checkpoint(d, *r.model, *r.opt, m, 5);
+  EXPECT_EQ(read_checkpoint_meta(d + "/step-00000002.h5").tuning, m.tuning);
+  EXPECT_EQ(read_checkpoint(d + "/step-00000002.h5", *r.model, *r.opt).tuning, m.tuning);
+  CheckpointMeta bad = r.meta(3);
+  bad.tuning = "fwd n=1 algo=1\n";
+  write_checkpoint(d, *r.model, *r.opt, bad, 5);
+  try {
+    read_checkpoint_meta(d + "/step-00000003.h5");
+    FAIL() << "a malformed tuning attribute was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("step-00000003.h5' has a damaged 'tuning' attribute: convolution algorithm "
+                                         "record, line 1 'fwd n=1 algo=1'"),
+              std::string::npos)
+        << e.what();
+  }
+}

@@ -20,6 +20,9 @@ expect_grep "bad precision" 'cnnscale: error: --precision fp16 is not supported;
 "$CNNSCALE" train --synthetic --tf32 maybe >"$TMP/e4t" 2>&1
 expect_eq "bad --tf32 exit status" 2 "$?"
 expect_grep "bad --tf32 explained" "cnnscale: error: --tf32 takes on or off, not 'maybe'" "$TMP/e4t"
+"$CNNSCALE" train --synthetic --cudnn-benchmark yes >"$TMP/e4b" 2>&1
+expect_eq "bad --cudnn-benchmark exit status" 2 "$?"
+expect_grep "bad --cudnn-benchmark explained" "cnnscale: error: --cudnn-benchmark takes on or off, not 'yes'" "$TMP/e4b"
 "$CNNSCALE" train --synthetic --model "conv(8,3) relu linear(10" >"$TMP/e5" 2>&1
 expect_eq "bad model spec exit status" 2 "$?"
 expect_grep "bad model spec shows where" 'cnnscale: error: .*(column|position)' "$TMP/e5"
@@ -97,6 +100,7 @@ missing += ["breakdown_ms." + k for k in ("data", "compute", "comm_exposed", "op
 print("missing", missing)
 print("world", j["world_size"], "global", j["global_batch"], "steps", j["steps"], "acc_is_number", isinstance(j["test_accuracy"], float))
 print("tf32", j.get("tf32"))  # the CPU model never uses TF32, whatever --tf32 says
+print("cudnn_benchmark", j.get("cudnn_benchmark"))  # nor cuDNN
 lines = [json.loads(l) for l in open(d + "/metrics.jsonl")]
 steps = [l["step"] for l in lines if "event" not in l]
 print("metric steps", steps, "eval events", sum(1 for l in lines if l.get("event") == "eval"))
@@ -104,5 +108,6 @@ PY
 expect_grep "run.json has every SPEC field" '^missing \[\]$' "$TMP/fields.txt"
 expect_grep "run.json values" '^world 3 global 48 steps 4 acc_is_number True$' "$TMP/fields.txt"
 expect_grep "run.json records tf32 (false on the CPU)" '^tf32 False$' "$TMP/fields.txt"
+expect_grep "run.json records cudnn_benchmark (false on the CPU)" '^cudnn_benchmark False$' "$TMP/fields.txt"
 expect_grep "metrics.jsonl: one object per logged step, one eval" '^metric steps \[2, 4\] eval events 1$' "$TMP/fields.txt"
 finish

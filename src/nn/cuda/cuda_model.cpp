@@ -6,12 +6,15 @@
 // (kernels.cu). This file owns the handles, the buffers and the per-batch-size plans,
 // and drives forward, loss and backward with the grad-ready calls. TF32 as
 // ModelOptions::tf32 says (cuDNN math type per convolution descriptor, cuBLAS math
-// mode on the handle).
+// mode on the handle). Convolution algorithms per ModelOptions::cudnn_benchmark
+// (layer_conv.cpp, nn/conv_algo.hpp), shared by identical convolutions through
+// NetState::conv_algos, which tuning()/set_tuning() read and write.
 #include "nn/cuda_model.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <stdexcept>
 #include <vector>
 
@@ -28,7 +31,7 @@ namespace {
 
 class CudaNet final : public DeviceModel {
  public:
-  CudaNet(ModelGraph mg, int device, bool tf32)
+  CudaNet(ModelGraph mg, int device, bool tf32, bool cudnn_benchmark)
       : g_(std::move(mg.graph)), name_(std::move(mg.name)), spec_(std::move(mg.spec)), device_(device) {
     int count = 0;
     const cudaError_t rc = cudaGetDeviceCount(&count);
@@ -48,6 +51,13 @@ class CudaNet final : public DeviceModel {
     // still computes in fp32 on GPUs without them (before Ampere).
     cublasCheck(cublasSetMathMode(s_.cublas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     s_.tf32 = tf32;
+    s_.cudnn_benchmark = cudnn_benchmark;
+    {  // for people reading a checkpoint's record: the choices hold for this GPU and cuDNN
+      cudaDeviceProp prop{};
+      cudaCheck(cudaGetDeviceProperties(&prop, device_));
+      tuning_comment_ = std::string("cuDNN convolution algorithms (cuDNN ") + std::to_string(cudnnGetVersion()) +
+                        ", " + prop.name + ", sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ")";
+    }
     s_.g = &g_;
 
     const size_t P = std::max<size_t>(g_.param_count, 1);
@@ -123,6 +133,21 @@ class CudaNet final : public DeviceModel {
     std::vector<float> host(g_.param_count);
     for (const auto& p : g_.params) init_param(p, seed, host.data() + p.info.offset);
     copy_params_from_host(host.data());
+  }
+
+  std::string tuning() const override { return format_tuning(s_.conv_algos, tuning_comment_); }
+
+  void set_tuning(const std::string& text) override {
+    const ConvTuning t = parse_tuning(text);
+    if (t.empty()) return;
+    cudaCheck(cudaSetDevice(device_));
+    cudaCheck(cudaStreamSynchronize(s_.stream));  // no step runs with the plans being replaced
+    for (const auto& [key, algo] : t) s_.conv_algos[key] = algo;
+    // Plans again, in the same order (the layers keep per-plan state by plan index).
+    std::vector<int64_t> sizes;
+    for (const auto& p : plans_) sizes.push_back(p->n);
+    plans_.clear();
+    for (int64_t n : sizes) plan_for(n);
   }
 
   void prepare(int64_t max_batch, Precision precision) override {
@@ -282,7 +307,7 @@ class CudaNet final : public DeviceModel {
   }
 
   Graph g_;
-  std::string name_, spec_;
+  std::string name_, spec_, tuning_comment_;
   int device_ = 0;
   NetState s_;                                  // handles, flat buffers, activations: what the layers share
   std::vector<std::unique_ptr<Layer>> layers_;  // one per node
@@ -304,7 +329,7 @@ class CudaNet final : public DeviceModel {
 std::unique_ptr<DeviceModel> make_cuda_model(const std::string& name_or_spec, const SampleShape& input, int classes,
                                              int device, const ModelOptions& options) {
   return std::make_unique<nn::cuda::CudaNet>(nn::build_model_graph(name_or_spec, input, classes, options), device,
-                                             options.tf32);
+                                             options.tf32, options.cudnn_benchmark);
 }
 
 }  // namespace cnnscale

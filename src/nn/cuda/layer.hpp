@@ -16,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "nn/conv_algo.hpp"
 #include "nn/cuda/device_array.hpp"
 #include "nn/graph.hpp"
 #include "nn/model.hpp"
@@ -31,6 +32,10 @@ struct NetState {
   cudnnHandle_t cudnn = nullptr;
   cublasHandle_t cublas = nullptr;
   bool tf32 = true;               // TF32 tensor-core math for convolutions and matmuls (--tf32)
+  bool cudnn_benchmark = true;    // measure convolution algorithms (--cudnn-benchmark), else heuristics
+  // The convolution algorithm per distinct problem (ConvProblem::key): chosen by the
+  // first layer that plans it and shared by identical ones, or set by set_tuning().
+  ConvTuning conv_algos;
   DevArray<float> params, grads;  // flat, param_count()
   // Per tensor id (0 = input, k+1 = output of node k), for up to max_batch samples:
   std::vector<float*> data, diff;

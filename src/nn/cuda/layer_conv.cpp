@@ -1,32 +1,32 @@
 // layer_conv.cpp — conv2d on cuDNN: cudnnConvolutionForward / BackwardData /
-// BackwardFilter / BackwardBias, cudnnAddTensor for the bias. Algorithms from
-// cudnnGet*Algorithm_v7 (deterministic ones preferred), chosen once per batch size,
-// within one workspace for all convolutions (NetState::workspace). Math type per
-// NetState::tf32: CUDNN_DEFAULT_MATH (TF32 allowed) or CUDNN_FMA_MATH (full fp32).
+// BackwardFilter / BackwardBias, cudnnAddTensor for the bias. Algorithms chosen once
+// per distinct convolution problem (nn/conv_algo.hpp: direction, batch size, shapes,
+// math type) and shared through NetState::conv_algos: measured with
+// cudnnFindConvolution*Algorithm under --cudnn-benchmark on (the default), else ranked
+// by cudnnGet*Algorithm_v7; deterministic ones preferred, within the workspace cap; one
+// workspace for all convolutions (NetState::workspace). A choice already in the cache
+// (set_tuning's, from a checkpoint) is used as it is when cuDNN still accepts it. Math
+// type per NetState::tf32: CUDNN_DEFAULT_MATH (TF32 allowed) or CUDNN_FMA_MATH (fp32).
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "nn/cuda/layer.hpp"
+#include "util/cuda/check.hpp"
+#include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace cnnscale::nn::cuda {
 namespace {
 
-constexpr size_t kMaxConvWorkspace = size_t{512} << 20;
-
-// The first algorithm that worked in cuDNN's ranking, within the workspace cap;
-// deterministic ones first (so that a rerun gives the same bits).
+// cuDNN's candidates in conv_algo's terms, in the order cuDNN lists them.
 template <class Perf>
-Perf choose(const Perf* perf, int count, const char* what) {
-  for (int pass = 0; pass < 2; ++pass)
-    for (int i = 0; i < count; ++i) {
-      const Perf& p = perf[i];
-      if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kMaxConvWorkspace) continue;
-      if (pass == 0 && p.determinism != CUDNN_DETERMINISTIC) continue;
-      return p;
-    }
-  fail("cuDNN offers no usable ", what, " algorithm for this convolution within the ", kMaxConvWorkspace >> 20,
-       " MiB workspace cap; lower --batch-size or change the layer's shape");
+std::vector<AlgoResult> results(const Perf* perf, int count) {
+  std::vector<AlgoResult> r;
+  for (int i = 0; i < count; ++i)
+    r.push_back({static_cast<int>(perf[i].algo), perf[i].status == CUDNN_STATUS_SUCCESS, perf[i].time, perf[i].memory,
+                 perf[i].determinism == CUDNN_DETERMINISTIC});
+  return r;
 }
 
 struct ConvAlgos {
@@ -55,33 +55,77 @@ class Conv final : public Layer {
     check_output(p.n, on, oc, oh, ow);
     if (algos_.size() <= static_cast<size_t>(p.index)) algos_.resize(static_cast<size_t>(p.index) + 1);
     ConvAlgos& a = algos_[static_cast<size_t>(p.index)];
-    size_t ws = 0, bytes = 0;
-    int got = 0;
-    {
-      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-      cudnnCheck(cudnnGetConvolutionForwardAlgorithm_v7(s_.cudnn, x, w_.get(), conv_.get(), y,
-                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-      a.fwd = choose(perf, got, "forward").algo;
-      cudnnCheck(cudnnGetConvolutionForwardWorkspaceSize(s_.cudnn, x, w_.get(), conv_.get(), y, a.fwd, &bytes));
-      ws = std::max(ws, bytes);
-    }
-    {
-      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-      cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithm_v7(s_.cudnn, x, y, conv_.get(), w_.get(),
-                                                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
-      a.bwd_filter = choose(perf, got, "backward-filter").algo;
-      cudnnCheck(
-          cudnnGetConvolutionBackwardFilterWorkspaceSize(s_.cudnn, x, y, conv_.get(), w_.get(), a.bwd_filter, &bytes));
-      ws = std::max(ws, bytes);
-    }
+    ConvProblem prob;
+    prob.n = p.n;
+    prob.c = nd_.in.c;
+    prob.h = nd_.in.h;
+    prob.w = nd_.in.w;
+    prob.k = nd_.out_channels;
+    prob.kernel = nd_.kernel;
+    prob.pad = nd_.pad;
+    prob.stride = nd_.stride;
+    prob.tf32 = s_.tf32;
+    size_t ws = 0;
+    const cudnnHandle_t h = s_.cudnn;
+    const cudnnFilterDescriptor_t w = w_.get();
+    const cudnnConvolutionDescriptor_t c = conv_.get();
+    prob.dir = ConvDir::forward;
+    a.fwd = static_cast<cudnnConvolutionFwdAlgo_t>(algo_for(
+        prob,
+        [&](bool measure) {
+          cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+          int got = 0;
+          if (measure)
+            cudnnCheck(cudnnFindConvolutionForwardAlgorithm(h, x, w, c, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
+          else
+            cudnnCheck(
+                cudnnGetConvolutionForwardAlgorithm_v7(h, x, w, c, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
+          return results(perf, got);
+        },
+        [&](int algo, size_t* bytes) {
+          return cudnnGetConvolutionForwardWorkspaceSize(h, x, w, c, y, static_cast<cudnnConvolutionFwdAlgo_t>(algo),
+                                                         bytes);
+        },
+        ws));
+    prob.dir = ConvDir::backward_filter;
+    a.bwd_filter = static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo_for(
+        prob,
+        [&](bool measure) {
+          cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+          int got = 0;
+          if (measure)
+            cudnnCheck(cudnnFindConvolutionBackwardFilterAlgorithm(h, x, y, c, w,
+                                                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
+          else
+            cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, y, c, w,
+                                                                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
+          return results(perf, got);
+        },
+        [&](int algo, size_t* bytes) {
+          return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+              h, x, y, c, w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
+        },
+        ws));
     if (s_.needs_diff[in()]) {
-      cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-      cudnnCheck(cudnnGetConvolutionBackwardDataAlgorithm_v7(s_.cudnn, w_.get(), y, conv_.get(), x,
-                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
-      a.bwd_data = choose(perf, got, "backward-data").algo;
-      cudnnCheck(
-          cudnnGetConvolutionBackwardDataWorkspaceSize(s_.cudnn, w_.get(), y, conv_.get(), x, a.bwd_data, &bytes));
-      ws = std::max(ws, bytes);
+      prob.dir = ConvDir::backward_data;
+      a.bwd_data = static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_for(
+          prob,
+          [&](bool measure) {
+            cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+            int got = 0;
+            if (measure)
+              cudnnCheck(cudnnFindConvolutionBackwardDataAlgorithm(h, w, y, c, x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                                   &got, perf));
+            else
+              cudnnCheck(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w, y, c, x,
+                                                                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
+            return results(perf, got);
+          },
+          [&](int algo, size_t* bytes) {
+            return cudnnGetConvolutionBackwardDataWorkspaceSize(
+                h, w, y, c, x, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), bytes);
+          },
+          ws));
     }
     return ws;
   }
@@ -111,6 +155,36 @@ class Conv final : public Layer {
   }
 
  private:
+  // The algorithm for prob: the cached choice (an identical convolution planned before,
+  // or set_tuning's) when cuDNN accepts it within the cap, else chosen now from
+  // candidates(measure) and cached. Adds its workspace to ws (the maximum).
+  template <class Candidates, class Workspace>
+  int algo_for(const ConvProblem& prob, Candidates candidates, Workspace workspace, size_t& ws) {
+    const std::string key = prob.key();
+    if (auto it = s_.conv_algos.find(key); it != s_.conv_algos.end()) {
+      size_t bytes = 0;
+      const cudnnStatus_t st = workspace(it->second, &bytes);
+      if (st == CUDNN_STATUS_SUCCESS && bytes <= kMaxConvWorkspace) {
+        ws = std::max(ws, bytes);
+        return it->second;
+      }
+      log_warn("the recorded cuDNN " + std::string(conv_dir_name(prob.dir)) + " algorithm " +
+               std::to_string(it->second) + " for '" + key + "' cannot run here (" +
+               (st == CUDNN_STATUS_SUCCESS ? std::string("workspace over the cap") : cudnnGetErrorString(st)) +
+               "; another GPU type or cuDNN version?): choosing anew, so this run's bits may differ from the run that "
+               "recorded it");
+      s_.conv_algos.erase(it);
+    }
+    const std::vector<AlgoResult> r = candidates(s_.cudnn_benchmark);
+    const int algo = s_.cudnn_benchmark ? choose_fastest(r, kMaxConvWorkspace, conv_dir_name(prob.dir))
+                                        : choose_ranked(r, kMaxConvWorkspace, conv_dir_name(prob.dir));
+    size_t bytes = 0;
+    cudnnCheck(workspace(algo, &bytes));
+    ws = std::max(ws, bytes);
+    s_.conv_algos[key] = algo;
+    return algo;
+  }
+
   const ConvAlgos& algos(const Plan& p) const { return algos_[static_cast<size_t>(p.index)]; }
 
   FilterDesc w_;

@@ -1,0 +1,86 @@
+// conv_algo.hpp — how the GPU model chooses its cuDNN convolution algorithms, without
+// CUDA (the cuDNN calls are in nn/cuda/layer_conv.cpp): which candidate wins, the key
+// of the per-model cache, and the text form of the choices that checkpoints store.
+//
+// Candidates come from cuDNN as (algorithm id, status, time, workspace bytes,
+// determinism): measured by cudnnFindConvolution*Algorithm (train --cudnn-benchmark on,
+// the default; as torch.backends.cudnn.benchmark = True) or ranked by cuDNN's
+// heuristics, cudnnGetConvolution*Algorithm_v7 (--cudnn-benchmark off). Either way an
+// algorithm must have succeeded and need at most kMaxConvWorkspace bytes of workspace.
+//
+// Deterministic algorithms win over faster non-deterministic ones: a non-deterministic
+// one (atomics in backward-filter or backward-data) sums in a different order on each
+// call, so a rerun of the same steps, or a resumed run against the uninterrupted one,
+// would not give the same bits. Only where cuDNN offers no deterministic algorithm
+// within the cap does the non-deterministic one run (the run then trains, but is not
+// bitwise reproducible).
+//
+// One choice per distinct problem (ConvProblem::key(): direction, batch, input shape,
+// filter, padding, stride, math type): the identical convolutions of a ResNet stage
+// are benchmarked once. The choices, as text (format_tuning/parse_tuning), are what
+// Model::tuning()/set_tuning() exchange: a checkpoint stores them and a resumed run
+// reapplies them, so that it runs the algorithms of the run it continues (benchmark
+// timings vary from run to run, and so would the winner).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace cnnscale::nn {
+
+// Workspace cap per convolution algorithm (one workspace is shared by all layers).
+constexpr size_t kMaxConvWorkspace = size_t{512} << 20;
+
+enum class ConvDir { forward, backward_data, backward_filter };
+
+// What cuDNN's choice depends on, besides the GPU and the cuDNN version: NCHW input of
+// n×c×h×w, k filters of kernel×kernel, symmetric padding and stride, dilation 1, fp32
+// data; tf32: CUDNN_DEFAULT_MATH (TF32 allowed), else CUDNN_FMA_MATH.
+struct ConvProblem {
+  ConvDir dir = ConvDir::forward;
+  int64_t n = 0, c = 0, h = 0, w = 0;
+  int64_t k = 0, kernel = 0, pad = 0, stride = 0;
+  bool tf32 = false;
+  // "fwd n=64 c=3 h=32 w=32 k=16 kernel=3 pad=1 stride=1 math=fma"; directions fwd,
+  // bwd_data, bwd_filter; math fma or tf32. The cache key and a tuning line's head.
+  std::string key() const;
+};
+
+// "forward", "backward-data", "backward-filter" (messages).
+const char* conv_dir_name(ConvDir d);
+
+// One candidate as cuDNN reports it.
+struct AlgoResult {
+  int algo = 0;           // the cudnnConvolution*Algo_t value
+  bool ok = false;        // status CUDNN_STATUS_SUCCESS
+  float time_ms = 0;      // measured (benchmark); heuristics report no useful time
+  size_t memory = 0;      // workspace bytes
+  bool deterministic = false;
+};
+
+// --cudnn-benchmark on: the fastest usable deterministic candidate (ties: less
+// workspace, then the lower id, so that equal timings choose alike on every run);
+// without a usable deterministic one, the fastest usable one. Throws UserError
+// ("cuDNN offers no usable <what> algorithm ... workspace cap; lower --batch-size ...")
+// when none is usable. Returns the algorithm id.
+int choose_fastest(const std::vector<AlgoResult>& results, size_t cap, const char* what);
+
+// --cudnn-benchmark off: results in cuDNN's heuristic ranking; the first usable
+// deterministic one, else the first usable one; the same error when none is usable.
+int choose_ranked(const std::vector<AlgoResult>& results, size_t cap, const char* what);
+
+// ConvProblem::key() → algorithm id.
+using ConvTuning = std::map<std::string, int>;
+
+// One line per problem, sorted: "<key> algo=<id>", after an optional "# comment" line
+// (the cuDNN version and GPU, for people). Empty text for an empty tuning.
+std::string format_tuning(const ConvTuning& t, const std::string& comment = "");
+
+// The inverse of format_tuning: blank lines and lines starting with '#' are skipped;
+// any other line must be a well-formed key (as ConvProblem::key writes it) followed by
+// " algo=<id>" with id >= 0. Throws UserError naming the line and its number otherwise.
+ConvTuning parse_tuning(const std::string& text);
+
+}  // namespace cnnscale::nn
