@@ -8,6 +8,7 @@
 // in the reader thread, never on the training thread.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,7 +25,18 @@ struct Batch {
   std::vector<float> images;     // count × shape.numel(), normalised
   std::vector<int32_t> labels;   // count, each in [0, classes)
   std::vector<int64_t> sample_ids;  // global sample index of each image (drives dropout RNG)
+  // What the batch hook (BatchSource::set_batch_hook) returned for this batch, or -1:
+  // for the GPU model, the ticket of a pinned copy made in the reader thread
+  // (Model::stage). Opaque to the data pipeline.
+  int64_t ticket = -1;
 };
+
+// Runs on every training batch right after it is made, in the thread that made it (the
+// prefetcher's, or the caller of next() when the source prefetches nothing), once per
+// batch, in (epoch, step) order; returns the batch's ticket. The data pipeline knows
+// nothing of models: the training loop installs a hook that calls Model::stage, so the
+// copy into pinned memory happens off the training thread.
+using BatchHook = std::function<int64_t(const Batch&)>;
 
 class BatchSource {
  public:
@@ -41,6 +53,11 @@ class BatchSource {
   virtual void next(Batch& out) = 0;
   // Seconds the caller spent blocked inside next() since the last call (then reset).
   virtual double take_wait_seconds() = 0;
+  // Installs (or, empty, removes) the hook above. Any time: it waits for a hook call in
+  // progress to finish, and the batches already made ahead are made again (with the new
+  // hook) without changing the order, so that after it returns the old hook is never
+  // called again (remove it before what it calls goes away).
+  virtual void set_batch_hook(BatchHook hook) = 0;
 };
 
 // Evaluation over a split: every sample exactly once across ranks, no padding, no

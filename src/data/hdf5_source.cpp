@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <utility>
 
 #include "data/augment.hpp"
 #include "data/contiguous_eval.hpp"
@@ -201,6 +202,7 @@ class ShardedHdf5Source : public BatchSource {
   }
   void next(Batch& out) override { prefetch_.next(out); }
   double take_wait_seconds() override { return prefetch_.take_wait_seconds(); }
+  void set_batch_hook(BatchHook hook) override { prefetch_.set_hook(std::move(hook)); }
 
  private:
   // Runs in the reader thread.

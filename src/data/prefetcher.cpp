@@ -31,6 +31,14 @@ void Prefetcher::stop() {
   if (thread_.joinable()) thread_.join();
   std::lock_guard<std::mutex> lk(m_);
   stop_ = false;
+  // Back to the first batch not handed out (the made-ahead ones, and one whose making
+  // failed, are made again).
+  if (steps_ > 0) {
+    const int64_t pos = static_cast<int64_t>(epoch_) * steps_ + step_ - static_cast<int64_t>(ready_.size()) -
+                        (error_ ? 1 : 0);
+    epoch_ = static_cast<int>(pos / steps_);
+    step_ = pos % steps_;
+  }
   while (!ready_.empty()) {
     spare_.push_back(std::move(ready_.front()));
     ready_.pop_front();
@@ -43,6 +51,18 @@ void Prefetcher::seek(int epoch, int64_t step) {
   std::lock_guard<std::mutex> lk(m_);
   epoch_ = epoch;
   step_ = step;
+}
+
+void Prefetcher::set_hook(BatchHook hook) {
+  stop();
+  std::lock_guard<std::mutex> lk(m_);
+  hook_ = std::move(hook);
+}
+
+void Prefetcher::make(int epoch, int64_t step, Batch& out, const BatchHook& hook) {
+  out.ticket = -1;
+  produce_(epoch, step, out);
+  if (hook) out.ticket = hook(out);
 }
 
 void Prefetcher::run() {
@@ -60,10 +80,11 @@ void Prefetcher::run() {
     const int e = epoch_;
     const int64_t s = step_;
     advance(epoch_, step_);
+    const BatchHook hook = hook_;  // a copy: set_hook changes hook_ only with the thread stopped
     lk.unlock();
     std::exception_ptr err;
     try {
-      produce_(e, s, b);
+      make(e, s, b, hook);
     } catch (...) {
       err = std::current_exception();
     }
@@ -80,7 +101,7 @@ void Prefetcher::next(Batch& out) {
     int e = epoch_;
     int64_t s = step_;
     advance(epoch_, step_);
-    produce_(e, s, out);
+    make(e, s, out, hook_);
     wait_s_ += now_s() - t0;
     return;
   }

@@ -5,6 +5,10 @@
 // resize, not reallocate). depth 0 produces inline inside next() (no thread).
 // An exception thrown by produce() is rethrown by the next() that would have
 // received that batch. Time next() spends blocked is summed for take_wait_seconds().
+// The batch hook (batch_source.hpp) runs right after produce(), in the same thread,
+// and sets Batch::ticket (-1 without a hook); an exception from it is produce()'s.
+// stop (seek, set_hook, destruction) drops the batches made ahead and moves the
+// position back to the first of them, so nothing is skipped.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -30,13 +34,17 @@ class Prefetcher {
   void seek(int epoch, int64_t step);
   void next(Batch& out);
   double take_wait_seconds();
+  void set_hook(BatchHook hook);
 
  private:
   void run();
   void stop();
   void advance(int& epoch, int64_t& step) const;
 
+  void make(int epoch, int64_t step, Batch& out, const BatchHook& hook);
+
   Produce produce_;
+  BatchHook hook_;  // read and written under m_ (the thread is stopped to change it)
   const int64_t steps_;
   const int depth_;
   std::mutex m_;

@@ -2,6 +2,7 @@
 #include "data/synthetic_source.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "data/contiguous_eval.hpp"
 #include "data/prefetcher.hpp"
@@ -56,6 +57,7 @@ class SyntheticSource : public BatchSource {
   }
   void next(Batch& out) override { prefetch_.next(out); }
   double take_wait_seconds() override { return prefetch_.take_wait_seconds(); }
+  void set_batch_hook(BatchHook hook) override { prefetch_.set_hook(std::move(hook)); }
 
  private:
   void produce(int epoch, int64_t step, Batch& b) {

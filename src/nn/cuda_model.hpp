@@ -8,8 +8,15 @@
 // Contract (in addition to model.hpp):
 // - param_data() / grad_data() are DEVICE pointers (on_device() is true); use
 //   copy_params_to_host / copy_params_from_host for host copies (checkpoints, comparisons).
-// - forward_backward / forward_eval take HOST images, labels and sample ids; they are
-//   copied through a pinned staging buffer on the model's stream.
+// - forward_backward / forward_eval take HOST images, labels and sample ids. Without a
+//   live ticket they are copied through one pinned buffer on the model's stream. With
+//   StepContext::staged = a ticket from stage() (called in the data pipeline's thread,
+//   which does the memcpy into one of up to 8 pinned host slots), the batch is copied
+//   from that slot into one of two device input slots on a separate copy stream, which
+//   waits (device-side) for the backward of the step that last read that device slot;
+//   the model's stream waits for the copy. So the copy of step k+1 overlaps step k's
+//   backward, and the training thread copies nothing. Same bytes, same results.
+//   The owner of a hook calling stage() removes it before destroying the model.
 // - All work is enqueued on the model's stream (stream()). forward_backward returns
 //   once the loss is known (after the forward pass); backward may still be running.
 // - GradReadyFn(ready_end) is called on the host right AFTER the gradients below
@@ -25,6 +32,7 @@
 // - Parameters are initialised on the host by the CPU model's init (nn::init_param:
 //   bit-identical to the CPU model for the same seed) and uploaded.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -43,6 +51,7 @@ class DeviceModel : public Model {
   void copy_params_to_host(float* host) override = 0;  // param_count() floats; synchronous
   void copy_params_from_host(const float* host) override = 0;
   virtual void download_grads(float* host) = 0;
+  virtual int64_t staged_steps() const = 0;  // forward_backward calls that used a staged ticket
 };
 
 // Builds the GPU model on CUDA device `device` (built-in name or spec, as make_model;

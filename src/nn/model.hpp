@@ -56,6 +56,11 @@ struct StepContext {
   uint64_t seed = 0;             // run seed
   int64_t step = 0;              // global optimiser step (0-based)
   const int64_t* sample_ids = nullptr;  // global index of each sample in the batch
+  // The ticket Model::stage returned for this very batch (same images, labels and ids
+  // as the pointers passed to forward_backward), or -1. A ticket the model no longer
+  // holds (staged too far ahead, or from another batch size) is ignored: the pointers
+  // are copied as without one. Same results either way.
+  int64_t staged = -1;
   bool training = true;          // dropout active, batch-norm uses batch statistics
   float loss_scale = 1.f;        // see above
   // --sync-bn (torch.nn.SyncBatchNorm): when set, batch-norm layers in training use the
@@ -96,6 +101,17 @@ class Model {
   // accumulated). Returns the sum of per-sample losses. on_ready may be empty.
   virtual double forward_backward(const float* images, const int32_t* labels, int64_t n,
                                   const StepContext& ctx, const GradReadyFn& on_ready) = 0;
+
+  // Copies a training batch into memory the model can upload from without the
+  // training thread (the GPU model: a pinned host slot), and returns a ticket for
+  // StepContext::staged, or -1 when it staged nothing (the default: host models read
+  // the caller's memory directly). Thread-safe with respect to the model's other calls:
+  // the data pipeline's thread calls it (BatchHook, batch_source.hpp). sample_ids may
+  // be null (then 0..n-1, as forward_backward without ids).
+  virtual int64_t stage(const float* /*images*/, const int32_t* /*labels*/, const int64_t* /*sample_ids*/,
+                        int64_t /*n*/) {
+    return -1;
+  }
 
   // Inference (dropout off, batch-norm running stats): writes n × classes logits.
   virtual void forward_eval(const float* images, int64_t n, float* logits) = 0;

@@ -121,6 +121,7 @@ Trainer::Trainer(TrainOptions opt, const ProcessContext& ctx, Communicator& comm
 Trainer::Trainer(TrainOptions opt, World& world) : Trainer(std::move(opt), world.ctx, *world.comm, *world.control) {}
 
 Trainer::~Trainer() {
+  if (train_) train_->set_batch_hook({});  // its thread stops calling the model before the model goes
   if (std::uncaught_exceptions() > uncaught_at_birth_) comm_.abort();
 }
 
@@ -144,6 +145,11 @@ void Trainer::setup() {
   // (NCCL), else the host (oneDNN) model.
   model_ = make_model(opt_.model, train_->shape(), train_->classes(), comm_.device_buffers() ? ctx_.device : -1,
                       opt_.model_options);
+  // The GPU model: the reader thread copies each batch into pinned memory (Model::stage).
+  if (model_->on_device())
+    train_->set_batch_hook([m = model_.get()](const Batch& b) {
+      return m->stage(b.images.data(), b.labels.data(), b.sample_ids.data(), b.count);
+    });
   std::vector<size_t> param_ends;
   for (const auto& p : model_->params()) {
     param_ends.push_back(p.offset + p.numel);
@@ -456,6 +462,7 @@ StepResult Trainer::step() {
   bool tl_backward = false;
   sctx_.step = step;
   sctx_.sample_ids = batch_.sample_ids.data();
+  sctx_.staged = batch_.ticket;
   bn_sync_s_ = 0;
   const double loss_sum = model_->forward_backward(batch_.images.data(), batch_.labels.data(), batch_.count, sctx_,
                                                    [&](size_t ready_end) {

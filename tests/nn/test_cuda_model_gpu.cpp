@@ -14,10 +14,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nn/conv_algo.hpp"
@@ -440,6 +443,62 @@ void expect_bitwise(const StepBits& a, const StepBits& b, const char* what) {
 
 }  // namespace
 
+// ---- staged input (Model::stage, StepContext::staged): double-buffered pinned slots ----
+
+namespace {
+
+struct StagedRun {
+  std::vector<double> loss;
+  std::vector<std::vector<float>> grads, params;  // after each step
+};
+
+// Batches of changing sizes (short ones between full ones), ids differing per step.
+std::vector<test::RandomBatch> staged_batches(const SampleShape& s, int classes, const std::vector<int64_t>& sizes) {
+  std::vector<test::RandomBatch> b;
+  for (size_t k = 0; k < sizes.size(); ++k)
+    b.emplace_back(sizes[k], s, classes, 40 + k, 1000 + 100 * static_cast<int64_t>(k), 3);
+  return b;
+}
+
+// Runs the batches in order as steps first_step, first_step + 1, ...; tickets[k] >= 0:
+// step k passes that ticket (staged before by the caller), else plain host pointers.
+StagedRun run_steps(DeviceModel& m, const std::vector<test::RandomBatch>& b, const std::vector<int64_t>& tickets,
+                    int64_t first_step = 0) {
+  StagedRun r;
+  const size_t P = m.param_count();
+  for (size_t k = 0; k < b.size(); ++k) {
+    const int64_t n = static_cast<int64_t>(b[k].y.size());
+    StepContext ctx = test::ctx_for(b[k], 8, first_step + static_cast<int64_t>(k));
+    ctx.staged = tickets.empty() ? -1 : tickets[k];
+    r.loss.push_back(m.forward_backward(b[k].x.data(), b[k].y.data(), n, ctx, {}));
+    r.grads.emplace_back(P);
+    m.download_grads(r.grads.back().data());
+    r.params.emplace_back(P);
+    m.copy_params_to_host(r.params.back().data());  // batch-norm running statistics
+  }
+  return r;
+}
+
+void expect_bitwise(const StagedRun& got, const StagedRun& want, const char* what) {
+  ASSERT_EQ(got.loss.size(), want.loss.size());
+  for (size_t k = 0; k < want.loss.size(); ++k) {
+    EXPECT_EQ(got.loss[k], want.loss[k]) << what << ": loss of step " << k;
+    EXPECT_EQ(std::memcmp(got.grads[k].data(), want.grads[k].data(), want.grads[k].size() * sizeof(float)), 0)
+        << what << ": gradients of step " << k;
+    EXPECT_EQ(std::memcmp(got.params[k].data(), want.params[k].data(), want.params[k].size() * sizeof(float)), 0)
+        << what << ": parameters/buffers after step " << k;
+  }
+}
+
+std::unique_ptr<DeviceModel> fresh(const std::string& spec, const SampleShape& s, int classes) {
+  auto m = make_cuda_model(spec, s, classes, 0, fp32_only());
+  m->init_params(5);
+  m->prepare(8, Precision::fp32);
+  return m;
+}
+
+}  // namespace
+
 // A resumed run's situation: a fresh model given another model's tuning() — before its
 // prepare, or after it (as Trainer::restore_checkpoint does) — runs bitwise the same
 // steps, whatever its own --cudnn-benchmark; its tuning() then is the one it was given.
@@ -483,4 +542,103 @@ TEST(CudaConvAlgorithms, SetTuningReproducesStepsBitwise) {
   }
   auto m = make_cuda_model("resnet20", shape, classes, 0, fp32_only());
   EXPECT_THROW(m->set_tuning("fwd n=9 algo=1\n"), UserError);
+}
+
+// Each batch staged right before its step (the slots alternate), sizes 8 8 5 8 3 8 8:
+// bitwise the loss, gradients and batch-norm buffers of the unstaged path, every step.
+// Two specs: convolution first (conv1's filter gradient reads the input slot during
+// backward), and flatten first (the input slot is seen through a flatten view).
+TEST(CudaStaging, StagedEqualsUnstagedBitwise) {
+  REQUIRE_GPU();
+  const SampleShape s{2, 10, 10};
+  const std::vector<int64_t> sizes = {8, 8, 5, 8, 3, 8, 8};
+  for (const std::string spec : {"conv(4,3) bn relu dropout(0.25) maxpool(2) flatten linear(3)",
+                                 "flatten linear(16) relu dropout(0.5) linear(3)"}) {
+    const auto b = staged_batches(s, 3, sizes);
+    auto plain = fresh(spec, s, 3);
+    const StagedRun want = run_steps(*plain, b, {});
+    EXPECT_EQ(plain->staged_steps(), 0);
+
+    auto staged = fresh(spec, s, 3);
+    StagedRun got;
+    {
+      for (size_t k = 0; k < b.size(); ++k) {
+        const int64_t t = staged->stage(b[k].x.data(), b[k].y.data(), b[k].ids.data(), static_cast<int64_t>(sizes[k]));
+        ASSERT_GE(t, 0) << spec;
+        StepContext ctx = test::ctx_for(b[k], 8, static_cast<int64_t>(k));
+        ctx.staged = t;
+        // A different host buffer than the staged one: the step must use the staged bytes.
+        std::vector<float> garbage(b[k].x.size(), 1e30f);
+        got.loss.push_back(staged->forward_backward(garbage.data(), b[k].y.data(), sizes[k], ctx, {}));
+        got.grads.emplace_back(staged->param_count());
+        staged->download_grads(got.grads.back().data());
+        got.params.emplace_back(staged->param_count());
+        staged->copy_params_to_host(got.params.back().data());
+      }
+    }
+    EXPECT_EQ(staged->staged_steps(), static_cast<int64_t>(b.size())) << spec;
+    expect_bitwise(got, want, spec.c_str());
+
+    // Unstaged and staged steps mixed on one model, and a wrong-size ticket falls back.
+    auto mixed = fresh(spec, s, 3);
+    std::vector<int64_t> tickets(b.size(), -1);
+    StagedRun got2;
+    for (size_t k = 0; k < b.size(); ++k) {
+      std::vector<int64_t> t1(1, -1);
+      if (k % 3 != 1) t1[0] = mixed->stage(b[k].x.data(), b[k].y.data(), b[k].ids.data(), sizes[k]);
+      if (k == 4) t1[0] = mixed->stage(b[k].x.data(), b[k].y.data(), b[k].ids.data(), sizes[k] - 1);  // stale
+      StagedRun one = run_steps(*mixed, {b[k]}, t1, static_cast<int64_t>(k));
+      got2.loss.push_back(one.loss[0]);
+      got2.grads.push_back(one.grads[0]);
+      got2.params.push_back(one.params[0]);
+    }
+    expect_bitwise(got2, want, "mixed");
+    EXPECT_EQ(mixed->staged_steps(), 5) << "steps 0, 2, 3, 5, 6 staged (1 not; 4's ticket has the wrong size)";
+  }
+}
+
+// The host stages far ahead: all batches before any step (more than the 8 host slots:
+// the oldest tickets are reused and their steps fall back to the host pointers), and a
+// thread staging concurrently with the steps. Bitwise the unstaged run either way.
+TEST(CudaStaging, StagingFarAheadAndFromAnotherThread) {
+  REQUIRE_GPU();
+  const SampleShape s{2, 10, 10};
+  const std::string spec = "conv(4,3) bn relu dropout(0.25) maxpool(2) flatten linear(3)";
+  std::vector<int64_t> sizes;
+  for (int k = 0; k < 12; ++k) sizes.push_back(k % 4 == 3 ? 5 : 8);
+  const auto b = staged_batches(s, 3, sizes);
+  auto plain = fresh(spec, s, 3);
+  const StagedRun want = run_steps(*plain, b, {});
+
+  auto ahead = fresh(spec, s, 3);
+  std::vector<int64_t> tickets;
+  for (size_t k = 0; k < b.size(); ++k)
+    tickets.push_back(ahead->stage(b[k].x.data(), b[k].y.data(), b[k].ids.data(), sizes[k]));
+  for (int64_t t : tickets) EXPECT_GE(t, 0);
+  expect_bitwise(run_steps(*ahead, b, tickets), want, "staged 12 ahead");
+  EXPECT_EQ(ahead->staged_steps(), 8) << "the 8 newest tickets are live, the 4 oldest were reused";
+
+  auto threaded = fresh(spec, s, 3);
+  std::vector<int64_t> t2(b.size(), -1);
+  std::vector<std::atomic<bool>> ready(b.size());
+  std::thread producer([&] {
+    for (size_t k = 0; k < b.size(); ++k) {
+      t2[k] = threaded->stage(b[k].x.data(), b[k].y.data(), b[k].ids.data(), sizes[k]);
+      ready[k].store(true);
+    }
+  });
+  StagedRun got;
+  for (size_t k = 0; k < b.size(); ++k) {
+    while (!ready[k].load()) std::this_thread::yield();
+    StepContext ctx = test::ctx_for(b[k], 8, static_cast<int64_t>(k));
+    ctx.staged = t2[k];
+    got.loss.push_back(threaded->forward_backward(b[k].x.data(), b[k].y.data(), sizes[k], ctx, {}));
+    got.grads.emplace_back(threaded->param_count());
+    threaded->download_grads(got.grads.back().data());
+    got.params.emplace_back(threaded->param_count());
+    threaded->copy_params_to_host(got.params.back().data());
+  }
+  producer.join();
+  expect_bitwise(got, want, "staged from another thread");
+  EXPECT_GE(threaded->staged_steps(), 8);
 }

@@ -12,8 +12,10 @@
 #include "nn/cuda_model.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <stdexcept>
 #include <vector>
@@ -43,6 +45,9 @@ class CudaNet final : public DeviceModel {
     cudaCheck(cudaEventCreateWithFlags(&loss_ev_, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&order_ev_, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&wait_ev_, cudaEventDisableTiming));
+    cudaCheck(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+    for (cudaEvent_t& e : in_free_) cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    for (HostSlot& h : slots_) cudaCheck(cudaEventCreateWithFlags(&h.copied, cudaEventDisableTiming));
     cudnnCheck(cudnnCreate(&s_.cudnn));
     cudnnCheck(cudnnSetStream(s_.cudnn, s_.stream));
     cublasCheck(cublasCreate(&s_.cublas));
@@ -88,12 +93,16 @@ class CudaNet final : public DeviceModel {
     // No checks here: a destructor must not abort the job.
     cudaSetDevice(device_);
     if (s_.stream) cudaStreamSynchronize(s_.stream);
+    if (copy_stream_) cudaStreamSynchronize(copy_stream_);
     plans_.clear();
     layers_.clear();
     if (s_.cublas) cublasDestroy(s_.cublas);
     if (s_.cudnn) cudnnDestroy(s_.cudnn);
-    for (cudaEvent_t e : {staged_ev_, loss_ev_, order_ev_, wait_ev_})
+    for (cudaEvent_t e : {staged_ev_, loss_ev_, order_ev_, wait_ev_, in_free_[0], in_free_[1]})
       if (e) cudaEventDestroy(e);
+    for (HostSlot& h : slots_)
+      if (h.copied) cudaEventDestroy(h.copied);
+    if (copy_stream_) cudaStreamDestroy(copy_stream_);
     if (s_.stream) cudaStreamDestroy(s_.stream);
   }
 
@@ -106,6 +115,7 @@ class CudaNet final : public DeviceModel {
   int classes() const override { return g_.classes; }
   int device() const override { return device_; }
   void* stream() const override { return s_.stream; }
+  int64_t staged_steps() const override { return staged_steps_; }
 
   void order_before(void* other) override {
     if (!other) return;
@@ -167,11 +177,11 @@ class CudaNet final : public DeviceModel {
     cudaCheck(cudaSetDevice(device_));
     ensure_capacity(n);
     const Plan& plan = plan_for(n);
-    upload(images, labels, ctx.sample_ids, n);
+    take_input(images, labels, ctx, n);
     for (auto& l : layers_) l->forward(plan, ctx, false);
 
     const int out = g_.output;
-    softmax_ce(s_.data[out], d_labels_.get(), n, C, ctx.loss_scale, s_.diff[out], d_loss_.get(), d_total_.get(),
+    softmax_ce(s_.data[out], in_labels_[cur_].get(), n, C, ctx.loss_scale, s_.diff[out], d_loss_.get(), d_total_.get(),
                s_.stream);
     cudaCheck(cudaMemcpyAsync(h_total_.get(), d_total_.get(), sizeof(double), cudaMemcpyDeviceToHost, s_.stream));
     cudaCheck(cudaEventRecord(loss_ev_, s_.stream));
@@ -190,6 +200,7 @@ class CudaNet final : public DeviceModel {
       layers_[k]->backward_data(plan);
     }
     if (reported < g_.param_count && on_ready) on_ready(g_.param_count);
+    cudaCheck(cudaEventRecord(in_free_[cur_], s_.stream));  // the last reader of the input slot (conv1's dW)
     cudaCheck(cudaEventSynchronize(loss_ev_));
     return *h_total_.get();
   }
@@ -221,10 +232,11 @@ class CudaNet final : public DeviceModel {
     cudaCheck(cudaStreamSynchronize(s_.stream));
   }
 
-  // Activation buffers, masks and staging for batches of up to n samples.
+  // Activation buffers, masks, input slots and staging for batches of up to n samples.
   void ensure_capacity(int64_t n) {
     if (n <= max_batch_) return;
     cudaCheck(cudaStreamSynchronize(s_.stream));
+    cudaCheck(cudaStreamSynchronize(copy_stream_));  // no copy into the old input slots in flight
     max_batch_ = n;
     const int T = g_.tensor_count();
     auto numel = [&](int t) { return t == 0 ? g_.input.numel() : g_.nodes[t - 1].out.numel(); };
@@ -244,13 +256,19 @@ class CudaNet final : public DeviceModel {
         s_.diff[t] = s_.diff[in];
         continue;
       }
-      s_.data[t] = make(n * numel(t));
+      if (t == 0) {  // the input: two device slots (double buffering, see stage())
+        for (auto& a : in_images_) a.alloc(static_cast<size_t>(n * numel(0)), s_.stream);
+        s_.data[0] = in_images_[cur_].get();
+      } else {
+        s_.data[t] = make(n * numel(t));
+      }
       s_.diff[t] = make(n * numel(t));  // also for the input: batch-norm always writes a data gradient
     }
     for (auto& l : layers_) l->reserve(n);
     const size_t N = static_cast<size_t>(n);
-    d_labels_.alloc(N, s_.stream);
-    s_.sample_ids.alloc(N, s_.stream);
+    for (auto& a : in_labels_) a.alloc(N, s_.stream);
+    for (auto& a : in_ids_) a.alloc(N, s_.stream);
+    s_.sample_ids = in_ids_[cur_].get();
     d_loss_.alloc(N, s_.stream);
     s_.ones.alloc(N, s_.stream);
     std::vector<float> ones(N, 1.f);
@@ -289,6 +307,11 @@ class CudaNet final : public DeviceModel {
     return *plans_.back();
   }
 
+  // The unstaged path (forward_eval, and forward_backward without a live ticket): the
+  // host data through one pinned buffer into the CURRENT input slot, on the model's
+  // stream (so after every earlier reader of that slot). A staged copy into this slot
+  // later waits for in_free_[cur_], recorded after this step's backward (forward_eval
+  // synchronizes its stream before it returns).
   void upload(const float* images, const int32_t* labels, const int64_t* ids, int64_t n) {
     cudaCheck(cudaEventSynchronize(staged_ev_));  // the previous batch left the staging buffers
     const size_t N = static_cast<size_t>(n);
@@ -298,12 +321,112 @@ class CudaNet final : public DeviceModel {
     if (labels) {
       std::memcpy(h_labels_.get(), labels, N * sizeof(int32_t));
       for (size_t i = 0; i < N; ++i) h_ids_.get()[i] = ids ? ids[i] : static_cast<int64_t>(i);
+      cudaCheck(cudaMemcpyAsync(in_labels_[cur_].get(), h_labels_.get(), N * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                s_.stream));
       cudaCheck(
-          cudaMemcpyAsync(d_labels_.get(), h_labels_.get(), N * sizeof(int32_t), cudaMemcpyHostToDevice, s_.stream));
-      cudaCheck(
-          cudaMemcpyAsync(s_.sample_ids.get(), h_ids_.get(), N * sizeof(int64_t), cudaMemcpyHostToDevice, s_.stream));
+          cudaMemcpyAsync(in_ids_[cur_].get(), h_ids_.get(), N * sizeof(int64_t), cudaMemcpyHostToDevice, s_.stream));
     }
     cudaCheck(cudaEventRecord(staged_ev_, s_.stream));
+  }
+
+ public:
+  // ---- staging: pinned host slots written by the data pipeline's thread ----
+  //
+  // stage() (any thread; the prefetcher's through the Trainer's BatchHook) copies a batch
+  // into a free pinned host slot and returns a ticket (increasing). forward_backward with
+  // ctx.staged == that ticket (training thread) switches to the other device input slot,
+  // makes the copy stream wait until that slot's last reader is done (in_free_, recorded
+  // after the backward of the step that used it), copies the host slot into it on the
+  // copy stream, records the host slot's `copied` event, and makes the model's stream
+  // wait for that event. So the H2D copy of step k+1 runs while the GPU still computes
+  // the backward (and the optimizer) of step k, and the training thread does no memcpy.
+  // Safety, under mu_: a slot being written has ticket -1, so no consumer reads it; a
+  // consumed slot (ticket -1, `copying`) is rewritten only after its `copied` event
+  // (recorded under mu_ before `copying` was set) has completed; pinned memory is freed
+  // (a slot grown for a larger batch) only after that wait, or in the destructor after
+  // both streams are synchronized. The hook must be removed before the model goes
+  // (Trainer's destructor does). A ticket whose slot was reused (staged more than
+  // kHostSlots batches ahead, or dropped by a seek) or whose size differs is stale:
+  // forward_backward then copies the host pointers (upload()): the same bytes reach the
+  // device either way. Slots are allocated on first use (about prefetch depth + 2 in steady
+  // state: a consumed slot is reused, least recently staged first).
+  int64_t stage(const float* images, const int32_t* labels, const int64_t* ids, int64_t n) override {
+    if (n <= 0 || !images || !labels) return -1;
+    cudaCheck(cudaSetDevice(device_));  // per host thread
+    HostSlot* h = nullptr;
+    bool wait = false;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      // A free allocated slot, least recently staged (its copy is the likeliest done);
+      // else an unallocated one; else the slot of the oldest ticket (it goes stale).
+      for (HostSlot& c : slots_)
+        if (!c.writing && c.ticket < 0 && c.cap > 0 && (!h || c.used < h->used)) h = &c;
+      for (HostSlot& c : slots_)
+        if (!h && !c.writing && c.cap == 0) h = &c;
+      if (!h)
+        for (HostSlot& c : slots_)
+          if (!c.writing && c.ticket >= 0 && (!h || c.ticket < h->ticket)) h = &c;
+      if (!h) return -1;
+      h->ticket = -1;
+      h->writing = true;
+      wait = h->copying;
+      h->copying = false;
+    }
+    try {
+      if (wait) cudaCheck(cudaEventSynchronize(h->copied));  // its last H2D copy has read it
+      const size_t N = static_cast<size_t>(n), per = static_cast<size_t>(g_.input.numel());
+      if (h->cap < N) {
+        h->images.alloc(N * per);
+        h->labels.alloc(N);
+        h->ids.alloc(N);
+        h->cap = N;
+      }
+      std::memcpy(h->images.get(), images, N * per * sizeof(float));
+      std::memcpy(h->labels.get(), labels, N * sizeof(int32_t));
+      for (size_t i = 0; i < N; ++i) h->ids.get()[i] = ids ? ids[i] : static_cast<int64_t>(i);
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(mu_);
+      h->writing = false;
+      throw;
+    }
+    std::lock_guard<std::mutex> lk(mu_);
+    h->n = n;
+    h->ticket = next_ticket_++;
+    h->used = h->ticket;
+    h->writing = false;
+    return h->ticket;
+  }
+
+ private:
+  // The next input slot, filled from the ticket's host slot (copy stream) or, without a
+  // live ticket, from the host pointers (model stream).
+  void take_input(const float* images, const int32_t* labels, const StepContext& ctx, int64_t n) {
+    cur_ ^= 1;
+    s_.data[0] = in_images_[cur_].get();
+    for (int t = 1; t < g_.tensor_count(); ++t)  // flatten views of the input follow it
+      if (s_.alias[t]) s_.data[t] = s_.data[g_.nodes[t - 1].inputs[0]];
+    s_.sample_ids = in_ids_[cur_].get();
+    if (ctx.staged >= 0) {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (HostSlot& h : slots_) {
+        if (h.ticket != ctx.staged || h.n != n || h.writing) continue;
+        const size_t N = static_cast<size_t>(n), img = N * static_cast<size_t>(g_.input.numel());
+        h.ticket = -1;  // consumed
+        cudaCheck(cudaStreamWaitEvent(copy_stream_, in_free_[cur_], 0));
+        cudaCheck(cudaMemcpyAsync(in_images_[cur_].get(), h.images.get(), img * sizeof(float), cudaMemcpyHostToDevice,
+                                  copy_stream_));
+        cudaCheck(cudaMemcpyAsync(in_labels_[cur_].get(), h.labels.get(), N * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, copy_stream_));
+        cudaCheck(cudaMemcpyAsync(in_ids_[cur_].get(), h.ids.get(), N * sizeof(int64_t), cudaMemcpyHostToDevice,
+                                  copy_stream_));
+        cudaCheck(cudaEventRecord(h.copied, copy_stream_));
+        h.copying = true;
+        cudaCheck(cudaStreamWaitEvent(s_.stream, h.copied, 0));
+        staged_steps_++;
+        return;
+      }
+    }
+    upload(images, labels, ctx.sample_ids, n);
   }
 
   Graph g_;
@@ -314,7 +437,30 @@ class CudaNet final : public DeviceModel {
   cudaEvent_t staged_ev_ = nullptr, loss_ev_ = nullptr, order_ev_ = nullptr, wait_ev_ = nullptr;
   int64_t max_batch_ = 0;
   std::vector<DevArray<float>> store_;
-  DevArray<int32_t> d_labels_;
+  // Input double buffering (stage(), take_input()): device slot cur_ is this step's.
+  DevArray<float> in_images_[2];
+  DevArray<int32_t> in_labels_[2];
+  DevArray<int64_t> in_ids_[2];
+  cudaEvent_t in_free_[2] = {nullptr, nullptr};  // after the backward of the last step that read the slot
+  int cur_ = 0;
+  cudaStream_t copy_stream_ = nullptr;
+  struct HostSlot {
+    Pinned<float> images;
+    Pinned<int32_t> labels;
+    Pinned<int64_t> ids;
+    size_t cap = 0;               // samples the buffers hold
+    int64_t n = 0;                // samples staged
+    int64_t ticket = -1;          // -1: free (never used, being written, or consumed)
+    int64_t used = -1;            // the last ticket it held
+    bool writing = false;         // stage() is filling it (outside mu_)
+    bool copying = false;         // consumed: an H2D copy from it was enqueued, `copied` follows it
+    cudaEvent_t copied = nullptr;
+  };
+  static constexpr int kHostSlots = 8;  // allocated on first use
+  std::mutex mu_;                       // slots_, next_ticket_
+  HostSlot slots_[kHostSlots];
+  int64_t next_ticket_ = 0;
+  std::atomic<int64_t> staged_steps_{0};  // steps whose input came from a staged slot
   DevArray<double> d_loss_, d_total_;
   Pinned<float> h_images_, h_logits_;
   Pinned<int32_t> h_labels_;

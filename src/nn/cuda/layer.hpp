@@ -43,7 +43,7 @@ struct NetState {
   std::vector<bool> needs_diff;  // false for the network input
   std::vector<char> written;     // this backward: the gradient has its first writer
   DevArray<float> ones;          // max_batch ones (linear bias)
-  DevArray<int64_t> sample_ids;  // the batch's global sample ids (dropout)
+  const int64_t* sample_ids = nullptr;  // the batch's global sample ids (dropout; the current input slot)
   DevArray<char> workspace;      // convolutions
 
   float* P(const Node& nd, int k) const { return params.get() + g->params[nd.params[k]].info.offset; }

@@ -19,7 +19,7 @@ class Dropout final : public Layer {
     float* y = s_.data[out()];
     active_ = !eval && ctx.training && nd_.p > 0;
     if (active_) {
-      dropout_forward(x, y, mask_.get(), p.n, nd_.out.numel(), ctx.seed, ctx.step, nd_.index, s_.sample_ids.get(),
+      dropout_forward(x, y, mask_.get(), p.n, nd_.out.numel(), ctx.seed, ctx.step, nd_.index, s_.sample_ids,
                       dropout_threshold(nd_.p), scale(), s_.stream);
     } else {
       cudaCheck(cudaMemcpyAsync(y, x, static_cast<size_t>(p.n * nd_.out.numel()) * sizeof(float),
