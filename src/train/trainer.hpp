@@ -110,6 +110,19 @@ class Trainer {
   void evaluate_epoch(int64_t step);
   void save_checkpoint(int64_t steps_done);
   void broadcast_buffers();  // batch-norm running statistics follow rank 0 (not with --sync-bn)
+  // The host waits until the device has done all the step's work: a device-ordered
+  // gradient round is completed (its sums checked, under the watchdog), the
+  // communicator's and the model's queues drained. No-op for a host model and transport.
+  void drain();
+  // A device model's timing columns of the step whose marks are unread (Model::mark):
+  // patched into its StepTimes (times_, or *current when it is not pushed yet) once the
+  // device has passed them; otherwise nothing (host models: their host clocks stand).
+  void read_marks(StepTimes* current);
+  struct UnreadMarks {
+    size_t index = 0;  // into times_
+    int set = -1;      // Model::mark set; -1: none unread
+  };
+  UnreadMarks marks_unread_;
   struct Timings;  // the summary's timings over ranks
   nlohmann::json run_record(const Timings& t) const;
 

@@ -36,6 +36,7 @@ class NcclCommunicator final : public Communicator {
   void broadcast(void* buf, size_t bytes, int root) override;
   void barrier() override;
   void synchronize() override;
+  void check_async_error(const char* what) override;  // ncclCheckAsync; no-op once aborted
   void abort() override;
   void* stream() const override { return stream_; }  // the cudaStream_t
 
