@@ -422,7 +422,7 @@ StepResult Trainer::step() {
   sctx_.sample_ids = batch_.sample_ids.data();
   bn_sync_s_ = 0;
   // Device clock (Model::mark; no-op for a host model): one set of marks per step in
-  // flight, read once the device has passed them (the next step, or settle()).
+  // flight, read once the device has passed them (the next step, or drain()).
   const int marks = static_cast<int>(step % Model::kMarkSets);
   model_->mark(marks, kMarkStart);
   const auto fb = [&] {

@@ -18,6 +18,9 @@
 // step() is, per step:
 //   data (wait for the prefetched slice of the global batch)
 //   compute (forward + backward; bucket sums start from the grad-ready hook)
+//   the step agreement (one small allreduce: a stop signal, a non-finite loss on any rank),
+//     right after forward_backward, so that it overlaps a device model's backward; its time
+//     is counted in optimizer
 //   comm_exposed (wait for the buckets still in flight; with --sync-bn also the waits in
 //     the batch-norm statistics sums during forward and backward, which are taken out of
 //     compute and also reported alone as bn_sync)
@@ -25,6 +28,14 @@
 //     running statistics to every rank in one broadcast)
 // then, when due: the progress line (one allreduce of the loss), test-split evaluation
 // at epoch ends, a checkpoint.
+// A device model (GPU, NCCL) runs the same step without a host wait between one step's
+// loss and the next's: the gradient round ends without waiting (GradSync::end_round), the
+// model's queue waits for NCCL's on the device (Model::wait_for), the optimizer is only
+// enqueued, and the round is checked on the host after the next step's loss wait
+// (GradSync::complete). Its compute / comm_exposed / optimizer are device times
+// (Model::mark), read a step later. Steps that read host state (progress line, epoch end,
+// evaluation, checkpoint, --check-replicas, stop, the last step) drain() first
+// (docs/gpu.md "API for the trainer").
 #pragma once
 #include <chrono>
 #include <cstdint>

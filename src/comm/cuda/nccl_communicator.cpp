@@ -16,8 +16,7 @@ ncclDataType_t nccl_type(DType t) { return t == DType::f32 ? ncclFloat32 : ncclB
 
 class NcclPendingReduce final : public PendingReduce {
  public:
-  explicit NcclPendingReduce(NcclCommunicator* owner) : owner_(owner) {
-    cudaCheck(cudaEventCreateWithFlags(&ev_, cudaEventDisableTiming));
+  explicit NcclPendingReduce(NcclCommunicator* owner) : owner_(owner), ev_(owner->take_event()) {
     cudaCheck(cudaEventRecord(ev_, static_cast<cudaStream_t>(owner_->stream())));
   }
   ~NcclPendingReduce() override {
@@ -25,7 +24,8 @@ class NcclPendingReduce final : public PendingReduce {
     // start it; abort NCCL instead of waiting (Communicator::abort).
     if (!done_ && std::uncaught_exceptions() > 0) owner_->abort();
     if (!owner_->aborted()) wait();
-    cudaEventDestroy(ev_);  // returns at once; the event is released when it completes
+    if (done_) owner_->give_event(ev_);  // completed: reusable
+    else cudaEventDestroy(ev_);          // returns at once; released when it completes
   }
   void wait() override {
     if (done_) return;
@@ -63,6 +63,7 @@ NcclCommunicator::~NcclCommunicator() {
     ncclCommDestroy(comm_);
   }
   if (sync_event_) cudaEventDestroy(sync_event_);
+  for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
   if (stream_) cudaStreamDestroy(stream_);  // returns at once
 }
 
@@ -86,6 +87,20 @@ void NcclCommunicator::wait_event(cudaEvent_t ev, const char* what) {
     else std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
+
+cudaEvent_t NcclCommunicator::take_event() {
+  if (!free_events_.empty()) {
+    cudaEvent_t ev = free_events_.back();
+    free_events_.pop_back();
+    return ev;
+  }
+  cudaEvent_t ev = nullptr;
+  cudaCheck(cudaSetDevice(device_));
+  cudaCheck(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  return ev;
+}
+
+void NcclCommunicator::give_event(cudaEvent_t ev) { free_events_.push_back(ev); }
 
 void NcclCommunicator::wait_stream(const char* what) {
   cudaCheck(cudaEventRecord(sync_event_, stream_));

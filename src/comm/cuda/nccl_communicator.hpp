@@ -19,6 +19,8 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <vector>
+
 #include "comm/communicator.hpp"
 
 namespace cnnscale {
@@ -44,12 +46,17 @@ class NcclCommunicator final : public Communicator {
   // Polls ev and NCCL's asynchronous error until ev completes (see above); `what` names
   // the wait in the error message.
   void wait_event(cudaEvent_t ev, const char* what);
+  // Events for the pending sums, reused (no cudaEventCreate per bucket per step): take
+  // one, give it back once it has completed (or was never recorded).
+  cudaEvent_t take_event();
+  void give_event(cudaEvent_t ev);
 
  private:
   void wait_stream(const char* what);  // all work queued on stream_ so far
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t sync_event_ = nullptr;  // reused by wait_stream
+  std::vector<cudaEvent_t> free_events_;  // take_event / give_event
   int rank_ = 0, size_ = 1, device_ = 0;
   bool aborted_ = false;
 };
