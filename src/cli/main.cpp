@@ -64,8 +64,24 @@ int end_job(int status) {
 // error (and exits) the launcher (mpirun, srun --kill-on-bad-exit) ends this one and
 // the error shows once; an error of this rank only (a node-local file) is then printed
 // with its rank and host while rank 0 waits for it in MPI_Init (docs/launch.md).
+// After MPI starts, an error that reaches here is this rank's own (the ones every rank
+// finds alike are CollectiveErrors): a rank other than 0 names itself and its host, so
+// that a user can tell which node holds the bad file or shard.
 int report_user_error(const std::string& what) {
-  const int launcher_rank = cnnscale::mpi_active() ? 0 : cnnscale::launcher_rank_or_zero();
+  if (cnnscale::mpi_active()) {
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (rank == 0 || size == 1 || what.rfind("rank ", 0) == 0) {
+      cnnscale::print_error(what);
+    } else {
+      char host[256] = {0};
+      gethostname(host, sizeof(host) - 1);
+      cnnscale::print_error("rank " + std::to_string(rank) + " on " + host + ": " + what);
+    }
+    return end_job(cnnscale::kUserErrorStatus);
+  }
+  const int launcher_rank = cnnscale::launcher_rank_or_zero();
   if (launcher_rank == 0) {
     cnnscale::print_error(what);
   } else {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <thread>
 
 #include "comm/bucket_reducer.hpp"
 #include "data/open_source.hpp"
@@ -109,6 +110,17 @@ Trainer::Trainer(TrainOptions opt, const ProcessContext& ctx, Communicator& comm
     const long s = parse_env_int("CNNSCALE_INJECT_ERROR", v->substr(colon + 1));
     if (s < 1) fail("CNNSCALE_INJECT_ERROR=", *v, ": STEP counts from 1");
     if (r == rank_) inject_error_step_ = s - 1;
+  }
+  if (auto v = process_env()("CNNSCALE_INJECT_DELAY_MS")) {  // MS (every rank) or RANK:MS
+    const size_t colon = v->find(':');
+    const bool mine = colon == std::string::npos ||
+                      parse_env_int("CNNSCALE_INJECT_DELAY_MS", v->substr(0, colon)) == rank_;
+    const long ms = parse_env_int("CNNSCALE_INJECT_DELAY_MS", colon == std::string::npos ? *v : v->substr(colon + 1));
+    if (mine && ms > 0) {
+      inject_delay_ms_ = ms;
+      log_all("CNNSCALE_INJECT_DELAY_MS: sleeping " + std::to_string(ms) +
+              " ms in every gradient-ready callback (a test hook; unset it to train normally)");
+    }
   }
 }
 
@@ -439,6 +451,8 @@ StepResult Trainer::step() {
                                       if (ready_end == 0) return;  // backward begins
                                       model_->order_before(comm_.stream());
                                       sync_->on_ready(ready_end);
+                                      if (inject_delay_ms_ > 0)
+                                        std::this_thread::sleep_for(std::chrono::milliseconds(inject_delay_ms_));
                                       if (step == inject_error_step_)
                                         fail("rank ", rank_, " on ", ctx_.host,
                                              ": injected error during backward of step ", step + 1,

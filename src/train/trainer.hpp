@@ -204,6 +204,11 @@ class Trainer {
   // have started and before the rest have, as a bad label or a failed read on one rank
   // would. -1: off (any other rank, or unset).
   int64_t inject_error_step_ = -1;
+  // CNNSCALE_INJECT_DELAY_MS=MS or RANK:MS (a test hook, tests/train/overlap_stress*.sh):
+  // the rank (every rank for MS alone) sleeps MS ms in each gradient-ready callback after
+  // handing the ready range to the buckets, so backward runs late while sums are in
+  // flight. Results must not change (docs/gpu.md "Tests"). 0: off.
+  long inject_delay_ms_ = 0;
 };
 
 }  // namespace cnnscale

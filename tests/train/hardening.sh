@@ -49,13 +49,16 @@ expect_eq "latest names that step" "$(printf 'step-%08d.h5' "$step")" "$(cat "$R
 # 3. SIGTERM to mpirun, with a grace that lets the checkpoint finish. Not under
 #    `timeout`: it signals its whole process group too, and a second SIGTERM makes
 #    mpirun kill the ranks at once. Few output lines: while mpirun waits out its grace it
-#    does not forward the ranks' output, and a rank with a full output pipe stalls.
+#    does not forward the ranks' output, and a rank with a full output pipe (a pty of a
+#    few KiB) stalls, so the line that says it checkpointed never arrives. A long epoch
+#    (no epoch-end lines) and a line per 10,000 steps keep it to ~1 line/s on a machine
+#    that does 10,000 steps/s (at --log-every 1000 and 3,750-step epochs this failed).
 R="$TMP/mpirun-term"
-$M --mca odls_base_sigkill_timeout 20 -n 2 "$CNNSCALE" train "${ARGS[@]}" --log-every 1000 --max-steps 1000000 \
-  --run-dir "$R" >"$TMP/mterm.out" 2>&1 &
+$M --mca odls_base_sigkill_timeout 20 -n 2 "$CNNSCALE" train "${ARGS[@]}" --synthetic-samples 16000000 \
+  --log-every 10000 --max-steps 1000000 --run-dir "$R" >"$TMP/mterm.out" 2>&1 &
 job=$!
 ( for _ in $(seq 1 300); do kill -0 $job 2>/dev/null || exit 0; sleep 1; done; kill -KILL $job ) >/dev/null 2>&1 &
-wait_for "$TMP/mterm.out" "step 1000/" || bad "training did not start"
+wait_for "$TMP/mterm.out" "step 10000/" || bad "training did not start"
 kill -TERM $job
 wait $job
 expect_grep "SIGTERM to mpirun: checkpointed" "stop signal received: checkpointed at step [0-9]+" "$TMP/mterm.out"
