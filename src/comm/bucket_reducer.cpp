@@ -19,8 +19,10 @@ class AllreduceReducer final : public BucketReducer {
   AllreduceReducer(Communicator& comm, float* buffer, std::vector<Bucket> buckets, DType wire)
       : comm_(comm), buffer_(buffer), buckets_(std::move(buckets)), wire_(wire) {
     pending_.reserve(buckets_.size());
+    in_flight_.reserve(buckets_.size());
     spans_.resize(buckets_.size());
     launched_.resize(buckets_.size());
+    in_flight_launched_.resize(buckets_.size());
   }
   void ready(size_t i) override {
     const Bucket& b = buckets_[i];
@@ -29,23 +31,18 @@ class AllreduceReducer final : public BucketReducer {
   }
   void progress() override { comm_.progress(); }
   void finish() override {
-    double first = 0, last = 0;
-    bool known = !pending_.empty();
-    for (size_t i = 0; i < pending_.size(); ++i) {
-      auto& p = pending_[i];
-      p->wait();
-      double s = 0, c = 0;
-      if (!p->times(&s, &c)) {
-        known = false;
-        if (i < spans_.size()) spans_[i] = {launched_[i], now_s()};
-        continue;
-      }
-      if (i < spans_.size()) spans_[i] = {s, c};
-      first = first == 0 ? s : std::min(first, s);
-      last = std::max(last, c);
-    }
-    comm_s_ = known ? last - first : -1;
-    pending_.clear();
+    complete();  // an older round that end_round() left in flight
+    settle(pending_, launched_);
+  }
+  bool device_ordered() const override { return comm_.device_buffers() && comm_.stream() != nullptr; }
+  void end_round() override {
+    if (!device_ordered()) return finish();
+    complete();
+    in_flight_.swap(pending_);  // pending_ is now empty (complete() cleared in_flight_)
+    in_flight_launched_.swap(launched_);
+  }
+  void complete() override {
+    if (!in_flight_.empty()) settle(in_flight_, in_flight_launched_);
   }
   std::string method() const override {
     switch (comm_.backend()) {
@@ -61,8 +58,32 @@ class AllreduceReducer final : public BucketReducer {
   float* buffer_;
   std::vector<Bucket> buckets_;
   DType wire_;
-  std::vector<std::unique_ptr<PendingReduce>> pending_;
+  // Waits for a round's sums, in bucket order, and records its spans and time.
+  void settle(std::vector<std::unique_ptr<PendingReduce>>& round, const std::vector<double>& launched) {
+    double first = 0, last = 0;
+    bool known = !round.empty();
+    for (size_t i = 0; i < round.size(); ++i) {
+      auto& p = round[i];
+      p->wait();
+      double s = 0, c = 0;
+      if (!p->times(&s, &c)) {
+        known = false;
+        if (i < spans_.size()) spans_[i] = {launched[i], now_s()};
+        continue;
+      }
+      if (i < spans_.size()) spans_[i] = {s, c};
+      first = first == 0 ? s : std::min(first, s);
+      last = std::max(last, c);
+    }
+    comm_s_ = known ? last - first : -1;
+    round.clear();
+  }
+
+  std::vector<std::unique_ptr<PendingReduce>> pending_;  // this round's sums, in bucket order
   std::vector<double> launched_;  // per bucket: when ready() launched its sum
+  // The round end_round() left in flight (device-ordered only), until complete().
+  std::vector<std::unique_ptr<PendingReduce>> in_flight_;
+  std::vector<double> in_flight_launched_;
   double comm_s_ = -1;
 };
 

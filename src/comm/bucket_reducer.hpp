@@ -9,6 +9,10 @@
 //     window, which the model must write its gradients into (Model::adopt_grad_storage).
 // Per round: ready(i) for every bucket in order (as each becomes final), progress() as
 // often as convenient, then finish(); the next round may start right after.
+// Device-ordered reducers (NCCL on device buffers: device_ordered()) may instead end a
+// round with end_round(), which does not wait: the device queue that reads the sums
+// waits for the communicator's queue on the device (Model::wait_for), and complete()
+// checks the round on the host later, when the device has long passed it.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -40,6 +44,18 @@ class BucketReducer {
   virtual void progress() = 0;
   // Every bucket is ready(): blocks until the whole buffer holds the sum over ranks.
   virtual void finish() = 0;
+  // True when the sums run in order on the communicator's device queue
+  // (Communicator::stream(): NCCL on device buffers), so that a device queue that waits
+  // for that queue reads the sums with no host wait at all.
+  virtual bool device_ordered() const { return false; }
+  // Every bucket is ready(): ends the round. A device-ordered reducer returns at once,
+  // the sums still in flight, and the next round may start; complete() then waits for
+  // them on the host (polling the transport's errors). At most one round stays in flight:
+  // ending another first completes the older one. Other reducers: finish().
+  virtual void end_round() { finish(); }
+  // Waits for the round end_round() left in flight, if any (no wait once the device has
+  // passed it), and sets last_spans() / last_comm_seconds() for it.
+  virtual void complete() {}
   // How buckets are summed, for logs and run.json: "MPI", "NCCL",
   // "node shared memory (2 ranks/node)", "... + MPI across 2 nodes".
   virtual std::string method() const = 0;

@@ -69,6 +69,13 @@ class Communicator {
   virtual void progress() {}
   // Waits for outstanding device work (NCCL stream); no-op for MPI.
   virtual void synchronize() {}
+  // Never waits: ends the job with the transport's message when its device work has
+  // failed asynchronously (NCCL: ncclCommGetAsyncError, a peer or the network failed
+  // while a collective ran on the device; the communicator is aborted first). For the
+  // host's waits on device queues that wait for this communicator's (a device model's
+  // loss wait, StepContext::while_waiting). No-op for host transports (MPI, Gloo), whose
+  // waits report their errors themselves.
+  virtual void check_async_error(const char* /*what*/) {}
   // Gives up on the transport after an error on this rank alone (the Trainer calls it
   // when destroyed while an exception unwinds, before its sums in flight are destroyed):
   // nothing that could wait for ranks still training follows, so the error reaches

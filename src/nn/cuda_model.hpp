@@ -19,6 +19,11 @@
 //   The owner of a hook calling stage() removes it before destroying the model.
 // - All work is enqueued on the model's stream (stream()). forward_backward returns
 //   once the loss is known (after the forward pass); backward may still be running.
+//   The loss wait polls (cudaEventQuery, yield, then 50 us sleeps), never blocks in CUDA,
+//   and calls StepContext::while_waiting between polls (the communicator's asynchronous
+//   error check: the stream may be waiting for NCCL's, wait_for).
+// - mark / marked_seconds (model.hpp): timing CUDA events on the stream, created on first
+//   use and reused; read without a wait once the stream has passed them.
 // - GradReadyFn(ready_end) is called on the host right AFTER the gradients below
 //   ready_end have been ENQUEUED, not finished. Before another stream reads them (the
 //   NCCL communicator's), call order_before(that_stream) from the callback: it records

@@ -73,6 +73,14 @@ struct StepContext {
   // rank's batch-norm uses its own batch (DDP's default). The CPU model only; the GPU
   // model throws if it is set.
   std::function<void(double* data, size_t n)> sum_across_ranks;
+  // Called by a device model between polls while the host waits for the device (the
+  // loss of forward_backward): the device queue may be waiting for another queue's work
+  // (the previous step's gradient sums, Model::wait_for), which fails on the device
+  // without any call returning an error. The training loop checks the communicator's
+  // asynchronous error here (Communicator::check_async_error), so that a failed NCCL
+  // collective ends the job with NCCL's message instead of a wait that never returns.
+  // May throw or end the job; empty: nothing to check. Host models never call it.
+  std::function<void()> while_waiting;
 };
 
 // Called during backward each time more gradients are final: all gradients with flat
@@ -169,6 +177,20 @@ class Model {
   // The host waits for the work the model has enqueued (forward_backward of a device
   // model returns before its backward has run). No-op for a host model.
   virtual void synchronize() {}
+
+  // Device clock for the step's timing columns: the host clock around a call of a device
+  // model measures enqueueing, not the work. mark(set, point) records the moment the
+  // model's queue reaches everything enqueued so far (sets < kMarkSets, points <
+  // kMarkPoints; each (set, point) reusable: recording it again replaces it, so a
+  // caller keeps one set per step it has not read yet). marked_seconds(set, from, to, &s)
+  // gives the device time between two recorded marks of a set once the queue has
+  // passed both, without a wait; false while it has not, when either was never
+  // recorded, or where the model has no device clock. Host models (the defaults): no
+  // marks, always false: their calls return when their work is done, so the caller's
+  // host clocks are exact.
+  static constexpr int kMarkSets = 2, kMarkPoints = 4;
+  virtual void mark(int /*set*/, int /*point*/) {}
+  virtual bool marked_seconds(int /*set*/, int /*from*/, int /*to*/, double* /*seconds*/) { return false; }
 
   // Host copies of the flat parameters (param_count() floats), synchronous: for
   // checkpoints, replica checks and broadcasts over MPI.

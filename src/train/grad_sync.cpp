@@ -51,4 +51,20 @@ double GradSync::finish() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+double GradSync::end_round() {
+  if (!reducer_) return 0.0;
+  on_ready(static_cast<size_t>(-1));
+  const auto t0 = std::chrono::steady_clock::now();
+  reducer_->end_round();
+  next_ = 0;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double GradSync::complete() {
+  if (!reducer_) return 0.0;
+  const auto t0 = std::chrono::steady_clock::now();
+  reducer_->complete();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 }  // namespace cnnscale

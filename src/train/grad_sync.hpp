@@ -43,7 +43,19 @@ class GradSync {
   // Starts the remaining buckets and waits for all; returns seconds spent waiting (the
   // exposed communication).
   double finish();
-  // After finish(): the round's communication time, first bucket's start to the last
+  // True when the sums run on the communicator's device queue (BucketReducer::
+  // device_ordered: NCCL), so that end_round() need not wait. False with one rank.
+  bool device_ordered() const { return reducer_ && reducer_->device_ordered(); }
+  // Starts the remaining buckets and ends the round. device_ordered(): returns at once
+  // (0), the sums in flight: the reader of the gradients (a device model's queue) must
+  // wait for Communicator::stream() on the device (Model::wait_for) before it reads
+  // them, and complete() checks them on the host later. Otherwise as finish().
+  double end_round();
+  // Waits for the round end_round() left in flight (no-op when none: at once when the
+  // device has passed it) and makes it the one last_spans() / last_comm_seconds() tell
+  // of; returns seconds waited.
+  double complete();
+  // After finish() (or complete()): the round's communication time, first bucket's start to the last
   // sum's completion (BucketReducer::last_comm_seconds; negative: unknown or one rank).
   // What of it is not in finish()'s wait was hidden behind backward.
   double last_comm_seconds() const { return reducer_ ? reducer_->last_comm_seconds() : -1; }

@@ -22,7 +22,8 @@
 //
 // Clocks: std::chrono::steady_clock seconds since its epoch (now()), the clock the MPI
 // communicator stamps its sums with. A device (GPU) model's forward and backward return
-// before the device has run them: their spans are host enqueue times there.
+// before the device has run them: their spans are host enqueue times there, and its
+// gradient sums' bucket spans are not recorded (checked a step later; docs/gpu.md).
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -54,6 +54,12 @@ struct StepFlags {
   int prev_step_us = 0;
 };
 
+// The device-clock marks of a step (Model::mark), in the order the model's queue passes
+// them: compute is start..backward, exposed communication backward..summed (the queue
+// waiting for the gradient sums), optimizer summed..end (update and buffer broadcast).
+enum StepMark { kMarkStart, kMarkBackward, kMarkSummed, kMarkEnd };
+static_assert(kMarkEnd < Model::kMarkPoints, "Model::kMarkPoints too small for a step's marks");
+
 // Sums for the progress line.
 struct LossSums {
   double loss = 0, samples = 0;
@@ -201,6 +207,7 @@ void Trainer::setup() {
     auto waiting = control_.waiting("the parameter broadcast");
     model_->order_before(comm_.stream());  // a device model's queue before the communicator's
     comm_.broadcast(model_->param_data(), model_->param_count() * sizeof(float), 0);  // rank 0's state everywhere
+    model_->wait_for(comm_.stream());  // and the model's queue after it, were it only enqueued
   }
 
   // ---- schedule, optimizer, gradient buckets ----
@@ -387,6 +394,10 @@ void Trainer::begin() {
   sctx_.seed = opt_.seed;
   sctx_.training = true;
   sctx_.loss_scale = 1.0f / static_cast<float>(global_batch_);
+  // A device model's loss wait may be a wait for the previous step's gradient sums (its
+  // queue waits for the communicator's): check the transport's asynchronous errors
+  // between its polls. No-op for host transports; never called by a host model.
+  sctx_.while_waiting = [this] { comm_.check_async_error("the previous step's gradient allreduce (NCCL)"); };
 }
 
 // Rank 0 creates the event file (one per process run), then a SessionLog START at the
@@ -464,27 +475,43 @@ StepResult Trainer::step() {
   sctx_.sample_ids = batch_.sample_ids.data();
   sctx_.staged = batch_.ticket;
   bn_sync_s_ = 0;
-  const double loss_sum = model_->forward_backward(batch_.images.data(), batch_.labels.data(), batch_.count, sctx_,
-                                                   [&](size_t ready_end) {
-                                                     if (tl) {
-                                                       const double now = Timeline::now();
-                                                       if (ready_end == 0) tl->span(Timeline::kForward, "forward", tl_mark, now);
-                                                       else tl->backward(tl_ready, ready_end, tl_mark, now);
-                                                       tl_backward = true;
-                                                       tl_mark = now;
-                                                       tl_ready = ready_end;
-                                                     }
-                                                     if (ready_end == 0) return;  // backward begins
-                                                     model_->order_before(comm_.stream());
-                                                     sync_->on_ready(ready_end);
-                                                     if (inject_delay_ms_ > 0)
-                                                       std::this_thread::sleep_for(std::chrono::milliseconds(inject_delay_ms_));
-                                                     if (step == inject_error_step_)
-                                                       fail("rank ", rank_, " on ", ctx_.host,
-                                                            ": injected error during backward of step ", step + 1,
-                                                            " (CNNSCALE_INJECT_ERROR; unset it to train normally)");
-                                                   });
-  model_->synchronize();  // a device model returns before its backward has run
+  // Device clock (Model::mark; no-op for a host model): one set of marks per step in
+  // flight, read once the device has passed them (the next step, or drain()).
+  const int marks = static_cast<int>(step % Model::kMarkSets);
+  model_->mark(marks, kMarkStart);
+  const auto fb = [&] {
+    return model_->forward_backward(batch_.images.data(), batch_.labels.data(), batch_.count, sctx_,
+                                    [&](size_t ready_end) {
+                                      if (tl) {
+                                        const double now = Timeline::now();
+                                        if (ready_end == 0) tl->span(Timeline::kForward, "forward", tl_mark, now);
+                                        else tl->backward(tl_ready, ready_end, tl_mark, now);
+                                        tl_backward = true;
+                                        tl_mark = now;
+                                        tl_ready = ready_end;
+                                      }
+                                      if (ready_end == 0) return;  // backward begins
+                                      model_->order_before(comm_.stream());
+                                      sync_->on_ready(ready_end);
+                                      if (inject_delay_ms_ > 0)
+                                        std::this_thread::sleep_for(std::chrono::milliseconds(inject_delay_ms_));
+                                      if (step == inject_error_step_)
+                                        fail("rank ", rank_, " on ", ctx_.host,
+                                             ": injected error during backward of step ", step + 1,
+                                             " (CNNSCALE_INJECT_ERROR; unset it to train normally)");
+                                    });
+  };
+  double loss_sum = 0;
+  if (model_->on_device()) {
+    // Returns once the loss is known, backward still running on the device. Its loss wait
+    // waits for the previous step's queue (gradient sums, optimizer) too: under the
+    // watchdog, polling the communicator's errors (StepContext::while_waiting).
+    auto waiting = control_.waiting("the device's step (the previous step's gradient allreduce, forward)");
+    loss_sum = fb();
+  } else {
+    loss_sum = fb();  // returns after backward
+  }
+  model_->mark(marks, kMarkBackward);
   t.compute = seconds_since(t1) - bn_sync_s_;
   if (tl) {
     const double now = Timeline::now();
@@ -492,22 +519,40 @@ StepResult Trainer::step() {
     else if (now > tl_mark) tl->span(Timeline::kBackward, "backward (input side)", tl_mark, now);
     tl_mark = now;
   }
-  {
+  // The device has passed the previous step by now (its queue reached this step's loss):
+  // its gradient sums are complete (checked here, no wait) and its device times known.
+  if (sync_->device_ordered()) {
     auto waiting = control_.waiting("the gradient allreduce");
-    t.comm_exposed = sync_->finish() + bn_sync_s_;
-    t.comm_total = sync_->last_comm_seconds();
+    sync_->complete();
   }
-  if (tl) {
-    tl->span(Timeline::kGradWait, "gradient wait", tl_mark, Timeline::now());
-    tl->buckets(sync_->last_spans());
-  }
-  t.bn_sync = bn_sync_s_;
-  const auto t3 = Clock::now();
+  read_marks(nullptr);
+
   // One small allreduce per step: did any rank get a stop signal or a non-finite loss?
+  // Right after forward_backward, so that it overlaps a device model's backward.
+  const auto ta = Clock::now();
   StepFlags any{stop_signal_received() ? 1 : 0, std::isfinite(loss_sum) ? 0 : 1,
                 times_.empty() ? 0 : static_cast<int>(std::min(2e9, times_.back().step * 1e6))};
   control_.allreduce_fields<int>(any, ReduceOp::max, "the step agreement allreduce");
   if (any.prev_step_us > 0) slowest_step_s_ = any.prev_step_us * 1e-6;
+  const double agreement_s = seconds_since(ta);
+  if (tl) tl_mark = Timeline::now();
+
+  const bool deferred = sync_->device_ordered();
+  {
+    // Host transports: wait for the buckets still in flight. Device-ordered (NCCL): start
+    // the rest and return; the model's queue waits for them on the device (below).
+    auto waiting = control_.waiting("the gradient allreduce");
+    t.comm_exposed = sync_->end_round() + bn_sync_s_;
+    t.comm_total = deferred ? -1 : sync_->last_comm_seconds();
+  }
+  if (tl) {
+    tl->span(Timeline::kGradWait, deferred ? "gradient sums (enqueued)" : "gradient wait", tl_mark, Timeline::now());
+    if (!deferred) tl->buckets(sync_->last_spans());  // a deferred round's spans are not known yet
+  }
+  model_->wait_for(comm_.stream());  // the optimizer reads the sums (no-op for a host model)
+  model_->mark(marks, kMarkSummed);
+  t.bn_sync = bn_sync_s_;
+  const auto t3 = Clock::now();
   const double lr = schedule_->at(step);
   if (any.non_finite) {
     if (opt_.on_nan == NanPolicy::stop)
@@ -519,16 +564,32 @@ StepResult Trainer::step() {
     log_warn("non-finite loss at step " + std::to_string(step + 1) + ": update skipped (--on-nan skip-step)");
   }
   const double tl_opt = tl ? Timeline::now() : 0;
-  if (!any.non_finite) {
-    optimizer_->step(model_->param_data(), model_->grad_data(), lr);
-    model_->synchronize();  // the CUDA optimizer runs on the model's stream
-  }
+  // Enqueued on a device model's queue, after the sums; host models return when done.
+  if (!any.non_finite) optimizer_->step(model_->param_data(), model_->grad_data(), lr);
   // With --sync-bn every rank computed the same running statistics from the same global
   // sums (bitwise: the sums are added in rank order on every rank).
-  if (has_buffers_ && world_ > 1 && !opt_.sync_bn) broadcast_buffers();
-  t.optimizer = seconds_since(t3);
+  if (has_buffers_ && world_ > 1 && !opt_.sync_bn) {
+    broadcast_buffers();
+    model_->wait_for(comm_.stream());  // the next forward reads them
+  }
+  model_->mark(marks, kMarkEnd);
+  t.optimizer = seconds_since(t3) + agreement_s;
   if (tl) tl->span(Timeline::kOptimizer, "optimizer", tl_opt, Timeline::now());
-  if (opt_.check_replicas > 0 && (step + 1) % opt_.check_replicas == 0) {
+  marks_unread_ = {times_.size(), marks};  // t's slot once pushed below
+
+  const bool log_due = (step + 1) % opt_.log_every == 0;
+  const bool epoch_end = (step + 1) % steps_per_epoch_ == 0 || step + 1 == total_steps_;
+  const bool replica_due = opt_.check_replicas > 0 && (step + 1) % opt_.check_replicas == 0;
+  const bool want_ckpt = !ckpt_dir_.empty() && (epoch_end || any.stop_signal || step + 1 == total_steps_ ||
+                                                (opt_.checkpoint_every > 0 && (step + 1) % opt_.checkpoint_every == 0));
+  // Whatever reads this step's results on the host (the progress line's timings,
+  // evaluation, a checkpoint, the replica check, the end of the run) waits for the device
+  // first; other steps end with no host wait.
+  if (log_due || epoch_end || replica_due || want_ckpt || any.stop_signal || step + 1 == total_steps_) {
+    drain();
+    read_marks(&t);
+  }
+  if (replica_due) {
     if (!replicas_identical())
       fail_collective(rank_, "ranks hold different parameters after step ", step + 1,
                       " (--check-replicas): a rank computed differently (hardware fault or a bug); "
@@ -544,15 +605,12 @@ StepResult Trainer::step() {
   }
   result.loss = batch_.count > 0 ? loss_sum / static_cast<double>(batch_.count) : 0;
 
-  const bool epoch_end = (step + 1) % steps_per_epoch_ == 0 || step + 1 == total_steps_;
-  if ((step + 1) % opt_.log_every == 0 || epoch_end) log_progress(step, lr, t);
+  if (log_due || epoch_end) log_progress(step, lr, t);
   if (epoch_end && eval_) {
     const double t_eval = tl ? Timeline::now() : 0;
     evaluate_epoch(step);
     if (tl) tl->span(Timeline::kEvaluation, "evaluation epoch " + std::to_string(batch_.epoch + 1), t_eval, Timeline::now());
   }
-  const bool want_ckpt = !ckpt_dir_.empty() && (epoch_end || any.stop_signal || step + 1 == total_steps_ ||
-                                                (opt_.checkpoint_every > 0 && (step + 1) % opt_.checkpoint_every == 0));
   if (want_ckpt) {
     const double t_ckpt = tl ? Timeline::now() : 0;
     save_checkpoint(step + 1);
@@ -629,6 +687,32 @@ void Trainer::broadcast_buffers() {
   model_->order_before(comm_.stream());
   comm_.broadcast_ranges(model_->param_data(), buffer_ranges_, 0);
   model_->wait_for(comm_.stream());
+}
+
+void Trainer::drain() {
+  {
+    // The gradient sums (a device-ordered round's, checked and timed now) and the
+    // communicator's queue (NCCL: polling its asynchronous errors); no-ops on the host.
+    auto waiting = control_.waiting("the gradient allreduce and buffer broadcast");
+    sync_->complete();
+    comm_.synchronize();
+  }
+  model_->synchronize();  // the optimizer (a device model's queue; no-op on the host)
+}
+
+void Trainer::read_marks(StepTimes* current) {
+  if (marks_unread_.set < 0) return;
+  StepTimes* t = marks_unread_.index < times_.size() ? &times_[marks_unread_.index] : current;
+  const int set = marks_unread_.set;
+  double compute = 0, exposed = 0, update = 0;
+  if (!t || !model_->marked_seconds(set, kMarkStart, kMarkBackward, &compute) ||
+      !model_->marked_seconds(set, kMarkBackward, kMarkSummed, &exposed) ||
+      !model_->marked_seconds(set, kMarkSummed, kMarkEnd, &update))
+    return;  // a host model (its host clocks are exact), or not complete yet
+  t->compute = compute;
+  t->comm_exposed = exposed + t->bn_sync;  // bn_sync: CPU model only, 0 here
+  t->optimizer = update;
+  marks_unread_.set = -1;
 }
 
 bool Trainer::replicas_identical() {
@@ -782,6 +866,8 @@ void Trainer::summarize() {
   if (nothing_to_train_) return;
   if (!begun_) begin();
   set_status_line("");  // the progress bar gives way to the summary
+  drain();  // a device model: the last steps' device times (normally done by the last step)
+  read_marks(nullptr);
   Timings tm;
   tm.wall_s = seconds_since(start_);
   if (opt_.check_replicas > 0)

@@ -18,6 +18,9 @@
 // step() is, per step:
 //   data (wait for the prefetched slice of the global batch)
 //   compute (forward + backward; bucket sums start from the grad-ready hook)
+//   the step agreement (one small allreduce: a stop signal, a non-finite loss on any rank),
+//     right after forward_backward, so that it overlaps a device model's backward; its time
+//     is counted in optimizer
 //   comm_exposed (wait for the buckets still in flight; with --sync-bn also the waits in
 //     the batch-norm statistics sums during forward and backward, which are taken out of
 //     compute and also reported alone as bn_sync)
@@ -25,6 +28,14 @@
 //     running statistics to every rank in one broadcast)
 // then, when due: the progress line (one allreduce of the loss), test-split evaluation
 // at epoch ends, a checkpoint.
+// A device model (GPU, NCCL) runs the same step without a host wait between one step's
+// loss and the next's: the gradient round ends without waiting (GradSync::end_round), the
+// model's queue waits for NCCL's on the device (Model::wait_for), the optimizer is only
+// enqueued, and the round is checked on the host after the next step's loss wait
+// (GradSync::complete). Its compute / comm_exposed / optimizer are device times
+// (Model::mark), read a step later. Steps that read host state (progress line, epoch end,
+// evaluation, checkpoint, --check-replicas, stop, the last step) drain() first
+// (docs/gpu.md "API for the trainer").
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -111,6 +122,19 @@ class Trainer {
   void evaluate_epoch(int64_t step);
   void save_checkpoint(int64_t steps_done);
   void broadcast_buffers();  // batch-norm running statistics follow rank 0 (not with --sync-bn)
+  // The host waits until the device has done all the step's work: a device-ordered
+  // gradient round is completed (its sums checked, under the watchdog), the
+  // communicator's and the model's queues drained. No-op for a host model and transport.
+  void drain();
+  // A device model's timing columns of the step whose marks are unread (Model::mark):
+  // patched into its StepTimes (times_, or *current when it is not pushed yet) once the
+  // device has passed them; otherwise nothing (host models: their host clocks stand).
+  void read_marks(StepTimes* current);
+  struct UnreadMarks {
+    size_t index = 0;  // into times_
+    int set = -1;      // Model::mark set; -1: none unread
+  };
+  UnreadMarks marks_unread_;
   struct Timings;  // the summary's timings over ranks
   nlohmann::json run_record(const Timings& t) const;
 

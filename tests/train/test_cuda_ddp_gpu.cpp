@@ -5,7 +5,12 @@
 // every rank's parameters are bitwise identical, and equal (fp32 tolerance) to a
 // 1-rank CPU run with the whole batch. And torchvision's resnet18 (batch norm: local
 // statistics, so the peer is the same split on the CPU): one NCCL step on the GPUs equals
-// the MPI step of the CPU models on the same slices. SKIPs without one device per rank.
+// the MPI step of the CPU models on the same slices. And the Trainer itself (its pipelined
+// GPU step: the step agreement during backward, gradient sums ended without a host wait,
+// the model's queue waiting for NCCL's, the optimizer enqueued, device-clock timings) on
+// an NCCL world: parameters bitwise equal across ranks and equal (fp32 tolerance) to the
+// CPU model's Trainer on the MPI backend with the same options. SKIPs without one device
+// per rank.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -17,6 +22,8 @@
 
 #include "comm/cuda/nccl_communicator.hpp"
 #include "comm/mpi_communicator.hpp"
+#include "comm/world.hpp"
+#include "train/trainer.hpp"
 #include "nn/cuda_model.hpp"
 #include "nn/rng.hpp"
 #include "train/cuda_optimizer.hpp"
@@ -209,5 +216,82 @@ TEST(CudaDdp, Resnet18NcclStepEqualsCpuMpiStep) {
       }
       EXPECT_LE(num / std::max(den, 1e-30), 1e-4) << p.name << ", rank " << rank << ", step " << step;
     }
+  }
+}
+
+// The Trainer on 2 GPUs with NCCL against the Trainer on the CPUs with MPI: same options
+// (a small CNN with batch norm, so the running statistics' broadcast runs; dropout, whose
+// masks the GPU draws bitwise as the CPU; several gradient buckets; TF32 off), same
+// synthetic data and seed. Steps end with and without a host drain (--log-every 2,
+// --check-replicas 3 at steps 3 and 6). After 6 steps: each rank's GPU parameters are
+// bitwise rank 0's, and within 1e-5 (of each tensor's largest magnitude) of the CPU run;
+// each step's loss within 1e-4 relative.
+TEST(CudaDdp, TrainerOnNcclEqualsCpuTrainerOnMpi) {
+  int rank = 0, size = 1, min_dev = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (!one_device_per_rank(size, &min_dev)) GTEST_SKIP() << "needs one CUDA device per rank (" << min_dev << " visible, " << size << " ranks)";
+
+  WorldOptions wo;
+  wo.backend = Backend::nccl;
+  World world = start_world(wo);
+  ASSERT_TRUE(world.comm->device_buffers()) << "the NCCL world's communicator must work on device buffers";
+  MpiCommunicator mpi(MPI_COMM_WORLD);
+
+  TrainOptions o;
+  o.data.synthetic = true;
+  o.data.synthetic_samples = 512;
+  o.model = "conv(8,3) bn relu maxpool(2) conv(16,3) bn relu dropout(0.25) flatten linear(32) relu linear(10)";
+  o.model_options.tf32 = false;  // compared with the CPU model at 1e-5
+  o.batch_size = 8;
+  o.max_steps = 6;
+  o.seed = 5;
+  o.lr.lr = 0.05;
+  o.optimizer.momentum = 0.9;
+  o.optimizer.weight_decay = 1e-4;
+  o.evaluate = false;
+  o.log_every = 2;
+  o.check_replicas = 3;
+  o.first_bucket_mb = 4096 / 1e6;  // several buckets: some launched mid-backward
+  o.bucket_mb = 16384 / 1e6;
+
+  auto run = [&](Communicator& comm, std::vector<double>* losses) {
+    auto t = std::make_unique<Trainer>(o, world.ctx, comm, *world.control);
+    t->setup();
+    t->resume();
+    while (!t->done()) losses->push_back(t->step().loss);
+    t->summarize();
+    return t;
+  };
+  std::vector<double> gpu_loss, cpu_loss;
+  auto gpu = run(*world.comm, &gpu_loss);
+  ASSERT_TRUE(gpu->model().on_device()) << "the NCCL Trainer must have trained the GPU model";
+  auto cpu = run(mpi, &cpu_loss);
+  ASSERT_FALSE(cpu->model().on_device());
+  ASSERT_EQ(gpu_loss.size(), 6u);
+  ASSERT_EQ(cpu_loss.size(), 6u);
+  for (size_t s = 0; s < gpu_loss.size(); ++s) {
+    EXPECT_TRUE(std::isfinite(gpu_loss[s])) << "step " << s + 1;
+    EXPECT_NEAR(gpu_loss[s], cpu_loss[s], 1e-4 * std::fabs(cpu_loss[s])) << "rank " << rank << " step " << s + 1;
+  }
+
+  const size_t P = gpu->model().param_count();
+  ASSERT_EQ(cpu->model().param_count(), P);
+  std::vector<float> mine(P), root(P);
+  gpu->model().copy_params_to_host(mine.data());
+  root = mine;
+  MPI_Bcast(root.data(), static_cast<int>(P), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  EXPECT_EQ(std::memcmp(root.data(), mine.data(), P * sizeof(float)), 0)
+      << "rank " << rank << " GPU parameters differ from rank 0's after the Trainer's steps";
+  // (The CPU run trained with lr 0.05, so agreement with it also means the GPU run did.)
+  std::vector<float> c(P);
+  cpu->model().copy_params_to_host(c.data());
+  for (const auto& p : cpu->model().params()) {
+    double num = 0, den = 0;
+    for (size_t i = p.offset; i < p.offset + p.numel; ++i) {
+      num = std::max(num, std::fabs(double(mine[i]) - c[i]));
+      den = std::max(den, std::fabs(double(c[i])));
+    }
+    EXPECT_LE(num / std::max(den, 1e-30), 1e-5) << p.name << " vs the CPU Trainer, rank " << rank;
   }
 }

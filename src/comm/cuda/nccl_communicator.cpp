@@ -168,4 +168,8 @@ void NcclCommunicator::barrier() {
 
 void NcclCommunicator::synchronize() { wait_stream("the NCCL stream"); }
 
+void NcclCommunicator::check_async_error(const char* what) {
+  if (comm_ && !aborted_) ncclCheckAsync(comm_, what);
+}
+
 }  // namespace cnnscale

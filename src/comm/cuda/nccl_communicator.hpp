@@ -46,6 +46,7 @@ class NcclCommunicator final : public Communicator {
   void broadcast_ranges(void* base, const std::vector<std::pair<size_t, size_t>>& float_ranges, int root) override;
   void barrier() override;
   void synchronize() override;
+  void check_async_error(const char* what) override;  // ncclCheckAsync; no-op once aborted
   void abort() override;
   void* stream() const override { return stream_; }  // the cudaStream_t
 

@@ -13,11 +13,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "nn/cuda/device_array.hpp"
@@ -102,6 +104,9 @@ class CudaNet final : public DeviceModel {
       if (e) cudaEventDestroy(e);
     for (HostSlot& h : slots_)
       if (h.copied) cudaEventDestroy(h.copied);
+    for (auto& set : marks_)
+      for (cudaEvent_t e : set)
+        if (e) cudaEventDestroy(e);
     if (copy_stream_) cudaStreamDestroy(copy_stream_);
     if (s_.stream) cudaStreamDestroy(s_.stream);
   }
@@ -128,6 +133,32 @@ class CudaNet final : public DeviceModel {
     cudaCheck(cudaStreamWaitEvent(s_.stream, wait_ev_, 0));
   }
   void synchronize() override { cudaCheck(cudaStreamSynchronize(s_.stream)); }
+
+  // Timing events, created on first use (with timing, unlike the others) and reused.
+  void mark(int set, int point) override {
+    check_mark(set, point);
+    cudaEvent_t& ev = marks_[set][point];
+    if (!ev) {
+      cudaCheck(cudaSetDevice(device_));
+      cudaCheck(cudaEventCreate(&ev));
+    }
+    cudaCheck(cudaEventRecord(ev, s_.stream));
+    marked_[set][point] = true;
+  }
+  bool marked_seconds(int set, int from, int to, double* seconds) override {
+    check_mark(set, from);
+    check_mark(set, to);
+    if (!marked_[set][from] || !marked_[set][to]) return false;
+    for (cudaEvent_t ev : {marks_[set][from], marks_[set][to]}) {
+      const cudaError_t q = cudaEventQuery(ev);
+      if (q == cudaErrorNotReady) return false;
+      cudaCheck(q);
+    }
+    float ms = 0;
+    cudaCheck(cudaEventElapsedTime(&ms, marks_[set][from], marks_[set][to]));
+    *seconds = std::max(0.0, static_cast<double>(ms) * 1e-3);
+    return true;
+  }
 
   void copy_params_to_host(float* host) override { download(s_.params.get(), host); }
   void download_grads(float* host) override { download(s_.grads.get(), host); }
@@ -201,7 +232,7 @@ class CudaNet final : public DeviceModel {
     }
     if (reported < g_.param_count && on_ready) on_ready(g_.param_count);
     cudaCheck(cudaEventRecord(in_free_[cur_], s_.stream));  // the last reader of the input slot (conv1's dW)
-    cudaCheck(cudaEventSynchronize(loss_ev_));
+    wait_event(loss_ev_, ctx);
     return *h_total_.get();
   }
 
@@ -226,6 +257,28 @@ class CudaNet final : public DeviceModel {
   }
 
  private:
+  static void check_mark(int set, int point) {
+    if (set < 0 || set >= kMarkSets || point < 0 || point >= kMarkPoints)
+      internal_error("timing mark (", set, ", ", point, ") outside ", kMarkSets, " x ", kMarkPoints);
+  }
+
+  // The host waits for ev by polling, never inside CUDA: the model's queue may be waiting
+  // for another queue (the communicator's sums, wait_for) whose failure no CUDA call
+  // reports, so ctx.while_waiting (the communicator's error check) runs between polls.
+  // Yields for the first ~1k polls (a loss that is nearly there costs no sleep), then
+  // sleeps 50 us between polls, leaving the core to the data loader (as
+  // NcclCommunicator::wait_event).
+  static void wait_event(cudaEvent_t ev, const StepContext& ctx) {
+    for (int polls = 0;; ++polls) {
+      const cudaError_t q = cudaEventQuery(ev);
+      if (q == cudaSuccess) return;
+      if (q != cudaErrorNotReady) cudaCheck(q);
+      if (ctx.while_waiting) ctx.while_waiting();
+      if (polls < 1000) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
   void download(const float* dev, float* host) {
     cudaCheck(cudaSetDevice(device_));
     cudaCheck(cudaMemcpyAsync(host, dev, g_.param_count * sizeof(float), cudaMemcpyDeviceToHost, s_.stream));
@@ -435,6 +488,8 @@ class CudaNet final : public DeviceModel {
   NetState s_;                                  // handles, flat buffers, activations: what the layers share
   std::vector<std::unique_ptr<Layer>> layers_;  // one per node
   cudaEvent_t staged_ev_ = nullptr, loss_ev_ = nullptr, order_ev_ = nullptr, wait_ev_ = nullptr;
+  cudaEvent_t marks_[kMarkSets][kMarkPoints] = {};  // mark(): timing events, created on first use
+  bool marked_[kMarkSets][kMarkPoints] = {};        // recorded at least once
   int64_t max_batch_ = 0;
   std::vector<DevArray<float>> store_;
   // Input double buffering (stage(), take_input()): device slot cur_ is this step's.
