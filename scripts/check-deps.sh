@@ -68,7 +68,11 @@ done
   # commands in command position (after a newline, ; | & ( $( ` then do else ! and a few
   # wrappers), comments and quoted heredoc bodies of python excluded
   for f in $SCRIPTS; do
-    sed -e 's/^[[:space:]]*#.*//' -e 's/[[:space:]]#[^!].*$//' -e "s/'[^']*'//g" "$f" |
+    # the bodies of quoted heredocs (<<'PY', <<"EOF": data, python) are dropped first
+    awk 'end != "" { if ($0 == end || $0 ~ "^[[:space:]]*" end "$") end = ""; next }
+         { print; if (match($0, /<<-?[[:space:]]*[\x27"][A-Za-z_][A-Za-z0-9_]*[\x27"]/)) {
+             end = substr($0, RSTART, RLENGTH); sub(/^<<-?[[:space:]]*[\x27"]/, "", end); sub(/[\x27"]$/, "", end) } }' "$f" |
+      sed -e 's/^[[:space:]]*#.*//' -e 's/[[:space:]]#[^!].*$//' -e "s/'[^']*'//g" |
       { grep -oE '(^|[;|&(`!{]|\$\(|\b(then|do|else|exec|command|timeout [0-9]+[a-z]?|xargs|nsenter [^ ]+|sudo|env|time))[[:space:]]*[A-Za-z_][A-Za-z0-9_.+-]*' || true; } |
       { grep -oE '[A-Za-z_][A-Za-z0-9_.+-]*$' || true; } | sort -u | while read -r c; do
         case "$(type -t "$c" 2>/dev/null)" in file) ;; *) continue ;; esac

@@ -568,10 +568,7 @@ StepResult Trainer::step() {
   if (!any.non_finite) optimizer_->step(model_->param_data(), model_->grad_data(), lr);
   // With --sync-bn every rank computed the same running statistics from the same global
   // sums (bitwise: the sums are added in rank order on every rank).
-  if (has_buffers_ && world_ > 1 && !opt_.sync_bn) {
-    broadcast_buffers();
-    model_->wait_for(comm_.stream());  // the next forward reads them
-  }
+  if (has_buffers_ && world_ > 1 && !opt_.sync_bn) broadcast_buffers();  // the next forward waits for it
   model_->mark(marks, kMarkEnd);
   t.optimizer = seconds_since(t3) + agreement_s;
   if (tl) tl->span(Timeline::kOptimizer, "optimizer", tl_opt, Timeline::now());
