@@ -158,7 +158,11 @@ ProcessContext bootstrap(const BootstrapOptions& opts) {
     if (mine.ids.empty()) ctx.gpu_problem = explain_no_gpu(probe_cuda(), read_nvidia_kernel_version());
   }
   std::vector<VisibleDevices> local = gather_views(mine, ctx.local_comm);
-  const DeviceChoice choice = choose_device(local, ctx.local_rank, opts.allow_gpu_sharing, ctx.host);
+  apply_device_choice(choose_device(local, ctx.local_rank, opts.allow_gpu_sharing, ctx.host), ctx);
+  return ctx;
+}
+
+void apply_device_choice(const DeviceChoice& choice, ProcessContext& ctx) {
   ctx.device = choice.device;
   ctx.device_id = choice.id;
   ctx.ranks_on_device = choice.ranks_on_device;
@@ -169,7 +173,6 @@ ProcessContext bootstrap(const BootstrapOptions& opts) {
     ctx.device_sharing = "local ranks " + ranks + " on " + ctx.host + " share GPU " + choice.id;
   }
   ctx.device_label = device_name(ctx.device);
-  return ctx;
 }
 
 }  // namespace cnnscale

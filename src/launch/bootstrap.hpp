@@ -64,6 +64,10 @@ bool launcher_needs_rendezvous(const LaunchInfo& info);
 // the CPU. UserError under an MPI launcher (a real MPI world).
 ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& opts);
 
+// Records choose_device's result in ctx (device, id, sharing text, label): the MPI and
+// the rendezvous bootstraps alike.
+void apply_device_choice(const DeviceChoice& choice, ProcessContext& ctx);
+
 // Every rank's device view (physical GPU ids by ordinal) over comm, indexed by rank in
 // comm: the ids joined with '\n', exchanged with Allgatherv (collective).
 std::vector<VisibleDevices> gather_views(const VisibleDevices& mine, MPI_Comm comm);

@@ -87,17 +87,7 @@ void bind_device_through_store(ProcessContext& ctx, RendezvousStore& store, cons
     log_warn("the ranks on " + ctx.host + " do not carry LOCAL_RANK 0.." + std::to_string(views.size() - 1) +
              " (torchrun's per-node numbering); their GPUs are assigned in rank order instead");
   }
-  const DeviceChoice choice = choose_device(views, ctx.local_rank, opts.allow_gpu_sharing, ctx.host);
-  ctx.device = choice.device;
-  ctx.device_id = choice.id;
-  ctx.ranks_on_device = choice.ranks_on_device;
-  if (choice.ranks_on_device > 1) {
-    std::string ranks;
-    for (size_t i = 0; i < choice.sharing.size(); ++i)
-      ranks += (i == 0 ? "" : i + 1 == choice.sharing.size() ? " and " : ", ") + std::to_string(choice.sharing[i]);
-    ctx.device_sharing = "local ranks " + ranks + " on " + ctx.host + " share GPU " + choice.id;
-  }
-  ctx.device_label = device_name(ctx.device);
+  apply_device_choice(choose_device(views, ctx.local_rank, opts.allow_gpu_sharing, ctx.host), ctx);
 }
 
 }  // namespace

@@ -16,9 +16,11 @@
 #include "comm/communicator.hpp"
 #include "comm/gloo_communicator.hpp"
 #include "comm/mpi_communicator.hpp"
+#include "common/free_port.hpp"
 #include "launch/rendezvous_store.hpp"
 
 using namespace cnnscale;
+using cnnscale::test::free_port;
 
 namespace {
 
@@ -48,19 +50,6 @@ void check_ranges(Communicator& comm) {
   std::vector<float> buf(4, 1.5f);
   comm.broadcast_ranges(buf.data(), {}, 0);
   EXPECT_EQ(buf, std::vector<float>(4, 1.5f));
-}
-
-// A port nobody listens on (bound, read, released).
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
-  socklen_t len = sizeof(sa);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  close(fd);
-  return ntohs(sa.sin_port);
 }
 
 }  // namespace

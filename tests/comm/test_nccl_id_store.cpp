@@ -16,23 +16,13 @@
 #include <vector>
 
 #include "comm/nccl.hpp"
+#include "common/free_port.hpp"
 #include "launch/rendezvous_store.hpp"
 
 using namespace cnnscale;
+using cnnscale::test::free_port;
 
 namespace {
-
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
-  socklen_t len = sizeof(sa);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  close(fd);
-  return ntohs(sa.sin_port);
-}
 
 bool write_all(int fd, const std::string& s) {
   size_t done = 0;

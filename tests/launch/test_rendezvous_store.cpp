@@ -9,27 +9,14 @@
 #include <thread>
 
 #include "common/user_error.hpp"
+#include "common/free_port.hpp"
 #include "launch/rendezvous_store.hpp"
 #include "util/error.hpp"
 
 using namespace cnnscale;
+using cnnscale::test::free_port;
 using namespace std::chrono_literals;
 using cnnscale::test::user_error_of;
-
-namespace {
-// A port nobody listens on (bound, read, released).
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
-  socklen_t len = sizeof(sa);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  close(fd);
-  return ntohs(sa.sin_port);
-}
-}  // namespace
 
 TEST(RendezvousStore, SetGetCreateWaitBetweenClients) {
   const int port = free_port();
