@@ -26,6 +26,14 @@ expect_ckpt_close() {
   expect_eq "$label (rel diff ${rel:-?} < $tol)" 0 "$?"
 }
 expect_file() { if [ -s "$2" ]; then ok "$1"; else bad "$1 (missing or empty: $2)"; fi; }
+# The CUDA devices nvidia-smi lists (0 without a driver) in $gpus; fewer than $1: SKIP
+# (exit 77) saying why ($2: what needs them).
+require_gpus() {
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  [ "${gpus:-0}" -ge "$1" ] && return 0
+  echo "SKIP: needs $1 CUDA device(s) (nvidia-smi lists ${gpus:-0})${2:+; $2}"
+  exit 77
+}
 finish() {
   echo "$_pass passed, $_fail failed"
   [ "$_fail" -eq 0 ]

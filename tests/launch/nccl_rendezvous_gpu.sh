@@ -8,11 +8,7 @@
 # SKIP (77) with fewer than 2 GPUs: NCCL refuses two ranks on one GPU.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [ "${gpus:-0}" -lt 2 ]; then
-  echo "SKIP: needs 2 CUDA devices (nvidia-smi lists ${gpus:-0}); NCCL does not allow two ranks on one GPU"
-  exit 77
-fi
+require_gpus 2 "NCCL does not allow two ranks on one GPU"
 M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
 TRAIN=(train --synthetic --synthetic-samples 512 --model resnet20 --batch-size 32 --max-steps 4 --lr 0.05
   --momentum 0.9 --seed 7 --check-replicas 1 --log-every 1 --no-eval --collective-timeout 60)

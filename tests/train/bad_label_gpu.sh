@@ -8,11 +8,7 @@
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 source "$CNNSCALE_SOURCE/tests/train/bad_label_lib.sh"
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [ "${gpus:-0}" -lt 2 ]; then
-  echo "SKIP: needs 2 CUDA devices (nvidia-smi lists ${gpus:-0}); NCCL does not allow two ranks on one GPU"
-  exit 77
-fi
+require_gpus 2 "NCCL does not allow two ranks on one GPU"
 M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
 TRAIN_ARGS=(--backend nccl --model "conv(8,3,1,1) relu flatten linear(10)" --batch-size 16 --log-every 1 --no-eval
   --no-tensorboard --collective-timeout 60)

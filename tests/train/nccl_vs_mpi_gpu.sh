@@ -15,11 +15,7 @@
 # SKIP (77) with fewer than 2 GPUs (NCCL does not allow two ranks on one GPU).
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [ "${gpus:-0}" -lt 2 ]; then
-  echo "SKIP: needs 2 CUDA devices (nvidia-smi lists ${gpus:-0}); NCCL does not allow two ranks on one GPU"
-  exit 77
-fi
+require_gpus 2 "NCCL does not allow two ranks on one GPU"
 M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
 STEPS=8 TOL_LOSS=1e-3 TOL_PARAM=2e-3
 ARGS=(--synthetic --model resnet20 --image-size 32 --channels 3 --classes 10 --batch-size 32 --seed 3

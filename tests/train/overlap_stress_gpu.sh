@@ -10,11 +10,7 @@
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 source "$CNNSCALE_SOURCE/tests/train/overlap_lib.sh"
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [ "${gpus:-0}" -lt 2 ]; then
-  echo "SKIP: needs 2 CUDA devices (nvidia-smi lists ${gpus:-0}); NCCL does not allow two ranks on one GPU"
-  exit 77
-fi
+require_gpus 2 "NCCL does not allow two ranks on one GPU"
 M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
 TRAIN_ARGS=(--synthetic --backend nccl --tf32 off --model resnet20 --image-size 32 --channels 3 --classes 10
   --batch-size 32 --seed 5 --optimizer adamw --lr 1e-3 --weight-decay 1e-4 --no-eval --collective-timeout 120)

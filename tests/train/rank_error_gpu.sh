@@ -7,11 +7,7 @@
 # SKIP (77) with fewer than 2 GPUs: NCCL refuses two ranks on one GPU.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [ "${gpus:-0}" -lt 2 ]; then
-  echo "SKIP: needs 2 CUDA devices (nvidia-smi lists ${gpus:-0}); NCCL does not allow two ranks on one GPU"
-  exit 77
-fi
+require_gpus 2 "NCCL does not allow two ranks on one GPU"
 M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
 start=$(date +%s)
 CNNSCALE_INJECT_ERROR=1:3 timeout 180 $M -n 2 -x CNNSCALE_INJECT_ERROR "$CNNSCALE" train --synthetic --backend nccl \

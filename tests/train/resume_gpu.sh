@@ -20,11 +20,7 @@
 # SKIP (77) without a CUDA device.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [ "${gpus:-0}" -lt 1 ]; then
-  echo "SKIP: needs a CUDA device (nvidia-smi lists none)"
-  exit 77
-fi
+require_gpus 1
 M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
 N=10 K=4
 LAST=$(printf 'checkpoints/step-%08d.h5' $N) KTH=$(printf 'checkpoints/step-%08d.h5' $K)
