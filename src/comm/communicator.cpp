@@ -12,7 +12,8 @@ void Communicator::broadcast_ranges(void* base, const std::vector<std::pair<size
   for (const auto& [b, e] : float_ranges) floats += e - b;
   if (floats == 0) return;
   float* p = static_cast<float*>(base);
-  std::vector<float> packed(floats);
+  std::vector<float>& packed = ranges_scratch_;  // sized once; a step allocates nothing
+  packed.resize(floats);
   if (rank() == root) {
     float* s = packed.data();
     for (const auto& [b, e] : float_ranges) s = std::copy(p + b, p + e, s);

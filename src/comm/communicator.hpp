@@ -89,6 +89,8 @@ class Communicator {
   // The device queue the communicator works on (NCCL's cudaStream_t), nullptr for MPI.
   // A device model orders its gradients before it with Model::order_before(stream()).
   virtual void* stream() const { return nullptr; }
+ private:
+  std::vector<float> ranges_scratch_;  // broadcast_ranges' packed message, reused every step
 };
 
 }  // namespace cnnscale
