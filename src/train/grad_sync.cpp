@@ -42,20 +42,15 @@ void GradSync::on_ready(size_t ready_end) {
   reducer_->progress();
 }
 
-double GradSync::finish() {
-  if (!reducer_) return 0.0;
-  on_ready(static_cast<size_t>(-1));
-  const auto t0 = std::chrono::steady_clock::now();
-  reducer_->finish();
-  next_ = 0;
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+double GradSync::finish() { return close_round(&BucketReducer::finish); }
 
-double GradSync::end_round() {
+double GradSync::end_round() { return close_round(&BucketReducer::end_round); }
+
+double GradSync::close_round(void (BucketReducer::*end)()) {
   if (!reducer_) return 0.0;
   on_ready(static_cast<size_t>(-1));
   const auto t0 = std::chrono::steady_clock::now();
-  reducer_->end_round();
+  ((*reducer_).*end)();
   next_ = 0;
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

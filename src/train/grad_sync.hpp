@@ -70,6 +70,8 @@ class GradSync {
   std::string method() const;
 
  private:
+  // finish() and end_round(): start what is left, then `end` (seconds it took).
+  double close_round(void (BucketReducer::*end)());
   std::vector<Bucket> buckets_;
   std::unique_ptr<BucketReducer> reducer_;
   size_t next_ = 0;
