@@ -70,7 +70,9 @@ int cmd_train(int argc, char** argv) {
                       "(torchvision's) | a one-line spec, e.g. \"conv(32,3) relu maxpool(2) flatten linear(10)\"")(
       "zero-init-residual", po::bool_switch(&o.model_options.zero_init_residual),
       "torchvision ResNets: start each residual block's last batch-norm weight at 0")(
-      "precision", po::value(&precision)->default_value(precision), "fp32|bf16 (bf16 compute, fp32 master weights)")(
+      "precision", po::value(&precision)->default_value(precision), "fp32|bf16: bf16 compute for convolutions and matmuls with fp32 accumulation and fp32 master weights; "
+      "CPU: oneDNN, needs AVX512-BF16 or AMX; GPU: cuDNN/cuBLAS bf16 tensor cores (compute capability 8.0+), "
+      "convolutions in NHWC, as PyTorch's autocast(torch.bfloat16) with channels_last")(
       "tf32", po::value(&tf32)->default_value(tf32),
       "on|off: TensorFloat-32 tensor cores for the GPU model's fp32 convolutions (cuDNN) and matmuls (cuBLAS), as "
       "PyTorch's cuDNN default (10-bit mantissa products, fp32 sums); off = full fp32. No effect on the CPU")(

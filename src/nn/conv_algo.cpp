@@ -41,6 +41,15 @@ bool field(const std::string& tok, const char* name, int64_t& v) {
 
 }  // namespace
 
+static const char* math_token(ConvMath m) {
+  switch (m) {
+    case ConvMath::fma: return "fma";
+    case ConvMath::tf32: return "tf32";
+    case ConvMath::bf16: return "bf16";
+  }
+  return "?";
+}
+
 const char* conv_dir_name(ConvDir d) {
   switch (d) {
     case ConvDir::forward: return "forward";
@@ -53,7 +62,7 @@ const char* conv_dir_name(ConvDir d) {
 std::string ConvProblem::key() const {
   std::ostringstream os;
   os << dir_token(dir) << " n=" << n << " c=" << c << " h=" << h << " w=" << w << " k=" << k << " kernel=" << kernel
-     << " pad=" << pad << " stride=" << stride << " math=" << (tf32 ? "tf32" : "fma");
+     << " pad=" << pad << " stride=" << stride << " math=" << math_token(math);
   return os.str();
 }
 
@@ -98,7 +107,7 @@ ConvTuning parse_tuning(const std::string& text) {
     if (line.find_first_not_of(" \t") == std::string::npos || line[0] == '#') continue;
     auto bad = [&](const std::string& why) {
       fail("convolution algorithm record, line ", number, " '", line, "': ", why,
-           "; expected '<fwd|bwd_data|bwd_filter> n=N c=C h=H w=W k=K kernel=R pad=P stride=S math=<fma|tf32> "
+           "; expected '<fwd|bwd_data|bwd_filter> n=N c=C h=H w=W k=K kernel=R pad=P stride=S math=<fma|tf32|bf16> "
            "algo=A' (the record comes from a checkpoint: the file is damaged or was not written by cnnscale)");
     };
     std::istringstream in(line);
@@ -114,8 +123,10 @@ ConvTuning parse_tuning(const std::string& text) {
     int64_t* slots[] = {&p.n, &p.c, &p.h, &p.w, &p.k, &p.kernel, &p.pad, &p.stride};
     for (int i = 0; i < 8; ++i)
       if (!field(tok[1 + i], names[i], *slots[i])) bad("field " + std::to_string(2 + i) + " is not " + names[i] + "=<integer>");
-    if (tok[9] == "math=tf32") p.tf32 = true;
-    else if (tok[9] != "math=fma") bad("field 10 is not math=fma or math=tf32");
+    if (tok[9] == "math=fma") p.math = ConvMath::fma;
+    else if (tok[9] == "math=tf32") p.math = ConvMath::tf32;
+    else if (tok[9] == "math=bf16") p.math = ConvMath::bf16;
+    else bad("field 10 is not math=fma, math=tf32 or math=bf16");
     int64_t algo = 0;
     if (!field(tok[10], "algo", algo) || algo > 1000) bad("field 11 is not algo=<id>");
     const std::string key = p.key();

@@ -35,16 +35,22 @@ constexpr size_t kMaxConvWorkspace = size_t{512} << 20;
 
 enum class ConvDir { forward, backward_data, backward_filter };
 
-// What cuDNN's choice depends on, besides the GPU and the cuDNN version: NCHW input of
-// n×c×h×w, k filters of kernel×kernel, symmetric padding and stride, dilation 1, fp32
-// data; tf32: CUDNN_DEFAULT_MATH (TF32 allowed), else CUDNN_FMA_MATH.
+// The data type, layout and math of a convolution: fma = fp32 NCHW data with
+// CUDNN_FMA_MATH (full fp32); tf32 = fp32 NCHW data with CUDNN_DEFAULT_MATH (TF32
+// tensor cores allowed); bf16 = bf16 NHWC data and filters, fp32 accumulation,
+// CUDNN_TENSOR_OP_MATH (--precision bf16 on the GPU, nn/cuda/layer_conv.cpp).
+enum class ConvMath { fma, tf32, bf16 };
+
+// What cuDNN's choice depends on, besides the GPU and the cuDNN version: an input of
+// n×c×h×w, k filters of kernel×kernel, symmetric padding and stride, dilation 1, and
+// the math (data type and layout with it).
 struct ConvProblem {
   ConvDir dir = ConvDir::forward;
   int64_t n = 0, c = 0, h = 0, w = 0;
   int64_t k = 0, kernel = 0, pad = 0, stride = 0;
-  bool tf32 = false;
+  ConvMath math = ConvMath::fma;
   // "fwd n=64 c=3 h=32 w=32 k=16 kernel=3 pad=1 stride=1 math=fma"; directions fwd,
-  // bwd_data, bwd_filter; math fma or tf32. The cache key and a tuning line's head.
+  // bwd_data, bwd_filter; math fma, tf32 or bf16. The cache key and a tuning line's head.
   std::string key() const;
 };
 

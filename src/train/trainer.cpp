@@ -943,7 +943,8 @@ nlohmann::json Trainer::run_record(const Timings& tm) const {
   j["model_spec"] = model_->spec();
   j["parameters"] = model_->param_count();
   j["precision"] = precision_name(opt_.precision);
-  j["tf32"] = on_gpu && opt_.model_options.tf32;  // TF32 allowed for convolutions and matmuls (GPU model only)
+  // TF32 allowed for fp32 convolutions and matmuls (GPU model only; bf16 has none left in fp32)
+  j["tf32"] = on_gpu && opt_.model_options.tf32 && opt_.precision == Precision::fp32;
   // Convolution algorithms timed by cuDNN (--cudnn-benchmark), else its heuristic pick (GPU model only)
   j["cudnn_benchmark"] = on_gpu && opt_.model_options.cudnn_benchmark;
   j["threads_per_rank"] = opt_.threads;

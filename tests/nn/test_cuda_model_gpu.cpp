@@ -21,6 +21,8 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "nn/conv_algo.hpp"
@@ -275,12 +277,6 @@ TEST(CudaModels, ShortBatchAndChunkedEval) {
   EXPECT_LE(rel_err(zg.data(), zc.data(), zc.size()), kTol);
 }
 
-TEST(CudaModels, Bf16IsAClearUserError) {
-  REQUIRE_GPU();
-  auto gpu = make_cuda_model("mnist_cnn", {1, 28, 28}, 10, 0);
-  EXPECT_THROW(gpu->prepare(4, Precision::bf16), UserError);
-}
-
 TEST(CudaModels, BadLabelIsAUserError) {
   REQUIRE_GPU();
   auto gpu = make_cuda_model("lenet5", {1, 28, 28}, 10, 0);
@@ -311,10 +307,11 @@ std::string conv_spec(const ConvCase& c) {
 }
 
 // The problems the GPU model must have chosen algorithms for (ConvProblem::key).
-std::vector<std::string> conv_keys(const ConvCase& c) {
+std::vector<std::string> conv_keys(const ConvCase& c, nn::ConvMath math = nn::ConvMath::fma) {
   auto out = [&](int x) { return (x + 2 * c.pad - c.k) / c.stride + 1; };
   std::vector<std::string> keys;
   nn::ConvProblem p;
+  p.math = math;
   p.n = c.n;
   p.k = c.c1;
   p.kernel = c.k;
@@ -338,6 +335,16 @@ std::vector<std::string> conv_keys(const ConvCase& c) {
   return keys;
 }
 
+// Kernel 1/3/5/7, stride 1/2, padding 0..3, channels 1..130 (odd ones too), batch 1..65
+// (odd ones too), non-square maps: {k, stride, pad, cin, c1, c2, n, h, w}.
+std::vector<ConvCase> sweep_cases() {
+  return {{1, 1, 0, 1, 3, 5, 1, 5, 7},      {1, 2, 1, 3, 130, 2, 2, 9, 6},   {3, 1, 1, 3, 16, 16, 65, 8, 8},
+          {3, 2, 0, 7, 33, 64, 17, 11, 13}, {3, 1, 2, 130, 7, 9, 3, 6, 10},  {5, 1, 2, 2, 31, 17, 9, 12, 9},
+          {5, 2, 3, 64, 65, 1, 33, 10, 15}, {7, 2, 3, 3, 64, 8, 5, 19, 23},  {7, 1, 0, 1, 1, 1, 1, 14, 20},
+          {1, 1, 3, 4, 4, 4, 64, 3, 5},     {3, 2, 3, 130, 130, 3, 2, 5, 4}, {5, 1, 0, 16, 16, 16, 65, 13, 11},
+          {7, 1, 3, 5, 6, 7, 4, 7, 9}};
+}
+
 // One SGD step (lr 0.05) on the host copy and back: the same update for both models.
 void sgd_step(Model& m, std::vector<float>& params, const std::vector<float>& grads) {
   for (size_t i = 0; i < params.size(); ++i) params[i] -= 0.05f * grads[i];
@@ -353,12 +360,7 @@ void sgd_step(Model& m, std::vector<float>& params, const std::vector<float>& gr
 // and recorded (RecordProperty "algorithms_<case>_<on|off>").
 TEST(CudaConvAlgorithms, ShapeAndBatchSweepAgainstCpu) {
   REQUIRE_GPU();
-  const std::vector<ConvCase> cases = {
-      {1, 1, 0, 1, 3, 5, 1, 5, 7},       {1, 2, 1, 3, 130, 2, 2, 9, 6},  {3, 1, 1, 3, 16, 16, 65, 8, 8},
-      {3, 2, 0, 7, 33, 64, 17, 11, 13},  {3, 1, 2, 130, 7, 9, 3, 6, 10}, {5, 1, 2, 2, 31, 17, 9, 12, 9},
-      {5, 2, 3, 64, 65, 1, 33, 10, 15},  {7, 2, 3, 3, 64, 8, 5, 19, 23}, {7, 1, 0, 1, 1, 1, 1, 14, 20},
-      {1, 1, 3, 4, 4, 4, 64, 3, 5},      {3, 2, 3, 130, 130, 3, 2, 5, 4}, {5, 1, 0, 16, 16, 16, 65, 13, 11},
-      {7, 1, 3, 5, 6, 7, 4, 7, 9}};
+  const std::vector<ConvCase> cases = sweep_cases();
   const int classes = 3;
   for (size_t ci = 0; ci < cases.size(); ++ci) {
     const ConvCase& c = cases[ci];
@@ -641,4 +643,275 @@ TEST(CudaStaging, StagingFarAheadAndFromAnotherThread) {
   producer.join();
   expect_bitwise(got, want, "staged from another thread");
   EXPECT_GE(threaded->staged_steps(), 8);
+}
+
+// ---- bf16 (--precision bf16): bf16 NHWC convolutions, bf16 matmuls, fp32 accumulation ----
+
+namespace {
+
+// fp32 → the nearest bf16 (ties to even), as a float; finite inputs.
+float bf16_round(float f) {
+  uint32_t u = 0;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+float widen(uint16_t b) {
+  const uint32_t u = uint32_t{b} << 16;
+  float f = 0;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Root-mean-square error relative to the reference's norm (as test_nn_bf16.cpp's rel).
+double rel_l2(const float* a, const float* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) num += std::pow(double(a[i]) - b[i], 2), den += double(b[i]) * b[i];
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+bool bf16_tensor_cores() {
+  int major = 0;
+  return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess && major >= 8;
+}
+#define REQUIRE_BF16_GPU()                                                                  \
+  REQUIRE_GPU();                                                                            \
+  if (!bf16_tensor_cores()) GTEST_SKIP() << "GPU 0 has no bf16 tensor cores (compute capability < 8.0)"
+
+}  // namespace
+
+// The conversion kernels of layer_conv.cpp / layer_linear.cpp: every value rounded to the
+// nearest bf16 with ties to even (the host reference's bits), NCHW → NHWC per image for
+// maps and channel counts that are not multiples of the 32×32 tiles, the inverse
+// (overwrite and accumulate), and the plain conversion.
+TEST(CudaBf16, ConversionsRoundToNearestEvenAndTranspose) {
+  REQUIRE_GPU();
+  for (auto [n, c, hw] : {std::tuple<int64_t, int64_t, int64_t>{3, 37, 45}, {2, 1, 70}, {5, 130, 1}, {1, 64, 64}}) {
+    SCOPED_TRACE("n=" + std::to_string(n) + " c=" + std::to_string(c) + " hw=" + std::to_string(hw));
+    const size_t count = static_cast<size_t>(n * c * hw);
+    std::vector<float> x(count);
+    nn::SplitMix64 r(11);
+    for (auto& v : x) v = static_cast<float>(r.uniform(-3, 3));
+    // Ties: 1 + 2^-8 lies halfway between 1 and 1 + 2^-7 (rounds to 1, the even one);
+    // 1 + 3·2^-8 between 1 + 2^-7 and 1 + 2^-6 (rounds up to the even 1 + 2^-6).
+    const float ties[] = {1.f + 0x1p-8f, 1.f + 3 * 0x1p-8f, -(1.f + 0x1p-8f), 0.f, 1e-39f};
+    for (size_t i = 0; i < std::min<size_t>(count, 5); ++i) x[i] = ties[i];
+    float *dx = nullptr, *dy = nullptr;
+    nn::cuda::bf16_t* db = nullptr;
+    ASSERT_EQ(cudaMalloc(&dx, count * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dy, count * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&db, count * 2), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dx, x.data(), count * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    nn::cuda::to_bf16_nhwc(dx, db, n, c, hw, nullptr);
+    std::vector<uint16_t> b(count);
+    ASSERT_EQ(cudaMemcpy(b.data(), db, count * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    size_t bad = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t p = 0; p < hw; ++p) {
+          const float want = bf16_round(x[static_cast<size_t>((i * c + ch) * hw + p)]);
+          const float got = widen(b[static_cast<size_t>((i * hw + p) * c + ch)]);
+          bad += std::memcmp(&want, &got, 4) != 0;
+        }
+    EXPECT_EQ(bad, 0u) << "to_bf16_nhwc";
+    if (count >= 2) {
+      EXPECT_EQ(bf16_round(x[0]), 1.f);
+      EXPECT_EQ(bf16_round(x[1]), 1.f + 0x1p-6f);
+    }
+    nn::cuda::from_bf16_nhwc(db, dy, n, c, hw, false, nullptr);
+    std::vector<float> y(count);
+    ASSERT_EQ(cudaMemcpy(y.data(), dy, count * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    bad = 0;
+    for (size_t k = 0; k < count; ++k) bad += y[k] != bf16_round(x[k]);
+    EXPECT_EQ(bad, 0u) << "from_bf16_nhwc back to NCHW";
+    nn::cuda::from_bf16_nhwc(db, dy, n, c, hw, true, nullptr);  // y += the same again
+    ASSERT_EQ(cudaMemcpy(y.data(), dy, count * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    bad = 0;
+    for (size_t k = 0; k < count; ++k) bad += y[k] != bf16_round(x[k]) + bf16_round(x[k]);
+    EXPECT_EQ(bad, 0u) << "from_bf16_nhwc accumulating";
+    nn::cuda::to_bf16(dx, db, static_cast<int64_t>(count), nullptr);
+    ASSERT_EQ(cudaMemcpy(b.data(), db, count * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    bad = 0;
+    for (size_t k = 0; k < count; ++k) bad += widen(b[k]) != bf16_round(x[k]);
+    EXPECT_EQ(bad, 0u) << "to_bf16";
+    cudaFree(dx), cudaFree(dy), cudaFree(db);
+  }
+}
+
+namespace {
+
+// One training step of `spec` on the CPU in fp32 and on the GPU in fp32 (TF32 off) and
+// bf16, from the same parameters and data; then evaluation logits. bf16 against the CPU
+// within bf16's error (the tolerances of test_nn_bf16.cpp for the CPU's own bf16, a
+// little wider: the GPU's convolutions also round their outputs to bf16), and not
+// bitwise the GPU's fp32 result. A wrong layout or a transposed operand gives errors of
+// order 1, far outside these.
+void compare_bf16(const std::string& spec, const SampleShape& shape, int classes, int64_t n, bool deep) {
+  SCOPED_TRACE(spec);
+  auto cpu = make_model(spec, shape, classes);
+  auto f32 = make_cuda_model(spec, shape, classes, 0, fp32_only());
+  auto b16 = make_cuda_model(spec, shape, classes, 0);
+  for (Model* m : {static_cast<Model*>(cpu.get()), static_cast<Model*>(f32.get()), static_cast<Model*>(b16.get())})
+    m->init_params(5);
+  cpu->prepare(n, Precision::fp32);
+  f32->prepare(n, Precision::fp32);
+  b16->prepare(n, Precision::bf16);
+  const size_t P = cpu->param_count();
+  const Data d(n, shape, classes, 3);
+  const StepContext ctx = ctx_for(d, n, 0);
+  const double lc = cpu->forward_backward(d.x.data(), d.y.data(), n, ctx, {});
+  const double lf = f32->forward_backward(d.x.data(), d.y.data(), n, ctx, {});
+  const double lb = b16->forward_backward(d.x.data(), d.y.data(), n, ctx, {});
+  EXPECT_NEAR(lf, lc, kTol * std::fabs(lc)) << "fp32 loss";
+  EXPECT_NEAR(lb, lc, 2e-2 * std::fabs(lc)) << "bf16 loss";
+  std::vector<float> gc(cpu->grad_data(), cpu->grad_data() + P), gf(P), gb(P);
+  f32->download_grads(gf.data());
+  b16->download_grads(gb.data());
+  EXPECT_LT(rel_l2(gb.data(), gc.data(), P), deep ? 0.5 : 0.1) << "bf16 gradients";
+  const ParamInfo& last = cpu->params()[cpu->params().size() - 2];  // the classifier's weight
+  EXPECT_LT(rel_l2(gb.data() + last.offset, gc.data() + last.offset, last.numel), 3e-2) << "classifier gradient";
+  EXPECT_NE(std::memcmp(gb.data(), gf.data(), P * sizeof(float)), 0) << "bf16 gave bitwise the fp32 gradients";
+  const Data e(n, shape, classes, 99);
+  std::vector<float> zc(static_cast<size_t>(n * classes)), zb(zc.size());
+  cpu->forward_eval(e.x.data(), n, zc.data());
+  b16->forward_eval(e.x.data(), n, zb.data());
+  EXPECT_LT(rel_l2(zb.data(), zc.data(), zc.size()), 2e-2) << "bf16 evaluation logits";
+}
+
+}  // namespace
+
+TEST(CudaBf16, LayersAndModelsCloseToCpuFp32) {
+  REQUIRE_BF16_GPU();
+  compare_bf16("conv(3,3) relu conv(4,3,2,1) relu flatten linear(5)", {2, 9, 9}, 5, 6, false);
+  compare_bf16("conv(4,3,1,1) bn relu conv(4,3,1,1) bn flatten linear(3)", {2, 6, 6}, 3, 6, false);
+  compare_bf16("conv(4,3,1,1) res(conv(4,3,1,1) relu conv(4,3,1,1)) relu flatten linear(3)", {2, 6, 6}, 3, 5, false);
+  compare_bf16("flatten linear(16) relu dropout(0.25) linear(4)", {1, 5, 5}, 4, 7, false);
+  compare_bf16("mnist_cnn", {1, 28, 28}, 10, 8, false);
+  compare_bf16("resnet20", {3, 16, 16}, 10, 8, true);
+  compare_bf16("resnet18", {3, 38, 70}, 10, 4, true);
+}
+
+// The convolution sweep in bf16 (benchmark on): every problem planned and recorded with
+// math=bf16, the loss and the logits within bf16's error of the CPU in fp32, the
+// gradients within 0.1 (two convolutions and a linear layer: shallow).
+TEST(CudaBf16, ConvSweepAgainstCpuFp32) {
+  REQUIRE_BF16_GPU();
+  const int classes = 3;
+  const std::vector<ConvCase> cases = sweep_cases();
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const ConvCase& c = cases[ci];
+    const std::string spec = conv_spec(c);
+    const SampleShape shape{c.cin, c.h, c.w};
+    SCOPED_TRACE(spec + " on " + std::to_string(c.cin) + "x" + std::to_string(c.h) + "x" + std::to_string(c.w) +
+                 ", batch " + std::to_string(c.n));
+    auto cpu = make_model(spec, shape, classes);
+    auto gpu = make_cuda_model(spec, shape, classes, 0);
+    cpu->init_params(7);
+    gpu->init_params(7);
+    cpu->prepare(c.n, Precision::fp32);
+    gpu->prepare(c.n, Precision::bf16);
+    const size_t P = cpu->param_count();
+    const Data d(c.n, shape, classes, 20);
+    const StepContext ctx = ctx_for(d, c.n, 0);
+    const double lc = cpu->forward_backward(d.x.data(), d.y.data(), c.n, ctx, {});
+    const double lg = gpu->forward_backward(d.x.data(), d.y.data(), c.n, ctx, {});
+    EXPECT_NEAR(lg, lc, 2e-2 * std::fabs(lc)) << "loss";
+    std::vector<float> gg(P), cg(cpu->grad_data(), cpu->grad_data() + P);
+    gpu->download_grads(gg.data());
+    EXPECT_LT(rel_l2(gg.data(), cg.data(), P), 0.1) << "gradients";
+    const Data e(c.n, shape, classes, 21);
+    std::vector<float> zc(static_cast<size_t>(c.n * classes)), zg(zc.size());
+    cpu->forward_eval(e.x.data(), c.n, zc.data());
+    gpu->forward_eval(e.x.data(), c.n, zg.data());
+    EXPECT_LT(rel_l2(zg.data(), zc.data(), zc.size()), 2e-2) << "logits";
+    const std::string tuning = gpu->tuning();
+    const nn::ConvTuning t = nn::parse_tuning(tuning);
+    for (const std::string& key : conv_keys(c, nn::ConvMath::bf16))
+      EXPECT_EQ(t.count(key), 1u) << "no algorithm recorded for " << key;
+    ::testing::Test::RecordProperty("bf16_algorithms_" + std::to_string(ci), tuning);
+    std::cout << "[algorithms] bf16 " << spec << " batch " << c.n << "\n" << tuning;
+  }
+}
+
+// 40 full-batch SGD steps (lr 0.1) on 16 fixed samples of lenet5: bf16 learns (its loss
+// falls by at least half as much as fp32's, which must fall by 10 %), and two bf16 runs
+// are bitwise equal step by step (deterministic algorithms, no atomics in the
+// conversions).
+TEST(CudaBf16, TrainsAndIsBitwiseReproducible) {
+  REQUIRE_BF16_GPU();
+  const SampleShape s{1, 28, 28};
+  const int64_t n = 16;
+  const Data d(n, s, 10, 8);
+  auto run = [&](Precision prec) {
+    auto m = make_cuda_model("lenet5", s, 10, 0, fp32_only());
+    m->init_params(3);
+    m->prepare(n, prec);
+    std::vector<double> losses;
+    std::vector<float> p(m->param_count()), g(m->param_count());
+    for (int step = 0; step < 40; ++step) {
+      losses.push_back(m->forward_backward(d.x.data(), d.y.data(), n, ctx_for(d, n, step), {}));
+      m->download_grads(g.data());
+      m->copy_params_to_host(p.data());
+      for (size_t i = 0; i < p.size(); ++i) p[i] -= 0.1f * g[i];
+      m->copy_params_from_host(p.data());
+    }
+    return std::pair{losses, p};
+  };
+  const auto [lf, pf] = run(Precision::fp32);
+  const auto [lb, pb] = run(Precision::bf16);
+  const auto [lb2, pb2] = run(Precision::bf16);
+  ASSERT_LT(lf.back(), 0.9 * lf.front()) << "fp32 did not learn: the test's setting is wrong";
+  EXPECT_GT(lb.front() - lb.back(), 0.5 * (lf.front() - lf.back()))
+      << "bf16 loss " << lb.front() << " → " << lb.back() << ", fp32 " << lf.front() << " → " << lf.back();
+  EXPECT_EQ(lb, lb2) << "two bf16 runs differ";
+  EXPECT_EQ(std::memcmp(pb.data(), pb2.data(), pb.size() * sizeof(float)), 0) << "two bf16 runs' parameters differ";
+  EXPECT_NE(std::memcmp(pb.data(), pf.data(), pb.size() * sizeof(float)), 0) << "bf16 trained bitwise as fp32";
+}
+
+// prepare() with another precision replans: fp32 after bf16 is bitwise a model that was
+// only ever fp32, and bf16 again is bitwise the first bf16 step. Without bf16 tensor
+// cores (compute capability < 8.0) bf16 is a UserError naming the GPU and the way out.
+TEST(CudaBf16, PrecisionSwitchReplansAndOldGpusRefuse) {
+  REQUIRE_GPU();
+  const SampleShape s{3, 16, 16};
+  const int64_t n = 6;
+  const Data d(n, s, 10, 4);
+  auto step = [&](Model& m) {
+    StepBits b;
+    b.loss = m.forward_backward(d.x.data(), d.y.data(), n, ctx_for(d, n, 0), {});
+    b.grads.resize(m.param_count());
+    dynamic_cast<DeviceModel&>(m).download_grads(b.grads.data());
+    return b;
+  };
+  auto m = make_cuda_model("resnet20", s, 10, 0, fp32_only());
+  m->init_params(2);
+  if (!bf16_tensor_cores()) {
+    try {
+      m->prepare(n, Precision::bf16);
+      ADD_FAILURE() << "bf16 on a GPU without bf16 tensor cores was accepted";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("use --precision fp32"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("compute capability 8.0"), std::string::npos) << e.what();
+    }
+    return;
+  }
+  m->prepare(n, Precision::bf16);
+  const StepBits b1 = step(*m);
+  m->prepare(n, Precision::fp32);
+  const StepBits f1 = step(*m);
+  m->prepare(n, Precision::bf16);
+  const StepBits b2 = step(*m);
+  auto only = make_cuda_model("resnet20", s, 10, 0, fp32_only());
+  only->init_params(2);
+  only->prepare(n, Precision::fp32);
+  const StepBits f0 = step(*only);
+  EXPECT_EQ(f1.loss, f0.loss);
+  EXPECT_EQ(std::memcmp(f1.grads.data(), f0.grads.data(), f0.grads.size() * sizeof(float)), 0) << "fp32 after bf16";
+  EXPECT_EQ(b2.loss, b1.loss);
+  EXPECT_EQ(std::memcmp(b2.grads.data(), b1.grads.data(), b1.grads.size() * sizeof(float)), 0) << "bf16 again";
+  EXPECT_NE(std::memcmp(b1.grads.data(), f0.grads.data(), f0.grads.size() * sizeof(float)), 0) << "bf16 == fp32";
+  EXPECT_NE(m->tuning().find("math=bf16"), std::string::npos);
+  EXPECT_NE(m->tuning().find("math=fma"), std::string::npos);
 }

@@ -75,14 +75,16 @@ TEST(ConvAlgo, KeyNamesEverythingTheChoiceDependsOn) {
   p.kernel = 7;
   p.pad = 3;
   p.stride = 2;
-  p.tf32 = true;
+  p.math = ConvMath::tf32;
   EXPECT_EQ(p.key(), "bwd_data n=65 c=3 h=31 w=17 k=130 kernel=7 pad=3 stride=2 math=tf32");
   ConvProblem q = p;
-  q.tf32 = false;
+  q.math = ConvMath::fma;
   q.dir = ConvDir::forward;
   EXPECT_EQ(q.key(), "fwd n=65 c=3 h=31 w=17 k=130 kernel=7 pad=3 stride=2 math=fma");
   q.dir = ConvDir::backward_filter;
   EXPECT_EQ(q.key().substr(0, 11), "bwd_filter ");
+  q.math = ConvMath::bf16;
+  EXPECT_EQ(q.key(), "bwd_filter n=65 c=3 h=31 w=17 k=130 kernel=7 pad=3 stride=2 math=bf16");
   EXPECT_STREQ(conv_dir_name(ConvDir::backward_filter), "backward-filter");
 }
 
@@ -91,6 +93,7 @@ TEST(ConvAlgo, TuningTextRoundTrips) {
   t["fwd n=64 c=3 h=32 w=32 k=16 kernel=3 pad=1 stride=1 math=fma"] = 1;
   t["bwd_filter n=64 c=3 h=32 w=32 k=16 kernel=3 pad=1 stride=1 math=fma"] = 0;
   t["bwd_data n=64 c=16 h=32 w=32 k=16 kernel=3 pad=1 stride=1 math=tf32"] = 7;
+  t["bwd_data n=64 c=16 h=32 w=32 k=16 kernel=3 pad=1 stride=1 math=bf16"] = 1;
   const std::string text = format_tuning(t, "cuDNN 91900, NVIDIA H100, sm_90");
   EXPECT_EQ(text.substr(0, 2), "# ");
   EXPECT_NE(text.find("\nbwd_data n=64 c=16 h=32 w=32 k=16 kernel=3 pad=1 stride=1 math=tf32 algo=7\n"), std::string::npos);
@@ -119,7 +122,7 @@ TEST(ConvAlgo, MalformedTuningIsAClearError) {
         std::string("fwd n=x c=1 h=5 w=7 k=1 kernel=1 pad=0 stride=1 math=fma algo=2"),
         std::string("fwd c=1 n=1 h=5 w=7 k=1 kernel=1 pad=0 stride=1 math=fma algo=2"),  // order
         std::string("fwd n=1 c=1 h=5 w=7 k=1 kernel=1 pad=-1 stride=1 math=fma algo=2"),
-        std::string("fwd n=1 c=1 h=5 w=7 k=1 kernel=1 pad=0 stride=1 math=bf16 algo=2"),
+        std::string("fwd n=1 c=1 h=5 w=7 k=1 kernel=1 pad=0 stride=1 math=fp16 algo=2"),
         std::string("fwd n=1 c=1 h=5 w=7 k=1 kernel=1 pad=0 stride=1 math=fma algo=-2"),
         std::string("fwd n=1 c=1 h=5 w=7 k=1 kernel=1 pad=0 stride=1 math=fma algo=2 extra"), good + "\n" + good}) {
     const std::string m = message("# header\n" + bad);

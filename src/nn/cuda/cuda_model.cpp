@@ -20,6 +20,7 @@
 #include <string>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "nn/cuda/device_array.hpp"
@@ -62,6 +63,9 @@ class CudaNet final : public DeviceModel {
     {  // for people reading a checkpoint's record: the choices hold for this GPU and cuDNN
       cudaDeviceProp prop{};
       cudaCheck(cudaGetDeviceProperties(&prop, device_));
+      cc_major_ = prop.major;
+      cc_minor_ = prop.minor;
+      device_name_ = prop.name;
       tuning_comment_ = std::string("cuDNN convolution algorithms (cuDNN ") + std::to_string(cudnnGetVersion()) +
                         ", " + prop.name + ", sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ")";
     }
@@ -191,10 +195,20 @@ class CudaNet final : public DeviceModel {
     for (int64_t n : sizes) plan_for(n);
   }
 
+  // bf16 needs bf16 tensor cores (compute capability 8.0, A100, or later). A change of
+  // precision replans (the convolutions' descriptors and algorithms differ).
   void prepare(int64_t max_batch, Precision precision) override {
     if (max_batch < 1) fail("batch size must be at least 1, got ", max_batch);
-    if (precision != Precision::fp32) fail("--precision bf16: bf16 on GPU not yet supported; use --precision fp32");
     cudaCheck(cudaSetDevice(device_));
+    const bool bf16 = precision == Precision::bf16;
+    if (bf16 && cc_major_ < 8)
+      fail("--precision bf16 on the GPU needs bf16 tensor cores (compute capability 8.0, A100, or later); GPU ", device_,
+           " is ", device_name_, " (sm_", cc_major_, cc_minor_, "): use --precision fp32");
+    if (bf16 != s_.bf16) {
+      cudaCheck(cudaStreamSynchronize(s_.stream));
+      s_.bf16 = bf16;
+      plans_.clear();
+    }
     ensure_capacity(max_batch);
     plan_for(max_batch_);
   }
@@ -223,6 +237,7 @@ class CudaNet final : public DeviceModel {
     if (on_ready) on_ready(0);  // backward begins (enqueued: --timeline shows host times)
     for (size_t k = g_.nodes.size(); k-- > 0;) {
       const Node& nd = g_.nodes[k];
+      s_.bf_b_holds = nullptr;  // bf16: only a layer's own backward_params leaves its dy there
       layers_[k]->backward_params(plan);
       if (!nd.params.empty() && nd.flat_end > reported) {
         reported = nd.flat_end;
@@ -335,6 +350,25 @@ class CudaNet final : public DeviceModel {
     h_logits_.alloc(N * static_cast<size_t>(g_.classes));
   }
 
+  // bf16 scratch for batches of up to max_batch_ (grown, never shrunk).
+  void ensure_bf16_scratch() {
+    Bf16Need need;
+    for (const auto& l : layers_) {
+      const Bf16Need b = l->bf16_need(max_batch_);
+      need.a = std::max(need.a, b.a);
+      need.b = std::max(need.b, b.b);
+      need.w = std::max(need.w, b.w);
+    }
+    bool sync = false;
+    for (auto [arr, count] : {std::pair{&s_.bf_a, need.a}, std::pair{&s_.bf_b, need.b}, std::pair{&s_.bf_w, need.w}}) {
+      if (arr->size() >= static_cast<size_t>(count)) continue;
+      if (!sync) cudaCheck(cudaStreamSynchronize(s_.stream));  // no kernel still reads the old buffer
+      sync = true;
+      arr->alloc(static_cast<size_t>(count), s_.stream);
+    }
+    s_.bf_b_holds = nullptr;
+  }
+
   const Plan& plan_for(int64_t n) {
     for (const auto& p : plans_)
       if (p->n == n) return *p;
@@ -350,6 +384,7 @@ class CudaNet final : public DeviceModel {
         plan->t.push_back(tensor_desc(n, s.c, s.flat ? 1 : s.h, s.flat ? 1 : s.w));
       }
     }
+    if (s_.bf16) ensure_bf16_scratch();
     size_t ws = 0;
     for (auto& l : layers_) ws = std::max(ws, l->plan(*plan));
     if (ws > s_.workspace.size()) {  // grows once per new batch size at most, never in steady state
@@ -483,8 +518,8 @@ class CudaNet final : public DeviceModel {
   }
 
   Graph g_;
-  std::string name_, spec_, tuning_comment_;
-  int device_ = 0;
+  std::string name_, spec_, tuning_comment_, device_name_;
+  int device_ = 0, cc_major_ = 0, cc_minor_ = 0;
   NetState s_;                                  // handles, flat buffers, activations: what the layers share
   std::vector<std::unique_ptr<Layer>> layers_;  // one per node
   cudaEvent_t staged_ev_ = nullptr, loss_ev_ = nullptr, order_ev_ = nullptr, wait_ev_ = nullptr;

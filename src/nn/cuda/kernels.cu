@@ -2,6 +2,9 @@
 #include "nn/cuda/kernels.hpp"
 #include "nn/dropout_mask.hpp"
 #include "util/cuda/check.hpp"
+#include "util/error.hpp"
+
+#include <algorithm>
 
 namespace cnnscale::nn::cuda {
 namespace {
@@ -57,6 +60,60 @@ __global__ void dropout_backward_kernel(const float* dy, float* dx, const uint8_
 
 __global__ void increment_kernel(float* p) { *p += 1.f; }
 
+// Per image (blockIdx.z, striding by gridDim.z): in is rows×cols row-major, out is
+// cols×rows; out[j][i] = store(load(in[i][j])). Tiles of 32×32 through shared memory (one
+// column of padding: no bank conflicts), blocks of 32×8 threads, 4 rows per thread.
+constexpr int kTile = 32, kTileRows = 8;
+
+__device__ float load(float v) { return v; }
+__device__ float load(bf16_t v) { return __bfloat162float(v); }
+
+struct ToBf16 {
+  __device__ void operator()(bf16_t* o, float v) const { *o = __float2bfloat16_rn(v); }
+};
+struct ToFloat {
+  bool accumulate;
+  __device__ void operator()(float* o, float v) const { *o = accumulate ? *o + v : v; }
+};
+
+template <class In, class Out, class Store>
+__global__ void transpose_kernel(const In* in, Out* out, int64_t n, int rows, int cols, Store store) {
+  __shared__ float tile[kTile][kTile + 1];
+  const int64_t per = int64_t{rows} * cols;
+  for (int64_t img = blockIdx.z; img < n; img += gridDim.z) {
+    const In* src = in + img * per;
+    Out* dst = out + img * per;
+    int col = blockIdx.x * kTile + threadIdx.x;
+    int row = blockIdx.y * kTile + threadIdx.y;
+    for (int j = 0; j < kTile; j += kTileRows)
+      if (row + j < rows && col < cols) tile[threadIdx.y + j][threadIdx.x] = load(src[int64_t{row + j} * cols + col]);
+    __syncthreads();
+    col = blockIdx.y * kTile + threadIdx.x;  // an input row: the output's column
+    row = blockIdx.x * kTile + threadIdx.y;  // an input column: the output's row
+    for (int j = 0; j < kTile; j += kTileRows)
+      if (row + j < cols && col < rows) store(&dst[int64_t{row + j} * rows + col], tile[threadIdx.x][threadIdx.y + j]);
+    __syncthreads();  // the tile is refilled for the next image
+  }
+}
+
+__global__ void to_bf16_kernel(const float* x, bf16_t* y, int64_t count) {
+  const int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (k < count) y[k] = __float2bfloat16_rn(x[k]);
+}
+
+template <class In, class Out, class Store>
+void transpose(const In* in, Out* out, int64_t n, int64_t rows, int64_t cols, Store store, cudaStream_t s) {
+  if (n * rows * cols == 0) return;
+  const int64_t gx = (cols + kTile - 1) / kTile, gy = (rows + kTile - 1) / kTile;
+  if (gx > 65535 || gy > 65535)
+    fail("a ", rows, "x", cols, " layout change is beyond the GPU grid (", 65535 * kTile,
+         " per side); lower the image size or use --precision fp32");
+  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(std::min<int64_t>(n, 65535)));
+  transpose_kernel<<<grid, dim3(kTile, kTileRows), 0, s>>>(in, out, n, static_cast<int>(rows), static_cast<int>(cols),
+                                                           store);
+  cudaCheck(cudaGetLastError());
+}
+
 }  // namespace
 
 void softmax_ce(const float* z, const int32_t* labels, int64_t n, int C, float loss_scale, float* dz, double* loss,
@@ -79,6 +136,20 @@ void dropout_backward(const float* dy, float* dx, const uint8_t* mask, int64_t t
                       cudaStream_t s) {
   if (total == 0) return;
   dropout_backward_kernel<<<blocks_for(total), kThreads, 0, s>>>(dy, dx, mask, total, scale, accumulate);
+  cudaCheck(cudaGetLastError());
+}
+
+void to_bf16_nhwc(const float* x, bf16_t* y, int64_t n, int64_t c, int64_t hw, cudaStream_t s) {
+  transpose(x, y, n, c, hw, ToBf16{}, s);  // per image: c×hw → hw×c
+}
+
+void from_bf16_nhwc(const bf16_t* x, float* y, int64_t n, int64_t c, int64_t hw, bool accumulate, cudaStream_t s) {
+  transpose(x, y, n, hw, c, ToFloat{accumulate}, s);  // per image: hw×c → c×hw
+}
+
+void to_bf16(const float* x, bf16_t* y, int64_t count, cudaStream_t s) {
+  if (count == 0) return;
+  to_bf16_kernel<<<blocks_for(count), kThreads, 0, s>>>(x, y, count);
   cudaCheck(cudaGetLastError());
 }
 

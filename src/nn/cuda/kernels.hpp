@@ -1,6 +1,7 @@
 // kernels.hpp — the few CUDA kernels of the GPU model that no library call covers,
 // launched on a given stream (host-callable wrappers; bodies in kernels.cu).
 #pragma once
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -20,6 +21,20 @@ void dropout_forward(const float* x, float* y, uint8_t* mask, int64_t n, int64_t
 // dx = mask ? dy*scale : 0 (accumulate: dx += that).
 void dropout_backward(const float* dy, float* dx, const uint8_t* mask, int64_t total, float scale, bool accumulate,
                       cudaStream_t s);
+
+// bf16 compute (--precision bf16, layer_conv.cpp and layer_linear.cpp): every value is
+// rounded to the nearest bf16, ties to even (__float2bfloat16_rn; oneDNN and PyTorch
+// round alike), and widened exactly.
+using bf16_t = __nv_bfloat16;
+
+// x: n images of c×hw fp32 (NCHW) → y: the same values as bf16, hw×c per image (NHWC).
+// Also a KCRS filter → KRSC (n = K, c = C, hw = R·S). A 32×32 tiled transpose per image.
+// Throws UserError when hw or c is beyond the grid (2^21 tiles of 32).
+void to_bf16_nhwc(const float* x, bf16_t* y, int64_t n, int64_t c, int64_t hw, cudaStream_t s);
+// The inverse: x NHWC bf16 → y NCHW fp32, y = widened x, or y += widened x (accumulate).
+void from_bf16_nhwc(const bf16_t* x, float* y, int64_t n, int64_t c, int64_t hw, bool accumulate, cudaStream_t s);
+// count values, no layout change (linear layers' row-major operands).
+void to_bf16(const float* x, bf16_t* y, int64_t count, cudaStream_t s);
 
 // *p += 1 (batch-norm num_batches_tracked).
 void increment(float* p, cudaStream_t s);

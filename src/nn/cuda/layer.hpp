@@ -7,6 +7,16 @@
 // Activations are plain NCHW fp32. A tensor read by several nodes gets its gradient
 // written by the first reader in backward order (beta 0) and accumulated by the others
 // (beta 1): NetState::beta_for.
+//
+// bf16 (NetState::bf16, --precision bf16): convolutions and linear layers compute on
+// bf16 copies of their operands (x, W, dy; rounded to nearest even) with fp32
+// accumulation, as the CPU model's oneDNN bf16 primitives; linear layers write fp32
+// results as the CPU does, convolutions bf16 ones (cuDNN's bf16 convolutions write
+// bf16: y, dx and dW pass through bf16 once, as under PyTorch's autocast), widened
+// into the fp32 tensors. Everything else, the master weights and the activations
+// between layers stay fp32. The copies live in three
+// scratch buffers shared by all layers (bf_a: the input side, x or dx; bf_b: the output
+// side, y or dy; bf_w: a filter or its gradient), sized by Layer::bf16_need.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -18,12 +28,18 @@
 
 #include "nn/conv_algo.hpp"
 #include "nn/cuda/device_array.hpp"
+#include "nn/cuda/kernels.hpp"
 #include "nn/graph.hpp"
 #include "nn/model.hpp"
 
 namespace cnnscale::nn::cuda {
 
 constexpr float kOne = 1.f, kZero = 0.f;
+
+// The bf16 scratch elements a layer needs for a batch of n (NetState::bf_*).
+struct Bf16Need {
+  int64_t a = 0, b = 0, w = 0;
+};
 
 // What the layers of one CudaNet share; owned by the CudaNet.
 struct NetState {
@@ -45,6 +61,11 @@ struct NetState {
   DevArray<float> ones;          // max_batch ones (linear bias)
   const int64_t* sample_ids = nullptr;  // the batch's global sample ids (dropout; the current input slot)
   DevArray<char> workspace;      // convolutions
+  bool bf16 = false;             // --precision bf16 (CudaNet::prepare)
+  DevArray<bf16_t> bf_a, bf_b, bf_w;  // bf16 scratch (see above), allocated only under bf16
+  // The fp32 tensor whose bf16 copy bf_b holds (a layer's dy: backward_params converts
+  // it, backward_data of the same layer reuses it); nullptr after anything else wrote bf_b.
+  const float* bf_b_holds = nullptr;
 
   float* P(const Node& nd, int k) const { return params.get() + g->params[nd.params[k]].info.offset; }
   float* G(const Node& nd, int k) const { return grads.get() + g->params[nd.params[k]].info.offset; }
@@ -73,6 +94,8 @@ class Layer {
   virtual ~Layer() = default;
   // Buffers for batches of up to max_batch samples (dropout masks).
   virtual void reserve(int64_t /*max_batch*/) {}
+  // bf16 scratch for batches of up to max_batch samples (convolutions and linear layers).
+  virtual Bf16Need bf16_need(int64_t /*max_batch*/) const { return {}; }
   // A new plan: checks cuDNN's output shape against the graph's, chooses algorithms.
   // Returns the workspace bytes the layer needs.
   virtual size_t plan(const Plan& /*p*/) { return 0; }

@@ -1,12 +1,19 @@
 // layer_conv.cpp — conv2d on cuDNN: cudnnConvolutionForward / BackwardData /
 // BackwardFilter / BackwardBias, cudnnAddTensor for the bias. Algorithms chosen once
 // per distinct convolution problem (nn/conv_algo.hpp: direction, batch size, shapes,
-// math type) and shared through NetState::conv_algos: measured with
+// math) and shared through NetState::conv_algos: measured with
 // cudnnFindConvolution*Algorithm under --cudnn-benchmark on (the default), else ranked
 // by cudnnGet*Algorithm_v7; deterministic ones preferred, within the workspace cap; one
 // workspace for all convolutions (NetState::workspace). A choice already in the cache
-// (set_tuning's, from a checkpoint) is used as it is when cuDNN still accepts it. Math
-// type per NetState::tf32: CUDNN_DEFAULT_MATH (TF32 allowed) or CUDNN_FMA_MATH (fp32).
+// (set_tuning's, from a checkpoint) is used as it is when cuDNN still accepts it.
+// fp32: NCHW, math type per NetState::tf32: CUDNN_DEFAULT_MATH (TF32 allowed) or
+// CUDNN_FMA_MATH (fp32). bf16 (NetState::bf16): x, W and dy are converted to bf16 NHWC
+// (KRSC filters) into the shared scratch (kernels.hpp), the convolution runs on them
+// with fp32 accumulation (cuDNN's pseudo-bf16 configuration, CUDNN_TENSOR_OP_MATH) and
+// writes bf16 NHWC, widened back into the fp32 NCHW y, dx and dW. NHWC because cuDNN's
+// bf16 tensor-core kernels read NHWC (with NCHW it would insert the transposes itself);
+// the layout change rides on the conversion that bf16 needs anyway. The bias and its
+// gradient stay fp32.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -33,7 +40,16 @@ struct ConvAlgos {
   cudnnConvolutionFwdAlgo_t fwd{};
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
+  bool bf16 = false;                   // planned for bf16 NHWC (NetState::bf16 then)
+  std::unique_ptr<TensorDesc> xb, yb;  // bf16: the NHWC bf16 input and output
 };
+
+// An n×c×h×w bf16 NHWC tensor descriptor.
+std::unique_ptr<TensorDesc> bf16_desc(int64_t n, int c, int h, int w) {
+  auto d = std::make_unique<TensorDesc>();
+  cudnnCheck(cudnnSetTensor4dDescriptor(d->get(), CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, static_cast<int>(n), c, h, w));
+  return d;
+}
 
 class Conv final : public Layer {
  public:
@@ -46,15 +62,30 @@ class Conv final : public Layer {
     // later), as PyTorch's torch.backends.cudnn.allow_tf32 = True (its default);
     // CUDNN_FMA_MATH keeps full fp32 (--tf32 off).
     cudnnCheck(cudnnSetConvolutionMathType(conv_.get(), s.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    // bf16: bf16 KRSC filters, fp32 compute (cuDNN's pseudo-bf16 configuration), tensor cores.
+    cudnnCheck(cudnnSetFilter4dDescriptor(wb_.get(), CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC, nd.out_channels, nd.in.c,
+                                          nd.kernel, nd.kernel));
+    cudnnCheck(cudnnSetConvolution2dDescriptor(convb_.get(), nd.pad, nd.pad, nd.stride, nd.stride, 1, 1,
+                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    cudnnCheck(cudnnSetConvolutionMathType(convb_.get(), CUDNN_TENSOR_OP_MATH));
+  }
+
+  Bf16Need bf16_need(int64_t n) const override {
+    return {n * nd_.in.numel(), n * nd_.out.numel(), filter_count()};
   }
 
   size_t plan(const Plan& p) override {
-    const cudnnTensorDescriptor_t x = xd(p), y = yd(p);
-    int on = 0, oc = 0, oh = 0, ow = 0;
-    cudnnCheck(cudnnGetConvolution2dForwardOutputDim(conv_.get(), x, w_.get(), &on, &oc, &oh, &ow));
-    check_output(p.n, on, oc, oh, ow);
     if (algos_.size() <= static_cast<size_t>(p.index)) algos_.resize(static_cast<size_t>(p.index) + 1);
     ConvAlgos& a = algos_[static_cast<size_t>(p.index)];
+    a.bf16 = s_.bf16;
+    if (a.bf16) {
+      a.xb = bf16_desc(p.n, nd_.in.c, nd_.in.h, nd_.in.w);
+      a.yb = bf16_desc(p.n, nd_.out.c, nd_.out.h, nd_.out.w);
+    }
+    const cudnnTensorDescriptor_t x = a.bf16 ? a.xb->get() : xd(p), y = a.bf16 ? a.yb->get() : yd(p);
+    int on = 0, oc = 0, oh = 0, ow = 0;
+    cudnnCheck(cudnnGetConvolution2dForwardOutputDim(conv(a), x, filter(a), &on, &oc, &oh, &ow));
+    check_output(p.n, on, oc, oh, ow);
     ConvProblem prob;
     prob.n = p.n;
     prob.c = nd_.in.c;
@@ -64,11 +95,11 @@ class Conv final : public Layer {
     prob.kernel = nd_.kernel;
     prob.pad = nd_.pad;
     prob.stride = nd_.stride;
-    prob.tf32 = s_.tf32;
+    prob.math = a.bf16 ? ConvMath::bf16 : s_.tf32 ? ConvMath::tf32 : ConvMath::fma;
     size_t ws = 0;
     const cudnnHandle_t h = s_.cudnn;
-    const cudnnFilterDescriptor_t w = w_.get();
-    const cudnnConvolutionDescriptor_t c = conv_.get();
+    const cudnnFilterDescriptor_t w = filter(a);
+    const cudnnConvolutionDescriptor_t c = conv(a);
     prob.dir = ConvDir::forward;
     a.fwd = static_cast<cudnnConvolutionFwdAlgo_t>(algo_for(
         prob,
@@ -131,16 +162,36 @@ class Conv final : public Layer {
   }
 
   void forward(const Plan& p, const StepContext& /*ctx*/, bool /*eval*/) override {
+    const ConvAlgos& a = algos(p);
     float* y = s_.data[out()];
-    cudnnCheck(cudnnConvolutionForward(s_.cudnn, &kOne, xd(p), s_.data[in()], w_.get(), s_.P(nd_, 0), conv_.get(),
-                                       algos(p).fwd, s_.workspace.get(), s_.workspace.size(), &kZero, yd(p), y));
+    if (a.bf16) {
+      to_bf16_nhwc(s_.data[in()], s_.bf_a.get(), p.n, nd_.in.c, hw_in(), s_.stream);
+      to_bf16_nhwc(s_.P(nd_, 0), s_.bf_w.get(), nd_.out_channels, nd_.in.c, kk(), s_.stream);
+      cudnnCheck(cudnnConvolutionForward(s_.cudnn, &kOne, a.xb->get(), s_.bf_a.get(), wb_.get(), s_.bf_w.get(),
+                                         convb_.get(), a.fwd, s_.workspace.get(), s_.workspace.size(), &kZero,
+                                         a.yb->get(), s_.bf_b.get()));
+      from_bf16_nhwc(s_.bf_b.get(), y, p.n, nd_.out.c, hw_out(), false, s_.stream);
+    } else {
+      cudnnCheck(cudnnConvolutionForward(s_.cudnn, &kOne, xd(p), s_.data[in()], w_.get(), s_.P(nd_, 0), conv_.get(),
+                                         a.fwd, s_.workspace.get(), s_.workspace.size(), &kZero, yd(p), y));
+    }
     if (nd_.params.size() > 1) cudnnCheck(cudnnAddTensor(s_.cudnn, &kOne, chan_->get(), s_.P(nd_, 1), &kOne, yd(p), y));
   }
 
   void backward_params(const Plan& p) override {
-    cudnnCheck(cudnnConvolutionBackwardFilter(s_.cudnn, &kOne, xd(p), s_.data[in()], yd(p), s_.diff[out()], conv_.get(),
-                                              algos(p).bwd_filter, s_.workspace.get(), s_.workspace.size(), &kZero,
-                                              w_.get(), s_.G(nd_, 0)));
+    const ConvAlgos& a = algos(p);
+    if (a.bf16) {
+      to_bf16_nhwc(s_.data[in()], s_.bf_a.get(), p.n, nd_.in.c, hw_in(), s_.stream);
+      dy_bf16(p);
+      cudnnCheck(cudnnConvolutionBackwardFilter(s_.cudnn, &kOne, a.xb->get(), s_.bf_a.get(), a.yb->get(),
+                                                s_.bf_b.get(), convb_.get(), a.bwd_filter, s_.workspace.get(),
+                                                s_.workspace.size(), &kZero, wb_.get(), s_.bf_w.get()));
+      from_bf16_nhwc(s_.bf_w.get(), s_.G(nd_, 0), nd_.out_channels, nd_.in.c, kk(), false, s_.stream);
+    } else {
+      cudnnCheck(cudnnConvolutionBackwardFilter(s_.cudnn, &kOne, xd(p), s_.data[in()], yd(p), s_.diff[out()],
+                                                conv_.get(), a.bwd_filter, s_.workspace.get(), s_.workspace.size(),
+                                                &kZero, w_.get(), s_.G(nd_, 0)));
+    }
     if (nd_.params.size() > 1)
       cudnnCheck(
           cudnnConvolutionBackwardBias(s_.cudnn, &kOne, yd(p), s_.diff[out()], &kZero, chan_->get(), s_.G(nd_, 1)));
@@ -148,9 +199,19 @@ class Conv final : public Layer {
 
   void backward_data(const Plan& p) override {
     if (!s_.needs_diff[in()]) return;
+    const ConvAlgos& a = algos(p);
     const float* beta = s_.beta_for(in());
+    if (a.bf16) {
+      dy_bf16(p);
+      to_bf16_nhwc(s_.P(nd_, 0), s_.bf_w.get(), nd_.out_channels, nd_.in.c, kk(), s_.stream);
+      cudnnCheck(cudnnConvolutionBackwardData(s_.cudnn, &kOne, wb_.get(), s_.bf_w.get(), a.yb->get(), s_.bf_b.get(),
+                                              convb_.get(), a.bwd_data, s_.workspace.get(), s_.workspace.size(),
+                                              &kZero, a.xb->get(), s_.bf_a.get()));
+      from_bf16_nhwc(s_.bf_a.get(), s_.diff[in()], p.n, nd_.in.c, hw_in(), *beta != 0.f, s_.stream);
+      return;
+    }
     cudnnCheck(cudnnConvolutionBackwardData(s_.cudnn, &kOne, w_.get(), s_.P(nd_, 0), yd(p), s_.diff[out()], conv_.get(),
-                                            algos(p).bwd_data, s_.workspace.get(), s_.workspace.size(), beta, xd(p),
+                                            a.bwd_data, s_.workspace.get(), s_.workspace.size(), beta, xd(p),
                                             s_.diff[in()]));
   }
 
@@ -186,9 +247,23 @@ class Conv final : public Layer {
   }
 
   const ConvAlgos& algos(const Plan& p) const { return algos_[static_cast<size_t>(p.index)]; }
+  cudnnFilterDescriptor_t filter(const ConvAlgos& a) const { return a.bf16 ? wb_.get() : w_.get(); }
+  cudnnConvolutionDescriptor_t conv(const ConvAlgos& a) const { return a.bf16 ? convb_.get() : conv_.get(); }
+  int64_t hw_in() const { return int64_t{nd_.in.h} * nd_.in.w; }
+  int64_t hw_out() const { return int64_t{nd_.out.h} * nd_.out.w; }
+  int64_t kk() const { return int64_t{nd_.kernel} * nd_.kernel; }
+  int64_t filter_count() const { return int64_t{nd_.out_channels} * nd_.in.c * kk(); }
+  // bf_b = bf16 NHWC dy, unless it holds it already (backward_params converted it for this
+  // layer's backward_data, which CudaNet runs next; it resets bf_b_holds before each
+  // layer's backward_params).
+  void dy_bf16(const Plan& p) {
+    if (s_.bf_b_holds == s_.diff[out()]) return;
+    to_bf16_nhwc(s_.diff[out()], s_.bf_b.get(), p.n, nd_.out.c, hw_out(), s_.stream);
+    s_.bf_b_holds = s_.diff[out()];
+  }
 
-  FilterDesc w_;
-  ConvDesc conv_;
+  FilterDesc w_, wb_;      // fp32 KCRS; bf16 KRSC
+  ConvDesc conv_, convb_;  // fp32 (math per --tf32); bf16 (fp32 compute, tensor-op math)
   std::unique_ptr<TensorDesc> chan_;  // bias: 1×C×1×1
   std::vector<ConvAlgos> algos_;      // per plan
 };

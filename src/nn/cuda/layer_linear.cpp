@@ -1,14 +1,28 @@
 // layer_linear.cpp — linear on cuBLAS, PyTorch's out×in weight layout: y = x·Wᵀ + b
 // (cublasSgemm, the bias as a rank-1 gemm with a ones vector), dW and dx by cublasSgemm,
-// db by cublasSgemv. CUBLAS_DEFAULT_MATH on the handle: no TF32.
+// db by cublasSgemv. TF32 per the handle's math mode (CudaNet). bf16 (NetState::bf16):
+// x, W and dy converted to bf16 (kernels.hpp) and multiplied by cublasGemmEx with
+// fp32 accumulation and fp32 results (CUBLAS_COMPUTE_32F, C in CUDA_R_32F), as the
+// CPU model's oneDNN bf16 inner product; the bias and db stay fp32.
 #include "nn/cuda/layer.hpp"
 
 namespace cnnscale::nn::cuda {
 namespace {
 
+// C (m×n, fp32, column-major) = A(op) · B(op) + beta·C with bf16 A and B.
+void gemm_bf16(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const bf16_t* A,
+               int lda, const bf16_t* B, int ldb, const float* beta, float* C, int ldc) {
+  cublasCheck(cublasGemmEx(h, ta, tb, m, n, k, &kOne, A, CUDA_R_16BF, lda, B, CUDA_R_16BF, ldb, beta, C, CUDA_R_32F,
+                           ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 class Linear final : public Layer {
  public:
   using Layer::Layer;
+
+  Bf16Need bf16_need(int64_t n) const override {
+    return {n * nd_.in.c, n * nd_.out_channels, int64_t{nd_.out_channels} * nd_.in.c};
+  }
 
   void forward(const Plan& p, const StepContext& /*ctx*/, bool /*eval*/) override {
     // Column-major view: yᵀ (O×n) = b·1ᵀ + W (O×I, stored as Wᵀ I×O) · xᵀ (I×n).
@@ -16,6 +30,12 @@ class Linear final : public Layer {
     float* y = s_.data[out()];
     cublasCheck(cublasSgemm(s_.cublas, CUBLAS_OP_N, CUBLAS_OP_N, O, N, 1, &kOne, s_.P(nd_, 1), O, s_.ones.get(), 1,
                             &kZero, y, O));
+    if (s_.bf16) {
+      to_bf16(s_.P(nd_, 0), s_.bf_w.get(), int64_t{O} * I, s_.stream);
+      to_bf16(s_.data[in()], s_.bf_a.get(), p.n * I, s_.stream);
+      gemm_bf16(s_.cublas, CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, s_.bf_w.get(), I, s_.bf_a.get(), I, &kOne, y, O);
+      return;
+    }
     cublasCheck(cublasSgemm(s_.cublas, CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, &kOne, s_.P(nd_, 0), I, s_.data[in()], I,
                             &kOne, y, O));
   }
@@ -23,8 +43,15 @@ class Linear final : public Layer {
   void backward_params(const Plan& p) override {
     // dWᵀ (I×O) = xᵀ (I×n) · dy (n×O);  db (O) = dyᵀ (O×n) · 1
     const int O = nd_.out_channels, I = nd_.in.c, N = as_int(p.n);
-    cublasCheck(cublasSgemm(s_.cublas, CUBLAS_OP_N, CUBLAS_OP_T, I, O, N, &kOne, s_.data[in()], I, s_.diff[out()], O,
-                            &kZero, s_.G(nd_, 0), I));
+    if (s_.bf16) {
+      to_bf16(s_.data[in()], s_.bf_a.get(), p.n * I, s_.stream);
+      dy_bf16(p);
+      gemm_bf16(s_.cublas, CUBLAS_OP_N, CUBLAS_OP_T, I, O, N, s_.bf_a.get(), I, s_.bf_b.get(), O, &kZero,
+                s_.G(nd_, 0), I);
+    } else {
+      cublasCheck(cublasSgemm(s_.cublas, CUBLAS_OP_N, CUBLAS_OP_T, I, O, N, &kOne, s_.data[in()], I, s_.diff[out()], O,
+                              &kZero, s_.G(nd_, 0), I));
+    }
     cublasCheck(
         cublasSgemv(s_.cublas, CUBLAS_OP_N, O, N, &kOne, s_.diff[out()], O, s_.ones.get(), 1, &kZero, s_.G(nd_, 1), 1));
   }
@@ -34,8 +61,23 @@ class Linear final : public Layer {
     const float* beta = s_.beta_for(in());
     // dxᵀ (I×n) = Wᵀ (I×O) · dyᵀ (O×n)
     const int O = nd_.out_channels, I = nd_.in.c, N = as_int(p.n);
+    if (s_.bf16) {
+      dy_bf16(p);
+      to_bf16(s_.P(nd_, 0), s_.bf_w.get(), int64_t{O} * I, s_.stream);
+      gemm_bf16(s_.cublas, CUBLAS_OP_N, CUBLAS_OP_N, I, N, O, s_.bf_w.get(), I, s_.bf_b.get(), O, beta, s_.diff[in()],
+                I);
+      return;
+    }
     cublasCheck(cublasSgemm(s_.cublas, CUBLAS_OP_N, CUBLAS_OP_N, I, N, O, &kOne, s_.P(nd_, 0), I, s_.diff[out()], O,
                             beta, s_.diff[in()], I));
+  }
+
+ private:
+  // bf_b = bf16 dy unless it holds it already (as layer_conv.cpp's dy_bf16).
+  void dy_bf16(const Plan& p) {
+    if (s_.bf_b_holds == s_.diff[out()]) return;
+    to_bf16(s_.diff[out()], s_.bf_b.get(), p.n * nd_.out_channels, s_.stream);
+    s_.bf_b_holds = s_.diff[out()];
   }
 };
 
