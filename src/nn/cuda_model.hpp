@@ -33,7 +33,10 @@
 //   step end must call order_before or synchronize().
 // - fp32 data. TF32 tensor-core math unless ModelOptions::tf32 is false (then cuDNN
 //   CUDNN_FMA_MATH and cuBLAS CUBLAS_DEFAULT_MATH: results agree with the CPU model to
-//   fp32 rounding). bf16 is a UserError for now.
+//   fp32 rounding). prepare(n, Precision::bf16): convolutions on bf16 NHWC copies and
+//   matmuls on bf16 copies, fp32 accumulation, everything else fp32 (docs/gpu.md, "bf16
+//   on the GPU"); a UserError on GPUs before compute capability 8.0. Changing the
+//   precision in a later prepare() replans.
 // - Parameters are initialised on the host by the CPU model's init (nn::init_param:
 //   bit-identical to the CPU model for the same seed) and uploaded.
 #pragma once
