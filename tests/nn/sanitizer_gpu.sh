@@ -5,7 +5,8 @@
 # test_cuda_model_gpu and test_cuda_optimizer_gpu. The model test runs a representative
 # subset under the tools (every single-layer case, dropout masks, lenet5, resnet20 with
 # batch norm and residual adds, the grad-ready sequence, short batches and chunked
-# evaluation, the bad-label error path); torchvision's resnet18 and the TF32 case are
+# evaluation, the bad-label error path, the bf16 conversion kernels and a bf16/fp32
+# precision switch on resnet20); torchvision's resnet18 and the TF32 case are
 # left out to bound the time (sanitised kernels run 10-100× slower). Override the subset
 # with CNNSCALE_SANITIZER_MODEL_FILTER (a gtest filter, e.g. '*' for all).
 # Not vacuous: each run must report "ERROR SUMMARY: 0 errors" and every selected test
@@ -26,7 +27,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "SKIP: needs $(printf '%s; ' "${missing[@]}")"
   exit 77
 fi
-MODEL_FILTER=${CNNSCALE_SANITIZER_MODEL_FILTER:-'CudaLayers.*:CudaDropout.*:CudaModels.Lenet5:CudaModels.Resnet20:CudaModels.GradReadyPrefixAsCpuAndGradientsOverwritten:CudaModels.ShortBatchAndChunkedEval:CudaModels.BadLabelIsAUserError:CudaStaging.*'}
+MODEL_FILTER=${CNNSCALE_SANITIZER_MODEL_FILTER:-'CudaLayers.*:CudaDropout.*:CudaModels.Lenet5:CudaModels.Resnet20:CudaModels.GradReadyPrefixAsCpuAndGradientsOverwritten:CudaModels.ShortBatchAndChunkedEval:CudaModels.BadLabelIsAUserError:CudaStaging.*:CudaBf16.ConversionsRoundToNearestEvenAndTranspose:CudaBf16.PrecisionSwitchReplansAndOldGpusRefuse'}
 echo "compute-sanitizer: $SAN ($("$SAN" --version 2>/dev/null | tail -n 1)); $gpus GPU(s)"
 for bin in test_cuda_model_gpu test_cuda_optimizer_gpu; do
   [ -x "$CNNSCALE_BUILD/tests/$bin" ] || { bad "$bin built (missing: $CNNSCALE_BUILD/tests/$bin)"; continue; }
