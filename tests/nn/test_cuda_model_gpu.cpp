@@ -688,7 +688,10 @@ bool bf16_tensor_cores() {
 // (overwrite and accumulate), and the plain conversion.
 TEST(CudaBf16, ConversionsRoundToNearestEvenAndTranspose) {
   REQUIRE_GPU();
-  for (auto [n, c, hw] : {std::tuple<int64_t, int64_t, int64_t>{3, 37, 45}, {2, 1, 70}, {5, 130, 1}, {1, 64, 64}}) {
+  // Shapes off the 32×32 tiles; 70000 images: more than gridDim.z (65535), so blocks
+  // loop over a second image.
+  for (auto [n, c, hw] : {std::tuple<int64_t, int64_t, int64_t>{3, 37, 45}, {2, 1, 70}, {5, 130, 1}, {1, 64, 64},
+                          {70000, 2, 3}}) {
     SCOPED_TRACE("n=" + std::to_string(n) + " c=" + std::to_string(c) + " hw=" + std::to_string(hw));
     const size_t count = static_cast<size_t>(n * c * hw);
     std::vector<float> x(count);
@@ -837,16 +840,20 @@ TEST(CudaBf16, ConvSweepAgainstCpuFp32) {
 
 // 40 full-batch SGD steps (lr 0.1) on 16 fixed samples of lenet5: bf16 learns (its loss
 // falls by at least half as much as fp32's, which must fall by 10 %), and two bf16 runs
-// are bitwise equal step by step (deterministic algorithms, no atomics in the
-// conversions).
+// are bitwise equal step by step: the second is given the first's algorithm record
+// (set_tuning with math=bf16 lines, as a resumed run; the first timed its own
+// algorithms, which a second timing could choose differently) and both run
+// deterministic algorithms and conversions without atomics.
 TEST(CudaBf16, TrainsAndIsBitwiseReproducible) {
   REQUIRE_BF16_GPU();
   const SampleShape s{1, 28, 28};
   const int64_t n = 16;
   const Data d(n, s, 10, 8);
-  auto run = [&](Precision prec) {
+  std::string tuning;
+  auto run = [&](Precision prec, const std::string& given) {
     auto m = make_cuda_model("lenet5", s, 10, 0, fp32_only());
     m->init_params(3);
+    if (!given.empty()) m->set_tuning(given);
     m->prepare(n, prec);
     std::vector<double> losses;
     std::vector<float> p(m->param_count()), g(m->param_count());
@@ -857,11 +864,13 @@ TEST(CudaBf16, TrainsAndIsBitwiseReproducible) {
       for (size_t i = 0; i < p.size(); ++i) p[i] -= 0.1f * g[i];
       m->copy_params_from_host(p.data());
     }
+    if (prec == Precision::bf16 && given.empty()) tuning = m->tuning();
     return std::pair{losses, p};
   };
-  const auto [lf, pf] = run(Precision::fp32);
-  const auto [lb, pb] = run(Precision::bf16);
-  const auto [lb2, pb2] = run(Precision::bf16);
+  const auto [lf, pf] = run(Precision::fp32, "");
+  const auto [lb, pb] = run(Precision::bf16, "");
+  ASSERT_NE(tuning.find("math=bf16"), std::string::npos) << tuning;
+  const auto [lb2, pb2] = run(Precision::bf16, tuning);
   ASSERT_LT(lf.back(), 0.9 * lf.front()) << "fp32 did not learn: the test's setting is wrong";
   EXPECT_GT(lb.front() - lb.back(), 0.5 * (lf.front() - lf.back()))
       << "bf16 loss " << lb.front() << " → " << lb.back() << ", fp32 " << lf.front() << " → " << lf.back();
@@ -871,8 +880,10 @@ TEST(CudaBf16, TrainsAndIsBitwiseReproducible) {
 }
 
 // prepare() with another precision replans: fp32 after bf16 is bitwise a model that was
-// only ever fp32, and bf16 again is bitwise the first bf16 step. Without bf16 tensor
-// cores (compute capability < 8.0) bf16 is a UserError naming the GPU and the way out.
+// only ever fp32 (both with --cudnn-benchmark off: the same heuristic choice, where two
+// timings could differ), and bf16 again is bitwise the first bf16 step (the model's own
+// cached choices). Without bf16 tensor cores (compute capability < 8.0) bf16 is a
+// UserError naming the GPU and the way out.
 TEST(CudaBf16, PrecisionSwitchReplansAndOldGpusRefuse) {
   REQUIRE_GPU();
   const SampleShape s{3, 16, 16};
@@ -885,7 +896,9 @@ TEST(CudaBf16, PrecisionSwitchReplansAndOldGpusRefuse) {
     dynamic_cast<DeviceModel&>(m).download_grads(b.grads.data());
     return b;
   };
-  auto m = make_cuda_model("resnet20", s, 10, 0, fp32_only());
+  ModelOptions heuristic = fp32_only();
+  heuristic.cudnn_benchmark = false;
+  auto m = make_cuda_model("resnet20", s, 10, 0, heuristic);
   m->init_params(2);
   if (!bf16_tensor_cores()) {
     try {
@@ -903,7 +916,7 @@ TEST(CudaBf16, PrecisionSwitchReplansAndOldGpusRefuse) {
   const StepBits f1 = step(*m);
   m->prepare(n, Precision::bf16);
   const StepBits b2 = step(*m);
-  auto only = make_cuda_model("resnet20", s, 10, 0, fp32_only());
+  auto only = make_cuda_model("resnet20", s, 10, 0, heuristic);
   only->init_params(2);
   only->prepare(n, Precision::fp32);
   const StepBits f0 = step(*only);
@@ -914,4 +927,36 @@ TEST(CudaBf16, PrecisionSwitchReplansAndOldGpusRefuse) {
   EXPECT_NE(std::memcmp(b1.grads.data(), f0.grads.data(), f0.grads.size() * sizeof(float)), 0) << "bf16 == fp32";
   EXPECT_NE(m->tuning().find("math=bf16"), std::string::npos);
   EXPECT_NE(m->tuning().find("math=fma"), std::string::npos);
+}
+
+// Batch sizes changing under bf16: prepared for 8, a short batch of 5, then 12 (the
+// activations, the bf16 scratch and the workspace grow; new plans with their own bf16
+// descriptors), then 5 again, then evaluation of 19 in chunks of 12: every loss and the
+// logits within bf16's error of the CPU in fp32 on the same data and parameters.
+TEST(CudaBf16, BatchSizesChangeAndGrow) {
+  REQUIRE_BF16_GPU();
+  const SampleShape s{3, 12, 10};
+  const std::string spec = "conv(8,3,1,1) bn relu maxpool(2) conv(16,3,1,1) relu gap flatten linear(5)";
+  auto cpu = make_model(spec, s, 5);
+  auto gpu = make_cuda_model(spec, s, 5, 0);
+  cpu->init_params(6);
+  gpu->init_params(6);
+  cpu->prepare(8, Precision::fp32);
+  gpu->prepare(8, Precision::bf16);
+  int step = 0;
+  for (int64_t n : {5, 12, 5}) {
+    SCOPED_TRACE("batch " + std::to_string(n));
+    const Data d(n, s, 5, 30 + step);
+    const StepContext ctx = ctx_for(d, n, step++);
+    const double lc = cpu->forward_backward(d.x.data(), d.y.data(), n, ctx, {});
+    const double lg = gpu->forward_backward(d.x.data(), d.y.data(), n, ctx, {});
+    EXPECT_TRUE(std::isfinite(lg));
+    EXPECT_NEAR(lg, lc, 2e-2 * std::fabs(lc));
+  }
+  const Data e(19, s, 5, 50);
+  std::vector<float> zc(19 * 5), zg(19 * 5);
+  cpu->forward_eval(e.x.data(), 19, zc.data());
+  gpu->forward_eval(e.x.data(), 19, zg.data());
+  EXPECT_LT(rel_l2(zg.data(), zc.data(), zc.size()), 2e-2) << "chunked evaluation logits";
+  EXPECT_NE(gpu->tuning().find("fwd n=12 "), std::string::npos) << gpu->tuning();
 }

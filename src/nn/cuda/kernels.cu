@@ -105,9 +105,9 @@ template <class In, class Out, class Store>
 void transpose(const In* in, Out* out, int64_t n, int64_t rows, int64_t cols, Store store, cudaStream_t s) {
   if (n * rows * cols == 0) return;
   const int64_t gx = (cols + kTile - 1) / kTile, gy = (rows + kTile - 1) / kTile;
-  if (gx > 65535 || gy > 65535)
+  if (gy > 65535)  // gridDim.y's limit (x allows 2^31 - 1)
     fail("a ", rows, "x", cols, " layout change is beyond the GPU grid (", 65535 * kTile,
-         " per side); lower the image size or use --precision fp32");
+         " rows); lower the image size or use --precision fp32");
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(std::min<int64_t>(n, 65535)));
   transpose_kernel<<<grid, dim3(kTile, kTileRows), 0, s>>>(in, out, n, static_cast<int>(rows), static_cast<int>(cols),
                                                            store);

@@ -29,7 +29,8 @@ using bf16_t = __nv_bfloat16;
 
 // x: n images of c×hw fp32 (NCHW) → y: the same values as bf16, hw×c per image (NHWC).
 // Also a KCRS filter → KRSC (n = K, c = C, hw = R·S). A 32×32 tiled transpose per image.
-// Throws UserError when hw or c is beyond the grid (2^21 tiles of 32).
+// Throws UserError when the transposed side (c for to_bf16_nhwc, hw for from_bf16_nhwc)
+// needs more than 65535 tiles of 32 (gridDim.y).
 void to_bf16_nhwc(const float* x, bf16_t* y, int64_t n, int64_t c, int64_t hw, cudaStream_t s);
 // The inverse: x NHWC bf16 → y NCHW fp32, y = widened x, or y += widened x (accumulate).
 void from_bf16_nhwc(const bf16_t* x, float* y, int64_t n, int64_t c, int64_t hw, bool accumulate, cudaStream_t s);
