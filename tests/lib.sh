@@ -25,6 +25,22 @@ expect_ckpt_close() {
   python3 -c "import sys; sys.exit(0 if float('${rel:-1}') < $tol else 1)" 2>/dev/null
   expect_eq "$label (rel diff ${rel:-?} < $tol)" 0 "$?"
 }
+# expect_ckpt_bitwise LABEL A.h5 B.h5: h5diff finds /model and /optimizer bitwise equal.
+expect_ckpt_bitwise() {
+  h5diff -q "$2" "$3" /model /model >/dev/null 2>&1
+  expect_eq "$1: /model bitwise (h5diff)" 0 "$?"
+  h5diff -q "$2" "$3" /optimizer /optimizer >/dev/null 2>&1
+  expect_eq "$1: /optimizer bitwise (h5diff)" 0 "$?"
+}
+# metrics_losses METRICS.jsonl: one "step loss" line per logged step, the loss at full
+# precision (repr), for bitwise or tolerance comparisons between runs.
+metrics_losses() {
+  python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    j = json.loads(l)
+    if "loss" in j and "step" in j: print(j["step"], repr(j["loss"]))' "$1"
+}
 expect_file() { if [ -s "$2" ]; then ok "$1"; else bad "$1 (missing or empty: $2)"; fi; }
 # The CUDA devices nvidia-smi lists (0 without a driver) in $gpus; fewer than $1: SKIP
 # (exit 77) saying why ($2: what needs them).

@@ -20,19 +20,6 @@ N=10 K=4
 LAST=$(printf 'checkpoints/step-%08d.h5' $N) KTH=$(printf 'checkpoints/step-%08d.h5' $K)
 nps=(1)
 if [ "$gpus" -ge 2 ]; then nps=(1 2); else echo "note: 1 GPU: the 2-rank case is left out"; fi
-losses() {
-  python3 -c '
-import json, sys
-for l in open(sys.argv[1]):
-    j = json.loads(l)
-    if "loss" in j and "step" in j: print(j["step"], repr(j["loss"]))' "$1"
-}
-bitwise() {  # LABEL A.h5 B.h5
-  h5diff -q "$2" "$3" /model /model >/dev/null 2>&1
-  expect_eq "$1: /model bitwise (h5diff)" 0 "$?"
-  h5diff -q "$2" "$3" /optimizer /optimizer >/dev/null 2>&1
-  expect_eq "$1: /optimizer bitwise (h5diff)" 0 "$?"
-}
 train() {  # NAME NP RUNDIR PRECISION extra args...
   local name=$1 np=$2 dir=$3 prec=$4; shift 4
   local extra=(); [ "$np" -ge 2 ] && extra=(--check-replicas 1)
@@ -54,8 +41,8 @@ for np in "${nps[@]}"; do
     "fwd n=$((32 / np)) c=[0-9]+ h=[0-9]+ w=[0-9]+ k=[0-9]+ kernel=[0-9]+ pad=[0-9]+ stride=[0-9]+ math=bf16 algo=[0-9]+" \
     "$TMP/$c.tuning"
   train "$c.F" "$np" "$TMP/$c.F" fp32 --max-steps $N --tf32 off
-  losses "$TMP/$c.X/metrics.jsonl" >"$TMP/$c.bf16.losses"
-  losses "$TMP/$c.F/metrics.jsonl" >"$TMP/$c.fp32.losses"
+  metrics_losses "$TMP/$c.X/metrics.jsonl" >"$TMP/$c.bf16.losses"
+  metrics_losses "$TMP/$c.F/metrics.jsonl" >"$TMP/$c.fp32.losses"
   python3 - "$TMP/$c.bf16.losses" "$TMP/$c.fp32.losses" >"$TMP/$c.cmp" 2>&1 <<'PY'
 import math, sys
 b = [float(l.split()[1]) for l in open(sys.argv[1])]
@@ -67,11 +54,11 @@ sys.exit(0 if ok else 1)
 PY
   expect_eq "$c: 10 finite bf16 losses, the first within 2e-2 of fp32's, not bitwise fp32's ($(head -c 120 "$TMP/$c.cmp" | head -n 1))" 0 "$?"
   train "$c.X2" "$np" "$TMP/$c.X2" bf16 --max-steps $N --checkpoint-every $K
-  bitwise "$c: two straight bf16 runs" "$TMP/$c.X/$LAST" "$TMP/$c.X2/$LAST"
+  expect_ckpt_bitwise "$c: two straight bf16 runs" "$TMP/$c.X/$LAST" "$TMP/$c.X2/$LAST"
   mkdir -p "$TMP/$c.R/checkpoints" && cp "$TMP/$c.X/$KTH" "$TMP/$c.R/checkpoints/"
   train "$c.R" "$np" "$TMP/$c.R" bf16 --max-steps $N --resume auto
   expect_grep "$c.R: resumed at step $K" "resumed from .*step-0*$K.h5 at step $K" "$TMP/$c.R.out"
-  bitwise "$c: X's step-$K checkpoint resumed to $N == X" "$TMP/$c.X/$LAST" "$TMP/$c.R/$LAST"
+  expect_ckpt_bitwise "$c: X's step-$K checkpoint resumed to $N == X" "$TMP/$c.X/$LAST" "$TMP/$c.R/$LAST"
 done
 if [ "$_fail" -gt 0 ]; then
   cat "$TMP"/*.cmp 2>/dev/null

@@ -21,20 +21,13 @@ STEPS=8 TOL_LOSS=1e-3 TOL_PARAM=2e-3
 ARGS=(--synthetic --model resnet20 --image-size 32 --channels 3 --classes 10 --batch-size 32 --seed 3
   --optimizer adamw --lr 1e-3 --weight-decay 1e-2 --max-steps $STEPS --check-replicas 1 --log-every 1
   --checkpoint-every 2 --keep-checkpoints 100 --no-eval --no-tensorboard --collective-timeout 300)
-losses() {
-  python3 -c '
-import json, sys
-for l in open(sys.argv[1]):
-    j = json.loads(l)
-    if "loss" in j and "step" in j: print(j["step"], repr(j["loss"]))' "$1"
-}
 for b in nccl mpi; do
   extra=(); [ $b = nccl ] && extra=(--tf32 off)
   timeout 600 $M -n 2 "$CNNSCALE" train "${ARGS[@]}" --backend $b "${extra[@]}" --run-dir "$TMP/$b" >"$TMP/$b.out" 2>&1
   expect_eq "$b: exit status" 0 "$?"
   expect_grep "$b: 2 ranks, backend $b, global batch 64" "2 rank\(s\) on 1 node\(s\), backend $b, .*= 64 global" "$TMP/$b.out"
   expect_grep "$b: replicas bitwise identical after every step" "replicas identical at all $STEPS check" "$TMP/$b.out"
-  losses "$TMP/$b/metrics.jsonl" >"$TMP/$b.losses"
+  metrics_losses "$TMP/$b/metrics.jsonl" >"$TMP/$b.losses"
   expect_eq "$b: $STEPS losses recorded" "$STEPS" "$(wc -l <"$TMP/$b.losses")"
 done
 python3 - "$TMP/nccl.losses" "$TMP/mpi.losses" "$TOL_LOSS" >"$TMP/cmp.txt" 2>&1 <<'PY'

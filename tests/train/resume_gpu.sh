@@ -28,12 +28,6 @@ settings=(default)
 if "$CNNSCALE" train --help 2>/dev/null | grep -q -- '--cudnn-benchmark'; then settings=(on off); fi
 nps=(1)
 if [ "$gpus" -ge 2 ]; then nps=(1 2); else echo "note: 1 GPU: the 2-rank cases are left out"; fi
-bitwise() {  # LABEL A.h5 B.h5
-  h5diff -q "$2" "$3" /model /model >/dev/null 2>&1
-  expect_eq "$1: /model bitwise (h5diff)" 0 "$?"
-  h5diff -q "$2" "$3" /optimizer /optimizer >/dev/null 2>&1
-  expect_eq "$1: /optimizer bitwise (h5diff)" 0 "$?"
-}
 train() {  # NAME NP RUNDIR extra args...
   local name=$1 np=$2 dir=$3; shift 3
   timeout 600 $M -n "$np" "$CNNSCALE" train "${COMMON[@]}" --batch-size $((32 / np)) --run-dir "$dir" "$@" \
@@ -67,14 +61,14 @@ for bench in "${settings[@]}"; do
       mkdir -p "$TMP/$c.R/checkpoints" && cp "$TMP/$c.X/$KTH" "$TMP/$c.R/checkpoints/"
       train "$c.R" "$np" "$TMP/$c.R" --max-steps $N --resume auto
       expect_grep "$c.R: resumed at step $K" "resumed from .*step-0*$K.h5 at step $K" "$TMP/$c.R.out"
-      bitwise "$c: X's step-$K checkpoint resumed to $N == X" "$TMP/$c.X/$LAST" "$TMP/$c.R/$LAST"
+      expect_ckpt_bitwise "$c: X's step-$K checkpoint resumed to $N == X" "$TMP/$c.X/$LAST" "$TMP/$c.R/$LAST"
       if [ "$bench" != on ]; then
         train "$c.X2" "$np" "$TMP/$c.X2" --max-steps $N --checkpoint-every $K
-        bitwise "$c: two straight runs (deterministic GPU path)" "$TMP/$c.X/$LAST" "$TMP/$c.X2/$LAST"
+        expect_ckpt_bitwise "$c: two straight runs (deterministic GPU path)" "$TMP/$c.X/$LAST" "$TMP/$c.X2/$LAST"
         train "$c.Y1" "$np" "$TMP/$c.Y" --max-steps $K
         train "$c.Y2" "$np" "$TMP/$c.Y" --max-steps $N --resume auto
         expect_grep "$c.Y: resumed at step $K" "resumed from .*step-0*$K.h5 at step $K" "$TMP/$c.Y2.out"
-        bitwise "$c: $K steps, stop, --resume auto to $N == $N straight" "$TMP/$c.X/$LAST" "$TMP/$c.Y/$LAST"
+        expect_ckpt_bitwise "$c: $K steps, stop, --resume auto to $N == $N straight" "$TMP/$c.X/$LAST" "$TMP/$c.Y/$LAST"
       fi
     done
   done
