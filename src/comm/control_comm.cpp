@@ -55,7 +55,9 @@ ControlComm::~ControlComm() {
 
 bool ControlComm::start_watchdog(double timeout_s, const std::string& host) {
   if (transport_) {
-    transport_->set_timeout(timeout_s);
+    transport_->set_timeout(timeout_s);  // the control plane's own collectives
+    // The waits on other channels (NCCL's, waiting()) have no other deadline.
+    if (!watching_) watching_ = watchdog_.start_local(rank_, timeout_s, host);
     return true;
   }
   if (!watching_) watching_ = watchdog_.start(comm_, timeout_s, host);

@@ -47,7 +47,8 @@ class ControlComm {
  public:
   explicit ControlComm(MPI_Comm world);  // collective: duplicates world
   // Over another transport (gloo): no MPI communication; the transport's own deadline
-  // stands in for the watchdog (start_watchdog sets it to the timeout).
+  // covers the control collectives (start_watchdog sets it to the timeout) and a local
+  // watchdog (Watchdog::start_local) the waits on other channels (waiting()).
   explicit ControlComm(std::unique_ptr<ControlTransport> transport);
   ~ControlComm();                        // stops the watchdog (collective)
   ControlComm(const ControlComm&) = delete;

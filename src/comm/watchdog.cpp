@@ -11,7 +11,12 @@
 namespace cnnscale {
 namespace {
 constexpr int kTagBeat = 71, kTagBye = 72;
+// Seconds on a monotonic clock (no MPI call: start_local runs where MPI may be a
+// singleton or, in tests, not started).
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+}  // namespace
 
 Watchdog::~Watchdog() { stop(); }
 
@@ -30,9 +35,21 @@ bool Watchdog::start(MPI_Comm world, double timeout_s, const std::string& host) 
   std::vector<char> all(64 * static_cast<size_t>(size_));
   MPI_Allgather(name, 64, MPI_CHAR, all.data(), 64, MPI_CHAR, comm_);
   for (int r = 0; r < size_; ++r) hosts_.emplace_back(&all[64 * static_cast<size_t>(r)]);
-  const double now = MPI_Wtime();
+  const double now = now_s();
   last_heard_.assign(rank_ == 0 ? static_cast<size_t>(size_) : 1, now);
   last_step_.assign(static_cast<size_t>(size_), 0);
+  thread_ = std::thread([this] { run(); });
+  return true;
+}
+
+bool Watchdog::start_local(int rank, double timeout_s, const std::string& host) {
+  if (timeout_s <= 0 || thread_.joinable()) return thread_.joinable();
+  local_ = true;
+  rank_ = rank;
+  timeout_ = timeout_s;
+  interval_ = std::clamp(timeout_s / 10.0, 0.05, 1.0);
+  hosts_.assign(static_cast<size_t>(rank) + 1, "");
+  hosts_[static_cast<size_t>(rank)] = host;
   thread_ = std::thread([this] { run(); });
   return true;
 }
@@ -41,24 +58,32 @@ void Watchdog::stop() {
   if (!thread_.joinable()) return;
   stopping_ = true;
   thread_.join();
-  MPI_Comm_free(&comm_);
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
 void Watchdog::enter(const char* what) {
   if (!thread_.joinable()) return;
   what_.store(what);
-  entered_at_.store(MPI_Wtime());
+  entered_at_.store(now_s());
 }
 
 void Watchdog::leave() { entered_at_.store(-1); }
 
 void Watchdog::run() {
+  if (local_) {  // this rank's waits only
+    while (!stopping_) {
+      const double since = entered_at_.load();
+      if (since >= 0 && now_s() - since > timeout_) fire(now_s() - since);
+      std::this_thread::sleep_for(std::chrono::duration<double>(interval_));
+    }
+    return;
+  }
   int64_t msg[2];
   int byes = 0;
   const double stop_deadline_span = 2.0;
   double stop_deadline = -1;
   while (true) {
-    const double now = MPI_Wtime();
+    const double now = now_s();
     if (stopping_ && stop_deadline < 0) {
       stop_deadline = now + stop_deadline_span;
       if (rank_ != 0) {  // say goodbye so rank 0 stops listening; then we are done
@@ -93,20 +118,20 @@ void Watchdog::run() {
         continue;
       }
       const size_t idx = rank_ == 0 ? static_cast<size_t>(st.MPI_SOURCE) : 0;
-      last_heard_[idx] = MPI_Wtime();
+      last_heard_[idx] = now_s();
       last_step_[static_cast<size_t>(st.MPI_SOURCE)] = msg[0];
     }
     if (stopping_) {
       // Non-root ranks leave after their goodbye; rank 0 drains until all said it
       // (so no heartbeat is left unmatched at MPI_Finalize) or the deadline passes.
-      if (rank_ != 0 || byes >= size_ - 1 || MPI_Wtime() > stop_deadline) return;
+      if (rank_ != 0 || byes >= size_ - 1 || now_s() > stop_deadline) return;
     } else {
       const double since = entered_at_.load();
-      if (since >= 0 && MPI_Wtime() - since > timeout_) {
+      if (since >= 0 && now_s() - since > timeout_) {
         // Non-root ranks defer to rank 0 while it is alive (it can name the culprit),
         // for one extra timeout at most.
-        const bool root_alive = rank_ != 0 && MPI_Wtime() - last_heard_[0] < timeout_ / 2;
-        if (rank_ == 0 || !root_alive || MPI_Wtime() - since > 2 * timeout_) fire(MPI_Wtime() - since);
+        const bool root_alive = rank_ != 0 && now_s() - last_heard_[0] < timeout_ / 2;
+        if (rank_ == 0 || !root_alive || now_s() - since > 2 * timeout_) fire(now_s() - since);
       }
     }
     std::this_thread::sleep_for(std::chrono::duration<double>(interval_));
@@ -114,13 +139,16 @@ void Watchdog::run() {
 }
 
 void Watchdog::fire(double waited) {
-  const double now = MPI_Wtime();
+  const double now = now_s();
   char head[256];
   std::snprintf(head, sizeof(head), "rank %d on %s waited %.0f s in %s at step %lld (--collective-timeout %.0f): ",
                 rank_, hosts_[static_cast<size_t>(rank_)].c_str(), waited, what_.load(),
                 static_cast<long long>(step_.load()), timeout_);
   std::string msg = head;
-  if (rank_ == 0) {
+  if (local_) {
+    msg += "a peer stopped, is stuck outside communication, or the network failed (the ranks met through a "
+           "rendezvous store: no heartbeat names which). Stopping this rank; see the other ranks' messages";
+  } else if (rank_ == 0) {
     std::string silent, lagging;
     auto add = [](std::string& list, const std::string& item) {
       if (!list.empty()) list.append(", ");
@@ -150,7 +178,7 @@ void Watchdog::fire(double waited) {
            std::to_string(static_cast<long long>(now - last_heard_[0])) + " s). Stopping the job";
   }
   print_error(msg);
-  MPI_Abort(MPI_COMM_WORLD, 3);
+  if (!local_) MPI_Abort(MPI_COMM_WORLD, 3);  // local: MPI is a singleton, if started at all
   std::_Exit(3);
 }
 

@@ -12,6 +12,13 @@
 //     if they stopped;
 // then prints "cnnscale: error: ..." and ends the job with MPI_Abort (status 3).
 // Needs MPI_THREAD_MULTIPLE; without it, Watchdog::start() returns false.
+//
+// start_local(): ranks that met through a rendezvous store (torchrun-style variables,
+// TF_CONFIG; MPI is a singleton there) have no MPI channel to the others. The thread
+// then only watches this rank's own waits (the NCCL waits the control plane's Gloo
+// timeout does not cover): past the timeout it prints the same head, says that no
+// heartbeat can name the culprit, and ends this process (status 3); the peers' own
+// watchdogs or Gloo's timeouts end theirs.
 #pragma once
 #include <mpi.h>
 
@@ -31,6 +38,8 @@ class Watchdog {
   // Collective over world. Returns false (and does nothing) when the MPI thread level
   // is below MPI_THREAD_MULTIPLE or the world has one rank.
   bool start(MPI_Comm world, double timeout_s, const std::string& host);
+  // This rank only, no messages (see above). False when timeout_s <= 0.
+  bool start_local(int rank, double timeout_s, const std::string& host);
   void stop();  // collective; also done by the destructor
   void set_step(int64_t step) { step_.store(step, std::memory_order_relaxed); }
 
@@ -53,12 +62,13 @@ class Watchdog {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
+  bool local_ = false;  // start_local: no heartbeats, no communicator
   double timeout_ = 300, interval_ = 1;
   std::vector<std::string> hosts_;
   std::vector<double> last_heard_;      // rank 0: per rank; others: [0] = rank 0
   std::vector<int64_t> last_step_;
   std::atomic<int64_t> step_{0};
-  std::atomic<double> entered_at_{-1};  // MPI_Wtime when the current wait began, -1 = not waiting
+  std::atomic<double> entered_at_{-1};  // steady-clock seconds when the current wait began, -1 = not waiting
   std::atomic<const char*> what_{""};
   std::atomic<bool> stopping_{false};
   std::thread thread_;
