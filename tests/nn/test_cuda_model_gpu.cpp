@@ -277,6 +277,27 @@ TEST(CudaModels, ShortBatchAndChunkedEval) {
   EXPECT_LE(rel_err(zg.data(), zc.data(), zc.size()), kTol);
 }
 
+// A NaN in one input pixel reaches the loss through conv, ReLU and max-pool (cuDNN's
+// NaN propagation on, as PyTorch's relu and max_pool2d), with and without a batch-norm
+// after them: the trainer's --on-nan check sees it. (The CPU model does not do this:
+// oneDNN's ReLU and max-pool turn a NaN into 0 or drop it; docs/gpu.md.)
+TEST(CudaModels, NanInAnInputReachesTheLoss) {
+  REQUIRE_GPU();
+  const SampleShape s{1, 12, 12};
+  for (const std::string spec : {"conv(4,3) relu maxpool(2) conv(4,3,1,1) bn relu flatten linear(3)",
+                                 "conv(4,3) relu maxpool(2) flatten linear(3)", "relu flatten linear(3)",
+                                 "maxpool(2) flatten linear(3)"}) {
+    SCOPED_TRACE(spec);
+    auto gpu = make_cuda_model(spec, s, 3, 0, fp32_only());
+    gpu->prepare(4, Precision::fp32);
+    Data d(4, s, 3);
+    const StepContext ctx = ctx_for(d, 4, 0);
+    EXPECT_TRUE(std::isfinite(gpu->forward_backward(d.x.data(), d.y.data(), 4, ctx, {})));
+    d.x[2 * s.numel() + 17] = std::nanf("");
+    EXPECT_FALSE(std::isfinite(gpu->forward_backward(d.x.data(), d.y.data(), 4, ctx, {})));
+  }
+}
+
 TEST(CudaModels, BadLabelIsAUserError) {
   REQUIRE_GPU();
   auto gpu = make_cuda_model("lenet5", {1, 28, 28}, 10, 0);

@@ -98,7 +98,7 @@ void NcclCommunicator::wait_event(cudaEvent_t ev, const char* what) {
   if (aborted_) internal_error("waited for ", what, " after the NCCL communicator was aborted");
   // Spin on yield for the first ~1k polls (a sum that is nearly done costs no sleep),
   // then sleep 50 us between polls so a long wait leaves the core to the data loader.
-  for (int polls = 0;; ++polls) {
+  for (int64_t polls = 0;; ++polls) {
     const cudaError_t q = cudaEventQuery(ev);
     if (q == cudaSuccess) return;
     if (q != cudaErrorNotReady) cudaCheck(q);

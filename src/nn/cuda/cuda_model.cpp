@@ -287,7 +287,7 @@ class CudaNet final : public DeviceModel {
   // sleeps 50 us between polls, leaving the core to the data loader (as
   // NcclCommunicator::wait_event).
   static void wait_event(cudaEvent_t ev, const StepContext& ctx) {
-    for (int polls = 0;; ++polls) {
+    for (int64_t polls = 0;; ++polls) {
       const cudaError_t q = cudaEventQuery(ev);
       if (q == cudaSuccess) return;
       if (q != cudaErrorNotReady) cudaCheck(q);

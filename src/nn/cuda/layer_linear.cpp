@@ -1,6 +1,7 @@
 // layer_linear.cpp — linear on cuBLAS, PyTorch's out×in weight layout: y = x·Wᵀ + b
-// (cublasSgemm, the bias as a rank-1 gemm with a ones vector), dW and dx by cublasSgemm,
-// db by cublasSgemv. TF32 per the handle's math mode (CudaNet). bf16 (NetState::bf16):
+// (cublasSgemm, then the bias added in fp32 by cudnnAddTensor: a rank-1 gemm would go
+// through TF32 under --tf32 on), dW and dx by cublasSgemm, db by cublasSgemv with a
+// ones vector. TF32 per the handle's math mode (CudaNet). bf16 (NetState::bf16):
 // x, W and dy converted to bf16 (kernels.hpp) and multiplied by cublasGemmEx with
 // fp32 accumulation and fp32 results (CUBLAS_COMPUTE_32F, C in CUDA_R_32F), as the
 // CPU model's oneDNN bf16 inner product; the bias and db stay fp32.
@@ -18,26 +19,26 @@ void gemm_bf16(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int
 
 class Linear final : public Layer {
  public:
-  using Layer::Layer;
+  Linear(const Node& nd, NetState& s) : Layer(nd, s), chan_(tensor_desc(1, nd.out_channels, 1, 1)) {}
 
   Bf16Need bf16_need(int64_t n) const override {
     return {n * nd_.in.c, n * nd_.out_channels, int64_t{nd_.out_channels} * nd_.in.c};
   }
 
   void forward(const Plan& p, const StepContext& /*ctx*/, bool /*eval*/) override {
-    // Column-major view: yᵀ (O×n) = b·1ᵀ + W (O×I, stored as Wᵀ I×O) · xᵀ (I×n).
+    // Column-major view: yᵀ (O×n) = W (O×I, stored as Wᵀ I×O) · xᵀ (I×n), then + b per
+    // row of yᵀ: the n×O output is an n×O×1×1 NCHW tensor with the bias per channel.
     const int O = nd_.out_channels, I = nd_.in.c, N = as_int(p.n);
     float* y = s_.data[out()];
-    cublasCheck(cublasSgemm(s_.cublas, CUBLAS_OP_N, CUBLAS_OP_N, O, N, 1, &kOne, s_.P(nd_, 1), O, s_.ones.get(), 1,
-                            &kZero, y, O));
     if (s_.bf16) {
       to_bf16(s_.P(nd_, 0), s_.bf_w.get(), int64_t{O} * I, s_.stream);
       to_bf16(s_.data[in()], s_.bf_a.get(), p.n * I, s_.stream);
-      gemm_bf16(s_.cublas, CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, s_.bf_w.get(), I, s_.bf_a.get(), I, &kOne, y, O);
-      return;
+      gemm_bf16(s_.cublas, CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, s_.bf_w.get(), I, s_.bf_a.get(), I, &kZero, y, O);
+    } else {
+      cublasCheck(cublasSgemm(s_.cublas, CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, &kOne, s_.P(nd_, 0), I, s_.data[in()], I,
+                              &kZero, y, O));
     }
-    cublasCheck(cublasSgemm(s_.cublas, CUBLAS_OP_T, CUBLAS_OP_N, O, N, I, &kOne, s_.P(nd_, 0), I, s_.data[in()], I,
-                            &kOne, y, O));
+    cudnnCheck(cudnnAddTensor(s_.cudnn, &kOne, chan_->get(), s_.P(nd_, 1), &kOne, yd(p), y));
   }
 
   void backward_params(const Plan& p) override {
@@ -79,6 +80,8 @@ class Linear final : public Layer {
     to_bf16(s_.diff[out()], s_.bf_b.get(), p.n * nd_.out_channels, s_.stream);
     s_.bf_b_holds = s_.diff[out()];
   }
+
+  std::unique_ptr<TensorDesc> chan_;  // the bias: 1×O×1×1
 };
 
 }  // namespace

@@ -2,7 +2,7 @@
 // cudnnPoolingForward / Backward (max: CUDNN_POOLING_MAX_DETERMINISTIC, padding never
 // wins, as PyTorch's -inf; average counts the padded window), an h×w window for gap on
 // non-square inputs, floor output size — checked against the graph's shapes when a plan
-// is built.
+// is built. NaNs propagate (CUDNN_PROPAGATE_NAN), as in PyTorch's max_pool2d.
 #include "nn/cuda/layer.hpp"
 
 namespace cnnscale::nn::cuda {
@@ -14,7 +14,7 @@ class Pool final : public Layer {
     cudnnCheck(cudnnSetPooling2dDescriptor(
         pool_.get(),
         nd.op == Op::maxpool ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING,
-        CUDNN_NOT_PROPAGATE_NAN, nd.kernel, nd.kernel_w ? nd.kernel_w : nd.kernel, nd.pad, nd.pad, nd.stride,
+        CUDNN_PROPAGATE_NAN, nd.kernel, nd.kernel_w ? nd.kernel_w : nd.kernel, nd.pad, nd.pad, nd.stride,
         nd.stride));
   }
 

@@ -1,5 +1,6 @@
 // layer_relu.cpp — ReLU on cuDNN: cudnnActivationForward / Backward. (The CPU model
-// fuses conv→ReLU; the GPU model does not.)
+// fuses conv→ReLU; the GPU model does not.) CUDNN_PROPAGATE_NAN: a NaN passes through
+// to the loss, where --on-nan sees it, as in PyTorch (oneDNN's ReLU on the CPU does not).
 #include "nn/cuda/layer.hpp"
 
 namespace cnnscale::nn::cuda {
@@ -8,7 +9,7 @@ namespace {
 class Relu final : public Layer {
  public:
   Relu(const Node& nd, NetState& s) : Layer(nd, s) {
-    cudnnCheck(cudnnSetActivationDescriptor(act_.get(), CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+    cudnnCheck(cudnnSetActivationDescriptor(act_.get(), CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
   }
 
   void forward(const Plan& p, const StepContext& /*ctx*/, bool /*eval*/) override {
