@@ -221,7 +221,7 @@ std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& op
       H5Handle g(H5Gcreate2(f, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
       for (const auto& info : model.params()) write_dataset(g, info.name, info.shape, params + info.offset);
       H5Handle og(H5Gcreate2(f, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-      for (auto& [sname, buf] : opt.state()) {
+      for (const auto& [sname, buf] : opt.state_view()) {
         H5Handle sg(H5Gcreate2(og, sname.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
         for (const auto& info : model.params())
           if (info.trainable) write_dataset(sg, info.name, info.shape, buf->data() + info.offset);

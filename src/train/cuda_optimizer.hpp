@@ -9,11 +9,13 @@
 // round-to-nearest intrinsics (no fused multiply-add), so that it agrees with the CPU
 // optimiser to the last bit where the host compiler does not contract either.
 //
-// state(): host copies for checkpoints. The call waits for the stream, copies the
-// device state into host vectors and returns them; those vectors are then THE state
-// until the next step(), which first copies them back to the device (so a checkpoint
-// reader or a broadcast may write them, as with the CPU optimiser). The copies cost
-// one device↔host transfer per state() call (checkpoint/resume time only).
+// state(): host copies to write (resume, broadcast). The call waits for the stream,
+// copies the device state into host vectors and returns them; those vectors are then
+// THE state until commit_state() or the next step() copies them back to the device.
+// state_view(): the same copies to read (a checkpoint being written); the device copy
+// stays the state, so the next step() neither uploads nor waits (a wait there would sit
+// behind the step's NCCL sums, outside the watchdog). The copies cost one device↔host
+// transfer per call (checkpoint/resume time only).
 //
 // In a build without CUDA make_cuda_optimizer is a UserError (src/train/cuda/stub).
 #pragma once

@@ -26,8 +26,20 @@ class Optimizer {
   // One update of params from grads (flat, n elements) at learning rate lr.
   virtual void step(float* params, const float* grads, double lr) = 0;
   virtual std::string kind() const = 0;
-  // Named flat state buffers (e.g. "momentum_buffer", "exp_avg", "exp_avg_sq") and scalars.
+  // Named flat state buffers (e.g. "momentum_buffer", "exp_avg", "exp_avg_sq"), to
+  // WRITE (a checkpoint being loaded, a broadcast). A device optimiser hands out host
+  // copies and uploads them at commit_state() or, failing that, at the next step().
   virtual std::vector<std::pair<std::string, std::vector<float>*>> state() = 0;
+  // The same buffers to READ (a checkpoint being written): a device optimiser copies
+  // its state down and goes on from its device copy; nothing is uploaded again.
+  virtual std::vector<std::pair<std::string, const std::vector<float>*>> state_view() {
+    std::vector<std::pair<std::string, const std::vector<float>*>> out;
+    for (auto& [name, buf] : state()) out.emplace_back(name, buf);
+    return out;
+  }
+  // After writing state(): a device optimiser uploads it now (call it where no
+  // collective is in flight; step() would otherwise wait for the stream it is on).
+  virtual void commit_state() {}
   virtual long long steps_taken() const = 0;
   virtual void set_steps_taken(long long s) = 0;
 };

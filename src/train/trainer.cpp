@@ -325,6 +325,7 @@ bool Trainer::restore_checkpoint() {
   if (rank_ != 0) model_->copy_params_from_host(host.data());
   for (auto& [name, buf] : optimizer_->state())
     control_.broadcast(buf->data(), buf->size() * sizeof(float), 0, "the checkpoint optimizer-state broadcast");
+  optimizer_->commit_state();  // a device optimiser uploads now, before any NCCL work is queued
   optimizer_->set_steps_taken(pos.optimizer_steps);
 
   first_step_ = next_step_ = pos.step;

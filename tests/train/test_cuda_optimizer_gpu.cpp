@@ -2,8 +2,10 @@
 // (themselves checked against PyTorch's formulas in test_optimizer.cpp) on the same
 // parameters and gradients over several steps: parameters and state agree (to fp32
 // rounding; the kernels avoid fused multiply-adds, so normally to the bit),
-// non-trainable ranges are untouched, and state() is a two-way host view (written
-// host state is used by the next step, as on resume). SKIPs without a device.
+// non-trainable ranges are untouched, state() is a two-way host view (written host
+// state is used by the next step or after commit_state(), as on resume) and
+// state_view() a one-way one (a checkpoint's read leaves the device state as it is).
+// SKIPs without a device.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -68,6 +70,20 @@ void run(const OptimizerOptions& o) {
     EXPECT_LE(max_rel(got, p), 1e-6) << o.kind << " parameters, step " << step;
     for (size_t i = 37; i < 42; ++i) ASSERT_EQ(got[i], p0[i]) << "non-trainable element " << i << " changed";
     auto sc = cpu->state();
+    if (step == 1) {
+      // A checkpoint being written reads state_view(): the same values, and the device
+      // copy stays the state, so even garbage written into the host copy (which a
+      // reader must not do) is not uploaded: the next steps still match the CPU.
+      auto view = gpu->state_view();
+      ASSERT_EQ(view.size(), sc.size());
+      for (size_t k = 0; k < sc.size(); ++k) {
+        EXPECT_EQ(view[k].first, sc[k].first);
+        EXPECT_LE(max_rel(*view[k].second, *sc[k].second), 1e-6) << sc[k].first << ", state_view";
+        for (auto& v : const_cast<std::vector<float>&>(*view[k].second)) v = 1e30f;
+      }
+      EXPECT_EQ(gpu->steps_taken(), cpu->steps_taken());
+      continue;
+    }
     auto sg = gpu->state();
     ASSERT_EQ(sg.size(), sc.size());
     for (size_t k = 0; k < sc.size(); ++k) {
@@ -75,11 +91,13 @@ void run(const OptimizerOptions& o) {
       ASSERT_EQ(sg[k].second->size(), sc[k].second->size());
       EXPECT_LE(max_rel(*sg[k].second, *sc[k].second), 1e-6) << sc[k].first << ", step " << step;
     }
-    if (step == 2)  // a resume writes the state: both must use what was written
+    if (step == 2 || step == 3) {  // a resume writes the state: both must use what was written
       for (size_t k = 0; k < sc.size(); ++k) {
         for (auto& v : *sc[k].second) v *= 0.5f;
         for (auto& v : *sg[k].second) v *= 0.5f;
       }
+      if (step == 3) gpu->commit_state();  // uploaded now (as Trainer::restore_checkpoint), not at step()
+    }
     EXPECT_EQ(gpu->steps_taken(), cpu->steps_taken());
   }
   cudaFree(dp), cudaFree(dg);

@@ -36,12 +36,7 @@ class CudaOptimizer final : public Optimizer {
   std::string kind() const override { return o_.kind; }
 
   void step(float* p, const float* g, double lr) override {
-    if (handed_out_) {  // the host copies from state() may have been written (resume, broadcast)
-      for (size_t k = 0; k < dev_.size(); ++k)
-        cudaCheck(cudaMemcpyAsync(dev_[k], host_[k].data(), n_ * sizeof(float), cudaMemcpyHostToDevice, stream_));
-      cudaCheck(cudaStreamSynchronize(stream_));  // host_ may change after we return
-      handed_out_ = false;
-    }
+    commit_state();  // the host copies from state() may have been written (resume, broadcast)
     if (o_.kind == "sgd") {
       const float mom = static_cast<float>(o_.momentum), wd = static_cast<float>(o_.weight_decay);
       const bool first = steps_ == 0;
@@ -60,23 +55,41 @@ class CudaOptimizer final : public Optimizer {
   }
 
   std::vector<std::pair<std::string, std::vector<float>*>> state() override {
+    download();
+    handed_out_ = true;  // the caller may write them: step() or commit_state() uploads
     std::vector<std::pair<std::string, std::vector<float>*>> out;
-    if (!handed_out_) {  // else the host copies are already the newest state
-      cudaCheck(cudaStreamSynchronize(stream_));
-      for (size_t k = 0; k < dev_.size(); ++k) {
-        host_[k].resize(n_);
-        cudaCheck(cudaMemcpyAsync(host_[k].data(), dev_[k], n_ * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-      }
-      cudaCheck(cudaStreamSynchronize(stream_));
-      handed_out_ = true;
-    }
     for (size_t k = 0; k < dev_.size(); ++k) out.emplace_back(names_[k], &host_[k]);
     return out;
+  }
+  std::vector<std::pair<std::string, const std::vector<float>*>> state_view() override {
+    download();  // the device copy stays the state: no upload, no wait in the next step()
+    std::vector<std::pair<std::string, const std::vector<float>*>> out;
+    for (size_t k = 0; k < dev_.size(); ++k) out.emplace_back(names_[k], &host_[k]);
+    return out;
+  }
+  void commit_state() override {
+    if (!handed_out_) return;
+    for (size_t k = 0; k < dev_.size(); ++k)
+      cudaCheck(cudaMemcpyAsync(dev_[k], host_[k].data(), n_ * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    cudaCheck(cudaStreamSynchronize(stream_));  // host_ may change after we return
+    handed_out_ = false;
   }
   long long steps_taken() const override { return steps_; }
   void set_steps_taken(long long s) override { steps_ = s; }
 
  private:
+  // host_ = the device state, unless the host copies are already the newest (handed out
+  // and perhaps written since).
+  void download() {
+    if (handed_out_) return;
+    cudaCheck(cudaStreamSynchronize(stream_));
+    for (size_t k = 0; k < dev_.size(); ++k) {
+      host_[k].resize(n_);
+      cudaCheck(cudaMemcpyAsync(host_[k].data(), dev_[k], n_ * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    }
+    cudaCheck(cudaStreamSynchronize(stream_));
+  }
+
   OptimizerOptions o_;
   std::vector<std::pair<size_t, size_t>> ranges_;
   size_t n_ = 0;
