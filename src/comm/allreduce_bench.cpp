@@ -99,6 +99,7 @@ AllreduceResult run_allreduce_size(Communicator& comm, size_t bytes, const Allre
     fill_pattern(buf.host().data(), r.count, o.dtype, comm.rank());
     buf.upload();
     comm.allreduce_sum(buf.data(), r.count, o.dtype);
+    comm.synchronize();  // a device sum runs on the communicator's stream; the copy is not ordered after it
     buf.download();
     long mine_wrong = static_cast<long>(count_wrong(buf.host().data(), r.count, o.dtype, comm.size()));
     if (control)

@@ -35,8 +35,11 @@ std::string nccl_unique_id_via_store(RendezvousStore& store, int rank, double ti
 std::string nccl_version();
 
 // Device memory for the buffers of a device communicator (device_buffers()), e.g. the
-// allreduce benchmark's: cudaMalloc / cudaFree / cudaMemcpy, checked. Without CUDA
-// there is no device communicator, and these throw UserError (free does nothing).
+// allreduce benchmark's: cudaMalloc / cudaFree / cudaMemcpy, checked. copy_to_device
+// returns with the bytes in device memory (any stream may read them); copy_to_host
+// is not ordered after the communicator's stream: call its synchronize() first.
+// Without CUDA there is no device communicator, and these throw UserError (free does
+// nothing).
 void* device_alloc(size_t bytes);
 void device_free(void* p);
 void copy_to_device(void* device_dst, const void* host_src, size_t bytes);

@@ -64,6 +64,9 @@ void device_free(void* p) {
 
 void copy_to_device(void* device_dst, const void* host_src, size_t bytes) {
   cudaCheck(cudaMemcpy(device_dst, host_src, bytes, cudaMemcpyHostToDevice));
+  // From pageable memory cudaMemcpy may return once the bytes are staged, before the
+  // DMA lands; the communicator's non-blocking stream is not ordered after it.
+  cudaCheck(cudaDeviceSynchronize());
 }
 
 void copy_to_host(void* host_dst, const void* device_src, size_t bytes) {
