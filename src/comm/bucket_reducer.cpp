@@ -16,8 +16,8 @@ double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock:
 
 class AllreduceReducer final : public BucketReducer {
  public:
-  AllreduceReducer(Communicator& comm, float* buffer, std::vector<Bucket> buckets, DType wire)
-      : comm_(comm), buffer_(buffer), buckets_(std::move(buckets)), wire_(wire) {
+  AllreduceReducer(Communicator& comm, float* buffer, std::vector<Bucket> buckets)
+      : comm_(comm), buffer_(buffer), buckets_(std::move(buckets)) {
     pending_.reserve(buckets_.size());
     in_flight_.reserve(buckets_.size());
     spans_.resize(buckets_.size());
@@ -27,7 +27,7 @@ class AllreduceReducer final : public BucketReducer {
   void ready(size_t i) override {
     const Bucket& b = buckets_[i];
     launched_[i] = now_s();
-    pending_.push_back(comm_.allreduce_sum_async(buffer_ + b.begin, b.end - b.begin, wire_));
+    pending_.push_back(comm_.allreduce_sum_async(buffer_ + b.begin, b.end - b.begin, DType::f32));
   }
   void progress() override { comm_.progress(); }
   void finish() override {
@@ -57,7 +57,6 @@ class AllreduceReducer final : public BucketReducer {
   Communicator& comm_;
   float* buffer_;
   std::vector<Bucket> buckets_;
-  DType wire_;
   // Waits for a round's sums, in bucket order, and records its spans and time.
   void settle(std::vector<std::unique_ptr<PendingReduce>>& round, const std::vector<double>& launched) {
     double first = 0, last = 0;
@@ -139,9 +138,8 @@ class ShmReducer final : public NodeSharedReducer {
 
 }  // namespace
 
-std::unique_ptr<BucketReducer> make_allreduce_reducer(Communicator& comm, float* buffer, std::vector<Bucket> buckets,
-                                                      DType wire) {
-  return std::make_unique<AllreduceReducer>(comm, buffer, std::move(buckets), wire);
+std::unique_ptr<BucketReducer> make_allreduce_reducer(Communicator& comm, float* buffer, std::vector<Bucket> buckets) {
+  return std::make_unique<AllreduceReducer>(comm, buffer, std::move(buckets));
 }
 
 std::unique_ptr<NodeSharedReducer> make_node_shared_reducer(Communicator& comm, size_t count,

@@ -71,10 +71,10 @@ class BucketReducer {
   std::vector<BucketSpan> spans_;
 };
 
-// Non-blocking allreduces of `comm` over buffer[begin, end) of each bucket, `wire` on
-// the wire. buffer: host or device memory, as comm.device_buffers() says.
-std::unique_ptr<BucketReducer> make_allreduce_reducer(Communicator& comm, float* buffer, std::vector<Bucket> buckets,
-                                                      DType wire = DType::f32);
+// Non-blocking fp32 allreduces of `comm` over buffer[begin, end) of each bucket.
+// buffer: host or device memory, as comm.device_buffers() says. (A bf16 wire would need
+// a converted copy of each bucket: the sums are of the float buffer itself.)
+std::unique_ptr<BucketReducer> make_allreduce_reducer(Communicator& comm, float* buffer, std::vector<Bucket> buckets);
 
 // A BucketReducer over node-shared memory that owns its buffer.
 class NodeSharedReducer : public BucketReducer {

@@ -23,9 +23,9 @@ std::vector<Bucket> plan_buckets(const std::vector<size_t>& param_ends, size_t f
 GradSync::GradSync(std::vector<Bucket> buckets, std::unique_ptr<BucketReducer> reducer)
     : buckets_(std::move(buckets)), reducer_(std::move(reducer)) {}
 
-GradSync::GradSync(Communicator& comm, float* grads, std::vector<Bucket> buckets, DType wire)
+GradSync::GradSync(Communicator& comm, float* grads, std::vector<Bucket> buckets)
     : buckets_(std::move(buckets)) {
-  if (comm.size() > 1) reducer_ = make_allreduce_reducer(comm, grads, buckets_, wire);
+  if (comm.size() > 1) reducer_ = make_allreduce_reducer(comm, grads, buckets_);
 }
 
 std::string GradSync::method() const { return reducer_ ? reducer_->method() : "none (one rank)"; }

@@ -35,7 +35,7 @@ class GradSync {
   GradSync(std::vector<Bucket> buckets, std::unique_ptr<BucketReducer> reducer);
   // Non-blocking allreduces of `comm` on grads (make_allreduce_reducer) when it has
   // more than one rank.
-  GradSync(Communicator& comm, float* grads, std::vector<Bucket> buckets, DType wire = DType::f32);
+  GradSync(Communicator& comm, float* grads, std::vector<Bucket> buckets);
   GradSync(const GradSync&) = delete;
   GradSync& operator=(const GradSync&) = delete;
   // Starts every complete, not yet started bucket with end <= ready_end.

@@ -220,7 +220,7 @@ void Trainer::setup() {
   schedule_ = std::make_unique<LrSchedule>(opt_.lr, global_batch_, steps_per_epoch_, total_steps_);
   std::unique_ptr<BucketReducer> reducer;
   if (shm) reducer = std::move(shm);
-  else if (world_ > 1) reducer = make_allreduce_reducer(comm_, model_->grad_data(), buckets, DType::f32);
+  else if (world_ > 1) reducer = make_allreduce_reducer(comm_, model_->grad_data(), buckets);
   sync_ = std::make_unique<GradSync>(std::move(buckets), std::move(reducer));
 
   ckpt_dir_ = opt_.run_dir.empty() ? std::string() : opt_.run_dir + "/checkpoints";
