@@ -36,6 +36,8 @@ inline void nccl_check_async(ncclComm_t comm, const char* what, const char* file
   if (async == ncclSuccess || async == ncclInProgress) return;
   const std::string text = nccl_error_text(async, comm);
   ncclCommAbort(comm);  // the device work stops; nothing waits for the peers any more
+  // comm is freed now and its owner (NcclCommunicator) does not know: this relies on
+  // abort_job not returning (MPI_Abort / exit; no destructor runs on the handle).
   abort_job(failed_call_message(what, file, line, text.c_str()));
 }
 
