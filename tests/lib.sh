@@ -25,11 +25,13 @@ expect_ckpt_close() {
   python3 -c "import sys; sys.exit(0 if float('${rel:-1}') < $tol else 1)" 2>/dev/null
   expect_eq "$label (rel diff ${rel:-?} < $tol)" 0 "$?"
 }
-# expect_ckpt_bitwise LABEL A.h5 B.h5: h5diff finds /model and /optimizer bitwise equal.
+# expect_ckpt_bitwise LABEL A.h5 B.h5: h5diff finds /model and /optimizer bitwise equal
+# (what h5diff says is appended to $TMP/h5diff.log).
 expect_ckpt_bitwise() {
-  h5diff -q "$2" "$3" /model /model >/dev/null 2>&1
+  echo "== $1: $2 vs $3" >>"$TMP/h5diff.log"
+  h5diff -q "$2" "$3" /model /model >>"$TMP/h5diff.log" 2>&1
   expect_eq "$1: /model bitwise (h5diff)" 0 "$?"
-  h5diff -q "$2" "$3" /optimizer /optimizer >/dev/null 2>&1
+  h5diff -q "$2" "$3" /optimizer /optimizer >>"$TMP/h5diff.log" 2>&1
   expect_eq "$1: /optimizer bitwise (h5diff)" 0 "$?"
 }
 # metrics_losses METRICS.jsonl: one "step loss" line per logged step, the loss at full

@@ -53,11 +53,11 @@ ControlComm::~ControlComm() {
   if (!fin && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-bool ControlComm::start_watchdog(double timeout_s, const std::string& host) {
+bool ControlComm::start_watchdog(double timeout_s, const std::string& host, bool device_waits) {
   if (transport_) {
-    transport_->set_timeout(timeout_s);  // the control plane's own collectives
-    // The waits on other channels (NCCL's, waiting()) have no other deadline.
-    if (!watching_) watching_ = watchdog_.start_local(rank_, timeout_s, host);
+    transport_->set_timeout(timeout_s);  // the control plane's own collectives, and a Gloo data plane's
+    // A device data plane's waits (NCCL's, inside waiting()) have no other deadline.
+    if (!watching_ && device_waits && size_ > 1) watching_ = watchdog_.start_local(rank_, timeout_s, host);
     return true;
   }
   if (!watching_) watching_ = watchdog_.start(comm_, timeout_s, host);
@@ -114,6 +114,17 @@ void ControlComm::gather_raw(const void* value, void* all, MPI_Datatype type, in
 std::vector<std::string> ControlComm::gather_strings(const std::string& s, int root, const char* what) {
   const int n = checked_count(s.size());
   std::vector<int> sizes = gather(n, root, what);
+  if (transport_) {  // gathers equal sizes only: every string padded to the longest
+    const int64_t longest = allreduce(static_cast<int64_t>(n), ReduceOp::max, what);
+    std::string padded = s;
+    padded.resize(static_cast<size_t>(longest), '\0');
+    std::string all(rank_ == root ? static_cast<size_t>(longest) * static_cast<size_t>(size_) : 0, '\0');
+    if (longest > 0) transport_->gather(padded.data(), all.data(), static_cast<size_t>(longest), root, what);
+    std::vector<std::string> out;
+    for (size_t r = 0; r < sizes.size(); ++r)
+      out.push_back(all.substr(r * static_cast<size_t>(longest), static_cast<size_t>(sizes[r])));
+    return out;
+  }
   std::vector<int> displs(sizes.size(), 0);
   size_t total = 0;
   for (size_t r = 0; r < sizes.size(); ++r) {

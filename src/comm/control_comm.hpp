@@ -47,8 +47,8 @@ class ControlComm {
  public:
   explicit ControlComm(MPI_Comm world);  // collective: duplicates world
   // Over another transport (gloo): no MPI communication; the transport's own deadline
-  // covers the control collectives (start_watchdog sets it to the timeout) and a local
-  // watchdog (Watchdog::start_local) the waits on other channels (waiting()).
+  // covers the control collectives (start_watchdog sets it to the timeout) and, for a
+  // device data plane, a local watchdog (Watchdog::start_local) the waits in waiting().
   explicit ControlComm(std::unique_ptr<ControlTransport> transport);
   ~ControlComm();                        // stops the watchdog (collective)
   ControlComm(const ControlComm&) = delete;
@@ -60,7 +60,10 @@ class ControlComm {
   // Starts the watchdog (collective). False, and no watchdog, below
   // MPI_THREAD_MULTIPLE or with one rank. Once running it keeps its first timeout
   // (later calls, e.g. from a second Trainer on the same world, return true).
-  bool start_watchdog(double timeout_s, const std::string& host);
+  // Over a transport: sets its deadline, and where the data plane's waits are on a
+  // device (device_waits: NCCL, which the transport's deadline does not cover) and
+  // there are peers, starts Watchdog::start_local for them.
+  bool start_watchdog(double timeout_s, const std::string& host, bool device_waits = false);
   // The step the training loop is at, for the watchdog's report.
   void set_step(int64_t step) { watchdog_.set_step(step); }
   // Marks this thread as waiting in `what` (a static string) for as long as the

@@ -25,6 +25,8 @@ bool Watchdog::start(MPI_Comm world, double timeout_s, const std::string& host) 
   MPI_Query_thread(&level);
   MPI_Comm_size(world, &size);
   if (level < MPI_THREAD_MULTIPLE || size < 2 || timeout_s <= 0) return false;
+  local_ = false;
+  stopping_ = false;
   MPI_Comm_dup(world, &comm_);
   MPI_Comm_rank(comm_, &rank_);
   size_ = size;
@@ -45,6 +47,7 @@ bool Watchdog::start(MPI_Comm world, double timeout_s, const std::string& host) 
 bool Watchdog::start_local(int rank, double timeout_s, const std::string& host) {
   if (timeout_s <= 0 || thread_.joinable()) return thread_.joinable();
   local_ = true;
+  stopping_ = false;
   rank_ = rank;
   timeout_ = timeout_s;
   interval_ = std::clamp(timeout_s / 10.0, 0.05, 1.0);

@@ -135,7 +135,7 @@ void Trainer::setup() {
   // From here a SIGTERM/SIGUSR1 waits for the next step boundary (cmd_train installs the
   // handlers before start_world already; again here for in-process callers).
   install_stop_signal_handlers();
-  if (!control_.start_watchdog(opt_.collective_timeout, ctx_.host) && world_ > 1)
+  if (!control_.start_watchdog(opt_.collective_timeout, ctx_.host, comm_.device_buffers()) && world_ > 1)
     log_warn("the MPI library gives less than MPI_THREAD_MULTIPLE, so the --collective-timeout watchdog is off");
   run_dir_ = std::make_unique<RunDir>(opt_, control_, ctx_.host, ctx_.launch.job_id);  // lock, --resume none rules
 
@@ -325,7 +325,7 @@ bool Trainer::restore_checkpoint() {
   if (rank_ != 0) model_->copy_params_from_host(host.data());
   for (auto& [name, buf] : optimizer_->state())
     control_.broadcast(buf->data(), buf->size() * sizeof(float), 0, "the checkpoint optimizer-state broadcast");
-  optimizer_->commit_state();  // a device optimiser uploads now, before any NCCL work is queued
+  optimizer_->commit_state();  // a device optimiser uploads now, not in the first step() behind its NCCL sums
   optimizer_->set_steps_taken(pos.optimizer_steps);
 
   first_step_ = next_step_ = pos.step;

@@ -5,7 +5,8 @@
 #      train with --backend auto (resolves to gloo), keep bitwise-identical replicas, and
 #      reach the parameters of the same run under mpiexec with the MPI backend at the same
 #      global batch (relative difference < 1e-5; loss per step equal to 4 decimals);
-#  (2) TF_CONFIG (2 workers, no RANK) trains the same as (1) with 2 ranks; --sync-bn
+#  (2) TF_CONFIG (2 workers, no RANK) trains the same as (1) with 2 ranks (and --timeline
+#      gathers both ranks' events over Gloo); --sync-bn
 #      (batch-norm sums on Gloo's control plane) trains the same as under mpiexec; two
 #      "hosts" (rank 1 under another host name via unshare -u): loopback refused with the
 #      fix, GLOO_SOCKET_IFNAME=lo trains as 2 nodes;
@@ -59,7 +60,8 @@ cluster="{\"worker\": [\"127.0.0.1:$port\", \"127.0.0.1:$((port + 1))\"]}"
 pids=()
 for i in 0 1; do
   "${CLEAN[@]}" -u RANK -u WORLD_SIZE TF_CONFIG="{\"cluster\": $cluster, \"task\": {\"type\": \"worker\", \"index\": $i}}" \
-    timeout 300 "$CNNSCALE" "${TRAIN[@]}" --batch-size 32 --run-dir "$TMP/tf" >"$TMP/tf.$i.out" 2>&1 &
+    timeout 300 "$CNNSCALE" "${TRAIN[@]}" --batch-size 32 --run-dir "$TMP/tf" --timeline "$TMP/tf.timeline.json" \
+      >"$TMP/tf.$i.out" 2>&1 &
   pids+=($!)
 done
 for i in 0 1; do
@@ -67,6 +69,9 @@ for i in 0 1; do
   expect_eq "TF_CONFIG worker $i exit status" 0 "$?"
 done
 expect_grep "TF_CONFIG: 2 ranks over gloo" "2 rank\(s\) on 1 node\(s\), backend gloo" "$TMP/tf.0.out"
+# --timeline gathers each rank's events to rank 0 over the Gloo control plane (strings
+# of different lengths): the file holds both ranks.
+expect_grep "TF_CONFIG: --timeline gathered over gloo" "--timeline: wrote $TMP/tf.timeline.json \([0-9]+ events of 2 rank\(s\)" "$TMP/tf.0.out"
 expect_ckpt_close "TF_CONFIG == torchrun variables" "$TMP/g2/checkpoints/step-0000000$STEPS.h5" "$TMP/tf/checkpoints/step-0000000$STEPS.h5"
 
 # (2b) --sync-bn: the per-layer sums in rank order go over Gloo's control plane (allgather).

@@ -72,6 +72,6 @@ overlap_main() {
   overlap_compare late0
   if [ "$_fail" -gt 0 ]; then
     for f in ref late1 late0; do echo "    --- $f.out"; sed 's/^/    | /' "$TMP/$f.out" | tail -15; done
-    cat "$TMP"/*.h5diff 2>/dev/null | head -20
+    head -n 20 "$TMP/h5diff.log" 2>/dev/null
   fi
 }

@@ -208,8 +208,8 @@ class CudaNet final : public DeviceModel {
       cudaCheck(cudaStreamSynchronize(s_.stream));
       s_.bf16 = bf16;
       plans_.clear();
-      // bf16: the fp32 cuBLAS calls left (the linear bias as a rank-1 gemm, db) in full
-      // fp32, as on the CPU and as run.json's "tf32": false says.
+      // bf16: the fp32 cuBLAS calls left (db, a gemv) in full fp32, as run.json's
+      // "tf32": false says.
       cublasCheck(cublasSetMathMode(s_.cublas, s_.tf32 && !bf16 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     }
     ensure_capacity(max_batch);
