@@ -196,8 +196,10 @@ fails_within "foreign listener" 15 'cnnscale: error: connected to 127.0.0.1:[0-9
 kill "$holder" 2>/dev/null
 
 # A rank killed mid-run: the survivor's next sum fails at once (connection closed) or at the timeout.
+# A 10 s deadline, not T's 3 s: both ranks must have met before the kill, also on a loaded
+# machine (with 3 s, a rank that took longer to start made the rendezvous fail first).
 port=$(free_port)
-KILLED=(train --synthetic --model mnist_cnn --max-steps 100000 --batch-size 8 "${T[@]}" --log-every 1)
+KILLED=(train --synthetic --model mnist_cnn --max-steps 100000 --batch-size 8 --collective-timeout 10 --log-every 1)
 "${CLEAN[@]}" RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
   timeout 120 "$CNNSCALE" "${KILLED[@]}" >"$TMP/kill.0.out" 2>&1 &
 pids[0]=$!
