@@ -113,18 +113,20 @@ void ControlComm::gather_raw(const void* value, void* all, MPI_Datatype type, in
 
 std::vector<std::string> ControlComm::gather_strings(const std::string& s, int root, const char* what) {
   const int n = checked_count(s.size());
-  std::vector<int> sizes = gather(n, root, what);
-  if (transport_) {  // gathers equal sizes only: every string padded to the longest
-    const int64_t longest = allreduce(static_cast<int64_t>(n), ReduceOp::max, what);
+  if (transport_) {  // it gathers equal sizes only: every string padded to the longest
+    std::vector<int> sizes(static_cast<size_t>(size_));
+    transport_->allgather(&n, sizes.data(), sizeof(int), what);
+    const size_t longest = static_cast<size_t>(*std::max_element(sizes.begin(), sizes.end()));
     std::string padded = s;
-    padded.resize(static_cast<size_t>(longest), '\0');
-    std::string all(rank_ == root ? static_cast<size_t>(longest) * static_cast<size_t>(size_) : 0, '\0');
-    if (longest > 0) transport_->gather(padded.data(), all.data(), static_cast<size_t>(longest), root, what);
+    padded.resize(longest, '\0');
+    std::string all(rank_ == root ? longest * sizes.size() : 0, '\0');
+    if (longest > 0) transport_->gather(padded.data(), all.data(), longest, root, what);
     std::vector<std::string> out;
-    for (size_t r = 0; r < sizes.size(); ++r)
-      out.push_back(all.substr(r * static_cast<size_t>(longest), static_cast<size_t>(sizes[r])));
+    if (rank_ == root)
+      for (size_t r = 0; r < sizes.size(); ++r) out.push_back(all.substr(r * longest, static_cast<size_t>(sizes[r])));
     return out;
   }
+  std::vector<int> sizes = gather(n, root, what);
   std::vector<int> displs(sizes.size(), 0);
   size_t total = 0;
   for (size_t r = 0; r < sizes.size(); ++r) {

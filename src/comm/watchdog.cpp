@@ -25,13 +25,10 @@ bool Watchdog::start(MPI_Comm world, double timeout_s, const std::string& host) 
   MPI_Query_thread(&level);
   MPI_Comm_size(world, &size);
   if (level < MPI_THREAD_MULTIPLE || size < 2 || timeout_s <= 0) return false;
-  local_ = false;
-  stopping_ = false;
+  configure(timeout_s, false);
   MPI_Comm_dup(world, &comm_);
   MPI_Comm_rank(comm_, &rank_);
   size_ = size;
-  timeout_ = timeout_s;
-  interval_ = std::clamp(timeout_s / 10.0, 0.05, 1.0);
   char name[64] = {0};
   std::snprintf(name, sizeof(name), "%s", host.c_str());
   std::vector<char> all(64 * static_cast<size_t>(size_));
@@ -44,13 +41,17 @@ bool Watchdog::start(MPI_Comm world, double timeout_s, const std::string& host) 
   return true;
 }
 
-bool Watchdog::start_local(int rank, double timeout_s, const std::string& host) {
-  if (timeout_s <= 0 || thread_.joinable()) return thread_.joinable();
-  local_ = true;
+void Watchdog::configure(double timeout_s, bool local) {
+  local_ = local;
   stopping_ = false;
-  rank_ = rank;
   timeout_ = timeout_s;
   interval_ = std::clamp(timeout_s / 10.0, 0.05, 1.0);
+}
+
+bool Watchdog::start_local(int rank, double timeout_s, const std::string& host) {
+  if (timeout_s <= 0 || thread_.joinable()) return thread_.joinable();
+  configure(timeout_s, true);
+  rank_ = rank;
   hosts_.assign(static_cast<size_t>(rank) + 1, "");
   hosts_[static_cast<size_t>(rank)] = host;
   thread_ = std::thread([this] { run(); });

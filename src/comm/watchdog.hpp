@@ -57,6 +57,7 @@ class Watchdog {
   void leave();
 
  private:
+  void configure(double timeout_s, bool local);  // what both starts set
   void run();
   [[noreturn]] void fire(double waited);
 

@@ -39,9 +39,7 @@ bool field(const std::string& tok, const char* name, int64_t& v) {
   return true;
 }
 
-}  // namespace
-
-static const char* math_token(ConvMath m) {
+const char* math_token(ConvMath m) {
   switch (m) {
     case ConvMath::fma: return "fma";
     case ConvMath::tf32: return "tf32";
@@ -49,6 +47,8 @@ static const char* math_token(ConvMath m) {
   }
   return "?";
 }
+
+}  // namespace
 
 const char* conv_dir_name(ConvDir d) {
   switch (d) {

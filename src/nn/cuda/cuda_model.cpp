@@ -55,10 +55,8 @@ class CudaNet final : public DeviceModel {
     cudnnCheck(cudnnSetStream(s_.cudnn, s_.stream));
     cublasCheck(cublasCreate(&s_.cublas));
     cublasCheck(cublasSetStream(s_.cublas, s_.stream));
-    // TF32 tensor cores for the fp32 matmuls (linear layers) unless --tf32 off; cuBLAS
-    // still computes in fp32 on GPUs without them (before Ampere).
-    cublasCheck(cublasSetMathMode(s_.cublas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     s_.tf32 = tf32;
+    set_cublas_math();
     s_.cudnn_benchmark = cudnn_benchmark;
     {  // for people reading a checkpoint's record: the choices hold for this GPU and cuDNN
       cudaDeviceProp prop{};
@@ -208,9 +206,7 @@ class CudaNet final : public DeviceModel {
       cudaCheck(cudaStreamSynchronize(s_.stream));
       s_.bf16 = bf16;
       plans_.clear();
-      // bf16: the fp32 cuBLAS calls left (db, a gemv) in full fp32, as run.json's
-      // "tf32": false says.
-      cublasCheck(cublasSetMathMode(s_.cublas, s_.tf32 && !bf16 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+      set_cublas_math();
     }
     ensure_capacity(max_batch);
     plan_for(max_batch_);
@@ -353,6 +349,13 @@ class CudaNet final : public DeviceModel {
     h_logits_.alloc(N * static_cast<size_t>(g_.classes));
   }
 
+  // TF32 tensor cores for the fp32 matmuls (linear layers) unless --tf32 off or bf16
+  // (whose fp32 cuBLAS calls left, db's gemv, stay full fp32, as run.json's "tf32": false
+  // says); cuBLAS still computes in fp32 on GPUs without them (before Ampere).
+  void set_cublas_math() {
+    cublasCheck(cublasSetMathMode(s_.cublas, s_.tf32 && !s_.bf16 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  }
+
   // bf16 scratch for batches of up to max_batch_ (grown, never shrunk).
   void ensure_bf16_scratch() {
     Bf16Need need;
@@ -369,7 +372,6 @@ class CudaNet final : public DeviceModel {
       sync = true;
       arr->alloc(static_cast<size_t>(count), s_.stream);
     }
-    s_.bf_b_holds = nullptr;
   }
 
   const Plan& plan_for(int64_t n) {

@@ -64,8 +64,16 @@ struct NetState {
   bool bf16 = false;             // --precision bf16 (CudaNet::prepare)
   DevArray<bf16_t> bf_a, bf_b, bf_w;  // bf16 scratch (see above), allocated only under bf16
   // The fp32 tensor whose bf16 copy bf_b holds (a layer's dy: backward_params converts
-  // it, backward_data of the same layer reuses it); nullptr after anything else wrote bf_b.
+  // it, backward_data of the same layer reuses it); CudaNet resets it before each layer's
+  // backward_params, so nothing else's copy is ever taken for it.
   const float* bf_b_holds = nullptr;
+  // True when bf_b does not hold dy's copy yet (the caller converts dy into bf_b now);
+  // from then on it does.
+  bool bf_b_needs(const float* dy) {
+    if (bf_b_holds == dy) return false;
+    bf_b_holds = dy;
+    return true;
+  }
 
   float* P(const Node& nd, int k) const { return params.get() + g->params[nd.params[k]].info.offset; }
   float* G(const Node& nd, int k) const { return grads.get() + g->params[nd.params[k]].info.offset; }

@@ -40,8 +40,7 @@ struct ConvAlgos {
   cudnnConvolutionFwdAlgo_t fwd{};
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
-  bool bf16 = false;                   // planned for bf16 NHWC (NetState::bf16 then)
-  std::unique_ptr<TensorDesc> xb, yb;  // bf16: the NHWC bf16 input and output
+  std::unique_ptr<TensorDesc> xb, yb;  // bf16: the NHWC bf16 input and output (a precision change replans)
 };
 
 // An n×c×h×w bf16 NHWC tensor descriptor.
@@ -77,14 +76,13 @@ class Conv final : public Layer {
   size_t plan(const Plan& p) override {
     if (algos_.size() <= static_cast<size_t>(p.index)) algos_.resize(static_cast<size_t>(p.index) + 1);
     ConvAlgos& a = algos_[static_cast<size_t>(p.index)];
-    a.bf16 = s_.bf16;
-    if (a.bf16) {
+    if (s_.bf16) {
       a.xb = bf16_desc(p.n, nd_.in.c, nd_.in.h, nd_.in.w);
       a.yb = bf16_desc(p.n, nd_.out.c, nd_.out.h, nd_.out.w);
     }
-    const cudnnTensorDescriptor_t x = a.bf16 ? a.xb->get() : xd(p), y = a.bf16 ? a.yb->get() : yd(p);
+    const cudnnTensorDescriptor_t x = s_.bf16 ? a.xb->get() : xd(p), y = s_.bf16 ? a.yb->get() : yd(p);
     int on = 0, oc = 0, oh = 0, ow = 0;
-    cudnnCheck(cudnnGetConvolution2dForwardOutputDim(conv(a), x, filter(a), &on, &oc, &oh, &ow));
+    cudnnCheck(cudnnGetConvolution2dForwardOutputDim(conv(), x, filter(), &on, &oc, &oh, &ow));
     check_output(p.n, on, oc, oh, ow);
     ConvProblem prob;
     prob.n = p.n;
@@ -95,11 +93,11 @@ class Conv final : public Layer {
     prob.kernel = nd_.kernel;
     prob.pad = nd_.pad;
     prob.stride = nd_.stride;
-    prob.math = a.bf16 ? ConvMath::bf16 : s_.tf32 ? ConvMath::tf32 : ConvMath::fma;
+    prob.math = s_.bf16 ? ConvMath::bf16 : s_.tf32 ? ConvMath::tf32 : ConvMath::fma;
     size_t ws = 0;
     const cudnnHandle_t h = s_.cudnn;
-    const cudnnFilterDescriptor_t w = filter(a);
-    const cudnnConvolutionDescriptor_t c = conv(a);
+    const cudnnFilterDescriptor_t w = filter();
+    const cudnnConvolutionDescriptor_t c = conv();
     prob.dir = ConvDir::forward;
     a.fwd = static_cast<cudnnConvolutionFwdAlgo_t>(algo_for(
         prob,
@@ -164,7 +162,7 @@ class Conv final : public Layer {
   void forward(const Plan& p, const StepContext& /*ctx*/, bool /*eval*/) override {
     const ConvAlgos& a = algos(p);
     float* y = s_.data[out()];
-    if (a.bf16) {
+    if (s_.bf16) {
       to_bf16_nhwc(s_.data[in()], s_.bf_a.get(), p.n, nd_.in.c, hw_in(), s_.stream);
       to_bf16_nhwc(s_.P(nd_, 0), s_.bf_w.get(), nd_.out_channels, nd_.in.c, kk(), s_.stream);
       cudnnCheck(cudnnConvolutionForward(s_.cudnn, &kOne, a.xb->get(), s_.bf_a.get(), wb_.get(), s_.bf_w.get(),
@@ -180,7 +178,7 @@ class Conv final : public Layer {
 
   void backward_params(const Plan& p) override {
     const ConvAlgos& a = algos(p);
-    if (a.bf16) {
+    if (s_.bf16) {
       to_bf16_nhwc(s_.data[in()], s_.bf_a.get(), p.n, nd_.in.c, hw_in(), s_.stream);
       dy_bf16(p);
       cudnnCheck(cudnnConvolutionBackwardFilter(s_.cudnn, &kOne, a.xb->get(), s_.bf_a.get(), a.yb->get(),
@@ -201,7 +199,7 @@ class Conv final : public Layer {
     if (!s_.needs_diff[in()]) return;
     const ConvAlgos& a = algos(p);
     const float* beta = s_.beta_for(in());
-    if (a.bf16) {
+    if (s_.bf16) {
       dy_bf16(p);
       to_bf16_nhwc(s_.P(nd_, 0), s_.bf_w.get(), nd_.out_channels, nd_.in.c, kk(), s_.stream);
       cudnnCheck(cudnnConvolutionBackwardData(s_.cudnn, &kOne, wb_.get(), s_.bf_w.get(), a.yb->get(), s_.bf_b.get(),
@@ -247,19 +245,15 @@ class Conv final : public Layer {
   }
 
   const ConvAlgos& algos(const Plan& p) const { return algos_[static_cast<size_t>(p.index)]; }
-  cudnnFilterDescriptor_t filter(const ConvAlgos& a) const { return a.bf16 ? wb_.get() : w_.get(); }
-  cudnnConvolutionDescriptor_t conv(const ConvAlgos& a) const { return a.bf16 ? convb_.get() : conv_.get(); }
+  cudnnFilterDescriptor_t filter() const { return s_.bf16 ? wb_.get() : w_.get(); }
+  cudnnConvolutionDescriptor_t conv() const { return s_.bf16 ? convb_.get() : conv_.get(); }
   int64_t hw_in() const { return int64_t{nd_.in.h} * nd_.in.w; }
   int64_t hw_out() const { return int64_t{nd_.out.h} * nd_.out.w; }
   int64_t kk() const { return int64_t{nd_.kernel} * nd_.kernel; }
   int64_t filter_count() const { return int64_t{nd_.out_channels} * nd_.in.c * kk(); }
-  // bf_b = bf16 NHWC dy, unless it holds it already (backward_params converted it for this
-  // layer's backward_data, which CudaNet runs next; it resets bf_b_holds before each
-  // layer's backward_params).
+  // bf_b = bf16 NHWC dy (converted once per layer: NetState::bf_b_needs).
   void dy_bf16(const Plan& p) {
-    if (s_.bf_b_holds == s_.diff[out()]) return;
-    to_bf16_nhwc(s_.diff[out()], s_.bf_b.get(), p.n, nd_.out.c, hw_out(), s_.stream);
-    s_.bf_b_holds = s_.diff[out()];
+    if (s_.bf_b_needs(s_.diff[out()])) to_bf16_nhwc(s_.diff[out()], s_.bf_b.get(), p.n, nd_.out.c, hw_out(), s_.stream);
   }
 
   FilterDesc w_, wb_;      // fp32 KCRS; bf16 KRSC

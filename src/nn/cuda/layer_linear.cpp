@@ -74,11 +74,9 @@ class Linear final : public Layer {
   }
 
  private:
-  // bf_b = bf16 dy unless it holds it already (as layer_conv.cpp's dy_bf16).
+  // bf_b = bf16 dy (converted once per layer: NetState::bf_b_needs).
   void dy_bf16(const Plan& p) {
-    if (s_.bf_b_holds == s_.diff[out()]) return;
-    to_bf16(s_.diff[out()], s_.bf_b.get(), p.n * nd_.out_channels, s_.stream);
-    s_.bf_b_holds = s_.diff[out()];
+    if (s_.bf_b_needs(s_.diff[out()])) to_bf16(s_.diff[out()], s_.bf_b.get(), p.n * nd_.out_channels, s_.stream);
   }
 
   std::unique_ptr<TensorDesc> chan_;  // the bias: 1×O×1×1
