@@ -18,6 +18,7 @@ PACKAGES=(
   libjpeg62-turbo-dev libpng-dev python3-pil
   slurm-wlm munge iproute2 util-linux
   lmod tcl
+  patchelf debootstrap
 )
 DEBS_TO_KEEP=(environment-modules)
 DEB_CACHE=/var/cache/cnnscale/debs

@@ -36,7 +36,10 @@ TEST(NcclGpu, InitAndExactAllreduce) {
       fill_pattern(host.data(), count, t, comm.rank());
       void* d = nullptr;
       ASSERT_EQ(cudaMalloc(&d, host.size()), cudaSuccess);
-      cudaMemcpy(d, host.data(), host.size(), cudaMemcpyHostToDevice);
+      ASSERT_EQ(cudaMemcpy(d, host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      // A pageable H2D cudaMemcpy may return before its DMA lands; NCCL reads on a
+      // non-blocking stream that the legacy stream does not order: wait for the copy.
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       comm.allreduce_sum_async(d, count, t)->wait();
       cudaMemcpy(host.data(), d, host.size(), cudaMemcpyDeviceToHost);
       cudaFree(d);
@@ -143,6 +146,7 @@ TEST(NcclGpu, BroadcastRangesGroupedOnTheStream) {
     std::vector<float> host(n);
     for (size_t i = 0; i < n; ++i) host[i] = value(comm.rank(), i);
     ASSERT_EQ(cudaMemcpy(d, host.data(), n * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the copy landed before NCCL's stream reads it
     comm.broadcast_ranges(d, ranges, root);
     comm.synchronize();
     ASSERT_EQ(cudaMemcpy(host.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# gpu_kit.sh — the GPU kit (scripts/gpu-kit.sh, issue 25) runs from where it is unpacked
+# on a machine that has none of install-deps.sh's packages: a Debian 12 *minbase* root
+# (debootstrap; no Open MPI, PMIx, HDF5, oneDNN, Boost, protobuf, Python), with only
+# the machine's CUDA libraries (this machine's /usr/local/cuda bind-mounted read-only, as
+# a GPU node's toolkit) and no GPU driver. In the root, from the kit alone:
+#  - kit-check.sh finds every library of every program and component;
+#  - `cnnscale --version`; `cnnscale env` names why there is no GPU (the CUDA error);
+#  - `mpiexec -n 2 cnnscale train --synthetic --max-steps 5` (the kit's Open MPI,
+#    relocated) trains and writes run.json;
+#  - bench/gpu-first-run.sh reports "no GPU: <reason>", runs every gpu test of the kit,
+#    each SKIPs (none fails), and exits 4;
+#  - a library taken out of the unpacked kit makes kit-check.sh fail naming it.
+# And the archive is at most 48 MiB. The minbase root is made once with debootstrap from
+# apt's configured mirror and cached as /var/cache/cnnscale/minbase-bookworm.tar.
+# SKIP (77) when not root (chroot, mounts) or when cnnscale was built without CUDA
+# (the kit is the CUDA build's).
+set -u
+source "$CNNSCALE_SOURCE/tests/lib.sh"
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (chroot and bind mounts)"; exit 77; }
+readelf -d "$CNNSCALE" | grep -q libcudart || { echo "SKIP: $CNNSCALE was built without CUDA: there is no GPU kit to make"; exit 77; }
+CACHE=/var/cache/cnnscale/minbase-bookworm.tar
+if [ ! -s "$CACHE" ]; then
+  command -v debootstrap >/dev/null || { bad "debootstrap installed (scripts/install-deps.sh)"; finish; }
+  mirror=$(grep -rhoE '^(URIs:|deb) +[^ ]+' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
+    awk '{print ($1 == "deb" ? $2 : $2)}' | grep -v security | head -n 1)
+  echo "making the minbase root once (debootstrap from ${mirror:-?}; cached as $CACHE)"
+  mkdir -p "$TMP/mk" /var/cache/cnnscale
+  debootstrap --variant=minbase bookworm "$TMP/mk" "$mirror" >"$TMP/debootstrap.log" 2>&1 ||
+    { bad "debootstrap --variant=minbase bookworm (log:)"; tail -20 "$TMP/debootstrap.log"; finish; }
+  tar -C "$TMP/mk" -cf "$CACHE.tmp" . && mv "$CACHE.tmp" "$CACHE"
+  rm -rf "$TMP/mk"
+fi
+
+# The root lives outside $TMP and is removed only once nothing is mounted under it: lib.sh's
+# `rm -rf $TMP` must never reach through a bind mount into /dev or /usr/local/cuda.
+R=$(mktemp -d /var/tmp/cnnscale-kit-root.XXXXXX)
+cleanup() {
+  umount -R "$R/proc" "$R/dev" "$R/usr/local/cuda" 2>/dev/null
+  if findmnt -rn -o TARGET | grep -q "^$R"; then
+    echo "gpu_kit: still mounted under $R; left in place" >&2
+  else
+    rm -rf "$R"
+  fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+tar -C "$R" -xf "$CACHE"
+
+"$CNNSCALE_SOURCE/scripts/gpu-kit.sh" --build "$CNNSCALE_BUILD" --output "$TMP/kit.tar.gz" >"$TMP/kit.out" 2>&1
+expect_eq "scripts/gpu-kit.sh exit status ($(tail -n 1 "$TMP/kit.out"))" 0 "$?"
+size=$(stat -c %s "$TMP/kit.tar.gz" 2>/dev/null || echo 0)
+expect_eq "the archive is at most 48 MiB ($((size / 1048576)) MiB)" 1 "$([ "$size" -gt 0 ] && [ "$size" -le $((48 * 1048576)) ] && echo 1)"
+
+# The root has none of the packages the kit carries libraries of.
+for p in openmpi-bin libopenmpi3 libpmix2 libhdf5-103-1 libhdf5-openmpi-103-1 libdnnl3 python3; do
+  st=$(chroot "$R" dpkg-query -W -f='${Status}' "$p" 2>/dev/null)
+  expect_ne "the minbase root has no $p" "install ok installed" "$st"
+done
+
+mkdir -p "$R/usr/local/cuda" "$R/home/user/jobs"
+mount --bind /usr/local/cuda "$R/usr/local/cuda" && mount -o remount,bind,ro "$R/usr/local/cuda"
+mount -t proc proc "$R/proc"
+mount --rbind /dev "$R/dev" && mount --make-rslave "$R/dev"
+tar -C "$R/home/user/jobs" -xzf "$TMP/kit.tar.gz"
+K=/home/user/jobs/cnnscale-kit
+in_root() { chroot "$R" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin bash -c "source $K/kit-env.sh && $1"; }
+
+in_root "$K/kit-check.sh" >"$TMP/check.out" 2>&1
+expect_eq "kit-check.sh in the root: every library found" 0 "$?"
+grep 'not found' "$TMP/check.out" | head -20
+in_root "cnnscale --version" >"$TMP/version.out" 2>&1
+expect_eq "cnnscale --version in the root" 0 "$?"
+expect_grep "cnnscale --version prints a version" '^cnnscale [0-9]' "$TMP/version.out"
+in_root "cnnscale env" >"$TMP/env.out" 2>&1
+expect_eq "cnnscale env in the root" 0 "$?"
+expect_grep "cnnscale env names why there is no GPU" '^no GPU on rank 0: cudaGetDeviceCount failed: ' "$TMP/env.out"
+in_root "cd /tmp && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpiexec -n 2 --oversubscribe --bind-to none cnnscale train --synthetic --max-steps 5 --no-tensorboard --run-dir /tmp/run" \
+  >"$TMP/train.out" 2>&1
+expect_eq "mpiexec -n 2 cnnscale train in the root" 0 "$?"
+expect_grep "2 ranks trained (run.json world_size 2)" '"world_size": *2' "$R/tmp/run/run.json"
+[ -s "$R/tmp/run/run.json" ] || tail -20 "$TMP/train.out"
+
+in_root "$K/src/bench/gpu-first-run.sh --out /tmp/first-run --no-pytorch" >"$TMP/first.out" 2>&1
+expect_eq "gpu-first-run.sh without a GPU: exit status 4 (no GPU)" 4 "$?"
+expect_grep "summary.md says no GPU and why" '^\*\*no GPU: cudaGetDeviceCount failed: ' "$R/tmp/first-run/summary.md"
+ntests=$(wc -l <"$R$K/tests.tsv")
+nskip=$(grep -c '^test\..*	SKIP	' "$R/tmp/first-run/results.tsv")
+expect_eq "every gpu test of the kit ran and SKIPped ($nskip of $ntests)" "$ntests" "$nskip"
+expect_eq "the kit lists the gpu tests (at least 10)" 1 "$([ "$ntests" -ge 10 ] && echo 1)"
+if grep -qE '	(FAIL|TIMEOUT)' "$R/tmp/first-run/results.tsv"; then
+  bad "no check failed without a GPU:"; grep -E '	(FAIL|TIMEOUT)' "$R/tmp/first-run/results.tsv"
+else
+  ok "no check failed without a GPU"
+fi
+
+lib=$(cd "$R$K/lib" && ls libhdf5*.so* 2>/dev/null | head -n 1)
+mv "$R$K/lib/$lib" "$R/tmp/"
+in_root "$K/kit-check.sh" >"$TMP/check2.out" 2>&1
+expect_eq "kit-check.sh fails when a library is missing" 1 "$?"
+expect_grep "kit-check.sh names the missing library ($lib)" "needs ${lib//./\\.}: not found" "$TMP/check2.out"
+finish
