@@ -11,7 +11,8 @@
 #
 #   cnnscale-kit/src/bench/gpu-first-run.sh --out DIR [--budget S] [--tests REGEX]
 #       [--no-tests] [--no-bench] [--no-pytorch] [--python PY] [--steps N] [--kit DIR]
-#       [--serial] [--test-limit S]
+#       [--serial] [--test-limit S] [--benches LIST] [--pytorch-precisions fp32,tf32,bf16]
+#       [--pytorch-formats contiguous,channels_last] [--data-threads N]
 #
 # Order: the machine, the kit, `cnnscale env`; then the gpu tests, all at once (one GPU has
 # room for all of them; --serial runs them one by one), each stopped at --test-limit S
@@ -23,6 +24,11 @@
 #   --python PY   the Python with torch + torchvision for the PyTorch peer (default: the
 #                 first of /opt/torch/.venv/bin/python3 and python3 that imports torch)
 #   --steps N     steps per resnet50 run (default 40; resnet20: 1.5×)
+#   --benches L   which benchmarks, in this order (default resnet50.tf32,resnet50.bf16,pytorch,
+#                 resnet50.fp32,resnet20.fp32,resnet20.tf32,resnet20.bf16,profile); profile:
+#                 ResNet-50 in TF32 and bf16 again, 12 steps, with CNNSCALE_GPU_PROFILE (device
+#                 ms per layer and direction: profile.resnet50.<precision>.txt)
+#   --data-threads N  threads making the synthetic batches (default 4: the GPU must not wait)
 # Exit status: 0 every check that ran passed; 1 a check failed; 2 bad usage or no kit;
 # 4 no usable GPU (summary.md says "no GPU: <reason>"; the gpu tests were still run and
 # SKIP, the training benchmarks were not).
@@ -30,6 +36,8 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 KIT=${CNNSCALE_KIT:-}
 OUT="" BUDGET=510 TEST_RE="" DO_TESTS=1 DO_BENCH=1 DO_TORCH=1 PY="" STEPS=40 SERIAL=0 TEST_CAP=210
+BENCHES=resnet50.tf32,resnet50.bf16,pytorch,resnet50.fp32,resnet20.fp32,resnet20.tf32,resnet20.bf16,profile
+TORCH_PRECISIONS=fp32,tf32,bf16 TORCH_FORMATS=contiguous,channels_last DATA_THREADS=4
 while [ $# -gt 0 ]; do
   case $1 in
     --out) OUT=$2; shift 2 ;;
@@ -42,13 +50,17 @@ while [ $# -gt 0 ]; do
     --steps) STEPS=$2; shift 2 ;;
     --kit) KIT=$2; shift 2 ;;
     --serial) SERIAL=1; shift ;;
+    --benches) BENCHES=$2; shift 2 ;;
+    --pytorch-precisions) TORCH_PRECISIONS=$2; shift 2 ;;
+    --pytorch-formats) TORCH_FORMATS=$2; shift 2 ;;
+    --data-threads) DATA_THREADS=$2; shift 2 ;;
     --test-limit) TEST_CAP=$2; shift 2 ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *) echo "gpu-first-run.sh: error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 [ -n "$OUT" ] || { echo "gpu-first-run.sh: error: --out DIR is required (where the logs and summary.md go)" >&2; exit 2; }
-case $BUDGET$STEPS$TEST_CAP in *[!0-9]*) echo "gpu-first-run.sh: error: --budget, --steps and --test-limit take whole numbers" >&2; exit 2 ;; esac
+case $BUDGET$STEPS$TEST_CAP$DATA_THREADS in *[!0-9]*) echo "gpu-first-run.sh: error: --budget, --steps and --test-limit take whole numbers" >&2; exit 2 ;; esac
 # The kit: given, or the one this script sits in (KIT/src/bench/gpu-first-run.sh).
 [ -z "$KIT" ] && [ -f "$HERE/../../kit-env.sh" ] && KIT=$(cd "$HERE/../.." && pwd)
 if [ -z "$KIT" ] || [ ! -f "$KIT/kit-env.sh" ]; then
@@ -174,33 +186,45 @@ bench_cnnscale() {  # CONFIG PRECISION
   esac
   check "bench.$cfg.$prec" 90 mpiexec -n 1 --bind-to none cnnscale train --synthetic --backend nccl "${args[@]}" "${p[@]}" \
     --optimizer sgd --lr 0.01 --momentum 0.9 --max-steps "$steps" --no-eval --no-tensorboard --log-every 10 \
-    --run-dir "$BENCH/$cfg.$prec"
+    --data-threads "$DATA_THREADS" --run-dir "$BENCH/$cfg.$prec"
   local ips
   ips=$(grep -o '"images_per_s": *[0-9.eE+-]*' "$BENCH/$cfg.$prec/run.json" 2>/dev/null | head -n 1 | sed 's/.*: *//')
   [ -n "$ips" ] && echo "{\"impl\": \"cnnscale\", \"model\": \"$cfg\", \"precision\": \"$prec\", \"images_per_s\": $ips}" >>"$BENCH/results.jsonl"
 }
+bench_pytorch() {
+  if [ -z "$PY" ]; then
+    for c in /opt/torch/.venv/bin/python3 "$(command -v python3)"; do
+      [ -x "$c" ] && env -u LD_LIBRARY_PATH "$c" -c 'import torch, torchvision' 2>/dev/null && { PY=$c; break; }
+    done
+  fi
+  if [ -z "$PY" ]; then
+    printf 'bench.pytorch\tNOT RUN (no python with torch and torchvision; --python PY)\t0\n' >>"$RESULTS"
+    return 0
+  fi
+  # PyTorch loads its own CUDA libraries: none of the kit's variables reach it.
+  check bench.pytorch 150 env -u LD_LIBRARY_PATH "$PY" "$KIT/src/bench/pytorch_gpu_resnet.py" --model resnet50 \
+    --batch-size 128 --steps "$STEPS" --precisions "$TORCH_PRECISIONS" --formats "$TORCH_FORMATS"
+  grep '^{' "$OUT/bench.pytorch.log" >>"$BENCH/results.jsonl"
+}
 if [ -n "$NOGPU" ]; then
   [ $DO_BENCH = 1 ] && printf 'benchmarks\tNOT RUN (no GPU)\t0\n' >>"$RESULTS"
 elif [ $DO_BENCH = 1 ]; then
-  bench_cnnscale resnet50 tf32
-  bench_cnnscale resnet50 bf16
-  if [ $DO_TORCH = 1 ]; then
-    if [ -z "$PY" ]; then
-      for c in /opt/torch/.venv/bin/python3 "$(command -v python3)"; do
-        [ -x "$c" ] && env -u LD_LIBRARY_PATH "$c" -c 'import torch, torchvision' 2>/dev/null && { PY=$c; break; }
-      done
-    fi
-    if [ -z "$PY" ]; then
-      printf 'bench.pytorch\tNOT RUN (no python with torch and torchvision; --python PY)\t0\n' >>"$RESULTS"
-    else
-      # PyTorch loads its own CUDA libraries: none of the kit's variables reach it.
-      check bench.pytorch 150 env -u LD_LIBRARY_PATH "$PY" "$KIT/src/bench/pytorch_gpu_resnet.py" --model resnet50 \
-        --batch-size 128 --steps "$STEPS"
-      grep '^{' "$OUT/bench.pytorch.log" >>"$BENCH/results.jsonl"
-    fi
-  fi
-  bench_cnnscale resnet50 fp32
-  for prec in fp32 tf32 bf16; do bench_cnnscale resnet20 $prec; done
+  for b in ${BENCHES//,/ }; do
+    case $b in
+      resnet20.fp32|resnet20.tf32|resnet20.bf16|resnet50.fp32|resnet50.tf32|resnet50.bf16) bench_cnnscale "${b%.*}" "${b#*.}" ;;
+      pytorch) [ $DO_TORCH = 1 ] && bench_pytorch ;;
+      profile)
+        for prec in tf32 bf16; do
+          p=(--precision fp32 --tf32 on); [ $prec = bf16 ] && p=(--precision bf16)
+          check "profile.resnet50.$prec" 60 env CNNSCALE_GPU_PROFILE="$OUT/profile.resnet50.$prec.txt" mpiexec -n 1 \
+            --bind-to none -x CNNSCALE_GPU_PROFILE cnnscale train --synthetic --backend nccl --model resnet50 \
+            --image-size 224 --channels 3 --classes 1000 --batch-size 128 "${p[@]}" --optimizer sgd --lr 0.01 \
+            --momentum 0.9 --max-steps 12 --no-eval --no-tensorboard --log-every 4 --data-threads "$DATA_THREADS" \
+            --run-dir "$BENCH/profile.$prec"
+        done ;;
+      *) echo "gpu-first-run.sh: warning: unknown benchmark $b (--benches)" >&2 ;;
+    esac
+  done
 fi
 
 # --- summary --------------------------------------------------------------------------------
@@ -244,12 +268,19 @@ PY
     echo
     echo "Step breakdown of the cnnscale runs (run.json breakdown_median_ms):"
     echo
-    for d in "$BENCH"/*/run.json; do
+    for d in "$BENCH"/resnet*/run.json; do
       [ -f "$d" ] || continue
       echo "    $(basename "$(dirname "$d")"): $(tr -d '\n ' <"$d" | grep -o '"breakdown_median_ms":{[^}]*}' | head -n 1)"
     done
     echo
   fi
+  for f in "$OUT"/profile.*.txt; do
+    [ -f "$f" ] || continue
+    echo "## Where a ResNet-50 step's device time goes: $(basename "$f")"
+    echo
+    head -n 24 "$f" | sed 's/^/    /'
+    echo
+  done
   echo "## The last lines of each check that did not pass"
   while IFS=$'\t' read -r name st secs; do
     case $st in PASS|SKIP|"NOT RUN"*) continue ;; esac

@@ -76,7 +76,7 @@ for p in $(printf '%s\n' $helpers $progs | sort -u); do
   [ -x "$BUILD/tests/$p" ] && cp "$BUILD/tests/$p" "$K/tests/$p"
 done
 [ -x "$K/tests/test_cuda_model_gpu" ] || die "$BUILD/tests/test_cuda_model_gpu not built (the gpu tests need CUDA and googletest)"
-strip --strip-unneeded "$K/bin/cnnscale" "$K"/tests/*
+strip --strip-unneeded "$K/bin/cnnscale"  # the test programs keep their symbols (backtraces on a first run)
 
 # Components (their heavy network stacks left out: UCX, libfabric, verbs; Debian's own
 # openmpi-mca-params.conf disables them; NCCL carries the GPU traffic), help files, defaults.

@@ -62,8 +62,8 @@ int cmd_train(int argc, char** argv) {
       "center-crops to S); center<S> = CenterCrop(S); resize<S> = Resize(S); none. Each sample's draws depend only on "
       "(seed, epoch, sample index)")(
       "data-threads", po::value(&o.data.data_threads)->default_value(o.data.data_threads),
-      "worker threads per rank that augment and normalise each batch beside the reader thread's HDF5 reads "
-      "(1: the reader thread alone); the batches are identical for any count");
+      "worker threads per rank that augment and normalise each batch beside the reader thread's HDF5 reads, or "
+      "make the --synthetic batches (1: the reader thread alone); the batches are identical for any count");
   po::options_description model("Model and numerics");
   model.add_options()("model", po::value(&o.model)->default_value(o.model),
                       "mnist_cnn | lenet5 | resnet20 | resnet18 | resnet34 | resnet50 | resnet101 | resnet152 "

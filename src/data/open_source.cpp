@@ -32,6 +32,7 @@ DataSources open_local(const DataOptions& o, int rank, int world) {
     so.seed = o.seed;
     so.drop_last = o.drop_last;
     so.prefetch = o.prefetch;
+    so.threads = o.data_threads;
     d.train = make_synthetic_train_source(so, rank, world);
     d.eval = make_synthetic_eval_source(so, rank, world);
     return d;

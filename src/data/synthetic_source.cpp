@@ -2,7 +2,9 @@
 #include "data/synthetic_source.hpp"
 
 #include <algorithm>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "data/contiguous_eval.hpp"
 #include "data/prefetcher.hpp"
@@ -18,9 +20,18 @@ void synthetic_sample(uint64_t seed, int split, int64_t index, SampleShape shape
   *label = l;
   uint64_t state = key;
   const int64_t n = shape.numel();
+  // splitmix64_next written out (the call did not inline across files) and p % classes
+  // as a wrapping counter: the same values, about 5x faster (a 224x224 batch of 128 took
+  // ~50 ms per step on the first GPU run: as long as the GPU's step).
+  int64_t r = 0;
   for (int64_t p = 0; p < n; ++p) {
-    const float u = static_cast<float>(splitmix64_next(state) >> 40) * (1.0f / 16777216.0f);  // [0,1)
-    image[p] = 2.0f * u - 1.0f + (p % classes == l ? 1.0f : 0.0f);
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const float u = static_cast<float>(z >> 40) * (1.0f / 16777216.0f);  // [0,1)
+    image[p] = 2.0f * u - 1.0f + (r == l ? 1.0f : 0.0f);
+    if (++r == classes) r = 0;
   }
 }
 
@@ -69,8 +80,22 @@ class SyntheticSource : public BatchSource {
     b.rank_offset = int64_t{rank_} * n;
     b.images.resize(static_cast<size_t>(n * numel));
     b.labels.resize(static_cast<size_t>(n));
-    for (int64_t k = 0; k < n; ++k)
-      synthetic_sample(o_.seed, 0, b.sample_ids[k], o_.shape, o_.classes, b.images.data() + k * numel, &b.labels[k]);
+    auto make = [&](int64_t from, int64_t to) {
+      for (int64_t k = from; k < to; ++k)
+        synthetic_sample(o_.seed, 0, b.sample_ids[k], o_.shape, o_.classes, b.images.data() + k * numel,
+                         &b.labels[k]);
+    };
+    // --data-threads: the batch's samples in contiguous parts, one thread each (a sample
+    // is a pure function of its index: the bytes do not depend on the split).
+    const int64_t parts = std::min<int64_t>(std::max(o_.threads, 1), n);
+    if (parts <= 1 || n * numel < (int64_t{1} << 16)) {
+      make(0, n);
+      return;
+    }
+    std::vector<std::thread> pool;
+    for (int64_t t = 1; t < parts; ++t) pool.emplace_back(make, n * t / parts, n * (t + 1) / parts);
+    make(0, n / parts);
+    for (auto& th : pool) th.join();
   }
   SyntheticOptions o_;
   int rank_;

@@ -66,33 +66,47 @@ std::string ConvProblem::key() const {
   return os.str();
 }
 
-int choose_fastest(const std::vector<AlgoResult>& results, size_t cap, const char* what) {
+ConvChoice pick_fastest(const std::vector<AlgoResult>& results, size_t cap, const char* what) {
   for (int pass = 0; pass < 2; ++pass) {
     const AlgoResult* best = nullptr;
     for (const AlgoResult& r : results) {
       if (!usable(r, cap) || (pass == 0 && !r.deterministic)) continue;
       if (!best || r.time_ms < best->time_ms ||
           (r.time_ms == best->time_ms &&
-           (r.memory < best->memory || (r.memory == best->memory && r.algo < best->algo))))
+           (r.memory < best->memory ||
+            (r.memory == best->memory &&
+             (r.algo < best->algo || (r.algo == best->algo && r.math_type < best->math_type))))))
         best = &r;
     }
-    if (best) return best->algo;
+    if (best) return {best->algo, best->math_type};
   }
   none_usable(cap, what);
 }
 
-int choose_ranked(const std::vector<AlgoResult>& results, size_t cap, const char* what) {
+int choose_fastest(const std::vector<AlgoResult>& results, size_t cap, const char* what) {
+  return pick_fastest(results, cap, what).algo;
+}
+
+ConvChoice pick_ranked(const std::vector<AlgoResult>& results, size_t cap, const char* what) {
   for (int pass = 0; pass < 2; ++pass)
     for (const AlgoResult& r : results)
-      if (usable(r, cap) && (pass == 1 || r.deterministic)) return r.algo;
+      if (usable(r, cap) && (pass == 1 || r.deterministic)) return {r.algo, r.math_type};
   none_usable(cap, what);
+}
+
+int choose_ranked(const std::vector<AlgoResult>& results, size_t cap, const char* what) {
+  return pick_ranked(results, cap, what).algo;
 }
 
 std::string format_tuning(const ConvTuning& t, const std::string& comment) {
   if (t.empty()) return {};
   std::string out;
   if (!comment.empty()) out += "# " + comment + "\n";
-  for (const auto& [key, algo] : t) out += key + " algo=" + std::to_string(algo) + "\n";
+  for (const auto& [key, c] : t) {
+    out += key + " algo=" + std::to_string(c.algo);
+    if (c.math_type >= 0) out += " mathtype=" + std::to_string(c.math_type);
+    out += "\n";
+  }
   return out;
 }
 
@@ -108,12 +122,13 @@ ConvTuning parse_tuning(const std::string& text) {
     auto bad = [&](const std::string& why) {
       fail("convolution algorithm record, line ", number, " '", line, "': ", why,
            "; expected '<fwd|bwd_data|bwd_filter> n=N c=C h=H w=W k=K kernel=R pad=P stride=S math=<fma|tf32|bf16> "
-           "algo=A' (the record comes from a checkpoint: the file is damaged or was not written by cnnscale)");
+           "algo=A [mathtype=M]' (the record comes from a checkpoint: the file is damaged or was not written by "
+           "cnnscale)");
     };
     std::istringstream in(line);
     std::vector<std::string> tok;
     for (std::string s; in >> s;) tok.push_back(s);
-    if (tok.size() != 11) bad(std::to_string(tok.size()) + " fields instead of 11");
+    if (tok.size() != 11 && tok.size() != 12) bad(std::to_string(tok.size()) + " fields instead of 11 or 12");
     ConvProblem p;
     if (tok[0] == "fwd") p.dir = ConvDir::forward;
     else if (tok[0] == "bwd_data") p.dir = ConvDir::backward_data;
@@ -129,9 +144,12 @@ ConvTuning parse_tuning(const std::string& text) {
     else bad("field 10 is not math=fma, math=tf32 or math=bf16");
     int64_t algo = 0;
     if (!field(tok[10], "algo", algo) || algo > 1000) bad("field 11 is not algo=<id>");
+    int64_t math_type = -1;
+    if (tok.size() == 12 && (!field(tok[11], "mathtype", math_type) || math_type > 9))
+      bad("field 12 is not mathtype=<0..9>");
     const std::string key = p.key();
     if (t.count(key)) bad("a second record of the same convolution");
-    t[key] = static_cast<int>(algo);
+    t[key] = ConvChoice(static_cast<int>(algo), static_cast<int>(math_type));
   }
   return t;
 }

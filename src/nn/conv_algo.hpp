@@ -64,29 +64,49 @@ struct AlgoResult {
   float time_ms = 0;      // measured (benchmark); heuristics report no useful time
   size_t memory = 0;      // workspace bytes
   bool deterministic = false;
+  // The cudnnMathType_t cuDNN ran (or would run) it with: cudnnFind lists an algorithm
+  // once per math type it tried (with CUDNN_DEFAULT_MATH for fp32 data, plain FMA and
+  // TF32 tensor-op kernels are different candidates). -1: not reported.
+  int math_type = -1;
+};
+
+// A convolution's choice: the algorithm and the math type to run it with (set on that
+// direction's convolution descriptor, as PyTorch does with the perf result's mathType:
+// timing one math type and running another runs an untimed kernel). math_type -1: the
+// descriptor's own (records written before the math type was kept).
+struct ConvChoice {
+  int algo = 0;
+  int math_type = -1;
+  ConvChoice() = default;
+  ConvChoice(int a, int m = -1) : algo(a), math_type(m) {}  // NOLINT: an id is a choice
+  bool operator==(const ConvChoice& o) const { return algo == o.algo && math_type == o.math_type; }
 };
 
 // --cudnn-benchmark on: the fastest usable deterministic candidate (ties: less
-// workspace, then the lower id, so that equal timings choose alike on every run);
-// without a usable deterministic one, the fastest usable one. Throws UserError
-// ("cuDNN offers no usable <what> algorithm ... workspace cap; lower --batch-size ...")
-// when none is usable. Returns the algorithm id.
-int choose_fastest(const std::vector<AlgoResult>& results, size_t cap, const char* what);
+// workspace, then the lower id, then the lower math type, so that equal timings choose
+// alike on every run); without a usable deterministic one, the fastest usable one.
+// Throws UserError ("cuDNN offers no usable <what> algorithm ... workspace cap; lower
+// --batch-size ...") when none is usable.
+ConvChoice pick_fastest(const std::vector<AlgoResult>& results, size_t cap, const char* what);
+int choose_fastest(const std::vector<AlgoResult>& results, size_t cap, const char* what);  // its algorithm id
 
 // --cudnn-benchmark off: results in cuDNN's heuristic ranking; the first usable
 // deterministic one, else the first usable one; the same error when none is usable.
-int choose_ranked(const std::vector<AlgoResult>& results, size_t cap, const char* what);
+ConvChoice pick_ranked(const std::vector<AlgoResult>& results, size_t cap, const char* what);
+int choose_ranked(const std::vector<AlgoResult>& results, size_t cap, const char* what);  // its algorithm id
 
-// ConvProblem::key() → algorithm id.
-using ConvTuning = std::map<std::string, int>;
+// ConvProblem::key() → the choice.
+using ConvTuning = std::map<std::string, ConvChoice>;
 
-// One line per problem, sorted: "<key> algo=<id>", after an optional "# comment" line
-// (the cuDNN version and GPU, for people). Empty text for an empty tuning.
+// One line per problem, sorted: "<key> algo=<id>[ mathtype=<m>]", after an optional
+// "# comment" line (the cuDNN version and GPU, for people). Empty text for an empty
+// tuning.
 std::string format_tuning(const ConvTuning& t, const std::string& comment = "");
 
 // The inverse of format_tuning: blank lines and lines starting with '#' are skipped;
 // any other line must be a well-formed key (as ConvProblem::key writes it) followed by
-// " algo=<id>" with id >= 0. Throws UserError naming the line and its number otherwise.
+// " algo=<id>" with id >= 0 and optionally " mathtype=<m>" (0..9; records from before
+// it was kept have none). Throws UserError naming the line and its number otherwise.
 ConvTuning parse_tuning(const std::string& text);
 
 }  // namespace cnnscale::nn

@@ -13,6 +13,7 @@
 #include "data/open_source.hpp"
 #include "data/reader_check.hpp"
 #include "data/sampler.hpp"
+#include "data/synthetic_source.hpp"
 #include "util/error.hpp"
 
 using namespace cnnscale;
@@ -207,6 +208,46 @@ TEST_F(ReaderTest, DamagedChunkFoundByTheReaderThreadNamesTheShard) {
     EXPECT_NE(m.find(shard), std::string::npos) << m;
     EXPECT_NE(m.find("damaged"), std::string::npos) << m;
   }
+}
+
+// The pixels are the documented function (splitmix64 stream from the sample's key, +1
+// where p mod classes == label), and a batch made by several --data-threads is the
+// batch made by one, byte for byte.
+TEST(SyntheticSource, SameBytesForAnyDataThreadsAndTheDocumentedFormula) {
+  const SampleShape shape{3, 17, 19};
+  const int classes = 7;
+  std::vector<float> img(static_cast<size_t>(shape.numel()));
+  int32_t label = -1;
+  synthetic_sample(5, 0, 1234, shape, classes, img.data(), &label);
+  const uint64_t key = mix64(5 ^ mix64(1234u * 2 + 0 + 1));
+  EXPECT_EQ(label, static_cast<int32_t>(key % classes));
+  uint64_t state = key;
+  size_t wrong = 0;
+  for (int64_t p = 0; p < shape.numel(); ++p) {
+    const float u = static_cast<float>(splitmix64_next(state) >> 40) * (1.0f / 16777216.0f);
+    wrong += img[static_cast<size_t>(p)] != 2.0f * u - 1.0f + (p % classes == label ? 1.0f : 0.0f);
+  }
+  EXPECT_EQ(wrong, 0u);
+
+  DataOptions o;
+  o.synthetic = true;
+  o.synthetic_samples = 64;
+  o.synthetic_test_samples = 0;
+  o.synthetic_shape = {3, 64, 64};
+  o.batch_per_rank = 10;  // parts of 3 and 4 samples with 3 threads
+  o.seed = 11;
+  std::vector<std::vector<float>> batches[2];
+  for (int k = 0; k < 2; ++k) {
+    auto ok = o;
+    ok.data_threads = k == 0 ? 1 : 3;
+    auto src = open_data(ok, 0, 1).train;
+    Batch b;
+    for (int s = 0; s < 8; ++s) {
+      src->next(b);
+      batches[k].push_back(b.images);
+    }
+  }
+  EXPECT_TRUE(batches[0] == batches[1]);
 }
 
 TEST(SyntheticSource, IdenticalGlobalBatchesAcrossWorldSizes) {

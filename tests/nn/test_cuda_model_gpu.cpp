@@ -46,6 +46,14 @@ bool have_gpu() {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible"
 
 constexpr double kTol = 1e-4;
+// Gradients in full fp32: cudnnFind may pick Winograd or FFT convolutions, whose fp32
+// results differ from a direct convolution's by more than rounding; through a deep net
+// with batch norm on a small batch that reaches 4.1e-4 (resnet20 on 3×16×16, batch 8,
+// H200, cuDNN 9.19, 2026-11-26: first GPU run). Losses, parameters and logits keep kTol.
+constexpr double kGradTol = 1e-3;
+// Gradients under TF32 (products of 10-bit mantissas): 0.114 measured on the same run
+// (layer3 convolution weights of that resnet20); losses and logits keep 2e-2.
+constexpr double kTf32GradTol = 0.25;
 
 // The GPU model in full fp32 (--tf32 off), for the 1e-4 comparisons.
 ModelOptions fp32_only() {
@@ -59,9 +67,9 @@ struct Data : test::RandomBatch {  // sample ids 1000 + 7i
 };
 using test::ctx_for;
 
-// max |a - b| / max |b| over [0, n): the error relative to the tensor's scale.
-double rel_err(const float* a, const float* b, size_t n) {
-  double num = 0, den = 0;
+// max |a - b| / max(max |b|, floor) over [0, n): the error relative to the tensor's scale.
+double rel_err(const float* a, const float* b, size_t n, double floor = 0) {
+  double num = 0, den = floor;
   for (size_t i = 0; i < n; ++i) {
     num = std::max(num, std::fabs(double(a[i]) - b[i]));
     den = std::max(den, std::fabs(double(b[i])));
@@ -69,11 +77,16 @@ double rel_err(const float* a, const float* b, size_t n) {
   return den > 0 ? num / den : num;
 }
 
-// Every parameter (and batch-norm buffer) of `got` against `want`, named.
+// Every parameter (and batch-norm buffer) of `got` against `want`, named. A tensor's
+// scale is at least 1e-3 of the largest value of `want`: a convolution's bias before a
+// batch norm has an analytically zero gradient, where both sides hold rounding noise
+// (relative errors of ~1 between 1e-9 values on the first GPU run).
 void expect_close_per_param(const Model& m, const std::vector<float>& got, const std::vector<float>& want,
                             const char* what, double tol = kTol) {
+  double scale = 0;
+  for (float v : want) scale = std::max(scale, std::fabs(double(v)));
   for (const auto& p : m.params()) {
-    const double e = rel_err(got.data() + p.offset, want.data() + p.offset, p.numel);
+    const double e = rel_err(got.data() + p.offset, want.data() + p.offset, p.numel, 1e-3 * scale);
     EXPECT_LE(e, tol) << what << " of " << p.name;
   }
 }
@@ -107,7 +120,7 @@ std::vector<float> compare(const std::string& spec, const SampleShape& shape, in
     EXPECT_NEAR(lg, lc, tol * std::fabs(lc)) << "loss, step " << s;
     gpu->download_grads(gg.data());
     std::copy(cpu->grad_data(), cpu->grad_data() + P, cg.begin());
-    expect_close_per_param(*cpu, gg, cg, "gradient", tol);
+    expect_close_per_param(*cpu, gg, cg, "gradient", tol > kTol ? kTf32GradTol : kGradTol);
     for (const auto& p : cpu->params()) {
       if (p.trainable) continue;
       for (size_t i = 0; i < p.numel; ++i) EXPECT_EQ(gg[p.offset + i], 0.f) << p.name << " has a gradient";
@@ -254,7 +267,7 @@ TEST(CudaModels, GradReadyPrefixAsCpuAndGradientsOverwritten) {
   EXPECT_EQ(rg.back(), gpu->param_count());
   std::vector<float> gg(gpu->param_count()), cg(cpu->grad_data(), cpu->grad_data() + cpu->param_count());
   gpu->download_grads(gg.data());
-  expect_close_per_param(*cpu, gg, cg, "gradient");
+  expect_close_per_param(*cpu, gg, cg, "gradient", kGradTol);
 }
 
 TEST(CudaModels, ShortBatchAndChunkedEval) {
@@ -359,10 +372,12 @@ std::vector<std::string> conv_keys(const ConvCase& c, nn::ConvMath math = nn::Co
 // Kernel 1/3/5/7, stride 1/2, padding 0..3, channels 1..130 (odd ones too), batch 1..65
 // (odd ones too), non-square maps: {k, stride, pad, cin, c1, c2, n, h, w}.
 std::vector<ConvCase> sweep_cases() {
-  return {{1, 1, 0, 1, 3, 5, 1, 5, 7},      {1, 2, 1, 3, 130, 2, 2, 9, 6},   {3, 1, 1, 3, 16, 16, 65, 8, 8},
+  // Padding below the kernel size: the model spec refuses more (as the CPU model's oneDNN
+  // primitives would compute it differently from PyTorch's zero border).
+  return {{1, 1, 0, 1, 3, 5, 1, 5, 7},      {1, 2, 0, 3, 130, 2, 2, 9, 6},   {3, 1, 1, 3, 16, 16, 65, 8, 8},
           {3, 2, 0, 7, 33, 64, 17, 11, 13}, {3, 1, 2, 130, 7, 9, 3, 6, 10},  {5, 1, 2, 2, 31, 17, 9, 12, 9},
           {5, 2, 3, 64, 65, 1, 33, 10, 15}, {7, 2, 3, 3, 64, 8, 5, 19, 23},  {7, 1, 0, 1, 1, 1, 1, 14, 20},
-          {1, 1, 3, 4, 4, 4, 64, 3, 5},     {3, 2, 3, 130, 130, 3, 2, 5, 4}, {5, 1, 0, 16, 16, 16, 65, 13, 11},
+          {1, 1, 0, 4, 4, 4, 64, 3, 5},     {3, 2, 2, 130, 130, 3, 2, 5, 4}, {5, 1, 0, 16, 16, 16, 65, 13, 11},
           {7, 1, 3, 5, 6, 7, 4, 7, 9}};
 }
 
@@ -409,7 +424,7 @@ TEST(CudaConvAlgorithms, ShapeAndBatchSweepAgainstCpu) {
         EXPECT_NEAR(lg, lc, kTol * std::fabs(lc)) << "loss, step " << step;
         gpu->download_grads(gg.data());
         std::copy(cpu->grad_data(), cpu->grad_data() + P, cg.begin());
-        expect_close_per_param(*cpu, gg, cg, "gradient");
+        expect_close_per_param(*cpu, gg, cg, "gradient", kGradTol);
         gpu->copy_params_to_host(gp.data());
         std::copy(cpu->param_data(), cpu->param_data() + P, cp.begin());
         sgd_step(*cpu, cp, cg);
@@ -514,7 +529,11 @@ void expect_bitwise(const StagedRun& got, const StagedRun& want, const char* wha
 }
 
 std::unique_ptr<DeviceModel> fresh(const std::string& spec, const SampleShape& s, int classes) {
-  auto m = make_cuda_model(spec, s, classes, 0, fp32_only());
+  // Heuristic algorithm choice: two models timed separately may choose differently, and
+  // then the bits differ (found on the first GPU run).
+  ModelOptions o = fp32_only();
+  o.cudnn_benchmark = false;
+  auto m = make_cuda_model(spec, s, classes, 0, o);
   m->init_params(5);
   m->prepare(8, Precision::fp32);
   return m;

@@ -47,6 +47,25 @@ TEST(ConvAlgo, TiesGoToLessWorkspaceThenLowerId) {
   EXPECT_EQ(choose_fastest({R(2, true, 1.f, 2 * MiB, true), R(5, true, 1.f, 2 * MiB, true)}, kMaxConvWorkspace, "forward"), 2);
 }
 
+// cudnnFind lists an algorithm once per math type it tried (fp32 data under
+// CUDNN_DEFAULT_MATH: plain and tensor-op kernels; the numbers here are made up): the choice keeps the
+// math type of the entry that won, the one that was timed (found on the first GPU run:
+// --tf32 on ran slower than --tf32 off while the math type was dropped).
+TEST(ConvAlgo, TheWinningEntrysMathTypeIsKept) {
+  auto M = [](int algo, float ms, int math) {
+    AlgoResult r = R(algo, true, ms, 0, true);
+    r.math_type = math;
+    return r;
+  };
+  const std::vector<AlgoResult> r = {M(1, 2.f, 0), M(1, 0.5f, 2), M(6, 1.f, 2), M(1, 0.9f, 1)};
+  EXPECT_EQ(pick_fastest(r, kMaxConvWorkspace, "forward"), ConvChoice(1, 2));
+  EXPECT_EQ(choose_fastest(r, kMaxConvWorkspace, "forward"), 1);
+  EXPECT_EQ(pick_ranked(r, kMaxConvWorkspace, "forward"), ConvChoice(1, 0));
+  // Equal times: the lower math type, whatever the listing order.
+  EXPECT_EQ(pick_fastest({M(3, 1.f, 2), M(3, 1.f, 1)}, kMaxConvWorkspace, "forward"), ConvChoice(3, 1));
+  EXPECT_EQ(pick_fastest({M(3, 1.f, 1), M(3, 1.f, 2)}, kMaxConvWorkspace, "forward"), ConvChoice(3, 1));
+}
+
 TEST(ConvAlgo, NothingDeterministicFallsBackToTheFastestUsable) {
   const std::vector<AlgoResult> r = {R(0, true, 3.f, 0, false), R(1, true, 2.f, 0, false),
                                      R(2, true, 1.f, kMaxConvWorkspace * 2, false)};
@@ -94,10 +113,16 @@ TEST(ConvAlgo, TuningTextRoundTrips) {
   t["bwd_filter n=64 c=3 h=32 w=32 k=16 kernel=3 pad=1 stride=1 math=fma"] = 0;
   t["bwd_data n=64 c=16 h=32 w=32 k=16 kernel=3 pad=1 stride=1 math=tf32"] = 7;
   t["bwd_data n=64 c=16 h=32 w=32 k=16 kernel=3 pad=1 stride=1 math=bf16"] = 1;
+  t["fwd n=64 c=16 h=32 w=32 k=16 kernel=3 pad=1 stride=1 math=tf32"] = ConvChoice(6, 2);
   const std::string text = format_tuning(t, "cuDNN 91900, NVIDIA H100, sm_90");
   EXPECT_EQ(text.substr(0, 2), "# ");
   EXPECT_NE(text.find("\nbwd_data n=64 c=16 h=32 w=32 k=16 kernel=3 pad=1 stride=1 math=tf32 algo=7\n"), std::string::npos);
+  EXPECT_NE(text.find("\nfwd n=64 c=16 h=32 w=32 k=16 kernel=3 pad=1 stride=1 math=tf32 algo=6 mathtype=2\n"),
+            std::string::npos);
   EXPECT_EQ(parse_tuning(text), t);
+  // A record from before the math type was kept: -1, the descriptor's own.
+  EXPECT_EQ(parse_tuning("fwd n=1 c=1 h=5 w=7 k=1 kernel=1 pad=0 stride=1 math=tf32 algo=2\n").begin()->second,
+            ConvChoice(2, -1));
   EXPECT_EQ(format_tuning(parse_tuning(text), "cuDNN 91900, NVIDIA H100, sm_90"), text);
   EXPECT_EQ(format_tuning({}), "");
   EXPECT_TRUE(parse_tuning("").empty());
@@ -124,7 +149,10 @@ TEST(ConvAlgo, MalformedTuningIsAClearError) {
         std::string("fwd n=1 c=1 h=5 w=7 k=1 kernel=1 pad=-1 stride=1 math=fma algo=2"),
         std::string("fwd n=1 c=1 h=5 w=7 k=1 kernel=1 pad=0 stride=1 math=fp16 algo=2"),
         std::string("fwd n=1 c=1 h=5 w=7 k=1 kernel=1 pad=0 stride=1 math=fma algo=-2"),
-        std::string("fwd n=1 c=1 h=5 w=7 k=1 kernel=1 pad=0 stride=1 math=fma algo=2 extra"), good + "\n" + good}) {
+        std::string("fwd n=1 c=1 h=5 w=7 k=1 kernel=1 pad=0 stride=1 math=fma algo=2 extra"),
+        std::string("fwd n=1 c=1 h=5 w=7 k=1 kernel=1 pad=0 stride=1 math=fma algo=2 mathtype=10"),
+        std::string("fwd n=1 c=1 h=5 w=7 k=1 kernel=1 pad=0 stride=1 math=fma algo=2 mathtype=1 extra"),
+        good + "\n" + good}) {
     const std::string m = message("# header\n" + bad);
     EXPECT_NE(m.find("convolution algorithm record, line "), std::string::npos) << bad << " → " << m;
     EXPECT_NE(m.find("expected '<fwd|bwd_data|bwd_filter> n=N"), std::string::npos) << m;

@@ -15,7 +15,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <stdexcept>
@@ -26,6 +28,7 @@
 #include "nn/cuda/device_array.hpp"
 #include "nn/cuda/kernels.hpp"
 #include "nn/cuda/layer.hpp"
+#include "nn/cuda/layer_profile.hpp"
 #include "nn/graph.hpp"
 #include "util/cuda/check.hpp"
 #include "util/error.hpp"
@@ -91,6 +94,7 @@ class CudaNet final : public DeviceModel {
       }
     }
     for (const Node& nd : g_.nodes) layers_.push_back(make_layer(nd, s_));
+    if (const char* p = std::getenv("CNNSCALE_GPU_PROFILE"); p && *p) prof_ = std::make_unique<LayerProfile>(p);
   }
 
   ~CudaNet() override {
@@ -98,6 +102,12 @@ class CudaNet final : public DeviceModel {
     cudaSetDevice(device_);
     if (s_.stream) cudaStreamSynchronize(s_.stream);
     if (copy_stream_) cudaStreamSynchronize(copy_stream_);
+    if (prof_)
+      prof_->write(s_.stream, g_,
+                   name_ + (s_.bf16 ? " bf16" : s_.tf32 ? " fp32 (TF32 allowed)" : " fp32 (--tf32 off)") + " on " +
+                       device_name_,
+                   max_batch_);
+    prof_.reset();
     plans_.clear();
     layers_.clear();
     if (s_.cublas) cublasDestroy(s_.cublas);
@@ -221,10 +231,15 @@ class CudaNet final : public DeviceModel {
     cudaCheck(cudaSetDevice(device_));
     ensure_capacity(n);
     const Plan& plan = plan_for(n);
+    if (prof_) prof_->begin_step(s_.stream);
     take_input(images, labels, ctx, n);
-    for (auto& l : layers_) l->forward(plan, ctx, false);
+    for (size_t k = 0; k < layers_.size(); ++k) {
+      if (prof_) prof_->mark(s_.stream, static_cast<int>(k), LayerProfile::kForward);
+      layers_[k]->forward(plan, ctx, false);
+    }
 
     const int out = g_.output;
+    if (prof_) prof_->mark(s_.stream, -1, LayerProfile::kLoss);
     softmax_ce(s_.data[out], in_labels_[cur_].get(), n, C, ctx.loss_scale, s_.diff[out], d_loss_.get(), d_total_.get(),
                s_.stream);
     cudaCheck(cudaMemcpyAsync(h_total_.get(), d_total_.get(), sizeof(double), cudaMemcpyDeviceToHost, s_.stream));
@@ -237,13 +252,16 @@ class CudaNet final : public DeviceModel {
     for (size_t k = g_.nodes.size(); k-- > 0;) {
       const Node& nd = g_.nodes[k];
       s_.bf_b_holds = nullptr;  // bf16: only a layer's own backward_params leaves its dy there
+      if (prof_) prof_->mark(s_.stream, static_cast<int>(k), LayerProfile::kBackwardParams);
       layers_[k]->backward_params(plan);
       if (!nd.params.empty() && nd.flat_end > reported) {
         reported = nd.flat_end;
         if (on_ready) on_ready(reported);
       }
+      if (prof_) prof_->mark(s_.stream, static_cast<int>(k), LayerProfile::kBackwardData);
       layers_[k]->backward_data(plan);
     }
+    if (prof_) prof_->end_step(s_.stream);
     if (reported < g_.param_count && on_ready) on_ready(g_.param_count);
     cudaCheck(cudaEventRecord(in_free_[cur_], s_.stream));  // the last reader of the input slot (conv1's dW)
     wait_event(loss_ev_, ctx);
@@ -536,7 +554,8 @@ class CudaNet final : public DeviceModel {
   DevArray<float> in_images_[2];
   DevArray<int32_t> in_labels_[2];
   DevArray<int64_t> in_ids_[2];
-  cudaEvent_t in_free_[2] = {nullptr, nullptr};  // after the backward of the last step that read the slot
+  cudaEvent_t in_free_[2] = {nullptr, nullptr};
+  std::unique_ptr<LayerProfile> prof_;  // CNNSCALE_GPU_PROFILE (layer_profile.hpp)  // after the backward of the last step that read the slot
   int cur_ = 0;
   cudaStream_t copy_stream_ = nullptr;
   struct HostSlot {

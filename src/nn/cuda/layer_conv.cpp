@@ -26,13 +26,20 @@
 namespace cnnscale::nn::cuda {
 namespace {
 
-// cuDNN's candidates in conv_algo's terms, in the order cuDNN lists them.
+// cuDNN's candidates in conv_algo's terms, in the order cuDNN lists them, with the math
+// type each was run with. A down-conversion of fp32 data to fp16 tensor cores
+// (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) is never a candidate: it changes the numerics
+// beyond what --tf32 allows.
 template <class Perf>
 std::vector<AlgoResult> results(const Perf* perf, int count) {
   std::vector<AlgoResult> r;
-  for (int i = 0; i < count; ++i)
-    r.push_back({static_cast<int>(perf[i].algo), perf[i].status == CUDNN_STATUS_SUCCESS, perf[i].time, perf[i].memory,
-                 perf[i].determinism == CUDNN_DETERMINISTIC});
+  for (int i = 0; i < count; ++i) {
+    AlgoResult a{static_cast<int>(perf[i].algo), perf[i].status == CUDNN_STATUS_SUCCESS, perf[i].time, perf[i].memory,
+                 perf[i].determinism == CUDNN_DETERMINISTIC};
+    a.math_type = static_cast<int>(perf[i].mathType);
+    if (perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) a.ok = false;
+    r.push_back(a);
+  }
   return r;
 }
 
@@ -41,6 +48,9 @@ struct ConvAlgos {
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
   std::unique_ptr<TensorDesc> xb, yb;  // bf16: the NHWC bf16 input and output (a precision change replans)
+  // One convolution descriptor per direction, each with the math type its algorithm was
+  // chosen with (cudnnFind times an algorithm per math type).
+  std::unique_ptr<ConvDesc> cfwd, cbwd_data, cbwd_filter;
 };
 
 // An n×c×h×w bf16 NHWC tensor descriptor.
@@ -81,6 +91,9 @@ class Conv final : public Layer {
       a.yb = bf16_desc(p.n, nd_.out.c, nd_.out.h, nd_.out.w);
     }
     const cudnnTensorDescriptor_t x = s_.bf16 ? a.xb->get() : xd(p), y = s_.bf16 ? a.yb->get() : yd(p);
+    a.cfwd = conv_desc();
+    a.cbwd_data = conv_desc();
+    a.cbwd_filter = conv_desc();
     int on = 0, oc = 0, oh = 0, ow = 0;
     cudnnCheck(cudnnGetConvolution2dForwardOutputDim(conv(), x, filter(), &on, &oc, &oh, &ow));
     check_output(p.n, on, oc, oh, ow);
@@ -97,9 +110,9 @@ class Conv final : public Layer {
     size_t ws = 0;
     const cudnnHandle_t h = s_.cudnn;
     const cudnnFilterDescriptor_t w = filter();
-    const cudnnConvolutionDescriptor_t c = conv();
+    cudnnConvolutionDescriptor_t c = a.cfwd->get();
     prob.dir = ConvDir::forward;
-    a.fwd = static_cast<cudnnConvolutionFwdAlgo_t>(algo_for(
+    a.fwd = static_cast<cudnnConvolutionFwdAlgo_t>(algo_for(c,
         prob,
         [&](bool measure) {
           cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -117,7 +130,8 @@ class Conv final : public Layer {
         },
         ws));
     prob.dir = ConvDir::backward_filter;
-    a.bwd_filter = static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo_for(
+    c = a.cbwd_filter->get();
+    a.bwd_filter = static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo_for(c,
         prob,
         [&](bool measure) {
           cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
@@ -137,7 +151,8 @@ class Conv final : public Layer {
         ws));
     if (s_.needs_diff[in()]) {
       prob.dir = ConvDir::backward_data;
-      a.bwd_data = static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_for(
+      c = a.cbwd_data->get();
+      a.bwd_data = static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_for(c,
           prob,
           [&](bool measure) {
             cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
@@ -166,11 +181,11 @@ class Conv final : public Layer {
       to_bf16_nhwc(s_.data[in()], s_.bf_a.get(), p.n, nd_.in.c, hw_in(), s_.stream);
       to_bf16_nhwc(s_.P(nd_, 0), s_.bf_w.get(), nd_.out_channels, nd_.in.c, kk(), s_.stream);
       cudnnCheck(cudnnConvolutionForward(s_.cudnn, &kOne, a.xb->get(), s_.bf_a.get(), wb_.get(), s_.bf_w.get(),
-                                         convb_.get(), a.fwd, s_.workspace.get(), s_.workspace.size(), &kZero,
+                                         a.cfwd->get(), a.fwd, s_.workspace.get(), s_.workspace.size(), &kZero,
                                          a.yb->get(), s_.bf_b.get()));
       from_bf16_nhwc(s_.bf_b.get(), y, p.n, nd_.out.c, hw_out(), false, s_.stream);
     } else {
-      cudnnCheck(cudnnConvolutionForward(s_.cudnn, &kOne, xd(p), s_.data[in()], w_.get(), s_.P(nd_, 0), conv_.get(),
+      cudnnCheck(cudnnConvolutionForward(s_.cudnn, &kOne, xd(p), s_.data[in()], w_.get(), s_.P(nd_, 0), a.cfwd->get(),
                                          a.fwd, s_.workspace.get(), s_.workspace.size(), &kZero, yd(p), y));
     }
     if (nd_.params.size() > 1) cudnnCheck(cudnnAddTensor(s_.cudnn, &kOne, chan_->get(), s_.P(nd_, 1), &kOne, yd(p), y));
@@ -182,12 +197,12 @@ class Conv final : public Layer {
       to_bf16_nhwc(s_.data[in()], s_.bf_a.get(), p.n, nd_.in.c, hw_in(), s_.stream);
       dy_bf16(p);
       cudnnCheck(cudnnConvolutionBackwardFilter(s_.cudnn, &kOne, a.xb->get(), s_.bf_a.get(), a.yb->get(),
-                                                s_.bf_b.get(), convb_.get(), a.bwd_filter, s_.workspace.get(),
+                                                s_.bf_b.get(), a.cbwd_filter->get(), a.bwd_filter, s_.workspace.get(),
                                                 s_.workspace.size(), &kZero, wb_.get(), s_.bf_w.get()));
       from_bf16_nhwc(s_.bf_w.get(), s_.G(nd_, 0), nd_.out_channels, nd_.in.c, kk(), false, s_.stream);
     } else {
       cudnnCheck(cudnnConvolutionBackwardFilter(s_.cudnn, &kOne, xd(p), s_.data[in()], yd(p), s_.diff[out()],
-                                                conv_.get(), a.bwd_filter, s_.workspace.get(), s_.workspace.size(),
+                                                a.cbwd_filter->get(), a.bwd_filter, s_.workspace.get(), s_.workspace.size(),
                                                 &kZero, w_.get(), s_.G(nd_, 0)));
     }
     if (nd_.params.size() > 1)
@@ -203,45 +218,68 @@ class Conv final : public Layer {
       dy_bf16(p);
       to_bf16_nhwc(s_.P(nd_, 0), s_.bf_w.get(), nd_.out_channels, nd_.in.c, kk(), s_.stream);
       cudnnCheck(cudnnConvolutionBackwardData(s_.cudnn, &kOne, wb_.get(), s_.bf_w.get(), a.yb->get(), s_.bf_b.get(),
-                                              convb_.get(), a.bwd_data, s_.workspace.get(), s_.workspace.size(),
+                                              a.cbwd_data->get(), a.bwd_data, s_.workspace.get(), s_.workspace.size(),
                                               &kZero, a.xb->get(), s_.bf_a.get()));
       from_bf16_nhwc(s_.bf_a.get(), s_.diff[in()], p.n, nd_.in.c, hw_in(), *beta != 0.f, s_.stream);
       return;
     }
-    cudnnCheck(cudnnConvolutionBackwardData(s_.cudnn, &kOne, w_.get(), s_.P(nd_, 0), yd(p), s_.diff[out()], conv_.get(),
-                                            a.bwd_data, s_.workspace.get(), s_.workspace.size(), beta, xd(p),
+    cudnnCheck(cudnnConvolutionBackwardData(s_.cudnn, &kOne, w_.get(), s_.P(nd_, 0), yd(p), s_.diff[out()],
+                                            a.cbwd_data->get(), a.bwd_data, s_.workspace.get(), s_.workspace.size(), beta, xd(p),
                                             s_.diff[in()]));
   }
 
  private:
   // The algorithm for prob: the cached choice (an identical convolution planned before,
   // or set_tuning's) when cuDNN accepts it within the cap, else chosen now from
-  // candidates(measure) and cached. Adds its workspace to ws (the maximum).
+  // candidates(measure) and cached. The direction's descriptor d gets the choice's math
+  // type (the base one where a record has none). Adds its workspace to ws (the maximum).
   template <class Candidates, class Workspace>
-  int algo_for(const ConvProblem& prob, Candidates candidates, Workspace workspace, size_t& ws) {
+  int algo_for(cudnnConvolutionDescriptor_t d, const ConvProblem& prob, Candidates candidates, Workspace workspace,
+               size_t& ws) {
     const std::string key = prob.key();
     if (auto it = s_.conv_algos.find(key); it != s_.conv_algos.end()) {
       size_t bytes = 0;
-      const cudnnStatus_t st = workspace(it->second, &bytes);
+      set_math(d, it->second);
+      const cudnnStatus_t st = workspace(it->second.algo, &bytes);
       if (st == CUDNN_STATUS_SUCCESS && bytes <= kMaxConvWorkspace) {
         ws = std::max(ws, bytes);
-        return it->second;
+        return it->second.algo;
       }
+      set_math(d, ConvChoice(0, -1));
       log_warn("the recorded cuDNN " + std::string(conv_dir_name(prob.dir)) + " algorithm " +
-               std::to_string(it->second) + " for '" + key + "' cannot run here (" +
+               std::to_string(it->second.algo) + " for '" + key + "' cannot run here (" +
                (st == CUDNN_STATUS_SUCCESS ? std::string("workspace over the cap") : cudnnGetErrorString(st)) +
                "; another GPU type or cuDNN version?): choosing anew, so this run's bits may differ from the run that "
                "recorded it");
       s_.conv_algos.erase(it);
     }
     const std::vector<AlgoResult> r = candidates(s_.cudnn_benchmark);
-    const int algo = s_.cudnn_benchmark ? choose_fastest(r, kMaxConvWorkspace, conv_dir_name(prob.dir))
-                                        : choose_ranked(r, kMaxConvWorkspace, conv_dir_name(prob.dir));
+    const ConvChoice choice = s_.cudnn_benchmark ? pick_fastest(r, kMaxConvWorkspace, conv_dir_name(prob.dir))
+                                                 : pick_ranked(r, kMaxConvWorkspace, conv_dir_name(prob.dir));
+    set_math(d, choice);
     size_t bytes = 0;
-    cudnnCheck(workspace(algo, &bytes));
+    cudnnCheck(workspace(choice.algo, &bytes));
     ws = std::max(ws, bytes);
-    s_.conv_algos[key] = algo;
-    return algo;
+    s_.conv_algos[key] = choice;
+    return choice.algo;
+  }
+
+  // The base math of this precision: bf16 tensor ops; fp32 with TF32 allowed or not.
+  cudnnMathType_t base_math() const {
+    return s_.bf16 ? CUDNN_TENSOR_OP_MATH : s_.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  }
+  // d's math type: the choice's, or the base one where it has none.
+  void set_math(cudnnConvolutionDescriptor_t d, const ConvChoice& c) const {
+    cudnnCheck(cudnnSetConvolutionMathType(d, c.math_type >= 0 ? static_cast<cudnnMathType_t>(c.math_type)
+                                                                : base_math()));
+  }
+  // A convolution descriptor of this layer (padding, stride, fp32 compute) with the base math.
+  std::unique_ptr<ConvDesc> conv_desc() const {
+    auto d = std::make_unique<ConvDesc>();
+    cudnnCheck(cudnnSetConvolution2dDescriptor(d->get(), nd_.pad, nd_.pad, nd_.stride, nd_.stride, 1, 1,
+                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    cudnnCheck(cudnnSetConvolutionMathType(d->get(), base_math()));
+    return d;
   }
 
   const ConvAlgos& algos(const Plan& p) const { return algos_[static_cast<size_t>(p.index)]; }
