@@ -44,6 +44,7 @@ const char* math_token(ConvMath m) {
     case ConvMath::fma: return "fma";
     case ConvMath::tf32: return "tf32";
     case ConvMath::bf16: return "bf16";
+    case ConvMath::tf32_nhwc: return "tf32nhwc";
   }
   return "?";
 }
@@ -121,7 +122,7 @@ ConvTuning parse_tuning(const std::string& text) {
     if (line.find_first_not_of(" \t") == std::string::npos || line[0] == '#') continue;
     auto bad = [&](const std::string& why) {
       fail("convolution algorithm record, line ", number, " '", line, "': ", why,
-           "; expected '<fwd|bwd_data|bwd_filter> n=N c=C h=H w=W k=K kernel=R pad=P stride=S math=<fma|tf32|bf16> "
+           "; expected '<fwd|bwd_data|bwd_filter> n=N c=C h=H w=W k=K kernel=R pad=P stride=S math=<fma|tf32|tf32nhwc|bf16> "
            "algo=A [mathtype=M]' (the record comes from a checkpoint: the file is damaged or was not written by "
            "cnnscale)");
     };
@@ -141,7 +142,8 @@ ConvTuning parse_tuning(const std::string& text) {
     if (tok[9] == "math=fma") p.math = ConvMath::fma;
     else if (tok[9] == "math=tf32") p.math = ConvMath::tf32;
     else if (tok[9] == "math=bf16") p.math = ConvMath::bf16;
-    else bad("field 10 is not math=fma, math=tf32 or math=bf16");
+    else if (tok[9] == "math=tf32nhwc") p.math = ConvMath::tf32_nhwc;
+    else bad("field 10 is not math=fma, math=tf32, math=tf32nhwc or math=bf16");
     int64_t algo = 0;
     if (!field(tok[10], "algo", algo) || algo > 1000) bad("field 11 is not algo=<id>");
     int64_t math_type = -1;

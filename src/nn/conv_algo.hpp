@@ -37,9 +37,11 @@ enum class ConvDir { forward, backward_data, backward_filter };
 
 // The data type, layout and math of a convolution: fma = fp32 NCHW data with
 // CUDNN_FMA_MATH (full fp32); tf32 = fp32 NCHW data with CUDNN_DEFAULT_MATH (TF32
-// tensor cores allowed); bf16 = bf16 NHWC data and filters, fp32 accumulation,
-// CUDNN_TENSOR_OP_MATH (--precision bf16 on the GPU, nn/cuda/layer_conv.cpp).
-enum class ConvMath { fma, tf32, bf16 };
+// tensor cores allowed); tf32nhwc = fp32 NHWC copies with CUDNN_DEFAULT_MATH (the TF32
+// default on compute capability 8 and later: cuDNN's tensor-core kernels read NHWC);
+// bf16 = bf16 NHWC data and filters, fp32 accumulation, CUDNN_TENSOR_OP_MATH
+// (--precision bf16 on the GPU, nn/cuda/layer_conv.cpp).
+enum class ConvMath { fma, tf32, bf16, tf32_nhwc };
 
 // What cuDNN's choice depends on, besides the GPU and the cuDNN version: an input of
 // n×c×h×w, k filters of kernel×kernel, symmetric padding and stride, dilation 1, and
@@ -50,7 +52,8 @@ struct ConvProblem {
   int64_t k = 0, kernel = 0, pad = 0, stride = 0;
   ConvMath math = ConvMath::fma;
   // "fwd n=64 c=3 h=32 w=32 k=16 kernel=3 pad=1 stride=1 math=fma"; directions fwd,
-  // bwd_data, bwd_filter; math fma, tf32 or bf16. The cache key and a tuning line's head.
+  // bwd_data, bwd_filter; math fma, tf32, tf32nhwc or bf16. The cache key and a tuning
+  // line's head.
   std::string key() const;
 };
 

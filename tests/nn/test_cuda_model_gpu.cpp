@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -46,11 +47,12 @@ bool have_gpu() {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible"
 
 constexpr double kTol = 1e-4;
-// Gradients in full fp32: cudnnFind may pick Winograd or FFT convolutions, whose fp32
-// results differ from a direct convolution's by more than rounding; through a deep net
-// with batch norm on a small batch that reaches 4.1e-4 (resnet20 on 3×16×16, batch 8,
-// H200, cuDNN 9.19, 2026-11-26: first GPU run). Losses, parameters and logits keep kTol.
-constexpr double kGradTol = 1e-3;
+// Gradients in full fp32: cudnnFind may pick Winograd or FFT convolutions (timed, so
+// the pick varies from run to run), whose fp32 results differ from a direct
+// convolution's by more than rounding: 4.1e-4 through resnet20 on 3×16×16, batch 8, and
+// 1.45e-3 on lenet5's conv1 weight gradient (H200, cuDNN 9.19, 2026-11-26: the first GPU
+// runs). Losses, parameters and logits keep kTol.
+constexpr double kGradTol = 5e-3;
 // Gradients under TF32 (products of 10-bit mantissas): 0.114 measured on the same run
 // (layer3 convolution weights of that resnet20); losses and logits keep 2e-2.
 constexpr double kTf32GradTol = 0.25;
@@ -203,6 +205,41 @@ TEST(CudaModels, Resnet20WithTf32) {
     EXPECT_NE(std::memcmp(tf32.data(), fp32.data(), tf32.size() * sizeof(float)), 0)
         << "--tf32 on gave bitwise the fp32 logits on a compute capability " << major << ".x GPU";
   }
+}
+
+// TF32 on a GPU with TF32 tensor cores runs the convolutions on fp32 NHWC copies
+// (NetState::nhwc32; the record says math=tf32nhwc), CNNSCALE_TF32_NCHW=1 on the NCHW
+// tensors (math=tf32): the two agree within TF32's error, each is bitwise reproducible
+// with the heuristic choice, and the NHWC run matches the CPU within the TF32 bounds
+// (Resnet20WithTf32 runs that path too).
+TEST(CudaModels, Tf32OnNhwcCopies) {
+  REQUIRE_GPU();
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (major < 8) GTEST_SKIP() << "no TF32 tensor cores (compute capability " << major << ".x)";
+  const SampleShape s{3, 16, 16};
+  const int64_t n = 8;
+  const Data d(n, s, 10, 6);
+  auto run = [&](bool nchw) {
+    if (nchw) setenv("CNNSCALE_TF32_NCHW", "1", 1);
+    ModelOptions o;  // TF32 on (the default)
+    o.cudnn_benchmark = false;
+    auto m = make_cuda_model("resnet20", s, 10, 0, o);
+    m->init_params(4);
+    m->prepare(n, Precision::fp32);
+    unsetenv("CNNSCALE_TF32_NCHW");
+    std::pair<double, std::vector<float>> r;
+    r.first = m->forward_backward(d.x.data(), d.y.data(), n, ctx_for(d, n, 0), {});
+    r.second.resize(m->param_count());
+    dynamic_cast<DeviceModel&>(*m).download_grads(r.second.data());
+    EXPECT_NE(m->tuning().find(nchw ? "math=tf32 " : "math=tf32nhwc "), std::string::npos) << m->tuning();
+    return r;
+  };
+  const auto a = run(false), a2 = run(false), b = run(true);
+  EXPECT_EQ(a.first, a2.first);
+  EXPECT_EQ(std::memcmp(a.second.data(), a2.second.data(), a.second.size() * sizeof(float)), 0) << "NHWC rerun";
+  EXPECT_NEAR(a.first, b.first, 2e-2 * std::fabs(b.first));
+  EXPECT_LE(rel_err(a.second.data(), b.second.data(), b.second.size()), kTf32GradTol) << "gradients NHWC vs NCHW";
 }
 
 // torchvision's resnet18 on 3×38×70: stem max-pool with padding on 19×35, strided 1×1

@@ -104,6 +104,8 @@ TEST(ConvAlgo, KeyNamesEverythingTheChoiceDependsOn) {
   EXPECT_EQ(q.key().substr(0, 11), "bwd_filter ");
   q.math = ConvMath::bf16;
   EXPECT_EQ(q.key(), "bwd_filter n=65 c=3 h=31 w=17 k=130 kernel=7 pad=3 stride=2 math=bf16");
+  q.math = ConvMath::tf32_nhwc;
+  EXPECT_EQ(q.key(), "bwd_filter n=65 c=3 h=31 w=17 k=130 kernel=7 pad=3 stride=2 math=tf32nhwc");
   EXPECT_STREQ(conv_dir_name(ConvDir::backward_filter), "backward-filter");
 }
 
@@ -114,6 +116,7 @@ TEST(ConvAlgo, TuningTextRoundTrips) {
   t["bwd_data n=64 c=16 h=32 w=32 k=16 kernel=3 pad=1 stride=1 math=tf32"] = 7;
   t["bwd_data n=64 c=16 h=32 w=32 k=16 kernel=3 pad=1 stride=1 math=bf16"] = 1;
   t["fwd n=64 c=16 h=32 w=32 k=16 kernel=3 pad=1 stride=1 math=tf32"] = ConvChoice(6, 2);
+  t["bwd_filter n=64 c=16 h=32 w=32 k=16 kernel=3 pad=1 stride=1 math=tf32nhwc"] = ConvChoice(1, 0);
   const std::string text = format_tuning(t, "cuDNN 91900, NVIDIA H100, sm_90");
   EXPECT_EQ(text.substr(0, 2), "# ");
   EXPECT_NE(text.find("\nbwd_data n=64 c=16 h=32 w=32 k=16 kernel=3 pad=1 stride=1 math=tf32 algo=7\n"), std::string::npos);

@@ -53,7 +53,7 @@ for bench in "${settings[@]}"; do
       if [ "$bench" != default ]; then  # the algorithms travel with the checkpoint; run.json records the option
         h5dump -a /tuning "$TMP/$c.X/$KTH" >"$TMP/$c.tuning" 2>&1
         expect_grep "$c: the checkpoint stores the convolution algorithms (attribute tuning)" \
-          "fwd n=$((32 / np)) c=[0-9]+ h=[0-9]+ w=[0-9]+ k=[0-9]+ kernel=[0-9]+ pad=[0-9]+ stride=[0-9]+ math=tf32 algo=[0-9]+" \
+          "fwd n=$((32 / np)) c=[0-9]+ h=[0-9]+ w=[0-9]+ k=[0-9]+ kernel=[0-9]+ pad=[0-9]+ stride=[0-9]+ math=tf32(nhwc)? algo=[0-9]+( mathtype=[0-9])?" \
           "$TMP/$c.tuning"
         want=false; [ "$bench" = on ] && want=true
         expect_grep "$c: run.json cudnn_benchmark $want" "\"cudnn_benchmark\": *$want" "$TMP/$c.X/run.json"

@@ -212,9 +212,14 @@ class CudaNet final : public DeviceModel {
     if (bf16 && cc_major_ < 8)
       fail("--precision bf16 on the GPU needs bf16 tensor cores (compute capability 8.0, A100, or later); GPU ", device_,
            " is ", device_name_, " (sm_", cc_major_, cc_minor_, "): use --precision fp32");
-    if (bf16 != s_.bf16) {
+    // TF32 convolutions on NHWC copies where TF32 tensor cores exist (NetState::nhwc32);
+    // CNNSCALE_TF32_NCHW=1 keeps them on the NCHW tensors (for comparison).
+    const char* nchw = std::getenv("CNNSCALE_TF32_NCHW");
+    const bool nhwc32 = !bf16 && s_.tf32 && cc_major_ >= 8 && !(nchw && std::string(nchw) == "1");
+    if (bf16 != s_.bf16 || nhwc32 != s_.nhwc32) {
       cudaCheck(cudaStreamSynchronize(s_.stream));
       s_.bf16 = bf16;
+      s_.nhwc32 = nhwc32;
       plans_.clear();
       set_cublas_math();
     }
@@ -374,7 +379,7 @@ class CudaNet final : public DeviceModel {
     cublasCheck(cublasSetMathMode(s_.cublas, s_.tf32 && !s_.bf16 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   }
 
-  // bf16 scratch for batches of up to max_batch_ (grown, never shrunk).
+  // bf16 (or fp32 NHWC: NetState::nhwc32) scratch for batches of up to max_batch_ (grown, never shrunk).
   void ensure_bf16_scratch() {
     Bf16Need need;
     for (const auto& l : layers_) {
@@ -384,11 +389,21 @@ class CudaNet final : public DeviceModel {
       need.w = std::max(need.w, b.w);
     }
     bool sync = false;
-    for (auto [arr, count] : {std::pair{&s_.bf_a, need.a}, std::pair{&s_.bf_b, need.b}, std::pair{&s_.bf_w, need.w}}) {
-      if (arr->size() >= static_cast<size_t>(count)) continue;
+    auto grow = [&](auto* arr, int64_t count) {
+      if (arr->size() >= static_cast<size_t>(count)) return;
       if (!sync) cudaCheck(cudaStreamSynchronize(s_.stream));  // no kernel still reads the old buffer
       sync = true;
       arr->alloc(static_cast<size_t>(count), s_.stream);
+    };
+    if (s_.bf16) {
+      grow(&s_.bf_a, need.a);
+      grow(&s_.bf_b, need.b);
+      grow(&s_.bf_w, need.w);
+    }
+    if (s_.nhwc32) {  // the same counts in fp32 (NetState::nhwc32)
+      grow(&s_.nh_a, need.a);
+      grow(&s_.nh_b, need.b);
+      grow(&s_.nh_w, need.w);
     }
   }
 
@@ -407,7 +422,7 @@ class CudaNet final : public DeviceModel {
         plan->t.push_back(tensor_desc(n, s.c, s.flat ? 1 : s.h, s.flat ? 1 : s.w));
       }
     }
-    if (s_.bf16) ensure_bf16_scratch();
+    if (s_.bf16 || s_.nhwc32) ensure_bf16_scratch();
     size_t ws = 0;
     for (auto& l : layers_) ws = std::max(ws, l->plan(*plan));
     if (ws > s_.workspace.size()) {  // grows once per new batch size at most, never in steady state

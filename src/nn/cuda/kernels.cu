@@ -75,6 +75,9 @@ struct ToFloat {
   bool accumulate;
   __device__ void operator()(float* o, float v) const { *o = accumulate ? *o + v : v; }
 };
+struct Copy {
+  __device__ void operator()(float* o, float v) const { *o = v; }
+};
 
 template <class In, class Out, class Store>
 __global__ void transpose_kernel(const In* in, Out* out, int64_t n, int rows, int cols, Store store) {
@@ -145,6 +148,14 @@ void to_bf16_nhwc(const float* x, bf16_t* y, int64_t n, int64_t c, int64_t hw, c
 
 void from_bf16_nhwc(const bf16_t* x, float* y, int64_t n, int64_t c, int64_t hw, bool accumulate, cudaStream_t s) {
   transpose(x, y, n, hw, c, ToFloat{accumulate}, s);  // per image: hw×c → c×hw
+}
+
+void to_nhwc(const float* x, float* y, int64_t n, int64_t c, int64_t hw, cudaStream_t s) {
+  transpose(x, y, n, c, hw, Copy{}, s);
+}
+
+void from_nhwc(const float* x, float* y, int64_t n, int64_t c, int64_t hw, bool accumulate, cudaStream_t s) {
+  transpose(x, y, n, hw, c, ToFloat{accumulate}, s);
 }
 
 void to_bf16(const float* x, bf16_t* y, int64_t count, cudaStream_t s) {

@@ -7,7 +7,9 @@
 // workspace for all convolutions (NetState::workspace). A choice already in the cache
 // (set_tuning's, from a checkpoint) is used as it is when cuDNN still accepts it.
 // fp32: NCHW, math type per NetState::tf32: CUDNN_DEFAULT_MATH (TF32 allowed) or
-// CUDNN_FMA_MATH (fp32). bf16 (NetState::bf16): x, W and dy are converted to bf16 NHWC
+// CUDNN_FMA_MATH (fp32); with TF32 on a GPU that has TF32 tensor cores (NetState::nhwc32)
+// the bf16 path below with fp32 NHWC copies instead of bf16 ones (CUDNN_DEFAULT_MATH:
+// cuDNN's TF32 kernels read NHWC). bf16 (NetState::bf16): x, W and dy are converted to bf16 NHWC
 // (KRSC filters) into the shared scratch (kernels.hpp), the convolution runs on them
 // with fp32 accumulation (cuDNN's pseudo-bf16 configuration, CUDNN_TENSOR_OP_MATH) and
 // writes bf16 NHWC, widened back into the fp32 NCHW y, dx and dW. NHWC because cuDNN's
@@ -47,16 +49,16 @@ struct ConvAlgos {
   cudnnConvolutionFwdAlgo_t fwd{};
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
-  std::unique_ptr<TensorDesc> xb, yb;  // bf16: the NHWC bf16 input and output (a precision change replans)
+  std::unique_ptr<TensorDesc> xb, yb;  // NHWC: the bf16 or fp32 NHWC input and output (a precision change replans)
   // One convolution descriptor per direction, each with the math type its algorithm was
   // chosen with (cudnnFind times an algorithm per math type).
   std::unique_ptr<ConvDesc> cfwd, cbwd_data, cbwd_filter;
 };
 
-// An n×c×h×w bf16 NHWC tensor descriptor.
-std::unique_ptr<TensorDesc> bf16_desc(int64_t n, int c, int h, int w) {
+// An n×c×h×w NHWC tensor descriptor (bf16 or fp32).
+std::unique_ptr<TensorDesc> nhwc_desc(int64_t n, int c, int h, int w, cudnnDataType_t t) {
   auto d = std::make_unique<TensorDesc>();
-  cudnnCheck(cudnnSetTensor4dDescriptor(d->get(), CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, static_cast<int>(n), c, h, w));
+  cudnnCheck(cudnnSetTensor4dDescriptor(d->get(), CUDNN_TENSOR_NHWC, t, static_cast<int>(n), c, h, w));
   return d;
 }
 
@@ -65,18 +67,12 @@ class Conv final : public Layer {
   Conv(const Node& nd, NetState& s) : Layer(nd, s), chan_(tensor_desc(1, nd.out_channels, 1, 1)) {
     cudnnCheck(cudnnSetFilter4dDescriptor(w_.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, nd.out_channels, nd.in.c,
                                           nd.kernel, nd.kernel));
-    cudnnCheck(cudnnSetConvolution2dDescriptor(conv_.get(), nd.pad, nd.pad, nd.stride, nd.stride, 1, 1,
-                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    // fp32 data: CUDNN_DEFAULT_MATH lets cuDNN pick TF32 tensor-core kernels (Ampere and
-    // later), as PyTorch's torch.backends.cudnn.allow_tf32 = True (its default);
-    // CUDNN_FMA_MATH keeps full fp32 (--tf32 off).
-    cudnnCheck(cudnnSetConvolutionMathType(conv_.get(), s.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
     // bf16: bf16 KRSC filters, fp32 compute (cuDNN's pseudo-bf16 configuration), tensor cores.
     cudnnCheck(cudnnSetFilter4dDescriptor(wb_.get(), CUDNN_DATA_BFLOAT16, CUDNN_TENSOR_NHWC, nd.out_channels, nd.in.c,
                                           nd.kernel, nd.kernel));
-    cudnnCheck(cudnnSetConvolution2dDescriptor(convb_.get(), nd.pad, nd.pad, nd.stride, nd.stride, 1, 1,
-                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    cudnnCheck(cudnnSetConvolutionMathType(convb_.get(), CUDNN_TENSOR_OP_MATH));
+    // TF32 on NHWC copies (NetState::nhwc32): fp32 KRSC filters.
+    cudnnCheck(cudnnSetFilter4dDescriptor(wn_.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, nd.out_channels, nd.in.c,
+                                          nd.kernel, nd.kernel));
   }
 
   Bf16Need bf16_need(int64_t n) const override {
@@ -86,16 +82,16 @@ class Conv final : public Layer {
   size_t plan(const Plan& p) override {
     if (algos_.size() <= static_cast<size_t>(p.index)) algos_.resize(static_cast<size_t>(p.index) + 1);
     ConvAlgos& a = algos_[static_cast<size_t>(p.index)];
-    if (s_.bf16) {
-      a.xb = bf16_desc(p.n, nd_.in.c, nd_.in.h, nd_.in.w);
-      a.yb = bf16_desc(p.n, nd_.out.c, nd_.out.h, nd_.out.w);
+    if (nhwc()) {
+      a.xb = nhwc_desc(p.n, nd_.in.c, nd_.in.h, nd_.in.w, nhwc_type());
+      a.yb = nhwc_desc(p.n, nd_.out.c, nd_.out.h, nd_.out.w, nhwc_type());
     }
-    const cudnnTensorDescriptor_t x = s_.bf16 ? a.xb->get() : xd(p), y = s_.bf16 ? a.yb->get() : yd(p);
+    const cudnnTensorDescriptor_t x = nhwc() ? a.xb->get() : xd(p), y = nhwc() ? a.yb->get() : yd(p);
     a.cfwd = conv_desc();
     a.cbwd_data = conv_desc();
     a.cbwd_filter = conv_desc();
     int on = 0, oc = 0, oh = 0, ow = 0;
-    cudnnCheck(cudnnGetConvolution2dForwardOutputDim(conv(), x, filter(), &on, &oc, &oh, &ow));
+    cudnnCheck(cudnnGetConvolution2dForwardOutputDim(a.cfwd->get(), x, filter(), &on, &oc, &oh, &ow));
     check_output(p.n, on, oc, oh, ow);
     ConvProblem prob;
     prob.n = p.n;
@@ -106,7 +102,7 @@ class Conv final : public Layer {
     prob.kernel = nd_.kernel;
     prob.pad = nd_.pad;
     prob.stride = nd_.stride;
-    prob.math = s_.bf16 ? ConvMath::bf16 : s_.tf32 ? ConvMath::tf32 : ConvMath::fma;
+    prob.math = s_.bf16 ? ConvMath::bf16 : s_.nhwc32 ? ConvMath::tf32_nhwc : s_.tf32 ? ConvMath::tf32 : ConvMath::fma;
     size_t ws = 0;
     const cudnnHandle_t h = s_.cudnn;
     const cudnnFilterDescriptor_t w = filter();
@@ -177,13 +173,12 @@ class Conv final : public Layer {
   void forward(const Plan& p, const StepContext& /*ctx*/, bool /*eval*/) override {
     const ConvAlgos& a = algos(p);
     float* y = s_.data[out()];
-    if (s_.bf16) {
-      to_bf16_nhwc(s_.data[in()], s_.bf_a.get(), p.n, nd_.in.c, hw_in(), s_.stream);
-      to_bf16_nhwc(s_.P(nd_, 0), s_.bf_w.get(), nd_.out_channels, nd_.in.c, kk(), s_.stream);
-      cudnnCheck(cudnnConvolutionForward(s_.cudnn, &kOne, a.xb->get(), s_.bf_a.get(), wb_.get(), s_.bf_w.get(),
-                                         a.cfwd->get(), a.fwd, s_.workspace.get(), s_.workspace.size(), &kZero,
-                                         a.yb->get(), s_.bf_b.get()));
-      from_bf16_nhwc(s_.bf_b.get(), y, p.n, nd_.out.c, hw_out(), false, s_.stream);
+    if (nhwc()) {
+      to_nhwc(s_.data[in()], sa(), p.n, nd_.in.c, hw_in());
+      to_nhwc(s_.P(nd_, 0), sw(), nd_.out_channels, nd_.in.c, kk());
+      cudnnCheck(cudnnConvolutionForward(s_.cudnn, &kOne, a.xb->get(), sa(), filter(), sw(), a.cfwd->get(), a.fwd,
+                                         s_.workspace.get(), s_.workspace.size(), &kZero, a.yb->get(), sb()));
+      from_nhwc(sb(), y, p.n, nd_.out.c, hw_out(), false);
     } else {
       cudnnCheck(cudnnConvolutionForward(s_.cudnn, &kOne, xd(p), s_.data[in()], w_.get(), s_.P(nd_, 0), a.cfwd->get(),
                                          a.fwd, s_.workspace.get(), s_.workspace.size(), &kZero, yd(p), y));
@@ -193,13 +188,13 @@ class Conv final : public Layer {
 
   void backward_params(const Plan& p) override {
     const ConvAlgos& a = algos(p);
-    if (s_.bf16) {
-      to_bf16_nhwc(s_.data[in()], s_.bf_a.get(), p.n, nd_.in.c, hw_in(), s_.stream);
-      dy_bf16(p);
-      cudnnCheck(cudnnConvolutionBackwardFilter(s_.cudnn, &kOne, a.xb->get(), s_.bf_a.get(), a.yb->get(),
-                                                s_.bf_b.get(), a.cbwd_filter->get(), a.bwd_filter, s_.workspace.get(),
-                                                s_.workspace.size(), &kZero, wb_.get(), s_.bf_w.get()));
-      from_bf16_nhwc(s_.bf_w.get(), s_.G(nd_, 0), nd_.out_channels, nd_.in.c, kk(), false, s_.stream);
+    if (nhwc()) {
+      to_nhwc(s_.data[in()], sa(), p.n, nd_.in.c, hw_in());
+      dy_nhwc(p);
+      cudnnCheck(cudnnConvolutionBackwardFilter(s_.cudnn, &kOne, a.xb->get(), sa(), a.yb->get(), sb(),
+                                                a.cbwd_filter->get(), a.bwd_filter, s_.workspace.get(),
+                                                s_.workspace.size(), &kZero, filter(), sw()));
+      from_nhwc(sw(), s_.G(nd_, 0), nd_.out_channels, nd_.in.c, kk(), false);
     } else {
       cudnnCheck(cudnnConvolutionBackwardFilter(s_.cudnn, &kOne, xd(p), s_.data[in()], yd(p), s_.diff[out()],
                                                 a.cbwd_filter->get(), a.bwd_filter, s_.workspace.get(), s_.workspace.size(),
@@ -214,13 +209,13 @@ class Conv final : public Layer {
     if (!s_.needs_diff[in()]) return;
     const ConvAlgos& a = algos(p);
     const float* beta = s_.beta_for(in());
-    if (s_.bf16) {
-      dy_bf16(p);
-      to_bf16_nhwc(s_.P(nd_, 0), s_.bf_w.get(), nd_.out_channels, nd_.in.c, kk(), s_.stream);
-      cudnnCheck(cudnnConvolutionBackwardData(s_.cudnn, &kOne, wb_.get(), s_.bf_w.get(), a.yb->get(), s_.bf_b.get(),
-                                              a.cbwd_data->get(), a.bwd_data, s_.workspace.get(), s_.workspace.size(),
-                                              &kZero, a.xb->get(), s_.bf_a.get()));
-      from_bf16_nhwc(s_.bf_a.get(), s_.diff[in()], p.n, nd_.in.c, hw_in(), *beta != 0.f, s_.stream);
+    if (nhwc()) {
+      dy_nhwc(p);
+      to_nhwc(s_.P(nd_, 0), sw(), nd_.out_channels, nd_.in.c, kk());
+      cudnnCheck(cudnnConvolutionBackwardData(s_.cudnn, &kOne, filter(), sw(), a.yb->get(), sb(), a.cbwd_data->get(),
+                                              a.bwd_data, s_.workspace.get(), s_.workspace.size(), &kZero,
+                                              a.xb->get(), sa()));
+      from_nhwc(sa(), s_.diff[in()], p.n, nd_.in.c, hw_in(), *beta != 0.f);
       return;
     }
     cudnnCheck(cudnnConvolutionBackwardData(s_.cudnn, &kOne, w_.get(), s_.P(nd_, 0), yd(p), s_.diff[out()],
@@ -264,9 +259,27 @@ class Conv final : public Layer {
     return choice.algo;
   }
 
-  // The base math of this precision: bf16 tensor ops; fp32 with TF32 allowed or not.
+  // The base math of this precision: bf16 tensor ops; fp32 data: CUDNN_DEFAULT_MATH lets
+  // cuDNN pick TF32 tensor-core kernels (Ampere and later), as PyTorch's
+  // torch.backends.cudnn.allow_tf32 = True (its default); CUDNN_FMA_MATH keeps full fp32
+  // (--tf32 off).
   cudnnMathType_t base_math() const {
     return s_.bf16 ? CUDNN_TENSOR_OP_MATH : s_.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  }
+  // The NHWC path: bf16 copies (--precision bf16) or fp32 ones (TF32, NetState::nhwc32).
+  bool nhwc() const { return s_.bf16 || s_.nhwc32; }
+  cudnnDataType_t nhwc_type() const { return s_.bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
+  void* sa() const { return s_.bf16 ? static_cast<void*>(s_.bf_a.get()) : static_cast<void*>(s_.nh_a.get()); }
+  void* sb() const { return s_.bf16 ? static_cast<void*>(s_.bf_b.get()) : static_cast<void*>(s_.nh_b.get()); }
+  void* sw() const { return s_.bf16 ? static_cast<void*>(s_.bf_w.get()) : static_cast<void*>(s_.nh_w.get()); }
+  // NCHW fp32 → the NHWC copy (rounded to bf16 under bf16), and back (widened).
+  void to_nhwc(const float* x, void* y, int64_t n, int64_t c, int64_t hw) const {
+    if (s_.bf16) to_bf16_nhwc(x, static_cast<bf16_t*>(y), n, c, hw, s_.stream);
+    else cuda::to_nhwc(x, static_cast<float*>(y), n, c, hw, s_.stream);
+  }
+  void from_nhwc(const void* x, float* y, int64_t n, int64_t c, int64_t hw, bool accumulate) const {
+    if (s_.bf16) from_bf16_nhwc(static_cast<const bf16_t*>(x), y, n, c, hw, accumulate, s_.stream);
+    else cuda::from_nhwc(static_cast<const float*>(x), y, n, c, hw, accumulate, s_.stream);
   }
   // d's math type: the choice's, or the base one where it has none.
   void set_math(cudnnConvolutionDescriptor_t d, const ConvChoice& c) const {
@@ -283,19 +296,17 @@ class Conv final : public Layer {
   }
 
   const ConvAlgos& algos(const Plan& p) const { return algos_[static_cast<size_t>(p.index)]; }
-  cudnnFilterDescriptor_t filter() const { return s_.bf16 ? wb_.get() : w_.get(); }
-  cudnnConvolutionDescriptor_t conv() const { return s_.bf16 ? convb_.get() : conv_.get(); }
+  cudnnFilterDescriptor_t filter() const { return s_.bf16 ? wb_.get() : s_.nhwc32 ? wn_.get() : w_.get(); }
   int64_t hw_in() const { return int64_t{nd_.in.h} * nd_.in.w; }
   int64_t hw_out() const { return int64_t{nd_.out.h} * nd_.out.w; }
   int64_t kk() const { return int64_t{nd_.kernel} * nd_.kernel; }
   int64_t filter_count() const { return int64_t{nd_.out_channels} * nd_.in.c * kk(); }
-  // bf_b = bf16 NHWC dy (converted once per layer: NetState::bf_b_needs).
-  void dy_bf16(const Plan& p) {
-    if (s_.bf_b_needs(s_.diff[out()])) to_bf16_nhwc(s_.diff[out()], s_.bf_b.get(), p.n, nd_.out.c, hw_out(), s_.stream);
+  // sb() = NHWC dy (converted once per layer: NetState::bf_b_needs).
+  void dy_nhwc(const Plan& p) {
+    if (s_.bf_b_needs(s_.diff[out()])) to_nhwc(s_.diff[out()], sb(), p.n, nd_.out.c, hw_out());
   }
 
-  FilterDesc w_, wb_;      // fp32 KCRS; bf16 KRSC
-  ConvDesc conv_, convb_;  // fp32 (math per --tf32); bf16 (fp32 compute, tensor-op math)
+  FilterDesc w_, wb_, wn_;  // fp32 KCRS; bf16 KRSC; fp32 KRSC
   std::unique_ptr<TensorDesc> chan_;  // bias: 1×C×1×1
   std::vector<ConvAlgos> algos_;      // per plan
 };
