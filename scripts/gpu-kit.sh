@@ -174,6 +174,12 @@ export OPAL_PREFIX="$CNNSCALE_KIT" OPAL_EXEC_PREFIX="$CNNSCALE_KIT" OPAL_BINDIR=
 export PMIX_PREFIX="$CNNSCALE_KIT" PMIX_EXEC_PREFIX="$CNNSCALE_KIT" PMIX_BINDIR="$CNNSCALE_KIT/bin" \
   PMIX_LIBDIR="$CNNSCALE_KIT/lib" PMIX_PKGLIBDIR="$CNNSCALE_KIT/lib/pmix" PMIX_DATAROOTDIR="$CNNSCALE_KIT/share" \
   PMIX_DATADIR="$CNNSCALE_KIT/share" PMIX_PKGDATADIR="$CNNSCALE_KIT/share/pmix" PMIX_SYSCONFDIR="$CNNSCALE_KIT/etc/pmix"
+# Without ssh or rsh (containers, minimal images) Open MPI's rsh launcher refuses to start
+# even for this node alone; leaving it out lets mpiexec use Slurm's launcher inside an
+# allocation and the isolated one (this node only) elsewhere.
+if [ -z "${OMPI_MCA_plm:-}" ] && ! command -v ssh >/dev/null 2>&1 && ! command -v rsh >/dev/null 2>&1; then
+  export OMPI_MCA_plm=^rsh
+fi
 # The tests' variables (as CTest sets them) for running a kit test by hand.
 export CNNSCALE="$CNNSCALE_KIT/bin/cnnscale" CNNSCALE_BUILD="$CNNSCALE_KIT" CNNSCALE_SOURCE="$CNNSCALE_KIT/src" \
   MPIEXEC="$CNNSCALE_KIT/bin/mpiexec"

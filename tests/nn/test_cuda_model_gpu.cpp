@@ -47,15 +47,18 @@ bool have_gpu() {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible"
 
 constexpr double kTol = 1e-4;
-// Gradients in full fp32: cudnnFind may pick Winograd or FFT convolutions (timed, so
-// the pick varies from run to run), whose fp32 results differ from a direct
-// convolution's by more than rounding: 4.1e-4 through resnet20 on 3×16×16, batch 8, and
-// 1.45e-3 on lenet5's conv1 weight gradient (H200, cuDNN 9.19, 2026-11-26: the first GPU
-// runs). Losses, parameters and logits keep kTol.
+// Gradients in full fp32: cudnnFind may pick FFT convolutions (timed, so the pick
+// varies from run to run), whose fp32 results differ from a direct convolution's by more
+// than rounding: 4.1e-4 through resnet20 on 3×16×16, batch 8, and 1.45e-3 on lenet5's
+// conv1 weight gradient (H200, cuDNN 9.19, 2026-11-26: the first GPU runs). Winograd,
+// which reached 2e-2, is no candidate under --tf32 off (layer_conv.cpp). Losses,
+// parameters and logits keep kTol.
 constexpr double kGradTol = 5e-3;
-// Gradients under TF32 (products of 10-bit mantissas): 0.114 measured on the same run
-// (layer3 convolution weights of that resnet20); losses and logits keep 2e-2.
-constexpr double kTf32GradTol = 0.25;
+// Gradients under TF32 (products of 10-bit mantissas; Winograd allowed, as in PyTorch):
+// relative to the tensor's largest gradient, 0.114 on NCHW data and 0.309 on the NHWC
+// copies (layer3 convolution weights of resnet20 on 3×16×16, batch 8: batch norm over 8
+// samples amplifies; first and third GPU runs); losses and logits keep 2e-2.
+constexpr double kTf32GradTol = 0.5;
 
 // The GPU model in full fp32 (--tf32 off), for the 1e-4 comparisons.
 ModelOptions fp32_only() {

@@ -3,7 +3,7 @@
 # on a machine that has none of install-deps.sh's packages: a Debian 12 *minbase* root
 # (debootstrap; no Open MPI, PMIx, HDF5, oneDNN, Boost, protobuf, Python), with only
 # the machine's CUDA libraries (this machine's /usr/local/cuda bind-mounted read-only, as
-# a GPU node's toolkit) and no GPU driver. In the root, from the kit alone:
+# a GPU node's toolkit), no GPU driver and no ssh. In the root, from the kit alone:
 #  - kit-check.sh finds every library of every program and component;
 #  - `cnnscale --version`; `cnnscale env` names why there is no GPU (the CUDA error);
 #  - `mpiexec -n 2 cnnscale train --synthetic --max-steps 5` (the kit's Open MPI,
@@ -36,7 +36,7 @@ fi
 # `rm -rf $TMP` must never reach through a bind mount into /dev or /usr/local/cuda.
 R=$(mktemp -d /var/tmp/cnnscale-kit-root.XXXXXX)
 cleanup() {
-  umount -R "$R/proc" "$R/dev" "$R/usr/local/cuda" 2>/dev/null
+  umount -R "$R/proc" "$R/sys" "$R/dev" "$R/usr/local/cuda" 2>/dev/null
   if findmnt -rn -o TARGET | grep -q "^$R"; then
     echo "gpu_kit: still mounted under $R; left in place" >&2
   else
@@ -61,6 +61,7 @@ done
 mkdir -p "$R/usr/local/cuda" "$R/home/user/jobs"
 mount --bind /usr/local/cuda "$R/usr/local/cuda" && mount -o remount,bind,ro "$R/usr/local/cuda"
 mount -t proc proc "$R/proc"
+mount -t sysfs sys "$R/sys"
 mount --rbind /dev "$R/dev" && mount --make-rslave "$R/dev"
 tar -C "$R/home/user/jobs" -xzf "$TMP/kit.tar.gz"
 K=/home/user/jobs/cnnscale-kit

@@ -28,18 +28,32 @@
 namespace cnnscale::nn::cuda {
 namespace {
 
+// Winograd convolutions (fused and not).
+bool winograd(cudnnConvolutionFwdAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool winograd(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool winograd(cudnnConvolutionBwdFilterAlgo_t a) { return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED; }
+
 // cuDNN's candidates in conv_algo's terms, in the order cuDNN lists them, with the math
 // type each was run with. A down-conversion of fp32 data to fp16 tensor cores
 // (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) is never a candidate: it changes the numerics
-// beyond what --tf32 allows.
+// beyond what --tf32 allows. Under full fp32 (--tf32 off: the mode for comparing GPU and
+// CPU numerics like for like) Winograd is not a candidate either: timed in, it put
+// gradients 2e-2 (relative to their largest) away from the CPU's where GEMM-based
+// algorithms stay near 1e-4 (H200, cuDNN 9.19: WINOGRAD_NONFUSED forward on a 5×5
+// convolution, the third GPU run).
 template <class Perf>
-std::vector<AlgoResult> results(const Perf* perf, int count) {
+std::vector<AlgoResult> results(const Perf* perf, int count, bool full_fp32) {
   std::vector<AlgoResult> r;
   for (int i = 0; i < count; ++i) {
     AlgoResult a{static_cast<int>(perf[i].algo), perf[i].status == CUDNN_STATUS_SUCCESS, perf[i].time, perf[i].memory,
                  perf[i].determinism == CUDNN_DETERMINISTIC};
     a.math_type = static_cast<int>(perf[i].mathType);
     if (perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) a.ok = false;
+    if (full_fp32 && winograd(perf[i].algo)) a.ok = false;
     r.push_back(a);
   }
   return r;
@@ -105,6 +119,7 @@ class Conv final : public Layer {
     prob.math = s_.bf16 ? ConvMath::bf16 : s_.nhwc32 ? ConvMath::tf32_nhwc : s_.tf32 ? ConvMath::tf32 : ConvMath::fma;
     size_t ws = 0;
     const cudnnHandle_t h = s_.cudnn;
+    const bool full_fp32 = base_math() == CUDNN_FMA_MATH;
     const cudnnFilterDescriptor_t w = filter();
     cudnnConvolutionDescriptor_t c = a.cfwd->get();
     prob.dir = ConvDir::forward;
@@ -118,7 +133,7 @@ class Conv final : public Layer {
           else
             cudnnCheck(
                 cudnnGetConvolutionForwardAlgorithm_v7(h, x, w, c, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-          return results(perf, got);
+          return results(perf, got, full_fp32);
         },
         [&](int algo, size_t* bytes) {
           return cudnnGetConvolutionForwardWorkspaceSize(h, x, w, c, y, static_cast<cudnnConvolutionFwdAlgo_t>(algo),
@@ -138,7 +153,7 @@ class Conv final : public Layer {
           else
             cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, y, c, w,
                                                                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
-          return results(perf, got);
+          return results(perf, got, full_fp32);
         },
         [&](int algo, size_t* bytes) {
           return cudnnGetConvolutionBackwardFilterWorkspaceSize(
@@ -159,7 +174,7 @@ class Conv final : public Layer {
             else
               cudnnCheck(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w, y, c, x,
                                                                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
-            return results(perf, got);
+            return results(perf, got, full_fp32);
           },
           [&](int algo, size_t* bytes) {
             return cudnnGetConvolutionBackwardDataWorkspaceSize(
