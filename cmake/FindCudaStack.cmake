@@ -31,7 +31,9 @@ if(CNNSCALE_CUDA_MISSING)
   return()
 endif()
 if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-  set(CMAKE_CUDA_ARCHITECTURES 80 90)
+  # Turing (sm_75, still supported by CUDA 13: T4 nodes) and Ampere as machine code, Hopper
+  # as machine code and PTX (the driver compiles that for newer GPUs, e.g. Blackwell).
+  set(CMAKE_CUDA_ARCHITECTURES 75-real 80-real 90)
 endif()
 enable_language(CUDA)
 set(CMAKE_CUDA_STANDARD 17)
