@@ -2,6 +2,7 @@
 #include "data/synthetic_source.hpp"
 
 #include <algorithm>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -93,9 +94,14 @@ class SyntheticSource : public BatchSource {
       return;
     }
     std::vector<std::thread> pool;
-    for (int64_t t = 1; t < parts; ++t) pool.emplace_back(make, n * t / parts, n * (t + 1) / parts);
+    int64_t t = 1;
+    try {
+      for (; t < parts; ++t) pool.emplace_back(make, n * t / parts, n * (t + 1) / parts);
+    } catch (const std::system_error&) {  // no thread to be had: the rest on this one
+    }
     make(0, n / parts);
     for (auto& th : pool) th.join();
+    if (t < parts) make(n * t / parts, n);
   }
   SyntheticOptions o_;
   int rank_;

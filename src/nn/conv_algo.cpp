@@ -147,8 +147,8 @@ ConvTuning parse_tuning(const std::string& text) {
     int64_t algo = 0;
     if (!field(tok[10], "algo", algo) || algo > 1000) bad("field 11 is not algo=<id>");
     int64_t math_type = -1;
-    if (tok.size() == 12 && (!field(tok[11], "mathtype", math_type) || math_type > 9))
-      bad("field 12 is not mathtype=<0..9>");
+    if (tok.size() == 12 && (!field(tok[11], "mathtype", math_type) || math_type > 3))
+      bad("field 12 is not mathtype=<0..3>");
     const std::string key = p.key();
     if (t.count(key)) bad("a second record of the same convolution");
     t[key] = ConvChoice(static_cast<int>(algo), static_cast<int>(math_type));

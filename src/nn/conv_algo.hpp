@@ -108,7 +108,7 @@ std::string format_tuning(const ConvTuning& t, const std::string& comment = "");
 
 // The inverse of format_tuning: blank lines and lines starting with '#' are skipped;
 // any other line must be a well-formed key (as ConvProblem::key writes it) followed by
-// " algo=<id>" with id >= 0 and optionally " mathtype=<m>" (0..9; records from before
+// " algo=<id>" with id >= 0 and optionally " mathtype=<m>" (a cudnnMathType_t, 0..3; records from before
 // it was kept have none). Throws UserError naming the line and its number otherwise.
 ConvTuning parse_tuning(const std::string& text);
 

@@ -153,7 +153,7 @@ TEST(ConvAlgo, MalformedTuningIsAClearError) {
         std::string("fwd n=1 c=1 h=5 w=7 k=1 kernel=1 pad=0 stride=1 math=fp16 algo=2"),
         std::string("fwd n=1 c=1 h=5 w=7 k=1 kernel=1 pad=0 stride=1 math=fma algo=-2"),
         std::string("fwd n=1 c=1 h=5 w=7 k=1 kernel=1 pad=0 stride=1 math=fma algo=2 extra"),
-        std::string("fwd n=1 c=1 h=5 w=7 k=1 kernel=1 pad=0 stride=1 math=fma algo=2 mathtype=10"),
+        std::string("fwd n=1 c=1 h=5 w=7 k=1 kernel=1 pad=0 stride=1 math=fma algo=2 mathtype=4"),
         std::string("fwd n=1 c=1 h=5 w=7 k=1 kernel=1 pad=0 stride=1 math=fma algo=2 mathtype=1 extra"),
         good + "\n" + good}) {
     const std::string m = message("# header\n" + bad);

@@ -213,7 +213,8 @@ class CudaNet final : public DeviceModel {
       fail("--precision bf16 on the GPU needs bf16 tensor cores (compute capability 8.0, A100, or later); GPU ", device_,
            " is ", device_name_, " (sm_", cc_major_, cc_minor_, "): use --precision fp32");
     // TF32 convolutions on NHWC copies where TF32 tensor cores exist (NetState::nhwc32);
-    // CNNSCALE_TF32_NCHW=1 keeps them on the NCHW tensors (for comparison).
+    // CNNSCALE_TF32_NCHW=1 keeps them on the NCHW tensors (for comparison). Decided here:
+    // a model used without prepare() (tests) keeps NCHW.
     const char* nchw = std::getenv("CNNSCALE_TF32_NCHW");
     const bool nhwc32 = !bf16 && s_.tf32 && cc_major_ >= 8 && !(nchw && std::string(nchw) == "1");
     if (bf16 != s_.bf16 || nhwc32 != s_.nhwc32) {
@@ -569,8 +570,8 @@ class CudaNet final : public DeviceModel {
   DevArray<float> in_images_[2];
   DevArray<int32_t> in_labels_[2];
   DevArray<int64_t> in_ids_[2];
-  cudaEvent_t in_free_[2] = {nullptr, nullptr};
-  std::unique_ptr<LayerProfile> prof_;  // CNNSCALE_GPU_PROFILE (layer_profile.hpp)  // after the backward of the last step that read the slot
+  cudaEvent_t in_free_[2] = {nullptr, nullptr};  // after the backward of the last step that read the slot
+  std::unique_ptr<LayerProfile> prof_;            // CNNSCALE_GPU_PROFILE (layer_profile.hpp)
   int cur_ = 0;
   cudaStream_t copy_stream_ = nullptr;
   struct HostSlot {

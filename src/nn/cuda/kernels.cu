@@ -110,7 +110,8 @@ void transpose(const In* in, Out* out, int64_t n, int64_t rows, int64_t cols, St
   const int64_t gx = (cols + kTile - 1) / kTile, gy = (rows + kTile - 1) / kTile;
   if (gy > 65535)  // gridDim.y's limit (x allows 2^31 - 1)
     fail("a ", rows, "x", cols, " layout change is beyond the GPU grid (", 65535 * kTile,
-         " rows); lower the image size or use --precision fp32");
+         " rows); lower the image size, or run the convolutions on NCHW tensors: --precision fp32 with --tf32 off "
+         "(or CNNSCALE_TF32_NCHW=1 to keep TF32)");
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(std::min<int64_t>(n, 65535)));
   transpose_kernel<<<grid, dim3(kTile, kTileRows), 0, s>>>(in, out, n, static_cast<int>(rows), static_cast<int>(cols),
                                                            store);

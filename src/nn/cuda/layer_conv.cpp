@@ -139,6 +139,7 @@ class Conv final : public Layer {
           return cudnnGetConvolutionForwardWorkspaceSize(h, x, w, c, y, static_cast<cudnnConvolutionFwdAlgo_t>(algo),
                                                          bytes);
         },
+        [](int a) { return winograd(static_cast<cudnnConvolutionFwdAlgo_t>(a)); },
         ws));
     prob.dir = ConvDir::backward_filter;
     c = a.cbwd_filter->get();
@@ -159,6 +160,7 @@ class Conv final : public Layer {
           return cudnnGetConvolutionBackwardFilterWorkspaceSize(
               h, x, y, c, w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
         },
+        [](int a) { return winograd(static_cast<cudnnConvolutionBwdFilterAlgo_t>(a)); },
         ws));
     if (s_.needs_diff[in()]) {
       prob.dir = ConvDir::backward_data;
@@ -180,6 +182,7 @@ class Conv final : public Layer {
             return cudnnGetConvolutionBackwardDataWorkspaceSize(
                 h, w, y, c, x, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), bytes);
           },
+          [](int a) { return winograd(static_cast<cudnnConvolutionBwdDataAlgo_t>(a)); },
           ws));
     }
     return ws;
@@ -243,24 +246,36 @@ class Conv final : public Layer {
   // or set_tuning's) when cuDNN accepts it within the cap, else chosen now from
   // candidates(measure) and cached. The direction's descriptor d gets the choice's math
   // type (the base one where a record has none). Adds its workspace to ws (the maximum).
-  template <class Candidates, class Workspace>
+  // A recorded choice is refused, as cuDNN's candidates are, when its math type would
+  // loosen the precision (fp32 data through fp16, or tensor cores under --tf32 off) or
+  // when it is Winograd under --tf32 off (excluded(algo)).
+  template <class Candidates, class Workspace, class Excluded>
   int algo_for(cudnnConvolutionDescriptor_t d, const ConvProblem& prob, Candidates candidates, Workspace workspace,
-               size_t& ws) {
+               Excluded excluded, size_t& ws) {
     const std::string key = prob.key();
     if (auto it = s_.conv_algos.find(key); it != s_.conv_algos.end()) {
+      const ConvChoice c = it->second;
+      const bool fma = base_math() == CUDNN_FMA_MATH;
+      const bool loosens = c.math_type == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
+                           (fma && c.math_type >= 0 && c.math_type != CUDNN_FMA_MATH) || (fma && excluded(c.algo));
       size_t bytes = 0;
-      set_math(d, it->second);
-      const cudnnStatus_t st = workspace(it->second.algo, &bytes);
-      if (st == CUDNN_STATUS_SUCCESS && bytes <= kMaxConvWorkspace) {
-        ws = std::max(ws, bytes);
-        return it->second.algo;
+      cudnnStatus_t st = CUDNN_STATUS_NOT_SUPPORTED;
+      if (!loosens) {
+        set_math(d, c);
+        st = workspace(c.algo, &bytes);
+        if (st == CUDNN_STATUS_SUCCESS && bytes <= kMaxConvWorkspace) {
+          ws = std::max(ws, bytes);
+          return c.algo;
+        }
       }
       set_math(d, ConvChoice(0, -1));
-      log_warn("the recorded cuDNN " + std::string(conv_dir_name(prob.dir)) + " algorithm " +
-               std::to_string(it->second.algo) + " for '" + key + "' cannot run here (" +
-               (st == CUDNN_STATUS_SUCCESS ? std::string("workspace over the cap") : cudnnGetErrorString(st)) +
-               "; another GPU type or cuDNN version?): choosing anew, so this run's bits may differ from the run that "
-               "recorded it");
+      log_warn("the recorded cuDNN " + std::string(conv_dir_name(prob.dir)) + " algorithm " + std::to_string(c.algo) +
+               " for '" + key + "' cannot run here (" +
+               (loosens ? std::string("its math is not full fp32 or not allowed here")
+                : st == CUDNN_STATUS_SUCCESS ? std::string("workspace over the cap")
+                                             : std::string(cudnnGetErrorString(st)) +
+                                                   "; another GPU type or cuDNN version?") +
+               "): choosing anew, so this run's bits may differ from the run that recorded it");
       s_.conv_algos.erase(it);
     }
     const std::vector<AlgoResult> r = candidates(s_.cudnn_benchmark);
