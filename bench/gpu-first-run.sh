@@ -55,7 +55,7 @@ while [ $# -gt 0 ]; do
     --pytorch-formats) TORCH_FORMATS=$2; shift 2 ;;
     --data-threads) DATA_THREADS=$2; shift 2 ;;
     --test-limit) TEST_CAP=$2; shift 2 ;;
-    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ {print; next} NR > 1 {exit}' "$0"; exit 0 ;;
     *) echo "gpu-first-run.sh: error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -133,7 +133,7 @@ fi
 # tests.tsv: name, CTest timeout, skip code, environment, command (@KIT@ = the kit; '-': empty).
 declare -A TLINE
 if [ -f "$KIT/tests.tsv" ]; then
-  while IFS=$'\t' read -r name tmo skip envs cmd; do TLINE[$name]="$tmo"$'\t'"$envs"$'\t'"$cmd"; done <"$KIT/tests.tsv"
+  while IFS=$'\t' read -r name tmo _skip envs cmd; do TLINE[$name]="$tmo"$'\t'"$envs"$'\t'"$cmd"; done <"$KIT/tests.tsv"
 fi
 # Order (--serial): the single-GPU ones first, then the 2-GPU ones (SKIP at once on one
 # GPU), compute-sanitizer last. Limits (s) bound each test here, whatever CTest allows.
@@ -282,7 +282,7 @@ PY
     echo
   done
   echo "## The last lines of each check that did not pass"
-  while IFS=$'\t' read -r name st secs; do
+  while IFS=$'\t' read -r name st _; do
     case $st in PASS|SKIP|"NOT RUN"*) continue ;; esac
     echo
     echo "### $name: $st"
@@ -290,7 +290,7 @@ PY
   done <"$RESULTS"
   echo
   echo "## Skipped, with their reason"
-  while IFS=$'\t' read -r name st secs; do
+  while IFS=$'\t' read -r name st _; do
     [ "$st" = SKIP ] || continue
     echo "- $name: $(awk 'prev ~ /: Skipped$/ {print; exit} /^SKIP/ {print; exit} {prev = $0}' "$OUT/$name.log" | head -c 300)"
   done <"$RESULTS"

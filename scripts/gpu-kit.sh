@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
     --build) BUILD=$(cd "$2" && pwd); shift 2 ;;
     --output) OUTPUT=$2; shift 2 ;;
     --max-mib) MAX_MIB=$2; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ {print; next} NR > 1 {exit}' "$0"; exit 0 ;;
     *) echo "gpu-kit.sh: error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
