@@ -10,7 +10,10 @@
 #    relocated) trains and writes run.json;
 #  - bench/gpu-first-run.sh reports "no GPU: <reason>", runs every gpu test of the kit,
 #    each SKIPs (none fails), and exits 4;
-#  - a library taken out of the unpacked kit makes kit-check.sh fail naming it.
+#  - a library taken out of the unpacked kit makes kit-check.sh fail naming it;
+#  - kit-env.sh takes each CUDA library from the first folder that has it ($CUDA_HOME, a
+#    Python environment's nvidia-* wheels, $CNNSCALE_CUDA_LIBS), and names the missing
+#    ones when there are none.
 # And the archive is at most 48 MiB. The minbase root is made once with debootstrap from
 # apt's configured mirror and cached as /var/cache/cnnscale/minbase-bookworm.tar.
 # SKIP (77) when not root (chroot, mounts) or when cnnscale was built without CUDA
@@ -35,7 +38,10 @@ fi
 # The root lives outside $TMP and is removed only once nothing is mounted under it: lib.sh's
 # `rm -rf $TMP` must never reach through a bind mount into /dev or /usr/local/cuda.
 R=$(mktemp -d /var/tmp/cnnscale-kit-root.XXXXXX)
+MOUNTS=()  # further mount points under $R, unmounted first (last made, first undone)
 cleanup() {
+  local i
+  for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do umount "${MOUNTS[$i]}" 2>/dev/null; done
   umount -R "$R/proc" "$R/sys" "$R/dev" "$R/usr/local/cuda" 2>/dev/null
   if findmnt -rn -o TARGET | grep -q "^$R"; then
     echo "gpu_kit: still mounted under $R; left in place" >&2
@@ -100,4 +106,35 @@ mv "$R$K/lib/$lib" "$R/tmp/"
 in_root "$K/kit-check.sh" >"$TMP/check2.out" 2>&1
 expect_eq "kit-check.sh fails when a library is missing" 1 "$?"
 expect_grep "kit-check.sh names the missing library ($lib)" "needs ${lib//./\\.}: not found" "$TMP/check2.out"
+mv "$R/tmp/$lib" "$R$K/lib/"
+
+# Where kit-env.sh finds CUDA's libraries, library by library, as on the H200 node (CUDA
+# runtime and cuBLAS in a toolkit, cuDNN and NCCL in a Python environment's nvidia-*
+# wheels): here a toolkit folder with only the runtime and cuBLAS ($CUDA_HOME), and
+# this machine's CUDA library folder as the wheels' nvidia/cudnn/lib of a "python3"
+# that is a stand-in script printing its site-packages folder; /usr/local/cuda gone.
+umount "$R/usr/local/cuda"
+mkdir -p "$R/opt/cuda-rt/lib64" "$R/opt/pyenv/bin" "$R/opt/pyenv/site/nvidia/cudnn/lib"
+for f in libcudart.so.13 libcublas.so.13 libcublasLt.so.13; do
+  touch "$R/opt/cuda-rt/lib64/$f"
+  mount --bind "$(readlink -f "/usr/local/cuda/lib64/$f")" "$R/opt/cuda-rt/lib64/$f" && MOUNTS+=("$R/opt/cuda-rt/lib64/$f")
+done
+mount --bind "$(readlink -f /usr/local/cuda/lib64)" "$R/opt/pyenv/site/nvidia/cudnn/lib" &&
+  MOUNTS+=("$R/opt/pyenv/site/nvidia/cudnn/lib")
+printf '#!/bin/sh\necho /opt/pyenv/site\n' >"$R/opt/pyenv/bin/python3"
+chmod +x "$R/opt/pyenv/bin/python3"
+in_root_env() { chroot "$R" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
+in_root_env CUDA_HOME=/opt/cuda-rt CNNSCALE_PYTHON=/opt/pyenv/bin/python3 bash -c \
+  "source $K/kit-env.sh && echo \"dirs=\$CNNSCALE_KIT_CUDA_DIRS\" && cnnscale --version" >"$TMP/split.out" 2>&1
+expect_eq "kit-env.sh with the libraries split between a toolkit and wheels: cnnscale starts" 0 "$?"
+expect_grep "each library from the first folder that has it (toolkit, then the wheels)" \
+  '^dirs=/opt/cuda-rt/lib64:/opt/pyenv/site/nvidia/cudnn/lib$' "$TMP/split.out"
+in_root_env bash -c "source $K/kit-env.sh; cnnscale --version" >"$TMP/none.out" 2>&1
+expect_ne "without CUDA's libraries cnnscale cannot start" 0 "$?"
+expect_grep "kit-env.sh names the missing CUDA libraries and CNNSCALE_CUDA_LIBS" \
+  'cnnscale-kit: warning: CUDA libraries not found: .*libcudart\.so\.13.*CNNSCALE_CUDA_LIBS' "$TMP/none.out"
+in_root_env CNNSCALE_CUDA_LIBS=/opt/pyenv/site/nvidia/cudnn/lib bash -c \
+  "source $K/kit-env.sh && echo \"dirs=\$CNNSCALE_KIT_CUDA_DIRS\" && cnnscale --version" >"$TMP/given.out" 2>&1
+expect_eq "CNNSCALE_CUDA_LIBS alone is enough" 0 "$?"
+expect_grep "CNNSCALE_CUDA_LIBS is used" '^dirs=/opt/pyenv/site/nvidia/cudnn/lib$' "$TMP/given.out"
 finish
