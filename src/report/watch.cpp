@@ -21,6 +21,27 @@ std::string num(const nlohmann::json& j, const char* key, const char* fmt, doubl
   return buf;
 }
 
+// j[key] when j is an object holding a value of T's kind there, else def: a metrics line
+// written by something else ({"event": 5}, {"step": "x"}) is shown as far as it makes
+// sense and never ends the watch.
+int64_t field(const nlohmann::json& j, const char* key, int64_t def) {
+  if (!j.is_object()) return def;
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return def;
+  const double d = it->get<double>();
+  return std::isfinite(d) && std::fabs(d) < 9e18 ? static_cast<int64_t>(d) : def;
+}
+double field(const nlohmann::json& j, const char* key, double def) {
+  if (!j.is_object()) return def;
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : def;
+}
+std::string field(const nlohmann::json& j, const char* key, const std::string& def) {
+  if (!j.is_object()) return def;
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : def;
+}
+
 std::string duration(double s) {
   if (!(s >= 0) || s > 1e7) return "?";
   const long t = std::lround(s);
@@ -64,15 +85,16 @@ bool MetricsTail::poll(std::vector<nlohmann::json>& out) {
 
 void WatchView::add(const nlohmann::json& r) {
   if (!r.is_object()) return;
-  const std::string event = r.value("event", "");
+  const std::string event = field(r, "event", std::string());
   if (event == "start") {
     start = r;
     rows.clear();
     ended = false;
   } else if (event == "eval") {
+    if (!r.contains("step") || !r["step"].is_number()) return;  // not ours: shown nowhere
     evals.push_back(r);
     while (evals.size() > 5) evals.pop_front();
-  } else if (event.empty() && r.contains("step")) {
+  } else if (event.empty() && r.contains("step") && r["step"].is_number()) {
     rows.push_back(r);
     while (rows.size() > max_rows) rows.pop_front();
   }
@@ -87,9 +109,9 @@ bool run_ended(const std::string& run_dir, const nlohmann::json& start, nlohmann
   } catch (const nlohmann::json::exception&) {
     return false;  // being replaced (written atomically, so only an old damaged file)
   }
-  const int64_t from = start.is_object() ? start.value("from_step", int64_t{0}) : -1;
+  const int64_t from = start.is_object() ? field(start, "from_step", int64_t{0}) : -1;
   const auto steps = j.find("steps");
-  if (steps == j.end() || !steps->is_number() || steps->get<int64_t>() <= from) return false;
+  if (steps == j.end() || !steps->is_number() || field(j, "steps", int64_t{0}) <= from) return false;
   if (summary) *summary = j;
   return true;
 }
@@ -98,15 +120,15 @@ std::string watch_state_line(const WatchView& v) {
   std::ostringstream os;
   const nlohmann::json last = v.rows.empty() ? nlohmann::json(nullptr) : v.rows.back();
   if (v.ended) {
-    os << "finished: " << v.run_json.value("steps", int64_t{0}) << " steps in "
-       << duration(v.run_json.value("wall_s", -1.0)) << ", median " << num(v.run_json, "images_per_s", "%.0f")
+    os << "finished: " << field(v.run_json, "steps", int64_t{0}) << " steps in "
+       << duration(field(v.run_json, "wall_s", -1.0)) << ", median " << num(v.run_json, "images_per_s", "%.0f")
        << " img/s";
     if (v.run_json.contains("test_accuracy") && v.run_json["test_accuracy"].is_number())
       os << ", test accuracy " << num(v.run_json, "test_accuracy", "%.4f");
     if (v.run_json.contains("timeline") && v.run_json["timeline"].is_string())
       os << "; timeline " << v.run_json["timeline"].get<std::string>();
   } else if (last.is_object()) {
-    const int64_t step = last.value("step", int64_t{0}), total = last.value("total_steps", int64_t{0});
+    const int64_t step = field(last, "step", int64_t{0}), total = field(last, "total_steps", int64_t{0});
     os << "running: step " << step;
     if (total > 0) os << "/" << total << " (" << (100 * step / total) << "%)";
     if (last.contains("eta_s") && last["eta_s"].is_number()) os << ", ETA " << duration(last["eta_s"].get<double>());
@@ -123,13 +145,13 @@ std::string watch_row(const nlohmann::json& r) {
   std::snprintf(line, sizeof(line), "%8s %5s %9s %10s %10s %9s %10s %9s\n", num(r, "step", "%.0f").c_str(),
                 num(r, "epoch", "%.0f").c_str(), num(r, "loss", "%.4f").c_str(), num(r, "lr", "%.4g").c_str(),
                 num(r, "images_per_s", "%.0f").c_str(), num(r, "step_ms", "%.1f").c_str(),
-                num(r, "slowest_step_ms", "%.1f").c_str(), duration(r.value("elapsed_s", -1.0)).c_str());
+                num(r, "slowest_step_ms", "%.1f").c_str(), duration(field(r, "elapsed_s", -1.0)).c_str());
   return line;
 }
 
 std::string watch_eval_line(const nlohmann::json& e) {
   std::ostringstream os;
-  os << "eval epoch " << e.value("epoch", 0) << " (step " << e.value("step", int64_t{0}) << "): test accuracy "
+  os << "eval epoch " << field(e, "epoch", int64_t{0}) << " (step " << field(e, "step", int64_t{0}) << "): test accuracy "
      << num(e, "test_accuracy", "%.4f") << ", loss " << num(e, "test_loss", "%.4f") << "\n";
   return os.str();
 }
@@ -138,9 +160,9 @@ std::string render_watch(const WatchView& v) {
   std::ostringstream os;
   os << v.run_dir;
   if (v.start.is_object()) {
-    const int64_t from = v.start.value("from_step", int64_t{0});
-    os << ": " << v.start.value("world_size", 0) << " rank(s), global batch "
-       << v.start.value("global_batch", int64_t{0}) << ", started " << v.start.value("time", std::string("?"))
+    const int64_t from = field(v.start, "from_step", int64_t{0});
+    os << ": " << field(v.start, "world_size", int64_t{0}) << " rank(s), global batch "
+       << field(v.start, "global_batch", int64_t{0}) << ", started " << field(v.start, "time", std::string("?"))
        << (from > 0 ? " (resumed at step " + std::to_string(from) + ")" : std::string());
   }
   os << "\n" << watch_state_line(v);

@@ -49,6 +49,32 @@ expect_grep "--once: the evaluation" "^eval epoch 1 \(step 30\): test accuracy 0
 "$C" watch "$D" --once --rows 2 >"$TMP/once2" 2>&1
 expect_eq "--rows 2: two rows" "20 30" "$(grep -E '^ +[0-9]+ +1 ' "$TMP/once2" | awk '{print $1}' | xargs)"
 
+# ---- lines of the right JSON with the wrong types (written by something else) ----
+W="$TMP/odd"
+mkdir -p "$W"
+{
+  echo '{"event":"start","from_step":"zero","world_size":"two","global_batch":null,"time":5}'
+  echo '{"event": 5}'
+  echo '{"event":"eval","step":"x","test_accuracy":"high"}'
+  echo '{"step":"ten","loss":"low"}'
+  echo '[1, 2, 3]'
+  echo '{"step":7,"epoch":"one","loss":"low","elapsed_s":"soon","total_steps":"all","eta_s":"later"}'
+  row 8 0.5
+} >"$W/metrics.jsonl"
+echo '{"steps":"many","wall_s":"long"}' >"$W/run.json"
+"$C" watch "$W" --once >"$TMP/odd.out" 2>&1
+expect_eq "odd-typed lines: exit 0 (shown as far as they make sense)" 0 "$?"
+expect_grep "odd-typed lines: the good row is shown" "^ +8 +1 +0\.5000 " "$TMP/odd.out"
+expect_grep "odd-typed lines: a row with odd fields shows them as -" "^ +7 +- +- " "$TMP/odd.out"
+expect_eq "odd-typed lines: no row for a non-numeric step" 2 "$(grep -cE '^ +[0-9]+ +' "$TMP/odd.out")"
+"$C" watch "$W" --interval 0.2 >"$TMP/odd.live" 2>&1 &
+pid=$!
+sleep 1
+kill -0 $pid 2>/dev/null
+expect_eq "odd-typed lines: following does not end on them (nor on a run.json of the wrong types)" 0 "$?"
+kill $pid 2>/dev/null; wait $pid 2>/dev/null
+grep -q "internal error" "$TMP/odd.out" "$TMP/odd.live" && bad "odd-typed lines: no internal error" || ok "odd-typed lines: no internal error"
+
 # ---- following a running job ----
 "$C" watch "$D" --interval 0.2 >"$TMP/live" 2>&1 &
 pid=$!
