@@ -13,7 +13,10 @@
 # Files outside Debian's packages (/usr/local, the CUDA toolkit, pyenv) are not judged.
 #
 # Usage: scripts/check-deps.sh [--build DIR] [--without PKG]... [--packages "P1 P2 ..."]
+#        scripts/check-deps.sh --commands-in FILE...
 #   --build DIR      the build tree to inspect (default: build)
+#   --commands-in    only print the commands the shell text of FILEs runs (those found
+#                    on PATH), one per line: what the run-time check below reads
 #   --without PKG    drop PKG from the install list (to show that the check catches it)
 #   --packages LIST  judge against LIST instead of install-deps.sh's PACKAGES
 # Exit 0: every used package is installed by the list; 1: names each missing package with a
@@ -24,8 +27,10 @@ cd "$(dirname "$0")/.."
 BUILD=build
 WITHOUT=()
 LIST=""
+COMMANDS_IN=0
 while [ $# -gt 0 ]; do
   case "$1" in
+    --commands-in) COMMANDS_IN=1; shift; break ;;
     --build) BUILD=$2; shift 2 ;;
     --without) WITHOUT+=("$2"); shift 2 ;;
     --packages) LIST=$2; shift 2 ;;
@@ -33,6 +38,32 @@ while [ $# -gt 0 ]; do
     *) echo "check-deps: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+# The commands FILE runs (command position in its shell text: after a newline, ; | & ( $(
+# ` then do else ! and a few wrappers), one per line, with the path each resolves to.
+# Left out: comments, single-quoted text, the bodies of heredocs whose end word is quoted
+# (data, python; a comment that shows one starts none) and the double-quoted code after
+# python3 -c or "$PY" -c (Python's open( is not the shell's `open`, which xdg-utils
+# installs).
+commands_in() {
+  awk 'end != "" { if ($0 == end || $0 ~ "^[[:space:]]*" end "$") end = ""; next }
+       pyq { if (match($0, /"/)) { pyq = 0; print substr($0, RSTART + 1) }; next }
+       /(^|[[:space:];&|]|\$\()(python3?|"\$\{?PY[A-Z_]*\}?"|\$\{?PY[A-Z_]*\}?)[[:space:]]+-c[[:space:]]+"[^"]*$/ {
+         # python code after -c that goes on over the next lines: dropped up to its closing quote
+         match($0, /-c[[:space:]]+"[^"]*$/); print substr($0, 1, RSTART - 1) "-c \"\""; pyq = 1; next }
+       { print; if ($0 !~ /^[[:space:]]*#/ && match($0, /<<-?[[:space:]]*[\x27"][A-Za-z_][A-Za-z0-9_]*[\x27"]/)) {
+           end = substr($0, RSTART, RLENGTH); sub(/^<<-?[[:space:]]*[\x27"]/, "", end); sub(/[\x27"]$/, "", end) } }' "$1" |
+    sed -e 's/^[[:space:]]*#.*//' -e 's/[[:space:]]#[^!].*$//' -e "s/'[^']*'//g" |
+    sed -E 's/((^|[[:space:];&|]|\$\()(python3?|"\$\{?PY[A-Z_]*\}?"|\$\{?PY[A-Z_]*\}?)[[:space:]]+-c[[:space:]]+)"([^"\\]|\\.)*"/\1""/g' |
+    { grep -oE '(^|[;|&(`!{]|\$\(|\b(then|do|else|exec|command|timeout [0-9]+[a-z]?|xargs|nsenter [^ ]+|sudo|env|time))[[:space:]]*[A-Za-z_][A-Za-z0-9_.+-]*' || true; } |
+    { grep -oE '[A-Za-z_][A-Za-z0-9_.+-]*$' || true; } | sort -u | while read -r c; do
+      case "$(type -t "$c" 2>/dev/null)" in file) ;; *) continue ;; esac
+      printf '%s\t%s\n' "$c" "$(command -v "$c")"
+    done
+}
+if [ $COMMANDS_IN = 1 ]; then
+  for f in "$@"; do commands_in "$f"; done
+  exit 0
+fi
 [ -f "$BUILD/CMakeCache.txt" ] || { echo "check-deps: no build tree at $BUILD (run scripts/build.sh first)" >&2; exit 2; }
 if [ -z "$LIST" ]; then
   # shellcheck disable=SC1090
@@ -68,17 +99,7 @@ done
   # commands in command position (after a newline, ; | & ( $( ` then do else ! and a few
   # wrappers), comments and quoted heredoc bodies of python excluded
   for f in $SCRIPTS; do
-    # the bodies of quoted heredocs (<<'PY', <<"EOF": data, python) are dropped first
-    awk 'end != "" { if ($0 == end || $0 ~ "^[[:space:]]*" end "$") end = ""; next }
-         { print; if (match($0, /<<-?[[:space:]]*[\x27"][A-Za-z_][A-Za-z0-9_]*[\x27"]/)) {
-             end = substr($0, RSTART, RLENGTH); sub(/^<<-?[[:space:]]*[\x27"]/, "", end); sub(/[\x27"]$/, "", end) } }' "$f" |
-      sed -e 's/^[[:space:]]*#.*//' -e 's/[[:space:]]#[^!].*$//' -e "s/'[^']*'//g" |
-      { grep -oE '(^|[;|&(`!{]|\$\(|\b(then|do|else|exec|command|timeout [0-9]+[a-z]?|xargs|nsenter [^ ]+|sudo|env|time))[[:space:]]*[A-Za-z_][A-Za-z0-9_.+-]*' || true; } |
-      { grep -oE '[A-Za-z_][A-Za-z0-9_.+-]*$' || true; } | sort -u | while read -r c; do
-        case "$(type -t "$c" 2>/dev/null)" in file) ;; *) continue ;; esac
-        p=$(command -v "$c")
-        printf '%s\t%s runs %s\n' "$p" "$f" "$c"
-      done
+    commands_in "$f" | while IFS=$'\t' read -r c p; do printf '%s\t%s runs %s\n' "$p" "$f" "$c"; done
   done
   # absolute paths under /usr that the scripts name (data sets, init files, plugins)
   for f in $SCRIPTS; do

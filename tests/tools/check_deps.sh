@@ -4,7 +4,31 @@
 # tests use is left out: ocl-icd-opencl-dev (what libdnnl-dev's CMake config needs but
 # Debian only recommends; the list once lacked it and a fresh machine could not build),
 # lmod (run time: the templates and the modules test) and libxml2-utils (a test's xmllint).
+# And the run-time reading of the scripts' shell text (--commands-in): a command in
+# `bash -c "…"` or after && counts, Python's open( inside `python3 -c "…"` / `"$PY" -c
+# "…"` does not (it once made the check fail wherever xdg-utils, which installs an `open`
+# command, was installed: issue 26 item 14).
 source "$CNNSCALE_SOURCE/tests/lib.sh"
+mkdir -p "$TMP/bin"
+printf '#!/bin/sh\n' >"$TMP/bin/open"
+printf '#!/bin/sh\n' >"$TMP/bin/frobnicate"
+chmod +x "$TMP/bin/open" "$TMP/bin/frobnicate"
+cat >"$TMP/sample.sh" <<'SAMPLE'
+python3 -c "import json; j = json.load(open('x')); print(\"a\")"
+"$PY" -c "f = open(1)"
+x=$(python3 -c "print(open)") && frobnicate
+bash -c "frobnicate --x; open y"
+SAMPLE
+PATH="$TMP/bin:$PATH" "$CNNSCALE_SOURCE/scripts/check-deps.sh" --commands-in "$TMP/sample.sh" >"$TMP/cmds.txt" 2>&1
+expect_eq "--commands-in: exit 0" 0 "$?"
+expect_grep "a command after && counts" '^frobnicate	' "$TMP/cmds.txt"
+expect_grep "a command in bash -c counts" '^open	' "$TMP/cmds.txt"
+# Without the bash -c line, no open at all.
+grep -v '^bash -c' "$TMP/sample.sh" >"$TMP/sample2.sh"
+PATH="$TMP/bin:$PATH" "$CNNSCALE_SOURCE/scripts/check-deps.sh" --commands-in "$TMP/sample2.sh" \
+  "$CNNSCALE_SOURCE/tests/data/imagefolder_pil.sh" >"$TMP/cmds2.txt" 2>&1
+expect_eq "open( in python -c code (and in imagefolder_pil.sh) is no command" 0 "$(grep -c '^open	' "$TMP/cmds2.txt")"
+expect_grep "the real commands still count (imagefolder_pil.sh runs h5dump)" '^h5dump	' "$TMP/cmds2.txt"
 command -v dpkg >/dev/null && command -v apt-cache >/dev/null || { echo "SKIP: not a Debian system (no dpkg/apt-cache)"; exit 77; }
 dpkg -S /usr/include/dnnl.h >/dev/null 2>&1 || { echo "SKIP: oneDNN is not from Debian's libdnnl-dev here"; exit 77; }
 CD="$CNNSCALE_SOURCE/scripts/check-deps.sh"
