@@ -106,7 +106,7 @@ void read_tf_config(const std::string& text, LaunchInfo& info) {
   info.rank_var = "TF_CONFIG task.index";
   info.size_var = "TF_CONFIG cluster";
   info.store_addr = host;
-  info.store_port = static_cast<int>(parse_env_int("TF_CONFIG's first worker port", first.substr(colon + 1)));
+  info.store_port = parse_env_port("TF_CONFIG's first worker port", first.substr(colon + 1));
   info.store_what = "TF_CONFIG's first worker " + first;
 }
 
@@ -154,7 +154,7 @@ LaunchInfo detect_launcher(const EnvLookup& env) {
     read_int(env, "LOCAL_WORLD_SIZE", info.local_size);
     read_int(env, "GROUP_RANK", info.node_id);
     if (auto a = env("MASTER_ADDR")) info.store_addr = *a;
-    read_int(env, "MASTER_PORT", info.store_port);
+    if (auto p = env("MASTER_PORT")) info.store_port = parse_env_port("MASTER_PORT", *p);
     info.store_what = "MASTER_ADDR/MASTER_PORT";
   } else if (auto tf = env("TF_CONFIG")) {
     info.kind = LauncherKind::tfconfig;

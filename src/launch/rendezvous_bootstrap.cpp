@@ -125,7 +125,7 @@ ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& 
     li.store_what = "MASTER_ADDR/MASTER_PORT";
   }
   if (li.store_port == 0)
-    if (auto p = env("MASTER_PORT")) li.store_port = static_cast<int>(parse_env_int("MASTER_PORT", *p));
+    if (auto p = env("MASTER_PORT")) li.store_port = parse_env_port("MASTER_PORT", *p);
   if (ctx.size == 1 && li.store_addr.empty()) {  // one process: a private store on any free port
     li.store_addr = "127.0.0.1";
     li.store_what = "this process alone";

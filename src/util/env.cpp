@@ -32,7 +32,21 @@ long parse_env_int(const std::string& name, const std::string& value) {
   if (errno != 0 || end == value.c_str() || *end != '\0' || v < 0)
     fail("environment variable ", name, "=", value,
          " is not a non-negative integer; the launcher environment is damaged (unset it or launch with srun/mpirun)");
+  if (v > 2147483647L)
+    fail("environment variable ", name, "=", value, " is beyond 2147483647, the largest rank or count cnnscale takes; "
+         "the launcher environment is damaged (unset it or launch with srun/mpirun)");
   return v;
+}
+
+int parse_env_port(const std::string& name, const std::string& value) {
+  if (value.empty()) fail("environment variable ", name, " is empty; expected a TCP port (1..65535)");
+  errno = 0;
+  char* end = nullptr;
+  const long v = std::strtol(value.c_str(), &end, 10);
+  if (errno != 0 || end == value.c_str() || *end != '\0' || v < 1 || v > 65535)
+    fail(name, "=", value, " is not a TCP port (1..65535): give the free port that rank 0 listens on, the same on "
+         "every rank, e.g. ", name == "MASTER_PORT" ? "MASTER_PORT=29500" : "29500");
+  return static_cast<int>(v);
 }
 
 }  // namespace cnnscale

@@ -175,6 +175,22 @@ TEST(DetectLauncher, TorchrunStoreAddress) {
   EXPECT_EQ(i.store_addr, "node0");
   EXPECT_EQ(i.store_port, 29500);
   expect_error({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "http"}}, "MASTER_PORT=http");
+  // Out of range: once 4294967297 silently became port 1, and 0 read as "not set".
+  for (const char* bad : {"4294967297", "0", "65536", "-1", ""})
+    expect_error({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "n0"}, {"MASTER_PORT", bad}},
+                 std::string(*bad ? "MASTER_PORT=" : "MASTER_PORT is empty") + bad);
+  expect_error({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "0"}}, "is not a TCP port (1..65535)");
+  EXPECT_EQ(detect({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "65535"}}).store_port, 65535);
+  expect_error({{"TF_CONFIG", R"({"cluster": {"worker": ["a:4294967297"]}, "task": {"type": "worker", "index": 0}})"}},
+               "TF_CONFIG's first worker port=4294967297 is not a TCP port");
+}
+
+// Ranks and sizes beyond an int are refused, not wrapped (WORLD_SIZE=99999999999 once
+// became 1215752191).
+TEST(DetectLauncher, CountsBeyondAnIntAreRefused) {
+  expect_error({{"RANK", "0"}, {"WORLD_SIZE", "99999999999"}}, "WORLD_SIZE=99999999999 is beyond 2147483647");
+  expect_error({{"RANK", "2147483648"}, {"WORLD_SIZE", "2"}}, "RANK=2147483648 is beyond 2147483647");
+  expect_error({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4294967297"}}, "SLURM_NTASKS=4294967297 is beyond");
 }
 
 TEST(DetectLauncher, TfConfigWorkers) {
