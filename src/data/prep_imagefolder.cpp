@@ -145,6 +145,10 @@ ImageFolderListing list_image_folder(const std::string& dir) {
   std::sort(l.classes.begin(), l.classes.end());
   if (l.classes.empty())
     fail(dir, " has no class folders; --format imagefolder reads ROOT/<class>/<image> (or ROOT/train/<class>/…)");
+  if (l.classes.size() == 1)
+    fail(dir, " has one class folder ('", l.classes[0], "'): a classifier needs at least 2 classes, and "
+         "--format imagefolder takes each folder of ", dir, " as one class (ROOT/<class>/<image>); give the folder that "
+         "holds the class folders, or add the other classes");
   for (size_t c = 0; c < l.classes.size(); ++c) {
     std::vector<std::pair<std::string, std::string>> found;  // (directory, file name)
     const std::string top = dir + "/" + l.classes[c];

@@ -89,6 +89,19 @@ expect_error idx "--store belong to --format imagefolder"
 run fixed "$C" prep --format imagefolder --input "$R" --output "$TMP/x5" --store fixed
 expect_error fixed "is 30x50 after --resize/--center-crop but .* pass --center-crop S .* or --store original-max S"
 
+# ---- one class folder: refused in prep, naming the folder (train would only say "a
+# classifier needs at least 2 classes, got 1", without naming the data set: issue 26 item 13)
+O="$TMP/oneclass"
+mkdir -p "$O/cat"
+"$TOOL" png "$O/cat/1.png" 20 20 3 1
+"$TOOL" png "$O/cat/2.png" 20 20 3 2
+run oneclass "$C" prep --format imagefolder --input "$O" --output "$TMP/x1c" --shards 1
+expect_error oneclass "$O has one class folder \('cat'\): a classifier needs at least 2 classes.*give the folder that holds the class folders"
+expect_eq "the refused one-class prep leaves no output" "" "$(ls -d "$TMP"/x1c* 2>/dev/null)"
+mkdir -p "$O/dog" && "$TOOL" png "$O/dog/1.png" 20 20 3 3
+run twoclass "$C" prep --format imagefolder --input "$O" --output "$TMP/x2c" --shards 1 --resize 20
+expect_eq "with a second class folder it preps" 0 "$st"
+
 # ---- decompression-bomb guard: the header alone decides (run under a 2 GB address-space
 # limit: decoding the claimed 20000x20000 RGB image would need 1.2 GB of pixels alone)
 B="$TMP/bomb"
