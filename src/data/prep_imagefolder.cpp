@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -137,7 +138,32 @@ class ImageFolderStream : public SampleStream {
 
 }  // namespace
 
+namespace {
+
+// The listing proper; list_image_folder turns the file system's errors into user errors.
+ImageFolderListing list_image_folder_(const std::string& dir);
+
+}  // namespace
+
+// A folder that cannot be listed (permissions), a symbolic link loop (ROOT/c0/loop -> ..)
+// or a path that is too long stop prep with a message naming the path, not an internal
+// error (issue 26 item 9).
 ImageFolderListing list_image_folder(const std::string& dir) {
+  try {
+    return list_image_folder_(dir);
+  } catch (const fs::filesystem_error& e) {
+    const std::string path = e.path1().empty() ? dir : e.path1().string();
+    const int code = e.code().value();
+    fail("cannot list ", path, " (", e.code().message(), ")",
+         code == ELOOP ? ": a symbolic link loop under " + dir + "; remove the link that points back up"
+         : code == EACCES || code == EPERM ? ": no permission to read it; fix its permissions or move it out of " + dir
+                                           : std::string(": fix or remove it"));
+  }
+}
+
+namespace {
+
+ImageFolderListing list_image_folder_(const std::string& dir) {
   ImageFolderListing l;
   if (!fs::is_directory(dir)) fail(dir, " is not a directory; --format imagefolder needs ROOT/<class>/<image>");
   for (const auto& e : fs::directory_iterator(dir))
@@ -161,6 +187,11 @@ ImageFolderListing list_image_folder(const std::string& dir) {
       if (!std::any_of(std::begin(kDecoded), std::end(kDecoded), [&](const char* x) { return ends_with(low, x); }))
         fail(it->path().string(), " is an image type torchvision's ImageFolder lists but cnnscale prep does not decode ",
              "(JPEG and PNG only); convert it to PNG or JPEG, or move it out of ", dir);
+      // A FIFO, socket or device named *.jpg would block or mislead the decoder (a FIFO
+      // held prep forever with no output: issue 26 item 10).
+      if (!fs::is_regular_file(it->path()))
+        fail(it->path().string(), " is not a regular file (a FIFO, socket, device or dangling link) though it is named ",
+             "like an image; remove it or move it out of ", dir);
       found.emplace_back(it->path().parent_path().string(), name);
     }
     if (found.empty())
@@ -173,6 +204,8 @@ ImageFolderListing list_image_folder(const std::string& dir) {
   }
   return l;
 }
+
+}  // namespace
 
 ImageFolderInput open_imagefolder_input(const std::string& root_in, const ImageFolderOptions& o) {
   std::string root = root_in;

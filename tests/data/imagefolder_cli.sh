@@ -102,6 +102,36 @@ mkdir -p "$O/dog" && "$TOOL" png "$O/dog/1.png" 20 20 3 3
 run twoclass "$C" prep --format imagefolder --input "$O" --output "$TMP/x2c" --shards 1 --resize 20
 expect_eq "with a second class folder it preps" 0 "$st"
 
+# ---- what the file system can put in the way (issue 26 items 9, 10): a FIFO named like an
+# image (it once blocked prep forever), a symbolic link loop, an unreadable class folder:
+# each a `cnnscale: error:` naming the path, never an internal error or a hang
+F="$TMP/fifo"
+mkdir -p "$F/cat" "$F/dog"
+"$TOOL" png "$F/cat/1.png" 20 20 3 1
+"$TOOL" png "$F/dog/1.png" 20 20 3 2
+mkfifo "$F/dog/2.jpg"
+run fifo timeout 60 "$C" prep --format imagefolder --input "$F" --output "$TMP/xf" --shards 1 --resize 20
+expect_error fifo "$F/dog/2.jpg is not a regular file \(a FIFO, socket, device or dangling link\) though it is named like an image"
+rm "$F/dog/2.jpg"
+ln -s .. "$F/cat/loop"
+run loop timeout 60 "$C" prep --format imagefolder --input "$F" --output "$TMP/xl" --shards 1 --resize 20
+expect_error loop "cannot list .*: a symbolic link loop under $F; remove the link that points back up"
+rm "$F/cat/loop"
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+  U=$(mktemp -d /tmp/cnnscale-unreadable.XXXXXX)
+  chmod 755 "$U"
+  cp -r "$F" "$U/in"
+  mkdir -m 777 "$U/out"
+  chmod 000 "$U/in/dog"
+  run unreadable setpriv --reuid=65534 --regid=65534 --clear-groups timeout 60 "$C" prep --format imagefolder \
+    --input "$U/in" --output "$U/out/ds" --shards 1 --resize 20
+  expect_error unreadable "cannot list $U/in/dog \(Permission denied\): no permission to read it; fix its permissions"
+  chmod 755 "$U/in/dog"
+  rm -rf "$U"
+else
+  echo "note: not root (or no setpriv): the unreadable-folder case is left out"
+fi
+
 # ---- decompression-bomb guard: the header alone decides (run under a 2 GB address-space
 # limit: decoding the claimed 20000x20000 RGB image would need 1.2 GB of pixels alone)
 B="$TMP/bomb"
