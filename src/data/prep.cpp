@@ -21,6 +21,7 @@
 #include "data/shard_writer.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
+#include "util/utf8.hpp"
 
 namespace cnnscale {
 namespace fs = std::filesystem;
@@ -190,6 +191,17 @@ PrepResult run_prep(const PrepOptions& o) {
   for (auto* s : {train.get(), test.get()})
     if (s && s->samples() == 0)
       fail("the ", s == train.get() ? "train" : "test", " input ", s->describe(), " holds no samples; nothing to convert");
+  // dataset.json holds the class names and the input's path, and JSON holds UTF-8 only:
+  // refuse other bytes now, before any decoding (the JSON writer once failed at the end
+  // with an internal error: issue 26 item 8).
+  for (const std::string& name : train->class_names())
+    if (const size_t at = first_invalid_utf8(name); at != std::string::npos)
+      fail("the class name '", escape_non_ascii(name), "' of ", escape_non_ascii(train->describe()),
+           " is not UTF-8 text (byte ", at, "); dataset.json can hold UTF-8 names only: rename the class folder "
+           "(or fix the names file) in UTF-8");
+  if (const std::string in = fs::absolute(o.input).string(); first_invalid_utf8(in) != std::string::npos)
+    fail("--input ", escape_non_ascii(in), " is not UTF-8 text; dataset.json records it: rename the folder in UTF-8 or "
+         "give it through a UTF-8 path (a symbolic link)");
   const SampleShape shape = train->shape();
   if (test && (test->shape().channels != shape.channels || test->shape().height != shape.height ||
                test->shape().width != shape.width))

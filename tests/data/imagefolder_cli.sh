@@ -132,6 +132,16 @@ else
   echo "note: not root (or no setpriv): the unreadable-folder case is left out"
 fi
 
+# ---- a class folder whose name is not UTF-8 (dataset.json holds UTF-8 only): refused up
+# front, naming it with its bytes shown, before any decoding (issue 26 item 8)
+N="$TMP/names"
+mkdir -p "$N/cat" "$N/d$(printf '\xff\xfe')g"
+"$TOOL" png "$N/cat/1.png" 20 20 3 1
+"$TOOL" png "$N/d$(printf '\xff\xfe')g/1.png" 20 20 3 2
+run badname "$C" prep --format imagefolder --input "$N" --output "$TMP/xn" --shards 1 --resize 20
+expect_error badname "the class name 'd\\\\xFF\\\\xFEg' of .* is not UTF-8 text \(byte 1\); dataset.json can hold UTF-8 names only: rename the class folder"
+expect_eq "the refused prep leaves no output" "" "$(ls -d "$TMP"/xn* 2>/dev/null)"
+
 # ---- decompression-bomb guard: the header alone decides (run under a 2 GB address-space
 # limit: decoding the claimed 20000x20000 RGB image would need 1.2 GB of pixels alone)
 B="$TMP/bomb"

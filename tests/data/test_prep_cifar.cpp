@@ -232,6 +232,17 @@ TEST_F(PrepCifar, BadInputsNameTheFileAndTheFix) {
   }
   e = error_of([&] { prep("cifar10", dir, root_ + "/x"); });
   EXPECT_NE(e.find(dir + "/batches.meta.txt lists 2 class names but CIFAR-10 has 10 classes"), std::string::npos) << e;
+  // A class name that is not UTF-8 (dataset.json holds UTF-8 only): refused before any
+  // decoding, naming it (issue 26 item 8: the JSON writer failed at the end, exit 3).
+  {
+    std::ofstream m(dir + "/batches.meta.txt");
+    for (int c = 0; c < 10; ++c) m << (c == 3 ? std::string("c\xFF\xFEt") : "class" + std::to_string(c)) << "\n";
+  }
+  e = error_of([&] { prep("cifar10", dir, root_ + "/x"); });
+  EXPECT_NE(e.find("the class name 'c\\xFF\\xFEt' of "), std::string::npos) << e;
+  EXPECT_NE(e.find("is not UTF-8 text (byte 1)"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(root_ + "/x")) << "a refused prep writes nothing";
+  write_cifar10(dir);
   // The python (pickle) version, as the folder or its parent.
   const std::string py = root_ + "/py/cifar-10-batches-py";
   fs::create_directories(py);
