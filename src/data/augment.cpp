@@ -34,8 +34,13 @@ std::vector<AugmentStep> parse_augment(const std::string& list) {
   std::vector<AugmentStep> steps;
   const std::string all = trim(list);
   if (all.empty() || all == "none") return steps;
-  static const std::regex crop_re("crop([0-9]{1,5})pad([0-9]{1,5})");
-  static const std::regex rrc_re("rrc([0-9]{1,5})"), center_re("center([0-9]{1,5})"), resize_re("resize([0-9]{1,5})");
+  static const std::regex crop_re("crop([0-9]{1,9})pad([0-9]{1,9})");
+  static const std::regex rrc_re("rrc([0-9]{1,9})"), center_re("center([0-9]{1,9})"), resize_re("resize([0-9]{1,9})");
+  // A side beyond 65535 is no CNN input (and the evaluation's resize of rrc<S>, S / 0.875,
+  // must stay a valid step): refused here, naming the step (issue 26 item 12).
+  auto at_most = [](const std::string& name, int v, int limit = kMaxAugmentSide) {
+    if (v > limit) fail("--augment ", name, ": sizes above ", limit, " are not CNN inputs; give a smaller size");
+  };
   size_t at = 0;
   while (true) {
     const size_t comma = all.find(',', at);
@@ -50,14 +55,18 @@ std::vector<AugmentStep> parse_augment(const std::string& list) {
       s.size = std::stoi(m[1]);
       s.pad = std::stoi(m[2]);
       if (s.size < 1) fail("--augment ", name, ": the crop size must be at least 1");
+      at_most(name, s.size);
+      at_most(name, s.pad);
     } else if (std::regex_match(name, m, rrc_re) || std::regex_match(name, m, center_re)) {
       s.kind = name[0] == 'r' ? AugmentStep::Kind::rrc : AugmentStep::Kind::center;
       s.size = std::stoi(m[1]);
       if (s.size < 1) fail("--augment ", name, ": the output size must be at least 1");
+      at_most(name, s.size);
     } else if (std::regex_match(name, m, resize_re)) {
       s.kind = AugmentStep::Kind::resize;
       s.size = std::stoi(m[1]);
       if (s.size < 1) fail("--augment ", name, ": the size must be at least 1");
+      at_most(name, s.size, 2 * kMaxAugmentSide);  // the evaluation's resize of rrc<S> is S / 0.875
     } else {
       fail("--augment '", list, "': unknown step '", name, "'; valid steps are ", augment_valid_names());
     }

@@ -50,6 +50,10 @@
 
 namespace cnnscale {
 
+// The largest size an --augment step takes (resize<S>: twice that, since rrc<S>'s
+// evaluation resizes to S / 0.875 first).
+constexpr int kMaxAugmentSide = 65535;
+
 struct AugmentStep {
   enum class Kind { crop, hflip, rrc, center, resize };
   Kind kind = Kind::hflip;

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "util/error.hpp"
+#include "util/memory.hpp"
 
 namespace cnnscale {
 namespace {
@@ -51,6 +52,20 @@ inline int muldiv255(int a, int b) {
   return ((t >> 8) + t) >> 8;
 }
 
+// A decoded image of w×h RGB pixels must fit in memory: checked from the header, before
+// the decoder allocates (with --max-image-pixels 0 a decompression bomb otherwise ended
+// in an out-of-memory line naming no file: issue 26 item 12). Only for images over 256
+// MiB decoded: reading the limits costs a few /proc reads.
+std::string decode_memory_error(const std::string& path, int64_t w, int64_t h) {
+  const uint64_t bytes = static_cast<uint64_t>(w) * static_cast<uint64_t>(h) * 3;
+  if (bytes <= (uint64_t{256} << 20) || bytes <= memory_limit().bytes) return {};
+  return out_of_memory_message("decoding " + path + " (" + std::to_string(w) + "x" + std::to_string(h) +
+                                   " pixels by its header)",
+                               bytes,
+                               "if the image is genuine, run with more memory; else remove the file (--max-image-pixels "
+                               "N refuses such images by their header, PIL's decompression-bomb limit by default)");
+}
+
 [[noreturn]] void too_many_pixels(const std::string& path, int64_t w, int64_t h, int64_t max_pixels) {
   fail(path, " claims ", w, "x", h, " = ", w * h, " pixels in its header, more than --max-image-pixels ", max_pixels,
        " (a decompression-bomb guard, PIL's limit by default); if the image is genuine, raise --max-image-pixels ",
@@ -74,6 +89,10 @@ void decode_jpeg(std::FILE* f, const std::string& path, RgbImage& img, std::vect
   if (max_pixels > 0 && jw * jh > max_pixels) {  // before any pixel is decoded or allocated
     jpeg_destroy_decompress(&cinfo);
     too_many_pixels(path, jw, jh, max_pixels);
+  }
+  if (const std::string e = decode_memory_error(path, jw, jh); !e.empty()) {
+    jpeg_destroy_decompress(&cinfo);
+    throw UserError(e);
   }
   const bool cmyk = cinfo.num_components == 4;
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;  // greyscale → RGB replicates Y
@@ -136,6 +155,10 @@ void decode_png(std::FILE* f, const std::string& path, RgbImage& img, std::vecto
   if (max_pixels > 0 && pw * ph > max_pixels) {  // from IHDR, before any row is inflated
     png_destroy_read_struct(&png, &info, nullptr);
     too_many_pixels(path, pw, ph, max_pixels);
+  }
+  if (const std::string e = decode_memory_error(path, pw, ph); !e.empty()) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    throw UserError(e);
   }
   const int color = png_get_color_type(png, info);
   const int depth = png_get_bit_depth(png, info);

@@ -20,7 +20,12 @@ Net::Net(Graph graph, std::string name, std::string spec)
   const size_t bytes = std::max<size_t>(graph_.param_count, 1) * sizeof(float);
   const std::string what = "allocating the parameters and gradients of model " + name_ + " (" +
                            std::to_string(graph_.param_count) + " parameters)";
-  const char* hint = "choose a smaller --model, or run with more memory per rank";
+  const SampleShape& in = graph_.input;
+  const std::string hint = "its input is " + std::to_string(in.channels) + "x" + std::to_string(in.height) + "x" +
+                           std::to_string(in.width) +
+                           " (the data set's sample shape, or the size that --augment or --image-size sets; the first "
+                           "linear layer grows with it): lower that size or choose a smaller --model, or run with more "
+                           "memory per rank";
   check_memory(what, 2 * bytes, hint);
   allocating(what, 2 * bytes, hint, [&] {
     params_.resize(bytes);

@@ -73,6 +73,13 @@ run cfg "$C" train --config "$CNNSCALE_SOURCE/configs/imagefolder.ini" --data "$
   --no-eval
 expect_eq "configs/imagefolder.ini runs" 0 "$st"
 expect_grep "configs/imagefolder.ini: resnet50" 'model resnet50' "$TMP/cfg.out"
+# A size that cannot fit names the input shape it makes (once: "choose a smaller --model"),
+# and one beyond any CNN input is refused by name (once: "unknown step 'resize114284'",
+# the evaluation's derived resize of rrc99999): issue 26 item 12
+run bigrrc "$C" train --data "$TMP/ds" --augment rrc60000 --batch-size 2 --max-steps 1
+expect_error bigrrc "out of memory while allocating the parameters .* its input is 3x60000x60000 \(the data set's sample shape, or the size that --augment or --image-size sets"
+run hugerrc "$C" train --data "$TMP/ds" --augment rrc99999 --batch-size 2 --max-steps 1
+expect_error hugerrc "--augment rrc99999: sizes above 65535 are not CNN inputs; give a smaller size"
 run trainflip "$C" train --data "$TMP/ds" --model "$SMALL" --augment hflip,rrc16 --batch-size 4 --epochs 1
 expect_error trainflip "--augment hflip needs images of one size but this data set stores variable-size images"
 run trainnone "$C" train --data "$TMP/ds" --model "$SMALL" --batch-size 4 --epochs 1
@@ -157,6 +164,17 @@ run bombjpg bash -c "ulimit -v 2000000; exec \"$C\" prep --format imagefolder --
 expect_error bombjpg "$B/b/zz.jpg claims 30000x20000 = 600000000 pixels in its header, more than --max-image-pixels"
 expect_eq "refused preps leave no output" "" "$(ls -d "$TMP"/x6* "$TMP"/x7* 2>/dev/null)"
 rm "$B/b/zz.jpg"
+# --max-image-pixels 0 (no header limit): a bomb that cannot fit is named by its header, before
+# the decoder allocates (it once ended in an out-of-memory line naming no file: issue 26 item 12)
+"$TOOL" bomb-png "$B/b/zz.png" 30000 30000
+run bomb0 bash -c "ulimit -v 2000000; exec \"$C\" prep --format imagefolder --input \"$B\" --output \"$TMP/x7b\" --shards 1 --max-image-pixels 0"
+expect_error bomb0 "out of memory while decoding $B/b/zz.png \(30000x30000 pixels by its header\): .*else remove the file"
+rm "$B/b/zz.png"
+# Sizes that cannot fit are named before any decoding: --resize, --center-crop.
+run bigresize "$C" prep --format imagefolder --input "$B" --output "$TMP/x7c" --shards 1 --resize 1000000
+expect_error bigresize "out of memory while resizing images to --resize 1000000 \(3x1000000x1000000 bytes per image.*lower --resize"
+run bigcrop "$C" prep --format imagefolder --input "$B" --output "$TMP/x7d" --shards 1 --center-crop 1000000
+expect_error bigcrop "out of memory while cropping images to --center-crop 1000000 .*lower --center-crop"
 run lim "$C" prep --format imagefolder --input "$B" --output "$TMP/x8" --shards 1 --max-image-pixels 9999
 expect_error lim "$B/a/ok.png claims 100x100 = 10000 pixels in its header, more than --max-image-pixels 9999"
 run limok "$C" prep --format imagefolder --input "$B" --output "$TMP/x9" --shards 1 --max-image-pixels 10000
