@@ -21,11 +21,10 @@ Net::Net(Graph graph, std::string name, std::string spec)
   const std::string what = "allocating the parameters and gradients of model " + name_ + " (" +
                            std::to_string(graph_.param_count) + " parameters)";
   const SampleShape& in = graph_.input;
-  const std::string hint = "its input is " + std::to_string(in.channels) + "x" + std::to_string(in.height) + "x" +
-                           std::to_string(in.width) +
-                           " (the data set's sample shape, or the size that --augment or --image-size sets; the first "
-                           "linear layer grows with it): lower that size or choose a smaller --model, or run with more "
-                           "memory per rank";
+  const std::string hint = "choose a smaller --model or a smaller input (its input is " + std::to_string(in.channels) +
+                           "x" + std::to_string(in.height) + "x" + std::to_string(in.width) +
+                           ": the data set's sample shape, or the size that --augment or --image-size sets; the first "
+                           "linear layer grows with it), or run with more memory per rank";
   check_memory(what, 2 * bytes, hint);
   allocating(what, 2 * bytes, hint, [&] {
     params_.resize(bytes);

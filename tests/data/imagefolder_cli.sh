@@ -77,7 +77,7 @@ expect_grep "configs/imagefolder.ini: resnet50" 'model resnet50' "$TMP/cfg.out"
 # and one beyond any CNN input is refused by name (once: "unknown step 'resize114284'",
 # the evaluation's derived resize of rrc99999): issue 26 item 12
 run bigrrc "$C" train --data "$TMP/ds" --augment rrc60000 --batch-size 2 --max-steps 1
-expect_error bigrrc "out of memory while allocating the parameters .* its input is 3x60000x60000 \(the data set's sample shape, or the size that --augment or --image-size sets"
+expect_error bigrrc "out of memory while allocating the parameters .*; choose a smaller --model or a smaller input \(its input is 3x60000x60000: the data set's sample shape, or the size that --augment or --image-size sets"
 run hugerrc "$C" train --data "$TMP/ds" --augment rrc99999 --batch-size 2 --max-steps 1
 expect_error hugerrc "--augment rrc99999: sizes above 65535 are not CNN inputs; give a smaller size"
 run trainflip "$C" train --data "$TMP/ds" --model "$SMALL" --augment hflip,rrc16 --batch-size 4 --epochs 1
