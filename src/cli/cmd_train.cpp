@@ -5,7 +5,7 @@
 #include "comm/make_communicator.hpp"
 #include "comm/world.hpp"
 #include "nn/threads.hpp"
-#include "train/stop_signal.hpp"
+#include "util/stop_signal.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"

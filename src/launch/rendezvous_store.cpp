@@ -16,6 +16,7 @@
 #include <map>
 
 #include "util/error.hpp"
+#include "util/stop_signal.hpp"
 
 namespace cnnscale {
 namespace {
@@ -201,6 +202,15 @@ RendezvousStore::RendezvousStore(const std::string& addr, int port_in, bool is_s
       }
     }
     if (fd_ >= 0) break;
+    if (const int sig = stop_signal_received()) {  // scancel, torchrun's restart: never wait out the timeout
+      freeaddrinfo(res);
+      if (server_.joinable()) {
+        (void)!::write(wake_[1], "x", 1);
+        server_.join();
+      }
+      fail("stopped by ", stop_signal_name(sig), " while connecting to the rendezvous store at ", where_,
+           ": nothing was trained");
+    }
     if (since(t0) >= timeout_s_) {
       freeaddrinfo(res);
       if (server_.joinable()) {
@@ -386,6 +396,12 @@ bool RendezvousStore::try_get(const std::string& key, std::string* value) {
   return st;
 }
 
+void RendezvousStore::stop_if_signalled() const {
+  if (const int sig = stop_signal_received())
+    fail("stopped by ", stop_signal_name(sig), " while waiting for the other ranks at the rendezvous store at ", where_,
+         ": nothing was trained");
+}
+
 std::vector<std::string> RendezvousStore::wait(const std::vector<std::string>& keys,
                                                std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
@@ -396,6 +412,7 @@ std::vector<std::string> RendezvousStore::wait(const std::vector<std::string>& k
       if (!try_get(k, nullptr)) still.push_back(k);
     missing.swap(still);
     if (missing.empty() || Clock::now() >= deadline) return missing;
+    stop_if_signalled();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
@@ -407,6 +424,7 @@ std::string RendezvousStore::get(const std::string& key, std::chrono::millisecon
     if (Clock::now() >= deadline)
       fail("the rendezvous key '", key, "' did not appear in the store at ", where_, " within ",
            std::chrono::duration<double>(timeout).count(), " s: a rank stopped during the rendezvous");
+    stop_if_signalled();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return v;

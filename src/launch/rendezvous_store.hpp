@@ -47,6 +47,8 @@ class RendezvousStore {
 
  private:
   void serve();
+  // A stop signal (SIGTERM, SIGUSR1) while waiting: a UserError naming it (issue 26 item 3).
+  void stop_if_signalled() const;
   std::string request(char op, const std::string& key, const std::string* value, bool* status);
 
   std::string where_;

@@ -14,7 +14,7 @@
 #include "data/open_source.hpp"
 #include "train/checkpoint.hpp"
 #include "train/progress.hpp"
-#include "train/stop_signal.hpp"
+#include "util/stop_signal.hpp"
 #include "train/tensorboard.hpp"
 #include "util/atomic_file.hpp"
 #include "util/env.hpp"

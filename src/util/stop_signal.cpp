@@ -1,5 +1,5 @@
 // stop_signal.cpp — see stop_signal.hpp.
-#include "train/stop_signal.hpp"
+#include "util/stop_signal.hpp"
 
 #include <csignal>
 
@@ -19,5 +19,9 @@ void install_stop_signal_handlers() {
 }
 
 int stop_signal_received() { return static_cast<int>(g_signal); }
+
+const char* stop_signal_name(int sig) {
+  return sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : "a signal";
+}
 
 }  // namespace cnnscale
