@@ -225,17 +225,17 @@ ImageFolderInput open_imagefolder_input(const std::string& root_in, const ImageF
   // such image; a sample after --center-crop C is 3·C·C bytes, an image after --resize R
   // at least 3·R·R (its shorter side is R).
   const uint64_t threads = static_cast<uint64_t>(std::max(o.threads, 1));
-  auto check_side = [&](int side, const char* option) {
+  auto check_side = [&](int side, const char* option, const char* doing) {
     if (side <= 0) return;
     const uint64_t bytes = 3 * static_cast<uint64_t>(side) * static_cast<uint64_t>(side) * threads;
-    check_memory(std::string(option == std::string("--resize") ? "resizing images to " : "cropping images to ") +
-                     option + " " + std::to_string(side) + " (3x" + std::to_string(side) + "x" +
+    check_memory(std::string(doing) + " images to " + option + " " + std::to_string(side) + " (3x" +
+                     std::to_string(side) + "x" +
                      std::to_string(side) + " bytes per image, for each of the " + std::to_string(threads) +
                      " decoding thread(s))",
                  bytes, std::string("lower ") + option + " (or --threads), or run with more memory");
   };
-  check_side(o.center_crop, "--center-crop");
-  if (o.center_crop <= 0 || o.resize > o.center_crop) check_side(o.resize, "--resize");
+  check_side(o.center_crop, "--center-crop", "cropping");
+  if (o.center_crop <= 0 || o.resize > o.center_crop) check_side(o.resize, "--resize", "resizing");
   ImageFolderInput r;
   ImageFolderListing all;
   auto stream = [&](ImageFolderListing& l, const std::string& desc) {

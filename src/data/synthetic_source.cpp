@@ -2,14 +2,12 @@
 #include "data/synthetic_source.hpp"
 
 #include <algorithm>
-#include <system_error>
-#include <thread>
 #include <utility>
-#include <vector>
 
 #include "data/contiguous_eval.hpp"
 #include "data/prefetcher.hpp"
 #include "data/sampler.hpp"
+#include "data/worker_pool.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale {
@@ -56,6 +54,7 @@ class SyntheticSource : public BatchSource {
       : o_(o),
         rank_(rank),
         sampler_(o.samples, o.batch_per_rank * world, o.drop_last, o.seed),
+        pool_(std::max(o.threads, 1)),
         prefetch_([this](int e, int64_t s, Batch& b) { produce(e, s, b); }, sampler_.steps_per_epoch(), o.prefetch) {}
   SampleShape shape() const override { return o_.shape; }
   int classes() const override { return o_.classes; }
@@ -81,31 +80,17 @@ class SyntheticSource : public BatchSource {
     b.rank_offset = int64_t{rank_} * n;
     b.images.resize(static_cast<size_t>(n * numel));
     b.labels.resize(static_cast<size_t>(n));
-    auto make = [&](int64_t from, int64_t to) {
-      for (int64_t k = from; k < to; ++k)
-        synthetic_sample(o_.seed, 0, b.sample_ids[k], o_.shape, o_.classes, b.images.data() + k * numel,
-                         &b.labels[k]);
-    };
-    // --data-threads: the batch's samples in contiguous parts, one thread each (a sample
-    // is a pure function of its index: the bytes do not depend on the split).
-    const int64_t parts = std::min<int64_t>(std::max(o_.threads, 1), n);
-    if (parts <= 1 || n * numel < (int64_t{1} << 16)) {
-      make(0, n);
-      return;
-    }
-    std::vector<std::thread> pool;
-    int64_t t = 1;
-    try {
-      for (; t < parts; ++t) pool.emplace_back(make, n * t / parts, n * (t + 1) / parts);
-    } catch (const std::system_error&) {  // no thread to be had: the rest on this one
-    }
-    make(0, n / parts);
-    for (auto& th : pool) th.join();
-    if (t < parts) make(n * t / parts, n);
+    // --data-threads: the samples over the source's worker pool, as the HDF5 source's
+    // augmentation (a sample is a pure function of its index: the bytes do not depend on
+    // which thread makes it).
+    pool_.run(n, [&](int64_t k, int) {
+      synthetic_sample(o_.seed, 0, b.sample_ids[k], o_.shape, o_.classes, b.images.data() + k * numel, &b.labels[k]);
+    });
   }
   SyntheticOptions o_;
   int rank_;
   Sampler sampler_;
+  WorkerPool pool_;      // --data-threads
   Prefetcher prefetch_;  // last: stops its thread first
 };
 

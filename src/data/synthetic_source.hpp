@@ -21,7 +21,7 @@ struct SyntheticOptions {
   uint64_t seed = 0;
   bool drop_last = true;
   int prefetch = 2;
-  int threads = 1;  // --data-threads: threads making one batch (in the prefetcher's thread and beside it)
+  int threads = 1;  // --data-threads: threads making one batch (the prefetcher's and a WorkerPool's)
 };
 
 // Writes the synthetic sample `index` of split `split` (0 train, 1 test).

@@ -38,22 +38,14 @@ bool winograd(cudnnConvolutionBwdDataAlgo_t a) {
 bool winograd(cudnnConvolutionBwdFilterAlgo_t a) { return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED; }
 
 // cuDNN's candidates in conv_algo's terms, in the order cuDNN lists them, with the math
-// type each was run with. A down-conversion of fp32 data to fp16 tensor cores
-// (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) is never a candidate: it changes the numerics
-// beyond what --tf32 allows. Under full fp32 (--tf32 off: the mode for comparing GPU and
-// CPU numerics like for like) Winograd is not a candidate either: timed in, it put
-// gradients 2e-2 (relative to their largest) away from the CPU's where GEMM-based
-// algorithms stay near 1e-4 (H200, cuDNN 9.19: WINOGRAD_NONFUSED forward on a 5×5
-// convolution, the third GPU run).
+// type each was run with (which of them may run: Conv::refused).
 template <class Perf>
-std::vector<AlgoResult> results(const Perf* perf, int count, bool full_fp32) {
+std::vector<AlgoResult> results(const Perf* perf, int count) {
   std::vector<AlgoResult> r;
   for (int i = 0; i < count; ++i) {
     AlgoResult a{static_cast<int>(perf[i].algo), perf[i].status == CUDNN_STATUS_SUCCESS, perf[i].time, perf[i].memory,
                  perf[i].determinism == CUDNN_DETERMINISTIC};
     a.math_type = static_cast<int>(perf[i].mathType);
-    if (perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) a.ok = false;
-    if (full_fp32 && winograd(perf[i].algo)) a.ok = false;
     r.push_back(a);
   }
   return r;
@@ -119,7 +111,6 @@ class Conv final : public Layer {
     prob.math = s_.bf16 ? ConvMath::bf16 : s_.nhwc32 ? ConvMath::tf32_nhwc : s_.tf32 ? ConvMath::tf32 : ConvMath::fma;
     size_t ws = 0;
     const cudnnHandle_t h = s_.cudnn;
-    const bool full_fp32 = base_math() == CUDNN_FMA_MATH;
     const cudnnFilterDescriptor_t w = filter();
     cudnnConvolutionDescriptor_t c = a.cfwd->get();
     prob.dir = ConvDir::forward;
@@ -133,7 +124,7 @@ class Conv final : public Layer {
           else
             cudnnCheck(
                 cudnnGetConvolutionForwardAlgorithm_v7(h, x, w, c, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-          return results(perf, got, full_fp32);
+          return results(perf, got);
         },
         [&](int algo, size_t* bytes) {
           return cudnnGetConvolutionForwardWorkspaceSize(h, x, w, c, y, static_cast<cudnnConvolutionFwdAlgo_t>(algo),
@@ -154,7 +145,7 @@ class Conv final : public Layer {
           else
             cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, y, c, w,
                                                                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
-          return results(perf, got, full_fp32);
+          return results(perf, got);
         },
         [&](int algo, size_t* bytes) {
           return cudnnGetConvolutionBackwardFilterWorkspaceSize(
@@ -176,7 +167,7 @@ class Conv final : public Layer {
             else
               cudnnCheck(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w, y, c, x,
                                                                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
-            return results(perf, got, full_fp32);
+            return results(perf, got);
           },
           [&](int algo, size_t* bytes) {
             return cudnnGetConvolutionBackwardDataWorkspaceSize(
@@ -246,18 +237,28 @@ class Conv final : public Layer {
   // or set_tuning's) when cuDNN accepts it within the cap, else chosen now from
   // candidates(measure) and cached. The direction's descriptor d gets the choice's math
   // type (the base one where a record has none). Adds its workspace to ws (the maximum).
-  // A recorded choice is refused, as cuDNN's candidates are, when its math type would
-  // loosen the precision (fp32 data through fp16, or tensor cores under --tf32 off) or
-  // when it is Winograd under --tf32 off (excluded(algo)).
-  template <class Candidates, class Workspace, class Excluded>
+  // What may not run, a cuDNN candidate or a recorded choice alike: a down-conversion of
+  // fp32 data to fp16 tensor cores (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: beyond what
+  // --tf32 allows), and under full fp32 (--tf32 off: the mode for comparing GPU and CPU
+  // numerics like for like) Winograd (winograd(algo)): timed in, it put gradients 2e-2
+  // (relative to their largest) away from the CPU's where GEMM-based algorithms stay near
+  // 1e-4 (H200, cuDNN 9.19: WINOGRAD_NONFUSED forward on a 5×5 convolution, the third GPU
+  // run). A record (a checkpoint's) is refused too when its math type is not FMA under
+  // --tf32 off.
+  template <class Winograd>
+  bool refused(int algo, int math_type, Winograd winograd) const {
+    return math_type == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION || (base_math() == CUDNN_FMA_MATH && winograd(algo));
+  }
+
+  template <class Candidates, class Workspace, class Winograd>
   int algo_for(cudnnConvolutionDescriptor_t d, const ConvProblem& prob, Candidates candidates, Workspace workspace,
-               Excluded excluded, size_t& ws) {
+               Winograd winograd, size_t& ws) {
     const std::string key = prob.key();
+    const bool fma = base_math() == CUDNN_FMA_MATH;
     if (auto it = s_.conv_algos.find(key); it != s_.conv_algos.end()) {
       const ConvChoice c = it->second;
-      const bool fma = base_math() == CUDNN_FMA_MATH;
-      const bool loosens = c.math_type == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
-                           (fma && c.math_type >= 0 && c.math_type != CUDNN_FMA_MATH) || (fma && excluded(c.algo));
+      const bool loosens =
+          refused(c.algo, c.math_type, winograd) || (fma && c.math_type >= 0 && c.math_type != CUDNN_FMA_MATH);
       size_t bytes = 0;
       cudnnStatus_t st = CUDNN_STATUS_NOT_SUPPORTED;
       if (!loosens) {
@@ -278,7 +279,9 @@ class Conv final : public Layer {
                "): choosing anew, so this run's bits may differ from the run that recorded it");
       s_.conv_algos.erase(it);
     }
-    const std::vector<AlgoResult> r = candidates(s_.cudnn_benchmark);
+    std::vector<AlgoResult> r = candidates(s_.cudnn_benchmark);
+    for (AlgoResult& x : r)
+      if (refused(x.algo, x.math_type, winograd)) x.ok = false;
     const ConvChoice choice = s_.cudnn_benchmark ? pick_fastest(r, kMaxConvWorkspace, conv_dir_name(prob.dir))
                                                  : pick_ranked(r, kMaxConvWorkspace, conv_dir_name(prob.dir));
     set_math(d, choice);
