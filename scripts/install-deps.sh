@@ -13,9 +13,9 @@ PACKAGES=(
   libhdf5-openmpi-dev hdf5-tools
   libboost-program-options-dev libboost-dev libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
   libprotobuf-dev protobuf-compiler
-  googletest libgtest-dev nlohmann-json3-dev zlib1g-dev libgloo-dev
+  googletest libgtest-dev nlohmann-json3-dev zlib1g-dev libgloo-dev libssl-dev
   dataset-fashion-mnist libxml2-utils shellcheck
-  libjpeg62-turbo-dev libpng-dev python3-pil
+  libjpeg62-turbo-dev libpng-dev python3-pil python3-venv
   slurm-wlm munge iproute2 util-linux
   lmod tcl
   patchelf debootstrap

@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -14,6 +15,9 @@
 #include "comm/make_communicator.hpp"
 #include "comm/nccl.hpp"
 #include "launch/bootstrap.hpp"
+#include "launch/detect_launcher.hpp"
+#include "util/env.hpp"
+#include "util/error.hpp"
 #include "launch/mpi_check.hpp"
 #include "util/build_info.hpp"
 
@@ -21,10 +25,21 @@ namespace cnnscale::cli {
 
 namespace {
 
-// After the table, rank 0 prints why ranks have no GPU (the CUDA error, driver and
-// runtime versions, the fix), once per distinct reason: "no GPU on rank(s) 0, 1: <why>".
-void print_gpu_problems(const ProcessContext& ctx) {
-  int len = static_cast<int>(ctx.gpu_problem.size());
+// Every rank's `mine`, at rank 0 (empty elsewhere): over MPI after an MPI launch, through
+// the rendezvous store after a torchrun/TF_CONFIG launch (issue 26 item 2: there the MPI
+// world is this process alone). A rank's set is answered by the store before it returns,
+// so ranks other than 0 may exit right after it; rank 0 waits for all.
+std::vector<std::string> gather_to_rank0(const ProcessContext& ctx, const std::string& mine, const std::string& tag,
+                                         double timeout_s) {
+  std::vector<std::string> out;
+  if (ctx.store) {
+    ctx.store->set("cnnscale/env/" + tag + "/" + std::to_string(ctx.rank), mine);
+    if (ctx.rank != 0) return out;
+    const auto ms = std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
+    for (int r = 0; r < ctx.size; ++r) out.push_back(ctx.store->get("cnnscale/env/" + tag + "/" + std::to_string(r), ms));
+    return out;
+  }
+  int len = static_cast<int>(mine.size());
   std::vector<int> lens(static_cast<size_t>(ctx.size)), offs(static_cast<size_t>(ctx.size));
   mpiCheck(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD));
   int total = 0;
@@ -33,12 +48,19 @@ void print_gpu_problems(const ProcessContext& ctx) {
     total += lens[static_cast<size_t>(r)];
   }
   std::vector<char> all(static_cast<size_t>(std::max(total, 1)));
-  mpiCheck(MPI_Gatherv(ctx.gpu_problem.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, 0,
-                       MPI_COMM_WORLD));
-  if (ctx.rank != 0) return;
+  mpiCheck(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, 0, MPI_COMM_WORLD));
+  if (ctx.rank != 0) return out;
+  for (int r = 0; r < ctx.size; ++r)
+    out.emplace_back(all.data() + offs[static_cast<size_t>(r)], static_cast<size_t>(lens[static_cast<size_t>(r)]));
+  return out;
+}
+
+// After the table, rank 0 prints why ranks have no GPU (the CUDA error, driver and
+// runtime versions, the fix), once per distinct reason: "no GPU on rank(s) 0, 1: <why>".
+void print_gpu_problems(const std::vector<std::string>& problems) {
   std::vector<std::pair<std::string, std::string>> seen;  // problem → "0, 3"
-  for (int r = 0; r < ctx.size; ++r) {
-    std::string p(all.data() + offs[static_cast<size_t>(r)], static_cast<size_t>(lens[static_cast<size_t>(r)]));
+  for (size_t r = 0; r < problems.size(); ++r) {
+    const std::string& p = problems[r];
     if (p.empty()) continue;
     auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& e) { return e.first == p; });
     if (it == seen.end()) seen.emplace_back(p, std::to_string(r));
@@ -57,10 +79,13 @@ int cmd_env(int argc, char** argv) {
                    "node id, host, device (and its UUID), backend, MPI library and NCCL version; then, for\n"
                    "ranks without a GPU, why (CUDA's error, driver and runtime versions, the fix). Run it\n"
                    "under the same srun/mpirun line as your training to see what each rank will use.",
-                   "Examples:\n  srun --mpi=pmix -N2 --ntasks-per-node=4 cnnscale env\n  mpirun -n 2 cnnscale env"};
+                   "Examples:\n  srun --mpi=pmix -N2 --ntasks-per-node=4 cnnscale env\n  mpirun -n 2 cnnscale env\n"
+                   "  torchrun --nproc_per_node=2 --no-python cnnscale env"};
   po::options_description desc("Options");
-  desc.add_options()("backend", po::value<std::string>()->default_value("auto"), "auto|mpi|nccl")(
-      "allow-gpu-sharing", po::bool_switch(), "let several ranks share one GPU");
+  desc.add_options()("backend", po::value<std::string>()->default_value("auto"), "auto|mpi|nccl|gloo")(
+      "allow-gpu-sharing", po::bool_switch(), "let several ranks share one GPU")(
+      "collective-timeout", po::value<double>()->default_value(300),
+      "seconds to wait for the other ranks (at the rendezvous store under torchrun/TF_CONFIG)");
   auto parsed = parse_options(spec, argc, argv, desc);
   if (parsed.help) {
     print_help(spec, desc);
@@ -69,7 +94,16 @@ int cmd_env(int argc, char** argv) {
   Backend requested = parse_backend(parsed.vm["backend"].as<std::string>());
   BootstrapOptions bo;
   bo.allow_gpu_sharing = parsed.vm["allow-gpu-sharing"].as<bool>();
-  bo.use_gpu = requested != Backend::mpi;
+  bo.use_gpu = requested != Backend::mpi && requested != Backend::gloo;
+  bo.rendezvous = requested == Backend::gloo;
+  bo.timeout_s = parsed.vm["collective-timeout"].as<double>();
+  if (requested != Backend::mpi && requested != Backend::gloo) {  // torchrun, TF_CONFIG: the ranks meet at the rendezvous store, as train's do
+    try {
+      bo.rendezvous = launcher_needs_rendezvous(detect_launcher(process_env()));
+    } catch (const UserError&) {
+      // bootstrap() reports a malformed environment
+    }
+  }
   ProcessContext ctx = bootstrap(bo);
   Backend b = resolve_backend(requested, ctx);
 
@@ -83,7 +117,7 @@ int cmd_env(int argc, char** argv) {
   line << "launcher=" << ctx.launch.name << " rank=" << ctx.rank << " size=" << ctx.size
        << " local_rank=" << ctx.local_rank << " local_size=" << ctx.local_size << " node=" << ctx.node_id
        << " nodes=" << ctx.num_nodes << " host=" << ctx.host << " device=" << ctx.device_label
-       << " backend=" << (b == Backend::nccl ? "nccl" : "mpi");
+       << " backend=" << backend_name(b);
   if (!ctx.device_id.empty()) line << " device_id=" << ctx.device_id;
   if (ctx.ranks_on_device > 1) line << " ranks_on_device=" << ctx.ranks_on_device;
   if (!ctx.cuda_error.empty()) line << " cuda_error=\"" << ctx.cuda_error << "\"";
@@ -91,14 +125,10 @@ int cmd_env(int argc, char** argv) {
   if (built_with_cuda()) line << " nccl=" << nccl_version();
   if (!ctx.launch.job_id.empty()) line << " slurm_job=" << ctx.launch.job_id;
 
-  constexpr int kLine = 1024;
-  char mine[kLine] = {0};
-  std::strncpy(mine, line.str().c_str(), kLine - 1);
-  std::vector<char> all(ctx.rank == 0 ? static_cast<size_t>(kLine) * ctx.size : 1);
-  mpiCheck(MPI_Gather(mine, kLine, MPI_CHAR, all.data(), kLine, MPI_CHAR, 0, MPI_COMM_WORLD));
-  if (ctx.rank == 0)
-    for (int r = 0; r < ctx.size; ++r) std::printf("%s\n", &all[static_cast<size_t>(r) * kLine]);
-  print_gpu_problems(ctx);
+  const std::vector<std::string> lines = gather_to_rank0(ctx, line.str(), "line", bo.timeout_s);
+  const std::vector<std::string> problems = gather_to_rank0(ctx, ctx.gpu_problem, "gpu_problem", bo.timeout_s);
+  for (const auto& l : lines) std::printf("%s\n", l.c_str());
+  print_gpu_problems(problems);
   std::fflush(stdout);
   return 0;
 }

@@ -195,6 +195,7 @@ int cmd_train(int argc, char** argv) {
   wo.backend = o.backend;
   wo.allow_gpu_sharing = o.allow_gpu_sharing;
   wo.timeout_s = o.collective_timeout;
+  wo.run_dir = o.run_dir;
   World world = start_world(wo);
   Trainer trainer(o, world);
   return trainer.run();

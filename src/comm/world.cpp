@@ -14,6 +14,7 @@ World start_world(const WorldOptions& opts) {
   bo.use_gpu = opts.backend != Backend::mpi && opts.backend != Backend::gloo;  // gloo: the CPU
   bo.allow_gpu_sharing = opts.allow_gpu_sharing;
   bo.timeout_s = opts.timeout_s;
+  bo.run_dir = opts.run_dir;
   if (opts.backend == Backend::gloo) {
     bo.rendezvous = true;
   } else if (opts.backend != Backend::mpi) {  // auto or nccl

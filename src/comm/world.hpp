@@ -9,6 +9,7 @@
 // then never touches MPI_COMM_WORLD itself.
 #pragma once
 #include <memory>
+#include <string>
 
 #include "comm/communicator.hpp"
 #include "comm/control_comm.hpp"
@@ -20,6 +21,7 @@ struct WorldOptions {
   Backend backend = Backend::automatic;  // --backend
   bool allow_gpu_sharing = false;        // --allow-gpu-sharing
   double timeout_s = 300;                // --collective-timeout: the rendezvous' and Gloo's deadline
+  std::string run_dir;                   // --run-dir: where rank 0 puts the rendezvous token file
 };
 
 struct World {

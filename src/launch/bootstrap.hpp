@@ -27,6 +27,8 @@ struct BootstrapOptions {
   // TF_CONFIG (its world of 1 is then only this process).
   bool rendezvous = false;
   double timeout_s = 300;        // --collective-timeout: the rendezvous' deadline
+  // --run-dir, for the rendezvous token file (launch/rendezvous_token.hpp); "" for none.
+  std::string run_dir;
 };
 
 struct ProcessContext {

@@ -22,6 +22,7 @@
 #include "launch/device_binding.hpp"
 #include "launch/gpu_diagnosis.hpp"
 #include "launch/mpi_check.hpp"
+#include "launch/rendezvous_token.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
@@ -92,6 +93,36 @@ void bind_device_through_store(ProcessContext& ctx, RendezvousStore& store, cons
 
 }  // namespace
 
+// Where and how this rank meets the others (rendezvous_store.hpp): torchrun's agent store
+// when torchrun ≥ 2.0 says it serves one, else ours on rank 0; the token, if any.
+static StoreOptions store_options(const ProcessContext& ctx, const BootstrapOptions& opts, const EnvLookup& env) {
+  const LaunchInfo& li = ctx.launch;
+  StoreOptions so;
+  so.addr = li.store_addr;
+  so.port = li.store_port;
+  so.timeout_s = opts.timeout_s;
+  so.what = li.store_what;
+  so.world_size = ctx.size;
+  const auto agent = env("TORCHELASTIC_USE_AGENT_STORE");
+  if (li.kind == LauncherKind::torchrun && agent && *agent == "True") {
+    // torchrun's agent serves a TCPStore at MASTER_ADDR:MASTER_PORT for its whole life;
+    // each restarted worker group gets keys of its own.
+    so.protocol = StoreProtocol::torch;
+    so.what = "torchrun's store at MASTER_ADDR/MASTER_PORT";
+    so.key_prefix = "/cnnscale/" + env("TORCHELASTIC_RUN_ID").value_or("none") + "/attempt_" +
+                    env("TORCHELASTIC_RESTART_COUNT").value_or("0") + "/";
+    return so;
+  }
+  so.serve = ctx.rank == 0;
+  if (auto t = token_from_env()) {
+    so.token = *t;
+  } else if (ctx.size > 1 && !opts.run_dir.empty()) {
+    so.token_file = token_file_for_run_dir(opts.run_dir);
+    if (so.serve) so.token = write_token_file(so.token_file);
+  }
+  return so;
+}
+
 bool launcher_needs_rendezvous(const LaunchInfo& info) {
   return info.kind == LauncherKind::torchrun || info.kind == LauncherKind::tfconfig;
 }
@@ -115,6 +146,11 @@ ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& 
     }
   ctx.rank = li.size > 0 ? li.rank : mpi_rank;
   ctx.size = li.size > 0 ? li.size : mpi_size;
+  if (ctx.size > kMaxRendezvousRanks)  // before anything sized by it (issue 26 item 4)
+    fail(li.size_var, "=", ctx.size, ": ranks that meet at a rendezvous store (launcher: ", li.name,
+         ") are limited to ", kMaxRendezvousRanks,
+         " (Gloo's full mesh makes rank 0's store hold ~400 bytes per pair of ranks); launch larger jobs with "
+         "srun --mpi=pmix or mpirun, or fix ", li.size_var);
   set_log_rank(ctx.rank);
   ctx.host = this_host();
 
@@ -136,7 +172,7 @@ ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& 
          "MASTER_PORT (a free TCP port) to the same values on every rank, as torchrun does");
   }
   const double timeout = opts.timeout_s;
-  ctx.store = std::make_shared<RendezvousStore>(li.store_addr, li.store_port, ctx.rank == 0, timeout, li.store_what);
+  ctx.store = std::make_shared<RendezvousStore>(store_options(ctx, opts, env));
   RendezvousStore& store = *ctx.store;
 
   // Announce this rank; a second process claiming the same rank is an error.

@@ -15,26 +15,40 @@
 #include <cstring>
 #include <map>
 
+#include "launch/rendezvous_token.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 #include "util/stop_signal.hpp"
 
 namespace cnnscale {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr char kHello[] = "CNSTORE1";
+constexpr char kHello[] = "CNSTORE2";
 constexpr size_t kHelloLen = 8;
-constexpr uint32_t kMaxField = 64u << 20;  // no key or value is larger
+constexpr double kHandshakeS = 10;  // a connection must finish its handshake in this time
+constexpr double kStalledS = 10;    // a client that reads none of its reply for this long is dropped
+
+// torch.distributed TCPStore (torch 2.x): c10d::detail::QueryType and friends.
+constexpr uint8_t kTorchValidate = 0, kTorchSet = 1, kTorchGet = 3, kTorchAdd = 4, kTorchCheck = 5, kTorchPing = 13;
+constexpr uint32_t kTorchMagic = 0x3C85F7CE;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 void put_u32(std::string& out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
-uint32_t get_u32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+void put_u64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+uint64_t get_le(const char* p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
+}
+void put_torch_string(std::string& out, const std::string& s) {
+  put_u64(out, s.size());
+  out += s;
 }
 
 // Blocking send/recv of exactly n bytes under SO_SNDTIMEO/SO_RCVTIMEO; false on error or timeout.
@@ -109,20 +123,45 @@ std::string sockaddr_host(const sockaddr_storage& ss) {
     inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr, buf, sizeof(buf));
   else if (ss.ss_family == AF_INET6)
     inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr, buf, sizeof(buf));
-  return buf;
+  std::string s = buf;
+  if (s.rfind("::ffff:", 0) == 0) s = s.substr(7);
+  return s;
+}
+
+std::string nonce_bytes(const Nonce& n) { return std::string(reinterpret_cast<const char*>(n.data()), n.size()); }
+Nonce to_nonce(const char* p) {
+  Nonce n{};
+  std::memcpy(n.data(), p, n.size());
+  return n;
+}
+Mac to_mac(const char* p) {
+  Mac m{};
+  std::memcpy(m.data(), p, m.size());
+  return m;
 }
 
 }  // namespace
 
-RendezvousStore::RendezvousStore(const std::string& addr, int port_in, bool is_server, double timeout_s,
-                                 std::string what)
-    : where_(addr + ":" + std::to_string(port_in) + " (" + what + ")"), timeout_s_(timeout_s) {
-  int port = port_in;  // 0 for a server: any free port (a one-process world)
-  if (port < 0 || port > 65535 || (port == 0 && !is_server))
-    fail("the rendezvous port ", port, " from ", what, " is not a TCP port (1-65535)");
-  if (is_server) {
+StoreLimits store_limits_for_world(int world_size) {
+  const size_t w = static_cast<size_t>(std::clamp(world_size, 1, kMaxRendezvousRanks));
+  StoreLimits l;
+  l.max_key = 512;
+  // Gloo's full mesh stores W addresses of ≤ 192 bytes (+ framing) under one key per rank.
+  l.max_value = 64 * 1024 + 256 * w;
+  // Per rank: join, devices, two Gloo contexts, a few more; plus the job's own keys.
+  l.max_keys = 256 + 16 * w;
+  // Two Gloo contexts' full meshes and the rest, twice over (a run holds about half of it).
+  l.max_bytes = (size_t{16} << 20) + 4 * w * (256 * w + 4096);
+  l.max_connections = 64 + 4 * w;
+  return l;
+}
+
+// ---- the server: one thread, non-blocking sockets, bounded ----
+class RendezvousStore::Server {
+ public:
+  Server(const StoreOptions& o, int* port) : lim_(store_limits_for_world(o.world_size)), token_(o.token) {
     listen_fd_ = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    bool v6 = listen_fd_ >= 0;
+    const bool v6 = listen_fd_ >= 0;
     if (!v6) listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (listen_fd_ < 0) fail("rank 0 cannot open a socket for the rendezvous store: ", std::strerror(errno));
     int one = 1, zero = 0;
@@ -133,218 +172,426 @@ RendezvousStore::RendezvousStore(const std::string& addr, int port_in, bool is_s
       sockaddr_in6 sa{};
       sa.sin6_family = AF_INET6;
       sa.sin6_addr = in6addr_any;
-      sa.sin6_port = htons(static_cast<uint16_t>(port));
+      sa.sin6_port = htons(static_cast<uint16_t>(*port));
       rc = ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
     } else {
       sockaddr_in sa{};
       sa.sin_family = AF_INET;
       sa.sin_addr.s_addr = htonl(INADDR_ANY);
-      sa.sin_port = htons(static_cast<uint16_t>(port));
+      sa.sin_port = htons(static_cast<uint16_t>(*port));
       rc = ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
     }
     if (rc != 0) {
       const int e = errno;
       ::close(listen_fd_);
       if (e == EADDRINUSE)
-        fail("rank 0 cannot serve the rendezvous store: port ", port, " (", what,
+        fail("rank 0 cannot serve the rendezvous store: port ", *port, " (", o.what,
              ") is already in use on this host (another job, or a leftover process of an earlier run); "
              "pick a free port, e.g. MASTER_PORT=$((20000 + RANDOM % 20000)), on every rank");
-      fail("rank 0 cannot bind the rendezvous port ", port, " (", what, "): ", std::strerror(e),
+      fail("rank 0 cannot bind the rendezvous port ", *port, " (", o.what, "): ", std::strerror(e),
            (e == EACCES ? "; ports below 1024 need root, pick a higher MASTER_PORT" : ""));
     }
-    if (::listen(listen_fd_, 1024) != 0) fail("rank 0 cannot listen on port ", port, ": ", std::strerror(errno));
-    if (port == 0) {
+    if (::listen(listen_fd_, 1024) != 0) fail("rank 0 cannot listen on port ", *port, ": ", std::strerror(errno));
+    fcntl(listen_fd_, F_SETFL, fcntl(listen_fd_, F_GETFL, 0) | O_NONBLOCK);
+    if (*port == 0) {
       sockaddr_storage bound{};
       socklen_t len = sizeof(bound);
       getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len);
-      port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                               : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-      where_ = addr + ":" + std::to_string(port) + " (" + what + ")";
+      *port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                                : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
     }
     if (::pipe2(wake_, O_CLOEXEC) != 0) fail("rank 0 cannot create a pipe: ", std::strerror(errno));
-    server_ = std::thread([this] { serve(); });
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Server() {
+    (void)!::write(wake_[1], "x", 1);
+    if (thread_.joinable()) thread_.join();
+    ::close(listen_fd_);
+    for (int f : wake_) ::close(f);
   }
 
-  // Client: resolve, then connect with retries until the deadline (rank 0 may start later).
+ private:
+  struct Conn {
+    int fd = -1;
+    std::string peer;
+    std::string in, out;
+    size_t out_off = 0;
+    enum { hello, proof, ready } state = hello;
+    Nonce snonce{}, cnonce{};
+    Clock::time_point accepted, last_sent;
+    bool close_after_send = false, drop = false;
+    bool pending() const { return out_off < out.size(); }
+  };
+
+  void warn(const std::string& msg) {
+    if (warnings_ < 20) log_warn("rendezvous store: " + msg);
+    else if (warnings_ == 20) log_warn("rendezvous store: further warnings about clients are not shown");
+    ++warnings_;
+  }
+
+  void accept_one(std::vector<Conn>& conns) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    if (conns.size() >= lim_.max_connections) {
+      ::close(fd);
+      warn("refused a connection from " + sockaddr_host(ss) + ": " + std::to_string(conns.size()) +
+           " connections are open, the most a world of this size needs");
+      return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    Conn c;
+    c.fd = fd;
+    c.peer = sockaddr_host(ss);
+    c.accepted = c.last_sent = Clock::now();
+    c.snonce = random_nonce();
+    conns.push_back(std::move(c));
+  }
+
+  void reply(Conn& c, std::string bytes) {
+    c.out = std::move(bytes);
+    c.out_off = 0;
+    c.last_sent = Clock::now();
+  }
+
+  // Handles complete messages while no reply is pending (a client that does not read
+  // its replies gets no more served: what it can make us hold is one reply).
+  void handle(Conn& c) {
+    while (!c.pending() && !c.drop && !c.close_after_send) {
+      if (c.state == Conn::hello) {
+        const size_t need = kHelloLen + 1 + kNonceBytes;
+        if (c.in.size() >= kHelloLen && c.in.compare(0, kHelloLen, kHello) != 0) {
+          c.drop = true;  // not a cnnscale client (a port scanner, an older cnnscale)
+          return;
+        }
+        if (c.in.size() < need) return;
+        c.cnonce = to_nonce(&c.in[kHelloLen + 1]);
+        c.in.erase(0, need);
+        std::string r(kHello, kHelloLen);
+        r.push_back(token_.empty() ? 0 : 1);
+        r += nonce_bytes(c.snonce);
+        reply(c, std::move(r));
+        c.state = token_.empty() ? Conn::ready : Conn::proof;
+        continue;
+      }
+      if (c.state == Conn::proof) {
+        if (c.in.size() < 32) return;
+        const Mac got = to_mac(c.in.data());
+        c.in.erase(0, 32);
+        if (!same_mac(got, rendezvous_mac(token_, "cnnscale-client", c.snonce, c.cnonce))) {
+          warn("refused a client at " + c.peer + " that does not hold the job's rendezvous token");
+          reply(c, std::string(1, '\0'));
+          c.close_after_send = true;
+          return;
+        }
+        const Mac mine = rendezvous_mac(token_, "cnnscale-server", c.cnonce, c.snonce);
+        std::string r(1, '\1');
+        r.append(reinterpret_cast<const char*>(mine.data()), mine.size());
+        reply(c, std::move(r));
+        c.state = Conn::ready;
+        continue;
+      }
+      if (c.in.size() < 5) return;
+      const char op = c.in[0];
+      if (op != 's' && op != 'c' && op != 'g') {
+        warn("dropped a client at " + c.peer + " that sent an unknown request");
+        c.drop = true;
+        return;
+      }
+      const uint64_t klen = get_le(&c.in[1], 4);
+      if (klen > lim_.max_key) {
+        warn("dropped a client at " + c.peer + " that sent a key of " + std::to_string(klen) + " bytes (at most " +
+             std::to_string(lim_.max_key) + ")");
+        c.drop = true;
+        return;
+      }
+      size_t need = 5 + klen;
+      uint64_t vlen = 0;
+      if (op != 'g') {
+        if (c.in.size() < need + 4) return;
+        vlen = get_le(&c.in[need], 4);
+        if (vlen > lim_.max_value) {
+          warn("dropped a client at " + c.peer + " that sent a value of " + std::to_string(vlen) +
+               " bytes (at most " + std::to_string(lim_.max_value) + " for this world)");
+          c.drop = true;
+          return;
+        }
+        need += 4 + vlen;
+      }
+      if (c.in.size() < need) return;
+      const std::string key = c.in.substr(5, klen);
+      std::string r;
+      if (op == 'g') {
+        auto it = kv_.find(key);
+        r.push_back(it != kv_.end() ? 1 : 0);
+        if (it != kv_.end()) {
+          put_u32(r, static_cast<uint32_t>(it->second.size()));
+          r += it->second;
+        }
+      } else {
+        auto it = kv_.find(key);
+        const bool absent = it == kv_.end();
+        if (op == 'c' && !absent) {
+          r.push_back(0);
+        } else {
+          const size_t old = absent ? 0 : key.size() + it->second.size();
+          const size_t bytes_after = bytes_ - old + key.size() + vlen;
+          if ((absent && kv_.size() + 1 > lim_.max_keys) || bytes_after > lim_.max_bytes) {
+            warn("refused to store a key from " + c.peer + ": the store holds " + std::to_string(kv_.size()) +
+                 " keys and " + std::to_string(bytes_) + " bytes, the most a world of this size needs");
+            r.push_back(2);
+          } else {
+            kv_[key] = c.in.substr(5 + klen + 4, vlen);
+            bytes_ = bytes_after;
+            r.push_back(1);
+          }
+        }
+      }
+      c.in.erase(0, need);
+      reply(c, std::move(r));
+    }
+  }
+
+  void run() {
+    std::vector<Conn> conns;
+    std::vector<pollfd> fds;
+    char buf[65536];
+    for (;;) {
+      fds.assign({{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}});
+      for (const auto& c : conns)
+        fds.push_back({c.fd, static_cast<short>(c.pending() ? POLLOUT : POLLIN), 0});
+      if (::poll(fds.data(), fds.size(), 500) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (fds[0].revents) break;
+      const size_t n = conns.size();  // accept after the loop below: fds[i + 2] are these
+      for (size_t i = 0; i < n; ++i) {
+        Conn& c = conns[i];
+        const short ev = fds[i + 2].revents;
+        if (ev & (POLLERR | POLLNVAL)) c.drop = true;
+        if (!c.drop && (ev & POLLOUT) && c.pending()) {
+          const ssize_t k = ::send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
+          if (k > 0) {
+            c.out_off += static_cast<size_t>(k);
+            c.last_sent = Clock::now();
+          } else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            c.drop = true;
+          }
+          if (!c.pending()) {
+            c.out.clear();
+            c.out_off = 0;
+            if (c.close_after_send) c.drop = true;
+            else handle(c);  // requests that arrived while the reply was going out
+          }
+        } else if (!c.drop && (ev & (POLLIN | POLLHUP))) {
+          const ssize_t k = ::recv(c.fd, buf, sizeof(buf), 0);
+          if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            c.drop = true;
+          } else if (k > 0) {
+            c.in.append(buf, static_cast<size_t>(k));
+            handle(c);
+          }
+        }
+        if (!c.drop && c.state != Conn::ready && since(c.accepted) > kHandshakeS) {
+          warn("dropped a client at " + c.peer + " that did not finish the handshake within 10 s");
+          c.drop = true;
+        }
+        if (!c.drop && c.pending() && since(c.last_sent) > kStalledS) {
+          warn("dropped a client at " + c.peer + " that read none of its reply for 10 s");
+          c.drop = true;
+        }
+      }
+      for (size_t i = conns.size(); i-- > 0;)
+        if (conns[i].drop) {
+          ::close(conns[i].fd);
+          conns.erase(conns.begin() + static_cast<long>(i));
+        }
+      if (fds[1].revents & POLLIN)
+        for (int k = 0; k < 64; ++k) {  // a burst of connections; the rest on the next turn
+          const size_t before = conns.size();
+          accept_one(conns);
+          if (conns.size() == before && errno == EAGAIN) break;
+        }
+    }
+    for (auto& c : conns) ::close(c.fd);
+  }
+
+  StoreLimits lim_;
+  std::string token_;
+  std::map<std::string, std::string> kv_;
+  size_t bytes_ = 0;
+  int warnings_ = 0;
+  int listen_fd_ = -1, wake_[2] = {-1, -1};
+  std::thread thread_;
+};
+
+// ---- the client ----
+RendezvousStore::RendezvousStore(StoreOptions opts) : opts_(std::move(opts)) {
+  int port = opts_.port;
+  if (port < 0 || port > 65535 || (port == 0 && !opts_.serve))
+    fail("the rendezvous port ", port, " from ", opts_.what, " is not a TCP port (1-65535)");
+  if (opts_.serve) server_ = std::make_unique<Server>(opts_, &port);
+  opts_.port = port;
+  where_ = opts_.addr + ":" + std::to_string(port) + " (" + opts_.what + ")";
+  try {
+    fd_ = connect_client(opts_.timeout_s);
+  } catch (...) {
+    server_.reset();
+    throw;
+  }
+}
+
+RendezvousStore::~RendezvousStore() {
+  if (fd_ >= 0) ::close(fd_);
+  if (server_ && !opts_.token_file.empty()) ::unlink(opts_.token_file.c_str());  // a finished job leaves no secret
+  server_.reset();
+}
+
+std::string RendezvousStore::who_serves() const {
+  if (opts_.protocol == StoreProtocol::torch) return "torchrun's agent, which serves it,";
+  if (server_) return "this rank serves it itself and";
+  return "rank 0, which serves it,";
+}
+
+int RendezvousStore::connect_client(double timeout_s) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
-  const std::string port_s = std::to_string(port);
-  const int gai = ::getaddrinfo(addr.c_str(), port_s.c_str(), &hints, &res);
+  const std::string port_s = std::to_string(opts_.port);
+  const int gai = ::getaddrinfo(opts_.addr.c_str(), port_s.c_str(), &hints, &res);
   if (gai != 0 || !res)
-    fail("the rendezvous host '", addr, "' (", what, ") does not resolve (", gai_strerror(gai),
+    fail("the rendezvous host '", opts_.addr, "' (", opts_.what, ") does not resolve (", gai_strerror(gai),
          "); set MASTER_ADDR to rank 0's host name or IP address, the same on every rank");
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, freeaddrinfo);
   const auto t0 = Clock::now();
   int last_errno = 0;
   int hello_failure = 0;  // 1: connected but no answer; 2: an answer that is not the store's
-  while (fd_ < 0) {
-    for (addrinfo* ai = res; ai && fd_ < 0; ai = ai->ai_next) {
-      const double left = timeout_s_ - since(t0);
+  bool waiting_for_token_file = false, stale_token = false;
+  const bool torch = opts_.protocol == StoreProtocol::torch;
+  for (;;) {
+    for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+      const double left = timeout_s - since(t0);
       if (left <= 0) break;
-      int fd = try_connect(ai, std::min(left, 2.0), &last_errno);
+      const int fd = try_connect(ai, std::min(left, 2.0), &last_errno);
       if (fd < 0) continue;
-      // Hello both ways: a port held by something else is not taken for the store.
-      set_io_timeout(fd, std::max(0.001, std::min(5.0, timeout_s_ - since(t0))));
-      char back[kHelloLen];
-      const bool sent = send_all(fd, kHello, kHelloLen);
-      const bool answered = sent && recv_all(fd, back, kHelloLen);
-      if (answered && std::memcmp(back, kHello, kHelloLen) == 0) {
+      set_io_timeout(fd, std::max(0.001, std::min(5.0, timeout_s - since(t0))));
+      bool ok = false;
+      if (torch) {  // VALIDATE + magic, then PING with a nonce the store must echo
+        const uint32_t nonce = static_cast<uint32_t>(::getpid());
+        std::string m(1, static_cast<char>(kTorchValidate));
+        put_u32(m, kTorchMagic);
+        m.push_back(static_cast<char>(kTorchPing));
+        put_u32(m, nonce);
+        char back[4];
+        const bool answered = send_all(fd, m.data(), m.size()) && recv_all(fd, back, 4);
+        ok = answered && get_le(back, 4) == nonce;
+        if (!ok) hello_failure = std::max(hello_failure, answered ? 2 : 1);
+      } else {
+        const Nonce cn = random_nonce();
+        std::string m(kHello, kHelloLen);
+        m.push_back(opts_.token.empty() ? 0 : 1);
+        m += nonce_bytes(cn);
+        char back[kHelloLen + 1 + kNonceBytes];
+        const bool answered = send_all(fd, m.data(), m.size()) && recv_all(fd, back, sizeof(back));
+        if (!answered || std::memcmp(back, kHello, kHelloLen) != 0) {
+          hello_failure = std::max(hello_failure, answered ? 2 : 1);
+        } else if (back[kHelloLen] == 0) {
+          if (!opts_.token.empty() && !server_) {
+            ::close(fd);
+            fail("this rank has a rendezvous token (CNNSCALE_RENDEZVOUS_TOKEN) but the store at ", where_,
+                 " asks for none: set CNNSCALE_RENDEZVOUS_TOKEN to the same value on every rank, rank 0 too");
+          }
+          ok = true;
+        } else {
+          std::string token = opts_.token;
+          if (token.empty() && !opts_.token_file.empty()) {
+            if (auto t = read_token_file(opts_.token_file)) token = *t;
+            else waiting_for_token_file = true;
+          }
+          if (token.empty() && opts_.token_file.empty()) {
+            ::close(fd);
+            fail("the rendezvous store at ", where_,
+                 " requires the job's token (rank 0 has CNNSCALE_RENDEZVOUS_TOKEN or a token file in its --run-dir) "
+                 "but this rank has none: set CNNSCALE_RENDEZVOUS_TOKEN to the same value on every rank, or give "
+                 "every rank the same --run-dir on a shared file system");
+          }
+          if (!token.empty()) {
+            const Nonce sn = to_nonce(back + kHelloLen + 1);
+            const Mac proof = rendezvous_mac(token, "cnnscale-client", sn, cn);
+            char verdict = 0;
+            char theirs[32];
+            const bool sent = send_all(fd, reinterpret_cast<const char*>(proof.data()), proof.size());
+            const bool got = sent && recv_all(fd, &verdict, 1);
+            if (got && verdict == 1 && recv_all(fd, theirs, 32)) {
+              if (!same_mac(to_mac(theirs), rendezvous_mac(token, "cnnscale-server", cn, sn))) {
+                ::close(fd);
+                fail("the store at ", where_,
+                     " does not prove it holds the job's rendezvous token: it is not rank 0's store (another "
+                     "program answers on that port). Check MASTER_ADDR/MASTER_PORT");
+              }
+              ok = true;
+            } else if (got && verdict == 0) {
+              if (opts_.token_file.empty() || !opts_.token.empty()) {
+                ::close(fd);
+                fail("rank 0's rendezvous store at ", where_,
+                     " refused this rank's CNNSCALE_RENDEZVOUS_TOKEN: set the same value on every rank");
+              }
+              stale_token = true;  // an older run's token file: rank 0 is writing its own; read it again
+            } else {
+              hello_failure = std::max(hello_failure, 1);
+            }
+          }
+        }
+      }
+      if (ok) {
         sockaddr_storage local{};
         socklen_t len = sizeof(local);
         getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len);
         local_address_ = sockaddr_host(local);
-        if (local_address_.rfind("::ffff:", 0) == 0) local_address_ = local_address_.substr(7);
-        fd_ = fd;
-      } else {
-        hello_failure = std::max(hello_failure, answered ? 2 : 1);
-        ::close(fd);
+        return fd;
       }
+      ::close(fd);
     }
-    if (fd_ >= 0) break;
-    if (const int sig = stop_signal_received()) {  // scancel, torchrun's restart: never wait out the timeout
-      freeaddrinfo(res);
-      if (server_.joinable()) {
-        (void)!::write(wake_[1], "x", 1);
-        server_.join();
-      }
+    if (const int sig = stop_signal_received())  // scancel, torchrun's restart: never wait out the timeout
       fail("stopped by ", stop_signal_name(sig), " while connecting to the rendezvous store at ", where_,
            ": nothing was trained");
-    }
-    if (since(t0) >= timeout_s_) {
-      freeaddrinfo(res);
-      if (server_.joinable()) {
-        (void)!::write(wake_[1], "x", 1);
-        server_.join();
-      }
+    if (since(t0) >= timeout_s) {
+      if (waiting_for_token_file || stale_token)
+        fail("the rendezvous store at ", where_, " requires the job's token, and the token file ", opts_.token_file,
+             stale_token ? " holds another token (an older run's?)" : " did not appear",
+             " within ", timeout_s,
+             " s (--collective-timeout): rank 0 writes it there, so --run-dir must be the same directory, on a file "
+             "system every node shares; or set CNNSCALE_RENDEZVOUS_TOKEN to the same value on every rank");
       if (hello_failure == 2)
-        fail("something at ", where_,
-             " answers, but it is not cnnscale's rendezvous store (another program "
-             "holds that port?); pick a free MASTER_PORT, the same on every rank");
+        fail("something at ", where_, " answers, but it is not ",
+             torch ? "torchrun's store (TORCHELASTIC_USE_AGENT_STORE=True)" : "cnnscale's rendezvous store",
+             " (another program holds that port, or ranks of different cnnscale versions?); pick a free MASTER_PORT, "
+             "the same on every rank");
       if (hello_failure == 1)
-        fail("connected to ", where_, " but no rendezvous store answered within ", timeout_s_,
+        fail("connected to ", where_, " but no rendezvous store answered within ", timeout_s,
              " s (--collective-timeout): that address is not rank 0's (a proxy or another program accepted the "
              "connection) or rank 0 is stuck. Check MASTER_ADDR/MASTER_PORT, the same on every rank");
-      fail("could not reach the rendezvous store at ", where_, " within ", timeout_s_,
+      if (torch)
+        fail("could not reach torchrun's store at ", where_, " within ", timeout_s, " s (--collective-timeout; ",
+             "last error: ", std::strerror(last_errno), "): torchrun's agent serves it; is torchrun still running?");
+      fail("could not reach the rendezvous store at ", where_, " within ", timeout_s,
            " s (--collective-timeout; last error: ", std::strerror(last_errno),
            "): rank 0 serves it, so rank 0 must be running and that address must name rank 0's host. Check "
            "MASTER_ADDR/MASTER_PORT (the same on every rank), that rank 0 started, and firewalls");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  freeaddrinfo(res);
 }
 
-RendezvousStore::~RendezvousStore() {
-  if (fd_ >= 0) ::close(fd_);
-  if (server_.joinable()) {
-    (void)!::write(wake_[1], "x", 1);
-    server_.join();
-  }
-  if (listen_fd_ >= 0) ::close(listen_fd_);
-  for (int f : wake_)
-    if (f >= 0) ::close(f);
-}
-
-void RendezvousStore::serve() {
-  struct Conn {
-    int fd;
-    std::string in;
-    bool hello = false;
-  };
-  std::map<std::string, std::string> kv;
-  std::vector<Conn> conns;
-  for (;;) {
-    std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
-    for (const auto& c : conns) fds.push_back({c.fd, POLLIN, 0});
-    if (::poll(fds.data(), fds.size(), -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    if (fds[0].revents) break;
-    if (fds[1].revents & POLLIN) {
-      int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd >= 0) {
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        set_io_timeout(fd, 10);  // replies are small; a client that stops reading is dropped
-        conns.push_back({fd, {}, false});
-      }
-    }
-    std::vector<bool> drop(conns.size(), false);
-    for (size_t i = 0; i < conns.size(); ++i) {
-      if (!(fds[i + 2].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      Conn& c = conns[i];
-      char buf[65536];
-      ssize_t k = ::recv(c.fd, buf, sizeof(buf), 0);
-      if (k <= 0) {
-        drop[i] = true;
-        continue;
-      }
-      c.in.append(buf, static_cast<size_t>(k));
-      // Handle every complete message.
-      for (;;) {
-        if (!c.hello) {
-          if (c.in.size() < kHelloLen) break;
-          if (c.in.compare(0, kHelloLen, kHello) != 0 || !send_all(c.fd, kHello, kHelloLen)) {
-            drop[i] = true;
-            break;
-          }
-          c.hello = true;
-          c.in.erase(0, kHelloLen);
-          continue;
-        }
-        if (c.in.size() < 5) break;
-        const char op = c.in[0];
-        const uint32_t klen = get_u32(&c.in[1]);
-        if (klen > kMaxField) {
-          drop[i] = true;
-          break;
-        }
-        size_t need = 5 + klen;
-        uint32_t vlen = 0;
-        if (op == 's' || op == 'c') {
-          if (c.in.size() < need + 4) break;
-          vlen = get_u32(&c.in[need]);
-          if (vlen > kMaxField) {
-            drop[i] = true;
-            break;
-          }
-          need += 4 + vlen;
-        }
-        if (c.in.size() < need) break;
-        const std::string key = c.in.substr(5, klen);
-        std::string reply;
-        if (op == 's' || op == 'c') {
-          std::string value = c.in.substr(5 + klen + 4, vlen);
-          const bool absent = kv.find(key) == kv.end();
-          if (op == 's' || absent) kv[key] = std::move(value);
-          reply.push_back(op == 's' || absent ? 1 : 0);
-        } else if (op == 'g') {
-          auto it = kv.find(key);
-          reply.push_back(it != kv.end() ? 1 : 0);
-          if (it != kv.end()) {
-            put_u32(reply, static_cast<uint32_t>(it->second.size()));
-            reply += it->second;
-          }
-        } else {
-          drop[i] = true;
-          break;
-        }
-        c.in.erase(0, need);
-        if (!send_all(c.fd, reply.data(), reply.size())) {
-          drop[i] = true;
-          break;
-        }
-      }
-    }
-    for (size_t i = conns.size(); i-- > 0;)
-      if (drop[i]) {
-        ::close(conns[i].fd);
-        conns.erase(conns.begin() + static_cast<long>(i));
-      }
-  }
-  for (auto& c : conns) ::close(c.fd);
+void RendezvousStore::lost(const char* what) const {
+  fail("lost the rendezvous store at ", where_, " (", what, "): ", who_serves(),
+       opts_.protocol == StoreProtocol::torch || !server_
+           ? " stopped (its output names the cause, e.g. a rank that did not join) or the network failed"
+           : " could not answer in time (an overloaded host?)");
 }
 
 std::string RendezvousStore::request(char op, const std::string& key, const std::string* value, bool* status) {
@@ -356,7 +603,7 @@ std::string RendezvousStore::request(char op, const std::string& key, const std:
     msg += *value;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  set_io_timeout(fd_, timeout_s_);
+  set_io_timeout(fd_, opts_.timeout_s);
   char st = 0;
   std::string out;
   errno = 0;
@@ -364,34 +611,95 @@ std::string RendezvousStore::request(char op, const std::string& key, const std:
   if (ok && op == 'g' && st == 1) {
     char len[4];
     ok = recv_all(fd_, len, 4);
+    const uint64_t n = ok ? get_le(len, 4) : 0;
+    if (ok && n > store_limits_for_world(opts_.world_size).max_value) lost("a reply larger than any value");
     if (ok) {
-      out.resize(get_u32(len));
+      out.resize(n);
       ok = recv_all(fd_, out.data(), out.size());
     }
   }
-  if (!ok)
-    fail("lost the rendezvous store at ", where_, " (",
-         errno == EAGAIN || errno == EWOULDBLOCK ? "no answer within --collective-timeout" : "connection closed",
-         "): rank 0, which serves it, stopped (its output names the cause, e.g. a rank that did not join) or the "
-         "network failed");
+  if (!ok) lost(errno == EAGAIN || errno == EWOULDBLOCK ? "no answer within --collective-timeout" : "connection closed");
+  if (st == 2)
+    fail("the rendezvous store at ", where_, " is full: it holds the most a world of ", opts_.world_size,
+         " ranks needs, so a process that is not one of this job's ranks is writing to it. Set "
+         "CNNSCALE_RENDEZVOUS_TOKEN (the same on every rank) so that the store serves only this job");
   *status = st == 1;
   return out;
 }
 
+void RendezvousStore::torch_send(const std::string& msg) {
+  set_io_timeout(fd_, opts_.timeout_s);
+  errno = 0;
+  if (!send_all(fd_, msg.data(), msg.size()))
+    lost(errno == EAGAIN || errno == EWOULDBLOCK ? "no answer within --collective-timeout" : "connection closed");
+}
+
+std::string RendezvousStore::torch_recv(size_t n) {
+  std::string out(n, '\0');
+  errno = 0;
+  if (!recv_all(fd_, out.data(), n))
+    lost(errno == EAGAIN || errno == EWOULDBLOCK ? "no answer within --collective-timeout" : "connection closed");
+  return out;
+}
+
+bool RendezvousStore::torch_check(const std::vector<std::string>& keys) {
+  std::string m(1, static_cast<char>(kTorchCheck));
+  put_u64(m, keys.size());
+  for (const auto& k : keys) put_torch_string(m, opts_.key_prefix + k);
+  std::lock_guard<std::mutex> lock(mu_);
+  torch_send(m);
+  return torch_recv(1)[0] == 0;  // CheckResponseType::READY
+}
+
 void RendezvousStore::set(const std::string& key, const std::string& value) {
+  if (opts_.protocol == StoreProtocol::torch) {
+    std::string m(1, static_cast<char>(kTorchSet));
+    put_torch_string(m, opts_.key_prefix + key);
+    put_torch_string(m, value);
+    std::lock_guard<std::mutex> lock(mu_);
+    torch_send(m);
+    return;
+  }
   bool st = false;
-  request('s', key, &value, &st);
+  request('s', opts_.key_prefix + key, &value, &st);
 }
 
 bool RendezvousStore::create(const std::string& key, const std::string& value) {
+  if (opts_.protocol == StoreProtocol::torch) {
+    // ADD counts the claims: the first claimant (1) writes the key.
+    std::string m(1, static_cast<char>(kTorchAdd));
+    put_torch_string(m, opts_.key_prefix + key + "/claims");
+    put_u64(m, 1);
+    int64_t n = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      torch_send(m);
+      n = static_cast<int64_t>(get_le(torch_recv(8).data(), 8));
+    }
+    if (n != 1) return false;
+    set(key, value);
+    return true;
+  }
   bool st = false;
-  request('c', key, &value, &st);
+  request('c', opts_.key_prefix + key, &value, &st);
   return st;
 }
 
 bool RendezvousStore::try_get(const std::string& key, std::string* value) {
+  if (opts_.protocol == StoreProtocol::torch) {
+    if (!torch_check({key})) return false;
+    std::string m(1, static_cast<char>(kTorchGet));
+    put_torch_string(m, opts_.key_prefix + key);
+    std::lock_guard<std::mutex> lock(mu_);
+    torch_send(m);
+    const uint64_t n = get_le(torch_recv(8).data(), 8);
+    if (n > store_limits_for_world(opts_.world_size).max_value) lost("a reply larger than any value");
+    std::string v = torch_recv(n);
+    if (value) *value = std::move(v);
+    return true;
+  }
   bool st = false;
-  std::string v = request('g', key, nullptr, &st);
+  std::string v = request('g', opts_.key_prefix + key, nullptr, &st);
   if (st && value) *value = std::move(v);
   return st;
 }
@@ -407,10 +715,13 @@ std::vector<std::string> RendezvousStore::wait(const std::vector<std::string>& k
   const auto deadline = Clock::now() + timeout;
   std::vector<std::string> missing = keys;
   for (;;) {
-    std::vector<std::string> still;
-    for (const auto& k : missing)
-      if (!try_get(k, nullptr)) still.push_back(k);
-    missing.swap(still);
+    if (opts_.protocol == StoreProtocol::torch && !missing.empty() && torch_check(missing)) missing.clear();
+    if (opts_.protocol == StoreProtocol::cnnscale || Clock::now() >= deadline) {
+      std::vector<std::string> still;
+      for (const auto& k : missing)
+        if (!try_get(k, nullptr)) still.push_back(k);
+      missing.swap(still);
+    }
     if (missing.empty() || Clock::now() >= deadline) return missing;
     stop_if_signalled();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

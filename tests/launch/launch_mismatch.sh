@@ -18,10 +18,16 @@ expect_grep "task 0 names the fix" 'cnnscale: error: srun started 4 tasks .*srun
 expect_eq "task 0 prints exactly one line" 1 "$(wc -l <"$TMP/task0.err")"
 expect_eq "task 3 stays quiet (rank 0 speaks)" 0 "$(wc -l <"$TMP/task3.err")"
 
-# 2. A torchrun-style environment claiming 2 ranks, but MPI starts a world of 1.
+# 2. A torchrun-style environment claiming 2 ranks: `env` meets the others at the
+#    rendezvous store as train does (issue 26 item 2), so without MASTER_ADDR it names
+#    that; with --backend mpi, MPI's world of 1 disagrees with WORLD_SIZE.
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 RANK=0 WORLD_SIZE=2 \
   timeout 60 "$CNNSCALE" env >"$TMP/tr.out" 2>"$TMP/tr.err"
-expect_eq "torchrun mismatch exit status" 2 "$?"
+expect_eq "torchrun env without MASTER_ADDR exit status" 2 "$?"
+expect_grep "torchrun env names MASTER_ADDR" 'cnnscale: error: rank 0 of 2 \(launcher: torchrun\) has no rendezvous address: MASTER_ADDR is not set' "$TMP/tr.err"
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 RANK=0 WORLD_SIZE=2 \
+  timeout 60 "$CNNSCALE" env --backend mpi >"$TMP/tr.out" 2>"$TMP/tr.err"
+expect_eq "torchrun mismatch (--backend mpi) exit status" 2 "$?"
 expect_grep "torchrun mismatch explained" 'cnnscale: error: the torchrun environment says 2 ranks .*MPI sees a world of 1' "$TMP/tr.err"
 
 # 3. Under a real 2-rank mpiexec, give each rank a clean environment (no PMIx, so

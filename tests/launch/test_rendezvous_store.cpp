@@ -1,9 +1,15 @@
 // The rendezvous store (launch/rendezvous_store.hpp) in one process: a server and
-// clients over loopback; set/get/create/wait, and the errors that replace a hang.
+// clients over loopback; set/get/create/wait, the errors that replace a hang, the
+// bounds on what a stranger can make it hold, and the token handshake (issue 26 items 4-6).
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
 
 #include <chrono>
 #include <thread>
@@ -11,6 +17,7 @@
 #include "common/user_error.hpp"
 #include "common/free_port.hpp"
 #include "launch/rendezvous_store.hpp"
+#include "launch/rendezvous_token.hpp"
 #include "util/error.hpp"
 
 using namespace cnnscale;
@@ -44,14 +51,265 @@ TEST(RendezvousStore, SetGetCreateWaitBetweenClients) {
   EXPECT_NE(user_error_of([&] { client.get("never", 50ms); }).find("did not appear"), std::string::npos);
 }
 
-TEST(RendezvousStore, LargeValue) {
+StoreOptions opts(int port, bool serve, int world = 2, std::string token = "", std::string token_file = "",
+                  double timeout_s = 5) {
+  StoreOptions o;
+  o.addr = "127.0.0.1";
+  o.port = port;
+  o.serve = serve;
+  o.timeout_s = timeout_s;
+  o.what = "test";
+  o.world_size = world;
+  o.token = std::move(token);
+  o.token_file = std::move(token_file);
+  return o;
+}
+
+TEST(RendezvousStore, LargeValueWithinTheWorldsLimit) {
   const int port = free_port();
-  RendezvousStore server("127.0.0.1", port, true, 5, "test");
-  std::string big(3 << 20, 'z');
+  const StoreLimits lim = store_limits_for_world(4096);
+  RendezvousStore server(opts(port, true, 4096));
+  std::string big(lim.max_value, 'z');
   big[12345] = 'q';
   server.set("big", big);
-  RendezvousStore client("127.0.0.1", port, false, 5, "test");
+  RendezvousStore client(opts(port, false, 4096));
   EXPECT_EQ(client.get("big", 1s), big);
+}
+
+// ---- what a stranger can make the store hold (issue 26 item 4) ----
+
+// A raw connection that has done the open handshake (no token).
+int raw_client(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) return -1;
+  timeval tv{20, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  return fd;
+}
+bool raw_hello(int fd) {
+  std::string m = "CNSTORE2";
+  m.push_back(0);
+  m.append(32, 'n');
+  if (send(fd, m.data(), m.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(m.size())) return false;
+  char back[41];
+  return recv(fd, back, sizeof(back), MSG_WAITALL) == 41 && std::string(back, 8) == "CNSTORE2" && back[8] == 0;
+}
+std::string raw_request(char op, const std::string& key, const std::string* value) {
+  std::string m(1, op);
+  auto u32 = [&](uint32_t v) {
+    for (int i = 0; i < 4; ++i) m.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  u32(static_cast<uint32_t>(key.size()));
+  m += key;
+  if (value) {
+    u32(static_cast<uint32_t>(value->size()));
+    m += *value;
+  }
+  return m;
+}
+// True when the server closed the connection (recv sees EOF or a reset).
+bool closed_by_server(int fd) {
+  char c;
+  for (;;) {
+    const ssize_t k = recv(fd, &c, 1, 0);
+    if (k > 0) continue;
+    return k == 0 || errno == ECONNRESET;
+  }
+}
+
+TEST(RendezvousStore, OversizedKeyOrValueDropsTheClientBeforeItIsSent) {
+  const int port = free_port();
+  RendezvousStore server(opts(port, true, 2));
+  const StoreLimits lim = store_limits_for_world(2);
+  int fd = raw_client(port);
+  ASSERT_TRUE(raw_hello(fd));
+  // Only the header of a 64 MiB value: the store drops the client at once, holding nothing.
+  std::string m = raw_request('s', "k", nullptr);
+  const uint32_t huge = 64u << 20;
+  for (int i = 0; i < 4; ++i) m.push_back(static_cast<char>((huge >> (8 * i)) & 0xff));
+  send(fd, m.data(), m.size(), MSG_NOSIGNAL);
+  EXPECT_TRUE(closed_by_server(fd));
+  close(fd);
+  fd = raw_client(port);
+  ASSERT_TRUE(raw_hello(fd));
+  m = raw_request('g', std::string(lim.max_key + 1, 'k'), nullptr);
+  send(fd, m.data(), m.size(), MSG_NOSIGNAL);
+  EXPECT_TRUE(closed_by_server(fd));
+  close(fd);
+  // The store still serves its ranks.
+  server.set("a", "1");
+  EXPECT_EQ(RendezvousStore(opts(port, false, 2)).get("a", 1s), "1");
+}
+
+TEST(RendezvousStore, TooManyKeysOrBytesAreRefusedWithAMessage) {
+  const int port = free_port();
+  RendezvousStore server(opts(port, true, 2));
+  const StoreLimits lim = store_limits_for_world(2);
+  RendezvousStore stranger(opts(port, false, 2));
+  const std::string v(lim.max_value, 'v');
+  std::string e;
+  size_t stored = 0;
+  for (size_t i = 0; i < lim.max_keys + 1 && e.empty(); ++i) {
+    e = user_error_of([&] { stranger.set("junk/" + std::to_string(i), v); });
+    if (e.empty()) ++stored;
+  }
+  EXPECT_NE(e.find("is full"), std::string::npos) << e;
+  EXPECT_NE(e.find("CNNSCALE_RENDEZVOUS_TOKEN"), std::string::npos) << e;
+  EXPECT_LE(stored * (v.size() + 8), lim.max_bytes);
+  EXPECT_LE(stored, lim.max_keys);
+  // Overwriting a key it already holds still works; reading too.
+  server.set("junk/0", "small");
+  EXPECT_EQ(stranger.get("junk/0", 1s), "small");
+}
+
+TEST(RendezvousStore, ConnectionsBeyondTheLimitAreClosed) {
+  const int port = free_port();
+  RendezvousStore server(opts(port, true, 2));
+  const StoreLimits lim = store_limits_for_world(2);
+  std::vector<int> fds;
+  for (size_t i = 0; i + 1 < lim.max_connections; ++i) {  // the server's own client holds one
+    fds.push_back(raw_client(port));
+    ASSERT_GE(fds.back(), 0);
+  }
+  const int extra = raw_client(port);
+  EXPECT_TRUE(closed_by_server(extra));
+  close(extra);
+  for (int fd : fds) close(fd);
+}
+
+TEST(RendezvousStore, SilentConnectionIsDroppedAfterTheHandshakeDeadline) {
+  const int port = free_port();
+  RendezvousStore server(opts(port, true, 2));
+  const int fd = raw_client(port);  // never says hello (20 s receive timeout)
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(closed_by_server(fd));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 19s);
+  close(fd);
+}
+
+// Issue 26 item 5: clients that ask for a large value and never read it used to stall
+// the store's one thread ~10 s each, so the real ranks timed out.
+TEST(RendezvousStore, ClientsThatDoNotReadStallNobody) {
+  const int port = free_port();
+  RendezvousStore server(opts(port, true, 4096));
+  server.set("big", std::string(store_limits_for_world(4096).max_value, 'b'));
+  std::vector<int> stuck;
+  for (int i = 0; i < 4; ++i) {
+    const int fd = raw_client(port);
+    int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    ASSERT_TRUE(raw_hello(fd));
+    const std::string m = raw_request('g', "big", nullptr);
+    for (int k = 0; k < 8; ++k) send(fd, m.data(), m.size(), MSG_NOSIGNAL);  // and never read
+    stuck.push_back(fd);
+  }
+  std::this_thread::sleep_for(200ms);
+  // A rank whose every request must be answered within 2 s (its --collective-timeout).
+  RendezvousStore rank(opts(port, false, 4096, "", "", 2));
+  for (int i = 0; i < 20; ++i) {
+    rank.set("k" + std::to_string(i), "v");
+    EXPECT_EQ(rank.get("k" + std::to_string(i), 2s), "v");
+  }
+  for (int fd : stuck) close(fd);
+}
+
+// ---- the token (issue 26 item 6) ----
+
+TEST(RendezvousStore, TokenHandshake) {
+  const int port = free_port();
+  const std::string token = "0123456789abcdef-job-secret";
+  RendezvousStore server(opts(port, true, 2, token));
+  RendezvousStore good(opts(port, false, 2, token));
+  good.set("a", "1");
+  EXPECT_EQ(server.get("a", 1s), "1");
+  std::string e = user_error_of([&] { RendezvousStore(opts(port, false, 2, "another-token-0123456", "", 1)); });
+  EXPECT_NE(e.find("refused this rank's CNNSCALE_RENDEZVOUS_TOKEN"), std::string::npos) << e;
+  e = user_error_of([&] { RendezvousStore(opts(port, false, 2, "", "", 1)); });
+  EXPECT_NE(e.find("requires the job's token"), std::string::npos) << e;
+  // A raw client without the token gets nothing stored: the server closes after its proof.
+  const int fd = raw_client(port);
+  std::string m = "CNSTORE2";
+  m.push_back(0);
+  m.append(32, 'n');
+  send(fd, m.data(), m.size(), MSG_NOSIGNAL);
+  char back[41];
+  ASSERT_EQ(recv(fd, back, sizeof(back), MSG_WAITALL), 41);
+  EXPECT_EQ(back[8], 1);  // the store asks for a proof
+  const std::string junk = std::string(32, 'x') + raw_request('s', "a", &token);
+  send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
+  char verdict = 9;
+  EXPECT_EQ(recv(fd, &verdict, 1, 0), 1);
+  EXPECT_EQ(verdict, 0);
+  EXPECT_TRUE(closed_by_server(fd));
+  close(fd);
+  EXPECT_EQ(good.get("a", 1s), "1");
+  // A rank with a token meeting a store without one: refused (the token would protect nothing).
+  const int open_port = free_port();
+  RendezvousStore open_server(opts(open_port, true, 2));
+  e = user_error_of([&] { RendezvousStore(opts(open_port, false, 2, token, "", 1)); });
+  EXPECT_NE(e.find("asks for none"), std::string::npos) << e;
+}
+
+TEST(RendezvousStore, FakeStoreThatCannotProveTheTokenIsRefused) {
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  ASSERT_EQ(listen(lfd, 4), 0);
+  socklen_t len = sizeof(sa);
+  getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len);
+  const int port = ntohs(sa.sin_port);
+  std::thread fake([&] {  // asks for a proof, accepts any, answers with junk
+    const int fd = accept(lfd, nullptr, nullptr);
+    char hello[41], proof[32];
+    recv(fd, hello, sizeof(hello), MSG_WAITALL);
+    std::string r = "CNSTORE2";
+    r.push_back(1);
+    r.append(32, 's');
+    send(fd, r.data(), r.size(), MSG_NOSIGNAL);
+    recv(fd, proof, sizeof(proof), MSG_WAITALL);
+    std::string ok(1, '\1');
+    ok.append(32, 'm');
+    send(fd, ok.data(), ok.size(), MSG_NOSIGNAL);
+    std::this_thread::sleep_for(200ms);
+    close(fd);
+  });
+  const std::string e = user_error_of([&] { RendezvousStore(opts(port, false, 2, "0123456789abcdef-secret", "", 2)); });
+  EXPECT_NE(e.find("does not prove it holds the job's rendezvous token"), std::string::npos) << e;
+  fake.join();
+  close(lfd);
+}
+
+TEST(RendezvousStore, TokenFileInTheRunDirectory) {
+  const std::string dir = ::testing::TempDir() + "/rdzv-token-" + std::to_string(getpid());
+  const std::string file = token_file_for_run_dir(dir + "/run");
+  const int port = free_port();
+  {
+    StoreOptions so = opts(port, true, 2, "", file);
+    so.token = write_token_file(file);  // as rank 0 does (the run directory is created)
+    struct stat st{};
+    ASSERT_EQ(stat(file.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    RendezvousStore server(so);
+    RendezvousStore client(opts(port, false, 2, "", file));
+    client.set("x", "y");
+    EXPECT_EQ(server.get("x", 1s), "y");
+    // A file from another run (rank 0 not yet rewritten it): the rank keeps reading it, then says so.
+    const std::string saved = *read_token_file(file);
+    {
+      std::ofstream(file) << "ffffffffffffffffffffffffffffffff\n";
+    }
+    const std::string e = user_error_of([&] { RendezvousStore(opts(port, false, 2, "", file, 1)); });
+    EXPECT_NE(e.find("holds another token"), std::string::npos) << e;
+    std::ofstream(file) << saved << "\n";
+  }
+  EXPECT_FALSE(std::filesystem::exists(file)) << "rank 0 removes the token file when its store closes";
+  std::filesystem::remove_all(dir);
 }
 
 TEST(RendezvousStore, NoServerIsAnErrorWithinTheTimeout) {
