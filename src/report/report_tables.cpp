@@ -179,12 +179,12 @@ TextTable points_table(const Report& rep, const GroupAnalysis& ga) {
 std::string mode_sentence(const GroupAnalysis& ga) {
   const auto& g = ga.group;
   const auto& base = ga.rows.front();
+  const std::string how = g.mode_forced ? " (set by --mode)" : " (detected from the runs' batch sizes)";
   std::string s = g.mode == ScalingMode::strong
-                      ? "Strong scaling: the global batch stays at " + i2s(base.global_batch) +
+                      ? "Strong scaling" + how + ": the global batch stays at " + i2s(base.global_batch) +
                             " images, so each rank's share shrinks as ranks are added."
-                      : "Weak scaling: the per-rank batch stays at " + i2s(base.batch_per_rank) +
+                      : "Weak scaling" + how + ": the per-rank batch stays at " + i2s(base.batch_per_rank) +
                             " images, so the global batch grows with the ranks; speedup is the throughput ratio.";
-  s += g.mode_forced ? " (set by --mode)" : " (detected)";
   s += " Speedup, efficiency and Karp–Flatt are relative to " + i2s(base.ranks) +
        (base.ranks == 1 ? " rank." : " ranks.");
   return s;

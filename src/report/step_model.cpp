@@ -613,22 +613,23 @@ Recommendation recommend(const std::vector<ScalingRow>& rows, const std::optiona
   }
 
   std::ostringstream os;
-  os << "Recommendation: up to " << rec.recommended_ranks << " ranks (" << rec.recommended_nodes
+  const auto ranks = [](int r) { return std::to_string(r) + (r == 1 ? " rank" : " ranks"); };
+  os << "Recommendation: up to " << ranks(rec.recommended_ranks) << " (" << rec.recommended_nodes
      << (rec.recommended_nodes == 1 ? " node" : " nodes") << "), where the measured parallel efficiency is "
      << fmt_pct(rec.recommended_efficiency) << " (threshold " << fmt_pct(threshold) << ").";
   if (rec.measured_below) {
-    os << " Measured efficiency already falls below the threshold at " << *rec.measured_below << " ranks.";
+    os << " Measured efficiency already falls below the threshold at " << ranks(*rec.measured_below) << ".";
   } else if (rec.projected_below) {
-    os << " The model projects efficiency below " << fmt_pct(threshold) << " at " << *rec.projected_below << " ranks";
+    os << " The model projects efficiency below " << fmt_pct(threshold) << " at " << ranks(*rec.projected_below);
     if (rec.crossing_ranks) os << " (crossing near " << fmt_num(*rec.crossing_ranks, 3) << " ranks)";
     os << "; this is a model projection, not a measurement.";
   } else if (last_projected > 0) {
-    os << " The model projects efficiency at or above " << fmt_pct(threshold) << " up to " << last_projected
-       << " ranks; this is a model projection, not a measurement.";
+    os << " The model projects efficiency at or above " << fmt_pct(threshold) << " up to " << ranks(last_projected)
+       << "; this is a model projection, not a measurement.";
   }
   if (rec.not_projected_from && !rec.measured_below) {
     const std::string reason = why_not.rfind("not projected: ", 0) == 0 ? why_not.substr(15) : why_not;
-    os << " Counts from " << *rec.not_projected_from << " ranks are not projected (" << reason << ")"
+    os << " Counts from " << ranks(*rec.not_projected_from) << " are not projected (" << reason << ")"
        << (why_not.find("cross-node") != std::string::npos
                ? ": measure across nodes (scripts/scaling-sweep.sh --nodes 1,2) before asking for more."
                : ".");

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "report/format.hpp"
 
@@ -57,15 +59,31 @@ void y_axis(std::ostringstream& os, double ymax, double step) {
      << "\" stroke=\"black\"/>\n";
 }
 
-void legend_entry(std::ostringstream& os, int i, const std::string& name, const std::string& color, bool dashed,
+// One legend entry at *y (the top entry at T + 10), its name wrapped into lines that fit
+// the right margin (12 px sans-serif: ~6.5 px per character, measured in Chromium: a
+// longer name was cut at the edge of the chart); *y moves below it.
+void legend_entry(std::ostringstream& os, double* y_io, const std::string& name, const std::string& color, bool dashed,
                   bool box) {
-  const double x = L + PW + 14, y = T + 10 + 20 * i;
+  const double x = L + PW + 14, y = *y_io;
+  const size_t per_line = static_cast<size_t>((W - (x + 24) - 4) / 6.5);
+  std::vector<std::string> lines{""};
+  std::istringstream words(name);
+  for (std::string w; words >> w;) {
+    if (!lines.back().empty() && lines.back().size() + 1 + w.size() > per_line) lines.emplace_back();
+    lines.back() += (lines.back().empty() ? "" : " ") + w;
+  }
   if (box)
     os << "<rect x=\"" << n(x) << "\" y=\"" << n(y - 6) << "\" width=\"18\" height=\"10\" fill=\"" << color << "\"/>\n";
   else
     os << "<line x1=\"" << n(x) << "\" y1=\"" << n(y) << "\" x2=\"" << n(x + 18) << "\" y2=\"" << n(y) << "\" stroke=\""
        << color << "\" stroke-width=\"2\"" << (dashed ? " stroke-dasharray=\"5,3\"" : "") << "/>\n";
-  os << "<text x=\"" << n(x + 24) << "\" y=\"" << n(y + 4) << "\">" << xml_escape(name) << "</text>\n";
+  os << "<text x=\"" << n(x + 24) << "\" y=\"" << n(y + 4) << "\">";
+  if (lines.size() == 1) os << xml_escape(lines[0]);
+  else
+    for (size_t i = 0; i < lines.size(); ++i)
+    os << "<tspan x=\"" << n(x + 24) << "\"" << (i ? " dy=\"14\"" : "") << ">" << xml_escape(lines[i]) << "</tspan>";
+  os << "</text>\n";
+  *y_io = y + 20 + 14 * static_cast<double>(lines.size() - 1);
 }
 
 }  // namespace
@@ -125,11 +143,11 @@ std::string render_svg(const LineChart& c) {
     os << "<text x=\"" << n(px(x)) << "\" y=\"" << n(T + PH + 18) << "\" text-anchor=\"middle\">" << fmt_count(x)
        << "</text>\n";
   }
-  int li = 0;
+  double ly = T + 10;  // the next legend entry's baseline
   if (c.hline) {
     os << "<line x1=\"" << n(L) << "\" y1=\"" << n(py(*c.hline)) << "\" x2=\"" << n(L + PW) << "\" y2=\""
        << n(py(*c.hline)) << "\" stroke=\"#d62728\" stroke-dasharray=\"2,3\"/>\n";
-    legend_entry(os, li++, c.hline_label, "#d62728", true, false);
+    legend_entry(os, &ly, c.hline_label, "#d62728", true, false);
   }
   for (const auto& s : c.series) {
     if (s.points.empty()) continue;
@@ -143,7 +161,7 @@ std::string render_svg(const LineChart& c) {
       for (const auto& [x, y] : s.points)
         os << "<circle cx=\"" << n(px(x)) << "\" cy=\"" << n(py(y)) << "\" r=\"3.5\" fill=\"" << s.color << "\"><title>"
            << xml_escape(s.name) << ": " << fmt_count(x) << " ranks, " << fmt_num(y, 4) << "</title></circle>\n";
-    legend_entry(os, li++, s.name, s.color, s.dashed, false);
+    legend_entry(os, &ly, s.name, s.color, s.dashed, false);
   }
   os << "</svg>\n";
   return os.str();
@@ -195,9 +213,9 @@ std::string render_svg(const StackedBarChart& c) {
     os << "<text x=\"" << n(x + bw / 2) << "\" y=\"" << n(T + PH + 18) << "\" text-anchor=\"middle\">"
        << xml_escape(c.categories[i]) << "</text>\n";
   }
-  int li = 0;
+  double ly = T + 10;  // the next legend entry's baseline
   for (auto it = c.stacks.rbegin(); it != c.stacks.rend(); ++it)
-    legend_entry(os, li++, it->name, it->color, false, true);
+    legend_entry(os, &ly, it->name, it->color, false, true);
   os << "</svg>\n";
   return os.str();
 }

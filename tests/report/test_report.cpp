@@ -11,6 +11,8 @@
 
 #include "report/analysis.hpp"
 #include "report/renderers.hpp"
+#include "report/report_tables.hpp"
+#include "report/svg_chart.hpp"
 #include "util/error.hpp"
 #include "common/user_error.hpp"
 
@@ -96,6 +98,33 @@ TEST(ReportTable, HandComputedStrong) {
   EXPECT_EQ(ga.recommendation->recommended_ranks, 2);
   EXPECT_EQ(ga.recommendation->measured_below, 4);
   EXPECT_NE(ga.recommendation->text.find("up to 2 ranks"), std::string::npos);
+}
+
+// Words a user saw wrong in Chromium (issue 26): "up to 1 ranks", a stray "(detected)"
+// after the mode sentence's full stop, a legend name cut at the chart's edge.
+TEST(ReportText, OneRankSingularModeSentenceAndWrappedLegend) {
+  std::vector<RunRecord> runs = {rec(run_doc(1, 240, 2400, 100, 2000, 0, 300), "r1"),
+                                 rec(run_doc(2, 120, 2400, 50, 1000, 1000, 300), "r2")};  // no speedup at 2
+  const Report rep = analyze_runs(opts(), runs);
+  const auto& ga = rep.groups.at(0);
+  ASSERT_TRUE(ga.recommendation);
+  EXPECT_EQ(ga.recommendation->recommended_ranks, 1);
+  EXPECT_NE(ga.recommendation->text.find("up to 1 rank (1 node)"), std::string::npos) << ga.recommendation->text;
+  EXPECT_NE(ga.recommendation->text.find("at 2 ranks."), std::string::npos) << ga.recommendation->text;
+  const std::string m = mode_sentence(ga);
+  EXPECT_EQ(m.rfind("Strong scaling (detected from the runs' batch sizes): the global batch stays at 240", 0), 0u) << m;
+  EXPECT_EQ(m.find(". (detected)"), std::string::npos) << m;
+  StackedBarChart c;
+  c.title = "t";
+  c.categories = {"1"};
+  c.stacks = {{"other (below 0: parts exceed the step)", "#bcbd22", {1.0}}, {"data", "#2ca02c", {1.0}}};
+  const std::string svg = render_svg(c);
+  // Wrapped into lines of at most 19 characters (the right margin at 12 px), none cut.
+  EXPECT_NE(svg.find("<tspan x=\"508.0\">other (below 0:</tspan><tspan x=\"508.0\" dy=\"14\">parts exceed the</tspan>"
+                     "<tspan x=\"508.0\" dy=\"14\">step)</tspan>"),
+            std::string::npos)
+      << svg;
+  EXPECT_NE(svg.find(">data</text>"), std::string::npos);  // a short name stays one line
 }
 
 // Same speedups relative to a base of 2 ranks: q = p/p0 is what counts.
