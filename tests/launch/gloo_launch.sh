@@ -10,6 +10,7 @@
 #      (batch-norm sums on Gloo's control plane) trains the same as under mpiexec; two
 #      "hosts" (rank 1 under another host name via unshare -u): loopback refused with the
 #      fix, GLOO_SOCKET_IFNAME=lo trains as 2 nodes;
+#  (2b) `cnnscale env` under TF_CONFIG prints one line per rank;
 #  (3) `cnnscale allreduce --backend gloo` prints MPI's table with no wrong element;
 #  (4) a missing rank, an unreachable or unresolvable MASTER_ADDR, a port in use and a
 #      rank killed mid-run each end every survivor with `cnnscale: error:` naming the
@@ -122,6 +123,23 @@ if unshare -u true 2>/dev/null; then
 else
   echo "note: unshare -u not permitted here; the two-host part is skipped"
 fi
+
+# (2b) `cnnscale env` under TF_CONFIG: one line per rank, as under srun (issue 26 item 2;
+#      it used to say "MPI sees a world of 1 … unset the stale WORLD_SIZE").
+port=$(free_port)
+cluster="{\"worker\": [\"127.0.0.1:$port\", \"127.0.0.1:$((port + 1))\"]}"
+for i in 1 0; do
+  "${CLEAN[@]}" -u RANK -u WORLD_SIZE TF_CONFIG="{\"cluster\": $cluster, \"task\": {\"type\": \"worker\", \"index\": $i}}" \
+    timeout 120 "$CNNSCALE" env >"$TMP/tfenv.$i.out" 2>&1 &
+  eval "tfenv$i=$!"
+done
+wait "$tfenv0"
+expect_eq "TF_CONFIG env: worker 0 exit status" 0 "$?"
+wait "$tfenv1"
+expect_eq "TF_CONFIG env: worker 1 exit status" 0 "$?"
+expect_eq "TF_CONFIG env: rank 0 prints one line per rank" 2 \
+  "$(grep -c '^launcher=TF_CONFIG rank=[01] size=2 .*backend=gloo' "$TMP/tfenv.0.out")"
+expect_eq "TF_CONFIG env: rank 1 prints none" 0 "$(grep -c '^launcher=' "$TMP/tfenv.1.out")"
 
 # (3) the allreduce benchmark over Gloo, float and bfloat16.
 for dt in float bfloat16; do
