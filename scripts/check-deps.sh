@@ -18,7 +18,7 @@
 #   --commands-in    only print the commands the shell text of FILEs runs (those found
 #                    on PATH), one per line: what the run-time check below reads
 #   --without PKG    drop PKG from the install list (to show that the check catches it)
-#   --packages LIST  judge against LIST instead of install-deps.sh's PACKAGES
+#   --packages LIST  judge against LIST instead of install-deps.sh's PACKAGES + TEST_PACKAGES
 # Exit 0: every used package is installed by the list; 1: names each missing package with a
 # file that needs it; 2: usage or no build tree.
 set -euo pipefail
@@ -67,8 +67,8 @@ fi
 [ -f "$BUILD/CMakeCache.txt" ] || { echo "check-deps: no build tree at $BUILD (run scripts/build.sh first)" >&2; exit 2; }
 if [ -z "$LIST" ]; then
   # shellcheck disable=SC1090
-  source <(sed -n '/^PACKAGES=(/,/^)/p' scripts/install-deps.sh)
-  LIST="${PACKAGES[*]}"
+  source <(sed -n '/^PACKAGES=(/,/^)/p; /^TEST_PACKAGES=(/p' scripts/install-deps.sh)
+  LIST="${PACKAGES[*]} ${TEST_PACKAGES[*]}"
 fi
 read -r -a PKGS <<<"$LIST"
 for w in "${WITHOUT[@]+"${WITHOUT[@]}"}"; do

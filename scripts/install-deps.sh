@@ -5,7 +5,12 @@
 # it is used when found under /usr/local/cuda.
 # DEBS_TO_KEEP are downloaded (not installed) into /var/cache/cnnscale/debs for tests
 # that unpack them privately (environment-modules conflicts with lmod as a package).
-# scripts/check-deps.sh proves this list covers what the build, tests and demo use.
+# TEST_PACKAGES are the references the tests cross-check against (torch, torchvision,
+# h5py: Debian's builds), installed only with --tests (scripts/test.sh passes it), so
+# that the runtime list stays lean. PyPI-only test peers (TensorBoard's reader, torch ≥ 2
+# for a real torchrun) come from scripts/python-venv.sh.
+# scripts/check-deps.sh proves both lists together cover what the build, tests and demo use.
+# Usage: scripts/install-deps.sh [--tests]
 set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config git python3
@@ -20,7 +25,14 @@ PACKAGES=(
   lmod tcl
   patchelf debootstrap
 )
+TEST_PACKAGES=(python3-torch python3-torchvision python3-h5py python3-numpy)
 DEBS_TO_KEEP=(environment-modules)
+WANT=("${PACKAGES[@]}")
+case "${1:-}" in
+  --tests) WANT+=("${TEST_PACKAGES[@]}") ;;
+  "") ;;
+  *) echo "install-deps: unknown argument '$1' (usage: scripts/install-deps.sh [--tests])" >&2; exit 2 ;;
+esac
 DEB_CACHE=/var/cache/cnnscale/debs
 keep_debs() {
   local p
@@ -34,11 +46,11 @@ keep_debs() {
   done
 }
 missing=()
-for p in "${PACKAGES[@]}"; do
+for p in "${WANT[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  echo "install-deps: all ${#WANT[@]} packages present"
   keep_debs
   exit 0
 fi

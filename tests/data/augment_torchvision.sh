@@ -7,7 +7,6 @@
 # rrc24,hflip = RandomResizedCrop(24) (PIL bilinear, antialiased) + flip on 3×40×56, and
 # its evaluation pipeline = CenterCrop(24); center30,rrc20 on 1×23×27 (CenterCrop with
 # zero padding). SKIP (77) without torchvision.
-# check-deps: optional python torchvision torch (the test SKIPs without them)
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 TOOL="$CNNSCALE_BUILD/tests/cnnscale_augment_tool"

@@ -7,7 +7,6 @@
 # label equal torchvision ImageFolder(root, Compose([Resize(24), CenterCrop(24)])) with
 # PIL's convert("RGB"), class names in ImageFolder order, train/ + val/ layout;
 # --val-fraction splits the set; bad inputs name the file. SKIP (77) without torchvision.
-# check-deps: optional python torchvision torch (the test SKIPs without them)
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 C="$CNNSCALE"

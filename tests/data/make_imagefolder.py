@@ -7,7 +7,6 @@
 #   EXPECTED_PREFIX.{train,test}.bin   per sample: label byte + S×S×3 RGB bytes (HWC) of
 #       torchvision ImageFolder(root/train|val, Compose([Resize(S), CenterCrop(S)]))
 #   EXPECTED_PREFIX.pad.bin  the same for ROOT/pad/train with CenterCrop(40) only (padding)
-# check-deps: optional python torchvision torch (the test SKIPs without them)
 import os
 import random
 import sys

@@ -8,7 +8,6 @@
 # errors and the two-sample Kolmogorov–Smirnov statistic of h, w, top and left is below
 # the α = 0.001 critical value 1.95·sqrt(2/n) = 0.0195. Both sides are seeded, so the
 # outcome is deterministic. SKIP (77) without torchvision.
-# check-deps: optional python torchvision torch numpy (the test SKIPs without them)
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 TOOL="$CNNSCALE_BUILD/tests/cnnscale_augment_tool"

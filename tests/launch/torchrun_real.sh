@@ -17,11 +17,10 @@
 #     restarts the group (TORCHELASTIC_RESTART_COUNT=1), which resumes from the run
 #     directory, never reads the first group's keys, and ends bitwise equal (h5diff of
 #     /model and /optimizer) to the uninterrupted run of part 1.
-# Without torch ≥ 2 the test prints SKIP and exits 77 (it checks nothing then).
-# check-deps: optional python torch (the venv of scripts/python-venv.sh; SKIP without it)
+# Without torch ≥ 2 the test prints SKIP and exits 77 (it checks nothing then; CI fails).
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
-PY=${CNNSCALE_TORCH_PYTHON:-/var/cache/cnnscale/torch-venv/bin/python}
+PY=${CNNSCALE_TORCH_PYTHON:-/var/cache/cnnscale/pypi-venv/bin/python}
 if ! TV=$("$PY" -c 'import torch, torch.distributed.run; print(torch.__version__)' 2>/dev/null) ||
   [ "${TV%%.*}" -lt 2 ]; then
   echo "SKIP: no PyPI torch >= 2 at $PY (scripts/python-venv.sh makes it; or set CNNSCALE_TORCH_PYTHON)"

@@ -20,7 +20,6 @@
 #   batch-norm 1/0/0/1/0, fc uniform(±1/√fan_in); --zero-init-residual zeroes exactly
 #   the batch-norm weights torchvision's zero_init_residual=True zeroes.
 # SKIP (77) without torchvision.
-# check-deps: optional python torchvision torch h5py numpy (the test SKIPs without them)
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 TOOL="$CNNSCALE_BUILD/tests/cnnscale_resnet_tool"

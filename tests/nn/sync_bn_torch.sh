@@ -8,7 +8,6 @@
 # biases before a batch norm have gradient 0, and ours are a few fp32 ulps);
 # running_mean/running_var (rel 1e-5: unbiased global variance, momentum 0.1) and
 # num_batches_tracked. SKIP (77) without torch.
-# check-deps: optional python torch (the test SKIPs without it)
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 PY=""

@@ -7,7 +7,8 @@
 #     auto) and trains to step 45. RUN_DIR/tb then holds one file per run; every record
 #     of both passes an independent CRC-32C check (python, below) and starts with
 #     file_version "brain.Event:2" then SessionLog START (run 2's at step 16).
-#  2. With PyPI tensorboard importable (CNNSCALE_TENSORBOARD_PYTHON, python3 or
+#  2. With PyPI tensorboard importable (CNNSCALE_TENSORBOARD_PYTHON, the venv of
+#     scripts/python-venv.sh, python3 or
 #     /usr/bin/python3; else that part prints SKIP and the test exits 77 after part 1
 #     and 3): TensorBoard's own EventAccumulator (which checks the CRCs and applies the
 #     START purge) shows exactly the expected tags; each tag's steps are strictly
@@ -121,7 +122,7 @@ expect_eq "--force-new: the new run's tb/ holds its own file only" 1 "$(count "$
 
 # ---- 2. TensorBoard's own reader ----
 PY=""
-for p in ${CNNSCALE_TENSORBOARD_PYTHON:-} python3 /usr/bin/python3; do
+for p in ${CNNSCALE_TENSORBOARD_PYTHON:-} /var/cache/cnnscale/pypi-venv/bin/python python3 /usr/bin/python3; do
   if "$p" -c 'from tensorboard.backend.event_processing.event_accumulator import EventAccumulator' 2>/dev/null; then
     PY=$p
     break
