@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "launch/cuda_devices.hpp"
@@ -71,6 +72,12 @@ bool mpi_active() {
 
 int start_mpi_threaded() {
   int provided = 0;
+  // Open MPI's MPI_Init loads hwloc's topology, and hwloc's "gl" plugin opens X displays
+  // :0, :1, … (each a "localhost" lookup): on a host without an /etc/hosts entry for it
+  // (a minimal container) every lookup waits on DNS, and `cnnscale env` under TF_CONFIG
+  // took minutes to start. Compute nodes have no X; the "opencl" plugin only names
+  // OpenCL devices. Left as set when the user set HWLOC_COMPONENTS.
+  if (!mpi_active()) ::setenv("HWLOC_COMPONENTS", "-gl,-opencl", 0);
   if (!mpi_active())
     mpiCheck(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
   else
