@@ -158,6 +158,9 @@ class Exec {
   // parameter gradients first (final after this call), then the input gradient.
   virtual void backward_params(const RunCtx&) {}
   virtual void backward_data(const RunCtx& c) = 0;
+  // After a training forward: true when this layer saw a NaN or Inf in its input that it
+  // can tell without another pass (batch-norm: its batch statistics are not finite).
+  virtual bool saw_non_finite() const { return false; }
 };
 
 // A layer that is one primitive forward and (when its input needs a gradient) one

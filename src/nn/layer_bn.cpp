@@ -175,6 +175,7 @@ class BnExec : public Exec {
     memory scale = pmem(0, env.params), shift = pmem(1, env.params);
     memory dscale = pmem(0, env.grads), dshift = pmem(1, env.grads);
     gamma_ = env.params + gp[node.params[0]].info.offset;
+    beta_ = env.params + gp[node.params[1]].info.offset;
     dgamma_ = env.grads + gp[node.params[0]].info.offset;
     dbeta_ = env.grads + gp[node.params[1]].info.offset;
     running_mean_ = env.params + gp[node.params[2]].info.offset;
@@ -253,12 +254,20 @@ class BnExec : public Exec {
     }
     // Running statistics as PyTorch: unbiased variance, momentum 0.1.
     const float unbias = n_total > 1 ? static_cast<float>(n_total / (n_total - 1)) : 1.f;
+    bool finite = true;
     for (int i = 0; i < channels_; ++i) {
       running_mean_[i] = (1.f - kMomentum) * running_mean_[i] + kMomentum * mean[i];
       running_var_[i] = (1.f - kMomentum) * running_var_[i] + kMomentum * var[i] * unbias;
+      finite &= std::isfinite(mean[i]) && std::isfinite(var[i]) && std::isfinite(gamma_[i]) && std::isfinite(beta_[i]);
     }
+    // A NaN or Inf anywhere in the input makes its channel's mean or variance NaN/Inf:
+    // the net learns it from C numbers instead of a pass over the input (net.cpp). With
+    // those and γ, β finite, the output is finite too, so the ReLU after a batch-norm
+    // needs no scan of its input.
+    non_finite_ = !finite;
     *tracked_ += 1.f;
   }
+  bool saw_non_finite() const override { return non_finite_; }
   void forward_eval(const RunCtx& c) override { eval_.run(*c.stream); }
 
   void backward_params(const RunCtx& c) override {
@@ -336,9 +345,10 @@ class BnExec : public Exec {
 
   const Node& node_;
   Tensor* in_;
-  const float* gamma_ = nullptr;
+  const float *gamma_ = nullptr, *beta_ = nullptr;
   const float *dgamma_ = nullptr, *dbeta_ = nullptr;
   float *running_mean_ = nullptr, *running_var_ = nullptr, *tracked_ = nullptr;
+  bool non_finite_ = false;
   int channels_ = 0;
   int64_t count_ = 0;
   Buffer mean_buf_, var_buf_, gmean_buf_, gvar_buf_, dummy_;

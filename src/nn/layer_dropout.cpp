@@ -23,8 +23,9 @@ bool have_avx512_dropout() {
          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 }
 
-// Elements [0, count) of one sample, count a multiple of 16: mask bytes and y = x·scale
-// where kept, 0 where dropped (x may be y); exactly dropout_keep(key, j, threshold) per element j
+// Elements [0, count) of one sample, count a multiple of 16: mask bytes and y = x·(scale
+// where kept, 0 where dropped), a product as PyTorch's x·mask·scale, so that a NaN input
+// stays NaN (issue 28 item 2: a select dropped it) and a dropped −x gives −0 (x may be y); exactly dropout_keep(key, j, threshold) per element j
 // (threshold <= 2^32 - 1 here).
 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) void dropout_fwd_avx512(
     uint64_t key, int64_t count, uint32_t threshold, float scale, const float* x, float* y, uint8_t* m) {
@@ -44,13 +45,13 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) void dropout_fwd_a
     // Element 2i uses the high half of hash i, element 2i+1 the low half.
     const __m512i u = _mm512_shuffle_epi32(z, _MM_PERM_CDAB);
     const __mmask16 keep = _mm512_cmpge_epu32_mask(u, thr);
-    _mm512_storeu_ps(y + j, _mm512_maskz_mul_ps(keep, _mm512_loadu_ps(x + j), vs));
+    _mm512_storeu_ps(y + j, _mm512_mul_ps(_mm512_loadu_ps(x + j), _mm512_maskz_mov_ps(keep, vs)));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(m + j), _mm_maskz_set1_epi8(keep, 1));
     k = _mm512_add_epi64(k, one8);
   }
 }
 
-// dx = dy·scale where kept, 0 where dropped (dx may be dy).
+// dx = dy·(scale where kept, 0 where dropped), a product as above (dx may be dy).
 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) void dropout_bwd_avx512(int64_t count, float scale,
                                                                                     const float* dy, float* dx,
                                                                                     const uint8_t* m) {
@@ -59,9 +60,9 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) void dropout_bwd_a
   for (; k + 16 <= count; k += 16) {
     const __m128i mb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(m + k));
     const __mmask16 keep = _mm_test_epi8_mask(mb, mb);
-    _mm512_storeu_ps(dx + k, _mm512_maskz_mul_ps(keep, _mm512_loadu_ps(dy + k), vs));
+    _mm512_storeu_ps(dx + k, _mm512_mul_ps(_mm512_loadu_ps(dy + k), _mm512_maskz_mov_ps(keep, vs)));
   }
-  for (; k < count; ++k) dx[k] = m[k] ? dy[k] * scale : 0.f;
+  for (; k < count; ++k) dx[k] = dy[k] * (m[k] ? scale : 0.f);
 }
 
 class DropoutExec : public Exec {
@@ -105,7 +106,7 @@ class DropoutExec : public Exec {
       for (int64_t j = vec_end; j < numel_; ++j) {
         const bool keep = dropout_keep(key, j, threshold_);
         mi[j] = keep;
-        yi[j] = keep ? xi[j] * scale_ : 0.f;
+        yi[j] = xi[j] * (keep ? scale_ : 0.f);
       }
     }
   }
@@ -124,7 +125,7 @@ class DropoutExec : public Exec {
       if (avx512_) {
         dropout_bwd_avx512(total, scale_, dy, dx, m);
       } else {
-        for (int64_t k = 0; k < total; ++k) dx[k] = m[k] ? dy[k] * scale_ : 0.f;
+        for (int64_t k = 0; k < total; ++k) dx[k] = dy[k] * (m[k] ? scale_ : 0.f);
       }
     }
     if (!active_ || !direct_) bwd_.run(*c.stream);

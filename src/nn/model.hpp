@@ -142,6 +142,12 @@ class Model {
   // again, zero-filled. Results do not change. No-op where the model keeps none.
   virtual void release_step_memory() {}
 
+  // Where the last forward_backward met a NaN (or a batch-norm input with NaN/Inf) that
+  // a CPU ReLU or max-pool would have dropped ("" when none): forward_backward then
+  // returns a NaN loss, so --on-nan acts as it does in PyTorch, where the NaN would reach
+  // the loss (issue 28 item 2). The GPU model propagates NaN itself and says nothing here.
+  virtual std::string non_finite_where() const { return {}; }
+
   // The model's tuning choices as text (the GPU model: its cuDNN convolution
   // algorithm per distinct convolution, nn/conv_algo.hpp format_tuning), for a
   // checkpoint; empty where the model makes none (the CPU model).

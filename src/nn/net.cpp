@@ -8,11 +8,52 @@
 #include <cstring>
 #include <functional>
 #include <iterator>
+#include <limits>
 
 #include "util/error.hpp"
+#include "util/finite.hpp"
 #include "util/memory.hpp"
 
 namespace cnnscale::nn {
+
+namespace {
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::conv: return "conv";
+    case Op::relu: return "relu";
+    case Op::maxpool: return "maxpool";
+    case Op::avgpool: return "avgpool";
+    case Op::dropout: return "dropout";
+    case Op::flatten: return "flatten";
+    case Op::linear: return "linear";
+    case Op::bn: return "bn";
+    case Op::add: return "add";
+  }
+  return "?";
+}
+
+// Whether a tensor's data (any layout; padding is zero) holds a NaN.
+bool tensor_has_nan(const Tensor& t) {
+  const size_t bytes = t.md.get_size();
+  const void* p = t.mem.get_data_handle();
+  if (t.md.data_type() == dt::bf16) return has_nan_bf16(static_cast<const uint16_t*>(p), bytes / 2);
+  return has_nan_f32(static_cast<const float*>(p), bytes / 4);
+}
+
+void set_first_nan(Tensor& t) {
+  void* p = t.mem.get_data_handle();
+  if (t.md.data_type() == dt::bf16) {
+    const uint16_t nan16 = 0x7fc0;
+    std::memcpy(p, &nan16, 2);
+  } else {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(p, &nan, 4);
+  }
+}
+
+}  // namespace
+
 
 Net::Net(Graph graph, std::string name, std::string spec)
     : graph_(std::move(graph)), name_(std::move(name)), spec_(std::move(spec)), eng_(dnnl::engine::kind::cpu, 0),
@@ -31,6 +72,49 @@ Net::Net(Graph graph, std::string name, std::string spec)
     grads_.resize(bytes);
   });
   init_params(0);
+  // The NaN guard's scans (net.hpp): the input of every node that drops a NaN, unless it
+  // cannot hold one that was not seen already: a batch-norm's output (its statistics
+  // and γ, β are checked), the output of a node that drops NaNs (its own input is
+  // scanned where needed), and flatten/dropout/add of such tensors (finite inputs give
+  // no NaN there). What is left to scan is where a NaN can be born and then dropped: the
+  // input images, and conv (without a fused ReLU), linear, avgpool or add outputs
+  // feeding a ReLU or max-pool. Each tensor once.
+  const std::function<bool(int)> covered = [&](int t) {
+    if (t == 0) return false;
+    const Node& p = graph_.nodes[static_cast<size_t>(t - 1)];
+    switch (p.op) {
+      case Op::bn: case Op::relu: case Op::maxpool: return true;
+      case Op::conv: return p.fused_relu;
+      case Op::flatten: case Op::dropout: return covered(p.inputs[0]);
+      case Op::add: return std::all_of(p.inputs.begin(), p.inputs.end(), covered);
+      default: return false;
+    }
+  };
+  nan_covered_.resize(static_cast<size_t>(graph_.tensor_count()));
+  for (int t = 0; t < graph_.tensor_count(); ++t) nan_covered_[static_cast<size_t>(t)] = covered(t);
+  nan_checks_.resize(graph_.nodes.size());
+  std::vector<bool> scanned(static_cast<size_t>(graph_.tensor_count()), false);
+  for (const Node& node : graph_.nodes) {
+    const bool drops = (node.op == Op::relu && !node.fused_relu) || node.op == Op::maxpool ||
+                       (node.op == Op::conv && node.fused_relu);
+    if (!drops || node.inputs.empty()) continue;
+    const int t = node.inputs[0];
+    if (covered(t) || scanned[static_cast<size_t>(t)]) continue;
+    scanned[static_cast<size_t>(t)] = true;
+    nan_checks_[static_cast<size_t>(node.index)].push_back(t);
+  }
+  // CNNSCALE_NAN_GUARD=off: no scans (bench/nan-guard-cost.sh measures what they cost).
+  if (const char* g = std::getenv("CNNSCALE_NAN_GUARD"); g && std::string(g) == "off") nan_checks_.assign(nan_checks_.size(), {});
+  if (const char* e = std::getenv("CNNSCALE_TEST_NAN"); e && *e) {
+    long long step = -1;
+    int node = -2;
+    if (std::sscanf(e, "%lld:%d", &step, &node) != 2 || step < 0 || node < -1 ||
+        node >= static_cast<int>(graph_.nodes.size()))
+      fail("CNNSCALE_TEST_NAN='", e, "' is not STEP:NODE with -1 (the input images) <= NODE < ", graph_.nodes.size(),
+           " (a test hook: unset it)");
+    test_nan_step_ = step;
+    test_nan_node_ = node;
+  }
 }
 
 bool Net::adopt_grad_storage(float* grads) {
@@ -258,6 +342,16 @@ void Net::plan_gradients(Plan& plan) {
   }
 }
 
+void Net::test_nan(Plan& plan, int node) {
+  set_first_nan(*plan.tensors[static_cast<size_t>(node + 1)]);
+  const std::string what = node < 0 ? std::string("the input images")
+                                    : "the output of layer " + std::to_string(node) + " (" +
+                                          op_name(graph_.nodes[static_cast<size_t>(node)].op) + ")";
+  std::fprintf(stderr, "CNNSCALE_TEST_NAN: a NaN written into %s at step %lld%s\n", what.c_str(),
+               static_cast<long long>(test_nan_step_),
+               nan_covered_[static_cast<size_t>(node + 1)] ? " (covered: it cannot hold a NaN its inputs did not)" : "");
+}
+
 double Net::forward_backward(const float* images, const int32_t* labels, int64_t n, const StepContext& ctx,
                              const GradReadyFn& on_ready) {
   if (n <= 0) fail("forward_backward: empty batch");
@@ -265,7 +359,20 @@ double Net::forward_backward(const float* images, const int32_t* labels, int64_t
   RunCtx c{&stream_, &ctx, n, ctx.training};
   Tensor& x = *plan.tensors[0];
   std::memcpy(x.data.data(), images, static_cast<size_t>(n * graph_.input.numel()) * sizeof(float));
-  for (auto& e : plan.execs) e->forward(c);
+  non_finite_where_.clear();
+  const auto op_text = [&](size_t k) { return "layer " + std::to_string(k) + " (" + op_name(graph_.nodes[k].op) + ")"; };
+  if (test_nan_node_ == -1 && ctx.step == test_nan_step_) test_nan(plan, -1);
+  for (size_t k = 0; k < plan.execs.size(); ++k) {
+    if (non_finite_where_.empty())
+      for (int t : nan_checks_[k])
+        if (tensor_has_nan(*plan.tensors[static_cast<size_t>(t)]))
+          non_finite_where_ = "a NaN in the input of " + op_text(k) +
+                              (t == 0 ? " (the input images)" : ", the output of " + op_text(static_cast<size_t>(t - 1)));
+    plan.execs[k]->forward(c);
+    if (static_cast<int>(k) == test_nan_node_ && ctx.step == test_nan_step_) test_nan(plan, static_cast<int>(k));
+    if (non_finite_where_.empty() && plan.execs[k]->saw_non_finite())
+      non_finite_where_ = "a NaN or Inf in the input of " + op_text(k) + " (its batch statistics are not finite)";
+  }
 
   // Softmax cross-entropy (numerically stable): loss_i = logsumexp(z_i) - z_i[y_i];
   // d(sum loss)/dz = softmax(z) - onehot(y), times loss_scale.
@@ -303,7 +410,8 @@ double Net::forward_backward(const float* images, const int32_t* labels, int64_t
     plan.execs[k]->backward_data(c);
   }
   if (reported < graph_.param_count && on_ready) on_ready(graph_.param_count);
-  return total;
+  // A NaN that a ReLU or max-pool dropped: the loss PyTorch would have computed.
+  return non_finite_where_.empty() ? total : std::numeric_limits<double>::quiet_NaN();
 }
 
 void Net::forward_eval(const float* images, int64_t n, float* logits) {

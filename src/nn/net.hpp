@@ -47,6 +47,7 @@ class Net : public Model {
   void init_params(uint64_t seed) override;
   bool adopt_grad_storage(float* grads) override;
   void release_step_memory() override;
+  std::string non_finite_where() const override { return non_finite_where_; }
 
   const Graph& graph() const { return graph_; }
   // The memory of the plan for batch size n (built by prepare / forward_backward);
@@ -74,6 +75,21 @@ class Net : public Model {
   Precision precision_ = Precision::fp32;
   int64_t max_batch_ = 0;
   std::map<int64_t, std::unique_ptr<Plan>> plans_;
+  // NaN guard (issue 28 item 2): oneDNN's ReLU (alone or fused into a conv) and max-pool
+  // turn a NaN input into 0 or step over it, where PyTorch propagates it. Before node k
+  // runs forward, the tensors nan_checks_[k] are scanned (its input, when k drops NaN and
+  // the input is not a batch-norm's output: a batch-norm reports a NaN/Inf input through
+  // its statistics, Exec::saw_non_finite). Cost: docs/performance.md.
+  std::vector<std::vector<int>> nan_checks_;
+  std::vector<bool> nan_covered_;  // per tensor: cannot hold a NaN its inputs did not (net.cpp)
+  std::string non_finite_where_;
+  // CNNSCALE_TEST_NAN=STEP:NODE (tests only): after node NODE's forward at optimiser
+  // step STEP (0-based), its output's first element becomes NaN (NODE -1: the input
+  // images, before the first node); a line on stderr says where, and whether that
+  // tensor is covered (a NaN cannot arise there by itself).
+  void test_nan(Plan& plan, int node);
+  int64_t test_nan_step_ = -1;
+  int test_nan_node_ = -2;  // -2: none
 };
 
 }  // namespace cnnscale::nn

@@ -18,6 +18,7 @@
 #include "train/tensorboard.hpp"
 #include "util/atomic_file.hpp"
 #include "util/env.hpp"
+#include "util/finite.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 #include "util/memory.hpp"
@@ -555,18 +556,32 @@ StepResult Trainer::step() {
   t.bn_sync = bn_sync_s_;
   const auto t3 = Clock::now();
   const double lr = schedule_->at(step);
-  if (any.non_finite) {
+  // A NaN/Inf born in backward leaves the loss finite: the summed gradients (equal on
+  // every rank, so every rank decides alike) are scanned before the update. A device
+  // model's gradients stay on the device (its NaNs reach the loss: docs/gpu.md).
+  static const bool guard = [] {
+    const char* g = std::getenv("CNNSCALE_NAN_GUARD");  // "off": bench/nan-guard-cost.sh's baseline
+    return !(g && std::string(g) == "off");
+  }();
+  const bool bad_grads = guard && !any.non_finite && !model_->on_device() &&
+                         !all_finite_f32(model_->grad_data(), model_->param_count());
+  if (any.non_finite || bad_grads) {
+    const std::string where = model_->non_finite_where();
+    const std::string what = bad_grads ? "the summed gradients are not finite (a NaN or Inf born in backward)"
+                                       : "the training loss is not finite";
     if (opt_.on_nan == NanPolicy::stop)
-      fail_collective(rank_, "the training loss is not finite at step ", step + 1, " (lr ", lr,
+      fail_collective(rank_, what, " at step ", step + 1, " (lr ", lr, where.empty() ? "" : "; rank 0 saw " + where,
                       "); stopped without writing a checkpoint, so the last good one is untouched. Lower --lr, "
                       "check the input data, or pass --on-nan skip-step");
     ++skipped_steps_;
     result.skipped = true;
-    log_warn("non-finite loss at step " + std::to_string(step + 1) + ": update skipped (--on-nan skip-step)");
+    log_warn(std::string(bad_grads ? "non-finite gradients" : "non-finite loss") + " at step " +
+             std::to_string(step + 1) + (where.empty() ? "" : " (" + where + ")") +
+             ": update skipped (--on-nan skip-step)");
   }
   const double tl_opt = tl ? Timeline::now() : 0;
   // Enqueued on a device model's queue, after the sums; host models return when done.
-  if (!any.non_finite) optimizer_->step(model_->param_data(), model_->grad_data(), lr);
+  if (!any.non_finite && !bad_grads) optimizer_->step(model_->param_data(), model_->grad_data(), lr);
   // With --sync-bn every rank computed the same running statistics from the same global
   // sums (bitwise: the sums are added in rank order on every rank).
   if (has_buffers_ && world_ > 1 && !opt_.sync_bn) broadcast_buffers();  // the next forward waits for it
@@ -597,7 +612,7 @@ StepResult Trainer::step() {
   t.step = seconds_since(t0);
   if (tl) tl->span(Timeline::kStep, "step " + std::to_string(step + 1), tl_start, tl_start + t.step);
   times_.push_back(t);
-  if (!any.non_finite) {
+  if (!any.non_finite && !bad_grads) {
     loss_since_log_ += loss_sum;
     samples_since_log_ += batch_.count;
   }
@@ -725,8 +740,11 @@ bool Trainer::replicas_identical() {
 void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
   LossSums sums{loss_since_log_, static_cast<double>(samples_since_log_)};
   control_.allreduce_fields(sums, ReduceOp::sum, "the loss allreduce");
-  last_loss_ = sums.samples > 0 ? sums.loss / sums.samples : NAN;
-  if (!std::isfinite(last_loss_))
+  // Every step since the last line skipped (--on-nan skip-step): no loss to show (once
+  // this read 0/0 as a NaN loss and stopped the run that skip-step was keeping alive).
+  const bool all_skipped = sums.samples <= 0;
+  if (!all_skipped) last_loss_ = sums.loss / sums.samples;
+  if (!all_skipped && !std::isfinite(last_loss_))
     fail_collective(rank_, "training loss became ", last_loss_, " at step ", step + 1, "; lower --lr (now ", lr,
                     ") or check the input data");
   const double elapsed = seconds_since(start_);
@@ -739,22 +757,28 @@ void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
   char slowest[64] = "";
   if (slowest_step_s_ > 0) std::snprintf(slowest, sizeof(slowest), " slowest rank %.1f ms/step", slowest_step_s_ * 1e3);
   char line[320];
-  std::snprintf(line, sizeof(line), "epoch %d/%d step %lld/%lld loss %.4f lr %.4g %.0f img/s%s ETA %s",
-                batch_.epoch + 1, epochs_planned_, static_cast<long long>(step + 1),
-                static_cast<long long>(total_steps_), last_loss_, lr, ips, slowest, format_duration(eta).c_str());
+  char loss_text[48];
+  if (all_skipped) std::snprintf(loss_text, sizeof(loss_text), "loss - (skipped)");
+  else std::snprintf(loss_text, sizeof(loss_text), "loss %.4f", last_loss_);
+  std::snprintf(line, sizeof(line), "epoch %d/%d step %lld/%lld %s lr %.4g %.0f img/s%s ETA %s", batch_.epoch + 1,
+                epochs_planned_, static_cast<long long>(step + 1), static_cast<long long>(total_steps_), loss_text, lr,
+                ips, slowest, format_duration(eta).c_str());
   log_info(line);
-  nlohmann::json line_json = {{"step", step + 1}, {"epoch", batch_.epoch + 1}, {"loss", last_loss_}, {"lr", lr},
+  nlohmann::json line_json = {{"step", step + 1},
+                               {"epoch", batch_.epoch + 1},
+                               {"loss", all_skipped ? nlohmann::json(nullptr) : nlohmann::json(last_loss_)},
+                               {"lr", lr},
                                {"images_per_s", ips}, {"step_ms", t.step * 1e3}, {"data_ms", t.data * 1e3},
                                {"compute_ms", t.compute * 1e3}, {"comm_exposed_ms", t.comm_exposed * 1e3},
                                {"optimizer_ms", t.optimizer * 1e3}, {"elapsed_s", elapsed}};
   if (opt_.sync_bn) line_json["bn_sync_ms"] = t.bn_sync * 1e3;  // included in comm_exposed_ms
+  if (all_skipped) line_json["skipped"] = true;  // loss null: no step since the last line was applied
   line_json["total_steps"] = total_steps_;  // for `cnnscale watch` (progress, ETA)
   line_json["eta_s"] = std::isfinite(eta) && eta >= 0 ? nlohmann::json(eta) : nlohmann::json(nullptr);
   if (slowest_step_s_ > 0) line_json["slowest_step_ms"] = slowest_step_s_ * 1e3;  // max over ranks, previous step
   metrics_.append(line_json);
   if (tb_) {  // the same values and step as the metrics line (docs/watching.md)
-    std::vector<tb::Scalar> s = {{"train/loss", last_loss_},
-                                 {"train/lr", lr},
+    std::vector<tb::Scalar> s = {{"train/lr", lr},
                                  {"train/images_per_s", ips},
                                  {"step_time/total_ms", t.step * 1e3},
                                  {"step_time/data_ms", t.data * 1e3},
@@ -762,6 +786,7 @@ void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
                                  {"step_time/comm_exposed_ms", t.comm_exposed * 1e3},
                                  {"step_time/optimizer_ms", t.optimizer * 1e3}};
     if (opt_.sync_bn) s.push_back({"step_time/bn_sync_ms", t.bn_sync * 1e3});
+    if (!all_skipped) s.insert(s.begin(), {"train/loss", last_loss_});
     tb_->scalars(step + 1, s);
   }
   loss_since_log_ = 0;

@@ -47,14 +47,14 @@ __global__ void dropout_forward_kernel(const float* x, float* y, uint8_t* mask, 
   const uint64_t key = dropout_sample_key(seed, step, layer, ids[i]);
   const bool keep = dropout_keep(key, j, threshold);
   mask[k] = keep;
-  y[k] = keep ? x[k] * scale : 0.f;
+  y[k] = __fmul_rn(x[k], keep ? scale : 0.f);  // a product, as PyTorch's: a NaN stays NaN, a dropped -x is -0
 }
 
 __global__ void dropout_backward_kernel(const float* dy, float* dx, const uint8_t* mask, int64_t total, float scale,
                                         bool accumulate) {
   const int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (k >= total) return;
-  const float g = mask[k] ? __fmul_rn(dy[k], scale) : 0.f;  // _rn: no fused multiply-add
+  const float g = __fmul_rn(dy[k], mask[k] ? scale : 0.f);  // _rn: no fused multiply-add; NaN stays
   dx[k] = accumulate ? dx[k] + g : g;
 }
 
