@@ -7,7 +7,7 @@
 # input images) at step STEP and says on stderr whether that tensor is "covered": one
 # that cannot hold a NaN its inputs did not (a batch-norm's output, whose statistics
 # and γ, β are checked; a ReLU's or max-pool's output; an add/flatten/dropout of such
-# tensors; docs/training.md "NaN and Inf"). For every node of mnist_cnn (fp32, bf16),
+# tensors; docs/checkpoints.md "Non-finite loss: NaN and Inf"). For every node of mnist_cnn (fp32, bf16),
 # resnet20 (fp32) and resnet18 (bf16):
 #  1. every NaN written into a tensor that is not covered stops the run at that step
 #     ("the training loss is not finite at step 1"), and each model has such tensors;
