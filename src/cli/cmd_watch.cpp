@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,7 +24,9 @@ int cmd_watch(int argc, char** argv) {
                    "the slowest rank's step time, elapsed), read from RUN_DIR/metrics.jsonl: the job may run on\n"
                    "other nodes, on a shared file system. On a terminal the table is redrawn in place every\n"
                    "--interval seconds; otherwise new rows are printed as they come. Ends when RUN_DIR/run.json\n"
-                   "says the run ended (or on Ctrl-C). docs/watching.md.",
+                   "says the run ended (exit status 0), when no process holds RUN_DIR/run.lock any more and\n"
+                   "run.json records no end: the run was stopped or killed (status 1), or on Ctrl-C.\n"
+                   "docs/watching.md.",
                    "Examples:\n"
                    "  cnnscale watch runs/resnet50-n4\n"
                    "  cnnscale watch runs/resnet50-n4 --once        (print the table now and exit)"};
@@ -55,6 +58,7 @@ int cmd_watch(int argc, char** argv) {
   view.max_rows = static_cast<size_t>(rows);
   int64_t printed_step = -1, printed_eval = -1;  // not a terminal: the last row and evaluation printed
   bool header_printed = false;
+  std::optional<std::chrono::steady_clock::time_point> free_since;  // run.lock seen free since
   for (;;) {
     std::vector<nlohmann::json> records;
     if (!tail.poll(records))
@@ -65,6 +69,20 @@ int cmd_watch(int argc, char** argv) {
     view.seconds_since_update =
         ec ? -1 : std::chrono::duration<double>(std::filesystem::file_time_type::clock::now() - mtime).count();
     view.ended = report::run_ended(dir, view.start, &view.run_json);
+    // A killed run writes no run.json: its lock, released by the kernel, says so. Twice,
+    // 2 s apart, so that a run starting (not yet holding its lock) is not taken for one.
+    if (!view.ended && !view.gone) {
+      std::string who;
+      if (report::probe_run_lock(dir, &who) == report::LockProbe::free) {
+        if (!free_since) free_since = std::chrono::steady_clock::now();
+        if (once || std::chrono::steady_clock::now() - *free_since >= std::chrono::seconds(2)) {
+          view.gone = true;
+          view.holder = who;
+        }
+      } else {
+        free_since.reset();
+      }
+    }
     if (once || tty) {
       if (tty) std::fputs("\033[H\033[2J", stdout);  // home, clear
       std::fputs(report::render_watch(view).c_str(), stdout);
@@ -89,12 +107,14 @@ int cmd_watch(int argc, char** argv) {
           std::fputs(report::watch_eval_line(e).c_str(), stdout);
           printed_eval = s;
         }
-        if (view.ended) std::fputs(report::watch_state_line(view).c_str(), stdout);
+        if (view.ended || view.gone) std::fputs(report::watch_state_line(view).c_str(), stdout);
       }
     }
     std::fflush(stdout);
+    if (view.gone) return 1;  // documented: the run ended without finishing
     if (once || view.ended) return 0;
-    std::this_thread::sleep_for(std::chrono::duration<double>(interval));
+    // Poll at least every second while the lock looks free, to confirm it soon.
+    std::this_thread::sleep_for(std::chrono::duration<double>(free_since ? std::min(interval, 1.0) : interval));
   }
 }
 

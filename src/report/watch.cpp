@@ -1,6 +1,12 @@
 // watch.cpp — see watch.hpp.
 #include "report/watch.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -100,6 +106,26 @@ void WatchView::add(const nlohmann::json& r) {
   }
 }
 
+LockProbe probe_run_lock(const std::string& run_dir, std::string* who) {
+  const std::string path = run_dir + "/run.lock";  // train/run_dir.cpp kRunLockFile
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return LockProbe::unknown;
+  LockProbe r = LockProbe::unknown;
+  if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
+    ::flock(fd, LOCK_UN);
+    r = LockProbe::free;
+  } else if (errno == EWOULDBLOCK) {
+    r = LockProbe::held;
+  }
+  if (who) {
+    char buf[1024];
+    const ssize_t k = ::pread(fd, buf, sizeof(buf), 0);
+    who->assign(buf, k > 0 ? static_cast<size_t>(k) : 0);
+  }
+  ::close(fd);
+  return r;
+}
+
 bool run_ended(const std::string& run_dir, const nlohmann::json& start, nlohmann::json* summary) {
   std::ifstream in(run_dir + "/run.json");
   if (!in) return false;
@@ -127,6 +153,21 @@ std::string watch_state_line(const WatchView& v) {
       os << ", test accuracy " << num(v.run_json, "test_accuracy", "%.4f");
     if (v.run_json.contains("timeline") && v.run_json["timeline"].is_string())
       os << "; timeline " << v.run_json["timeline"].get<std::string>();
+  } else if (v.gone) {
+    nlohmann::json h;
+    try {
+      h = nlohmann::json::parse(v.holder);
+    } catch (const nlohmann::json::exception&) {
+    }
+    os << "ended without finishing: no process holds " << v.run_dir << "/run.lock";
+    if (h.is_object())
+      os << " (its last holder: pid " << field(h, "pid", int64_t{0}) << " on " << field(h, "host", std::string("?"))
+         << (field(h, "job_id", std::string()).empty() ? std::string() : ", Slurm job " + field(h, "job_id", std::string()))
+         << ")";
+    os << " and run.json records no end: the run was stopped or killed (a signal, out of memory, a rank's or "
+          "node's death)";
+    if (last.is_object()) os << " after step " << field(last, "step", int64_t{0});
+    os << "; its output names the cause, and `cnnscale train ... --resume auto` continues from its last checkpoint";
   } else if (last.is_object()) {
     const int64_t step = field(last, "step", int64_t{0}), total = field(last, "total_steps", int64_t{0});
     os << "running: step " << step;

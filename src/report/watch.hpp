@@ -40,9 +40,21 @@ struct WatchView {
   bool ended = false;                // run.json says the run ended
   nlohmann::json run_json;           // when ended
   double seconds_since_update = -1;  // metrics.jsonl's age (-1: unknown)
+  // No process holds RUN_DIR/run.lock any more and run.json records no end (seen twice,
+  // 2 s apart): the run was stopped or killed (issue 28 item 3). `holder` is the last
+  // holder's description from the lock file.
+  bool gone = false;
+  std::string holder;
 
   void add(const nlohmann::json& record);  // a metrics.jsonl record
 };
+
+// Whether a training holds RUN_DIR/run.lock (train/run_dir.hpp: an flock for the run's
+// life, released by the kernel when the process dies, whatever killed it). A shared
+// lock taken and dropped at once: train retries its own for a second, so a watch that
+// probes just then never refuses a starting run. *who: the lock file's text.
+enum class LockProbe { held, free, unknown };  // unknown: no run.lock, or no lock support
+LockProbe probe_run_lock(const std::string& run_dir, std::string* who);
 
 // Reads RUN_DIR/run.json: true when it records the end of the segment that `start`
 // opened (see above); fills *summary with it.

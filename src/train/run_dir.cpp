@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "data/augment.hpp"
 #include "train/checkpoint.hpp"
@@ -248,8 +249,16 @@ RunDirLock RunDirLock::acquire(const std::string& dir, const LockHolder& me, std
     fail("cannot open the run directory's lock file '", path, "': ", std::strerror(errno),
          "; choose a writable --run-dir");
   RunDirLock lock;
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
+  // `cnnscale watch` takes a shared lock for an instant to see whether a run still holds
+  // it (report/watch.hpp): a second of retries keeps that from refusing a starting run.
+  int rc = -1, err = 0;
+  for (int i = 0; i < 20; ++i) {
+    rc = ::flock(fd, LOCK_EX | LOCK_NB);
+    err = errno;
+    if (rc == 0 || err != EWOULDBLOCK) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (rc != 0) {
     if (err == EWOULDBLOCK) {
       std::ifstream in(path);
       std::stringstream text;
