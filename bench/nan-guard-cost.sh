@@ -2,7 +2,7 @@
 # nan-guard-cost.sh — what the CPU model's NaN guard costs per step (issue 28 item 2):
 # the scans of the tensors a ReLU/max-pool would drop a NaN from (nn/net.hpp) and of the
 # summed gradients (train/trainer.cpp). Runs `cnnscale train --synthetic` with the guard
-# on and with CNNSCALE_NAN_GUARD=off, alternating, ROUNDS times each, and prints each
+# on and with CNNSCALE_NAN_GUARD=off, alternating (on-off, off-on, ...), ROUNDS times each, and prints each
 # run's median step time and the ratio of the medians over rounds.
 # Usage: bench/nan-guard-cost.sh [--build DIR] [--rounds N] [--ranks N] -- TRAIN_ARGS...
 #   e.g. bench/nan-guard-cost.sh --rounds 5 -- --model mnist_cnn --batch-size 64 --max-steps 200
@@ -28,9 +28,14 @@ run() {  # GUARD TRAIN_ARGS... → median step ms
 }
 echo "nan-guard-cost: cnnscale train --synthetic $* ($RANKS rank(s)), $ROUNDS alternating rounds; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 on=() off=()
-for ((r = 1; r <= ROUNDS; r++)); do
-  a=$(run on "$@")
-  b=$(run off "$@")
+for ((r = 1; r <= ROUNDS; r++)); do  # ABBA: the order alternates, so a drift or a first-run cost cancels
+  if ((r % 2)); then
+    a=$(run on "$@")
+    b=$(run off "$@")
+  else
+    b=$(run off "$@")
+    a=$(run on "$@")
+  fi
   on+=("$a") off+=("$b")
   echo "round $r: guard on $a ms/step, off $b ms/step"
 done

@@ -104,16 +104,21 @@ Net::Net(Graph graph, std::string name, std::string spec)
     nan_checks_[static_cast<size_t>(node.index)].push_back(t);
   }
   // CNNSCALE_NAN_GUARD=off: no scans (bench/nan-guard-cost.sh measures what they cost).
-  if (const char* g = std::getenv("CNNSCALE_NAN_GUARD"); g && std::string(g) == "off") nan_checks_.assign(nan_checks_.size(), {});
+  if (const char* g = std::getenv("CNNSCALE_NAN_GUARD"); g && std::string(g) == "off") {
+    nan_checks_.assign(nan_checks_.size(), {});
+    scan_grads_ = false;
+  }
   if (const char* e = std::getenv("CNNSCALE_TEST_NAN"); e && *e) {
     long long step = -1;
     int node = -2;
-    if (std::sscanf(e, "%lld:%d", &step, &node) != 2 || step < 0 || node < -1 ||
-        node >= static_cast<int>(graph_.nodes.size()))
+    const bool grad = std::sscanf(e, "%lld:g%d", &step, &node) == 2;
+    if ((!grad && std::sscanf(e, "%lld:%d", &step, &node) != 2) || step < 0 || node < (grad ? 0 : -1) ||
+        node >= static_cast<int>(graph_.nodes.size()) ||
+        (grad && graph_.nodes[static_cast<size_t>(node)].flat_end == graph_.nodes[static_cast<size_t>(node)].flat_begin))
       fail("CNNSCALE_TEST_NAN='", e, "' is not STEP:NODE with -1 (the input images) <= NODE < ", graph_.nodes.size(),
-           " (a test hook: unset it)");
+           ", or STEP:gNODE with NODE a layer that has parameters (a test hook: unset it)");
     test_nan_step_ = step;
-    test_nan_node_ = node;
+    (grad ? test_nan_grad_node_ : test_nan_node_) = node;
   }
 }
 
@@ -403,6 +408,17 @@ double Net::forward_backward(const float* images, const int32_t* labels, int64_t
   for (size_t k = plan.execs.size(); k-- > 0;) {
     const Node& node = graph_.nodes[k];
     plan.execs[k]->backward_params(c);
+    if (static_cast<int>(k) == test_nan_grad_node_ && ctx.step == test_nan_step_) {
+      grads_.f()[node.flat_begin] = std::numeric_limits<float>::quiet_NaN();
+      std::fprintf(stderr, "CNNSCALE_TEST_NAN: a NaN written into the parameter gradients of %s at step %lld\n",
+                   op_text(k).c_str(), static_cast<long long>(ctx.step));
+    }
+    // A NaN/Inf born in backward: this node's parameter gradients, scanned now while
+    // they are in cache and before any other thread sums them (issue 28 item 2; the
+    // step agreement then stops or skips the step on every rank).
+    if (scan_grads_ && non_finite_where_.empty() && node.flat_end > node.flat_begin &&
+        !all_finite_f32(grads_.f() + node.flat_begin, node.flat_end - node.flat_begin))
+      non_finite_where_ = "a NaN or Inf in the parameter gradients of " + op_text(k) + " (born in backward)";
     if (!node.params.empty() && node.flat_end > reported) {
       reported = node.flat_end;
       if (on_ready) on_ready(reported);

@@ -83,13 +83,15 @@ class Net : public Model {
   std::vector<std::vector<int>> nan_checks_;
   std::vector<bool> nan_covered_;  // per tensor: cannot hold a NaN its inputs did not (net.cpp)
   std::string non_finite_where_;
+  bool scan_grads_ = true;  // each node's parameter gradients, right after its backward
   // CNNSCALE_TEST_NAN=STEP:NODE (tests only): after node NODE's forward at optimiser
   // step STEP (0-based), its output's first element becomes NaN (NODE -1: the input
   // images, before the first node); a line on stderr says where, and whether that
   // tensor is covered (a NaN cannot arise there by itself).
   void test_nan(Plan& plan, int node);
   int64_t test_nan_step_ = -1;
-  int test_nan_node_ = -2;  // -2: none
+  int test_nan_node_ = -2;       // -2: none
+  int test_nan_grad_node_ = -2;  // STEP:gNODE: into node NODE's parameter gradients, after its backward
 };
 
 }  // namespace cnnscale::nn

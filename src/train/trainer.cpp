@@ -18,7 +18,6 @@
 #include "train/tensorboard.hpp"
 #include "util/atomic_file.hpp"
 #include "util/env.hpp"
-#include "util/finite.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 #include "util/memory.hpp"
@@ -556,32 +555,23 @@ StepResult Trainer::step() {
   t.bn_sync = bn_sync_s_;
   const auto t3 = Clock::now();
   const double lr = schedule_->at(step);
-  // A NaN/Inf born in backward leaves the loss finite: the summed gradients (equal on
-  // every rank, so every rank decides alike) are scanned before the update. A device
-  // model's gradients stay on the device (its NaNs reach the loss: docs/gpu.md).
-  static const bool guard = [] {
-    const char* g = std::getenv("CNNSCALE_NAN_GUARD");  // "off": bench/nan-guard-cost.sh's baseline
-    return !(g && std::string(g) == "off");
-  }();
-  const bool bad_grads = guard && !any.non_finite && !model_->on_device() &&
-                         !all_finite_f32(model_->grad_data(), model_->param_count());
-  if (any.non_finite || bad_grads) {
+  // A NaN/Inf born inside the network (a host model's scans, nn/net.hpp) makes the loss
+  // NaN too, so `any` holds it; model_->non_finite_where() says where, on this rank.
+  if (any.non_finite) {
     const std::string where = model_->non_finite_where();
-    const std::string what = bad_grads ? "the summed gradients are not finite (a NaN or Inf born in backward)"
-                                       : "the training loss is not finite";
     if (opt_.on_nan == NanPolicy::stop)
-      fail_collective(rank_, what, " at step ", step + 1, " (lr ", lr, where.empty() ? "" : "; rank 0 saw " + where,
+      fail_collective(rank_, "the training loss is not finite at step ", step + 1, " (lr ", lr,
+                      where.empty() ? "" : "; rank 0 saw " + where,
                       "); stopped without writing a checkpoint, so the last good one is untouched. Lower --lr, "
                       "check the input data, or pass --on-nan skip-step");
     ++skipped_steps_;
     result.skipped = true;
-    log_warn(std::string(bad_grads ? "non-finite gradients" : "non-finite loss") + " at step " +
-             std::to_string(step + 1) + (where.empty() ? "" : " (" + where + ")") +
+    log_warn("non-finite loss at step " + std::to_string(step + 1) + (where.empty() ? "" : " (" + where + ")") +
              ": update skipped (--on-nan skip-step)");
   }
   const double tl_opt = tl ? Timeline::now() : 0;
   // Enqueued on a device model's queue, after the sums; host models return when done.
-  if (!any.non_finite && !bad_grads) optimizer_->step(model_->param_data(), model_->grad_data(), lr);
+  if (!any.non_finite) optimizer_->step(model_->param_data(), model_->grad_data(), lr);
   // With --sync-bn every rank computed the same running statistics from the same global
   // sums (bitwise: the sums are added in rank order on every rank).
   if (has_buffers_ && world_ > 1 && !opt_.sync_bn) broadcast_buffers();  // the next forward waits for it
@@ -612,7 +602,7 @@ StepResult Trainer::step() {
   t.step = seconds_since(t0);
   if (tl) tl->span(Timeline::kStep, "step " + std::to_string(step + 1), tl_start, tl_start + t.step);
   times_.push_back(t);
-  if (!any.non_finite && !bad_grads) {
+  if (!any.non_finite) {
     loss_since_log_ += loss_sum;
     samples_since_log_ += batch_.count;
   }

@@ -11,6 +11,8 @@
 # resnet20 (fp32) and resnet18 (bf16):
 #  1. every NaN written into a tensor that is not covered stops the run at that step
 #     ("the training loss is not finite at step 1"), and each model has such tensors;
+#     a NaN written into a layer's parameter gradients (STEP:gNODE) stops it before the
+#     update, naming the layer;
 #  2. on 2 ranks, a NaN on rank 1 only stops both ranks at that step (the step
 #     agreement), rank 0 naming the step;
 #  3. with --on-nan skip-step the step is skipped with a warning (naming the layer on
@@ -49,6 +51,17 @@ sweep mnist_cnn 11 "mnist_cnn fp32"
 sweep mnist_cnn 11 "mnist_cnn bf16" --precision bf16
 sweep resnet20 73 "resnet20 fp32" --image-size 32 --channels 3
 sweep resnet18 69 "resnet18 bf16" --image-size 32 --channels 3 --precision bf16
+
+# 1b. A NaN born in backward (STEP:gNODE: into a layer's parameter gradients after its
+#     backward): the step stops before the update, naming the layer.
+for k in 0 7 10; do
+  CNNSCALE_TEST_NAN=2:g$k timeout 120 "$CNNSCALE" train --synthetic --model mnist_cnn --batch-size 8 --max-steps 4 \
+    >"$TMP/grad$k.out" 2>&1
+  expect_eq "gradient NaN in layer $k: exit status 2" 2 "$?"
+  expect_grep "gradient NaN in layer $k: stops at step 3 naming it" \
+    "^cnnscale: error: the training loss is not finite at step 3 .*the parameter gradients of layer $k \((conv|linear)\) \(born in backward\)" \
+    "$TMP/grad$k.out"
+done
 
 # 2. Two ranks, the NaN on rank 1 only (mnist_cnn's first linear layer, before its ReLU).
 cat >"$TMP/rank1_nan.sh" <<SH
