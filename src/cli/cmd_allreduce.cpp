@@ -11,6 +11,7 @@
 #include "comm/world.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace cnnscale::cli {
 
@@ -74,6 +75,10 @@ int cmd_allreduce(int argc, char** argv) {
   if (!(wo.timeout_s > 0)) fail("--collective-timeout must be positive (seconds)");
   World world = start_world(wo);
   const ProcessContext& ctx = world.ctx;
+  // The training's watchdog (comm/watchdog.hpp): a rank stopped or hung in a sum is named
+  // within --collective-timeout instead of the others waiting forever.
+  if (!world.control->start_watchdog(wo.timeout_s, ctx.host, world.comm->device_buffers()) && ctx.size > 1)
+    log_warn("the MPI library gives less than MPI_THREAD_MULTIPLE, so the --collective-timeout watchdog is off");
   const std::string level = vm["level"].as<std::string>();
   std::unique_ptr<Communicator> level_comm;
   if (level != "world") level_comm = make_level_communicator(wo.backend, ctx, level);

@@ -84,11 +84,20 @@ AllreduceResult run_allreduce_size(Communicator& comm, size_t bytes, const Allre
   // Timing runs on zeros: in-place sums of zeros stay zero (no overflow, no denormals).
   std::memset(buf.host().data(), 0, bytes);
   buf.upload();
-  for (int i = 0; i < o.warmup; ++i) comm.allreduce_sum(buf.data(), r.count, o.dtype);
-  comm.barrier();
-  double t0 = MPI_Wtime();
-  for (int i = 0; i < o.iters; ++i) comm.allreduce_sum(buf.data(), r.count, o.dtype);
-  comm.synchronize();
+  // The data plane's waits under the --collective-timeout watchdog, as in training (issue
+  // 28 item 4): a rank that stops or hangs ends the benchmark with a message naming it.
+  const auto watched = [&](const char* what, auto&& f) {
+    if (!control) return f();
+    auto waiting = control->waiting(what);
+    return f();
+  };
+  // Each call watched on its own: a sweep may rightly take longer than the timeout.
+  const auto sum = [&] { watched("the allreduce benchmark's sums", [&] { comm.allreduce_sum(buf.data(), r.count, o.dtype); }); };
+  for (int i = 0; i < o.warmup; ++i) sum();
+  watched("the allreduce benchmark's barrier", [&] { comm.barrier(); });
+  const double t0 = MPI_Wtime();
+  for (int i = 0; i < o.iters; ++i) sum();
+  watched("the allreduce benchmark's sums", [&] { comm.synchronize(); });
   double mine = (MPI_Wtime() - t0) / (o.iters > 0 ? o.iters : 1), worst = 0;
   if (control) worst = control->allreduce(mine, ReduceOp::max, "the allreduce benchmark's timing");
   else mpiCheck(MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
@@ -98,8 +107,10 @@ AllreduceResult run_allreduce_size(Communicator& comm, size_t bytes, const Allre
   if (o.check) {
     fill_pattern(buf.host().data(), r.count, o.dtype, comm.rank());
     buf.upload();
-    comm.allreduce_sum(buf.data(), r.count, o.dtype);
-    comm.synchronize();  // a device sum runs on the communicator's stream; the copy is not ordered after it
+    watched("the allreduce benchmark's checked sum", [&] {
+      comm.allreduce_sum(buf.data(), r.count, o.dtype);
+      comm.synchronize();  // a device sum runs on the communicator's stream; the copy is not ordered after it
+    });
     buf.download();
     long mine_wrong = static_cast<long>(count_wrong(buf.host().data(), r.count, o.dtype, comm.size()));
     if (control)
