@@ -18,6 +18,7 @@ scripts/check-deps.sh
 scripts/python-venv.sh  # PyPI-only test peers, cached outside the clone
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cd build
+mkdir -p Testing  # a fresh build tree has none before ctest's first run
 set +e
 ctest --output-on-failure --timeout 1200 "$@" 2>&1 | tee Testing/test-sh.log
 status=${PIPESTATUS[0]}
