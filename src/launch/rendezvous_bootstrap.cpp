@@ -91,11 +91,9 @@ void bind_device_through_store(ProcessContext& ctx, RendezvousStore& store, cons
   apply_device_choice(choose_device(views, ctx.local_rank, opts.allow_gpu_sharing, ctx.host), ctx);
 }
 
-}  // namespace
-
 // Where and how this rank meets the others (rendezvous_store.hpp): torchrun's agent store
 // when torchrun ≥ 2.0 says it serves one, else ours on rank 0; the token, if any.
-static StoreOptions store_options(const ProcessContext& ctx, const BootstrapOptions& opts, const EnvLookup& env) {
+StoreOptions store_options(const ProcessContext& ctx, const BootstrapOptions& opts, const EnvLookup& env) {
   const LaunchInfo& li = ctx.launch;
   StoreOptions so;
   so.addr = li.store_addr;
@@ -122,6 +120,8 @@ static StoreOptions store_options(const ProcessContext& ctx, const BootstrapOpti
   }
   return so;
 }
+
+}  // namespace
 
 bool launcher_needs_rendezvous(const LaunchInfo& info) {
   return info.kind == LauncherKind::torchrun || info.kind == LauncherKind::tfconfig;

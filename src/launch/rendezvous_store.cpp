@@ -128,6 +128,11 @@ std::string sockaddr_host(const sockaddr_storage& ss) {
   return s;
 }
 
+// Why a blocking send/recv under the socket timeouts failed (errno just after it).
+const char* io_failure() {
+  return errno == EAGAIN || errno == EWOULDBLOCK ? "no answer within --collective-timeout" : "connection closed";
+}
+
 std::string nonce_bytes(const Nonce& n) { return std::string(reinterpret_cast<const char*>(n.data()), n.size()); }
 Nonce to_nonce(const char* p) {
   Nonce n{};
@@ -618,7 +623,7 @@ std::string RendezvousStore::request(char op, const std::string& key, const std:
       ok = recv_all(fd_, out.data(), out.size());
     }
   }
-  if (!ok) lost(errno == EAGAIN || errno == EWOULDBLOCK ? "no answer within --collective-timeout" : "connection closed");
+  if (!ok) lost(io_failure());
   if (st == 2)
     fail("the rendezvous store at ", where_, " is full: it holds the most a world of ", opts_.world_size,
          " ranks needs, so a process that is not one of this job's ranks is writing to it. Set "
@@ -631,14 +636,14 @@ void RendezvousStore::torch_send(const std::string& msg) {
   set_io_timeout(fd_, opts_.timeout_s);
   errno = 0;
   if (!send_all(fd_, msg.data(), msg.size()))
-    lost(errno == EAGAIN || errno == EWOULDBLOCK ? "no answer within --collective-timeout" : "connection closed");
+    lost(io_failure());
 }
 
 std::string RendezvousStore::torch_recv(size_t n) {
   std::string out(n, '\0');
   errno = 0;
   if (!recv_all(fd_, out.data(), n))
-    lost(errno == EAGAIN || errno == EWOULDBLOCK ? "no answer within --collective-timeout" : "connection closed");
+    lost(io_failure());
   return out;
 }
 
