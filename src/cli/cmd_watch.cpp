@@ -24,8 +24,10 @@ int cmd_watch(int argc, char** argv) {
                    "the slowest rank's step time, elapsed), read from RUN_DIR/metrics.jsonl: the job may run on\n"
                    "other nodes, on a shared file system. On a terminal the table is redrawn in place every\n"
                    "--interval seconds; otherwise new rows are printed as they come. Ends when RUN_DIR/run.json\n"
-                   "says the run ended (exit status 0), when no process holds RUN_DIR/run.lock any more and\n"
-                   "run.json records no end: the run was stopped or killed (status 1), or on Ctrl-C.\n"
+                   "says the run finished (exit status 0); when run.json or metrics.jsonl says it stopped early\n"
+                   "(a signal, an error, a rank that died: status 1, with how it ended); when no process holds\n"
+                   "RUN_DIR/run.lock any more and nothing records an end: the run was killed (status 1); or on\n"
+                   "Ctrl-C.\n"
                    "docs/watching.md.",
                    "Examples:\n"
                    "  cnnscale watch runs/resnet50-n4\n"
@@ -69,6 +71,16 @@ int cmd_watch(int argc, char** argv) {
     view.seconds_since_update =
         ec ? -1 : std::chrono::duration<double>(std::filesystem::file_time_type::clock::now() - mtime).count();
     view.ended = report::run_ended(dir, view.start, &view.run_json);
+    view.stopped.clear();
+    if (view.ended) {
+      const auto e = view.run_json.find("ended");
+      if (e != view.run_json.end() && e->is_string() && *e != "finished") view.stopped = e->get<std::string>();
+    } else if (view.end_line.is_object()) {
+      // run.json kept a finished run's summary; this continuation's end is in metrics.jsonl.
+      view.ended = true;
+      view.run_json = nullptr;
+      view.stopped = view.end_line.value("ended", std::string("stopped"));
+    }
     // A killed run writes no run.json: its lock, released by the kernel, says so. Twice,
     // 2 s apart, so that a run starting (not yet holding its lock) is not taken for one.
     if (!view.ended && !view.gone) {
@@ -111,7 +123,7 @@ int cmd_watch(int argc, char** argv) {
       }
     }
     std::fflush(stdout);
-    if (view.gone) return 1;  // documented: the run ended without finishing
+    if (view.gone || !view.stopped.empty()) return 1;  // documented: the run ended without finishing
     if (once || view.ended) return 0;
     // Poll at least every second while the lock looks free, to confirm it soon.
     std::this_thread::sleep_for(std::chrono::duration<double>(free_since ? std::min(interval, 1.0) : interval));

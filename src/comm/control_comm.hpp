@@ -69,6 +69,11 @@ class ControlComm {
   // Marks this thread as waiting in `what` (a static string) for as long as the
   // returned scope lives.
   Watchdog::Scope waiting(const char* what) { return Watchdog::Scope(watchdog_, what); }
+  // Any thread: what the training thread waits in ("" when none is known), and on rank 0
+  // the ranks whose watchdog did not answer a poke within wait_s (Watchdog::unanswered;
+  // false where there are no heartbeats).
+  std::string waiting_in() const { return watchdog_.waiting_in(); }
+  bool unanswered(double wait_s, std::vector<std::string>* silent) { return watchdog_.unanswered(wait_s, silent); }
 
   // In place, element-wise over ranks. T: int, int64_t, uint64_t, float, double.
   template <class T>

@@ -10,7 +10,8 @@
 
 namespace cnnscale {
 namespace {
-constexpr int kTagBeat = 71, kTagBye = 72;
+constexpr int kTagBeat = 71, kTagBye = 72, kTagPoke = 73;
+constexpr double kTick = 0.05;  // seconds between polls for messages (beats go out every interval)
 // Seconds on a monotonic clock (no MPI call: start_local runs where MPI may be a
 // singleton or, in tests, not started).
 double now_s() {
@@ -73,6 +74,24 @@ void Watchdog::enter(const char* what) {
 
 void Watchdog::leave() { entered_at_.store(-1); }
 
+std::string Watchdog::waiting_in() const { return entered_at_.load() >= 0 ? std::string(what_.load()) : std::string(); }
+
+bool Watchdog::unanswered(double wait_s, std::vector<std::string>* silent) {
+  if (!thread_.joinable() || local_ || rank_ != 0 || stopping_) return false;
+  const double asked = now_s();
+  poke_requested_ = true;
+  // The thread sends the pokes at its next tick; then the answers have wait_s.
+  while (poke_sent_at_.load() < asked && now_s() - asked < 1.0)
+    std::this_thread::sleep_for(std::chrono::duration<double>(kTick / 5));
+  const double sent = poke_sent_at_.load();
+  if (sent < asked) return false;  // the thread is not polling (stopping)
+  std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
+  std::lock_guard<std::mutex> lock(heard_mutex_);
+  for (int r = 1; r < size_; ++r)
+    if (last_heard_[static_cast<size_t>(r)] < sent) silent->push_back("rank " + std::to_string(r) + " on " + hosts_[static_cast<size_t>(r)]);
+  return true;
+}
+
 void Watchdog::run() {
   if (local_) {  // this rank's waits only
     while (!stopping_) {
@@ -85,7 +104,7 @@ void Watchdog::run() {
   int64_t msg[2];
   int byes = 0;
   const double stop_deadline_span = 2.0;
-  double stop_deadline = -1;
+  double stop_deadline = -1, last_beat = -1;
   while (true) {
     const double now = now_s();
     if (stopping_ && stop_deadline < 0) {
@@ -96,8 +115,12 @@ void Watchdog::run() {
       }
     }
     // Heartbeats out: every rank to rank 0, rank 0 to every rank.
-    if (!stopping_) {
-      int64_t beat[2] = {step_.load(std::memory_order_relaxed), 0};
+    if (!stopping_ && now - last_beat >= interval_) {
+      last_beat = now;
+      // Isend's buffers are members: the message may leave after this iteration.
+      int64_t* beat = out_beat_;
+      beat[0] = step_.load(std::memory_order_relaxed);
+      beat[1] = 0;
       if (rank_ == 0) {
         for (int r = 1; r < size_; ++r) {
           MPI_Request req;
@@ -110,6 +133,18 @@ void Watchdog::run() {
         MPI_Request_free(&req);
       }
     }
+    // Rank 0 asked by unanswered(): a poke to every rank, answered at its next tick.
+    if (rank_ == 0 && !stopping_ && poke_requested_.exchange(false)) {
+      int64_t* poke = out_poke_;
+      poke[0] = step_.load(std::memory_order_relaxed);
+      poke[1] = 0;
+      for (int r = 1; r < size_; ++r) {
+        MPI_Request req;
+        MPI_Isend(poke, 2, MPI_INT64_T, r, kTagPoke, comm_, &req);
+        MPI_Request_free(&req);
+      }
+      poke_sent_at_.store(now_s());
+    }
     // Heartbeats in: drain everything that arrived.
     for (;;) {
       int flag = 0;
@@ -121,8 +156,19 @@ void Watchdog::run() {
         ++byes;
         continue;
       }
+      if (st.MPI_TAG == kTagPoke && rank_ != 0 && !stopping_) {  // rank 0 asks: answer now
+        int64_t* answer = out_answer_;
+        answer[0] = step_.load(std::memory_order_relaxed);
+        answer[1] = 1;
+        MPI_Request req;
+        MPI_Isend(answer, 2, MPI_INT64_T, 0, kTagBeat, comm_, &req);
+        MPI_Request_free(&req);
+      }
       const size_t idx = rank_ == 0 ? static_cast<size_t>(st.MPI_SOURCE) : 0;
-      last_heard_[idx] = now_s();
+      {
+        std::lock_guard<std::mutex> lock(heard_mutex_);
+        last_heard_[idx] = now_s();
+      }
       last_step_[static_cast<size_t>(st.MPI_SOURCE)] = msg[0];
     }
     if (stopping_) {
@@ -138,7 +184,7 @@ void Watchdog::run() {
         if (rank_ == 0 || !root_alive || now_s() - since > 2 * timeout_) fire(now_s() - since);
       }
     }
-    std::this_thread::sleep_for(std::chrono::duration<double>(interval_));
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::min(interval_, kTick)));
   }
 }
 
@@ -181,6 +227,7 @@ void Watchdog::fire(double waited) {
     msg += "rank 0 on " + hosts_[0] + " went silent (no heartbeat for " +
            std::to_string(static_cast<long long>(now - last_heard_[0])) + " s). Stopping the job";
   }
+  say_last_words("stopped by the --collective-timeout watchdog: " + msg);  // rank 0's run record (train/run_end.hpp)
   print_error(msg);
   if (!local_) MPI_Abort(MPI_COMM_WORLD, 3);  // local: MPI is a singleton, if started at all
   std::_Exit(3);

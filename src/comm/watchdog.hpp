@@ -13,6 +13,12 @@
 // then prints "cnnscale: error: ..." and ends the job with MPI_Abort (status 3).
 // Needs MPI_THREAD_MULTIPLE; without it, Watchdog::start() returns false.
 //
+// unanswered(): rank 0 asks every rank's watchdog thread for a beat at once (a poke,
+// answered within a poll tick of 50 ms whatever the training thread does) and names
+// those that did not answer: how rank 0's end record (train/run_end.hpp) tells "rank 3
+// died" from "every rank got the stop signal" in the second mpiexec leaves between
+// its SIGTERM and its SIGKILL. Heartbeats still go out every interval.
+//
 // start_local(): ranks that met through a rendezvous store (torchrun-style variables,
 // TF_CONFIG; MPI is a singleton there) have no MPI channel to the others. The thread
 // then only watches this rank's own waits (the NCCL waits the control plane's Gloo
@@ -56,6 +62,15 @@ class Watchdog {
   void enter(const char* what);
   void leave();
 
+  // What the training thread waits in now ("" when it waits in no collective, or the
+  // watchdog is off). Any thread.
+  std::string waiting_in() const;
+  // Rank 0 of a started (not local) watchdog, any thread: pokes every rank, waits
+  // wait_s, and returns the ranks that did not answer, as "rank R on HOST". False (and
+  // *silent untouched) where no heartbeat channel exists (another rank, start_local,
+  // not started).
+  bool unanswered(double wait_s, std::vector<std::string>* silent);
+
  private:
   void configure(double timeout_s, bool local);  // what both starts set
   void run();
@@ -72,6 +87,10 @@ class Watchdog {
   std::atomic<double> entered_at_{-1};  // steady-clock seconds when the current wait began, -1 = not waiting
   std::atomic<const char*> what_{""};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> poke_requested_{false};
+  std::atomic<double> poke_sent_at_{-1};  // steady-clock seconds of the last poke
+  std::mutex heard_mutex_;
+  int64_t out_beat_[2] = {0, 0}, out_poke_[2] = {0, 0}, out_answer_[2] = {0, 0};  // Isend buffers                // last_heard_ between the thread and unanswered()
   std::thread thread_;
 };
 

@@ -9,6 +9,7 @@
 namespace cnnscale {
 
 void abort_job(const std::string& message, int status) {
+  say_last_words(message);  // rank 0's run directory records how the run ended (train/run_end.hpp)
   print_error(message);
   if (mpi_active()) {
     int size = 1;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "report/watch.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale::report {
@@ -184,10 +185,7 @@ RunRecord load_run(const std::string& dir) {
   std::error_code ec;
   if (!fs::exists(p, ec)) fail("run directory '", dir, "' does not exist");
   fs::path file = fs::is_directory(p, ec) ? p / "run.json" : p;
-  if (!fs::exists(file, ec))
-    fail("'", dir,
-         "' has no run.json: not a finished `cnnscale train --run-dir` directory (the run may have failed "
-         "or still be running; look at its log)");
+  if (!fs::exists(file, ec)) fail("'", dir, "' has no run.json: ", describe_unfinished(dir));
   std::ifstream in(file);
   if (!in) fail("cannot read '", file.string(), "'");
   std::stringstream ss;
@@ -197,6 +195,14 @@ RunRecord load_run(const std::string& dir) {
     doc = json::parse(ss.str());
   } catch (const json::parse_error& e) {
     fail(file.string(), ": malformed JSON (", e.what(), ")");
+  }
+  // A run that stopped or was killed recorded how (train/run_end.hpp): it measured no
+  // whole run, so it is no point of a scaling report.
+  if (doc.is_object() && doc.contains("ended") && doc["ended"].is_string() && doc["ended"] != "finished") {
+    const long steps = doc.value("steps", 0L), planned = doc.value("planned_steps", 0L);
+    fail("'", dir, "' did not finish: stopped after step ", steps, planned > 0 ? " of " + std::to_string(planned) : "",
+         ": ", doc["ended"].get<std::string>(), " (run.json). `cnnscale train ... --resume auto` continues it; "
+         "--allow-missing leaves it out of the report");
   }
   RunRecord r = parse_run(doc, file.string());
   r.dir = dir;

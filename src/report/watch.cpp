@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include <cmath>
@@ -96,6 +97,9 @@ void WatchView::add(const nlohmann::json& r) {
     start = r;
     rows.clear();
     ended = false;
+    end_line = nullptr;
+  } else if (event == "end") {
+    end_line = r;
   } else if (event == "eval") {
     if (!r.contains("step") || !r["step"].is_number()) return;  // not ours: shown nowhere
     evals.push_back(r);
@@ -137,15 +141,86 @@ bool run_ended(const std::string& run_dir, const nlohmann::json& start, nlohmann
   }
   const int64_t from = start.is_object() ? field(start, "from_step", int64_t{0}) : -1;
   const auto steps = j.find("steps");
-  if (steps == j.end() || !steps->is_number() || field(j, "steps", int64_t{0}) <= from) return false;
+  if (steps == j.end() || !steps->is_number()) return false;
+  // A record of an early end (train/run_end.hpp) names the segment it ends by first_step.
+  const std::string ended = field(j, "ended", std::string("finished"));
+  const bool this_segment = ended != "finished" ? field(j, "first_step", int64_t{-2}) == from
+                                                : field(j, "steps", int64_t{0}) > from;
+  if (!this_segment) return false;
   if (summary) *summary = j;
   return true;
+}
+
+MetricsEnd read_metrics_end(const std::string& run_dir) {
+  MetricsEnd m;
+  const std::string path = run_dir + "/metrics.jsonl";
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (ec) return m;
+  m.exists = true;
+  std::ifstream in(path, std::ios::binary);
+  const uint64_t window = 1 << 20;
+  if (size > window) in.seekg(static_cast<std::streamoff>(size - window));
+  std::string line;
+  if (size > window) std::getline(in, line);  // the first line read may be a part
+  while (std::getline(in, line)) {
+    nlohmann::json r;
+    try {
+      r = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception&) {
+      continue;
+    }
+    if (!r.is_object()) continue;
+    const std::string event = field(r, "event", std::string());
+    if (event == "start") {
+      m.start_step = field(r, "from_step", int64_t{0});
+      m.ended.clear();
+    } else if (event == "end") {
+      m.ended = field(r, "ended", std::string());
+    } else if (event.empty() && r.contains("step")) {
+      m.last_step = std::max(m.last_step, field(r, "step", int64_t{-1}));
+    }
+  }
+  return m;
+}
+
+std::string describe_unfinished(const std::string& run_dir) {
+  std::error_code ec;
+  if (fs::exists(run_dir + "/run.json", ec)) return "";
+  const MetricsEnd m = read_metrics_end(run_dir);
+  if (!m.exists) return "no run.json and no metrics.jsonl: no `cnnscale train --run-dir` run has started there";
+  std::string who;
+  const LockProbe lock = probe_run_lock(run_dir, &who);
+  std::string holder;
+  try {
+    const auto h = nlohmann::json::parse(who);
+    holder = "pid " + std::to_string(field(h, "pid", int64_t{0})) + " on " + field(h, "host", std::string("?"));
+    const std::string job = field(h, "job_id", std::string());
+    if (!job.empty()) holder += ", Slurm job " + job;
+  } catch (const nlohmann::json::exception&) {
+  }
+  const std::string at = m.last_step >= 0 ? "step " + std::to_string(m.last_step) + " (metrics.jsonl's last progress line)"
+                                          : "step " + std::to_string(m.start_step) + " (no progress line yet)";
+  if (lock == LockProbe::held)
+    return "still running" + (holder.empty() ? std::string() : " (" + holder + " holds run.lock)") + ", at " + at;
+  if (!m.ended.empty()) return "ended early after " + at + ": " + m.ended;
+  return std::string(lock == LockProbe::free ? "killed" : "ended without a record") + " after " + at +
+         ": no run.json, and " +
+         (lock == LockProbe::free ? "no process holds run.lock" + (holder.empty() ? std::string() : " (its last holder: " + holder + ")")
+                                  : std::string("its file system has no locks to tell whether it still runs")) +
+         " (a SIGKILL, out of memory, or a node's loss); its job's output names the cause, and "
+         "`cnnscale train ... --resume auto` continues from its last checkpoint";
 }
 
 std::string watch_state_line(const WatchView& v) {
   std::ostringstream os;
   const nlohmann::json last = v.rows.empty() ? nlohmann::json(nullptr) : v.rows.back();
-  if (v.ended) {
+  if (v.ended && !v.stopped.empty()) {
+    os << "stopped: " << v.stopped;
+    if (v.run_json.is_object() && v.run_json.contains("steps"))
+      os << " (" << field(v.run_json, "steps", int64_t{0}) << " steps done)";
+    os << "; `cnnscale train ... --resume auto` continues from its last checkpoint";
+  } else if (v.ended) {
     os << "finished: " << field(v.run_json, "steps", int64_t{0}) << " steps in "
        << duration(field(v.run_json, "wall_s", -1.0)) << ", median " << num(v.run_json, "images_per_s", "%.0f")
        << " img/s";

@@ -37,7 +37,9 @@ struct WatchView {
   std::deque<nlohmann::json> rows;   // progress lines (step, loss, ...), the newest last
   std::deque<nlohmann::json> evals;  // {"event": "eval"} records, the newest last
   size_t max_rows = 15;
-  bool ended = false;                // run.json says the run ended
+  bool ended = false;                // run.json (or an end line) says the run ended; finished unless `stopped`
+  std::string stopped;               // how it ended early (run.json / metrics.jsonl "ended"), "" when finished
+  nlohmann::json end_line;           // the segment's {"event": "end"} line (null: none)
   nlohmann::json run_json;           // when ended
   double seconds_since_update = -1;  // metrics.jsonl's age (-1: unknown)
   // No process holds RUN_DIR/run.lock any more and run.json records no end (seen twice,
@@ -57,8 +59,25 @@ enum class LockProbe { held, free, unknown };  // unknown: no run.lock, or no lo
 LockProbe probe_run_lock(const std::string& run_dir, std::string* who);
 
 // Reads RUN_DIR/run.json: true when it records the end of the segment that `start`
-// opened (see above); fills *summary with it.
+// opened (see above; a stopped or killed run's record, train/run_end.hpp, too); fills
+// *summary with it.
 bool run_ended(const std::string& run_dir, const nlohmann::json& start, nlohmann::json* summary);
+
+// How far a run got by its metrics.jsonl alone (a killed rank 0 writes no run.json):
+// the last progress line's step and time, and the last segment's end line when one was
+// written ({"event": "end"}, train/run_end.hpp). Reads at most the file's last 1 MiB.
+struct MetricsEnd {
+  bool exists = false;
+  int64_t last_step = -1;  // -1: no progress line
+  std::string ended;       // the end line's "ended" ("" when none after the last start)
+  int64_t start_step = 0;  // the last start line's from_step
+};
+MetricsEnd read_metrics_end(const std::string& run_dir);
+
+// One line on why RUN_DIR has no usable run.json, for `cnnscale report` (issue 28 item 3):
+// still running (run.lock held: who, at which step), killed (lock free: its last holder,
+// the last step), or never started (no metrics.jsonl). "" when RUN_DIR has run.json.
+std::string describe_unfinished(const std::string& run_dir);
 
 // The table: a header (run dir, ranks, global batch, state, progress and ETA), one row
 // per progress line (step, epoch, loss, lr, images/s, step ms, slowest rank's ms, elapsed),

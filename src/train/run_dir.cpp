@@ -17,6 +17,7 @@
 
 #include "data/augment.hpp"
 #include "train/checkpoint.hpp"
+#include "train/run_end.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
@@ -387,9 +388,10 @@ nlohmann::json merge_run_summary(const nlohmann::json& previous, nlohmann::json 
               {"last_step", now.value("steps", int64_t{0})},
               {"world_size", now.value("world_size", 0)},
               {"global_batch", now.value("global_batch", int64_t{0})},
-              {"images_per_s", now.value("images_per_s", 0.0)},
+              {"images_per_s", now.contains("images_per_s") ? now["images_per_s"] : json(nullptr)},  // none: killed
               {"wall_s", now.value("wall_s", 0.0)},
               {"resumed_from", now.contains("resumed_from") ? now["resumed_from"] : json(nullptr)}};
+  if (now.contains("ended") && now["ended"].is_string() && now["ended"] != "finished") seg["ended"] = now["ended"];
   if (now.contains("slurm") && now["slurm"].is_object()) seg["slurm_job_id"] = now["slurm"].value("job_id", "");
   segments.push_back(seg);
   if (now.contains("accuracy_per_epoch") && now["accuracy_per_epoch"].is_array())
@@ -428,7 +430,9 @@ RunDir::RunDir(const TrainOptions& o, ControlComm& control, const std::string& h
       if (in) {
         try {
           previous_ = nlohmann::json::parse(in);
-          recorded_steps_ = previous_.value("steps", int64_t{0});
+          // A stopped or killed run's record (train/run_end.hpp) is no finished run: its
+          // checkpoints say where to continue.
+          if (run_json_finished(previous_)) recorded_steps_ = previous_.value("steps", int64_t{0});
         } catch (const nlohmann::json::exception&) {
           previous_ = nullptr;  // unreadable: reported by `cnnscale report`, replaced at the end of this run
         }
@@ -483,8 +487,8 @@ bool RunDir::finished(bool resumed, int64_t resumed_step, int64_t total_steps) c
                "To train further, raise --max-steps or --epochs (the run continues); to start over, use a new "
                "--run-dir or --resume none --force-new");
       if (!dir_.empty() && recorded_steps_ < 0)
-        log_warn(dir_ + " has no run.json: the run ended between its last checkpoint and its summary (a stop "
-                 "signal at the last step?); its timings are in metrics.jsonl only");
+        log_warn(dir_ + " has no run.json of a finished run: the run ended between its last checkpoint and its "
+                 "summary (killed at the last step?); its timings are in metrics.jsonl only");
       return true;
     case RunProgress::done_without_checkpoints:
       log_info("nothing to train: " + dir_ + "/run.json records a finished run of " +
@@ -514,5 +518,7 @@ nlohmann::json RunDir::start_record(int64_t first_step, int world, int64_t globa
 nlohmann::json RunDir::summarize(nlohmann::json now, int64_t first_step) const {
   return merge_run_summary(previous_, std::move(now), first_step);
 }
+
+bool RunDir::previous_finished() const { return run_json_finished(previous_); }
 
 }  // namespace cnnscale

@@ -181,6 +181,9 @@ class RunDir {
 
   // Rank 0: merge_run_summary with the run.json read at start.
   nlohmann::json summarize(nlohmann::json now, int64_t first_step) const;
+  // Rank 0: the run.json read at start records a finished run (train/run_end.hpp: a
+  // stopped continuation of it must not replace that summary).
+  bool previous_finished() const;
 
  private:
   std::string dir_, resume_;
@@ -188,7 +191,7 @@ class RunDir {
   int rank_ = 0;
   RunDirLock lock_;
   nlohmann::json previous_;   // rank 0: run.json as found (null when none)
-  int64_t recorded_steps_ = -1;  // run.json's steps on every rank, -1 without run.json
+  int64_t recorded_steps_ = -1;  // a finished run.json's steps on every rank, -1 without one
 };
 
 }  // namespace cnnscale

@@ -35,6 +35,7 @@ void MetricsLog::open(const std::string& run_dir) {
 void MetricsLog::append(const nlohmann::json& record) {
   if (fd_ < 0) return;
   const std::string line = record.dump() + "\n";
+  std::lock_guard<std::mutex> lock(mutex_);
   const int err = append_whole(fd_, line);
   if (!err) {
     ++written_;

@@ -9,6 +9,7 @@
 // and the run ends with a non-zero status.
 #pragma once
 #include <cstdint>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -22,13 +23,14 @@ class MetricsLog {
   MetricsLog& operator=(const MetricsLog&) = delete;
   // Opens run_dir/metrics.jsonl for appending (creates run_dir); no-op when run_dir is empty.
   void open(const std::string& run_dir);
-  void append(const nlohmann::json& record);
+  void append(const nlohmann::json& record);  // thread-safe (rank 0's end record, train/run_end.hpp)
   int64_t lines_lost() const { return lost_; }
   int64_t lines_written() const { return written_; }
   const std::string& first_error() const { return error_; }  // "" or the OS's reason
   const std::string& path() const { return path_; }
 
  private:
+  std::mutex mutex_;
   int fd_ = -1;
   std::string path_, error_;
   int64_t lost_ = 0, written_ = 0;

@@ -127,6 +127,7 @@ Trainer::Trainer(TrainOptions opt, const ProcessContext& ctx, Communicator& comm
 Trainer::Trainer(TrainOptions opt, World& world) : Trainer(std::move(opt), world.ctx, *world.comm, *world.control) {}
 
 Trainer::~Trainer() {
+  if (run_end_.enabled()) set_last_words(nullptr);  // it refers to this Trainer
   if (train_) train_->set_batch_hook({});  // its thread stops calling the model before the model goes
   if (std::uncaught_exceptions() > uncaught_at_birth_) comm_.abort();
 }
@@ -352,6 +353,7 @@ void Trainer::begin() {
   if (rank_ == 0 && run_dir_->enabled()) {
     metrics_.open(opt_.run_dir);
     metrics_.append(run_dir_->start_record(first_step_, world_, global_batch_, resumed_from_, digest_));
+    open_run_end();
     for (const std::string& d : {opt_.run_dir, ckpt_dir_})
       for (const std::string& f : remove_stale_temporaries(d))
         log_info("removed " + d + "/" + f + " (left by a writer on this host that no longer runs)");
@@ -399,6 +401,46 @@ void Trainer::begin() {
   // queue waits for the communicator's): check the transport's asynchronous errors
   // between its polls. No-op for host transports; never called by a host model.
   sctx_.while_waiting = [this] { comm_.check_async_error("the previous step's gradient allreduce (NCCL)"); };
+}
+
+// Rank 0 with --run-dir: how the run ends is recorded even when it ends early
+// (train/run_end.hpp). The fields a record without timings carries are fixed here.
+void Trainer::open_run_end() {
+  nlohmann::json base;
+  base["world_size"] = world_;
+  base["nodes"] = ctx_.num_nodes;
+  base["ranks_per_node"] = ctx_.num_nodes > 0 ? world_ / ctx_.num_nodes : world_;
+  base["backend"] = backend_name(comm_.backend());
+  base["device"] = comm_.device_buffers() ? ctx_.device_label : std::string("cpu");
+  base["model"] = model_->name();
+  base["model_spec"] = model_->spec();
+  base["precision"] = precision_name(opt_.precision);
+  base["batch_per_rank"] = opt_.batch_size;
+  base["global_batch"] = global_batch_;
+  base["planned_steps"] = total_steps_;
+  base["optimizer"] = opt_.optimizer.kind;
+  base["seed"] = opt_.seed;
+  base["data"] = opt_.data.synthetic ? std::string("synthetic") : opt_.data.dir;
+  base["launcher"] = ctx_.launch.name;
+  base["resumed_from"] = resumed_from_.empty() ? nlohmann::json(nullptr) : nlohmann::json(resumed_from_);
+  base["config_digest"] = digest_;
+  base["config"] = config_.to_json();
+  if (!ctx_.launch.job_id.empty()) base["slurm"] = {{"job_id", ctx_.launch.job_id}};
+  const RunDir* dir = run_dir_.get();
+  const int64_t first = first_step_;
+  run_end_.open(opt_.run_dir, dir->previous_finished(), &metrics_,
+                [dir, first](nlohmann::json now) { return dir->summarize(std::move(now), first); }, std::move(base));
+  run_end_.set_progress(next_step_, last_loss_, 0);
+  // The fatal paths that end the process (a failed library call, the watchdog) say
+  // their message here first (util/error.hpp).
+  set_last_words([this](const std::string& why) {
+    run_end_.write("failed after step " + std::to_string(run_end_.steps_done()) + ": " + why, nullptr, true);
+  });
+  ControlComm* control = &control_;
+  run_end_.watch_signals([control] { return control->waiting_in(); },
+                         [control](double wait, std::vector<std::string>* silent) {
+                           return control->unanswered(wait, silent);
+                         });
 }
 
 // Rank 0 creates the event file (one per process run), then a SessionLog START at the
@@ -623,7 +665,10 @@ StepResult Trainer::step() {
   if (status_line_enabled()) draw_progress_bar(epoch_end || any.stop_signal);
   // The window's last step, or the run ends earlier: every rank decides alike.
   if (tl && (step + 1 >= timeline_->window().last || step + 1 == total_steps_ || any.stop_signal)) write_timeline();
-  if (any.stop_signal) {
+  if (run_end_.enabled()) run_end_.set_progress(next_step_, last_loss_, seconds_since(start_));
+  if (any.stop_signal && next_step_ >= total_steps_) {
+    log_info("stop signal received at the last step: the run is complete");
+  } else if (any.stop_signal) {
     set_status_line("");
     result.stopped = true;
     log_info("stop signal received: checkpointed at step " + std::to_string(step + 1) +
@@ -875,8 +920,10 @@ void Trainer::save_checkpoint(int64_t steps_done) {
 }
 
 // Timings over steps after warm-up; the breakdown averaged over ranks.
-void Trainer::summarize() {
+void Trainer::summarize(const std::string& ended) {
   if (nothing_to_train_) return;
+  const bool finished = ended == "finished";
+  const int64_t steps_run = finished ? total_steps_ : next_step_;
   if (!begun_) begin();
   set_status_line("");  // the progress bar gives way to the summary
   drain();  // a device model: the last steps' device times (normally done by the last step)
@@ -930,7 +977,7 @@ void Trainer::summarize() {
   const double n = sums.steps > 0 ? sums.steps : 1;
   tm.mean = {sums.parts.data / n, sums.parts.compute / n, sums.parts.comm_exposed / n, sums.parts.optimizer / n,
              sums.parts.bn_sync / n, sums.parts.comm_total / n};
-  log_info("done: " + std::to_string(total_steps_) + " steps in " + format_duration(tm.wall_s) + ", median " +
+  log_info(std::string(finished ? "done: " : "stopped: ") + std::to_string(steps_run) + " steps in " + format_duration(tm.wall_s) + ", median " +
            std::to_string(static_cast<long long>(std::llround(tm.images_per_s.median))) + " img/s, step " +
            std::to_string(tm.step.median * 1e3) + " ms (data " + std::to_string(tm.mean.data * 1e3) + ", compute " +
            std::to_string(tm.mean.compute * 1e3) + ", comm exposed " + std::to_string(tm.mean.comm_exposed * 1e3) +
@@ -940,14 +987,14 @@ void Trainer::summarize() {
            ")" +
            (evaluated_ ? ", test accuracy " + std::to_string(last_eval_.accuracy) : std::string()));
 
-  if (rank_ == 0 && !opt_.run_dir.empty()) {
-    write_run_json(opt_.run_dir, run_dir_->summarize(run_record(tm), first_step_));
-    log_info("wrote " + opt_.run_dir + "/run.json");
+  if (rank_ == 0 && run_end_.enabled()) {
+    run_end_.write(ended, run_record(tm, steps_run), true);
+    if (finished) log_info("wrote " + opt_.run_dir + "/run.json");
   }
 }
 
 // run.json: what `cnnscale report` reads (docs/report.md).
-nlohmann::json Trainer::run_record(const Timings& tm) const {
+nlohmann::json Trainer::run_record(const Timings& tm, int64_t steps_run) const {
   const bool on_gpu = comm_.device_buffers();
   nlohmann::json j;
   j["world_size"] = world_;
@@ -966,8 +1013,9 @@ nlohmann::json Trainer::run_record(const Timings& tm) const {
   j["threads_per_rank"] = opt_.threads;
   j["batch_per_rank"] = opt_.batch_size;
   j["global_batch"] = global_batch_;
-  j["steps"] = total_steps_;
-  j["epochs"] = static_cast<double>(total_steps_) / static_cast<double>(steps_per_epoch_);
+  j["steps"] = steps_run;  // total_steps_ unless the run stopped early (then also "planned_steps")
+  if (steps_run != total_steps_) j["planned_steps"] = total_steps_;
+  j["epochs"] = static_cast<double>(steps_run) / static_cast<double>(steps_per_epoch_);
   j["timed_steps"] = tm.worst_step_s.size();
   j["images_per_s"] = tm.images_per_s.median;
   j["images_per_s_p10"] = tm.images_per_s.p10;
@@ -1032,8 +1080,22 @@ int Trainer::run() {
   resume();
   if (nothing_to_train_) return 0;
   begin();
-  while (!done())
-    if (step().stopped) return kExitCheckpointedOnSignal;
+  try {
+    while (!done())
+      if (step().stopped) {
+        // Every rank agreed at this boundary: the timings so far, and how it ended.
+        summarize("signal " + std::string(stop_signal_name(stop_signal_received())) + " at step " +
+                  std::to_string(next_step_));
+        return kExitCheckpointedOnSignal;
+      }
+  } catch (const std::exception& e) {  // rank 0's record of it; main() reports it
+    if (run_end_.enabled()) {
+      std::string why = e.what();
+      if (dynamic_cast<const InternalError*>(&e)) why = "internal error: " + why;
+      run_end_.write("failed after step " + std::to_string(next_step_) + ": " + why, nullptr, true);
+    }
+    throw;
+  }
   summarize();
   if (tb_ && tb_->records_lost() > 0)
     log_warn(std::to_string(tb_->records_lost()) + " TensorBoard record(s) could not be written to " + tb_->path() +

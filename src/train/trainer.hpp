@@ -55,6 +55,7 @@
 #include "train/lr_schedule.hpp"
 #include "train/optimizer.hpp"
 #include "train/run_dir.hpp"
+#include "train/run_end.hpp"
 #include "train/run_files.hpp"
 #include "train/step_stats.hpp"
 #include "train/timeline.hpp"
@@ -96,7 +97,9 @@ class Trainer {
   StepResult step();
   bool done() const { return nothing_to_train_ || next_step_ >= total_steps_; }
   // After the last step: the replica-check and summary lines, run.json (with --run-dir).
-  void summarize();
+  // ended: "finished", or how the run stopped early at a boundary every rank agreed on
+  // ("signal SIGTERM at step N": timings over the steps run, train/run_end.hpp).
+  void summarize(const std::string& ended = "finished");
   // setup, resume, steps, summarize. Returns 0, or kExitCheckpointedOnSignal.
   int run();
 
@@ -136,7 +139,8 @@ class Trainer {
   };
   UnreadMarks marks_unread_;
   struct Timings;  // the summary's timings over ranks
-  nlohmann::json run_record(const Timings& t) const;
+  nlohmann::json run_record(const Timings& t, int64_t steps_run) const;
+  void open_run_end();  // begin()'s end record (rank 0 with --run-dir)
 
   // What the run was given.
   const TrainOptions opt_;
@@ -175,6 +179,7 @@ class Trainer {
   // The loop's state.
   bool begun_ = false;
   MetricsLog metrics_;
+  RunEnd run_end_;  // how the run ended, even early (rank 0 with --run-dir; after metrics_: it writes there)
   std::unique_ptr<TensorBoardWriter> tb_;  // rank 0 with a TensorBoard directory, else null
   Batch batch_, eval_batch_;
   std::vector<float> logits_, host_scratch_;

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 
 #include "util/log.hpp"
 
@@ -26,6 +27,8 @@ void print_internal_error(const std::string& message) {
 
 namespace {
 std::atomic<FatalErrorHandler> g_fatal_handler{nullptr};
+std::mutex g_words_mutex;
+LastWords g_words;
 }  // namespace
 
 std::string failed_call_message(const char* call, const char* file, int line, const char* what) {
@@ -36,7 +39,23 @@ std::string failed_call_message(const char* call, const char* file, int line, co
 
 void set_fatal_error_handler(FatalErrorHandler handler) { g_fatal_handler.store(handler); }
 
+void set_last_words(LastWords words) {
+  std::lock_guard<std::mutex> lock(g_words_mutex);
+  g_words = std::move(words);
+}
+
+void say_last_words(const std::string& why) {
+  LastWords words;
+  {
+    std::lock_guard<std::mutex> lock(g_words_mutex);
+    words = std::move(g_words);
+    g_words = nullptr;
+  }
+  if (words) words(why);
+}
+
 void fatal_error(const std::string& message, int status) {
+  say_last_words(message);
   if (FatalErrorHandler h = g_fatal_handler.load()) h(message, status);
   print_error(message);
   std::exit(status);

@@ -12,6 +12,7 @@
 // ends the job with status 3. internal_error(...) throws one. It is deliberately not
 // a UserError, so code that handles user mistakes never swallows it.
 #pragma once
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -84,5 +85,14 @@ std::string failed_call_message(const char* call, const char* file, int line, co
 // What fatal_error hands over to (it must not return); nullptr: print and exit.
 using FatalErrorHandler = void (*)(const std::string& message, int status);
 void set_fatal_error_handler(FatalErrorHandler handler);
+
+// ---- last words: a record left before the process ends on a fatal error ----
+// One callback (rank 0's run end record, train/run_end.hpp) that fatal_error, launch's
+// abort_job and the --collective-timeout watchdog call with their message just before
+// they end the process, so that a run directory says how its run ended. Called at most
+// once per set_last_words; it must not throw. Empty: none.
+using LastWords = std::function<void(const std::string& why)>;
+void set_last_words(LastWords words);
+void say_last_words(const std::string& why);
 
 }  // namespace cnnscale

@@ -1,15 +1,29 @@
 // stop_signal.cpp — see stop_signal.hpp.
 #include "util/stop_signal.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
 
 namespace cnnscale {
 namespace {
 volatile std::sig_atomic_t g_signal = 0;
-extern "C" void on_stop_signal(int sig) { g_signal = sig; }
+int g_pipe[2] = {-1, -1};
+extern "C" void on_stop_signal(int sig) {
+  g_signal = sig;
+  if (g_pipe[1] >= 0) {
+    const int saved = errno;  // write() is async-signal-safe; errno is the interrupted code's
+    const char byte = 1;
+    [[maybe_unused]] const ssize_t n = ::write(g_pipe[1], &byte, 1);  // non-blocking: a full pipe is fine
+    errno = saved;
+  }
+}
 }  // namespace
 
 void install_stop_signal_handlers() {
+  if (g_pipe[0] < 0 && ::pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) g_pipe[0] = g_pipe[1] = -1;
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
@@ -19,6 +33,8 @@ void install_stop_signal_handlers() {
 }
 
 int stop_signal_received() { return static_cast<int>(g_signal); }
+
+int stop_signal_fd() { return g_pipe[0]; }
 
 const char* stop_signal_name(int sig) {
   return sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : "a signal";

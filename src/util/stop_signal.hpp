@@ -4,6 +4,13 @@
 // kExitCheckpointedOnSignal so that a requeued job resumes with --resume auto. Waits
 // before training (the rendezvous store: launch/rendezvous_store.cpp) read it too and
 // end with a message (in util: every module may look).
+//
+// stop_signal_fd(): a descriptor that becomes readable when a stop signal arrives and
+// stays so (the handler writes one byte to a pipe; nobody reads it), for threads that
+// must act at once while the training thread is stuck in a wait: rank 0's end record
+// (train/run_end.hpp) and the watchdog (comm/watchdog.hpp). Why: a launcher that ends a
+// job after a rank died (mpiexec: SIGTERM to the others 1 s after the death, SIGKILL
+// 1 s later, measured with Open MPI 4.1) leaves no step boundary to write a record at.
 #pragma once
 
 namespace cnnscale {
@@ -15,5 +22,7 @@ void install_stop_signal_handlers();
 int stop_signal_received();
 // "SIGTERM", "SIGUSR1", or "signal N".
 const char* stop_signal_name(int sig);
+// Readable (poll POLLIN) once a stop signal arrived; -1 before install_stop_signal_handlers().
+int stop_signal_fd();
 
 }  // namespace cnnscale
