@@ -40,7 +40,6 @@ int cmd_allreduce(int argc, char** argv) {
       "level", po::value<std::string>()->default_value("world"),
       "world: sum over every rank; node: over the ranks of each node; cross: over the ranks of equal local rank, "
       "one per node (all at once) -- the two levels of the hierarchical gradient sum, for `cnnscale report`")(
-      "allow-gpu-sharing", po::bool_switch(), "let several ranks share one GPU")(
       "json", po::value<std::string>(), "also write the results as JSON to this file (rank 0)");
   auto parsed = parse_options(spec, argc, argv, desc);
   if (parsed.help) {
@@ -70,7 +69,6 @@ int cmd_allreduce(int argc, char** argv) {
          "equal local rank)");
   WorldOptions wo;
   wo.backend = parse_backend(vm["backend"].as<std::string>());
-  wo.allow_gpu_sharing = vm["allow-gpu-sharing"].as<bool>();
   wo.timeout_s = vm["collective-timeout"].as<double>();
   if (!(wo.timeout_s > 0)) fail("--collective-timeout must be positive (seconds)");
   World world = start_world(wo);

@@ -82,7 +82,6 @@ int cmd_env(int argc, char** argv) {
                    "  torchrun --nproc_per_node=2 --no-python cnnscale env"};
   po::options_description desc("Options");
   desc.add_options()("backend", po::value<std::string>()->default_value("auto"), "auto|mpi|nccl|gloo")(
-      "allow-gpu-sharing", po::bool_switch(), "let several ranks share one GPU")(
       "collective-timeout", po::value<double>()->default_value(300),
       "seconds to wait for the other ranks (at the rendezvous store under torchrun/TF_CONFIG)");
   auto parsed = parse_options(spec, argc, argv, desc);
@@ -92,7 +91,6 @@ int cmd_env(int argc, char** argv) {
   }
   Backend requested = parse_backend(parsed.vm["backend"].as<std::string>());
   BootstrapOptions bo;
-  bo.allow_gpu_sharing = parsed.vm["allow-gpu-sharing"].as<bool>();
   bo.use_gpu = requested != Backend::mpi && requested != Backend::gloo;
   bo.rendezvous = requested == Backend::gloo;
   bo.timeout_s = parsed.vm["collective-timeout"].as<double>();
@@ -118,7 +116,6 @@ int cmd_env(int argc, char** argv) {
        << " nodes=" << ctx.num_nodes << " host=" << ctx.host << " device=" << ctx.device_label
        << " backend=" << backend_name(b);
   if (!ctx.device_id.empty()) line << " device_id=" << ctx.device_id;
-  if (ctx.ranks_on_device > 1) line << " ranks_on_device=" << ctx.ranks_on_device;
   if (!ctx.cuda_error.empty()) line << " cuda_error=\"" << ctx.cuda_error << "\"";
   line << " mpi=\"" << mpi_v << "\"";
   if (built_with_cuda()) line << " nccl=" << nccl_version();

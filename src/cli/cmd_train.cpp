@@ -109,7 +109,6 @@ int cmd_train(int argc, char** argv) {
   par.add_options()("backend", po::value(&backend)->default_value(backend),
                       "auto|mpi|nccl|gloo (auto: NCCL on GPUs, else MPI under srun/mpirun; Gloo on CPUs when started by "
                       "torchrun-style variables or TF_CONFIG, meeting at MASTER_ADDR:MASTER_PORT; docs/launch.md)")(
-      "allow-gpu-sharing", po::bool_switch(&o.allow_gpu_sharing), "let several ranks share one GPU")(
       "bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb), "gradient bucket size (MiB)")(
       "first-bucket-mb", po::value(&o.first_bucket_mb)->default_value(o.first_bucket_mb),
       "size of the first bucket, started earliest in backward (MiB)")(
@@ -193,7 +192,6 @@ int cmd_train(int argc, char** argv) {
 
   WorldOptions wo;
   wo.backend = o.backend;
-  wo.allow_gpu_sharing = o.allow_gpu_sharing;
   wo.timeout_s = o.collective_timeout;
   wo.run_dir = o.run_dir;
   World world = start_world(wo);

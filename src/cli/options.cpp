@@ -28,6 +28,15 @@ ParsedOptions parse_options(const CommandSpec& spec, int argc, char** argv,
   po::positional_options_description pos;
   for (const auto& p : positional) pos.add(p.name.c_str(), p.max_count);
   const std::string hint = " (see `cnnscale " + spec.name + " --help`)";
+  for (int i = 1; i < argc; ++i) {  // options that were removed: say why and what to do instead
+    const std::string a = argv[i];
+    if (a == "--allow-gpu-sharing" || a.rfind("--allow-gpu-sharing=", 0) == 0)
+      fail_collective(launcher_rank_or_zero(), spec.name,
+                      ": --allow-gpu-sharing was removed: the GPU path runs only over NCCL, which cannot put two "
+                      "ranks on one GPU, so it had no working use. Start at most one task per GPU (srun "
+                      "--ntasks-per-node=<GPUs per node> --gres=gpu:<GPUs per node>), or train on the CPU with "
+                      "--backend mpi (no GPU is bound then, so any number of ranks per node works)");
+  }
   try {
     po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), out.vm);
     if (out.vm.count("help")) {

@@ -45,7 +45,6 @@ BackendDecision decide_backend(Backend requested, const BackendFacts& f) {
   const Backend cpu = f.rendezvous ? Backend::gloo : Backend::mpi;
   const char* cpu_flag = f.rendezvous ? "--backend gloo" : "--backend mpi";
   d.backend = cpu;
-  const char* flag = requested == Backend::nccl ? "--backend nccl" : "--backend auto";
   if (requested == Backend::nccl) {
     if (!f.built_with_cuda)
       fail_collective(f.rank, "--backend nccl: this cnnscale was built without CUDA/NCCL (-DCNNSCALE_CUDA=OFF or no "
@@ -55,11 +54,6 @@ BackendDecision decide_backend(Backend requested, const BackendFacts& f) {
                       f.its_host, " has none: ", f.its_problem, "; or use ", cpu_flag, " for a CPU run");
   }
   if (f.built_with_cuda && f.rank_without_gpu < 0) {
-    if (f.rank_sharing >= 0)
-      fail_collective(f.rank, flag, " with --allow-gpu-sharing: ", f.sharing,
-                      ", but the GPU path runs over NCCL, which cannot put two ranks on one GPU. Start at most "
-                      "one task per GPU (srun --ntasks-per-node=<GPUs per node> --gres=gpu:<GPUs per node>), "
-                      "or train on the CPU with ", cpu_flag);
     d.backend = Backend::nccl;
     return d;
   }
@@ -105,9 +99,8 @@ std::vector<RankGpuFacts> exchange_facts(const ProcessContext& ctx, double timeo
   std::string problem = ctx.gpu_problem;
   if (ctx.device < 0 && problem.empty()) problem = "no GPU was bound to it";
   const char sep = '\x1f';
-  const std::string mine = ctx.host + sep + (ctx.device < 0 ? "1" : "0") + sep + problem + sep +
-                           (ctx.ranks_on_device > 1 ? "1" : "0") + sep + ctx.device_sharing + sep +
-                           join_hints(ctx.gpu_hints);
+  const std::string mine =
+      ctx.host + sep + (ctx.device < 0 ? "1" : "0") + sep + problem + sep + join_hints(ctx.gpu_hints);
   RendezvousStore& store = *ctx.store;
   store.set(prefix + std::to_string(ctx.rank), mine);
   std::vector<RankGpuFacts> all(static_cast<size_t>(ctx.size));
@@ -118,14 +111,12 @@ std::vector<RankGpuFacts> exchange_facts(const ProcessContext& ctx, double timeo
     size_t b = 0;
     for (size_t e; (e = v.find(sep, b)) != std::string::npos; b = e + 1) f.push_back(v.substr(b, e - b));
     f.push_back(v.substr(b));
-    if (f.size() != 6) internal_error("malformed backend facts of rank ", r, " in the rendezvous store");
+    if (f.size() != 4) internal_error("malformed backend facts of rank ", r, " in the rendezvous store");
     RankGpuFacts& x = all[static_cast<size_t>(r)];
     x.host = f[0];
     x.no_gpu = f[1] == "1";
     x.problem = f[2];
-    x.sharing = f[3] == "1";
-    x.sharing_text = f[4];
-    x.hints = f[5];
+    x.hints = f[3];
   }
   return all;
 }
@@ -143,10 +134,6 @@ BackendFacts combine_rank_facts(const std::vector<RankGpuFacts>& ranks, int rank
       f.rank_without_gpu = static_cast<int>(r);
       f.its_host = x.host;
       f.its_problem = x.problem;
-    }
-    if (x.sharing && f.rank_sharing < 0) {
-      f.rank_sharing = static_cast<int>(r);
-      f.sharing = x.sharing_text;
     }
     if (!x.hints.empty() && f.rank_with_hints < 0) {
       f.rank_with_hints = static_cast<int>(r);
@@ -174,8 +161,6 @@ Backend resolve_backend(Backend requested, const ProcessContext& ctx, double tim
   std::string problem = ctx.gpu_problem;
   if (ctx.device < 0 && problem.empty()) problem = "no GPU was bound to it";
   f.rank_without_gpu = first_rank_with(ctx.device < 0, problem, ctx.host, &f.its_problem, &f.its_host);
-  std::string ignored;
-  f.rank_sharing = first_rank_with(ctx.ranks_on_device > 1, ctx.device_sharing, ctx.host, &f.sharing, &ignored);
   f.rank_with_hints =
       first_rank_with(!ctx.gpu_hints.empty(), join_hints(ctx.gpu_hints), ctx.host, &f.hints, &f.hints_host);
   const BackendDecision d = decide_backend(requested, f);

@@ -4,9 +4,8 @@
 // GPU of its own, else the host (MPI, or Gloo for ranks that met at a rendezvous store),
 // with a warning (rank 0, once) when some node looks as if it had GPUs
 // (/dev/nvidiaN, SLURM_*_GPUS, CUDA_VISIBLE_DEVICES) and the reason CUDA gave none.
-// Ranks sharing a GPU (--allow-gpu-sharing) are refused for auto and nccl alike: NCCL
-// rejects two ranks on one device and the GPU model runs only with NCCL, so the choice
-// is between an error now and a silent CPU run; the error names both ways out.
+// Two ranks on one GPU never get this far: launch's device binding refuses them
+// (launch/device_binding.hpp; NCCL rejects two ranks on one device).
 #pragma once
 #include <memory>
 #include <string>
@@ -26,8 +25,6 @@ struct BackendFacts {
   int rank_without_gpu = -1;  // lowest rank bound to no GPU; -1 when every rank has one
   std::string its_host;       // that rank's host
   std::string its_problem;    // its ProcessContext::gpu_problem (the CUDA error, versions, fix)
-  int rank_sharing = -1;      // lowest rank whose GPU is shared with another rank; -1: none
-  std::string sharing;        // its ProcessContext::device_sharing
   int rank_with_hints = -1;   // lowest rank with GPU-presence hints; -1: none
   std::string hints;          // its hints (launch/gpu_diagnosis.hpp join_hints)
   std::string hints_host;
@@ -41,12 +38,10 @@ struct RankGpuFacts {
   std::string host;
   bool no_gpu = false;
   std::string problem;  // why no GPU
-  bool sharing = false;
-  std::string sharing_text;
   std::string hints;    // "" when none
 };
 // The facts of all ranks (indexed by rank) combined as resolve_backend does over MPI:
-// lowest rank without a GPU, sharing one, with hints. Pure.
+// lowest rank without a GPU, with hints. Pure.
 BackendFacts combine_rank_facts(const std::vector<RankGpuFacts>& ranks, int rank, bool built_with_cuda);
 
 struct BackendDecision {

@@ -12,7 +12,6 @@ namespace cnnscale {
 World start_world(const WorldOptions& opts) {
   BootstrapOptions bo;
   bo.use_gpu = opts.backend != Backend::mpi && opts.backend != Backend::gloo;  // gloo: the CPU
-  bo.allow_gpu_sharing = opts.allow_gpu_sharing;
   bo.timeout_s = opts.timeout_s;
   bo.run_dir = opts.run_dir;
   if (opts.backend == Backend::gloo) {

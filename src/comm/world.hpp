@@ -19,7 +19,6 @@ namespace cnnscale {
 
 struct WorldOptions {
   Backend backend = Backend::automatic;  // --backend
-  bool allow_gpu_sharing = false;        // --allow-gpu-sharing
   double timeout_s = 300;                // --collective-timeout: the rendezvous' and Gloo's deadline
   std::string run_dir;                   // --run-dir: where rank 0 puts the rendezvous token file
 };

@@ -165,20 +165,13 @@ ProcessContext bootstrap(const BootstrapOptions& opts) {
     if (mine.ids.empty()) ctx.gpu_problem = explain_no_gpu(probe_cuda(), read_nvidia_kernel_version());
   }
   std::vector<VisibleDevices> local = gather_views(mine, ctx.local_comm);
-  apply_device_choice(choose_device(local, ctx.local_rank, opts.allow_gpu_sharing, ctx.host), ctx);
+  apply_device_choice(choose_device(local, ctx.local_rank, ctx.host), ctx);
   return ctx;
 }
 
 void apply_device_choice(const DeviceChoice& choice, ProcessContext& ctx) {
   ctx.device = choice.device;
   ctx.device_id = choice.id;
-  ctx.ranks_on_device = choice.ranks_on_device;
-  if (choice.ranks_on_device > 1) {
-    std::string ranks;
-    for (size_t i = 0; i < choice.sharing.size(); ++i)
-      ranks += (i == 0 ? "" : i + 1 == choice.sharing.size() ? " and " : ", ") + std::to_string(choice.sharing[i]);
-    ctx.device_sharing = "local ranks " + ranks + " on " + ctx.host + " share GPU " + choice.id;
-  }
   ctx.device_label = device_name(ctx.device);
 }
 

@@ -21,7 +21,6 @@ namespace cnnscale {
 
 struct BootstrapOptions {
   bool use_gpu = true;  // false: always bind the CPU (e.g. --backend mpi --device cpu)
-  bool allow_gpu_sharing = false;
   // Join through the rendezvous store (launch/rendezvous_bootstrap.cpp) instead of
   // MPI: the gloo backend, or NCCL with a GPU on every rank. MPI is still initialised, as a singleton under torchrun or
   // TF_CONFIG (its world of 1 is then only this process).
@@ -40,8 +39,6 @@ struct ProcessContext {
   int device = -1;  // CUDA ordinal, -1 = CPU
   std::string device_label = "cpu";
   std::string device_id;               // the bound GPU's UUID (else "pci:<bus id>"), "" for the CPU
-  int ranks_on_device = 1;             // local ranks bound to that GPU (> 1 only with allow_gpu_sharing)
-  std::string device_sharing;          // "local ranks 0 and 1 on <host> share GPU-…" when ranks_on_device > 1
   std::string gpu_problem;             // why this rank has no GPU (launch/gpu_diagnosis.hpp explain_no_gpu);
                                        // "" when it has one or use_gpu is false
   std::string cuda_error;              // cudaGetErrorString of device enumeration, "" when it worked

@@ -57,13 +57,13 @@ std::string join_ranks(const std::vector<int>& ranks) {
 
 }  // namespace
 
-DeviceChoice choose_device(const std::vector<VisibleDevices>& local, int my_local_rank, bool allow_sharing,
-                           const std::string& host) {
+DeviceChoice choose_device(const std::vector<VisibleDevices>& local, int my_local_rank, const std::string& host) {
   const size_t me = static_cast<size_t>(my_local_rank);
   if (local.at(me).ids.empty()) return {};  // CPU
 
   std::vector<int> ordinal = match_distinct(local);
-  // Ranks left without a device of their own share the least-loaded one they see.
+  // Ranks left without a device of their own go to the least-loaded one they see (a
+  // conflict, named below).
   std::map<std::string, int> load;
   for (size_t r = 0; r < local.size(); ++r)
     if (ordinal[r] >= 0) ++load[local[r].ids[static_cast<size_t>(ordinal[r])]];
@@ -77,38 +77,32 @@ DeviceChoice choose_device(const std::vector<VisibleDevices>& local, int my_loca
   }
   auto id_of = [&](size_t r) { return ordinal[r] < 0 ? std::string() : local[r].ids[static_cast<size_t>(ordinal[r])]; };
 
-  if (!allow_sharing) {
-    for (size_t r = 0; r < local.size(); ++r) {
-      if (ordinal[r] < 0 || load[id_of(r)] < 2) continue;
-      std::vector<int> group;
-      std::set<std::string> distinct;
-      int with_gpu = 0;
-      for (size_t q = 0; q < local.size(); ++q) {
-        if (id_of(q) == id_of(r)) group.push_back(static_cast<int>(q));
-        if (!local[q].ids.empty()) ++with_gpu;
-        distinct.insert(local[q].ids.begin(), local[q].ids.end());
-      }
-      const size_t m = distinct.size();
-      fail("local ranks ", join_ranks(group), " on ", host, " would share one GPU (", id_of(r), "): ", with_gpu,
-           " ranks on this node see ", m,
-           " distinct GPU(s) between them, and NCCL and the GPU model need a GPU "
-           "of their own per rank. Start at most ",
-           m,
-           " task(s) per node with every GPU of the node visible to "
-           "each (srun --ntasks-per-node=",
-           m, " --gres=gpu:", m,
-           ", without --gpus-per-task/--gpu-bind; cnnscale picks one GPU per rank), make Slurm give each task a "
-           "different GPU, or train on the CPU with --backend mpi");
+  for (size_t r = 0; r < local.size(); ++r) {
+    if (ordinal[r] < 0 || load[id_of(r)] < 2) continue;
+    std::vector<int> group;
+    std::set<std::string> distinct;
+    int with_gpu = 0;
+    for (size_t q = 0; q < local.size(); ++q) {
+      if (id_of(q) == id_of(r)) group.push_back(static_cast<int>(q));
+      if (!local[q].ids.empty()) ++with_gpu;
+      distinct.insert(local[q].ids.begin(), local[q].ids.end());
     }
+    const size_t m = distinct.size();
+    fail("local ranks ", join_ranks(group), " on ", host, " would share one GPU (", id_of(r), "): ", with_gpu,
+         " ranks on this node see ", m,
+         " distinct GPU(s) between them, and NCCL and the GPU model need a GPU "
+         "of their own per rank. Start at most ",
+         m,
+         " task(s) per node with every GPU of the node visible to "
+         "each (srun --ntasks-per-node=",
+         m, " --gres=gpu:", m,
+         ", without --gpus-per-task/--gpu-bind; cnnscale picks one GPU per rank), make Slurm give each task a "
+         "different GPU, or train on the CPU with --backend mpi");
   }
 
   DeviceChoice choice;
   choice.device = ordinal[me];
   choice.id = id_of(me);
-  for (size_t q = 0; q < local.size(); ++q)
-    if (id_of(q) == choice.id) choice.sharing.push_back(static_cast<int>(q));
-  choice.ranks_on_device = static_cast<int>(choice.sharing.size());
-  if (choice.ranks_on_device < 2) choice.sharing.clear();
   return choice;
 }
 

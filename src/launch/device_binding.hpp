@@ -10,9 +10,10 @@
 // Why UUIDs and not CUDA_VISIBLE_DEVICES strings: under per-task binding every task sees
 // "ordinal 0", and Slurm may or may not renumber CUDA_VISIBLE_DEVICES, so comparing the
 // strings gave a false "more ranks than GPUs" (issue 18). Only two ranks on the same
-// physical device are a conflict: a UserError naming them and the fix, unless sharing is
-// allowed (then the least-loaded device, and ranks_on_device > 1; NCCL still cannot run
-// two ranks on one device, comm/make_communicator.hpp refuses that).
+// physical device are a conflict: a UserError naming them and the fix. There is no way to
+// allow it (--allow-gpu-sharing was removed, issue 28 item 4): NCCL refuses two ranks on
+// one device and the GPU model runs only over NCCL; a CPU run (--backend mpi or gloo)
+// binds no GPU and never gets here.
 #pragma once
 #include <string>
 #include <vector>
@@ -27,15 +28,12 @@ struct VisibleDevices {
 struct DeviceChoice {
   int device = -1;           // CUDA ordinal within this rank's visible set; -1 = CPU
   std::string id;            // its physical id; "" for the CPU
-  int ranks_on_device = 1;   // local ranks bound to the same physical device
-  std::vector<int> sharing;  // those local ranks (ascending) when ranks_on_device > 1
 };
 
 // local: every local rank's view, indexed by local rank (each rank computes the same
 // assignment from the same gathered views). Throws UserError when two ranks would share
-// a physical device and allow_sharing is false.
-DeviceChoice choose_device(const std::vector<VisibleDevices>& local, int my_local_rank, bool allow_sharing,
-                           const std::string& host);
+// a physical device.
+DeviceChoice choose_device(const std::vector<VisibleDevices>& local, int my_local_rank, const std::string& host);
 
 // This process's view (launch/cuda_devices.hpp probe_cuda()): empty when CUDA failed or
 // without the CUDA build; the reason is explain_no_gpu() (launch/gpu_diagnosis.hpp).

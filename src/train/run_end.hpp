@@ -46,8 +46,8 @@ bool run_json_finished(const nlohmann::json& run_json);
 
 class RunEnd {
  public:
-  static constexpr double kBoundaryGrace = 0.3;  // s after a stop signal before the stuck-wait record
-  static constexpr double kPokeWait = 0.35;      // s the ranks' watchdogs have to answer (50 ms ticks)
+  static constexpr double kBoundaryGrace = 0.15;  // s after a stop signal before the stuck-wait record
+  static constexpr double kPokeWait = 0.3;       // s the ranks' watchdogs have to answer (50 ms ticks)
 
   RunEnd() = default;  // inert until open()
   ~RunEnd();           // stops the signal thread

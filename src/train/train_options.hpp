@@ -46,7 +46,6 @@ struct TrainOptions {
   bool evaluate = true;          // test-split accuracy at each epoch end (not synthetic)
   // parallelism
   Backend backend = Backend::automatic;
-  bool allow_gpu_sharing = false;
   double bucket_mb = 25.0;
   double first_bucket_mb = 1.0;
   int64_t check_replicas = 0;    // every N steps verify all ranks hold identical parameters (0: off)

@@ -1,7 +1,7 @@
 // --backend decision from injected facts (no MPI, no GPU): auto falls back to the CPU
-// with a warning where GPUs seem to exist, nccl fails with CUDA's reason, and ranks
-// sharing a GPU (--allow-gpu-sharing) never get NCCL; after a rendezvous the CPU backend is
-// Gloo, and the per-rank facts from the store combine as over MPI.
+// with a warning where GPUs seem to exist, nccl fails with CUDA's reason (two ranks on
+// one GPU are refused earlier, at the device binding); after a rendezvous the CPU
+// backend is Gloo, and the per-rank facts from the store combine as over MPI.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -34,13 +34,6 @@ BackendFacts no_gpu_on_rank(int r, bool hints) {
     f.hints = "/dev/nvidia0 /dev/nvidia1; SLURM_JOB_GPUS=0,1";
     f.hints_host = "gpu01";
   }
-  return f;
-}
-
-BackendFacts shared() {
-  BackendFacts f = gpus_everywhere();
-  f.rank_sharing = 0;
-  f.sharing = "local ranks 0 and 1 on gpu01 share GPU GPU-aaaa";
   return f;
 }
 
@@ -102,51 +95,6 @@ TEST(BackendChoice, NcclWithoutGpuNamesCudasReason) {
   EXPECT_TRUE(has(error_of(Backend::nccl, nobuild), "built without CUDA/NCCL"));
 }
 
-TEST(BackendChoice, SharedGpuNeverGetsNccl) {
-  for (Backend b : {Backend::automatic, Backend::nccl}) {
-    const std::string m = error_of(b, shared());
-    EXPECT_TRUE(has(m, std::string(b == Backend::nccl ? "--backend nccl" : "--backend auto") +
-                           " with --allow-gpu-sharing: local ranks 0 and 1 on gpu01 share GPU GPU-aaaa"))
-        << m;
-    EXPECT_TRUE(has(m, "NCCL, which cannot put two ranks on one GPU")) << m;
-    EXPECT_TRUE(has(m, "--backend mpi")) << m;
-  }
-}
-
-TEST(BackendChoice, MpiIsAlwaysMpi) {
-  EXPECT_EQ(decide_backend(Backend::mpi, shared()).backend, Backend::mpi);
-  EXPECT_EQ(decide_backend(Backend::mpi, no_gpu_on_rank(0, true)).warning, "");
-}
-
-// Ranks that met at a rendezvous store (torchrun-style, TF_CONFIG): the same decision,
-// with Gloo as the CPU backend.
-TEST(BackendChoice, RendezvousPicksNcclOrGloo) {
-  BackendFacts all = gpus_everywhere();
-  all.rendezvous = true;
-  EXPECT_EQ(decide_backend(Backend::automatic, all).backend, Backend::nccl);
-  EXPECT_EQ(decide_backend(Backend::nccl, all).backend, Backend::nccl);
-  EXPECT_EQ(decide_backend(Backend::gloo, all).backend, Backend::gloo);  // gloo stays the CPU
-  BackendFacts quiet = no_gpu_on_rank(1, false);
-  quiet.rendezvous = true;
-  const BackendDecision q = decide_backend(Backend::automatic, quiet);
-  EXPECT_EQ(q.backend, Backend::gloo);
-  EXPECT_EQ(q.warning, "");
-  BackendFacts hinted = no_gpu_on_rank(3, true);
-  hinted.rendezvous = true;
-  const BackendDecision h = decide_backend(Backend::automatic, hinted);
-  EXPECT_EQ(h.backend, Backend::gloo);
-  EXPECT_TRUE(has(h.warning, "--backend auto trains on the CPU (Gloo) although gpu01")) << h.warning;
-  EXPECT_TRUE(has(h.warning, "or --backend gloo to choose the CPU")) << h.warning;
-  const std::string m = error_of(Backend::nccl, hinted);
-  EXPECT_TRUE(has(m, "--backend nccl needs a GPU on every rank, but rank 3 on gpu07 has none")) << m;
-  EXPECT_TRUE(has(m, "--backend gloo for a CPU run")) << m;
-  BackendFacts sh = shared();
-  sh.rendezvous = true;
-  EXPECT_TRUE(has(error_of(Backend::automatic, sh), "train on the CPU with --backend gloo"));
-}
-
-// The per-rank facts exchanged through the store combine as the MPI reductions do: the
-// lowest rank of each kind, with its own text and host.
 TEST(BackendChoice, CombineRankFacts) {
   std::vector<RankGpuFacts> r(4);
   const char* hosts[] = {"n0", "n1", "n2", "n3"};
@@ -155,22 +103,17 @@ TEST(BackendChoice, CombineRankFacts) {
   EXPECT_EQ(none.rank, 2);
   EXPECT_TRUE(none.rendezvous);
   EXPECT_EQ(none.rank_without_gpu, -1);
-  EXPECT_EQ(none.rank_sharing, -1);
   EXPECT_EQ(none.rank_with_hints, -1);
   EXPECT_EQ(decide_backend(Backend::automatic, none).backend, Backend::nccl);
   r[3].no_gpu = true;
   r[3].problem = "p3";
   r[1].no_gpu = true;
   r[1].problem = "p1";
-  r[2].sharing = true;
-  r[2].sharing_text = "s2";
   r[3].hints = "h3";
   const BackendFacts f = combine_rank_facts(r, 0, true);
   EXPECT_EQ(f.rank_without_gpu, 1);
   EXPECT_EQ(f.its_problem, "p1");
   EXPECT_EQ(f.its_host, "n1");
-  EXPECT_EQ(f.rank_sharing, 2);
-  EXPECT_EQ(f.sharing, "s2");
   EXPECT_EQ(f.rank_with_hints, 3);
   EXPECT_EQ(f.hints, "h3");
   EXPECT_EQ(f.hints_host, "n3");

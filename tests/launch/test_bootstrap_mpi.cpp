@@ -52,6 +52,6 @@ TEST(BootstrapMpi, DeviceViewsReachEveryRankAndBindByUuid) {
     if (r == 2) want.push_back("GPU-extra");
     EXPECT_EQ(all[static_cast<size_t>(r)].ids, want) << "rank " << r;
   }
-  const DeviceChoice c = choose_device(all, rank, false, "h");
+  const DeviceChoice c = choose_device(all, rank, "h");
   EXPECT_EQ(c.device, rank == 1 ? -1 : 0);
 }

@@ -1,6 +1,6 @@
 // GPU choice among local ranks from injected device lists (physical ids by ordinal):
 // node-wide sets, one GPU per task, a GPU two tasks would share, more ranks than GPUs,
-// --allow-gpu-sharing, no GPU at all.
+// always refused (no option allows it), no GPU at all.
 #include <gtest/gtest.h>
 
 #include "launch/device_binding.hpp"
@@ -14,7 +14,7 @@ const std::vector<std::string> kNode{"GPU-aaaa", "GPU-bbbb", "GPU-cccc", "GPU-dd
 
 std::string error_of(const std::vector<VisibleDevices>& local, int rank, const std::string& host) {
   try {
-    choose_device(local, rank, false, host);
+    choose_device(local, rank, host);
   } catch (const UserError& e) {
     return e.what();
   }
@@ -25,7 +25,7 @@ std::string error_of(const std::vector<VisibleDevices>& local, int rank, const s
 
 TEST(DeviceBinding, NoGpuMeansCpu) {
   std::vector<VisibleDevices> local(2);
-  const DeviceChoice c = choose_device(local, 1, false, "h");
+  const DeviceChoice c = choose_device(local, 1, "h");
   EXPECT_EQ(c.device, -1);
   EXPECT_EQ(c.id, "");
 }
@@ -34,17 +34,16 @@ TEST(DeviceBinding, AllGpusVisibleLocalRankIPicksOrdinalI) {
   // --gres=gpu:4, 4 tasks: every rank sees the same 4 devices.
   std::vector<VisibleDevices> local(4, VisibleDevices{kNode});
   for (int r = 0; r < 4; ++r) {
-    const DeviceChoice c = choose_device(local, r, false, "h");
+    const DeviceChoice c = choose_device(local, r, "h");
     EXPECT_EQ(c.device, r);
     EXPECT_EQ(c.id, kNode[static_cast<size_t>(r)]);
-    EXPECT_EQ(c.ranks_on_device, 1);
   }
 }
 
 TEST(DeviceBinding, FewerRanksThanVisibleGpus) {
   std::vector<VisibleDevices> local(2, VisibleDevices{kNode});
-  EXPECT_EQ(choose_device(local, 0, false, "h").device, 0);
-  EXPECT_EQ(choose_device(local, 1, false, "h").device, 1);
+  EXPECT_EQ(choose_device(local, 0, "h").device, 0);
+  EXPECT_EQ(choose_device(local, 1, "h").device, 1);
 }
 
 TEST(DeviceBinding, OneGpuPerTaskDistinctUuidsIsFine) {
@@ -54,17 +53,16 @@ TEST(DeviceBinding, OneGpuPerTaskDistinctUuidsIsFine) {
   std::vector<VisibleDevices> local;
   for (const auto& id : kNode) local.push_back({{id}});
   for (int r = 0; r < 4; ++r) {
-    const DeviceChoice c = choose_device(local, r, false, "h");
+    const DeviceChoice c = choose_device(local, r, "h");
     EXPECT_EQ(c.device, 0);
     EXPECT_EQ(c.id, kNode[static_cast<size_t>(r)]);
-    EXPECT_EQ(c.ranks_on_device, 1);
   }
 }
 
 TEST(DeviceBinding, RestrictedSetInAnotherOrder) {
   // Rank 0 sees (c, d), rank 1 sees (d, c): different ordinals, distinct physical GPUs.
   std::vector<VisibleDevices> local{{{"GPU-cccc", "GPU-dddd"}}, {{"GPU-dddd", "GPU-cccc"}}};
-  const DeviceChoice a = choose_device(local, 0, false, "h"), b = choose_device(local, 1, false, "h");
+  const DeviceChoice a = choose_device(local, 0, "h"), b = choose_device(local, 1, "h");
   EXPECT_EQ(a.id, "GPU-cccc");
   EXPECT_EQ(b.id, "GPU-dddd");
   EXPECT_EQ(b.device, 0);
@@ -73,9 +71,9 @@ TEST(DeviceBinding, RestrictedSetInAnotherOrder) {
 TEST(DeviceBinding, EarlierRankMovesSoALaterOneFitsToo) {
   // Rank 0 sees (a, b), rank 1 only a: rank 0 must take b.
   std::vector<VisibleDevices> local{{{"GPU-aaaa", "GPU-bbbb"}}, {{"GPU-aaaa"}}};
-  EXPECT_EQ(choose_device(local, 0, false, "h").id, "GPU-bbbb");
-  EXPECT_EQ(choose_device(local, 0, false, "h").device, 1);
-  EXPECT_EQ(choose_device(local, 1, false, "h").id, "GPU-aaaa");
+  EXPECT_EQ(choose_device(local, 0, "h").id, "GPU-bbbb");
+  EXPECT_EQ(choose_device(local, 0, "h").device, 1);
+  EXPECT_EQ(choose_device(local, 1, "h").id, "GPU-aaaa");
 }
 
 TEST(DeviceBinding, TwoRanksSeeingTheSameSingleGpuIsAnErrorNamingTheFix) {
@@ -99,27 +97,12 @@ TEST(DeviceBinding, MoreRanksThanGpusIsAnError) {
   // Ranks that see no GPU at all are not part of a conflict.
   std::vector<VisibleDevices> mixed{{{"GPU-aaaa"}}, {}, {{"GPU-bbbb"}}};
   EXPECT_EQ(error_of(mixed, 0, "h"), "");
-  EXPECT_EQ(choose_device(mixed, 1, false, "h").device, -1);
+  EXPECT_EQ(choose_device(mixed, 1, "h").device, -1);
 }
 
-TEST(DeviceBinding, SharingAllowedPutsExtraRanksOnTheLeastLoadedGpu) {
-  std::vector<VisibleDevices> local(3, VisibleDevices{{"GPU-aaaa", "GPU-bbbb"}});
-  const DeviceChoice c0 = choose_device(local, 0, true, "h"), c1 = choose_device(local, 1, true, "h"),
-                     c2 = choose_device(local, 2, true, "h");
-  EXPECT_EQ(c0.device, 0);
-  EXPECT_EQ(c1.device, 1);
-  EXPECT_EQ(c2.device, 0);
-  EXPECT_EQ(c2.ranks_on_device, 2);
-  EXPECT_EQ(c0.ranks_on_device, 2);
-  EXPECT_EQ(c0.sharing, (std::vector<int>{0, 2}));
-  EXPECT_EQ(c1.ranks_on_device, 1);
-  EXPECT_TRUE(c1.sharing.empty());
-}
-
-TEST(DeviceBinding, SharingAllowedSameSingleGpu) {
+TEST(DeviceBinding, TwoRanksOnOneGpuAreAlwaysRefused) {
+  // --allow-gpu-sharing is gone (issue 28 item 4): no option lets this through.
   std::vector<VisibleDevices> local(2, VisibleDevices{{"GPU-aaaa"}});
-  const DeviceChoice c = choose_device(local, 1, true, "h");
-  EXPECT_EQ(c.device, 0);
-  EXPECT_EQ(c.ranks_on_device, 2);
-  EXPECT_EQ(c.sharing, (std::vector<int>{0, 1}));
+  EXPECT_NE(error_of(local, 1, "h").find("local ranks 0 and 1 on h would share one GPU (GPU-aaaa)"), std::string::npos);
+  EXPECT_NE(error_of(local, 1, "h").find("--backend mpi"), std::string::npos);
 }

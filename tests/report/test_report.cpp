@@ -2,6 +2,8 @@
 // data generated from Amdahl's law, α–β fits of allreduce benchmarks, grouping and bad
 // input. The two-level step model: test_step_model.cpp.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -426,6 +428,61 @@ TEST(ReportInput, DirectoryProblems) {
   Report rep = analyze(o);
   EXPECT_EQ(rep.skipped.size(), 1u);
   EXPECT_EQ(rep.groups.size(), 1u);
+  fs::remove_all(dir);
+}
+
+// Runs that ended early (train/run_end.hpp, issue 28 item 3): a run.json with "ended" is
+// named with its last step and never a point; without run.json, metrics.jsonl and the
+// lock tell killed (lock free), still running (lock held) and never started apart.
+TEST(ReportInput, StoppedAndKilledRunsNamedWithTheirLastStep) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("cnnscale-report-end-" + std::to_string(::getpid()));
+  fs::create_directories(dir / "stopped");
+  nlohmann::json doc = run_doc(2, 64, 100, 0, 90, 0, 10);
+  doc["ended"] = "signal SIGTERM at step 37";
+  doc["steps"] = 37;
+  doc["planned_steps"] = 1000;
+  std::ofstream((dir / "stopped" / "run.json").string()) << doc.dump();
+  std::string e = error_of([&] { load_run((dir / "stopped").string()); });
+  EXPECT_NE(e.find("did not finish: stopped after step 37 of 1000: signal SIGTERM at step 37"), std::string::npos) << e;
+  EXPECT_NE(e.find("--allow-missing"), std::string::npos) << e;
+  doc["ended"] = "finished";
+  std::ofstream((dir / "stopped" / "run.json").string()) << doc.dump();
+  EXPECT_EQ(load_run((dir / "stopped").string()).steps, 37);  // "finished" is a finished run
+
+  // No run.json: metrics.jsonl's last progress line, the lock's state and holder.
+  fs::create_directories(dir / "killed");
+  std::ofstream((dir / "killed" / "metrics.jsonl").string())
+      << "{\"event\":\"start\",\"from_step\":0}\n{\"step\":10,\"loss\":1.0}\n{\"step\":20,\"loss\":0.5}\n"
+      << "{\"event\":\"eval\",\"step\":20}\n{\"step\":2";  // a line cut short
+  std::ofstream((dir / "killed" / "run.lock").string()) << R"({"host":"n7","pid":4242,"job_id":"99","started":"x"})";
+  e = error_of([&] { load_run((dir / "killed").string()); });
+  EXPECT_NE(e.find("has no run.json: killed after step 20 (metrics.jsonl's last progress line)"), std::string::npos) << e;
+  EXPECT_NE(e.find("its last holder: pid 4242 on n7, Slurm job 99"), std::string::npos) << e;
+  {
+    const int fd = ::open((dir / "killed" / "run.lock").c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::flock(fd, LOCK_EX), 0);  // a training holds it
+    e = error_of([&] { load_run((dir / "killed").string()); });
+    EXPECT_NE(e.find("still running (pid 4242 on n7, Slurm job 99 holds run.lock), at step 20"), std::string::npos) << e;
+    ::close(fd);
+  }
+  // An end line after the last start (run.json kept a finished summary elsewhere, or was lost).
+  std::ofstream((dir / "killed" / "metrics.jsonl").string(), std::ios::app)
+      << "\n{\"event\":\"end\",\"ended\":\"signal SIGUSR1 at step 20\",\"step\":20}\n";
+  e = error_of([&] { load_run((dir / "killed").string()); });
+  EXPECT_NE(e.find("ended early after step 20 (metrics.jsonl's last progress line): signal SIGUSR1 at step 20"),
+            std::string::npos) << e;
+  fs::create_directories(dir / "never");
+  e = error_of([&] { load_run((dir / "never").string()); });
+  EXPECT_NE(e.find("no run.json and no metrics.jsonl"), std::string::npos) << e;
+
+  ReportOptions o = opts();
+  o.run_dirs = {(dir / "stopped").string(), (dir / "killed").string()};
+  o.allow_missing = true;
+  Report rep = analyze(o);
+  ASSERT_EQ(rep.skipped.size(), 1u);
+  EXPECT_NE(rep.skipped[0].find("ended early after step 20"), std::string::npos) << rep.skipped[0];
   fs::remove_all(dir);
 }
 

@@ -15,6 +15,7 @@
 #include "train/checkpoint.hpp"
 #include "train/optimizer.hpp"
 #include "train/run_dir.hpp"
+#include "train/run_end.hpp"
 #include "util/error.hpp"
 
 namespace fs = std::filesystem;
@@ -288,6 +289,30 @@ TEST(RunSummary, ContinuedRunCoversTheWholeRun) {
   EXPECT_EQ(rewound["segments"].size(), 2u);
   // A fresh run has one segment and no history.
   EXPECT_EQ(merge_run_summary(nullptr, now, 0)["segments"].size(), 1u);
+}
+
+// How a run ended (train/run_end.hpp): a stopped segment is no finished run, keeps its
+// "ended" in the segments of the run that later finishes, and a record without timings
+// leaves the segment's images_per_s null.
+TEST(RunSummary, StoppedSegmentsAreNotFinishedRunsAndStayInTheHistory) {
+  using json = nlohmann::json;
+  EXPECT_TRUE(run_json_finished(json{{"steps", 10}}));  // run.json from before "ended"
+  EXPECT_TRUE(run_json_finished(json{{"steps", 10}, {"ended", "finished"}}));
+  EXPECT_FALSE(run_json_finished(json{{"steps", 10}, {"ended", "signal SIGTERM at step 10"}}));
+  EXPECT_FALSE(run_json_finished(json(nullptr)));
+  EXPECT_FALSE(run_json_finished(json::array()));
+  const json stopped = merge_run_summary(
+      nullptr, json{{"steps", 40}, {"world_size", 2}, {"ended", "rank 1 on n2 died or hung: ..."}}, 0);
+  ASSERT_EQ(stopped["segments"].size(), 1u);
+  EXPECT_EQ(stopped["segments"][0]["ended"], "rank 1 on n2 died or hung: ...");
+  EXPECT_TRUE(stopped["segments"][0]["images_per_s"].is_null());  // no timings: killed
+  // Resumed from its checkpoint at 40 and finished: both segments, the first with its end.
+  const json done = merge_run_summary(stopped, json{{"steps", 100}, {"images_per_s", 5.0}, {"ended", "finished"}}, 40);
+  ASSERT_EQ(done["segments"].size(), 2u);
+  EXPECT_EQ(done["segments"][0]["ended"], "rank 1 on n2 died or hung: ...");
+  EXPECT_FALSE(done["segments"][1].contains("ended"));
+  // Resumed from an older checkpoint (30): the killed segment's steps past it are redone.
+  EXPECT_EQ(merge_run_summary(stopped, json{{"steps", 100}}, 30)["segments"].size(), 1u);
 }
 
 namespace {

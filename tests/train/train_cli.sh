@@ -31,6 +31,14 @@ expect_eq "missing data dir exit status" 2 "$?"
 expect_grep "missing data dir named" "cnnscale: error: .*$TMP/nowhere" "$TMP/e6"
 "$CNNSCALE" train --synthetic --lr-scaling cubic >"$TMP/e7" 2>&1
 expect_grep "bad lr scaling" 'cnnscale: error: --lr-scaling cubic is not supported' "$TMP/e7"
+# --allow-gpu-sharing was removed (issue 28 item 4): an old script gets why and what instead.
+for cmd in train env allreduce; do
+  "$CNNSCALE" $cmd --allow-gpu-sharing >"$TMP/e8.$cmd" 2>&1
+  expect_eq "$cmd --allow-gpu-sharing: exit status 2" 2 "$?"
+  expect_grep "$cmd --allow-gpu-sharing: removed, and the ways out" \
+    "cnnscale: error: $cmd: --allow-gpu-sharing was removed: .*NCCL, which cannot put two ranks on one GPU.*--backend mpi" \
+    "$TMP/e8.$cmd"
+done
 
 # Synthetic input shape (--image-size S|HxW, --channels, --classes) and the torchvision
 # ResNets: errors name the option; a 2-step resnet18 on 3×32×48, 7 classes runs and
