@@ -47,6 +47,13 @@ int cmd_report(int argc, char** argv) {
       "bootstrap", po::value<int>()->default_value(200), "bootstrap replicates for the uncertainty bands (0: none)")(
       "target-accuracy", po::value<double>(),
       "accuracy (0..1) for the time-to-accuracy column (default: the highest every run reached)")(
+      "epochs", po::value<double>(),
+      "the training to budget: wall time, node-hours and GPU-/core-hours of this many epochs at every measured "
+      "and projected count, the cheapest and the fastest count within the threshold, and a request paragraph")(
+      "train-samples", po::value<long>(),
+      "images per epoch for --epochs (default: the data set's train split recorded in run.json; synthetic runs "
+      "need it)")(
+      "node-hour-cost", po::value<double>(), "price of one node-hour: adds a cost column to the budget")(
       "allow-missing", po::bool_switch(),
       "skip run directories without a usable run.json (e.g. failed jobs of a sweep) instead of failing");
   auto parsed = parse_options(spec, argc, argv, desc, {{"run-dir", -1}});
@@ -72,6 +79,16 @@ int cmd_report(int argc, char** argv) {
       fail("--target-accuracy must be a fraction in (0, 1], got ", *o.target_accuracy);
   }
   o.allow_missing = vm["allow-missing"].as<bool>();
+  if (vm.count("epochs")) o.epochs = vm["epochs"].as<double>();
+  if (o.epochs && !(*o.epochs > 0)) fail("--epochs must be positive, got ", *o.epochs);
+  if (vm.count("train-samples")) o.train_samples = vm["train-samples"].as<long>();
+  if (o.train_samples && *o.train_samples < 1) fail("--train-samples must be at least 1, got ", *o.train_samples);
+  if (vm.count("node-hour-cost")) o.node_hour_cost = vm["node-hour-cost"].as<double>();
+  if (o.node_hour_cost && !(*o.node_hour_cost >= 0))
+    fail("--node-hour-cost must not be negative, got ", *o.node_hour_cost);
+  if ((o.train_samples || o.node_hour_cost) && !o.epochs && !o.target_accuracy)
+    fail("--train-samples and --node-hour-cost size the training budget: give --epochs E (or --target-accuracy A "
+         "with runs that evaluated)");
 
   report::Report rep = report::analyze(o);
   report::write_report(rep);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "report/alpha_beta.hpp"
+#include "report/budget.hpp"
 #include "report/grouping.hpp"
 #include "report/scaling_table.hpp"
 #include "report/step_model.hpp"
@@ -25,6 +26,10 @@ struct ReportOptions {
   std::optional<double> target_accuracy;
   bool allow_missing = false;  // skip run directories without run.json (a sweep with failed jobs)
   int max_factor = 64;
+  // The training budget (report/budget.hpp): --epochs, --train-samples, --node-hour-cost.
+  std::optional<double> epochs;
+  std::optional<long> train_samples;
+  std::optional<double> node_hour_cost;
 };
 
 // An external measurement (--points): another system's or a published throughput.
@@ -47,6 +52,7 @@ struct GroupAnalysis {
   std::optional<ModelFit> fit;
   std::vector<Projection> projections;
   std::optional<Recommendation> recommendation;
+  std::optional<Budget> budget;  // with --epochs (or epochs to --target-accuracy)
   std::vector<std::string> notes;
 };
 

@@ -204,6 +204,38 @@ nlohmann::json render_json(const Report& rep) {
       grp["projections"] = proj;
       grp["projection_is_model"] = true;
     }
+    if (ga.budget) {
+      const Budget& b = *ga.budget;
+      json rows = json::array();
+      for (const auto& r : b.rows)
+        rows.push_back({{"ranks", r.ranks},
+                        {"nodes", r.nodes},
+                        {"projected", r.projected},
+                        {"epochs", r.epochs},
+                        {"images_per_s", r.images_per_s},
+                        {"images_per_s_lo", j(r.ips_lo)},
+                        {"images_per_s_hi", j(r.ips_hi)},
+                        {"efficiency", r.efficiency},
+                        {"wall_hours", r.wall_h},
+                        {"wall_hours_lo", j(r.wall_lo_h)},
+                        {"wall_hours_hi", j(r.wall_hi_h)},
+                        {"node_hours", r.node_hours},
+                        {"node_hours_lo", j(r.node_hours_lo)},
+                        {"node_hours_hi", j(r.node_hours_hi)},
+                        {"device_hours", r.device_hours},
+                        {"cost", j(r.cost)}});
+      grp["budget"] = {{"epochs", b.epochs},
+                       {"epochs_source", b.epochs_source},
+                       {"train_samples", b.train_samples},
+                       {"samples_source", b.samples_source},
+                       {"device_unit", b.device_unit},
+                       {"node_hour_cost", j(b.node_hour_cost)},
+                       {"rows", rows},
+                       {"cheapest", b.cheapest ? json(b.rows[*b.cheapest].ranks) : json(nullptr)},
+                       {"fastest_within_threshold", b.fastest_within ? json(b.rows[*b.fastest_within].ranks) : json(nullptr)},
+                       {"request", b.request},
+                       {"notes", b.notes}};
+    }
     if (ga.recommendation) {
       const auto& rc = *ga.recommendation;
       grp["recommendation"] = {

@@ -86,6 +86,27 @@ std::string throughput_chart(const Report& rep, const GroupAnalysis& ga) {
   return render_svg(c);
 }
 
+// Node-hours and wall time of the whole training against nodes (measured and projected).
+std::string budget_chart(const GroupAnalysis& ga) {
+  LineChart c;
+  c.title = "Training budget vs nodes";
+  c.x_label = "nodes (log2 scale)";
+  c.y_label = "hours (log scale)";
+  c.log_y = true;
+  Series nh{"node-hours (measured)", "#1f77b4", {}, false, true}, nhp{"node-hours (model)", "#1f77b4", {}, true, true};
+  Series wall{"wall time h (measured)", "#d62728", {}, false, true}, wallp{"wall time h (model)", "#d62728", {}, true, true};
+  for (const auto& r : ga.budget->rows) {
+    (r.projected ? nhp : nh).points.push_back({r.nodes, r.node_hours});
+    (r.projected ? wallp : wall).points.push_back({r.nodes, r.wall_h});
+  }
+  // The model's lines start at the largest measured count, so that they continue the measured ones.
+  if (!nh.points.empty() && !nhp.points.empty()) nhp.points.insert(nhp.points.begin(), nh.points.back());
+  if (!wall.points.empty() && !wallp.points.empty()) wallp.points.insert(wallp.points.begin(), wall.points.back());
+  for (auto* s : {&nh, &wall, &nhp, &wallp})
+    if (!s->points.empty()) c.series.push_back(*s);
+  return render_svg(c);
+}
+
 std::string efficiency_chart(const Report& rep, const GroupAnalysis& ga, double threshold) {
   LineChart c;
   c.title = "Parallel efficiency vs ranks";
@@ -179,6 +200,12 @@ std::string render_html(const Report& rep) {
       table(os, fit_table(ga));
       os << "<h3>Projection (model, not measured)</h3>\n<p>" << xml_escape(kModelDisclaimer) << "</p>\n";
       table(os, projection_table(ga));
+    }
+    if (ga.budget) {
+      os << "<h3>Training budget</h3>\n<p class=\"rec\">" << xml_escape(ga.budget->request) << "</p>\n";
+      os << "<div class=\"charts\">\n" << budget_chart(ga) << "</div>\n";
+      table(os, budget_table(ga));
+      for (const auto& n : ga.budget->notes) os << "<p class=\"note\">Note: " << xml_escape(n) << "</p>\n";
     }
     if (!rep.points.empty()) {
       os << "<h3>External points</h3>\n";

@@ -74,6 +74,12 @@ std::string render_markdown(const Report& rep) {
       os << "### Projection (model, not measured)\n\n" << kModelDisclaimer << "\n\n";
       table(os, projection_table(ga));
     }
+    if (ga.budget) {
+      os << "### Training budget\n\n" << ga.budget->request << "\n\n";
+      table(os, budget_table(ga));
+      for (const auto& n : ga.budget->notes) os << "- Note: " << n << "\n";
+      if (!ga.budget->notes.empty()) os << "\n";
+    }
     if (!rep.points.empty()) {
       os << "### External points (--points " << rep.options.points_file.value_or("") << ")\n\n";
       table(os, points_table(rep, ga));

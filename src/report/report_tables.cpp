@@ -160,6 +160,30 @@ TextTable projection_table(const GroupAnalysis& ga) {
   return t;
 }
 
+TextTable budget_table(const GroupAnalysis& ga) {
+  TextTable t;
+  const Budget& b = *ga.budget;
+  t.headers = {"Ranks", "Nodes", "From", "Epochs", "Images/s", "Wall time", "Wall band", "Node-hours", "Node-h band",
+               b.device_unit, "Efficiency", "Choice"};
+  if (b.node_hour_cost) t.headers.insert(t.headers.begin() + 10, "Cost");
+  for (size_t i = 0; i < b.rows.size(); ++i) {
+    const BudgetRow& r = b.rows[i];
+    std::string choice;
+    if (b.cheapest && *b.cheapest == i) choice = "fewest node-hours";
+    if (b.fastest_within && *b.fastest_within == i)
+      choice += std::string(choice.empty() ? "" : "; ") + "fastest ≥ threshold";
+    std::vector<std::string> row = {i2s(r.ranks), fmt_count(r.nodes), r.projected ? "model" : "measured",
+                                    fmt_count(r.epochs), fmt_num(r.images_per_s, 4), fmt_hours(r.wall_h),
+                                    r.wall_lo_h && r.wall_hi_h ? fmt_hours(*r.wall_lo_h) + "–" + fmt_hours(*r.wall_hi_h)
+                                                               : "—",
+                                    fmt_num(r.node_hours, 3), band(r.node_hours_lo, r.node_hours_hi, 3),
+                                    fmt_num(r.device_hours, 3), fmt_pct(r.efficiency), choice};
+    if (b.node_hour_cost) row.insert(row.begin() + 10, r.cost ? fmt_num(*r.cost, 4) : "—");
+    t.rows.push_back(row);
+  }
+  return t;
+}
+
 TextTable points_table(const Report& rep, const GroupAnalysis& ga) {
   TextTable t;
   t.headers = {"Point", "Ranks", "Nodes", "Images/s", "Step ms", "This model at that layout (images/s)"};

@@ -20,6 +20,7 @@ TextTable fit_table(const GroupAnalysis& ga);
 TextTable projection_table(const GroupAnalysis& ga);
 TextTable parameter_table(const GroupAnalysis& ga);                  // every model parameter, its state and band
 TextTable points_table(const Report& rep, const GroupAnalysis& ga);  // --points beside the model
+TextTable budget_table(const GroupAnalysis& ga);                     // the training budget (ga.budget set)
 std::string breakdown_heading(const GroupAnalysis& ga);              // says medians or means
 std::vector<std::string> breakdown_notes(const GroupAnalysis& ga);   // negative "other", means used
 

@@ -167,6 +167,14 @@ RunRecord parse_run(const json& doc, const std::string& file) {
   }
 
   if (auto it = doc.find("timeline"); it != doc.end() && it->is_string()) r.timeline = it->get<std::string>();
+  if (auto n = f.optional(doc, "train_samples"); n && *n >= 1) r.train_samples = static_cast<long>(*n);
+  if (auto it = doc.find("data"); it != doc.end() && it->is_string()) r.synthetic = *it == "synthetic";
+  if (auto t = f.optional(doc, "threads_per_rank"); t && *t >= 1) r.threads_per_rank = static_cast<int>(*t);
+  if (auto it = doc.find("accuracy_per_epoch"); it != doc.end() && it->is_array())
+    for (const auto& e : *it)
+      if (e.is_object() && e.contains("epoch") && e["epoch"].is_number() && e.contains("accuracy") &&
+          e["accuracy"].is_number())
+        r.accuracy_per_epoch.push_back({e["epoch"].get<double>(), e["accuracy"].get<double>()});
 
   // Consistency: a report built on contradictory numbers would be silently wrong.
   if (r.nodes > r.world_size) fail(file, ": 'nodes' (", r.nodes, ") is larger than 'world_size' (", r.world_size, ")");

@@ -6,7 +6,8 @@
 // p90}, breakdown_ms {data, compute, comm_exposed, optimizer}, train_loss, test_accuracy.
 // Optional: images_per_s_p10/_p90, grad_bytes, epochs, time_to_accuracy [{accuracy,
 // seconds}], slurm {job_id, nodelist},
-// timeline (the --timeline trace file). A missing or mistyped required field is a
+// timeline (the --timeline trace file), train_samples, data, threads_per_rank,
+// accuracy_per_epoch [{epoch, accuracy}] (the budget's inputs). A missing or mistyped required field is a
 // UserError naming the file and the field.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -56,6 +57,16 @@ struct RunRecord {
   std::vector<AccuracyTime> time_to_accuracy;
   std::string slurm_job_id, slurm_nodelist;
   std::string timeline;  // run.json timeline: the --timeline file (absolute path), "" when none
+  // For the training budget (report/budget.hpp): the data set's train split (run.json
+  // train_samples), whether the run read synthetic data, the threads each rank used, and
+  // each evaluation's epoch and accuracy (accuracy_per_epoch).
+  std::optional<long> train_samples;
+  bool synthetic = false;
+  std::optional<int> threads_per_rank;
+  struct EpochAccuracy {
+    double epoch = 0, accuracy = 0;
+  };
+  std::vector<EpochAccuracy> accuracy_per_epoch;
 
   // "cpu" or "gpu", from `device` (anything naming cuda/gpu/a GPU model is "gpu").
   std::string device_kind() const;

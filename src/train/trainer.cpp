@@ -1013,6 +1013,7 @@ nlohmann::json Trainer::run_record(const Timings& tm, int64_t steps_run) const {
   j["threads_per_rank"] = opt_.threads;
   j["batch_per_rank"] = opt_.batch_size;
   j["global_batch"] = global_batch_;
+  j["train_samples"] = train_->samples();  // the train split: `cnnscale report --epochs` budgets from it
   j["steps"] = steps_run;  // total_steps_ unless the run stopped early (then also "planned_steps")
   if (steps_run != total_steps_) j["planned_steps"] = total_steps_;
   j["epochs"] = static_cast<double>(steps_run) / static_cast<double>(steps_per_epoch_);

@@ -529,3 +529,103 @@ TEST(ReportInputBound, DataWaitShareNamed) {
   d["step_ms"]["mean"] = 300.0;  // the mean step, when recorded, is the denominator: 10 %, not above
   EXPECT_FALSE(input_bound_note(rec(d, "in2")).has_value());
 }
+
+// The training budget (issue 29 item 1), hand-computed: strong scaling, G = 240, 4 ranks
+// (1 node) at 240 ms per step = 1000 images/s, 8 ranks (2 nodes) at 150 ms = 1600 images/s
+// (efficiency 0.8), 100000 train images, 2 threads per rank, 9 epochs = 900000 images:
+// 4 ranks 0.25 h, 0.25 node-h, 2 core-h; 8 ranks 0.15625 h, 0.3125 node-h, 2.5 core-h.
+TEST(ReportBudget, HandComputedNodeHoursChoicesAndRequest) {
+  auto doc = [](int p, double step_ms) {
+    json d = run_doc(p, 240 / p, step_ms, 0, step_ms * 0.9, step_ms * 0.05, step_ms * 0.05);
+    d["train_samples"] = 100000;
+    d["data"] = "/data/x";
+    d["threads_per_rank"] = 2;
+    return d;
+  };
+  std::vector<RunRecord> runs = {rec(doc(4, 240), "r4"), rec(doc(8, 150), "r8")};
+  ReportOptions o = opts(0.8);
+  o.bootstrap = 0;
+  o.max_factor = 1;  // no default projections: the measured counts alone
+  o.epochs = 9;
+  o.node_hour_cost = 2;
+  Report rep = analyze_runs(o, runs);
+  ASSERT_EQ(rep.groups.size(), 1u);
+  ASSERT_TRUE(rep.groups[0].budget);
+  const Budget& b = *rep.groups[0].budget;
+  ASSERT_EQ(b.rows.size(), 2u);
+  EXPECT_EQ(b.train_samples, 100000);
+  EXPECT_NEAR(b.rows[0].wall_h, 0.25, 1e-9);
+  EXPECT_NEAR(b.rows[0].node_hours, 0.25, 1e-9);
+  EXPECT_NEAR(b.rows[0].device_hours, 2.0, 1e-9);  // 4 ranks × 2 threads
+  EXPECT_NEAR(*b.rows[0].cost, 0.5, 1e-9);
+  EXPECT_NEAR(b.rows[1].wall_h, 0.15625, 1e-9);
+  EXPECT_NEAR(b.rows[1].node_hours, 0.3125, 1e-9);
+  EXPECT_NEAR(b.rows[1].device_hours, 2.5, 1e-9);
+  // The band from the run's step spread: p10/p90 images/s = G/(1.2·T), G/(0.9·T).
+  EXPECT_NEAR(*b.rows[0].wall_lo_h, 900000.0 / (240000.0 / 216) / 3600, 1e-9);
+  EXPECT_NEAR(*b.rows[0].wall_hi_h, 900000.0 / (240000.0 / 288) / 3600, 1e-9);
+  EXPECT_EQ(b.cheapest, std::optional<size_t>(0));        // 0.25 < 0.3125 node-hours
+  EXPECT_EQ(b.fastest_within, std::optional<size_t>(1));  // efficiency 0.8 ≥ 0.8, and faster
+  EXPECT_EQ(b.device_unit, "Core-hours");
+  EXPECT_NE(b.request.find("for 9 epochs on 100000 images takes"), std::string::npos) << b.request;
+  EXPECT_NE(b.request.find("on 2 nodes (8 ranks)"), std::string::npos) << b.request;
+  EXPECT_NE(b.request.find(" node-hours (0.281–0.375) = 2.50 core-hours"), std::string::npos) << b.request;
+  EXPECT_NE(b.request.find("cost 0.625 at 2 per node-hour"), std::string::npos) << b.request;
+  EXPECT_NE(b.request.find("The fewest node-hours: 0.250 on 1 node, in 15.0 min"), std::string::npos) << b.request;
+  // A stricter threshold: no count reaches it but 4 ranks (the base), which is then both.
+  o.efficiency_threshold = 0.9;
+  const Budget b9 = *analyze_runs(o, runs).groups[0].budget;
+  EXPECT_EQ(b9.fastest_within, std::optional<size_t>(0));
+  // The tables and report.json carry it.
+  const std::string md = render_markdown(rep);
+  EXPECT_NE(md.find("### Training budget"), std::string::npos);
+  EXPECT_NE(md.find("fewest node-hours"), std::string::npos);
+  const json data = render_json(rep);
+  EXPECT_DOUBLE_EQ(data["groups"][0]["budget"]["rows"][1]["node_hours"].get<double>(), 0.3125);
+  EXPECT_EQ(data["groups"][0]["budget"]["fastest_within_threshold"], 8);
+  // No --epochs: no budget.
+  o.epochs.reset();
+  EXPECT_FALSE(analyze_runs(o, runs).groups[0].budget);
+}
+
+// --target-accuracy with runs that evaluated: the epoch each first reached it replaces
+// --epochs (4 ranks: epoch 3, 8 ranks: epoch 4); synthetic runs need --train-samples.
+TEST(ReportBudget, EpochsToTargetAndSyntheticData) {
+  auto doc = [](int p, double step_ms, const json& curve) {
+    json d = run_doc(p, 240 / p, step_ms, 0, step_ms * 0.9, step_ms * 0.05, step_ms * 0.05);
+    d["train_samples"] = 100000;
+    d["data"] = "/data/x";
+    d["accuracy_per_epoch"] = curve;
+    return d;
+  };
+  const json c4 = json::array({{{"epoch", 1}, {"accuracy", 0.5}}, {{"epoch", 2}, {"accuracy", 0.7}},
+                               {{"epoch", 3}, {"accuracy", 0.8}}});
+  const json c8 = json::array({{{"epoch", 1}, {"accuracy", 0.4}}, {{"epoch", 2}, {"accuracy", 0.6}},
+                               {{"epoch", 3}, {"accuracy", 0.75}}, {{"epoch", 4}, {"accuracy", 0.81}}});
+  std::vector<RunRecord> runs = {rec(doc(4, 240, c4), "r4"), rec(doc(8, 150, c8), "r8")};
+  ReportOptions o = opts(0.8);
+  o.bootstrap = 0;
+  o.max_factor = 1;
+  o.target_accuracy = 0.8;
+  const Budget b = *analyze_runs(o, runs).groups[0].budget;
+  ASSERT_EQ(b.rows.size(), 2u);
+  EXPECT_EQ(b.rows[0].epochs, 3);
+  EXPECT_EQ(b.rows[1].epochs, 4);
+  EXPECT_NEAR(b.rows[0].wall_h, 3 * 100000.0 / 1000 / 3600, 1e-9);
+  EXPECT_NEAR(b.rows[1].wall_h, 4 * 100000.0 / 1600 / 3600, 1e-9);
+  EXPECT_NE(b.epochs_source.find("epochs to 80.0% test accuracy"), std::string::npos) << b.epochs_source;
+  // A target no run reached, without --epochs: no budget; with it, --epochs and a note.
+  o.target_accuracy = 0.95;
+  EXPECT_FALSE(analyze_runs(o, runs).groups[0].budget);
+  // Synthetic data: the sample count is the user's to give.
+  json s4 = doc(4, 240, c4), s8 = doc(8, 150, c8);
+  s4["data"] = s8["data"] = "synthetic";
+  std::vector<RunRecord> syn = {rec(s4, "s4"), rec(s8, "s8")};
+  o.target_accuracy.reset();
+  o.epochs = 90;
+  const std::string e = error_of([&] { analyze_runs(o, syn); });
+  EXPECT_NE(e.find("read synthetic data, so give the real data set's size with --train-samples N"), std::string::npos)
+      << e;
+  o.train_samples = 1281167;
+  EXPECT_EQ(analyze_runs(o, syn).groups[0].budget->train_samples, 1281167);
+}
