@@ -92,6 +92,7 @@ std::optional<Budget> make_budget(const RunGroup& g, const std::vector<ScalingRo
   const bool gpu = g.device_kind == "gpu";
   b.device_unit = gpu ? "GPU-hours" : "Core-hours";
   b.node_hour_cost = o.node_hour_cost;
+  b.threshold = o.efficiency_threshold;
   const int threads = ref.threads_per_rank.value_or(1);
 
   auto fill = [&](BudgetRow& r) {

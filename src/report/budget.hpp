@@ -57,6 +57,7 @@ struct Budget {
   std::string samples_source;    // "--train-samples" / "run.json train_samples"
   std::string device_unit;       // "GPU-hours" / "Core-hours" (a column heading)
   std::optional<double> node_hour_cost;
+  double threshold = 0.8;        // the efficiency threshold the fastest count must meet
   std::vector<BudgetRow> rows;   // measured, then projected, by ranks
   std::optional<size_t> cheapest;        // fewest node-hours
   std::optional<size_t> fastest_within;  // shortest wall time with efficiency ≥ threshold

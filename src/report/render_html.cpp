@@ -24,6 +24,7 @@ void table(std::ostringstream& os, const TextTable& t) {
     os << "</tr>\n";
   }
   os << "</tbody>\n</table>\n";
+  for (const auto& n : t.notes) os << "<p class=\"note\">" << xml_escape(n) << "</p>\n";
 }
 
 // Projected (and measured) layouts in rank order, with the model's band where it has one.

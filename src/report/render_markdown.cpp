@@ -38,6 +38,7 @@ void table(std::ostringstream& os, const TextTable& t) {
   os << "\n";
   for (const auto& r : t.rows) line(r);
   os << "\n";
+  for (const auto& n : t.notes) os << n << "\n\n";
 }
 
 }  // namespace

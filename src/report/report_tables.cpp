@@ -105,6 +105,15 @@ std::string band(const std::optional<double>& lo, const std::optional<double>& h
 std::string pband(const std::optional<double>& lo, const std::optional<double>& hi) {
   return lo && hi ? fmt_pct(*lo) + "–" + fmt_pct(*hi) : "—";
 }
+// The "[k]" of a note in t.notes, added when new.
+std::string note_ref(TextTable& t, const std::string& text) {
+  const std::string tag = "[";
+  for (size_t i = 0; i < t.notes.size(); ++i)
+    if (t.notes[i].substr(t.notes[i].find(' ') + 1) == text) return tag + std::to_string(i + 1) + "]";
+  t.notes.push_back(tag + std::to_string(t.notes.size() + 1) + "] " + text);
+  return tag + std::to_string(t.notes.size()) + "]";
+}
+
 void param_row(TextTable& t, const std::string& name, const Param& p, double scale, const std::string& unit,
                const std::string& source) {
   std::string value, state = state_name(p.state);
@@ -116,13 +125,14 @@ void param_row(TextTable& t, const std::string& name, const Param& p, double sca
     if (p.state == ParamState::clamped) value += " (clamped)";
   }
   std::string b = p.lo && p.hi ? fmt_num(*p.lo * scale, 3) + "–" + fmt_num(*p.hi * scale, 3) : "—";
-  t.rows.push_back({name, value, state, b, p.why.empty() ? source : p.why});
+  const std::string& why = p.why.empty() ? source : p.why;
+  t.rows.push_back({name, value, state, b, why.empty() ? "—" : note_ref(t, why)});
 }
 }  // namespace
 
 TextTable parameter_table(const GroupAnalysis& ga) {
   TextTable t;
-  t.headers = {"Parameter", "Value", "How", "Band (5–95%)", "Source / why"};
+  t.headers = {"Parameter", "Value", "How", "Band (5–95%)", "Source / why (below)"};
   if (!ga.fit) return t;
   const StepModel& m = ga.fit->model;
   const std::string runs =
@@ -163,24 +173,24 @@ TextTable projection_table(const GroupAnalysis& ga) {
 TextTable budget_table(const GroupAnalysis& ga) {
   TextTable t;
   const Budget& b = *ga.budget;
-  t.headers = {"Ranks", "Nodes", "From", "Epochs", "Images/s", "Wall time", "Wall band", "Node-hours", "Node-h band",
-               b.device_unit, "Efficiency", "Choice"};
-  if (b.node_hour_cost) t.headers.insert(t.headers.begin() + 10, "Cost");
+  t.headers = {"Ranks", "Nodes", "From", "Epochs", "Images/s", "Wall time (band)", "Node-hours (band)", b.device_unit,
+               "Efficiency", "Choice"};
+  if (b.node_hour_cost) t.headers.insert(t.headers.begin() + 8, "Cost");
   for (size_t i = 0; i < b.rows.size(); ++i) {
     const BudgetRow& r = b.rows[i];
-    std::string choice;
-    if (b.cheapest && *b.cheapest == i) choice = "fewest node-hours";
-    if (b.fastest_within && *b.fastest_within == i)
-      choice += std::string(choice.empty() ? "" : "; ") + "fastest ≥ threshold";
-    std::vector<std::string> row = {i2s(r.ranks), fmt_count(r.nodes), r.projected ? "model" : "measured",
-                                    fmt_count(r.epochs), fmt_num(r.images_per_s, 4), fmt_hours(r.wall_h),
-                                    r.wall_lo_h && r.wall_hi_h ? fmt_hours(*r.wall_lo_h) + "–" + fmt_hours(*r.wall_hi_h)
-                                                               : "—",
-                                    fmt_num(r.node_hours, 3), band(r.node_hours_lo, r.node_hours_hi, 3),
+    const bool cheapest = b.cheapest && *b.cheapest == i, fastest = b.fastest_within && *b.fastest_within == i;
+    const std::string choice = cheapest && fastest ? "[1] [2]" : cheapest ? "[1]" : fastest ? "[2]" : "";
+    std::string wall = fmt_hours(r.wall_h), nh = fmt_num(r.node_hours, 3);
+    if (r.wall_lo_h && r.wall_hi_h) wall += " (" + fmt_hours(*r.wall_lo_h) + "–" + fmt_hours(*r.wall_hi_h) + ")";
+    if (r.node_hours_lo && r.node_hours_hi) nh += " (" + band(r.node_hours_lo, r.node_hours_hi, 3) + ")";
+    std::vector<std::string> row = {i2s(r.ranks),           fmt_count(r.nodes), r.projected ? "model" : "measured",
+                                    fmt_count(r.epochs),    fmt_num(r.images_per_s, 4), wall, nh,
                                     fmt_num(r.device_hours, 3), fmt_pct(r.efficiency), choice};
-    if (b.node_hour_cost) row.insert(row.begin() + 10, r.cost ? fmt_num(*r.cost, 4) : "—");
+    if (b.node_hour_cost) row.insert(row.begin() + 8, r.cost ? fmt_num(*r.cost, 4) : "—");
     t.rows.push_back(row);
   }
+  t.notes = {"[1] the fewest node-hours", "[2] the shortest wall time at an efficiency at or above the threshold (" +
+                                               fmt_pct(b.threshold) + ")"};
   return t;
 }
 

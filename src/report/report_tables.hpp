@@ -12,6 +12,9 @@ namespace cnnscale::report {
 struct TextTable {
   std::vector<std::string> headers;
   std::vector<std::vector<std::string>> rows;
+  // Long texts a cell refers to as "[k]", printed below the table (so that report.md's
+  // tables fit an 80–120 column terminal).
+  std::vector<std::string> notes;
 };
 
 TextTable measured_table(const GroupAnalysis& ga);

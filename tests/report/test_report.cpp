@@ -579,7 +579,7 @@ TEST(ReportBudget, HandComputedNodeHoursChoicesAndRequest) {
   // The tables and report.json carry it.
   const std::string md = render_markdown(rep);
   EXPECT_NE(md.find("### Training budget"), std::string::npos);
-  EXPECT_NE(md.find("fewest node-hours"), std::string::npos);
+  EXPECT_NE(md.find("[1] the fewest node-hours"), std::string::npos);
   const json data = render_json(rep);
   EXPECT_DOUBLE_EQ(data["groups"][0]["budget"]["rows"][1]["node_hours"].get<double>(), 0.3125);
   EXPECT_EQ(data["groups"][0]["budget"]["fastest_within_threshold"], 8);
