@@ -42,6 +42,10 @@
 #   --no-allreduce (skip the network measurements), --allreduce-args "ARGS" (the
 #   measurement's size sweep; default "-b 8 -e 32M -f 4 -w 3 -n 10"),
 #   --dry-run (print the commands instead of running them).
+# The report's training budget (docs/report.md "Training budget"): --epochs E (wall time
+#   and node-hours of E epochs at every count: what an allocation request needs; the
+#   sweep's runs themselves train what the options after -- say), --train-samples N (images
+#   per epoch; needed with --synthetic runs), --node-hour-cost X, --target-accuracy A.
 set -euo pipefail
 
 die() { echo "scaling-sweep: error: $*" >&2; exit 2; }
@@ -50,7 +54,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 NODES="" RANKS="" LOCAL=0 TPN=1 MODE=strong TEMPLATE="" OUT="" DRY=0
 GLOBAL_BATCH=256 BATCH_PER_RANK=32 CNN="${CNNSCALE:-}" ALLREDUCE=1 AR_ARGS="-b 8 -e 32M -f 4 -w 3 -n 10"
-SBATCH_EXTRA=()
+SBATCH_EXTRA=() REPORT_EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) NODES=${2:?--nodes needs a list like 1,2,4}; shift 2 ;;
@@ -65,6 +69,7 @@ while [ $# -gt 0 ]; do
     --partition|--time|--account) SBATCH_EXTRA+=("$1=${2:?$1 needs a value}"); shift 2 ;;
     --cnnscale) CNN=${2:?}; shift 2 ;;
     --dry-run) DRY=1; shift ;;
+    --epochs|--train-samples|--node-hour-cost|--target-accuracy) REPORT_EXTRA+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
     --no-allreduce) ALLREDUCE=0; shift ;;
     --allreduce-args) AR_ARGS=${2:?--allreduce-args needs a value}; shift 2 ;;
     -h|--help) usage; exit 0 ;;
@@ -160,7 +165,8 @@ if [ "$LOCAL" = 1 ]; then
       else echo "scaling-sweep: warning: the allreduce measurement at $r ranks failed ($OUT/logs/allreduce-$r.log); the report goes without it" >&2; fi
     done
   fi
-  run "$CNN" report "${DIRS[@]}" --mode "$MODE" --output "$OUT/report" "${AR[@]+"${AR[@]}"}"
+  run "$CNN" report "${DIRS[@]}" --mode "$MODE" --output "$OUT/report" "${AR[@]+"${AR[@]}"}" \
+    "${REPORT_EXTRA[@]+"${REPORT_EXTRA[@]}"}"
   [ "$DRY" = 1 ] || echo "scaling-sweep: report in $OUT/report/report.md and report.html"
   exit 0
 fi
@@ -211,6 +217,7 @@ for n in $COUNTS; do
 done
 dep=$(IFS=:; echo "afterany:${JOBS[*]}")
 report_cmd="$(q "$CNN") report --allow-missing $(q "${DIRS[@]}")--mode $MODE --output $(q "$OUT/report")"
+[ ${#REPORT_EXTRA[@]} -eq 0 ] || report_cmd+=" $(q "${REPORT_EXTRA[@]}")"
 # The report job's script: every network measurement the jobs wrote becomes an --allreduce.
 {
   echo '#!/bin/bash'

@@ -159,9 +159,9 @@ std::optional<Budget> make_budget(const RunGroup& g, const std::vector<ScalingRo
   const ScalingRow& largest = rows.back();
   std::ostringstream os;
   os << "Training " << g.model << " (" << g.precision << ", global batch " << largest.global_batch << ") for "
-     << fmt_count(k.epochs) << " epochs on " << b.train_samples << " images takes " << fmt_hours(k.wall_h) << " on "
-     << plural_nodes(k.nodes) << " (" << k.ranks << (gpu ? " GPU" : " rank") << (k.ranks == 1 ? "" : "s") << ")"
-     << band(k.wall_lo_h, k.wall_hi_h, &fmt_hours) << ", " << hours_num(k.node_hours) << " node-hours"
+     << fmt_count(k.epochs) << " epochs on " << b.train_samples << " images takes " << fmt_hours(k.wall_h)
+     << band(k.wall_lo_h, k.wall_hi_h, &fmt_hours) << " on " << plural_nodes(k.nodes) << " with " << k.ranks
+     << (gpu ? " GPU" : " rank") << (k.ranks == 1 ? "" : "s") << ": " << hours_num(k.node_hours) << " node-hours"
      << band(k.node_hours_lo, k.node_hours_hi, &hours_num) << " = " << hours_num(k.device_hours) << " "
      << (gpu ? "GPU-hours" : "core-hours (ranks × threads per rank)");
   if (k.cost) os << ", cost " << fmt_num(*k.cost, 3) << " at " << fmt_count(*o.node_hour_cost) << " per node-hour";

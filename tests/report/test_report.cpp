@@ -568,7 +568,7 @@ TEST(ReportBudget, HandComputedNodeHoursChoicesAndRequest) {
   EXPECT_EQ(b.fastest_within, std::optional<size_t>(1));  // efficiency 0.8 ≥ 0.8, and faster
   EXPECT_EQ(b.device_unit, "Core-hours");
   EXPECT_NE(b.request.find("for 9 epochs on 100000 images takes"), std::string::npos) << b.request;
-  EXPECT_NE(b.request.find("on 2 nodes (8 ranks)"), std::string::npos) << b.request;
+  EXPECT_NE(b.request.find(") on 2 nodes with 8 ranks: "), std::string::npos) << b.request;
   EXPECT_NE(b.request.find(" node-hours (0.281–0.375) = 2.50 core-hours"), std::string::npos) << b.request;
   EXPECT_NE(b.request.find("cost 0.625 at 2 per node-hour"), std::string::npos) << b.request;
   EXPECT_NE(b.request.find("The fewest node-hours: 0.250 on 1 node, in 15.0 min"), std::string::npos) << b.request;

@@ -3,14 +3,15 @@
 # nodes (1 task each, strong scaling, synthetic data), each job measuring the network in its
 # allocation first (`cnnscale allreduce --level cross` at 2 nodes), then the dependent report
 # job, whose cross-node α₂, β₂ must be the ones fitted independently (here, in Python) to
-# that measurement, and whose 4-node projection exists only because of it.
+# that measurement, and whose 4-node projection exists only because of it; with --epochs 90
+# the report's training budget (node-hours per count, the request paragraph).
 set -u
 source "$CNNSCALE_SOURCE/tests/slurm/cluster_lib.sh"
 cluster_up
 OUT="$WORK/sweep"  # on the shared build tree: the nodes' /tmp is private
 cd "$WORK"
 bash "$CNNSCALE_SOURCE/scripts/scaling-sweep.sh" --nodes 1,2 --tasks-per-node 1 --global-batch 32 \
-  --allreduce-args "-b 8 -e 8M -f 4 -w 2 -n 8" \
+  --allreduce-args "-b 8 -e 8M -f 4 -w 2 -n 8" --epochs 90 --train-samples 60000 \
   --cnnscale "$CNNSCALE" --out "$OUT" -- --synthetic --max-steps 8 --log-every 4 >"$TMP/sub.out" 2>&1
 expect_eq "submission exit status" 0 "$?"
 cat "$TMP/sub.out"
@@ -72,4 +73,12 @@ expect_grep "report: alpha2 equals the independent fit (1e-3 us)" '^alpha_close 
 expect_grep "report: the source names the 2-node run directory" '^source_names_file True$' "$TMP/cross.txt"
 expect_grep "report: 4 ranks on 4 nodes projected" '^proj4 True 4' "$TMP/cross.txt"
 expect_grep "report.md: the cross-node level comes from the measurement" 'allreduce measurement \(--level cross\)' "$OUT/report/report.md"
+# The training budget (issue 29): --epochs 90 --train-samples 60000 through the report job;
+# each measured row from its run.json, the 4-node row from the model.
+python3 "$CNNSCALE_SOURCE/tests/report/check_budget.py" "$OUT/report/report.json" 90 60000 >"$TMP/budget.txt" 2>&1
+cat "$TMP/budget.txt"
+expect_grep "budget: every measured row from its run.json's images/s" '^measured rows ok 2$' "$TMP/budget.txt"
+expect_grep "budget: the 4-node row projected" '^projected 4 nodes True$' "$TMP/budget.txt"
+expect_grep "report.md: the request paragraph" '^Training mnist_cnn \(fp32, global batch 32\) for 90 epochs on 60000 images takes .* node-hours' \
+  "$OUT/report/report.md"
 finish
