@@ -104,7 +104,13 @@ struct ModelFit {
   std::optional<HoldOut> holdout;  // ≥ 3 counts: fit on all but the largest, predict it
   int bootstrap_replicates = 0;
   std::string bootstrap_method;
+  // The fit's misfit the bands include (fit_step_model): residual σ relative to the step
+  // time of the compute part and of the exposed comm (t-widened), over their degrees of
+  // freedom (≤ 0: that part fits exactly and its misfit is unknown).
+  double misfit_sigma_compute = 0, misfit_sigma_comm = 0;
+  int misfit_dof_compute = 0, misfit_dof_comm = 0;
   std::vector<StepModel> replicates;  // the bootstrap's models (for bands)
+  std::vector<StepModel> leave_one_out;  // ≥ 4 counts: refitted without each count (projection bands cover them)
 };
 
 // The allreduce measurements, sorted by level.

@@ -31,11 +31,12 @@ struct Truth {
   double a1 = 0.005, b1 = 5e6;    // intra-node: 5 µs, 5 GB/s
   double a2 = 0.030, b2 = 1.2e6;  // cross-node: 30 µs, 1.2 GB/s
   long G = 1024;                  // strong scaling, base 1 rank
+  bool weak = false;              // weak scaling: G / 1 images per rank at every count
   double ring(double p, double bytes, double a, double b) const {
     return p <= 1 ? 0 : 2 * (p - 1) / p * bytes / b + 2 * (p - 1) * a;
   }
   double comm(int N, int L) const { return eta * (ring(L, S, a1, b1) + ring(N, S / L, a2, b2)); }
-  double compute(int N, int L) const { return W / (N * L) * (1 + gamma * (L - 1)) + F; }
+  double compute(int N, int L) const { return W / (weak ? 1 : N * L) * (1 + gamma * (L - 1)) + F; }
   double step(int N, int L) const { return compute(N, L) + comm(N, L); }
 };
 
@@ -47,7 +48,7 @@ struct Noise {
 
 RunRecord run_at(const Truth& t, int N, int L, Noise& nz) {
   const int p = N * L;
-  const long b = t.G / p;
+  const long b = t.weak ? t.G : t.G / p;
   const double step = t.step(N, L) * nz(), comm = t.comm(N, L) * nz();
   const double work = (t.compute(N, L) - t.F) * nz(), opt = t.F * nz();
   json d = {
@@ -240,6 +241,68 @@ TEST(StepModel, ProjectionWithin10PercentAtThreePercentNoise) {
         EXPECT_LT(p90, 0.10);
       }
     }
+  }
+}
+
+// Honest bands (issue 29 item 3): with ±3 % uniform noise on every run (and allreduce
+// row), how often the generating model's step time at 2× and 4× the largest count lies
+// inside the reported 5–95 % band, over 400 noisy replicates per case. The hidden-truth
+// case of the issue (strong scaling, 1×1 … 4×4, two levels, network measured or not) and
+// one level (one rank per node) must reach 90 %. Weak scaling must reach 85 %: there the
+// projection is an average of the three L = 4 runs and the misfit σ rests on 3 degrees of
+// freedom, and even the exact Student-t interval of that least-squares problem covers
+// 86.5 % under uniform noise (89.4 % under Gaussian; simulated, docs/report.md). Before the
+// bands included the fit's residuals and the leave-one-out fits they covered the truth in
+// 26–42 % of replicates (0 % weak). Prints the coverage and band width (docs/report.md).
+TEST(StepModel, BandsCoverTheTruthAtThreePercentNoise) {
+  TempDir dir;
+  struct Case {
+    const char* name;
+    bool weak, benches;
+    std::vector<std::pair<int, int>> layouts;
+  };
+  const std::vector<Case> cases = {
+      {"strong, two levels, network measured", false, true, kLayouts},
+      {"strong, two levels, runs only", false, false, kLayouts},
+      {"weak, two levels, network measured", true, true, kLayouts},
+      {"strong, one level (1 rank per node), runs only", false, false, {{1, 1}, {2, 1}, {4, 1}, {8, 1}, {16, 1}}},
+  };
+  for (const auto& c : cases) {
+    Truth t;
+    t.weak = c.weak;
+    if (c.weak) t.G = 64;
+    int in2 = 0, in4 = 0, n = 0;
+    double width = 0;
+    const int seeds = std::getenv("CNNSCALE_TEST_SEEDS") ? std::atoi(std::getenv("CNNSCALE_TEST_SEEDS")) : 400;
+    for (int seed = 1; seed <= seeds; ++seed) {
+      Noise nz;
+      nz.amp = std::getenv("CNNSCALE_TEST_AMP") ? std::atof(std::getenv("CNNSCALE_TEST_AMP")) : 0.03;
+      nz.rng.seed(1000 + seed);
+      ReportOptions o;
+      o.bootstrap = 200;
+      o.max_factor = 4;
+      if (c.benches) o.allreduce_files = write_benches(dir, t, nz);
+      const Report rep = analyze_runs(o, runs_for(t, nz, c.layouts));
+      const auto& ga = rep.groups.at(0);
+      const auto [N, L] = c.layouts.back();
+      const Projection &p2 = proj_at(ga, 2 * N * L), &p4 = proj_at(ga, 4 * N * L);
+      ASSERT_TRUE(p2.step_lo && p4.step_lo) << c.name;
+      const double t2 = t.step(2 * N, L), t4 = t.step(4 * N, L);
+      in2 += *p2.step_lo <= t2 && t2 <= *p2.step_hi;
+      in4 += *p4.step_lo <= t4 && t4 <= *p4.step_hi;
+      width += (*p4.step_hi - *p4.step_lo) / p4.step_ms;
+      if (std::getenv("CNNSCALE_TEST_VERBOSE") && seed <= 5)
+        std::printf("  %s seed %d: 4x truth %.2f, projected %.2f [%.2f, %.2f]; sigma compute %.4f (dof %d) comm %.4f (dof %d)\n",
+                    c.name, seed, t4, p4.step_ms, *p4.step_lo, *p4.step_hi, ga.fit->misfit_sigma_compute,
+                    ga.fit->misfit_dof_compute, ga.fit->misfit_sigma_comm, ga.fit->misfit_dof_comm);
+      ++n;
+    }
+    std::printf("%s: truth inside the 5-95%% band at 2x in %d%%, at 4x in %d%% of %d replicates (mean band width "
+                "at 4x %.1f%% of the projection)\n",
+                c.name, 100 * in2 / n, 100 * in4 / n, n, 100 * width / n);
+    const int need = c.weak ? n * 85 / 100 : n * 90 / 100;
+    EXPECT_GE(in2, need) << c.name;
+    EXPECT_GE(in4, need) << c.name;
   }
 }
 
