@@ -26,15 +26,23 @@ set -e
 cp Testing/Temporary/LastTest.log Testing/test-sh.outputs.log 2>/dev/null || : >Testing/test-sh.outputs.log  # ctest -N overwrites it
 mapfile -t skipped < <(sed -nE 's/^[[:space:]]*[0-9]+ - ([^ ]+) \(Skipped\)$/\1/p' Testing/test-sh.log)
 gpu_tests=" $(ctest -N -L gpu | sed -nE 's/^[[:space:]]*Test[[:space:]]+#[0-9]+: ([^ ]+)$/\1/p' | tr '\n' ' ') "
+# Tests of the CUDA build itself (label cuda_build: the GPU kit) in a build without the toolkit.
+cuda_build_tests=""
+readelf -d bin/cnnscale 2>/dev/null | grep -q libcudart ||
+  cuda_build_tests=" $(ctest -N -L cuda_build | sed -nE 's/^[[:space:]]*Test[[:space:]]+#[0-9]+: ([^ ]+)$/\1/p' | tr '\n' ' ') "
 not_checked=0
 for t in "${skipped[@]+"${skipped[@]}"}"; do
   # The test's own SKIP line says why (CTest keeps every test's output in LastTest.log).
   why=$(awk -v t="$t" '$0 ~ "^[0-9]+/[0-9]+ Test: " t "$" {on = 1; next} on && /^[0-9]+\/[0-9]+ Test: / {on = 0}
                        on && /SKIP/ {sub(/^.*SKIP:? */, ""); print; exit}' Testing/test-sh.outputs.log)
-  case "$gpu_tests" in
-    *" $t "*) echo "skipped (no GPU): $t${why:+ — $why}" ;;
-    *) echo "NOT CHECKED: $t${why:+ — $why}"; not_checked=$((not_checked + 1)) ;;
-  esac
+  if [[ "$gpu_tests" == *" $t "* ]]; then
+    echo "skipped (no GPU): $t${why:+ — $why}"
+  elif [[ "$cuda_build_tests" == *" $t "* ]]; then
+    echo "skipped (CPU-only build, no CUDA toolkit): $t${why:+ — $why}"
+  else
+    echo "NOT CHECKED: $t${why:+ — $why}"
+    not_checked=$((not_checked + 1))
+  fi
 done
 if [ "$not_checked" -gt 0 ]; then
   echo "test.sh: $not_checked test(s) outside the gpu label did not run: what they check is NOT CHECKED on this machine"
