@@ -17,18 +17,15 @@ std::string i2s(long v) { return std::to_string(v); }
 
 TextTable measured_table(const GroupAnalysis& ga) {
   TextTable t;
-  t.headers = {"Ranks",
-               "Nodes",
-               "Devices",
-               "Batch/rank",
-               "Global batch",
-               "Images/s (median)",
-               "Images/s p10–p90",
-               "Speedup",
-               "Efficiency",
-               "Karp–Flatt e",
-               "Step ms (median)"};
-  if (ga.target_accuracy) t.headers.push_back("Time to " + fmt_pct(*ga.target_accuracy) + " acc. (s)");
+  t.headers = {"Ranks",   "Nodes",      "Devices",    "Batch/rank", "Global", "Images/s",
+               "p10–p90", "Speedup",    "Efficiency", "Karp–Flatt", "Step ms"};
+  if (ga.target_accuracy) t.headers.push_back("Time to " + fmt_pct(*ga.target_accuracy) + " (s)");
+  t.notes = {"Global: the global batch. Images/s and step ms: medians over the timed steps (images/s with the "
+             "slowest rank's step time); p10–p90: images/s at the 10th and 90th percentile step. Karp–Flatt: the "
+             "experimentally determined serial fraction e = (1/S − 1/q)/(1 − 1/q), q = p/p0." +
+             (ga.target_accuracy ? std::string(" Time to " + fmt_pct(*ga.target_accuracy) +
+                                               ": seconds of training until the test accuracy first reached it.")
+                                 : std::string())};
   for (const auto& r : ga.rows) {
     std::vector<std::string> row = {i2s(r.ranks) + (r.repeats > 1 ? " (" + i2s(r.repeats) + " runs)" : ""),
                                     i2s(r.nodes),
@@ -154,28 +151,37 @@ TextTable parameter_table(const GroupAnalysis& ga) {
 
 TextTable projection_table(const GroupAnalysis& ga) {
   TextTable t;
-  t.headers = {"Ranks (model)", "Nodes × ranks/node", "Asked as", "Batch/rank", "Step ms",        "Step ms band",
-               "Images/s",      "Images/s band",      "Speedup",  "Efficiency", "Efficiency band"};
+  // Each value with its 5–95 % band beside it: fewer columns, so that report.md fits a
+  // 120-column terminal.
+  t.headers = {"Ranks", "Nodes × L", "Asked as", "Batch", "Step ms (band)", "Images/s (band)", "Speedup",
+               "Efficiency (band)"};
+
+  auto with = [](const std::string& v, const std::string& b) { return b == "—" || b.empty() ? v : v + " (" + b + ")"; };
   for (const auto& p : ga.projections) {
     const std::string layout = fmt_count(p.layout.nodes) + " × " + fmt_count(p.layout.rpn);
-    const std::string batch = fmt_num(p.batch_per_rank, 4) + (p.feasible ? "" : " (< 1: infeasible)");
+    const std::string batch =
+        fmt_num(p.batch_per_rank, 4) +
+        (p.feasible ? "" : " " + note_ref(t, "infeasible: strong scaling leaves less than one image per rank"));
     if (!p.projected) {
-      t.rows.push_back({i2s(p.ranks), layout, p.origin, batch, p.why_not, "", "", "", "", "", ""});
+      t.rows.push_back({i2s(p.ranks), layout, p.origin, batch, "not projected " + note_ref(t, p.why_not), "", "", ""});
       continue;
     }
-    t.rows.push_back({i2s(p.ranks), layout, p.origin, batch, fmt_num(p.step_ms, 4), band(p.step_lo, p.step_hi),
-                      fmt_num(p.images_per_s, 4), band(p.ips_lo, p.ips_hi, 4), fmt_fixed(p.speedup, 3),
-                      fmt_pct(p.efficiency), pband(p.eff_lo, p.eff_hi)});
+    t.rows.push_back({i2s(p.ranks), layout, p.origin, batch, with(fmt_num(p.step_ms, 4), band(p.step_lo, p.step_hi)),
+                      with(fmt_num(p.images_per_s, 4), band(p.ips_lo, p.ips_hi, 3)), fmt_fixed(p.speedup, 3),
+                      with(fmt_pct(p.efficiency), pband(p.eff_lo, p.eff_hi))});
   }
+  t.notes.push_back("Batch: images per rank. Bands: 5–95 % over the bootstrap and leave-one-out fits (docs/report.md).");
   return t;
 }
 
 TextTable budget_table(const GroupAnalysis& ga) {
   TextTable t;
   const Budget& b = *ga.budget;
-  t.headers = {"Ranks", "Nodes", "From", "Epochs", "Images/s", "Wall time (band)", "Node-hours (band)", b.device_unit,
+  bool one_epochs = true;  // the epochs column only when the rows differ (--target-accuracy)
+  for (const auto& r : b.rows) one_epochs = one_epochs && r.epochs == b.rows.front().epochs;
+  t.headers = {"Ranks", "Nodes", "Epochs", "Images/s", "Wall time (band)", "Node-hours (band)", b.device_unit,
                "Efficiency", "Choice"};
-  if (b.node_hour_cost) t.headers.insert(t.headers.begin() + 8, "Cost");
+  if (b.node_hour_cost) t.headers.insert(t.headers.begin() + 7, "Cost");
   for (size_t i = 0; i < b.rows.size(); ++i) {
     const BudgetRow& r = b.rows[i];
     const bool cheapest = b.cheapest && *b.cheapest == i, fastest = b.fastest_within && *b.fastest_within == i;
@@ -183,12 +189,20 @@ TextTable budget_table(const GroupAnalysis& ga) {
     std::string wall = fmt_hours(r.wall_h), nh = fmt_num(r.node_hours, 3);
     if (r.wall_lo_h && r.wall_hi_h) wall += " (" + fmt_hours(*r.wall_lo_h) + "–" + fmt_hours(*r.wall_hi_h) + ")";
     if (r.node_hours_lo && r.node_hours_hi) nh += " (" + band(r.node_hours_lo, r.node_hours_hi, 3) + ")";
-    std::vector<std::string> row = {i2s(r.ranks),           fmt_count(r.nodes), r.projected ? "model" : "measured",
-                                    fmt_count(r.epochs),    fmt_num(r.images_per_s, 4), wall, nh,
-                                    fmt_num(r.device_hours, 3), fmt_pct(r.efficiency), choice};
-    if (b.node_hour_cost) row.insert(row.begin() + 8, r.cost ? fmt_num(*r.cost, 4) : "—");
+    std::vector<std::string> row = {i2s(r.ranks) + (r.projected ? " (model)" : ""),
+                                    fmt_count(r.nodes),
+                                    fmt_count(r.epochs),
+                                    fmt_num(r.images_per_s, 4),
+                                    wall,
+                                    nh,
+                                    fmt_num(r.device_hours, 3),
+                                    fmt_pct(r.efficiency),
+                                    choice};
+    if (b.node_hour_cost) row.insert(row.begin() + 7, r.cost ? fmt_num(*r.cost, 4) : "—");
+    if (one_epochs) row.erase(row.begin() + 2);
     t.rows.push_back(row);
   }
+  if (one_epochs) t.headers.erase(t.headers.begin() + 2);
   t.notes = {"[1] the fewest node-hours", "[2] the shortest wall time at an efficiency at or above the threshold (" +
                                                fmt_pct(b.threshold) + ")"};
   return t;

@@ -90,7 +90,14 @@ PY
 expect_eq "report --allreduce exit status" 0 "$?"
 expect_grep "benchmark alpha and beta in report.md" 'α = 20\.00 µs, β = 5\.000 GB/s' "$TMP/out2/report.md"
 expect_grep "a 1-node benchmark is the intra-node level" 'ar\.json: 4 ranks in the sum, launch 1 node\(s\) × 4, --level world → intra-node level' "$TMP/out2/report.md"
-expect_grep "model takes beta1 from it" '^\| β₁ intra-node \(bandwidth\) +\| +5\.000 GB/s \| measured \|.*allreduce measurement \(--level node\)' "$TMP/out2/report.md"
+expect_grep "model takes beta1 from it" '^\| β₁ intra-node \(bandwidth\) +\| +5\.000 GB/s \| measured \|.*\| +\[[0-9]\] \|$' "$TMP/out2/report.md"
+# Its source as a numbered note below the table (the table fits a 120-column terminal).
+ref=$(sed -nE 's/^\| β₁ intra-node \(bandwidth\) .*\| +(\[[0-9]\]) \|$/\1/p' "$TMP/out2/report.md" | tr -d '[]')
+expect_grep "beta1's source note: the allreduce measurement" "^\[${ref:-?}\] allreduce measurement \(--level node\)" "$TMP/out2/report.md"
+wide() {  # the table lines of a report.md wider than 120 characters (issue 29 item 4)
+  python3 -c 'import sys; [print(l.rstrip()) for l in open(sys.argv[1], encoding="utf-8") if l.startswith("|") and len(l.rstrip("\n")) > 120]' "$1"
+}
+expect_eq "report.md tables fit 120 columns" "" "$(wide "$TMP/out2/report.md" | head -3)"
 
 # Cross-node measurement (--level cross, 2 nodes, α = 50 µs, β = 1 GB/s), --project and --points.
 python3 - "$TMP/cross.json" <<'PY'
@@ -111,6 +118,7 @@ expect_grep "--project 3584 at 2 ranks per node" '^\| 3584 +\| +1792 × 2 \| --p
 expect_grep "--project 64x8" '^\| 512 +\| +64 × 8 \| --project \|' "$TMP/out3/report.md"
 expect_grep "--points row" '^\| other system +\| +8 \| +4 \| +500\.0 \|' "$TMP/out3/report.md"
 expect_grep "--points in the chart" 'external \(--points\)' "$TMP/out3/report.html"
+expect_eq "report.md with projections: tables fit 120 columns" "" "$(wide "$TMP/out3/report.md" | head -3)"
 xmllint --noout "$TMP/out3/report.html"
 expect_eq "report.html with bands and points is well-formed" 0 "$?"
 "$CNNSCALE" report "$TMP/r1" "$TMP/r2" --project 3x --output "$TMP/o9" >"$TMP/e9.out" 2>"$TMP/e9.err"
@@ -118,7 +126,8 @@ expect_eq "bad --project: exit 2" 2 "$?"
 expect_grep "bad --project: message" "^cnnscale: error: --project: '3x' is not a rank count R or a layout NxL" "$TMP/e9.err"
 # One node only (r1, r2 are 1 node): nothing beyond it is projected.
 "$CNNSCALE" report "$TMP/r1" "$TMP/r2" --output "$TMP/o10" >"$TMP/o10.txt" 2>&1
-expect_grep "one node: 2 nodes not projected" '^\| 4 +\| +2 × 2 \| +2× \|.*not projected: no cross-node run or allreduce measurement' "$TMP/o10/report.md"
+expect_grep "one node: 2 nodes not projected" '^\| 4 +\| +2 × 2 \| +2× \|.*not projected \[[0-9]\]' "$TMP/o10/report.md"
+expect_grep "one node: why, below the table" '^\[[0-9]\] not projected: no cross-node run or allreduce measurement' "$TMP/o10/report.md"
 expect_grep "one node: recommendation says so" 'Counts from 4 ranks are not projected' "$TMP/o10/report.md"
 
 # Bad input: one clear message each, exit 2, no crash.
