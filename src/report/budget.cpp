@@ -185,8 +185,9 @@ std::optional<Budget> make_budget(const RunGroup& g, const std::vector<ScalingRo
   for (const auto& r : g.runs)
     if (!r.slurm_job_id.empty()) jobs += (jobs.empty() ? "" : ", ") + r.slurm_job_id;
   if (!jobs.empty()) os << ", Slurm jobs " << jobs;
-  os << ". The band is the measured step-time spread (measured counts) or the model's 5–95 % bootstrap band "
-        "(projected); start-up, evaluation, checkpoints and queue time are not included.";
+  os << ". The band is the measured step-time spread (measured counts) or the model's 5–95 % band (projected: "
+        "run noise, the fit's misfit, leave-one-out); start-up, evaluation, checkpoints and queue time are not "
+        "included.";
   b.request = os.str();
   return b;
 }
