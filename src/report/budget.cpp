@@ -31,6 +31,7 @@ std::string plural_nodes(double n) { return fmt_count(n) + (n == 1 ? " node" : "
 
 std::string fmt_hours(double h) {
   if (!(h >= 0) || !std::isfinite(h)) return "?";
+  if (h * 60 < 1) return fmt_num(h * 3600, 3) + " s";
   if (h < 1) return fmt_num(h * 60, 3) + " min";
   if (h < 48) return fmt_num(h, 3) + " h";
   return fmt_num(h / 24, 3) + " d";
@@ -160,7 +161,7 @@ std::optional<Budget> make_budget(const RunGroup& g, const std::vector<ScalingRo
   std::ostringstream os;
   os << "Training " << g.model << " (" << g.precision << ", global batch " << largest.global_batch << ") for "
      << fmt_count(k.epochs) << " epochs on " << b.train_samples << " images takes " << fmt_hours(k.wall_h)
-     << band(k.wall_lo_h, k.wall_hi_h, &fmt_hours) << " on " << plural_nodes(k.nodes) << " with " << k.ranks
+     << band(k.wall_lo_h, k.wall_hi_h, &fmt_hours) << ", " << fmt_hours(k.wall_h / k.epochs) << " per epoch, on " << plural_nodes(k.nodes) << " with " << k.ranks
      << (gpu ? " GPU" : " rank") << (k.ranks == 1 ? "" : "s") << ": " << hours_num(k.node_hours) << " node-hours"
      << band(k.node_hours_lo, k.node_hours_hi, &hours_num) << " = " << hours_num(k.device_hours) << " "
      << (gpu ? "GPU-hours" : "core-hours (ranks × threads per rank)");

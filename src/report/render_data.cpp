@@ -216,6 +216,7 @@ nlohmann::json render_json(const Report& rep) {
                         {"images_per_s_lo", j(r.ips_lo)},
                         {"images_per_s_hi", j(r.ips_hi)},
                         {"efficiency", r.efficiency},
+                        {"epoch_hours", r.wall_h / r.epochs},
                         {"wall_hours", r.wall_h},
                         {"wall_hours_lo", j(r.wall_lo_h)},
                         {"wall_hours_hi", j(r.wall_hi_h)},

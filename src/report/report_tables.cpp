@@ -179,9 +179,9 @@ TextTable budget_table(const GroupAnalysis& ga) {
   const Budget& b = *ga.budget;
   bool one_epochs = true;  // the epochs column only when the rows differ (--target-accuracy)
   for (const auto& r : b.rows) one_epochs = one_epochs && r.epochs == b.rows.front().epochs;
-  t.headers = {"Ranks", "Nodes", "Epochs", "Images/s", "Wall time (band)", "Node-hours (band)", b.device_unit,
-               "Efficiency", "Choice"};
-  if (b.node_hour_cost) t.headers.insert(t.headers.begin() + 7, "Cost");
+  t.headers = {"Ranks", "Nodes", "Epochs", "Images/s", "Per epoch", "Wall time (band)", "Node-hours (band)",
+               b.device_unit, "Efficiency", "Choice"};
+  if (b.node_hour_cost) t.headers.insert(t.headers.begin() + 8, "Cost");
   for (size_t i = 0; i < b.rows.size(); ++i) {
     const BudgetRow& r = b.rows[i];
     const bool cheapest = b.cheapest && *b.cheapest == i, fastest = b.fastest_within && *b.fastest_within == i;
@@ -193,12 +193,13 @@ TextTable budget_table(const GroupAnalysis& ga) {
                                     fmt_count(r.nodes),
                                     fmt_count(r.epochs),
                                     fmt_num(r.images_per_s, 4),
+                                    fmt_hours(r.wall_h / r.epochs),
                                     wall,
                                     nh,
                                     fmt_num(r.device_hours, 3),
                                     fmt_pct(r.efficiency),
                                     choice};
-    if (b.node_hour_cost) row.insert(row.begin() + 7, r.cost ? fmt_num(*r.cost, 4) : "—");
+    if (b.node_hour_cost) row.insert(row.begin() + 8, r.cost ? fmt_num(*r.cost, 4) : "—");
     if (one_epochs) row.erase(row.begin() + 2);
     t.rows.push_back(row);
   }

@@ -568,7 +568,12 @@ TEST(ReportBudget, HandComputedNodeHoursChoicesAndRequest) {
   EXPECT_EQ(b.fastest_within, std::optional<size_t>(1));  // efficiency 0.8 ≥ 0.8, and faster
   EXPECT_EQ(b.device_unit, "Core-hours");
   EXPECT_NE(b.request.find("for 9 epochs on 100000 images takes"), std::string::npos) << b.request;
-  EXPECT_NE(b.request.find(") on 2 nodes with 8 ranks: "), std::string::npos) << b.request;
+  EXPECT_NE(b.request.find("takes 9.38 min (8.44 min–11.2 min), 1.04 min per epoch, on 2 nodes with 8 ranks: "),
+            std::string::npos)
+      << b.request;
+  EXPECT_EQ(fmt_hours(0.5 / 3600), "0.500 s");
+  EXPECT_EQ(fmt_hours(30), "30.0 h");
+  EXPECT_EQ(fmt_hours(72), "3.00 d");
   EXPECT_NE(b.request.find(" node-hours (0.281–0.375) = 2.50 core-hours"), std::string::npos) << b.request;
   EXPECT_NE(b.request.find("cost 0.625 at 2 per node-hour"), std::string::npos) << b.request;
   EXPECT_NE(b.request.find("The fewest node-hours: 0.250 on 1 node, in 15.0 min"), std::string::npos) << b.request;
