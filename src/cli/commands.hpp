@@ -8,6 +8,7 @@ namespace cnnscale::cli {
 int cmd_train(int argc, char** argv);
 int cmd_prep(int argc, char** argv);
 int cmd_allreduce(int argc, char** argv);
+int cmd_data_bench(int argc, char** argv);
 int cmd_report(int argc, char** argv);
 int cmd_env(int argc, char** argv);
 int cmd_watch(int argc, char** argv);

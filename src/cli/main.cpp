@@ -29,6 +29,7 @@ const Command kCommands[] = {
     {"train", cnnscale::cli::cmd_train, "data-parallel CNN training (synthetic or a `prep` data set)"},
     {"prep", cnnscale::cli::cmd_prep, "convert a data set (IDX, HDF5, CIFAR-10/100, image folders) into sharded HDF5"},
     {"allreduce", cnnscale::cli::cmd_allreduce, "collective benchmark with nccl-tests columns and a correctness check"},
+    {"data-bench", cnnscale::cli::cmd_data_bench, "how fast the training reader delivers a prep data set (no model)"},
     {"report", cnnscale::cli::cmd_report, "scaling analysis of run directories (tables, charts, a recommendation)"},
     {"watch", cnnscale::cli::cmd_watch, "a running job's progress from its run directory, as a live table"},
     {"env", cnnscale::cli::cmd_env, "one line per rank: launcher, rank, size, local rank, node, host, device, backend"},
@@ -40,7 +41,7 @@ void usage(FILE* out) {
                "Data-parallel CNN training and scaling analysis for Slurm clusters.\n"
                "Launch with `srun --mpi=pmix cnnscale ...`, `mpirun -n N cnnscale ...`, or alone.\n\n"
                "Commands:\n");
-  for (const auto& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  for (const auto& c : kCommands) std::fprintf(out, "  %-11s %s\n", c.name, c.summary);
   std::fprintf(out,
                "\n`cnnscale <command> --help` documents each command.\n"
                "`cnnscale --version` prints the version and the build's features.\n");
@@ -115,7 +116,7 @@ int main(int argc, char** argv) {
   int status = 0;
   try {
     if (!found)
-      cnnscale::fail("unknown command '", cmd, "'; commands are train, prep, allreduce, report, watch, env (see `cnnscale --help`)");
+      cnnscale::fail("unknown command '", cmd, "'; commands are train, prep, allreduce, data-bench, report, watch, env (see `cnnscale --help`)");
     status = found->run(argc - 1, argv + 1);
   } catch (const cnnscale::CollectiveError& e) {
     // Every rank found the same mistake: rank 0 says it once, all leave cleanly.

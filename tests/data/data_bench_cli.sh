@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# data_bench_cli.sh — `cnnscale data-bench` (issue 27 item 1) on a small JPEG ImageFolder
+# prepped with --store original-max 64 and read with --augment rrc32,hflip:
+#  1. one rank: the summary lines, and --json with images = batches × batch, positive rates,
+#     bytes read per image > 0 and the delivered image's bytes (3·32·32);
+#  2. two ranks under mpiexec: world_size 2 and twice the images;
+#  3. --cache memory with a warm-up of one epoch: the timed batches read (almost) nothing from
+#     files — under 5 % of the uncached bytes per image;
+#  4. errors: no --data, a missing directory, --batches 0 — exit 2, one `cnnscale: error:` line.
+set -u
+source "$CNNSCALE_SOURCE/tests/lib.sh"
+M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
+PY=""  # a python with PIL (Debian's python3-pil; a pyenv shim first on PATH may lack it)
+for p in python3 /usr/bin/python3; do "$p" -c 'import PIL' 2>/dev/null && { PY=$p; break; }; done
+if [ -z "$PY" ]; then echo "SKIP: no python3 with PIL (Debian: apt-get install python3-pil)"; exit 77; fi
+"$PY" - "$TMP/jpegs" <<'PY'
+import os, random, sys
+from PIL import Image
+root, rng = sys.argv[1], random.Random(5)
+for i in range(80):
+    d = os.path.join(root, "train", "c%d" % (i % 4))
+    os.makedirs(d, exist_ok=True)
+    w, h = rng.randint(48, 96), rng.randint(48, 96)
+    img = Image.new("RGB", (w, h))
+    img.putdata([((x * 7 + i) % 256, (y * 5) % 256, (x * y + i) % 256) for y in range(h) for x in range(w)])
+    img.save(os.path.join(d, "%03d.jpg" % i), quality=90)
+PY
+"$CNNSCALE" prep --format imagefolder --input "$TMP/jpegs" --output "$TMP/prep" --store original-max 64 \
+  --val-fraction 0.1 >"$TMP/prep.out" 2>&1
+expect_eq "prep exit status" 0 "$?"
+field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$@"; }
+ARGS=(--data "$TMP/prep" --augment rrc32,hflip --batch-size 8)
+
+# 1. One rank.
+"$CNNSCALE" data-bench "${ARGS[@]}" --batches 6 --warmup 2 --json "$TMP/one.json" >"$TMP/one.out" 2>&1
+expect_eq "one rank: exit status" 0 "$?"
+expect_grep "one rank: the header" "^cnnscale data-bench: $TMP/prep, 1 rank\(s\) on 1 node\(s\), 1 thread\(s\) per rank, batch 8 per rank, --augment rrc32,hflip, --cache none$" "$TMP/one.out"
+expect_grep "one rank: the rates" "^48 images in [0-9.]+ s: [0-9]+ images/s \([0-9]+ per rank\), [0-9]+ images per CPU-second$" "$TMP/one.out"
+expect_grep "one rank: the bytes" "^read [0-9.]+ MB/s from files, [0-9.]+ KB per image = [0-9.]+ bytes read per delivered image byte \(3072 B\)$" "$TMP/one.out"
+expect_eq "one rank: json images = 6 batches x 8" 48 "$(field "$TMP/one.json" images)"
+expect_eq "one rank: json image bytes 3x32x32" 3072 "$(field "$TMP/one.json" image_bytes)"
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["images_per_s"] > 0 and j["images_per_cpu_s"] > 0 and j["bytes_read_per_image"] > 0 and j["world_size"] == 1 else 1)' "$TMP/one.json"
+expect_eq "one rank: positive rates and bytes" 0 "$?"
+
+# 2. Two ranks.
+timeout 300 $M -n 2 "$CNNSCALE" data-bench "${ARGS[@]}" --batches 4 --json "$TMP/two.json" >"$TMP/two.out" 2>&1
+expect_eq "two ranks: exit status" 0 "$?"
+expect_eq "two ranks: world size" 2 "$(field "$TMP/two.json" world_size)"
+expect_eq "two ranks: json images = 2 ranks x 4 batches x 8" 64 "$(field "$TMP/two.json" images)"
+expect_eq "two ranks: one summary (rank 0)" 1 "$(grep -c '^cnnscale data-bench:' "$TMP/two.out")"
+
+# 3. A memory cache filled by a warm-up of one epoch (72 train samples / 8 = 9 batches).
+"$CNNSCALE" data-bench "${ARGS[@]}" --cache memory --warmup 9 --batches 18 --json "$TMP/cached.json" \
+  >"$TMP/cached.out" 2>&1
+expect_eq "cached: exit status" 0 "$?"
+python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["bytes_read_per_image"]; b=json.load(open(sys.argv[2]))["bytes_read_per_image"]; print(a, b); sys.exit(0 if a < 0.05 * b else 1)' \
+  "$TMP/cached.json" "$TMP/one.json" >"$TMP/cached.cmp" 2>&1
+st=$?
+expect_eq "cached: the timed batches read under 5 % of the uncached bytes ($(cat "$TMP/cached.cmp"))" 0 "$st"
+
+# 4. Errors.
+"$CNNSCALE" data-bench --batch-size 8 >"$TMP/e1" 2>&1
+expect_eq "no --data: exit status" 2 "$?"
+expect_grep "no --data: named" "^cnnscale: error: data-bench: --data DIR is required" "$TMP/e1"
+"$CNNSCALE" data-bench --data "$TMP/nowhere" >"$TMP/e2" 2>&1
+expect_eq "missing directory: exit status" 2 "$?"
+expect_grep "missing directory: named" "^cnnscale: error: .*$TMP/nowhere" "$TMP/e2"
+"$CNNSCALE" data-bench "${ARGS[@]}" --batches 0 >"$TMP/e3" 2>&1
+expect_eq "--batches 0: exit status" 2 "$?"
+expect_grep "--batches 0: named" "^cnnscale: error: --batches must be at least 1" "$TMP/e3"
+finish
