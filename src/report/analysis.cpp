@@ -78,13 +78,9 @@ Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& 
                          " ranks) was given: scaling needs runs at two or more rank counts. Run the same "
                          "configuration at more counts, e.g. scripts/scaling-sweep.sh --local --ranks 1,2,4 -- ...");
     }
-    BudgetOptions bo;
-    bo.epochs = options.epochs;
-    bo.train_samples = options.train_samples;
-    bo.node_hour_cost = options.node_hour_cost;
-    bo.efficiency_threshold = options.efficiency_threshold;
-    bo.target_accuracy = options.target_accuracy;
-    ga.budget = make_budget(g, ga.rows, ga.projections, bo);
+    ga.budget = make_budget(g, ga.rows, ga.projections,
+                            {options.epochs, options.train_samples, options.node_hour_cost,
+                             options.efficiency_threshold, options.target_accuracy});
     for (const auto& r : g.runs)
       if (auto s = straggler_note(r)) ga.notes.push_back(*s);
     for (const auto& r : g.runs)
