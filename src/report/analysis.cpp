@@ -33,7 +33,8 @@ std::optional<std::string> input_bound_note(const RunRecord& r, double threshold
          " ms, run.json breakdown_ms.data): the run is input-bound, so faster compute or more ranks will not help "
          "until the input keeps up. Give the reader more workers (train --data-threads N, augmentation and "
          "normalisation per rank), a deeper --prefetch, --cache memory (no disk reads after the first epoch), or "
-         "prep the images smaller (--resize, --store original-max S).";
+         "prep the images smaller (--resize, --store original-max S); `cnnscale data-bench` measures the reader "
+         "alone (docs/data.md).";
 }
 
 Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& runs) {

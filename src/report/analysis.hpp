@@ -77,11 +77,11 @@ Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& 
 std::optional<std::string> straggler_note(const RunRecord& r, double threshold = 0.05);
 
 // A note when the training loop waited for input (run.json breakdown_ms.data, a mean
-// per step) more than `threshold` (default 10 %) of the step — step_ms.mean when
+// per step) more than `threshold` (default 5 %, as train's progress lines and summary) of the step — step_ms.mean when
 // run.json has it, else the breakdown's sum: the run is input-bound, and more ranks or
 // a faster model will not make it faster. Names the share, both times and the knobs
 // (--data-threads, --prefetch, --cache memory). nullopt otherwise.
-std::optional<std::string> input_bound_note(const RunRecord& r, double threshold = 0.10);
+std::optional<std::string> input_bound_note(const RunRecord& r, double threshold = 0.05);
 
 // Writes report.md, report.html, scaling.csv and report.json into options.output_dir.
 void write_report(const Report& report);

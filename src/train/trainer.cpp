@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -63,7 +64,19 @@ static_assert(kMarkEnd < Model::kMarkPoints, "Model::kMarkPoints too small for a
 // Sums for the progress line.
 struct LossSums {
   double loss = 0, samples = 0;
+  double data_s = 0, step_s = 0;  // the interval's waits for input and step times, summed over ranks
 };
+
+// The loop waited for input more than this share of its step time: the run is input-bound
+// and the progress lines, the summary and run.json say so (issue 27 item 6; `cnnscale
+// report` uses the same 5 %, report/analysis.hpp input_bound_note).
+constexpr double kInputBoundShare = 0.05;
+
+std::string fixed1(double v) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.1f", v);
+  return b;
+}
 
 // Sums for the test-split evaluation.
 struct EvalSums {
@@ -644,6 +657,8 @@ StepResult Trainer::step() {
   t.step = seconds_since(t0);
   if (tl) tl->span(Timeline::kStep, "step " + std::to_string(step + 1), tl_start, tl_start + t.step);
   times_.push_back(t);
+  data_since_log_ += t.data;
+  step_since_log_ += t.step;
   if (!any.non_finite) {
     loss_since_log_ += loss_sum;
     samples_since_log_ += batch_.count;
@@ -773,7 +788,7 @@ bool Trainer::replicas_identical() {
 }
 
 void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
-  LossSums sums{loss_since_log_, static_cast<double>(samples_since_log_)};
+  LossSums sums{loss_since_log_, static_cast<double>(samples_since_log_), data_since_log_, step_since_log_};
   control_.allreduce_fields(sums, ReduceOp::sum, "the loss allreduce");
   // Every step since the last line skipped (--on-nan skip-step): no loss to show (once
   // this read 0/0 as a NaN loss and stopped the run that skip-step was keeping alive).
@@ -791,6 +806,12 @@ void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
   // The slowest rank's step time (the previous step's: it rides on this step's agreement).
   char slowest[64] = "";
   if (slowest_step_s_ > 0) std::snprintf(slowest, sizeof(slowest), " slowest rank %.1f ms/step", slowest_step_s_ * 1e3);
+  // Input-bound over this interval (all ranks): the line says so, so that a user watching
+  // the log sees it long before the summary.
+  const double data_share = sums.step_s > 0 ? sums.data_s / sums.step_s : 0;
+  if (data_share > kInputBoundShare)
+    std::snprintf(slowest + std::strlen(slowest), sizeof(slowest) - std::strlen(slowest), " input-bound %.0f%%",
+                  100 * data_share);
   char line[320];
   char loss_text[48];
   if (all_skipped) std::snprintf(loss_text, sizeof(loss_text), "loss - (skipped)");
@@ -811,6 +832,7 @@ void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
   line_json["total_steps"] = total_steps_;  // for `cnnscale watch` (progress, ETA)
   line_json["eta_s"] = std::isfinite(eta) && eta >= 0 ? nlohmann::json(eta) : nlohmann::json(nullptr);
   if (slowest_step_s_ > 0) line_json["slowest_step_ms"] = slowest_step_s_ * 1e3;  // max over ranks, previous step
+  line_json["data_wait_share"] = data_share;  // the interval's input wait over its step time, all ranks
   metrics_.append(line_json);
   if (tb_) {  // the same values and step as the metrics line (docs/watching.md)
     std::vector<tb::Scalar> s = {{"train/lr", lr},
@@ -826,6 +848,7 @@ void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
   }
   loss_since_log_ = 0;
   samples_since_log_ = 0;
+  data_since_log_ = step_since_log_ = 0;
 }
 
 // Exact distributed evaluation: every test sample counted once, whatever the world size.
@@ -987,6 +1010,17 @@ void Trainer::summarize(const std::string& ended) {
            ")" +
            (evaluated_ ? ", test accuracy " + std::to_string(last_eval_.accuracy) : std::string()));
 
+  const double data_share = tm.step.mean > 0 ? tm.mean.data / tm.step.mean : 0;
+  if (data_share > kInputBoundShare)
+    log_warn("input-bound: the training loop waited for input " + std::to_string(std::lround(100 * data_share)) +
+             "% of each step (data " + fixed1(tm.mean.data * 1e3) + " of " + fixed1(tm.step.mean * 1e3) +
+             " ms): raise --data-threads (now " +
+             std::to_string(opt_.data.data_threads) + ")" +
+             (opt_.data.synthetic ? std::string()
+                                  : ", use --cache memory (no reads after the first epoch), or prep smaller images; "
+                                    "`cnnscale data-bench --data " + opt_.data.dir + " --augment " +
+                                        (opt_.data.augment.empty() ? std::string("none") : opt_.data.augment) +
+                                        " --data-threads N` measures the reader alone (docs/data.md)"));
   if (rank_ == 0 && run_end_.enabled()) {
     run_end_.write(ended, run_record(tm, steps_run), true);
     if (finished) log_info("wrote " + opt_.run_dir + "/run.json");
@@ -1023,6 +1057,7 @@ nlohmann::json Trainer::run_record(const Timings& tm, int64_t steps_run) const {
   j["images_per_s_p90"] = tm.images_per_s.p90;
   j["step_ms"] = {{"median", tm.step.median * 1e3}, {"p10", tm.step.p10 * 1e3}, {"p90", tm.step.p90 * 1e3},
                   {"mean", tm.step.mean * 1e3}};
+  j["data_wait_share"] = tm.step.mean > 0 ? tm.mean.data / tm.step.mean : 0;  // > 0.05: input-bound
   j["breakdown_ms"] = {{"data", tm.mean.data * 1e3}, {"compute", tm.mean.compute * 1e3},
                        {"comm_exposed", tm.mean.comm_exposed * 1e3}, {"optimizer", tm.mean.optimizer * 1e3}};
   j["breakdown_median_ms"] = {{"data", tm.median_max.data * 1e3}, {"compute", tm.median_max.compute * 1e3},

@@ -187,6 +187,7 @@ class Trainer {
   StepContext sctx_;
   std::vector<StepTimes> times_;
   double loss_since_log_ = 0;
+  double data_since_log_ = 0, step_since_log_ = 0;  // this rank's input waits and step times since the last line
   int64_t samples_since_log_ = 0;
   double last_loss_ = std::numeric_limits<double>::quiet_NaN();
   nlohmann::json accuracy_curve_ = nlohmann::json::array();

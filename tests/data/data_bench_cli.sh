@@ -6,7 +6,9 @@
 #  2. two ranks under mpiexec: world_size 2 and twice the images;
 #  3. --cache memory with a warm-up of one epoch: the timed batches read (almost) nothing from
 #     files — under 5 % of the uncached bytes per image;
-#  4. errors: no --data, a missing directory, --batches 0 — exit 2, one `cnnscale: error:` line.
+#  4. a training run on that data that waits for input says so (progress line, warning,
+#     run.json data_wait_share); a compute-bound one does not;
+#  5. errors: no --data, a missing directory, --batches 0 — exit 2, one `cnnscale: error:` line.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
@@ -58,7 +60,22 @@ python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["bytes_read_per_imag
 st=$?
 expect_eq "cached: the timed batches read under 5 % of the uncached bytes ($(cat "$TMP/cached.cmp"))" 0 "$st"
 
-# 4. Errors.
+# 4. What data-bench is for: a training run on the same data that waits for input says so
+#    (issue 27 item 6): in its progress lines, a warning naming the knobs and data-bench, and
+#    run.json data_wait_share (> 0.05); a compute-bound run (synthetic mnist_cnn) does not.
+"$CNNSCALE" train --data "$TMP/prep" --augment rrc32,hflip --model "flatten linear(4)" --batch-size 8 \
+  --max-steps 12 --log-every 4 --no-tensorboard --run-dir "$TMP/ib" >"$TMP/ib.out" 2>&1
+expect_eq "input-bound run: exit status" 0 "$?"
+expect_grep "input-bound run: the progress line says so" "^epoch 1/[0-9]+ step 4/12 .* input-bound [0-9]+% ETA" "$TMP/ib.out"
+expect_grep "input-bound run: the warning names the knobs and data-bench" \
+  "^cnnscale: warning: input-bound: the training loop waited for input [0-9]+% of each step .*--data-threads \(now 1\).*cnnscale data-bench --data $TMP/prep --augment rrc32,hflip" "$TMP/ib.out"
+python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["data_wait_share"] > 0.05 else 1)' "$TMP/ib/run.json"
+expect_eq "input-bound run: run.json data_wait_share > 0.05" 0 "$?"
+"$CNNSCALE" train --synthetic --model mnist_cnn --batch-size 32 --max-steps 12 --log-every 4 >"$TMP/cb.out" 2>&1
+expect_eq "compute-bound run: exit status" 0 "$?"
+expect_eq "compute-bound run: no input-bound line" 0 "$(grep -c 'input-bound' "$TMP/cb.out")"
+
+# 5. Errors.
 "$CNNSCALE" data-bench --batch-size 8 >"$TMP/e1" 2>&1
 expect_eq "no --data: exit status" 2 "$?"
 expect_grep "no --data: named" "^cnnscale: error: data-bench: --data DIR is required" "$TMP/e1"

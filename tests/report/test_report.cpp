@@ -526,8 +526,11 @@ TEST(ReportInputBound, DataWaitShareNamed) {
   EXPECT_EQ(found, 1);  // the 1-rank run (no data wait) gets none
   EXPECT_FALSE(input_bound_note(rec(run_doc(2, 32, 100, 5, 85, 5, 5), "in2")).has_value());
   EXPECT_TRUE(input_bound_note(rec(run_doc(2, 32, 100, 5, 85, 5, 5), "in2"), 0.04).has_value());
-  d["step_ms"]["mean"] = 300.0;  // the mean step, when recorded, is the denominator: 10 %, not above
+  d["step_ms"]["mean"] = 300.0;  // the mean step, when recorded, is the denominator: 10 %, above 5 %
+  EXPECT_TRUE(input_bound_note(rec(d, "in2")).has_value());
+  d["step_ms"]["mean"] = 750.0;  // 4 %: not input-bound
   EXPECT_FALSE(input_bound_note(rec(d, "in2")).has_value());
+  EXPECT_NE(note->find("cnnscale data-bench"), std::string::npos) << *note;
 }
 
 // The training budget (issue 29 item 1), hand-computed: strong scaling, G = 240, 4 ranks
