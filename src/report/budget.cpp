@@ -63,10 +63,11 @@ std::optional<Budget> make_budget(const RunGroup& g, const std::vector<ScalingRo
                             fmt_pct(*o.target_accuracy) + " and no --epochs was given: it has no budget row.");
         }
       }
-    b.epochs = per_row[static_cast<size_t>(std::find_if(per_row.begin(), per_row.end(),
-                                                        [](const auto& e) { return e.has_value(); }) -
-                                           per_row.begin())]
-                   .value();
+    for (const auto& e : per_row)  // the first run's that has a budget
+      if (e) {
+        b.epochs = *e;
+        break;
+      }
   } else {
     b.epochs = *o.epochs;
     b.epochs_source = "--epochs " + fmt_count(*o.epochs);

@@ -49,6 +49,21 @@ std::string field(const nlohmann::json& j, const char* key, const std::string& d
   return it != j.end() && it->is_string() ? it->get<std::string>() : def;
 }
 
+// run.lock's holder (train/run_dir.hpp LockHolder, as JSON) as "pid P on HOST[, Slurm job J]";
+// "" when the text is not a holder record.
+std::string holder_text(const std::string& lock_text) {
+  nlohmann::json h;
+  try {
+    h = nlohmann::json::parse(lock_text);
+  } catch (const nlohmann::json::exception&) {
+    return "";
+  }
+  if (!h.is_object()) return "";
+  const std::string job = field(h, "job_id", std::string());
+  return "pid " + std::to_string(field(h, "pid", int64_t{0})) + " on " + field(h, "host", std::string("?")) +
+         (job.empty() ? std::string() : ", Slurm job " + job);
+}
+
 std::string duration(double s) {
   if (!(s >= 0) || s > 1e7) return "?";
   const long t = std::lround(s);
@@ -191,14 +206,7 @@ std::string describe_unfinished(const std::string& run_dir) {
   if (!m.exists) return "no run.json and no metrics.jsonl: no `cnnscale train --run-dir` run has started there";
   std::string who;
   const LockProbe lock = probe_run_lock(run_dir, &who);
-  std::string holder;
-  try {
-    const auto h = nlohmann::json::parse(who);
-    holder = "pid " + std::to_string(field(h, "pid", int64_t{0})) + " on " + field(h, "host", std::string("?"));
-    const std::string job = field(h, "job_id", std::string());
-    if (!job.empty()) holder += ", Slurm job " + job;
-  } catch (const nlohmann::json::exception&) {
-  }
+  const std::string holder = holder_text(who);
   const std::string at = m.last_step >= 0 ? "step " + std::to_string(m.last_step) + " (metrics.jsonl's last progress line)"
                                           : "step " + std::to_string(m.start_step) + " (no progress line yet)";
   if (lock == LockProbe::held)
@@ -229,16 +237,8 @@ std::string watch_state_line(const WatchView& v) {
     if (v.run_json.contains("timeline") && v.run_json["timeline"].is_string())
       os << "; timeline " << v.run_json["timeline"].get<std::string>();
   } else if (v.gone) {
-    nlohmann::json h;
-    try {
-      h = nlohmann::json::parse(v.holder);
-    } catch (const nlohmann::json::exception&) {
-    }
     os << "ended without finishing: no process holds " << v.run_dir << "/run.lock";
-    if (h.is_object())
-      os << " (its last holder: pid " << field(h, "pid", int64_t{0}) << " on " << field(h, "host", std::string("?"))
-         << (field(h, "job_id", std::string()).empty() ? std::string() : ", Slurm job " + field(h, "job_id", std::string()))
-         << ")";
+    if (const std::string h = holder_text(v.holder); !h.empty()) os << " (its last holder: " << h << ")";
     os << " and run.json records no end: the run was stopped or killed (a signal, out of memory, a rank's or "
           "node's death)";
     if (last.is_object()) os << " after step " << field(last, "step", int64_t{0});

@@ -103,6 +103,8 @@ struct Trainer::Timings {
   StepParts median_max;              // each rank's median, then the largest over ranks
   std::vector<double> compute_median_per_rank;  // rank 0 only
   double wall_s = 0;
+  // The loop's mean input wait over the mean step (> kInputBoundShare: input-bound).
+  double data_share() const { return step.mean > 0 ? mean.data / step.mean : 0; }
 };
 
 Trainer::Trainer(TrainOptions opt, const ProcessContext& ctx, Communicator& comm, ControlComm& control)
@@ -417,28 +419,10 @@ void Trainer::begin() {
 }
 
 // Rank 0 with --run-dir: how the run ends is recorded even when it ends early
-// (train/run_end.hpp). The fields a record without timings carries are fixed here.
+// (train/run_end.hpp); a record without timings carries run_shape() and the planned steps.
 void Trainer::open_run_end() {
-  nlohmann::json base;
-  base["world_size"] = world_;
-  base["nodes"] = ctx_.num_nodes;
-  base["ranks_per_node"] = ctx_.num_nodes > 0 ? world_ / ctx_.num_nodes : world_;
-  base["backend"] = backend_name(comm_.backend());
-  base["device"] = comm_.device_buffers() ? ctx_.device_label : std::string("cpu");
-  base["model"] = model_->name();
-  base["model_spec"] = model_->spec();
-  base["precision"] = precision_name(opt_.precision);
-  base["batch_per_rank"] = opt_.batch_size;
-  base["global_batch"] = global_batch_;
+  nlohmann::json base = run_shape();
   base["planned_steps"] = total_steps_;
-  base["optimizer"] = opt_.optimizer.kind;
-  base["seed"] = opt_.seed;
-  base["data"] = opt_.data.synthetic ? std::string("synthetic") : opt_.data.dir;
-  base["launcher"] = ctx_.launch.name;
-  base["resumed_from"] = resumed_from_.empty() ? nlohmann::json(nullptr) : nlohmann::json(resumed_from_);
-  base["config_digest"] = digest_;
-  base["config"] = config_.to_json();
-  if (!ctx_.launch.job_id.empty()) base["slurm"] = {{"job_id", ctx_.launch.job_id}};
   const RunDir* dir = run_dir_.get();
   const int64_t first = first_step_;
   run_end_.open(opt_.run_dir, dir->previous_finished(), &metrics_,
@@ -1010,7 +994,7 @@ void Trainer::summarize(const std::string& ended) {
            ")" +
            (evaluated_ ? ", test accuracy " + std::to_string(last_eval_.accuracy) : std::string()));
 
-  const double data_share = tm.step.mean > 0 ? tm.mean.data / tm.step.mean : 0;
+  const double data_share = tm.data_share();
   if (data_share > kInputBoundShare)
     log_warn("input-bound: the training loop waited for input " + std::to_string(std::lround(100 * data_share)) +
              "% of each step (data " + fixed1(tm.mean.data * 1e3) + " of " + fixed1(tm.step.mean * 1e3) +
@@ -1028,7 +1012,9 @@ void Trainer::summarize(const std::string& ended) {
 }
 
 // run.json: what `cnnscale report` reads (docs/report.md).
-nlohmann::json Trainer::run_record(const Timings& tm, int64_t steps_run) const {
+// The run's shape, identity and input: what every run.json carries, with timings or
+// without (a run that ended before its summary, train/run_end.hpp).
+nlohmann::json Trainer::run_shape() const {
   const bool on_gpu = comm_.device_buffers();
   nlohmann::json j;
   j["world_size"] = world_;
@@ -1048,6 +1034,23 @@ nlohmann::json Trainer::run_record(const Timings& tm, int64_t steps_run) const {
   j["batch_per_rank"] = opt_.batch_size;
   j["global_batch"] = global_batch_;
   j["train_samples"] = train_->samples();  // the train split: `cnnscale report --epochs` budgets from it
+  j["optimizer"] = opt_.optimizer.kind;
+  j["seed"] = opt_.seed;
+  j["data"] = opt_.data.synthetic ? std::string("synthetic") : opt_.data.dir;
+  j["launcher"] = ctx_.launch.name;
+  j["resumed_from"] = resumed_from_.empty() ? nlohmann::json(nullptr) : nlohmann::json(resumed_from_);
+  j["config_digest"] = digest_;
+  j["config"] = config_.to_json();
+  if (!ctx_.launch.job_id.empty()) {
+    const char* nl = std::getenv("SLURM_JOB_NODELIST");
+    if (!nl) nl = std::getenv("SLURM_NODELIST");
+    j["slurm"] = {{"job_id", ctx_.launch.job_id}, {"nodelist", nl ? nl : ""}};
+  }
+  return j;
+}
+
+nlohmann::json Trainer::run_record(const Timings& tm, int64_t steps_run) const {
+  nlohmann::json j = run_shape();
   j["steps"] = steps_run;  // total_steps_ unless the run stopped early (then also "planned_steps")
   if (steps_run != total_steps_) j["planned_steps"] = total_steps_;
   j["epochs"] = static_cast<double>(steps_run) / static_cast<double>(steps_per_epoch_);
@@ -1057,7 +1060,7 @@ nlohmann::json Trainer::run_record(const Timings& tm, int64_t steps_run) const {
   j["images_per_s_p90"] = tm.images_per_s.p90;
   j["step_ms"] = {{"median", tm.step.median * 1e3}, {"p10", tm.step.p10 * 1e3}, {"p90", tm.step.p90 * 1e3},
                   {"mean", tm.step.mean * 1e3}};
-  j["data_wait_share"] = tm.step.mean > 0 ? tm.mean.data / tm.step.mean : 0;  // > 0.05: input-bound
+  j["data_wait_share"] = tm.data_share();  // > 0.05: input-bound
   j["breakdown_ms"] = {{"data", tm.mean.data * 1e3}, {"compute", tm.mean.compute * 1e3},
                        {"comm_exposed", tm.mean.comm_exposed * 1e3}, {"optimizer", tm.mean.optimizer * 1e3}};
   j["breakdown_median_ms"] = {{"data", tm.median_max.data * 1e3}, {"compute", tm.median_max.compute * 1e3},
@@ -1091,23 +1094,11 @@ nlohmann::json Trainer::run_record(const Timings& tm, int64_t steps_run) const {
   j["wall_s"] = tm.wall_s;
   j["lr"] = {{"base", schedule_->base()}, {"peak", schedule_->peak()}, {"scaling", opt_.lr.scaling},
              {"warmup_epochs", opt_.lr.warmup_epochs}, {"decay", opt_.lr.decay}};
-  j["optimizer"] = opt_.optimizer.kind;
-  j["seed"] = opt_.seed;
-  j["data"] = opt_.data.synthetic ? std::string("synthetic") : opt_.data.dir;
-  j["launcher"] = ctx_.launch.name;
   j["skipped_steps"] = skipped_steps_;
-  j["resumed_from"] = resumed_from_.empty() ? nlohmann::json(nullptr) : nlohmann::json(resumed_from_);
-  j["config_digest"] = digest_;
   j["metrics_lines_lost"] = metrics_.lines_lost();
   if (!timeline_written_.empty()) j["timeline"] = timeline_written_;  // --timeline's file (docs/watching.md)
   j["tensorboard"] = tb_ ? nlohmann::json(tb_->path()) : nlohmann::json(nullptr);
   j["tensorboard_records_lost"] = tb_ ? tb_->records_lost() : 0;
-  j["config"] = config_.to_json();
-  if (!ctx_.launch.job_id.empty()) {
-    const char* nl = std::getenv("SLURM_JOB_NODELIST");
-    if (!nl) nl = std::getenv("SLURM_NODELIST");
-    j["slurm"] = {{"job_id", ctx_.launch.job_id}, {"nodelist", nl ? nl : ""}};
-  }
   return j;
 }
 

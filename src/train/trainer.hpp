@@ -139,7 +139,8 @@ class Trainer {
   };
   UnreadMarks marks_unread_;
   struct Timings;  // the summary's timings over ranks
-  nlohmann::json run_record(const Timings& t, int64_t steps_run) const;
+  nlohmann::json run_shape() const;  // run.json's fields that need no timings
+  nlohmann::json run_record(const Timings& t, int64_t steps_run) const;  // run_shape() + the timings
   void open_run_end();  // begin()'s end record (rank 0 with --run-dir)
 
   // What the run was given.
