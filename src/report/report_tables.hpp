@@ -43,7 +43,8 @@ std::string timeline_sentence(const TimelineLink& t);  // "Step timeline of DIR 
 constexpr const char* kModelDisclaimer =
     "Projections come from the fitted model, not from measurements: they assume the fitted compute "
     "scaling (per node) and the two-level allreduce cost continue to hold at larger counts (same "
-    "network, same kind of node). The band is the bootstrap's 5th–95th percentile: the measurement "
-    "noise only, not the error of the model's form.";
+    "network, same kind of node). The band is the 5th–95th percentile of the bootstrap (each run's "
+    "noise and the fit's misfit) widened to the leave-one-out fits; a model of the wrong form beyond "
+    "what the measured counts show is not in it.";
 
 }  // namespace cnnscale::report
