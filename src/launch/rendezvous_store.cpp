@@ -341,8 +341,8 @@ class RendezvousStore::Server {
         if (c.in.size() < need + 4) return;
         vlen = get_le(&c.in[need], 4);
         if (vlen > lim_.max_value) {
-          warn("dropped a client at " + c.peer + " that sent a value of " + std::to_string(vlen) +
-               " bytes (at most " + std::to_string(lim_.max_value) + " for this world)");
+          warn("dropped a client at " + c.peer + " that sent a value of " + std::to_string(vlen) + " bytes (at most " +
+               std::to_string(lim_.max_value) + " for this world)");
           c.drop = true;
           return;
         }
@@ -388,8 +388,7 @@ class RendezvousStore::Server {
     char buf[65536];
     for (;;) {
       fds.assign({{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}});
-      for (const auto& c : conns)
-        fds.push_back({c.fd, static_cast<short>(c.pending() ? POLLOUT : POLLIN), 0});
+      for (const auto& c : conns) fds.push_back({c.fd, static_cast<short>(c.pending() ? POLLOUT : POLLIN), 0});
       if (::poll(fds.data(), fds.size(), 500) < 0) {
         if (errno == EINTR) continue;
         break;
@@ -591,8 +590,7 @@ int RendezvousStore::connect_client(double timeout_s) {
     if (since(t0) >= timeout_s) {
       if (waiting_for_token_file || stale_token)
         fail("the rendezvous store at ", where_, " requires the job's token, and the token file ", opts_.token_file,
-             stale_token ? " holds another token (an older run's?)" : " did not appear",
-             " within ", timeout_s,
+             stale_token ? " holds another token (an older run's?)" : " did not appear", " within ", timeout_s,
              " s (--collective-timeout): rank 0 writes it there, so --run-dir must be the same directory, on a file "
              "system every node shares; or set CNNSCALE_RENDEZVOUS_TOKEN to the same value on every rank");
       if (hello_failure == 2)
@@ -659,15 +657,13 @@ std::string RendezvousStore::request(char op, const std::string& key, const std:
 void RendezvousStore::torch_send(const std::string& msg) {
   set_io_timeout(fd_, opts_.timeout_s);
   errno = 0;
-  if (!send_all(fd_, msg.data(), msg.size()))
-    lost(io_failure());
+  if (!send_all(fd_, msg.data(), msg.size())) lost(io_failure());
 }
 
 std::string RendezvousStore::torch_recv(size_t n) {
   std::string out(n, '\0');
   errno = 0;
-  if (!recv_all(fd_, out.data(), n))
-    lost(io_failure());
+  if (!recv_all(fd_, out.data(), n)) lost(io_failure());
   return out;
 }
 
