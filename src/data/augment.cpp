@@ -6,7 +6,7 @@
 #include <cstring>
 #include <regex>
 
-#include "data/image_decode.hpp"
+#include "data/resample.hpp"
 #include "data/sampler.hpp"
 #include "util/error.hpp"
 
@@ -126,7 +126,7 @@ AugmentDraw augment_draw(const AugmentStep& step, int k, uint64_t seed, int epoc
 
 void crop_padded(const uint8_t* src, uint8_t* dst, SampleShape shape, int pad, int top, int left) {
   const int H = shape.height, W = shape.width;
-  const int dy = top - pad, dx = left - pad;  // dst(y, x) = src(y + dy, x + dx)
+  const int dy = top - pad, dx = left - pad;                            // dst(y, x) = src(y + dy, x + dx)
   const int x0 = std::clamp(-dx, 0, W), x1 = std::clamp(W - dx, 0, W);  // dst columns with a source pixel
   for (int c = 0; c < shape.channels; ++c) {
     const uint8_t* s = src + int64_t{c} * H * W;
@@ -156,15 +156,12 @@ void flip_horizontal(const uint8_t* src, uint8_t* dst, SampleShape shape) {
 }
 
 void resized_crop(const uint8_t* src, uint8_t* dst, SampleShape shape, int top, int left, int h, int w, int size,
-                  std::vector<uint8_t>& scratch) {
-  const int H = shape.height, W = shape.width;
-  scratch.resize(static_cast<size_t>(h) * w);
-  for (int c = 0; c < shape.channels; ++c) {
-    const uint8_t* s = src + int64_t{c} * H * W;
-    for (int y = 0; y < h; ++y)
-      std::memcpy(scratch.data() + static_cast<size_t>(y) * w, s + int64_t{top + y} * W + left, static_cast<size_t>(w));
-    resample_bilinear(scratch.data(), w, h, 1, dst + int64_t{c} * size * size, size, size);
-  }
+                  bool flip) {
+  thread_local PlaneResampler r;  // the window is read in place: no copy, coefficients once per sample
+  r.set(w, h, size, size);
+  const int64_t plane = int64_t{shape.height} * shape.width;
+  for (int c = 0; c < shape.channels; ++c)
+    r.run(src + c * plane + int64_t{top} * shape.width + left, shape.width, dst + int64_t{c} * size * size, flip);
 }
 
 void center_crop_planes(const uint8_t* src, uint8_t* dst, SampleShape shape, int size) {
@@ -173,7 +170,8 @@ void center_crop_planes(const uint8_t* src, uint8_t* dst, SampleShape shape, int
   const int H = shape.height, W = shape.width;
   const int pl = size > W ? (size - W) / 2 : 0, pt = size > H ? (size - H) / 2 : 0;
   const int Wp = size > W ? W + pl + (size - W + 1) / 2 : W, Hp = size > H ? H + pt + (size - H + 1) / 2 : H;
-  const int top = static_cast<int>(std::nearbyint((Hp - size) / 2.0)), left = static_cast<int>(std::nearbyint((Wp - size) / 2.0));
+  const int top = static_cast<int>(std::nearbyint((Hp - size) / 2.0)),
+            left = static_cast<int>(std::nearbyint((Wp - size) / 2.0));
   for (int c = 0; c < shape.channels; ++c) {
     const uint8_t* s = src + int64_t{c} * H * W;
     uint8_t* d = dst + int64_t{c} * size * size;
@@ -198,9 +196,10 @@ void resize_planes(const uint8_t* src, uint8_t* dst, SampleShape shape, int size
     std::memcpy(dst, src, static_cast<size_t>(shape.numel()));
     return;
   }
+  thread_local PlaneResampler r;
+  r.set(shape.width, shape.height, o.width, o.height);
   for (int c = 0; c < shape.channels; ++c)
-    resample_bilinear(src + int64_t{c} * shape.height * shape.width, shape.width, shape.height, 1,
-                      dst + int64_t{c} * o.height * o.width, o.width, o.height);
+    r.run(src + int64_t{c} * shape.height * shape.width, shape.width, dst + int64_t{c} * o.height * o.width);
 }
 
 Augmenter::Augmenter(const std::string& list, SampleShape shape, uint64_t seed, bool ragged)
@@ -225,10 +224,9 @@ Augmenter::Augmenter(const std::string& list, SampleShape shape, uint64_t seed, 
     if (cur.height != s.size || cur.width != s.size)
       fail("--augment ", s.name, " cuts ", s.size, "x", s.size, " windows but the images ",
            shapes_.size() == 1 ? "of this data set" : "reaching it", " are ", cur.height, "x", cur.width, "; ",
-           cur.height == cur.width
-               ? "use crop" + std::to_string(cur.height) + "pad" + std::to_string(s.pad) +
-                     " (the crop keeps the sample shape)"
-               : std::string("crop needs square images (prep them with a square --center-crop)"));
+           cur.height == cur.width ? "use crop" + std::to_string(cur.height) + "pad" + std::to_string(s.pad) +
+                                         " (the crop keeps the sample shape)"
+                                   : std::string("crop needs square images (prep them with a square --center-crop)"));
   }
   if (variable)
     fail("--augment '", list, "' leaves the images of this data set at their variable stored sizes (prep --store ",
@@ -264,21 +262,25 @@ void Augmenter::apply(const uint8_t* src, SampleShape in, uint8_t* dst, int epoc
     std::memcpy(dst, src, static_cast<size_t>(in.numel()));
     return;
   }
-  // Two ping-pong buffers (scratch and one per thread); rrc copies its window (one plane
-  // at a time) into `window` (per thread) before resampling it. Shapes are followed
-  // step by step, since on ragged data they depend on the sample.
-  thread_local std::vector<uint8_t> window, other;
+  // Two ping-pong buffers (scratch and one per thread); shapes are followed step by step,
+  // since on ragged data they depend on the sample. rrc<S> followed by hflip is one pass
+  // (the resampler writes the columns mirrored): the same bytes as the two steps.
+  thread_local std::vector<uint8_t> other;
   std::vector<uint8_t>* bufs[2] = {&scratch, &other};
+  int next_buf = 0;
   const uint8_t* cur = src;
   for (size_t k = 0; k < steps_.size(); ++k) {
     const AugmentStep& s = steps_[k];
+    const bool fuse_flip =
+        s.kind == AugmentStep::Kind::rrc && k + 1 < steps_.size() && steps_[k + 1].kind == AugmentStep::Kind::hflip;
     SampleShape out_sh = in;
     if (s.kind == AugmentStep::Kind::rrc || s.kind == AugmentStep::Kind::center) out_sh = {in.channels, s.size, s.size};
     else if (s.kind == AugmentStep::Kind::resize) out_sh = resize_shape(in, s.size);
     uint8_t* out = dst;
-    if (k + 1 < steps_.size()) {
-      bufs[k % 2]->resize(static_cast<size_t>(out_sh.numel()));
-      out = bufs[k % 2]->data();
+    if (k + (fuse_flip ? 2 : 1) < steps_.size()) {
+      bufs[next_buf]->resize(static_cast<size_t>(out_sh.numel()));
+      out = bufs[next_buf]->data();
+      next_buf ^= 1;
     }
     switch (s.kind) {
       case AugmentStep::Kind::crop: {
@@ -294,16 +296,17 @@ void Augmenter::apply(const uint8_t* src, SampleShape in, uint8_t* dst, int epoc
       }
       case AugmentStep::Kind::rrc: {
         const AugmentDraw d = augment_draw(s, static_cast<int>(k), seed_, epoch, g, in);
-        resized_crop(cur, out, in, d.top, d.left, d.h, d.w, s.size, window);
+        const bool flip =
+            fuse_flip && augment_draw(steps_[k + 1], static_cast<int>(k + 1), seed_, epoch, g, out_sh).flip;
+        resized_crop(cur, out, in, d.top, d.left, d.h, d.w, s.size, flip);
         break;
       }
-      case AugmentStep::Kind::center:
-        center_crop_planes(cur, out, in, s.size);
-        break;
+      case AugmentStep::Kind::center: center_crop_planes(cur, out, in, s.size); break;
       case AugmentStep::Kind::resize: resize_planes(cur, out, in, s.size); break;
     }
     cur = out;
     in = out_sh;
+    if (fuse_flip) ++k;
   }
 }
 

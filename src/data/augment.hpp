@@ -82,9 +82,10 @@ AugmentDraw augment_draw(const AugmentStep& step, int k, uint64_t seed, int epoc
 // crop_padded: dst(c, y, x) = src(c, y + top - pad, x + left - pad), or 0 outside src.
 void crop_padded(const uint8_t* src, uint8_t* dst, SampleShape shape, int pad, int top, int left);
 void flip_horizontal(const uint8_t* src, uint8_t* dst, SampleShape shape);
-// Window (top, left, h, w) of a C×H×W sample resized to C×size×size (PIL bilinear).
+// Window (top, left, h, w) of a C×H×W sample resized to C×size×size (PIL bilinear),
+// mirrored left-right when `flip` (hflip after it, in the same pass).
 void resized_crop(const uint8_t* src, uint8_t* dst, SampleShape shape, int top, int left, int h, int w, int size,
-                  std::vector<uint8_t>& scratch);
+                  bool flip = false);
 // torchvision CenterCrop(size) of a C×H×W sample into C×size×size.
 void center_crop_planes(const uint8_t* src, uint8_t* dst, SampleShape shape, int size);
 // torchvision Resize(size) output shape of a C×H×W sample (shorter side to size).

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "data/augment.hpp"
+#include "data/chunk_reader.hpp"
 #include "data/contiguous_eval.hpp"
 #include "data/h5util.hpp"
 #include "data/normalize.hpp"
@@ -20,7 +21,8 @@
 namespace cnnscale {
 namespace {
 
-const char* kDamaged = "; the shard is truncated or damaged — copy it again or re-create the data set with `cnnscale prep`";
+const char* kDamaged =
+    "; the shard is truncated or damaged — copy it again or re-create the data set with `cnnscale prep`";
 
 // Reads samples of one split's shards by shard-local index; opens shards lazily.
 class ShardReader {
@@ -104,6 +106,24 @@ class ShardReader {
     read_byte_runs(s, o, runs_start_.data(), runs_len_.data(), runs_start_.size(), total, dst);
   }
 
+  // Opens shard s (under the HDF5 lock) and says whether read_direct() serves it: no
+  // --cache and the plain layout (DirectChunkReader). Called by the reader thread for
+  // every shard of a batch before the workers read.
+  bool prepare_direct(int s) {
+    Hdf5Lock lock(hdf5_mutex());
+    h5_quiet();
+    return ensure_open(s).direct != nullptr;
+  }
+  // Shard s's sample `local` into dst (its numel() bytes), without the HDF5 lock: any
+  // thread, after prepare_direct(s) returned true.
+  void read_direct(int s, int64_t local, uint8_t* dst, std::vector<uint8_t>& buf) const {
+    const int64_t base = split_.shards[s].first_index;
+    const int64_t begin =
+        info_->ragged ? split_.offsets[static_cast<size_t>(base + local)] : local * info_->shape.numel();
+    const int64_t len = info_->ragged ? split_.shapes[static_cast<size_t>(base + local)].numel() : info_->shape.numel();
+    open_[s].direct->read(begin, begin + len, dst, buf);
+  }
+
   int64_t cached_bytes() const {
     int64_t b = 0;
     for (const auto& o : open_)
@@ -115,7 +135,8 @@ class ShardReader {
   struct Open {
     H5Id file, images;
     int64_t chunk = 1;
-    std::vector<std::vector<uint8_t>> cache;  // per chunk, empty until read
+    std::vector<std::vector<uint8_t>> cache;    // per chunk, empty until read
+    std::unique_ptr<DirectChunkReader> direct;  // the plain layout: reads without HDF5 (chunk_reader.hpp)
   };
 
   Open& ensure_open(int s) {
@@ -127,6 +148,7 @@ class ShardReader {
     if (!o.file.valid()) fail("shard ", si.path, " cannot be opened (", cause, ")", kDamaged);
     o.images = h5_dataset(H5Dopen2(o.file, "/images", H5P_DEFAULT));
     if (!o.images.valid()) fail("shard ", si.path, " has no /images (", h5_error_cause(), ")", kDamaged);
+    if (!cache_) o.direct = DirectChunkReader::open(si.path, o.images);
     H5Id dcpl = h5_plist(H5Dget_create_plist(o.images));
     hsize_t cd[4] = {0};
     o.chunk = 256;
@@ -136,18 +158,17 @@ class ShardReader {
     return o;
   }
 
-  void read_runs(int s, Open& o, const int64_t* start, const int64_t* len, size_t runs, int64_t total,
-                 uint8_t* dst) {
+  void read_runs(int s, Open& o, const int64_t* start, const int64_t* len, size_t runs, int64_t total, uint8_t* dst) {
     const SampleShape sh = info_->shape;
     H5Id fspace = h5_space(H5Dget_space(o.images));
     for (size_t r = 0; r < runs; ++r) {
       hsize_t st[4] = {static_cast<hsize_t>(start[r]), 0, 0, 0};
-      hsize_t ct[4] = {static_cast<hsize_t>(len[r]), static_cast<hsize_t>(sh.channels),
-                       static_cast<hsize_t>(sh.height), static_cast<hsize_t>(sh.width)};
+      hsize_t ct[4] = {static_cast<hsize_t>(len[r]), static_cast<hsize_t>(sh.channels), static_cast<hsize_t>(sh.height),
+                       static_cast<hsize_t>(sh.width)};
       H5Sselect_hyperslab(fspace, r == 0 ? H5S_SELECT_SET : H5S_SELECT_OR, st, nullptr, ct, nullptr);
     }
-    hsize_t md[4] = {static_cast<hsize_t>(total), static_cast<hsize_t>(sh.channels),
-                     static_cast<hsize_t>(sh.height), static_cast<hsize_t>(sh.width)};
+    hsize_t md[4] = {static_cast<hsize_t>(total), static_cast<hsize_t>(sh.channels), static_cast<hsize_t>(sh.height),
+                     static_cast<hsize_t>(sh.width)};
     H5Id mspace = h5_space(H5Screate_simple(4, md, nullptr));
     if (H5Dread(o.images, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, dst) < 0)
       fail("shard ", split_.shards[s].path, " is damaged: reading ", total, " image(s) from index ", start[0],
@@ -188,6 +209,8 @@ class ShardedHdf5Source : public BatchSource {
         pool_(o.threads),
         augmented_(static_cast<size_t>(o.threads)),
         scratch_(static_cast<size_t>(o.threads)),
+        samples_(static_cast<size_t>(o.threads)),
+        chunks_(static_cast<size_t>(o.threads)),
         prefetch_([this](int e, int64_t s, Batch& b) { produce(e, s, b); }, sampler_.steps_per_epoch(), o.prefetch) {}
 
   SampleShape shape() const override { return augment_.output_shape(); }
@@ -226,6 +249,35 @@ class ShardedHdf5Source : public BatchSource {
     at_[0] = 0;
     for (int64_t k = 0; k < n; ++k)
       at_[k + 1] = at_[k] + (info_->ragged ? split.shapes[static_cast<size_t>(ids_[order_[k]])].numel() : numel);
+    // The plain layout without --cache: each worker reads its own samples straight from
+    // the file (chunk_reader.hpp), in parallel, then augments them.
+    bool direct = true;
+    for (int64_t j = 0; j < n && direct; ++j)
+      if (j == 0 || split.shard_of(ids_[order_[j]]) != split.shard_of(ids_[order_[j - 1]]))
+        direct = reader_.prepare_direct(split.shard_of(ids_[order_[j]]));
+    if (direct) {
+      const int64_t out = augment_.output_shape().numel();
+      b.images.resize(static_cast<size_t>(n * out));
+      float* images = b.images.data();
+      pool_.run(n, [&](int64_t j, int t) {
+        const int64_t g = ids_[order_[j]];
+        const int s = split.shard_of(g);
+        std::vector<uint8_t>& sample = samples_[static_cast<size_t>(t)];
+        const SampleShape in = info_->ragged ? split.shapes[static_cast<size_t>(g)] : info_->shape;
+        sample.resize(static_cast<size_t>(in.numel()));
+        reader_.read_direct(s, g - split.shards[s].first_index, sample.data(), chunks_[static_cast<size_t>(t)]);
+        float* dst = images + order_[j] * out;
+        if (!augment_.active() && !info_->ragged) {
+          norm_.apply(sample.data(), dst);
+          return;
+        }
+        std::vector<uint8_t>& a = augmented_[static_cast<size_t>(t)];
+        a.resize(static_cast<size_t>(out));
+        augment_.apply(sample.data(), in, a.data(), epoch, g, scratch_[static_cast<size_t>(t)]);
+        norm_.apply(a.data(), dst);
+      });
+      return;
+    }
     staging_.resize(static_cast<size_t>(at_[n]));
     int64_t k = 0;
     while (k < n) {
@@ -271,7 +323,8 @@ class ShardedHdf5Source : public BatchSource {
   std::vector<uint8_t> staging_;
   WorkerPool pool_;                                        // --data-threads
   std::vector<std::vector<uint8_t>> augmented_, scratch_;  // per worker
-  Prefetcher prefetch_;  // last: its thread stops before the members above go
+  std::vector<std::vector<uint8_t>> samples_, chunks_;     // per worker: a sample, the chunks read for it
+  Prefetcher prefetch_;                                    // last: its thread stops before the members above go
 };
 
 class Hdf5EvalSource : public ContiguousEvalSource {
@@ -357,14 +410,14 @@ class Hdf5EvalSource : public ContiguousEvalSource {
   std::vector<int64_t> local_;
   std::vector<int64_t> ragged_at_;  // fill_ragged: each sample's offset in staging_
   std::vector<uint8_t> staging_;
-  WorkerPool pool_;  // --data-threads
+  WorkerPool pool_;                                          // --data-threads
   std::vector<std::vector<uint8_t>> transformed_, scratch_;  // per worker
 };
 
 }  // namespace
 
-std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const DatasetInfo> info,
-                                                    const ReaderOptions& o, int rank, int world) {
+std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const DatasetInfo> info, const ReaderOptions& o,
+                                                    int rank, int world) {
   if (world < 1 || rank < 0 || rank >= world) internal_error("HDF5 train source asked for rank ", rank, " of ", world);
   if (o.batch_per_rank < 1) fail("--batch-size must be at least 1");
   if (o.prefetch < 0) fail("--prefetch must be 0 or more");

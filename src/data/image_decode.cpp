@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 
+#include "data/resample.hpp"
 #include "util/error.hpp"
 #include "util/memory.hpp"
 
@@ -59,11 +60,10 @@ inline int muldiv255(int a, int b) {
 std::string decode_memory_error(const std::string& path, int64_t w, int64_t h) {
   const uint64_t bytes = static_cast<uint64_t>(w) * static_cast<uint64_t>(h) * 3;
   if (bytes <= (uint64_t{256} << 20) || bytes <= memory_limit().bytes) return {};
-  return out_of_memory_message("decoding " + path + " (" + std::to_string(w) + "x" + std::to_string(h) +
-                                   " pixels by its header)",
-                               bytes,
-                               "if the image is genuine, run with more memory; else remove the file (--max-image-pixels "
-                               "N refuses such images by their header, PIL's decompression-bomb limit by default)");
+  return out_of_memory_message(
+      "decoding " + path + " (" + std::to_string(w) + "x" + std::to_string(h) + " pixels by its header)", bytes,
+      "if the image is genuine, run with more memory; else remove the file (--max-image-pixels "
+      "N refuses such images by their header, PIL's decompression-bomb limit by default)");
 }
 
 [[noreturn]] void too_many_pixels(const std::string& path, int64_t w, int64_t h, int64_t max_pixels) {
@@ -116,7 +116,8 @@ void decode_jpeg(std::FILE* f, const std::string& path, RgbImage& img, std::vect
     for (int x = 0; x < img.width; ++x) {
       const uint8_t* s = row.data() + 4 * x;
       const int nk = s[3];
-      for (int c = 0; c < 3; ++c) d[3 * x + c] = static_cast<uint8_t>(std::clamp(nk - muldiv255(255 - s[c], nk), 0, 255));
+      for (int c = 0; c < 3; ++c)
+        d[3 * x + c] = static_cast<uint8_t>(std::clamp(nk - muldiv255(255 - s[c], nk), 0, 255));
     }
   }
   jpeg_finish_decompress(&cinfo);
@@ -193,55 +194,6 @@ void decode_png(std::FILE* f, const std::string& path, RgbImage& img, std::vecto
   }
 }
 
-// ---- resampling (Pillow's Resample.c, 8 bits per channel) ------------------------
-constexpr int kPrecisionBits = 32 - 8 - 2;
-
-struct Coeffs {
-  int ksize = 0;
-  std::vector<int> bounds;  // per output: xmin, count
-  std::vector<int32_t> k;   // per output: ksize fixed-point weights
-};
-
-double bilinear(double x) {
-  if (x < 0.0) x = -x;
-  return x < 1.0 ? 1.0 - x : 0.0;
-}
-
-Coeffs precompute(int in_size, int out_size) {
-  const double scale = static_cast<double>(in_size) / out_size;
-  const double filterscale = scale < 1.0 ? 1.0 : scale;
-  const double support = 1.0 * filterscale;
-  Coeffs c;
-  c.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
-  c.bounds.resize(static_cast<size_t>(out_size) * 2);
-  c.k.assign(static_cast<size_t>(out_size) * c.ksize, 0);
-  std::vector<double> w(static_cast<size_t>(c.ksize));
-  for (int xx = 0; xx < out_size; ++xx) {
-    const double center = (xx + 0.5) * scale;
-    const double ss = 1.0 / filterscale;
-    int xmin = static_cast<int>(center - support + 0.5);
-    if (xmin < 0) xmin = 0;
-    int xmax = static_cast<int>(center + support + 0.5);
-    if (xmax > in_size) xmax = in_size;
-    xmax -= xmin;
-    double ww = 0.0;
-    for (int x = 0; x < xmax; ++x) {
-      w[x] = bilinear((x + xmin - center + 0.5) * ss);
-      ww += w[x];
-    }
-    for (int x = 0; x < xmax; ++x) {
-      const double v = ww != 0.0 ? w[x] / ww : w[x];
-      c.k[static_cast<size_t>(xx) * c.ksize + x] =
-          static_cast<int32_t>(v < 0 ? -0.5 + v * (1 << kPrecisionBits) : 0.5 + v * (1 << kPrecisionBits));
-    }
-    c.bounds[2 * xx] = xmin;
-    c.bounds[2 * xx + 1] = xmax;
-  }
-  return c;
-}
-
-inline uint8_t clip8(int32_t ss) { return static_cast<uint8_t>(std::clamp(ss >> kPrecisionBits, 0, 255)); }
-
 }  // namespace
 
 RgbImage decode_image(const std::string& path, int64_t max_pixels) {
@@ -263,52 +215,6 @@ RgbImage decode_image(const std::string& path, int64_t max_pixels) {
   }
   if (img.width < 1 || img.height < 1) fail(path, " holds an empty image");
   return img;
-}
-
-void resample_bilinear(const uint8_t* src, int in_w, int in_h, int channels, uint8_t* dst, int out_w, int out_h) {
-  if (out_w < 1 || out_h < 1 || in_w < 1 || in_h < 1) internal_error("resize ", in_w, "x", in_h, " to ", out_w, "x", out_h);
-  const size_t in_stride = static_cast<size_t>(in_w) * channels;
-  std::vector<uint8_t> mid;  // after the horizontal pass: in_h rows of out_w pixels
-  const uint8_t* cur = src;
-  int cur_w = in_w;
-  if (out_w != in_w) {
-    const Coeffs c = precompute(in_w, out_w);
-    const bool last = out_h == in_h;
-    mid.resize(static_cast<size_t>(out_w) * in_h * channels);
-    uint8_t* out = last ? dst : mid.data();
-    for (int y = 0; y < in_h; ++y) {
-      const uint8_t* s = src + y * in_stride;
-      uint8_t* d = out + static_cast<size_t>(y) * out_w * channels;
-      for (int x = 0; x < out_w; ++x) {
-        const int xmin = c.bounds[2 * x], n = c.bounds[2 * x + 1];
-        const int32_t* k = c.k.data() + static_cast<size_t>(x) * c.ksize;
-        for (int ch = 0; ch < channels; ++ch) {
-          int32_t ss = 1 << (kPrecisionBits - 1);
-          for (int i = 0; i < n; ++i) ss += s[channels * (xmin + i) + ch] * k[i];
-          d[channels * x + ch] = clip8(ss);
-        }
-      }
-    }
-    if (last) return;
-    cur = mid.data();
-    cur_w = out_w;
-  }
-  const size_t stride = static_cast<size_t>(cur_w) * channels;
-  if (out_h == in_h) {  // same size: a copy
-    std::memcpy(dst, cur, stride * in_h);
-    return;
-  }
-  const Coeffs c = precompute(in_h, out_h);
-  for (int y = 0; y < out_h; ++y) {
-    const int ymin = c.bounds[2 * y], n = c.bounds[2 * y + 1];
-    const int32_t* k = c.k.data() + static_cast<size_t>(y) * c.ksize;
-    uint8_t* d = dst + y * stride;
-    for (size_t p = 0; p < stride; ++p) {
-      int32_t ss = 1 << (kPrecisionBits - 1);
-      for (int i = 0; i < n; ++i) ss += cur[(ymin + i) * stride + p] * k[i];
-      d[p] = clip8(ss);
-    }
-  }
 }
 
 RgbImage resize_bilinear(const RgbImage& in, int width, int height) {
@@ -354,7 +260,8 @@ RgbImage center_crop(const RgbImage& in_img, int size) {
   out.pixels.resize(static_cast<size_t>(size) * size * 3);
   for (int y = 0; y < size; ++y)
     std::memcpy(out.pixels.data() + static_cast<size_t>(y) * size * 3,
-                img.pixels.data() + (static_cast<size_t>(y + top) * img.width + left) * 3, static_cast<size_t>(size) * 3);
+                img.pixels.data() + (static_cast<size_t>(y + top) * img.width + left) * 3,
+                static_cast<size_t>(size) * 3);
   return out;
 }
 

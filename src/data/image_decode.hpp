@@ -44,9 +44,7 @@ RgbImage decode_image(const std::string& path, int64_t max_pixels = kDefaultMaxI
 RgbImage resize_shorter(const RgbImage& in, int size);
 // PIL's Image.resize((w, h), BILINEAR) (the primitive under resize_shorter).
 RgbImage resize_bilinear(const RgbImage& in, int width, int height);
-// The same on a raw image of `channels` interleaved 8-bit channels (1 for one plane of
-// a C×H×W sample); dst holds out_w × out_h × channels bytes.
-void resample_bilinear(const uint8_t* src, int in_w, int in_h, int channels, uint8_t* dst, int out_w, int out_h);
+// (On raw planes or interleaved channels: resample_bilinear, data/resample.hpp.)
 
 // torchvision.transforms.CenterCrop(size): zero-pads a smaller image to size (left/top
 // get the floor half), then crops at top = round((h − size) / 2), left likewise, with

@@ -2,21 +2,30 @@
 #include "data/normalize.hpp"
 
 namespace cnnscale {
+namespace {
+
+// d[k] = t[s[k]]. Compiled for AVX-512, AVX2 and the baseline (chosen at load time):
+// the same scalar loop, VEX-encoded, measured 12 % faster over the whole reader than the
+// baseline's SSE encoding after the AVX-512 resampler (data-bench --augment rrc224,hflip
+// --cache memory, 2-core EPYC, alternating runs: 4 150–4 260 against 3 750–3 770 images
+// per CPU-second); an AVX-512 gather added only 3 % more.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void lookup(const float* t, const uint8_t* s, float* d,
+                                                                         int64_t n) {
+  for (int64_t k = 0; k < n; ++k) d[k] = t[s[k]];
+}
+
+}  // namespace
 
 Normalizer::Normalizer(SampleShape shape, const std::vector<double>& mean, const std::vector<double>& std)
     : shape_(shape), lut_(static_cast<size_t>(shape.channels) * 256) {
   for (int c = 0; c < shape.channels; ++c)
-    for (int v = 0; v < 256; ++v)
-      lut_[c * 256 + v] = static_cast<float>((v / 255.0 - mean[c]) / std[c]);
+    for (int v = 0; v < 256; ++v) lut_[c * 256 + v] = static_cast<float>((v / 255.0 - mean[c]) / std[c]);
 }
 
 void Normalizer::apply(const uint8_t* src, float* dst) const {
   const int64_t plane = int64_t{shape_.height} * shape_.width;
   for (int c = 0; c < shape_.channels; ++c) {
-    const float* t = lut_.data() + c * 256;
-    const uint8_t* s = src + c * plane;
-    float* d = dst + c * plane;
-    for (int64_t k = 0; k < plane; ++k) d[k] = t[s[k]];
+    lookup(lut_.data() + c * 256, src + c * plane, dst + c * plane, plane);
   }
 }
 

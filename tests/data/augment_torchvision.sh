@@ -5,8 +5,8 @@
 # p = 1 or 0): crop32pad4,hflip = RandomCrop(32, padding=4) (fill 0) + flip on 3×32×32,
 # all 9×9 offsets drawn, in torchvision's range; hflip,crop28pad2 on 1×28×28;
 # rrc24,hflip = RandomResizedCrop(24) (PIL bilinear, antialiased) + flip on 3×40×56, and
-# its evaluation pipeline = CenterCrop(24); center30,rrc20 on 1×23×27 (CenterCrop with
-# zero padding). SKIP (77) without torchvision.
+# its evaluation pipeline = CenterCrop(24); rrc224,hflip on 3×300×260 (ImageNet's sizes);
+# center30,rrc20 on 1×23×27 (CenterCrop with zero padding). SKIP (77) without torchvision.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 TOOL="$CNNSCALE_BUILD/tests/cnnscale_augment_tool"
@@ -90,6 +90,11 @@ expect_grep "hflip,crop28pad2 equals torchvision on 1x28x28 (5 offsets)" \
 check rrc rrc24,hflip 3 40 56
 expect_grep "rrc24,hflip equals torchvision RandomResizedCrop(24) + RandomHorizontalFlip on 400 samples" \
   '^samples 400 mismatches 0 tops [0-9]+ lefts [0-9]+ flips (1[6-9][0-9]|2[0-3][0-9]) sizes ([5-9][0-9]|[1-9][0-9][0-9])$' "$TMP/rrc.result"
+# ImageNet's size: windows up to 300×260 to 224×224, up- and downscaled, through the
+# vectorised resampler (16×16 transposes, the flip folded into its horizontal pass).
+check imagenet rrc224,hflip 3 300 260
+expect_grep "rrc224,hflip equals torchvision RandomResizedCrop(224) + RandomHorizontalFlip on 400 samples of 3x300x260" \
+  '^samples 400 mismatches 0 tops [0-9]+ lefts [0-9]+ flips (1[6-9][0-9]|2[0-3][0-9]) sizes ([1-9][0-9][0-9])$' "$TMP/imagenet.result"
 check rrceval rrc24,hflip 3 40 56 --eval
 expect_grep "evaluation of rrc24,hflip is torchvision CenterCrop(24)" '^samples 400 mismatches 0 tops 0 lefts 0 flips 0 sizes 0$' \
   "$TMP/rrceval.result"

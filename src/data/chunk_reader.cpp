@@ -1,0 +1,169 @@
+// chunk_reader.cpp — see chunk_reader.hpp.
+#include "data/chunk_reader.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "data/h5util.hpp"
+#include "util/error.hpp"
+
+namespace cnnscale {
+namespace {
+
+constexpr size_t kFletcherBlock = 360;  // words per block between foldings (H5checksum.c)
+constexpr int kLanes = 8;               // 360 = 45 × 8: a block is whole vectors
+
+// One block of `words` ≤ 360 big-endian 16-bit words at d, whole vectors of kLanes:
+// A = Σ w_i and B = Σ (words − i)·w_i, modulo 2^32 like HDF5's uint32 sums. Each lane
+// keeps a[l] = Σ_j w(8j+l), b[l] = Σ_j (m − j)·w(8j+l) over m vectors; since
+// words − (8j + l) = 8(m − j) − l, B = 8·Σ b[l] − Σ l·a[l].
+__attribute__((target_clones("avx512f", "avx2", "default"))) void fletcher_block(const uint8_t* d, size_t words,
+                                                                                 uint32_t* A, uint32_t* B) {
+  uint32_t a[kLanes] = {0}, b[kLanes] = {0};
+  const size_t m = words / kLanes;
+  for (size_t j = 0; j < m; ++j) {
+    const uint8_t* p = d + 2 * kLanes * j;
+    for (int l = 0; l < kLanes; ++l) {
+      a[l] += static_cast<uint32_t>(p[2 * l]) << 8 | p[2 * l + 1];
+      b[l] += a[l];
+    }
+  }
+  uint32_t sa = 0, sb = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    sa += a[l];
+    sb += kLanes * b[l] - static_cast<uint32_t>(l) * a[l];
+  }
+  *A = sa;
+  *B = sb;
+}
+
+inline uint32_t fold(uint32_t s) { return (s & 0xffff) + (s >> 16); }
+
+uint32_t load_le32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+         static_cast<uint32_t>(p[3]) << 24;
+}
+
+}  // namespace
+
+uint32_t fletcher32(const uint8_t* data, size_t len) {
+  size_t words = len / 2;
+  uint32_t sum1 = 0, sum2 = 0;
+  while (words) {
+    const size_t tlen = std::min(words, kFletcherBlock);
+    words -= tlen;
+    const size_t vec = tlen - tlen % kLanes;
+    uint32_t A = 0, B = 0;
+    if (vec) fletcher_block(data, vec, &A, &B);
+    sum2 += static_cast<uint32_t>(vec) * sum1 + B;  // sequentially: sum2 += sum1 after each word
+    sum1 += A;
+    data += 2 * vec;
+    for (size_t i = vec; i < tlen; ++i, data += 2) {
+      sum1 += static_cast<uint32_t>(data[0]) << 8 | data[1];
+      sum2 += sum1;
+    }
+    sum1 = fold(sum1);
+    sum2 = fold(sum2);
+  }
+  if (len % 2) {
+    sum1 += static_cast<uint32_t>(*data) << 8;
+    sum2 += sum1;
+    sum1 = fold(sum1);
+    sum2 = fold(sum2);
+  }
+  sum1 = fold(sum1);
+  sum2 = fold(sum2);
+  return sum2 << 16 | sum1;
+}
+
+std::unique_ptr<DirectChunkReader> DirectChunkReader::open(const std::string& path, hid_t images) {
+  H5Id dcpl = h5_plist(H5Dget_create_plist(images));
+  H5Id type = h5_type(H5Dget_type(images));
+  H5Id space = h5_space(H5Dget_space(images));
+  if (!dcpl.valid() || !type.valid() || !space.valid() || H5Pget_layout(dcpl) != H5D_CHUNKED || H5Tget_size(type) != 1)
+    return nullptr;
+  if (H5Pget_nfilters(dcpl) != 1) return nullptr;  // gzip too (or no checksum): HDF5's path
+  unsigned flags = 0, config = 0;
+  size_t nelmts = 0;
+  char name[64];
+  if (H5Pget_filter2(dcpl, 0, &flags, &nelmts, nullptr, sizeof name, name, &config) != H5Z_FILTER_FLETCHER32)
+    return nullptr;
+  const int rank = H5Sget_simple_extent_ndims(space);
+  if (rank < 1 || rank > 4) return nullptr;
+  hsize_t dims[4] = {0}, chunk[4] = {0};
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  if (H5Pget_chunk(dcpl, rank, chunk) != rank) return nullptr;
+  int64_t row = 1;  // bytes per index along the first axis; the chunk must hold whole rows
+  for (int i = 1; i < rank; ++i) {
+    if (chunk[i] != dims[i]) return nullptr;
+    row *= static_cast<int64_t>(dims[i]);
+  }
+  std::unique_ptr<DirectChunkReader> r(new DirectChunkReader());
+  r->path_ = path;
+  r->chunk_bytes_ = static_cast<int64_t>(chunk[0]) * row;
+  r->total_bytes_ = static_cast<int64_t>(dims[0]) * row;
+  const int64_t n = r->chunk_bytes_ > 0 ? (r->total_bytes_ + r->chunk_bytes_ - 1) / r->chunk_bytes_ : 0;
+  r->addr_.resize(static_cast<size_t>(n));
+  for (int64_t c = 0; c < n; ++c) {
+    hsize_t at[4] = {static_cast<hsize_t>(c) * chunk[0], 0, 0, 0};
+    unsigned mask = 0;
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t size = 0;
+    if (H5Dget_chunk_info_by_coord(images, at, &mask, &addr, &size) < 0 || addr == HADDR_UNDEF || mask != 0 ||
+        static_cast<int64_t>(size) != r->chunk_bytes_ + 4) {
+      h5_error_cause();  // clears the stack
+      return nullptr;    // not the plain layout: HDF5 reads (and reports) it
+    }
+    r->addr_[static_cast<size_t>(c)] = addr;
+  }
+  r->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (r->fd_ < 0) return nullptr;
+  return r;
+}
+
+DirectChunkReader::~DirectChunkReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void DirectChunkReader::read(int64_t begin, int64_t end, uint8_t* dst, std::vector<uint8_t>& buf) const {
+  if (begin < 0 || end > total_bytes_ || begin > end)
+    internal_error("direct read of bytes ", begin, "..", end, " of ", path_, " (", total_bytes_, " bytes)");
+  const int64_t stored = chunk_bytes_ + 4;
+  int64_t c = begin / chunk_bytes_;
+  const int64_t last = end > begin ? (end - 1) / chunk_bytes_ : c - 1;
+  while (c <= last) {
+    int64_t run = 1;  // chunks stored back to back: one pread
+    while (c + run <= last && addr_[static_cast<size_t>(c + run)] == addr_[static_cast<size_t>(c)] + run * stored)
+      ++run;
+    buf.resize(static_cast<size_t>(run * stored));
+    const uint64_t off = addr_[static_cast<size_t>(c)];
+    size_t got = 0;
+    while (got < buf.size()) {
+      const ssize_t k = ::pread(fd_, buf.data() + got, buf.size() - got, static_cast<off_t>(off + got));
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0)
+        fail("shard ", path_, " is damaged: reading chunk ", c, " (", run * stored, " bytes at file offset ", off,
+             ") failed (", k < 0 ? std::strerror(errno) : "the file ends before it",
+             "); the shard is truncated or damaged — copy it again or re-create the data set with `cnnscale prep`");
+      got += static_cast<size_t>(k);
+    }
+    for (int64_t i = 0; i < run; ++i, ++c) {
+      const uint8_t* chunk = buf.data() + i * stored;
+      const uint32_t want = load_le32(chunk + chunk_bytes_), sum = fletcher32(chunk, static_cast<size_t>(chunk_bytes_));
+      // HDF5 also accepts the checksum of its releases before 1.6.3: each byte pair swapped.
+      const uint32_t swapped = (sum & 0x00ff00ffu) << 8 | (sum & 0xff00ff00u) >> 8;
+      if (want != sum && want != swapped)
+        fail("shard ", path_, " is damaged: chunk ", c, " (bytes ", c * chunk_bytes_, "..", (c + 1) * chunk_bytes_ - 1,
+             " of /images) fails its checksum (Fletcher32 checksum error); the shard is "
+             "truncated or damaged — copy it again or re-create the data set with `cnnscale prep`");
+      const int64_t from = std::max(begin, c * chunk_bytes_), to = std::min(end, (c + 1) * chunk_bytes_);
+      std::memcpy(dst + (from - begin), chunk + (from - c * chunk_bytes_), static_cast<size_t>(to - from));
+    }
+  }
+}
+
+}  // namespace cnnscale

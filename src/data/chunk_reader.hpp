@@ -1,0 +1,57 @@
+// chunk_reader.hpp — a shard's /images bytes read straight from the file by any reader
+// thread, in parallel, with HDF5 only for the metadata (issue 27 item 3).
+//
+// Why: HDF5 (Debian's build) is not thread-safe, so every read ran under one process-wide
+// lock, and its Fletcher32 check, a scalar loop, ran inside it: 27 % of a reader core on
+// `data-bench --augment rrc224,hflip` (perf), and a second --data-threads thread added
+// 41 % instead of 100 %. The data set's layout makes a direct read simple: /images is
+// chunked, each stored chunk is the chunk's bytes and then its 4-byte Fletcher32
+// checksum (H5Zfletcher32.c), nothing else unless gzip was asked for.
+//
+// open() (under hdf5_mutex()) takes a dataset whose only filter is fletcher32 and whose
+// elements are bytes, looks up every chunk's file address and stored size
+// (H5Dget_chunk_info_by_coord), and opens the file once more, read-only. Then read()
+// is pread() of the chunks a byte range touches (one call per run of chunks stored back
+// to back), each chunk's checksum verified as HDF5 verifies it (the stored value, or the
+// byte-pair-swapped one of files from HDF5 before 1.6.3), by a vectorised Fletcher32
+// that computes HDF5's exact value. Any other layout (gzip, a chunk with a filter
+// skipped, an unallocated chunk) gets no reader: the caller keeps HDF5's path.
+#pragma once
+#include <hdf5.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cnnscale {
+
+// HDF5's H5_checksum_fletcher32 (big-endian 16-bit words, sums folded every 360 words),
+// the same value, vectorised.
+uint32_t fletcher32(const uint8_t* data, size_t len);
+
+class DirectChunkReader {
+ public:
+  // `images`: an open dataset of shard `path` (1-D bytes, or N×C×H×W bytes chunked along N
+  // only). Caller holds hdf5_mutex(). nullptr when the layout is not the plain one above.
+  static std::unique_ptr<DirectChunkReader> open(const std::string& path, hid_t images);
+  ~DirectChunkReader();
+  DirectChunkReader(const DirectChunkReader&) = delete;
+  DirectChunkReader& operator=(const DirectChunkReader&) = delete;
+
+  // Bytes [begin, end) of the dataset in row-major order into dst. Thread-safe, no lock.
+  // `buf` is the caller's (per thread) staging buffer. A failed read or checksum is a
+  // UserError: "shard PATH is damaged: …".
+  void read(int64_t begin, int64_t end, uint8_t* dst, std::vector<uint8_t>& buf) const;
+  // Bytes per chunk (the amplification of a sample read: whole chunks are read).
+  int64_t chunk_bytes() const { return chunk_bytes_; }
+
+ private:
+  DirectChunkReader() = default;
+  std::string path_;
+  int fd_ = -1;
+  int64_t chunk_bytes_ = 0, total_bytes_ = 0;
+  std::vector<uint64_t> addr_;  // per chunk: file offset of its stored bytes (chunk_bytes_ + 4 of them)
+};
+
+}  // namespace cnnscale

@@ -1,0 +1,207 @@
+// test_chunk_reader.cpp — the direct shard reader (chunk_reader.hpp) against HDF5 itself:
+//  - fletcher32() equals libhdf5's own H5_checksum_fletcher32 on every length 0..1500
+//    (odd ones, the 360-word block edges), on all-0xFF input (the largest sums, where a
+//    folding mistake shows) and on megabyte buffers;
+//  - every byte range of a fixed-size shard (N×C×H×W, chunks of 16 samples) and of a
+//    ragged one (1-D, variable samples, prep's layout) reads as H5Dread reads it, also
+//    from four threads at once;
+//  - a flipped byte in a chunk: a read touching it is a UserError naming the shard, the
+//    chunk and Fletcher32, as HDF5 refuses it; ranges elsewhere still read;
+//  - a checksum stored byte-pair-swapped (HDF5 before 1.6.3) is accepted, as HDF5 does;
+//  - a gzip shard gets no direct reader (HDF5's path reads it).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "data/chunk_reader.hpp"
+#include "data/fixture.hpp"
+#include "data/h5util.hpp"
+#include "data/shard_writer.hpp"
+#include "util/error.hpp"
+
+extern "C" uint32_t H5_checksum_fletcher32(const void* data, size_t len);  // exported by libhdf5
+
+using namespace cnnscale;
+using namespace cnnscale::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Shard {
+  H5Id file, images;
+  std::vector<uint8_t> bytes;  // all of /images, as H5Dread gives it
+};
+
+Shard open_shard(const std::string& path) {
+  Shard s;
+  std::string cause;
+  s.file = h5_open_readonly(path, cause);
+  EXPECT_TRUE(s.file.valid()) << cause;
+  s.images = h5_dataset(H5Dopen2(s.file, "/images", H5P_DEFAULT));
+  H5Id space = h5_space(H5Dget_space(s.images));
+  s.bytes.resize(static_cast<size_t>(H5Sget_simple_extent_npoints(space)));
+  EXPECT_GE(H5Dread(s.images, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.bytes.data()), 0);
+  return s;
+}
+
+std::vector<uint8_t> direct_read(const DirectChunkReader& r, int64_t begin, int64_t end) {
+  std::vector<uint8_t> out(static_cast<size_t>(end - begin)), buf;
+  r.read(begin, end, out.data(), buf);
+  return out;
+}
+
+// A ragged shard of `n` samples, 3×h×w with h, w in [20, 120]: chunks of 64 KiB (prep's
+// smallest: one largest sample, 3·128·128 bytes, is less).
+constexpr int64_t kRaggedChunk = 65536;
+std::string write_ragged(const std::string& dir, int n, int gzip = 0) {
+  std::string path = dir + "/ragged" + std::to_string(gzip) + ".h5";
+  ShardWriteOptions o;
+  o.ragged = true;
+  o.gzip_level = gzip;
+  ShardWriter w(path, n, SampleShape{3, 128, 128}, o);
+  std::mt19937 rng(5);
+  for (int i = 0; i < n; ++i) {
+    const SampleShape sh{3, 20 + static_cast<int>(rng() % 101), 20 + static_cast<int>(rng() % 101)};
+    std::vector<uint8_t> px(static_cast<size_t>(sh.numel()));
+    for (auto& v : px) v = static_cast<uint8_t>(rng());
+    const int32_t label = i % 4;
+    w.append_ragged(px.data(), &sh, &label, 1);
+  }
+  w.close();
+  return path;
+}
+
+class ChunkReaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = make_temp_dir("chunkreader"); }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string dir_;
+};
+
+}  // namespace
+
+TEST(Fletcher32, SameAsHdf5sOwnOnEveryLength) {
+  std::mt19937 rng(1);
+  std::vector<uint8_t> data(1 << 20);
+  for (auto& v : data) v = static_cast<uint8_t>(rng());
+  for (size_t len = 0; len <= 1500; ++len)
+    ASSERT_EQ(fletcher32(data.data() + 1, len), H5_checksum_fletcher32(data.data() + 1, len)) << len;
+  for (size_t len : {size_t{65536}, size_t{147456}, size_t{307200 + 1}, data.size()})
+    ASSERT_EQ(fletcher32(data.data(), len), H5_checksum_fletcher32(data.data(), len)) << len;
+  std::vector<uint8_t> ones(300000, 0xFF);
+  for (size_t len : {size_t{719}, size_t{720}, size_t{721}, size_t{1441}, ones.size()})
+    ASSERT_EQ(fletcher32(ones.data(), len), H5_checksum_fletcher32(ones.data(), len)) << "0xFF x " << len;
+}
+
+TEST_F(ChunkReaderTest, FixedSizeShardReadsAsHdf5ReadsIt) {
+  write_fixture(dir_ + "/fx.h5", 100, 10, SampleShape{3, 8, 8}, 4);
+  prep_fixture(dir_ + "/fx.h5", dir_ + "/prep", 1, 1, 16);
+  const std::string path = dir_ + "/prep/train-00000-of-00001.h5";
+  Shard s = open_shard(path);
+  auto r = DirectChunkReader::open(path, s.images);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->chunk_bytes(), 16 * 3 * 8 * 8);
+  const int64_t total = static_cast<int64_t>(s.bytes.size()), numel = 3 * 8 * 8;
+  for (int64_t i = 0; i * numel < total; ++i)  // every sample
+    ASSERT_EQ(direct_read(*r, i * numel, (i + 1) * numel),
+              std::vector<uint8_t>(s.bytes.begin() + i * numel, s.bytes.begin() + (i + 1) * numel))
+        << "sample " << i;
+  EXPECT_EQ(direct_read(*r, 0, total), s.bytes);
+  EXPECT_TRUE(direct_read(*r, 7, 7).empty());
+}
+
+TEST_F(ChunkReaderTest, RaggedShardFromFourThreadsAtOnce) {
+  const std::string path = write_ragged(dir_, 60);
+  Shard s = open_shard(path);
+  auto r = DirectChunkReader::open(path, s.images);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->chunk_bytes(), kRaggedChunk);
+  const int64_t total = static_cast<int64_t>(s.bytes.size());
+  ASSERT_GT(total, 4 * r->chunk_bytes());
+  std::vector<int> bad(4, 0);
+  std::vector<std::thread> ts;
+  ts.reserve(4);
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<uint32_t>(t));
+      std::vector<uint8_t> buf;
+      for (int i = 0; i < 300; ++i) {
+        const int64_t a = static_cast<int64_t>(rng() % static_cast<uint32_t>(total));
+        const int64_t b = std::min(total, a + static_cast<int64_t>(rng() % 200000));
+        std::vector<uint8_t> out(static_cast<size_t>(b - a));
+        r->read(a, b, out.data(), buf);
+        if (!std::equal(out.begin(), out.end(), s.bytes.begin() + a)) ++bad[static_cast<size_t>(t)];
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(bad, std::vector<int>(4, 0));
+}
+
+TEST_F(ChunkReaderTest, ADamagedChunkIsRefusedAsHdf5RefusesIt) {
+  const std::string path = write_ragged(dir_, 60);
+  const int64_t chunk = kRaggedChunk;
+  flip_bytes(path, chunk_file_offset(path, "/images", 2) + 100, 1);
+  Shard s;
+  {
+    std::string cause;
+    s.file = h5_open_readonly(path, cause);
+    s.images = h5_dataset(H5Dopen2(s.file, "/images", H5P_DEFAULT));
+  }
+  auto r = DirectChunkReader::open(path, s.images);
+  ASSERT_NE(r, nullptr);
+  try {
+    direct_read(*r, 2 * chunk - 10, 2 * chunk + 10);
+    FAIL() << "a flipped byte in chunk 2 went unnoticed";
+  } catch (const UserError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("shard " + path + " is damaged: chunk 2 "), std::string::npos) << m;
+    EXPECT_NE(m.find("Fletcher32"), std::string::npos) << m;
+  }
+  EXPECT_EQ(direct_read(*r, 0, 2 * chunk).size(), static_cast<size_t>(2 * chunk));  // chunks 0 and 1 are fine
+  // HDF5 agrees: the same bytes fail its own read.
+  h5_quiet();
+  H5Id fs_ = h5_space(H5Dget_space(s.images));
+  const hsize_t start = static_cast<hsize_t>(2 * chunk), count = 10;
+  H5Sselect_hyperslab(fs_, H5S_SELECT_SET, &start, nullptr, &count, nullptr);
+  H5Id ms = h5_space(H5Screate_simple(1, &count, nullptr));
+  uint8_t tmp[10];
+  EXPECT_LT(H5Dread(s.images, H5T_NATIVE_UINT8, ms, fs_, H5P_DEFAULT, tmp), 0);
+  h5_error_cause();
+}
+
+TEST_F(ChunkReaderTest, AChecksumFromBeforeHdf5_1_6_3IsAcceptedAsHdf5AcceptsIt) {
+  const std::string path = write_ragged(dir_, 30);
+  const int64_t chunk = kRaggedChunk;
+  const int64_t at = chunk_file_offset(path, "/images", 1);
+  std::vector<uint8_t> c(static_cast<size_t>(chunk + 4));
+  {
+    std::ifstream in(path, std::ios::binary);
+    in.seekg(at);
+    in.read(reinterpret_cast<char*>(c.data()), static_cast<std::streamsize>(c.size()));
+  }
+  const uint32_t sum = H5_checksum_fletcher32(c.data(), static_cast<size_t>(chunk));
+  const uint8_t swapped[4] = {static_cast<uint8_t>(sum >> 8), static_cast<uint8_t>(sum),
+                              static_cast<uint8_t>(sum >> 24),
+                              static_cast<uint8_t>(sum >> 16)};  // little-endian bytes of the pair-swapped value
+  ASSERT_NE(std::memcmp(swapped, c.data() + chunk, 4), 0);
+  {
+    std::fstream io(path, std::ios::binary | std::ios::in | std::ios::out);
+    io.seekp(at + chunk);
+    io.write(reinterpret_cast<const char*>(swapped), 4);
+  }
+  Shard s = open_shard(path);  // HDF5 reads it all (EXPECTs inside)
+  auto r = DirectChunkReader::open(path, s.images);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(direct_read(*r, chunk - 5, 2 * chunk + 5),
+            std::vector<uint8_t>(s.bytes.begin() + chunk - 5, s.bytes.begin() + 2 * chunk + 5));
+}
+
+TEST_F(ChunkReaderTest, GzipShardsKeepHdf5sPath) {
+  const std::string path = write_ragged(dir_, 10, 1);
+  Shard s = open_shard(path);
+  EXPECT_EQ(DirectChunkReader::open(path, s.images), nullptr);
+}
