@@ -6,11 +6,13 @@
 #   decode      PIL Image.open(f).convert("RGB") of every JPEG, THREADS processes (images/s)
 #   rrc_folder  ImageFolder + [RandomResizedCrop(224), RandomHorizontalFlip(), ToTensor(),
 #               Normalize] (decodes each JPEG every time, as users run it), DataLoader
-#               num_workers=THREADS (samples/s)
+#               num_workers=THREADS (samples/s; and rrc_folder_cpu: samples per CPU-second of
+#               the main process and its workers, steady on a loaded machine)
 #   rrc_memory  the same transforms on PIL images decoded once and held in memory
 #               (the same input form as cnnscale's prepped data)
 #   crop32      the images resized to 32x32 once (uint8 array, as torchvision's CIFAR10),
 #               [RandomCrop(32, padding=4), RandomHorizontalFlip(), ToTensor(), Normalize]
+import os
 import sys
 import time
 
@@ -61,6 +63,16 @@ class Memory(torch.utils.data.Dataset):
         return self.transform(im), self.labels[i]
 
 
+def cpu_seconds(pids):
+    """utime + stime of these processes (/proc/PID/stat), in seconds."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def loader_rate(ds, name):
     sampler = torch.utils.data.RandomSampler(ds, replacement=True, num_samples=batch * (steps + 5))
     workers = {"num_workers": threads, "persistent_workers": True, "prefetch_factor": 2} if threads > 1 else {}
@@ -68,10 +80,13 @@ def loader_rate(ds, name):
     it = iter(dl)
     for _ in range(5):  # warm-up (worker start)
         next(it)
-    t0 = time.perf_counter()
+    pids = [os.getpid()] + [w.pid for w in getattr(it, "_workers", [])]
+    c0, t0 = cpu_seconds(pids), time.perf_counter()
     for _ in range(steps):
         next(it)
-    print(f"RESULT {name} {steps * batch / (time.perf_counter() - t0):.0f} samples/s")
+    wall, cpu = time.perf_counter() - t0, cpu_seconds(pids) - c0
+    print(f"RESULT {name} {steps * batch / wall:.0f} samples/s")
+    print(f"RESULT {name}_cpu {steps * batch / cpu:.0f} samples/cpu-s")
 
 
 rrc = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(), norm])

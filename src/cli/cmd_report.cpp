@@ -39,6 +39,9 @@ int cmd_report(int argc, char** argv) {
       "allreduce", po::value<std::vector<std::string>>()->composing(),
       "`cnnscale allreduce --json` output (repeatable; --level node gives the intra-node alpha1/beta1, --level "
       "cross or a 1-rank-per-node run the cross-node alpha2/beta2)")(
+      "data-bench", po::value<std::string>(),
+      "`cnnscale data-bench --json` output: the reader's images/s per rank against what the runs and the "
+      "projections consume (input-bound layouts named) and the cores per rank input takes")(
       "project", po::value<std::string>(),
       "also project these layouts: R (ranks, at the largest run's ranks per node) or NxL (N nodes x L ranks per "
       "node), comma-separated, e.g. 512,3584,64x8")(
@@ -52,8 +55,7 @@ int cmd_report(int argc, char** argv) {
       "and projected count, the cheapest and the fastest count within the threshold, and a request paragraph")(
       "train-samples", po::value<long>(),
       "images per epoch for --epochs (default: the data set's train split recorded in run.json; synthetic runs "
-      "need it)")(
-      "node-hour-cost", po::value<double>(), "price of one node-hour: adds a cost column to the budget")(
+      "need it)")("node-hour-cost", po::value<double>(), "price of one node-hour: adds a cost column to the budget")(
       "allow-missing", po::bool_switch(),
       "skip run directories without a usable run.json (e.g. failed jobs of a sweep) instead of failing");
   auto parsed = parse_options(spec, argc, argv, desc, {{"run-dir", -1}});
@@ -70,6 +72,7 @@ int cmd_report(int argc, char** argv) {
   if (vm.count("mode")) o.mode = report::parse_mode(vm["mode"].as<std::string>());
   o.efficiency_threshold = vm["efficiency-threshold"].as<double>();
   if (vm.count("allreduce")) o.allreduce_files = vm["allreduce"].as<std::vector<std::string>>();
+  if (vm.count("data-bench")) o.data_bench_file = vm["data-bench"].as<std::string>();
   if (vm.count("project")) o.project = vm["project"].as<std::string>();
   if (vm.count("points")) o.points_file = vm["points"].as<std::string>();
   o.bootstrap = vm["bootstrap"].as<int>();

@@ -59,6 +59,8 @@ Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& 
     }
   }
   if (options.points_file) rep.points = load_points(*options.points_file);
+  std::optional<DataBench> input;
+  if (options.data_bench_file) input = load_data_bench(*options.data_bench_file);
   for (auto& g : group_runs(runs, options.mode)) {
     GroupAnalysis ga;
     ga.rows = scaling_rows(g);
@@ -87,6 +89,8 @@ Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& 
     for (const auto& r : g.runs)
       if (auto s = input_bound_note(r)) ga.notes.push_back(*s);
     ga.group = std::move(g);
+    if (input)
+      if (auto s = input_ceiling_note(*input, ga.rows, ga.projections)) ga.notes.push_back(*s);
     rep.groups.push_back(std::move(ga));
   }
   return rep;

@@ -9,6 +9,7 @@
 #include "report/alpha_beta.hpp"
 #include "report/budget.hpp"
 #include "report/grouping.hpp"
+#include "report/input_ceiling.hpp"
 #include "report/scaling_table.hpp"
 #include "report/step_model.hpp"
 
@@ -20,6 +21,7 @@ struct ReportOptions {
   std::optional<ScalingMode> mode;
   double efficiency_threshold = 0.8;
   std::vector<std::string> allreduce_files;  // `cnnscale allreduce --json` outputs (any levels, any counts)
+  std::optional<std::string> data_bench_file;  // `cnnscale data-bench --json` output: the input's ceiling
   std::optional<std::string> project;        // --project "512,3584,64x8"
   std::optional<std::string> points_file;    // --points FILE.csv: external measurements
   int bootstrap = 200;                       // replicates for the uncertainty bands (0: none)

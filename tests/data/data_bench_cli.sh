@@ -8,7 +8,9 @@
 #     files — under 5 % of the uncached bytes per image;
 #  4. a training run on that data that waits for input says so (progress line, warning,
 #     run.json data_wait_share); a compute-bound one waits far less;
-#  5. errors: no --data, a missing directory, --batches 0 — exit 2, one `cnnscale: error:` line.
+#  5. errors: no --data, a missing directory, --batches 0 — exit 2, one `cnnscale: error:` line;
+#  6. `cnnscale report --data-bench` on that run: the reader's rate per rank from the JSON,
+#     the run's consumption, the cores per rank; a file that is not data-bench's is refused.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
@@ -80,6 +82,23 @@ python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["data_wait_share"]; 
   "$TMP/cb/run.json" "$TMP/ib/run.json" >"$TMP/cb.cmp" 2>&1
 st=$?
 expect_eq "compute-bound run: input wait share under half the input-bound run's ($(cat "$TMP/cb.cmp"))" 0 "$st"
+
+# 6. `cnnscale report --data-bench`: the reader's measured rate beside what the run consumed,
+#    the number taken from data-bench's own JSON, and the cores per rank input takes.
+"$CNNSCALE" report "$TMP/ib" --data-bench "$TMP/one.json" --output "$TMP/rep" >"$TMP/rep.out" 2>&1
+expect_eq "report --data-bench: exit status" 0 "$?"
+per_rank=$(python3 -c '
+import json, math, sys
+j = json.load(open(sys.argv[1])); v = j["images_per_s"] / j["world_size"]
+print("%.*f" % (max(0, 3 - math.floor(math.log10(v))), v))  # 4 significant digits, as the report writes' "$TMP/one.json")
+expect_grep "report --data-bench: the reader's rate per rank, from the JSON ($per_rank)" \
+  "Input \($TMP/one.json: .cnnscale data-bench. on $TMP/prep, --augment rrc32,hflip, --data-threads 1, --cache none, 1 rank\(s\) per node\): the reader delivers $per_rank images/s per rank\. These runs consume up to [0-9.]+ per rank \(at 1 ranks\)" \
+  "$TMP/rep/report.md"
+expect_grep "report --data-bench: cores per rank for input" "images/s per rank take [0-9.]+ core\(s\) per rank for input alone" "$TMP/rep/report.md"
+"$CNNSCALE" report "$TMP/ib" --data-bench "$TMP/ib/run.json" --output "$TMP/rep2" >"$TMP/rep2.out" 2>&1
+expect_eq "report --data-bench with a run.json: exit status" 2 "$?"
+expect_grep "report --data-bench with a run.json: named" \
+  "^cnnscale: error: $TMP/ib/run.json: not a data-bench result .*cnnscale data-bench --json FILE" "$TMP/rep2.out"
 
 # 5. Errors.
 "$CNNSCALE" data-bench --batch-size 8 >"$TMP/e1" 2>&1

@@ -1,8 +1,8 @@
 // test_report.cpp — `cnnscale report` arithmetic: hand-computed tables, Karp–Flatt on
 // data generated from Amdahl's law, α–β fits of allreduce benchmarks, grouping and bad
 // input. The two-level step model: test_step_model.cpp.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -11,12 +11,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/user_error.hpp"
 #include "report/analysis.hpp"
 #include "report/renderers.hpp"
 #include "report/report_tables.hpp"
 #include "report/svg_chart.hpp"
 #include "util/error.hpp"
-#include "common/user_error.hpp"
 
 using namespace cnnscale;
 using namespace cnnscale::report;
@@ -350,7 +350,8 @@ TEST(ReportTimeline, ListedWhenRunJsonNamesOne) {
   with["timeline"] = file;
   json gone = run_doc(4, 16, 90, 0, 70, 15, 5);
   gone["timeline"] = "/nonexistent/t.json";
-  const Report rep = analyze_runs(opts(), {rec(with, "r2"), rec(gone, "r4"), rec(run_doc(1, 16, 75, 0, 70, 0, 5), "r1")});
+  const Report rep =
+      analyze_runs(opts(), {rec(with, "r2"), rec(gone, "r4"), rec(run_doc(1, 16, 75, 0, 70, 0, 5), "r1")});
   const std::string md = render_markdown(rep), html = render_html(rep);
   EXPECT_NE(md.find("## Step timelines"), std::string::npos);
   EXPECT_NE(md.find("- Step timeline of r2 (2 ranks): " + file + " — open it in https://ui.perfetto.dev"),
@@ -457,14 +458,16 @@ TEST(ReportInput, StoppedAndKilledRunsNamedWithTheirLastStep) {
       << "{\"event\":\"eval\",\"step\":20}\n{\"step\":2";  // a line cut short
   std::ofstream((dir / "killed" / "run.lock").string()) << R"({"host":"n7","pid":4242,"job_id":"99","started":"x"})";
   e = error_of([&] { load_run((dir / "killed").string()); });
-  EXPECT_NE(e.find("has no run.json: killed after step 20 (metrics.jsonl's last progress line)"), std::string::npos) << e;
+  EXPECT_NE(e.find("has no run.json: killed after step 20 (metrics.jsonl's last progress line)"), std::string::npos)
+      << e;
   EXPECT_NE(e.find("its last holder: pid 4242 on n7, Slurm job 99"), std::string::npos) << e;
   {
     const int fd = ::open((dir / "killed" / "run.lock").c_str(), O_RDWR);
     ASSERT_GE(fd, 0);
     ASSERT_EQ(::flock(fd, LOCK_EX), 0);  // a training holds it
     e = error_of([&] { load_run((dir / "killed").string()); });
-    EXPECT_NE(e.find("still running (pid 4242 on n7, Slurm job 99 holds run.lock), at step 20"), std::string::npos) << e;
+    EXPECT_NE(e.find("still running (pid 4242 on n7, Slurm job 99 holds run.lock), at step 20"), std::string::npos)
+        << e;
     ::close(fd);
   }
   // An end line after the last start (run.json kept a finished summary elsewhere, or was lost).
@@ -472,7 +475,8 @@ TEST(ReportInput, StoppedAndKilledRunsNamedWithTheirLastStep) {
       << "\n{\"event\":\"end\",\"ended\":\"signal SIGUSR1 at step 20\",\"step\":20}\n";
   e = error_of([&] { load_run((dir / "killed").string()); });
   EXPECT_NE(e.find("ended early after step 20 (metrics.jsonl's last progress line): signal SIGUSR1 at step 20"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
   fs::create_directories(dir / "never");
   e = error_of([&] { load_run((dir / "never").string()); });
   EXPECT_NE(e.find("no run.json and no metrics.jsonl"), std::string::npos) << e;
@@ -606,10 +610,12 @@ TEST(ReportBudget, EpochsToTargetAndSyntheticData) {
     d["accuracy_per_epoch"] = curve;
     return d;
   };
-  const json c4 = json::array({{{"epoch", 1}, {"accuracy", 0.5}}, {{"epoch", 2}, {"accuracy", 0.7}},
-                               {{"epoch", 3}, {"accuracy", 0.8}}});
-  const json c8 = json::array({{{"epoch", 1}, {"accuracy", 0.4}}, {{"epoch", 2}, {"accuracy", 0.6}},
-                               {{"epoch", 3}, {"accuracy", 0.75}}, {{"epoch", 4}, {"accuracy", 0.81}}});
+  const json c4 = json::array(
+      {{{"epoch", 1}, {"accuracy", 0.5}}, {{"epoch", 2}, {"accuracy", 0.7}}, {{"epoch", 3}, {"accuracy", 0.8}}});
+  const json c8 = json::array({{{"epoch", 1}, {"accuracy", 0.4}},
+                               {{"epoch", 2}, {"accuracy", 0.6}},
+                               {{"epoch", 3}, {"accuracy", 0.75}},
+                               {{"epoch", 4}, {"accuracy", 0.81}}});
   std::vector<RunRecord> runs = {rec(doc(4, 240, c4), "r4"), rec(doc(8, 150, c8), "r8")};
   ReportOptions o = opts(0.8);
   o.bootstrap = 0;
@@ -636,4 +642,47 @@ TEST(ReportBudget, EpochsToTargetAndSyntheticData) {
       << e;
   o.train_samples = 1281167;
   EXPECT_EQ(analyze_runs(o, syn).groups[0].budget->train_samples, 1281167);
+}
+
+// --data-bench: the reader's rate per rank against the runs' and the projections'
+// consumption (hand-computed): 4 ranks measured at 1 000 images/s per rank, a reader of
+// 3 000 per rank → 3× headroom; the projections at 8 (900/rank) fit, at 16 (3 200/rank,
+// weak scaling with a faster step, made up) do not and are named; 1 000 images/s per
+// rank at 2 500 images per CPU-second take 0.4 cores.
+TEST(ReportInput, DataBenchCeilingHeadroomAndInputBoundProjections) {
+  DataBench b;
+  b.file = "db.json";
+  b.data = "prep/imagenet";
+  b.augment = "rrc224,hflip";
+  b.world_size = 2;
+  b.ranks_per_node = 2;
+  b.data_threads = 3;
+  b.images_per_s = 6000;
+  b.images_per_cpu_s = 2500;
+  std::vector<ScalingRow> rows(2);
+  rows[0].ranks = 1;
+  rows[0].images_per_s = 900;
+  rows[1].ranks = 4;
+  rows[1].images_per_s = 4000;
+  std::vector<Projection> proj(3);
+  proj[0].ranks = 8;
+  proj[0].images_per_s = 7200;
+  proj[1].ranks = 16;
+  proj[1].images_per_s = 51200;
+  proj[2].ranks = 32;
+  proj[2].images_per_s = 1e6;
+  proj[2].projected = false;  // not projected: not named
+  const auto note = input_ceiling_note(b, rows, proj);
+  ASSERT_TRUE(note);
+  EXPECT_NE(note->find("the reader delivers 3000 images/s per rank. These runs consume up to 1000 per rank (at 4 "
+                       "ranks): 3.00× headroom."),
+            std::string::npos)
+      << *note;
+  EXPECT_NE(note->find("The projections at 16 (3200) ranks"), std::string::npos) << *note;
+  EXPECT_EQ(note->find("at 8 ("), std::string::npos) << *note;
+  EXPECT_EQ(note->find("32 ("), std::string::npos) << *note;
+  EXPECT_NE(note->find("1000 images/s per rank take 0.400 core(s) per rank"), std::string::npos) << *note;
+  rows[1].images_per_s = 16000;  // 4 000 per rank: more than the reader measured
+  EXPECT_NE(input_ceiling_note(b, rows, {})->find("more than data-bench measured"), std::string::npos);
+  EXPECT_FALSE(input_ceiling_note(b, {}, {}));
 }

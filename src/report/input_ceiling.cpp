@@ -1,0 +1,78 @@
+// input_ceiling.cpp — see input_ceiling.hpp.
+#include "report/input_ceiling.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "report/format.hpp"
+#include "util/error.hpp"
+
+namespace cnnscale::report {
+
+DataBench load_data_bench(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("cannot read --data-bench file '", path, "': no such file or not readable");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json j;
+  const char* expected = "; expected the output of `cnnscale data-bench --json FILE`";
+  try {
+    j = nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    fail(path, ": malformed JSON (", e.what(), ")", expected);
+  }
+  if (!j.is_object() || j.value("tool", "") != "cnnscale data-bench")
+    fail(path, ": not a data-bench result (its 'tool' is not \"cnnscale data-bench\")", expected);
+  DataBench b;
+  b.file = path;
+  for (auto [name, dst] : {std::pair{"images_per_s", &b.images_per_s}, {"images_per_cpu_s", &b.images_per_cpu_s}}) {
+    if (!j.contains(name) || !j[name].is_number() || !(j[name].get<double>() > 0))
+      fail(path, ": required field '", name, "' is missing or not a positive number", expected);
+    *dst = j[name].get<double>();
+  }
+  for (auto [name, dst] : {std::pair{"world_size", &b.world_size}, {"data_threads", &b.data_threads}}) {
+    if (!j.contains(name) || !j[name].is_number_integer() || j[name].get<int>() < 1)
+      fail(path, ": required field '", name, "' is missing or not a positive integer", expected);
+    *dst = j[name].get<int>();
+  }
+  b.nodes = j.value("nodes", 1);
+  b.ranks_per_node = j.value("ranks_per_node", b.world_size);
+  b.data = j.value("data", std::string());
+  b.augment = j.value("augment", std::string("none"));
+  b.cache = j.value("cache", std::string("none"));
+  return b;
+}
+
+std::optional<std::string> input_ceiling_note(const DataBench& b, const std::vector<ScalingRow>& rows,
+                                              const std::vector<Projection>& projections) {
+  if (rows.empty()) return std::nullopt;
+  const double ceiling = b.per_rank();
+  const ScalingRow* top = &rows.front();  // the row consuming the most per rank
+  for (const auto& r : rows)
+    if (r.images_per_s / r.ranks > top->images_per_s / top->ranks) top = &r;
+  const double need = top->images_per_s / top->ranks;
+  std::string s = "Input (" + b.file + ": `cnnscale data-bench` on " + (b.data.empty() ? "?" : b.data) +
+                  ", --augment " + b.augment + ", --data-threads " + std::to_string(b.data_threads) + ", --cache " +
+                  b.cache + ", " + std::to_string(b.ranks_per_node) + " rank(s) per node): the reader delivers " +
+                  fmt_num(ceiling, 4) + " images/s per rank. These runs consume up to " + fmt_num(need, 4) +
+                  " per rank (at " + std::to_string(top->ranks) + " ranks): ";
+  s += need <= ceiling ? fmt_num(ceiling / need, 3) + "× headroom."
+                       : "more than data-bench measured — it ran another configuration, or the node was busier then.";
+  std::string bound;
+  for (const auto& p : projections) {
+    if (!p.projected || !p.feasible || p.ranks < 1 || !(p.images_per_s / p.ranks > ceiling)) continue;
+    bound += (bound.empty() ? "" : ", ") + std::to_string(p.ranks) + " (" + fmt_num(p.images_per_s / p.ranks, 4) + ")";
+  }
+  if (!bound.empty())
+    s += " The projections at " + bound +
+         " ranks (images/s per rank) need more than the reader delivers: there the input, not the network, sets "
+         "the speed, so the projected throughput is out of reach until the reader is faster (more --data-threads: "
+         "run data-bench with them; --cache memory; smaller stored images).";
+  const double cores = need / b.images_per_cpu_s;
+  s += " At data-bench's " + fmt_num(b.images_per_cpu_s, 4) + " images per CPU-second, " + fmt_num(need, 4) +
+       " images/s per rank take " + fmt_num(cores, 3) + " core(s) per rank for input alone.";
+  return s;
+}
+
+}  // namespace cnnscale::report
