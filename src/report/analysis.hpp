@@ -20,11 +20,11 @@ struct ReportOptions {
   std::string output_dir;
   std::optional<ScalingMode> mode;
   double efficiency_threshold = 0.8;
-  std::vector<std::string> allreduce_files;  // `cnnscale allreduce --json` outputs (any levels, any counts)
+  std::vector<std::string> allreduce_files;    // `cnnscale allreduce --json` outputs (any levels, any counts)
   std::optional<std::string> data_bench_file;  // `cnnscale data-bench --json` output: the input's ceiling
-  std::optional<std::string> project;        // --project "512,3584,64x8"
-  std::optional<std::string> points_file;    // --points FILE.csv: external measurements
-  int bootstrap = 200;                       // replicates for the uncertainty bands (0: none)
+  std::optional<std::string> project;          // --project "512,3584,64x8"
+  std::optional<std::string> points_file;      // --points FILE.csv: external measurements
+  int bootstrap = 200;                         // replicates for the uncertainty bands (0: none)
   std::optional<double> target_accuracy;
   bool allow_missing = false;  // skip run directories without run.json (a sweep with failed jobs)
   int max_factor = 64;
