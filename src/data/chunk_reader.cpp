@@ -10,6 +10,7 @@
 
 #include "data/h5util.hpp"
 #include "util/error.hpp"
+#include "util/hdf5_lock.hpp"
 
 namespace cnnscale {
 namespace {
@@ -105,10 +106,30 @@ std::unique_ptr<DirectChunkReader> DirectChunkReader::open(const std::string& pa
   std::unique_ptr<DirectChunkReader> r(new DirectChunkReader());
   r->path_ = path;
   r->chunk_bytes_ = static_cast<int64_t>(chunk[0]) * row;
+  r->chunk_rows_ = static_cast<int64_t>(chunk[0]);
   r->total_bytes_ = static_cast<int64_t>(dims[0]) * row;
   const int64_t n = r->chunk_bytes_ > 0 ? (r->total_bytes_ + r->chunk_bytes_ - 1) / r->chunk_bytes_ : 0;
   r->addr_.resize(static_cast<size_t>(n));
-  for (int64_t c = 0; c < n; ++c) {
+  r->images_ = images;
+  // The shard's own list (prep writes it: shard_writer.hpp) saves the lookups below,
+  // whose cost grows with the chunk count; a list of another length is ignored.
+  H5Id file(H5Iget_file_id(images), H5Fclose);
+  if (file.valid() && H5Lexists(file, "/chunk_addresses", H5P_DEFAULT) > 0) {
+    H5Id table = h5_dataset(H5Dopen2(file, "/chunk_addresses", H5P_DEFAULT));
+    H5Id tspace = h5_space(table.valid() ? H5Dget_space(table) : H5I_INVALID_HID);
+    std::vector<uint64_t> rows(static_cast<size_t>(2 * n));
+    if (tspace.valid() && H5Sget_simple_extent_npoints(tspace) == 2 * n &&
+        H5Dread(table, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) >= 0) {
+      r->sums_.resize(static_cast<size_t>(n));
+      for (int64_t c = 0; c < n; ++c) {
+        r->addr_[static_cast<size_t>(c)] = rows[static_cast<size_t>(2 * c)];
+        r->sums_[static_cast<size_t>(c)] = static_cast<uint32_t>(rows[static_cast<size_t>(2 * c + 1)]);
+      }
+      r->from_table_ = true;
+    }
+    h5_error_cause();  // clears the stack
+  }
+  for (int64_t c = 0; c < n && !r->from_table_; ++c) {
     hsize_t at[4] = {static_cast<hsize_t>(c) * chunk[0], 0, 0, 0};
     unsigned mask = 0;
     haddr_t addr = HADDR_UNDEF;
@@ -123,6 +144,17 @@ std::unique_ptr<DirectChunkReader> DirectChunkReader::open(const std::string& pa
   r->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (r->fd_ < 0) return nullptr;
   return r;
+}
+
+bool DirectChunkReader::table_entry_right(int64_t c) const {
+  Hdf5Lock lock(hdf5_mutex());
+  hsize_t at[4] = {static_cast<hsize_t>(c * chunk_rows_), 0, 0, 0};
+  unsigned mask = 0;
+  haddr_t addr = HADDR_UNDEF;
+  hsize_t size = 0;
+  const bool found = H5Dget_chunk_info_by_coord(images_, at, &mask, &addr, &size) >= 0;
+  h5_error_cause();
+  return !found || addr == addr_[static_cast<size_t>(c)];
 }
 
 DirectChunkReader::~DirectChunkReader() {
@@ -156,6 +188,17 @@ void DirectChunkReader::read(int64_t begin, int64_t end, uint8_t* dst, std::vect
       const uint32_t want = load_le32(chunk + chunk_bytes_), sum = fletcher32(chunk, static_cast<size_t>(chunk_bytes_));
       // HDF5 also accepts the checksum of its releases before 1.6.3: each byte pair swapped.
       const uint32_t swapped = (sum & 0x00ff00ffu) << 8 | (sum & 0xff00ff00u) >> 8;
+      // Listed addresses: the chunk found there must be chunk c, whose stored checksum the
+      // list holds too (a rewritten file can put another valid chunk at that offset).
+      if (from_table_ && (want == sum || want == swapped) && want != sums_[static_cast<size_t>(c)])
+        fail("shard ", path_, " has a /chunk_addresses list that does not match its chunks (another chunk lies "
+             "where chunk ", c, " was; the file was rewritten, e.g. by h5repack): re-create the data set with "
+             "`cnnscale prep`, or delete that list (h5py: del f['chunk_addresses']) and cnnscale looks the chunks up "
+             "itself");
+      if (want != sum && want != swapped && from_table_ && !table_entry_right(c))
+        fail("shard ", path_, " has a /chunk_addresses list that does not match its chunks (chunk ", c,
+             " is elsewhere; the file was rewritten, e.g. by h5repack): re-create the data set with `cnnscale prep`, "
+             "or delete that list (h5py: del f['chunk_addresses']) and cnnscale looks the chunks up itself");
       if (want != sum && want != swapped)
         fail("shard ", path_, " is damaged: chunk ", c, " (bytes ", c * chunk_bytes_, "..", (c + 1) * chunk_bytes_ - 1,
              " of /images) fails its checksum (Fletcher32 checksum error); the shard is "

@@ -9,8 +9,12 @@
 // checksum (H5Zfletcher32.c), nothing else unless gzip was asked for.
 //
 // open() (under hdf5_mutex()) takes a dataset whose only filter is fletcher32 and whose
-// elements are bytes, looks up every chunk's file address and stored size
-// (H5Dget_chunk_info_by_coord), and opens the file once more, read-only. Then read()
+// elements are bytes, reads every chunk's file address from the shard's /chunk_addresses
+// (prep writes it) or, in shards without it, looks each up (H5Dget_chunk_info_by_coord:
+// its cost grows with the chunk count), and opens the file once more, read-only. A
+// checksum failure with a listed address is checked against HDF5's lookup, and a valid
+// chunk found there must carry the checksum the list holds for it: a list that a rewrite
+// of the file (h5repack) made stale is named as such, never read as data or as damage. Then read()
 // is pread() of the chunks a byte range touches (one call per run of chunks stored back
 // to back), each chunk's checksum verified as HDF5 verifies it (the stored value, or the
 // byte-pair-swapped one of files from HDF5 before 1.6.3), by a vectorised Fletcher32
@@ -33,7 +37,8 @@ uint32_t fletcher32(const uint8_t* data, size_t len);
 class DirectChunkReader {
  public:
   // `images`: an open dataset of shard `path` (1-D bytes, or N×C×H×W bytes chunked along N
-  // only). Caller holds hdf5_mutex(). nullptr when the layout is not the plain one above.
+  // only), kept open by the caller while this reader lives. Caller holds hdf5_mutex().
+  // nullptr when the layout is not the plain one above.
   static std::unique_ptr<DirectChunkReader> open(const std::string& path, hid_t images);
   ~DirectChunkReader();
   DirectChunkReader(const DirectChunkReader&) = delete;
@@ -48,10 +53,16 @@ class DirectChunkReader {
 
  private:
   DirectChunkReader() = default;
+  // After a checksum failure with addresses from the shard's list: does HDF5 put chunk c
+  // where the list says (so the chunk is damaged), or elsewhere (the list is stale)?
+  bool table_entry_right(int64_t c) const;
   std::string path_;
   int fd_ = -1;
-  int64_t chunk_bytes_ = 0, total_bytes_ = 0;
+  hid_t images_ = -1;  // not owned: the caller's dataset outlives this reader
+  bool from_table_ = false;
+  int64_t chunk_bytes_ = 0, chunk_rows_ = 0, total_bytes_ = 0;
   std::vector<uint64_t> addr_;  // per chunk: file offset of its stored bytes (chunk_bytes_ + 4 of them)
+  std::vector<uint32_t> sums_;  // per chunk, from the shard's list: its stored checksum
 };
 
 }  // namespace cnnscale

@@ -1,8 +1,11 @@
 // shard_writer.hpp — writes one shard file: /images uint8 N×C×H×W and /labels int32 N,
 // both chunked with the fletcher32 checksum filter (and gzip when asked), filled by
 // sequential append()s. Used by `cnnscale prep` (one process, no other HDF5 user).
-// Ragged (prep --store original-max): /images is 1-D uint8 (extendible, chunks of one
-// largest sample C·S·S bytes within [64 KiB, 4 MiB], the same filters), the samples' C×H×W bytes back to back, with /offsets int64 N+1
+// Without gzip, /chunk_addresses uint64 N×2 (per /images chunk: its file offset and its
+// stored Fletcher32, for the direct reader: chunk_reader.hpp).
+// Ragged (prep --store original-max): /images is 1-D uint8 (extendible, chunks of an
+// eighth of the largest sample, C·S·S/8 bytes within [16 KiB, 4 MiB], the same filters),
+// the samples' C×H×W bytes back to back, with /offsets int64 N+1
 // (sample i is bytes [offsets[i], offsets[i+1])) and /shapes int32 N×3 (C, H, W),
 // filled by append_ragged() and written (with checksums) by close().
 #pragma once
@@ -36,10 +39,12 @@ class ShardWriter {
   int64_t samples_, written_ = 0;
   SampleShape shape_;
   bool ragged_ = false;
+  int gzip_level_ = 0;
   std::vector<int64_t> offsets_{0};
   std::vector<int32_t> shapes_;
   H5Id file_, images_, labels_;
   void write_labels(const int32_t* labels, int64_t n);
+  void write_chunk_addresses();
 };
 
 }  // namespace cnnscale

@@ -8,6 +8,9 @@
 //  - a flipped byte in a chunk: a read touching it is a UserError naming the shard, the
 //    chunk and Fletcher32, as HDF5 refuses it; ranges elsewhere still read;
 //  - a checksum stored byte-pair-swapped (HDF5 before 1.6.3) is accepted, as HDF5 does;
+//  - the shard's /chunk_addresses (prep's list: file offset and stored checksum per
+//    chunk) equals HDF5's own lookups; a list gone stale (an entry pointing at another
+//    valid chunk, or at no chunk) is named as stale — never read as data, never as damage;
 //  - a gzip shard gets no direct reader (HDF5's path reads it).
 #include <gtest/gtest.h>
 
@@ -54,9 +57,9 @@ std::vector<uint8_t> direct_read(const DirectChunkReader& r, int64_t begin, int6
   return out;
 }
 
-// A ragged shard of `n` samples, 3×h×w with h, w in [20, 120]: chunks of 64 KiB (prep's
-// smallest: one largest sample, 3·128·128 bytes, is less).
-constexpr int64_t kRaggedChunk = 65536;
+// A ragged shard of `n` samples, 3×h×w with h, w in [20, 120]: chunks of 16 KiB (prep's
+// smallest: an eighth of the largest sample, 3·128·128 / 8 bytes, is less).
+constexpr int64_t kRaggedChunk = 16384;
 std::string write_ragged(const std::string& dir, int n, int gzip = 0) {
   std::string path = dir + "/ragged" + std::to_string(gzip) + ".h5";
   ShardWriteOptions o;
@@ -193,6 +196,10 @@ TEST_F(ChunkReaderTest, AChecksumFromBeforeHdf5_1_6_3IsAcceptedAsHdf5AcceptsIt) 
     io.seekp(at + chunk);
     io.write(reinterpret_cast<const char*>(swapped), 4);
   }
+  {  // a file of HDF5 before 1.6.3 has no list of chunk addresses (prep's, made with the right sum)
+    H5Id f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    ASSERT_GE(H5Ldelete(f, "/chunk_addresses", H5P_DEFAULT), 0);
+  }
   Shard s = open_shard(path);  // HDF5 reads it all (EXPECTs inside)
   auto r = DirectChunkReader::open(path, s.images);
   ASSERT_NE(r, nullptr);
@@ -204,4 +211,80 @@ TEST_F(ChunkReaderTest, GzipShardsKeepHdf5sPath) {
   const std::string path = write_ragged(dir_, 10, 1);
   Shard s = open_shard(path);
   EXPECT_EQ(DirectChunkReader::open(path, s.images), nullptr);
+}
+
+namespace {
+// Rewrites row `c` of a shard's /chunk_addresses.
+void set_list_row(const std::string& path, int64_t c, uint64_t addr, uint64_t sum) {
+  H5Id f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+  H5Id d = h5_dataset(H5Dopen2(f, "/chunk_addresses", H5P_DEFAULT));
+  H5Id fs_ = h5_space(H5Dget_space(d));
+  const hsize_t start[2] = {static_cast<hsize_t>(c), 0}, count[2] = {1, 2};
+  H5Sselect_hyperslab(fs_, H5S_SELECT_SET, start, nullptr, count, nullptr);
+  H5Id ms = h5_space(H5Screate_simple(2, count, nullptr));
+  const uint64_t row[2] = {addr, sum};
+  ASSERT_GE(H5Dwrite(d, H5T_NATIVE_UINT64, ms, fs_, H5P_DEFAULT, row), 0);
+}
+std::vector<uint64_t> list_of(const std::string& path) {
+  Shard s = open_shard(path);
+  H5Id d = h5_dataset(H5Dopen2(s.file, "/chunk_addresses", H5P_DEFAULT));
+  H5Id sp = h5_space(H5Dget_space(d));
+  std::vector<uint64_t> rows(static_cast<size_t>(H5Sget_simple_extent_npoints(sp)));
+  EXPECT_GE(H5Dread(d, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), 0);
+  return rows;
+}
+}  // namespace
+
+TEST_F(ChunkReaderTest, TheShardsChunkListIsHdf5sAndAStaleOneIsNamed) {
+  const std::string path = write_ragged(dir_, 40);
+  const std::vector<uint64_t> rows = list_of(path);
+  Shard s = open_shard(path);
+  const int64_t n = static_cast<int64_t>(rows.size() / 2);
+  ASSERT_GT(n, 4);
+  EXPECT_EQ(n, (static_cast<int64_t>(s.bytes.size()) + kRaggedChunk - 1) / kRaggedChunk);
+  for (int64_t c = 0; c < n; ++c) {  // offsets as HDF5 looks them up; checksums as stored there
+    hsize_t at = static_cast<hsize_t>(c * kRaggedChunk), size = 0;
+    unsigned mask = 0;
+    haddr_t addr = 0;
+    ASSERT_GE(H5Dget_chunk_info_by_coord(s.images, &at, &mask, &addr, &size), 0);
+    EXPECT_EQ(rows[static_cast<size_t>(2 * c)], addr) << c;
+    std::vector<uint8_t> chunk(static_cast<size_t>(kRaggedChunk), 0);  // the last one ends in fill (0)
+    std::copy(s.bytes.begin() + c * kRaggedChunk,
+              s.bytes.begin() + std::min<int64_t>((c + 1) * kRaggedChunk, static_cast<int64_t>(s.bytes.size())),
+              chunk.begin());
+    EXPECT_EQ(rows[static_cast<size_t>(2 * c + 1)], fletcher32(chunk.data(), chunk.size())) << c;
+  }
+  s = Shard();
+  // Chunk 2's entry pointing at chunk 3 (a valid chunk, the wrong one): named stale.
+  set_list_row(path, 2, rows[6], rows[5]);
+  s = open_shard(path);
+  auto r = DirectChunkReader::open(path, s.images);
+  ASSERT_NE(r, nullptr);
+  try {
+    direct_read(*r, 2 * kRaggedChunk, 2 * kRaggedChunk + 10);
+    FAIL() << "chunk 3's bytes were read as chunk 2's";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("has a /chunk_addresses list that does not match its chunks (another chunk "
+                                         "lies where chunk 2 was"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(direct_read(*r, 0, 2 * kRaggedChunk),  // chunks 0 and 1 are listed right
+            std::vector<uint8_t>(s.bytes.begin(), s.bytes.begin() + 2 * kRaggedChunk));
+  r.reset();
+  s = Shard();
+  // Pointing at no chunk (offset 0: the superblock): the checksum fails, HDF5's lookup
+  // disagrees with the list, so the list is named, not the data.
+  set_list_row(path, 2, 0, rows[5]);
+  s = open_shard(path);
+  r = DirectChunkReader::open(path, s.images);
+  try {
+    direct_read(*r, 2 * kRaggedChunk, 2 * kRaggedChunk + 10);
+    FAIL() << "a list entry pointing at the superblock went unnoticed";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("has a /chunk_addresses list that does not match its chunks (chunk 2 is "
+                                         "elsewhere"),
+              std::string::npos)
+        << e.what();
+  }
 }
