@@ -58,8 +58,15 @@ int cmd_data_bench(int argc, char** argv) {
   // Every rank read at once: the job's rate is the sum, its time the slowest rank's.
   ControlComm& c = *world.control;
   struct Sums {
-    double images, cpu_s, bytes;
-  } sums{static_cast<double>(r.images), r.cpu_s, static_cast<double>(r.bytes_read)};
+    double images, cpu_s, bytes, read, checksum, lock_wait, augment, normalize;
+  } sums{static_cast<double>(r.images),
+         r.cpu_s,
+         static_cast<double>(r.bytes_read),
+         r.stages.read,
+         r.stages.checksum,
+         r.stages.lock_wait,
+         r.stages.augment,
+         r.stages.normalize};
   c.allreduce_fields(sums, ReduceOp::sum, "the data-bench summary");
   const double wall = c.allreduce(r.wall_s, ReduceOp::max, "the data-bench summary");
   const int bytes_known = c.allreduce(r.bytes_known ? 1 : 0, ReduceOp::min, "the data-bench summary");
@@ -78,34 +85,51 @@ int cmd_data_bench(int argc, char** argv) {
     std::printf("read %.1f MB/s from files, %.1f KB per image = %.2f bytes read per delivered image byte (%lld B)\n",
                 wall > 0 ? sums.bytes / wall / 1e6 : 0, per_image / 1e3, per_byte,
                 static_cast<long long>(r.image_bytes));
-  else
-    std::printf("bytes read: not known (no /proc/self/io here)\n");
+  else std::printf("bytes read: not known (no /proc/self/io here)\n");
+  // Where the reader threads' time went, per delivered image (the stages of the batches made
+  // meanwhile, prefetched ones included, over the images delivered): reads on the wall clock,
+  // the compute stages in CPU time, and the process's CPU time per image beside them (the rest
+  // of it: reads' system time, sampling, copies, hand-offs between threads).
+  const double us = sums.images > 0 ? 1e6 / sums.images : 0;
+  std::printf("per image: read %.1f us (wall), HDF5 lock wait %.1f us (wall); CPU: checksum %.1f us, augment %.1f us, "
+              "normalise %.1f us, of %.1f us for the whole process\n",
+              sums.read * us, sums.lock_wait * us, sums.checksum * us, sums.augment * us, sums.normalize * us,
+              sums.cpu_s * us);
   if (o.batches * o.data.batch_per_rank < r.epoch_images / 10)
     log_info("timed " + std::to_string(o.batches * o.data.batch_per_rank) + " of this rank's " +
-             std::to_string(r.epoch_images) + " images per epoch; with --cache memory the first epoch reads the "
+             std::to_string(r.epoch_images) +
+             " images per epoch; with --cache memory the first epoch reads the "
              "files and later ones do not — raise --batches to see both");
   if (auto it = parsed.vm.find("json"); it != parsed.vm.end()) {
-    const nlohmann::json j = {{"tool", "cnnscale data-bench"},
-                              {"data", o.data.dir},
-                              {"world_size", size},
-                              {"nodes", world.ctx.num_nodes},
-                              {"ranks_per_node", world.ctx.local_size},
-                              {"data_threads", o.data.data_threads},
-                              {"batch_per_rank", o.data.batch_per_rank},
-                              {"augment", o.data.augment},
-                              {"cache", o.data.cache},
-                              {"prefetch", o.data.prefetch},
-                              {"batches", o.batches},
-                              {"warmup", o.warmup},
-                              {"images", static_cast<int64_t>(sums.images)},
-                              {"wall_s", wall},
-                              {"cpu_s", sums.cpu_s},
-                              {"images_per_s", ips},
-                              {"images_per_cpu_s", per_cpu},
-                              {"bytes_read", bytes_known ? nlohmann::json(sums.bytes) : nlohmann::json(nullptr)},
-                              {"bytes_read_per_image", bytes_known ? nlohmann::json(per_image) : nlohmann::json(nullptr)},
-                              {"read_per_image_byte", bytes_known ? nlohmann::json(per_byte) : nlohmann::json(nullptr)},
-                              {"image_bytes", r.image_bytes}};
+    const nlohmann::json j = {
+        {"tool", "cnnscale data-bench"},
+        {"data", o.data.dir},
+        {"world_size", size},
+        {"nodes", world.ctx.num_nodes},
+        {"ranks_per_node", world.ctx.local_size},
+        {"data_threads", o.data.data_threads},
+        {"batch_per_rank", o.data.batch_per_rank},
+        {"augment", o.data.augment},
+        {"cache", o.data.cache},
+        {"prefetch", o.data.prefetch},
+        {"batches", o.batches},
+        {"warmup", o.warmup},
+        {"images", static_cast<int64_t>(sums.images)},
+        {"wall_s", wall},
+        {"cpu_s", sums.cpu_s},
+        {"images_per_s", ips},
+        {"images_per_cpu_s", per_cpu},
+        {"stages_us_per_image",
+         {{"read", sums.read * us},
+          {"checksum", sums.checksum * us},
+          {"hdf5_lock_wait", sums.lock_wait * us},
+          {"augment", sums.augment * us},
+          {"normalize", sums.normalize * us},
+          {"process_cpu", sums.cpu_s * us}}},
+        {"bytes_read", bytes_known ? nlohmann::json(sums.bytes) : nlohmann::json(nullptr)},
+        {"bytes_read_per_image", bytes_known ? nlohmann::json(per_image) : nlohmann::json(nullptr)},
+        {"read_per_image_byte", bytes_known ? nlohmann::json(per_byte) : nlohmann::json(nullptr)},
+        {"image_bytes", r.image_bytes}};
     write_file_atomic(it->second.as<std::string>(), j.dump(2) + "\n");
   }
   return 0;

@@ -18,12 +18,12 @@
 namespace cnnscale {
 
 struct Batch {
-  int epoch = 0;                 // 0-based
-  int64_t step_in_epoch = 0;     // 0-based step within the epoch
-  int64_t count = 0;             // samples on this rank (the per-rank batch size)
-  int64_t rank_offset = 0;       // position of this rank's first sample in the global batch
-  std::vector<float> images;     // count × shape.numel(), normalised
-  std::vector<int32_t> labels;   // count, each in [0, classes)
+  int epoch = 0;                    // 0-based
+  int64_t step_in_epoch = 0;        // 0-based step within the epoch
+  int64_t count = 0;                // samples on this rank (the per-rank batch size)
+  int64_t rank_offset = 0;          // position of this rank's first sample in the global batch
+  std::vector<float> images;        // count × shape.numel(), normalised
+  std::vector<int32_t> labels;      // count, each in [0, classes)
   std::vector<int64_t> sample_ids;  // global sample index of each image (drives dropout RNG)
   // What the batch hook (BatchSource::set_batch_hook) returned for this batch, or -1:
   // for the GPU model, the ticket of a pinned copy made in the reader thread
@@ -37,6 +37,18 @@ struct Batch {
 // nothing of models: the training loop installs a hook that calls Model::stage, so the
 // copy into pinned memory happens off the training thread.
 using BatchHook = std::function<int64_t(const Batch&)>;
+
+// Where a reader's threads spent their time, summed over the threads, in seconds: what
+// `cnnscale data-bench` prints per image. The reads and the lock wait on the wall clock
+// (waiting for storage is the point), the compute stages in thread CPU time (a busy
+// node's preemptions do not count).
+struct ReaderStageTimes {
+  double read = 0;       // bytes from the files: the direct reader's pread()s, or HDF5's read after its lock
+  double checksum = 0;   // the direct reader's Fletcher32 (HDF5's own check is part of its `read`)
+  double lock_wait = 0;  // waiting for the HDF5 lock (HDF5's path: --cache, gzip shards)
+  double augment = 0;    // --augment, CPU
+  double normalize = 0;  // uint8 → float, CPU
+};
 
 class BatchSource {
  public:
@@ -58,6 +70,8 @@ class BatchSource {
   // hook) without changing the order, so that after it returns the old hook is never
   // called again (remove it before what it calls goes away).
   virtual void set_batch_hook(BatchHook hook) = 0;
+  // The stage times since the last call (then reset); zeros where a source keeps none.
+  virtual ReaderStageTimes take_stage_times() { return {}; }
 };
 
 // Evaluation over a split: every sample exactly once across ranks, no padding, no
@@ -67,8 +81,8 @@ class BatchSource {
 class EvalSource {
  public:
   virtual ~EvalSource() = default;
-  virtual int64_t samples() const = 0;          // whole split
-  virtual int64_t local_samples() const = 0;    // this rank's share
+  virtual int64_t samples() const = 0;        // whole split
+  virtual int64_t local_samples() const = 0;  // this rank's share
   virtual void rewind() = 0;
   // Next batch of at most max_batch of this rank's share; false at the end.
   virtual bool next(Batch& out, int64_t max_batch) = 0;

@@ -2,10 +2,12 @@
 #include "data/chunk_reader.hpp"
 
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "data/h5util.hpp"
@@ -161,7 +163,19 @@ DirectChunkReader::~DirectChunkReader() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void DirectChunkReader::read(int64_t begin, int64_t end, uint8_t* dst, std::vector<uint8_t>& buf) const {
+void DirectChunkReader::read(int64_t begin, int64_t end, uint8_t* dst, std::vector<uint8_t>& buf, double* io_s,
+                             double* checksum_s) const {
+  using Clock = std::chrono::steady_clock;
+  auto lap = [](Clock::time_point& t, double* acc) {  // the read on the wall clock (waiting for storage counts)
+    const auto now = Clock::now();
+    if (acc) *acc += std::chrono::duration<double>(now - t).count();
+    t = now;
+  };
+  auto cpu = [] {  // the checksums in the thread's CPU time
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  };
   if (begin < 0 || end > total_bytes_ || begin > end)
     internal_error("direct read of bytes ", begin, "..", end, " of ", path_, " (", total_bytes_, " bytes)");
   const int64_t stored = chunk_bytes_ + 4;
@@ -173,6 +187,7 @@ void DirectChunkReader::read(int64_t begin, int64_t end, uint8_t* dst, std::vect
       ++run;
     buf.resize(static_cast<size_t>(run * stored));
     const uint64_t off = addr_[static_cast<size_t>(c)];
+    auto t = Clock::now();
     size_t got = 0;
     while (got < buf.size()) {
       const ssize_t k = ::pread(fd_, buf.data() + got, buf.size() - got, static_cast<off_t>(off + got));
@@ -183,6 +198,8 @@ void DirectChunkReader::read(int64_t begin, int64_t end, uint8_t* dst, std::vect
              "); the shard is truncated or damaged — copy it again or re-create the data set with `cnnscale prep`");
       got += static_cast<size_t>(k);
     }
+    lap(t, io_s);
+    const double c0 = checksum_s ? cpu() : 0;
     for (int64_t i = 0; i < run; ++i, ++c) {
       const uint8_t* chunk = buf.data() + i * stored;
       const uint32_t want = load_le32(chunk + chunk_bytes_), sum = fletcher32(chunk, static_cast<size_t>(chunk_bytes_));
@@ -191,8 +208,11 @@ void DirectChunkReader::read(int64_t begin, int64_t end, uint8_t* dst, std::vect
       // Listed addresses: the chunk found there must be chunk c, whose stored checksum the
       // list holds too (a rewritten file can put another valid chunk at that offset).
       if (from_table_ && (want == sum || want == swapped) && want != sums_[static_cast<size_t>(c)])
-        fail("shard ", path_, " has a /chunk_addresses list that does not match its chunks (another chunk lies "
-             "where chunk ", c, " was; the file was rewritten, e.g. by h5repack): re-create the data set with "
+        fail("shard ", path_,
+             " has a /chunk_addresses list that does not match its chunks (another chunk lies "
+             "where chunk ",
+             c,
+             " was; the file was rewritten, e.g. by h5repack): re-create the data set with "
              "`cnnscale prep`, or delete that list (h5py: del f['chunk_addresses']) and cnnscale looks the chunks up "
              "itself");
       if (want != sum && want != swapped && from_table_ && !table_entry_right(c))
@@ -206,6 +226,7 @@ void DirectChunkReader::read(int64_t begin, int64_t end, uint8_t* dst, std::vect
       const int64_t from = std::max(begin, c * chunk_bytes_), to = std::min(end, (c + 1) * chunk_bytes_);
       std::memcpy(dst + (from - begin), chunk + (from - c * chunk_bytes_), static_cast<size_t>(to - from));
     }
+    if (checksum_s) *checksum_s += cpu() - c0;
   }
 }
 

@@ -47,7 +47,9 @@ class DirectChunkReader {
   // Bytes [begin, end) of the dataset in row-major order into dst. Thread-safe, no lock.
   // `buf` is the caller's (per thread) staging buffer. A failed read or checksum is a
   // UserError: "shard PATH is damaged: …".
-  void read(int64_t begin, int64_t end, uint8_t* dst, std::vector<uint8_t>& buf) const;
+  // With `io_s` / `checksum_s`, adds the seconds spent in pread and in the checksums.
+  void read(int64_t begin, int64_t end, uint8_t* dst, std::vector<uint8_t>& buf, double* io_s = nullptr,
+            double* checksum_s = nullptr) const;
   // Bytes per chunk (the amplification of a sample read: whole chunks are read).
   int64_t chunk_bytes() const { return chunk_bytes_; }
 

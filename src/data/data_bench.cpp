@@ -45,6 +45,7 @@ DataBenchResult run_data_bench(const DataBenchOptions& o, int rank, int world) {
   r.epoch_images = d.train->steps_per_epoch() * o.data.batch_per_rank;
   uint64_t read0 = 0, read1 = 0;
   const bool have0 = bytes_read(&read0);
+  d.train->take_stage_times();  // the warm-up's are not timed
   const double cpu0 = cpu_seconds();
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < o.batches; ++i) {
@@ -53,6 +54,7 @@ DataBenchResult run_data_bench(const DataBenchOptions& o, int rank, int world) {
   }
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.cpu_s = cpu_seconds() - cpu0;
+  r.stages = d.train->take_stage_times();  // includes batches made ahead during the timed ones
   r.bytes_known = have0 && bytes_read(&read1) && read1 >= read0;
   if (r.bytes_known) r.bytes_read = read1 - read0;
   return r;

@@ -8,6 +8,8 @@
 //                      rates swing with the neighbours
 //   bytes read         what the process read from files meanwhile (/proc/self/io rchar: the
 //                      HDF5 reads, page cache hits included), per image and per second
+//   stages             where the reader threads' time went (BatchSource::take_stage_times:
+//                      read, checksum, HDF5 lock wait, augment, normalise), per image
 //   read per byte      bytes read per byte of the uint8 image it delivered (C·H·W): 1 when
 //                      each stored sample is read once; more with chunk amplification or
 //                      larger stored images (--store original-max before a crop); 0 with a
@@ -28,12 +30,13 @@ struct DataBenchOptions {
 };
 
 struct DataBenchResult {
-  int64_t images = 0;             // delivered in the timed batches
-  double wall_s = 0, cpu_s = 0;   // of the timed batches
-  uint64_t bytes_read = 0;        // rchar delta over the timed batches (0 where /proc/self/io is not readable)
+  int64_t images = 0;            // delivered in the timed batches
+  double wall_s = 0, cpu_s = 0;  // of the timed batches
+  uint64_t bytes_read = 0;       // rchar delta over the timed batches (0 where /proc/self/io is not readable)
   bool bytes_known = false;
-  int64_t image_bytes = 0;        // C·H·W of a delivered image
-  int64_t epoch_images = 0;       // this rank's images per epoch (steps_per_epoch × batch)
+  int64_t image_bytes = 0;   // C·H·W of a delivered image
+  int64_t epoch_images = 0;  // this rank's images per epoch (steps_per_epoch × batch)
+  ReaderStageTimes stages;   // where the reader's threads spent the timed batches
 };
 
 // This rank's measurement. Collective over MPI_COMM_WORLD through open_data (which agrees on

@@ -2,7 +2,11 @@
 // ShardReader, the HDF5 hyperslab reads (and the optional chunk cache) they share.
 #include "data/hdf5_source.hpp"
 
+#include <time.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <utility>
@@ -21,6 +25,45 @@
 namespace cnnscale {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+// The calling thread's CPU time: the compute stages are timed in it, so that a busy node's
+// preemptions do not count (reads are timed on the wall clock: waiting for storage counts).
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Thread-seconds per reader stage (ReaderStageTimes), one row per thread so that the
+// threads never share a cache line's writes; read and reset by the consumer.
+class StageClocks {
+ public:
+  enum Stage { read, checksum, lock_wait, augment, normalize, count };
+  explicit StageClocks(int threads) : rows_(static_cast<size_t>(threads)) {}
+  void add(int t, Stage st, double s) {
+    rows_[static_cast<size_t>(t)].ns[st].fetch_add(static_cast<int64_t>(s * 1e9), std::memory_order_relaxed);
+  }
+  ReaderStageTimes take() {
+    double v[count] = {0};
+    for (auto& r : rows_)
+      for (int i = 0; i < count; ++i)
+        v[i] += 1e-9 * static_cast<double>(r.ns[i].exchange(0, std::memory_order_relaxed));
+    return {v[read], v[checksum], v[lock_wait], v[augment], v[normalize]};
+  }
+
+ private:
+  struct alignas(64) Row {
+    std::atomic<int64_t> ns[count] = {};
+  };
+  std::vector<Row> rows_;
+};
+
+// Where ShardReader's HDF5 reads put their lock wait and read time (nullptr: nowhere).
+struct ReadTimes {
+  double lock_wait = 0, read = 0;
+};
+
 const char* kDamaged =
     "; the shard is truncated or damaged — copy it again or re-create the data set with `cnnscale prep`";
 
@@ -37,8 +80,17 @@ class ShardReader {
   ShardReader& operator=(const ShardReader&) = delete;
 
   // Reads shard s's samples local[0..n) (ascending, distinct) into dst, n × numel bytes.
-  void read(int s, const int64_t* local, int64_t n, uint8_t* dst) {
+  void read(int s, const int64_t* local, int64_t n, uint8_t* dst, ReadTimes* times = nullptr) {
+    const auto t0 = Clock::now();
     Hdf5Lock lock(hdf5_mutex());
+    const auto t1 = Clock::now();
+    struct Done {  // the lock wait and the read, however this returns
+      ReadTimes* t;
+      Clock::time_point t0, t1;
+      ~Done() {
+        if (t) t->lock_wait += std::chrono::duration<double>(t1 - t0).count(), t->read += seconds_since(t1);
+      }
+    } done{times, t0, t1};
     h5_quiet();
     Open& o = ensure_open(s);
     const SampleShape sh = info_->shape;
@@ -71,8 +123,17 @@ class ShardReader {
 
   // Ragged data sets: shard s's samples local[0..n) (ascending, distinct), their bytes
   // back to back into dst (sum of their numel()).
-  void read_ragged(int s, const int64_t* local, int64_t n, uint8_t* dst) {
+  void read_ragged(int s, const int64_t* local, int64_t n, uint8_t* dst, ReadTimes* times = nullptr) {
+    const auto t0 = Clock::now();
     Hdf5Lock lock(hdf5_mutex());
+    const auto t1 = Clock::now();
+    struct Done {
+      ReadTimes* t;
+      Clock::time_point t0, t1;
+      ~Done() {
+        if (t) t->lock_wait += std::chrono::duration<double>(t1 - t0).count(), t->read += seconds_since(t1);
+      }
+    } done{times, t0, t1};
     h5_quiet();
     Open& o = ensure_open(s);
     const int64_t base = split_.shards[s].first_index;
@@ -116,12 +177,13 @@ class ShardReader {
   }
   // Shard s's sample `local` into dst (its numel() bytes), without the HDF5 lock: any
   // thread, after prepare_direct(s) returned true.
-  void read_direct(int s, int64_t local, uint8_t* dst, std::vector<uint8_t>& buf) const {
+  void read_direct(int s, int64_t local, uint8_t* dst, std::vector<uint8_t>& buf, double* io_s = nullptr,
+                   double* checksum_s = nullptr) const {
     const int64_t base = split_.shards[s].first_index;
     const int64_t begin =
         info_->ragged ? split_.offsets[static_cast<size_t>(base + local)] : local * info_->shape.numel();
     const int64_t len = info_->ragged ? split_.shapes[static_cast<size_t>(base + local)].numel() : info_->shape.numel();
-    open_[s].direct->read(begin, begin + len, dst, buf);
+    open_[s].direct->read(begin, begin + len, dst, buf, io_s, checksum_s);
   }
 
   int64_t cached_bytes() const {
@@ -211,6 +273,7 @@ class ShardedHdf5Source : public BatchSource {
         scratch_(static_cast<size_t>(o.threads)),
         samples_(static_cast<size_t>(o.threads)),
         chunks_(static_cast<size_t>(o.threads)),
+        clocks_(o.threads),
         prefetch_([this](int e, int64_t s, Batch& b) { produce(e, s, b); }, sampler_.steps_per_epoch(), o.prefetch) {}
 
   SampleShape shape() const override { return augment_.output_shape(); }
@@ -226,6 +289,7 @@ class ShardedHdf5Source : public BatchSource {
   void next(Batch& out) override { prefetch_.next(out); }
   double take_wait_seconds() override { return prefetch_.take_wait_seconds(); }
   void set_batch_hook(BatchHook hook) override { prefetch_.set_hook(std::move(hook)); }
+  ReaderStageTimes take_stage_times() override { return clocks_.take(); }
 
  private:
   // Runs in the reader thread.
@@ -265,21 +329,18 @@ class ShardedHdf5Source : public BatchSource {
         std::vector<uint8_t>& sample = samples_[static_cast<size_t>(t)];
         const SampleShape in = info_->ragged ? split.shapes[static_cast<size_t>(g)] : info_->shape;
         sample.resize(static_cast<size_t>(in.numel()));
-        reader_.read_direct(s, g - split.shards[s].first_index, sample.data(), chunks_[static_cast<size_t>(t)]);
-        float* dst = images + order_[j] * out;
-        if (!augment_.active() && !info_->ragged) {
-          norm_.apply(sample.data(), dst);
-          return;
-        }
-        std::vector<uint8_t>& a = augmented_[static_cast<size_t>(t)];
-        a.resize(static_cast<size_t>(out));
-        augment_.apply(sample.data(), in, a.data(), epoch, g, scratch_[static_cast<size_t>(t)]);
-        norm_.apply(a.data(), dst);
+        double io = 0, sum = 0;
+        reader_.read_direct(s, g - split.shards[s].first_index, sample.data(), chunks_[static_cast<size_t>(t)], &io,
+                            &sum);
+        clocks_.add(t, StageClocks::read, io);
+        clocks_.add(t, StageClocks::checksum, sum);
+        transform(sample.data(), in, images + order_[j] * out, epoch, g, t);
       });
       return;
     }
     staging_.resize(static_cast<size_t>(at_[n]));
     int64_t k = 0;
+    ReadTimes rt;
     while (k < n) {
       const int s = split.shard_of(ids_[order_[k]]);
       const int64_t base = split.shards[s].first_index, end = base + split.shards[s].samples;
@@ -287,10 +348,12 @@ class ShardedHdf5Source : public BatchSource {
       int64_t k2 = k;
       while (k2 < n && ids_[order_[k2]] < end) local_.push_back(ids_[order_[k2++]] - base);
       if (info_->ragged)
-        reader_.read_ragged(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + at_[k]);
-      else reader_.read(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + k * numel);
+        reader_.read_ragged(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + at_[k], &rt);
+      else reader_.read(s, local_.data(), static_cast<int64_t>(local_.size()), staging_.data() + k * numel, &rt);
       k = k2;
     }
+    clocks_.add(0, StageClocks::lock_wait, rt.lock_wait);  // the reader thread runs as worker 0's row
+    clocks_.add(0, StageClocks::read, rt.read);
     // Augment (the Augmenter's constructor made sure a ragged list ends fixed-size) and
     // normalise, sample j on worker j mod --data-threads; each draw is keyed by the
     // sample id, so the batch is the same for any thread count.
@@ -299,17 +362,25 @@ class ShardedHdf5Source : public BatchSource {
     float* images = b.images.data();
     pool_.run(n, [&](int64_t j, int t) {
       const int64_t g = ids_[order_[j]];
-      float* dst = images + order_[j] * out;
-      if (!augment_.active() && !info_->ragged) {
-        norm_.apply(staging_.data() + at_[j], dst);
-        return;
-      }
-      std::vector<uint8_t>& a = augmented_[static_cast<size_t>(t)];
-      a.resize(static_cast<size_t>(out));
-      augment_.apply(staging_.data() + at_[j], info_->ragged ? split.shapes[static_cast<size_t>(g)] : info_->shape,
-                     a.data(), epoch, g, scratch_[static_cast<size_t>(t)]);
-      norm_.apply(a.data(), dst);
+      transform(staging_.data() + at_[j], info_->ragged ? split.shapes[static_cast<size_t>(g)] : info_->shape,
+                images + order_[j] * out, epoch, g, t);
     });
+  }
+
+  // Augment and normalise sample g (shape `in`) into dst, on worker t, timed (thread CPU).
+  void transform(const uint8_t* src, SampleShape in, float* dst, int epoch, int64_t g, int t) {
+    double t0 = thread_cpu_seconds();
+    if (augment_.active() || info_->ragged) {
+      std::vector<uint8_t>& a = augmented_[static_cast<size_t>(t)];
+      a.resize(static_cast<size_t>(augment_.output_shape().numel()));
+      augment_.apply(src, in, a.data(), epoch, g, scratch_[static_cast<size_t>(t)]);
+      const double t1 = thread_cpu_seconds();
+      clocks_.add(t, StageClocks::augment, t1 - t0);
+      t0 = t1;
+      src = a.data();
+    }
+    norm_.apply(src, dst);
+    clocks_.add(t, StageClocks::normalize, thread_cpu_seconds() - t0);
   }
 
   std::shared_ptr<const DatasetInfo> info_;
@@ -324,6 +395,7 @@ class ShardedHdf5Source : public BatchSource {
   WorkerPool pool_;                                        // --data-threads
   std::vector<std::vector<uint8_t>> augmented_, scratch_;  // per worker
   std::vector<std::vector<uint8_t>> samples_, chunks_;     // per worker: a sample, the chunks read for it
+  StageClocks clocks_;                                     // per worker
   Prefetcher prefetch_;                                    // last: its thread stops before the members above go
 };
 

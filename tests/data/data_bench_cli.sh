@@ -2,7 +2,8 @@
 # data_bench_cli.sh — `cnnscale data-bench` (issue 27 item 1) on a small JPEG ImageFolder
 # prepped with --store original-max 64 and read with --augment rrc32,hflip:
 #  1. one rank: the summary lines, and --json with images = batches × batch, positive rates,
-#     bytes read per image > 0 and the delivered image's bytes (3·32·32);
+#     bytes read per image > 0 and the delivered image's bytes (3·32·32); where the time
+#     goes: read, checksum, augment and normalise timed, no HDF5 lock wait (direct reads);
 #  2. two ranks under mpiexec: world_size 2 and twice the images;
 #  3. --cache memory with a warm-up of one epoch: the timed batches read (almost) nothing from
 #     files — under 5 % of the uncached bytes per image;
@@ -45,6 +46,19 @@ expect_eq "one rank: json images = 6 batches x 8" 48 "$(field "$TMP/one.json" im
 expect_eq "one rank: json image bytes 3x32x32" 3072 "$(field "$TMP/one.json" image_bytes)"
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["images_per_s"] > 0 and j["images_per_cpu_s"] > 0 and j["bytes_read_per_image"] > 0 and j["world_size"] == 1 else 1)' "$TMP/one.json"
 expect_eq "one rank: positive rates and bytes" 0 "$?"
+expect_grep "one rank: where the time goes" \
+  "^per image: read [0-9.]+ us \(wall\), HDF5 lock wait [0-9.]+ us \(wall\); CPU: checksum [0-9.]+ us, augment [0-9.]+ us, normalise [0-9.]+ us, of [0-9.]+ us for the whole process$" "$TMP/one.out"
+# Uncached, the workers read the shards themselves (no HDF5 lock) and verify each chunk:
+# every stage has time, the lock none; the stages fit in the process's CPU time (the read
+# on the wall clock aside).
+python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))["stages_us_per_image"]
+print(s)
+ok = all(s[k] > 0 for k in ("read", "checksum", "augment", "normalize")) and s["hdf5_lock_wait"] == 0
+sys.exit(0 if ok and s["checksum"] + s["augment"] + s["normalize"] <= s["process_cpu"] * 1.05 else 1)' "$TMP/one.json" >"$TMP/stages.txt" 2>&1
+st=$?
+expect_eq "one rank: stages read, checksum, augment, normalise timed, no lock wait ($(cat "$TMP/stages.txt"))" 0 "$st"
 
 # 2. Two ranks.
 timeout 300 $M -n 2 "$CNNSCALE" data-bench "${ARGS[@]}" --batches 4 --json "$TMP/two.json" >"$TMP/two.out" 2>&1
@@ -61,6 +75,8 @@ python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["bytes_read_per_imag
   "$TMP/cached.json" "$TMP/one.json" >"$TMP/cached.cmp" 2>&1
 st=$?
 expect_eq "cached: the timed batches read under 5 % of the uncached bytes ($(cat "$TMP/cached.cmp"))" 0 "$st"
+python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["stages_us_per_image"]; sys.exit(0 if s["checksum"] == 0 else 1)' "$TMP/cached.json"
+expect_eq "cached: nothing checksummed in the timed batches (HDF5 checked the cache once, at fill)" 0 "$?"
 
 # 4. What data-bench is for: a training run on the same data that waits for input says so
 #    (issue 27 item 6): in its progress lines, a warning naming the knobs and data-bench, and
