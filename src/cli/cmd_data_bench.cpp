@@ -33,6 +33,8 @@ int cmd_data_bench(int argc, char** argv) {
       "training augmentation, as `cnnscale train --augment` (e.g. rrc224,hflip)")(
       "data-threads", po::value(&o.data.data_threads)->default_value(o.data.data_threads),
       "worker threads per rank beside the reader thread, as in train")(
+      "jpeg-decode", po::value(&o.data.jpeg_decode)->default_value(o.data.jpeg_decode),
+      "fast|exact, as in train (data sets of `prep --store jpeg`)")(
       "batch-size", po::value(&o.data.batch_per_rank)->default_value(64), "samples per rank per batch")(
       "cache", po::value(&o.data.cache)->default_value(o.data.cache), "none|memory, as in train")(
       "prefetch", po::value(&o.data.prefetch)->default_value(o.data.prefetch), "batches kept ready, as in train")(
@@ -58,13 +60,14 @@ int cmd_data_bench(int argc, char** argv) {
   // Every rank read at once: the job's rate is the sum, its time the slowest rank's.
   ControlComm& c = *world.control;
   struct Sums {
-    double images, cpu_s, bytes, read, checksum, lock_wait, augment, normalize;
+    double images, cpu_s, bytes, read, checksum, lock_wait, decode, augment, normalize;
   } sums{static_cast<double>(r.images),
          r.cpu_s,
          static_cast<double>(r.bytes_read),
          r.stages.read,
          r.stages.checksum,
          r.stages.lock_wait,
+         r.stages.decode,
          r.stages.augment,
          r.stages.normalize};
   c.allreduce_fields(sums, ReduceOp::sum, "the data-bench summary");
@@ -91,10 +94,10 @@ int cmd_data_bench(int argc, char** argv) {
   // the compute stages in CPU time, and the process's CPU time per image beside them (the rest
   // of it: reads' system time, sampling, copies, hand-offs between threads).
   const double us = sums.images > 0 ? 1e6 / sums.images : 0;
-  std::printf("per image: read %.1f us (wall), HDF5 lock wait %.1f us (wall); CPU: checksum %.1f us, augment %.1f us, "
-              "normalise %.1f us, of %.1f us for the whole process\n",
-              sums.read * us, sums.lock_wait * us, sums.checksum * us, sums.augment * us, sums.normalize * us,
-              sums.cpu_s * us);
+  std::printf("per image: read %.1f us (wall), HDF5 lock wait %.1f us (wall); CPU: checksum %.1f us, decode %.1f us, "
+              "augment %.1f us, normalise %.1f us, of %.1f us for the whole process\n",
+              sums.read * us, sums.lock_wait * us, sums.checksum * us, sums.decode * us, sums.augment * us,
+              sums.normalize * us, sums.cpu_s * us);
   if (o.batches * o.data.batch_per_rank < r.epoch_images / 10)
     log_info("timed " + std::to_string(o.batches * o.data.batch_per_rank) + " of this rank's " +
              std::to_string(r.epoch_images) +
@@ -111,6 +114,7 @@ int cmd_data_bench(int argc, char** argv) {
         {"batch_per_rank", o.data.batch_per_rank},
         {"augment", o.data.augment},
         {"cache", o.data.cache},
+        {"jpeg_decode", o.data.jpeg_decode},
         {"prefetch", o.data.prefetch},
         {"batches", o.batches},
         {"warmup", o.warmup},
@@ -123,6 +127,7 @@ int cmd_data_bench(int argc, char** argv) {
          {{"read", sums.read * us},
           {"checksum", sums.checksum * us},
           {"hdf5_lock_wait", sums.lock_wait * us},
+          {"decode", sums.decode * us},
           {"augment", sums.augment * us},
           {"normalize", sums.normalize * us},
           {"process_cpu", sums.cpu_s * us}}},

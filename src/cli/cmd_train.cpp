@@ -5,10 +5,10 @@
 #include "comm/make_communicator.hpp"
 #include "comm/world.hpp"
 #include "nn/threads.hpp"
-#include "util/stop_signal.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
+#include "util/stop_signal.hpp"
 
 namespace cnnscale::cli {
 
@@ -42,13 +42,12 @@ int cmd_train(int argc, char** argv) {
       "synthetic", po::bool_switch(&o.data.synthetic),
       "deterministic random images instead of a data set (throughput)")(
       "synthetic-samples", po::value(&o.data.synthetic_samples)->default_value(o.data.synthetic_samples),
-      "samples per synthetic epoch")(
-      "image-size", po::value<std::string>(),
-      "synthetic images of S×S (or HxW, e.g. 224 or 32x48) pixels (default 28)")(
+      "samples per synthetic epoch")("image-size", po::value<std::string>(),
+                                     "synthetic images of S×S (or HxW, e.g. 224 or 32x48) pixels (default 28)")(
       "channels", po::value(&o.data.synthetic_shape.channels)->default_value(o.data.synthetic_shape.channels),
-      "synthetic image channels")(
-      "classes", po::value(&o.data.synthetic_classes)->default_value(o.data.synthetic_classes),
-      "synthetic classes (a data set's come from its dataset.json)")(
+      "synthetic image channels")("classes",
+                                  po::value(&o.data.synthetic_classes)->default_value(o.data.synthetic_classes),
+                                  "synthetic classes (a data set's come from its dataset.json)")(
       "drop-last", po::value(&o.data.drop_last)->default_value(true)->implicit_value(true),
       "drop the epoch's tail that does not fill a global batch (default)")(
       "no-drop-last", po::bool_switch(), "wrap around to fill the last global batch instead")(
@@ -62,15 +61,19 @@ int cmd_train(int argc, char** argv) {
       "center-crops to S); center<S> = CenterCrop(S); resize<S> = Resize(S); none. Each sample's draws depend only on "
       "(seed, epoch, sample index)")(
       "data-threads", po::value(&o.data.data_threads)->default_value(o.data.data_threads),
-      "worker threads per rank that augment and normalise each batch beside the reader thread's HDF5 reads, or "
-      "make the --synthetic batches (1: the reader thread alone); the batches are identical for any count");
+      "threads per rank that read, augment and normalise each batch (the reader thread and N-1 workers), or "
+      "make the --synthetic batches; the batches are identical for any count")(
+      "jpeg-decode", po::value(&o.data.jpeg_decode)->default_value(o.data.jpeg_decode),
+      "data sets of `prep --store jpeg`: fast (each JPEG decoded at the smallest DCT scale that keeps rrc<S>'s "
+      "window at least SxS pixels, as FFCV) | exact (decoded whole: PIL's pixels, torchvision's crop, bit for bit)");
   po::options_description model("Model and numerics");
   model.add_options()("model", po::value(&o.model)->default_value(o.model),
                       "mnist_cnn | lenet5 | resnet20 | resnet18 | resnet34 | resnet50 | resnet101 | resnet152 "
                       "(torchvision's) | a one-line spec, e.g. \"conv(32,3) relu maxpool(2) flatten linear(10)\"")(
       "zero-init-residual", po::bool_switch(&o.model_options.zero_init_residual),
       "torchvision ResNets: start each residual block's last batch-norm weight at 0")(
-      "precision", po::value(&precision)->default_value(precision), "fp32|bf16: bf16 compute for convolutions and matmuls with fp32 accumulation and fp32 master weights; "
+      "precision", po::value(&precision)->default_value(precision),
+      "fp32|bf16: bf16 compute for convolutions and matmuls with fp32 accumulation and fp32 master weights; "
       "CPU: oneDNN, needs AVX512-BF16 or AMX; GPU: cuDNN/cuBLAS bf16 tensor cores (compute capability 8.0+), "
       "convolutions in NHWC, as PyTorch's autocast(torch.bfloat16) with channels_last")(
       "tf32", po::value(&tf32)->default_value(tf32),
@@ -80,8 +83,8 @@ int cmd_train(int argc, char** argv) {
       "on|off: the GPU model times cuDNN's convolution algorithms once per distinct convolution and batch size "
       "and runs the fastest deterministic one (as torch.backends.cudnn.benchmark); off = cuDNN's heuristic pick. "
       "Rank 0's choices hold on every rank and are stored in checkpoints, which a resumed run reapplies. No "
-      "effect on the CPU")(
-      "threads", po::value(&o.threads)->default_value(o.threads), "compute (oneDNN/OpenMP) threads per rank; default OMP_NUM_THREADS when set, else 1");
+      "effect on the CPU")("threads", po::value(&o.threads)->default_value(o.threads),
+                           "compute (oneDNN/OpenMP) threads per rank; default OMP_NUM_THREADS when set, else 1");
   po::options_description sched("Schedule and optimiser");
   sched.add_options()("epochs", po::value(&o.epochs)->default_value(o.epochs), "passes over the training split")(
       "max-steps", po::value(&o.max_steps)->default_value(0), "stop after this many steps (0: no limit)")(
@@ -91,9 +94,9 @@ int cmd_train(int argc, char** argv) {
       "lr-scaling", po::value(&o.lr.scaling)->default_value(o.lr.scaling),
       "linear|sqrt|none: scale --lr by global batch / reference batch")(
       "lr-reference-batch", po::value(&o.lr.reference_batch)->default_value(o.lr.reference_batch),
-      "the batch --lr was tuned for")(
-      "warmup-epochs", po::value(&o.lr.warmup_epochs)->default_value(o.lr.warmup_epochs),
-      "ramp from --lr to the scaled lr over this many epochs (Goyal et al.)")(
+      "the batch --lr was tuned for")("warmup-epochs",
+                                      po::value(&o.lr.warmup_epochs)->default_value(o.lr.warmup_epochs),
+                                      "ramp from --lr to the scaled lr over this many epochs (Goyal et al.)")(
       "lr-decay", po::value(&o.lr.decay)->default_value(o.lr.decay), "none|step|cosine after warm-up")(
       "lr-step-epochs", po::value(&o.lr.step_epochs)->default_value(o.lr.step_epochs), "epochs per step decay")(
       "lr-gamma", po::value(&o.lr.gamma)->default_value(o.lr.gamma), "factor per step decay")(
@@ -107,8 +110,8 @@ int cmd_train(int argc, char** argv) {
       "no-eval", po::bool_switch(), "skip test-split evaluation at epoch ends");
   po::options_description par("Parallelism");
   par.add_options()("backend", po::value(&backend)->default_value(backend),
-                      "auto|mpi|nccl|gloo (auto: NCCL on GPUs, else MPI under srun/mpirun; Gloo on CPUs when started by "
-                      "torchrun-style variables or TF_CONFIG, meeting at MASTER_ADDR:MASTER_PORT; docs/launch.md)")(
+                    "auto|mpi|nccl|gloo (auto: NCCL on GPUs, else MPI under srun/mpirun; Gloo on CPUs when started by "
+                    "torchrun-style variables or TF_CONFIG, meeting at MASTER_ADDR:MASTER_PORT; docs/launch.md)")(
       "bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb), "gradient bucket size (MiB)")(
       "first-bucket-mb", po::value(&o.first_bucket_mb)->default_value(o.first_bucket_mb),
       "size of the first bucket, started earliest in backward (MiB)")(
@@ -116,7 +119,8 @@ int cmd_train(int argc, char** argv) {
       "every N steps verify that all ranks hold bitwise-identical parameters (0: off)")(
       "sync-bn", po::bool_switch(&o.sync_bn),
       "batch-norm statistics over the global batch, as torch.nn.SyncBatchNorm: one small sum over ranks per BN "
-      "layer in forward and one in backward (CPU model only; an error with the NCCL backend). Without it each rank normalises with its own batch and "
+      "layer in forward and one in backward (CPU model only; an error with the NCCL backend). Without it each rank "
+      "normalises with its own batch and "
       "the running statistics follow rank 0's, as DDP's broadcast_buffers=True");
   po::options_description out("Output, checkpoints and faults");
   out.add_options()("run-dir", po::value(&o.run_dir), "write metrics.jsonl, run.json and checkpoints/ here")(
@@ -136,17 +140,16 @@ int cmd_train(int argc, char** argv) {
       "tensorboard", po::value(&o.tensorboard),
       "rank 0 writes TensorBoard event files (loss, lr, images/s, step-time breakdown, test accuracy, the "
       "options) into this directory, for `tensorboard --logdir`; default RUN_DIR/tb with --run-dir "
-      "(docs/watching.md)")(
-      "no-tensorboard", po::bool_switch(&o.no_tensorboard), "write no TensorBoard event files")(
+      "(docs/watching.md)")("no-tensorboard", po::bool_switch(&o.no_tensorboard), "write no TensorBoard event files")(
       "checkpoint-every", po::value(&o.checkpoint_every)->default_value(0), "checkpoint every N steps (0: off)")(
       "resume", po::value(&resume)->default_value(resume),
       "auto (continue the run in --run-dir, if any) | none (a new run) | PATH (start from that checkpoint)")(
       "force-new", po::bool_switch(&o.force_new),
       "with --resume none: move the run already in --run-dir to RUN_DIR/previous-<time>/ and start afresh")(
       "keep-checkpoints", po::value(&o.keep_checkpoints)->default_value(o.keep_checkpoints),
-      "newest checkpoints to keep")(
-      "collective-timeout", po::value(&o.collective_timeout)->default_value(o.collective_timeout),
-      "seconds before a silent rank is reported")(
+      "newest checkpoints to keep")("collective-timeout",
+                                    po::value(&o.collective_timeout)->default_value(o.collective_timeout),
+                                    "seconds before a silent rank is reported")(
       "on-nan", po::value(&on_nan)->default_value(on_nan), "stop|skip-step when the loss is not finite");
   po::options_description all("Options");
   all.add(input).add(model).add(sched).add(par).add(out);
@@ -176,7 +179,8 @@ int cmd_train(int argc, char** argv) {
     else if (p == "lines") set_status_mode(StatusMode::off);
     else if (p != "auto") fail("--progress ", p, " is not supported; use auto, bar or lines");
   }
-  if (parsed.vm.count("timeline-steps")) o.timeline_steps = parse_timeline_steps(parsed.vm["timeline-steps"].as<std::string>());
+  if (parsed.vm.count("timeline-steps"))
+    o.timeline_steps = parse_timeline_steps(parsed.vm["timeline-steps"].as<std::string>());
   // Every mistake that needs no other rank is reported before the world starts.
   o.precision = parse_precision(precision);
   if (tf32 != "on" && tf32 != "off") fail("--tf32 takes on or off, not '", tf32, "'");

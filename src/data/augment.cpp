@@ -256,9 +256,14 @@ void Augmenter::apply(const uint8_t* src, uint8_t* dst, int epoch, int64_t g, st
 
 void Augmenter::apply(const uint8_t* src, SampleShape in, uint8_t* dst, int epoch, int64_t g,
                       std::vector<uint8_t>& scratch) const {
+  apply_from(0, src, in, dst, epoch, g, scratch);
+}
+
+void Augmenter::apply_from(size_t first, const uint8_t* src, SampleShape in, uint8_t* dst, int epoch, int64_t g,
+                           std::vector<uint8_t>& scratch) const {
   if (in.channels != shape_.channels)
     internal_error("augment: a ", in.channels, "-channel sample in a ", shape_.channels, "-channel pipeline");
-  if (steps_.empty()) {
+  if (first >= steps_.size()) {
     std::memcpy(dst, src, static_cast<size_t>(in.numel()));
     return;
   }
@@ -269,7 +274,7 @@ void Augmenter::apply(const uint8_t* src, SampleShape in, uint8_t* dst, int epoc
   std::vector<uint8_t>* bufs[2] = {&scratch, &other};
   int next_buf = 0;
   const uint8_t* cur = src;
-  for (size_t k = 0; k < steps_.size(); ++k) {
+  for (size_t k = first; k < steps_.size(); ++k) {
     const AugmentStep& s = steps_[k];
     const bool fuse_flip =
         s.kind == AugmentStep::Kind::rrc && k + 1 < steps_.size() && steps_[k + 1].kind == AugmentStep::Kind::hflip;

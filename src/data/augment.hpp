@@ -113,6 +113,15 @@ class Augmenter {
   void apply(const uint8_t* src, SampleShape in, uint8_t* dst, int epoch, int64_t g,
              std::vector<uint8_t>& scratch) const;
   bool ragged() const { return ragged_; }
+  // The draw of step k for sample g of `epoch` on an image of shape `in` (what apply() uses).
+  AugmentDraw draw(size_t k, int epoch, int64_t g, SampleShape in) const {
+    return augment_draw(steps_[k], static_cast<int>(k), seed_, epoch, g, in);
+  }
+  // apply() from step `first` on: src is what the steps before it made (shape `in`);
+  // first == steps().size() copies src. (The JPEG reader runs the first rrc<S> itself,
+  // on a DCT-scaled decode: hdf5_source.cpp.)
+  void apply_from(size_t first, const uint8_t* src, SampleShape in, uint8_t* dst, int epoch, int64_t g,
+                  std::vector<uint8_t>& scratch) const;
 
  private:
   std::vector<AugmentStep> steps_;

@@ -46,6 +46,7 @@ struct ReaderStageTimes {
   double read = 0;       // bytes from the files: the direct reader's pread()s, or HDF5's read after its lock
   double checksum = 0;   // the direct reader's Fletcher32 (HDF5's own check is part of its `read`)
   double lock_wait = 0;  // waiting for the HDF5 lock (HDF5's path: --cache, gzip shards)
+  double decode = 0;     // JPEG decoding (prep --store jpeg), CPU
   double augment = 0;    // --augment, CPU
   double normalize = 0;  // uint8 → float, CPU
 };

@@ -72,13 +72,15 @@ void check_ragged_shard(const DatasetInfo& info, SplitInfo& split, const ShardIn
   }
   for (int64_t i = 0; i < sh.samples; ++i) {
     const SampleShape s{shp[3 * i], shp[3 * i + 1], shp[3 * i + 2]};
+    const int64_t len = off[i + 1] - off[i];
     if (s.channels != info.shape.channels || s.height < 1 || s.width < 1 || s.height > info.max_side ||
-        s.width > info.max_side || off[i] < 0 || off[i + 1] - off[i] != s.numel())
+        s.width > info.max_side || off[i] < 0 || (info.jpeg ? len < 1 : len != s.numel()))
       fail("shard ", sh.path, ": sample ", i, " has shape ", s.channels, "x", s.height, "x", s.width, " and bytes [",
            off[i], ", ", off[i + 1], "), which do not fit ", info.shape.channels, " channels, max side ", info.max_side,
            " and back-to-back storage; ", kRerun);
     split.offsets.push_back(off[i]);
     split.shapes.push_back(s);
+    split.lengths.push_back(len);
   }
   if (off[0] != 0 || off[static_cast<size_t>(sh.samples)] != bytes)
     fail("shard ", sh.path, ": /offsets cover bytes [", off[0], ", ", off[static_cast<size_t>(sh.samples)],
@@ -89,8 +91,7 @@ void check_ragged_shard(const DatasetInfo& info, SplitInfo& split, const ShardIn
 // appends the labels to split.labels.
 void check_shard(const DatasetInfo& info, SplitInfo& split, const ShardInfo& sh, const std::string& json_path) {
   if (!fs::exists(sh.path))
-    fail("shard ", sh.path, " listed in ", json_path, " does not exist; copy the whole directory again or ",
-         kRerun);
+    fail("shard ", sh.path, " listed in ", json_path, " does not exist; copy the whole directory again or ", kRerun);
   std::string cause;
   H5Id f = h5_open_readonly(sh.path, cause);
   if (!f.valid())
@@ -111,8 +112,8 @@ void check_shard(const DatasetInfo& info, SplitInfo& split, const ShardInfo& sh,
          "; the directory mixes files of different prep runs — ", kRerun);
   if (!info.ragged && (static_cast<int>(dims[1]) != info.shape.channels ||
                        static_cast<int>(dims[2]) != info.shape.height || static_cast<int>(dims[3]) != info.shape.width))
-    fail("shard ", sh.path, ": /images samples are ", dims[1], "x", dims[2], "x", dims[3], " but ", json_path,
-         " says ", info.shape.channels, "x", info.shape.height, "x", info.shape.width, "; ", kRerun);
+    fail("shard ", sh.path, ": /images samples are ", dims[1], "x", dims[2], "x", dims[3], " but ", json_path, " says ",
+         info.shape.channels, "x", info.shape.height, "x", info.shape.width, "; ", kRerun);
   H5Id type = h5_type(H5Dget_type(images));
   if (H5Tget_class(type) != H5T_INTEGER || H5Tget_size(type) != 1 || H5Tget_sign(type) != H5T_SGN_NONE)
     fail("shard ", sh.path, ": /images is not uint8 as ", json_path, " says; ", kRerun);
@@ -122,19 +123,17 @@ void check_shard(const DatasetInfo& info, SplitInfo& split, const ShardInfo& sh,
   H5Id labels = h5_dataset(d);
   H5Id lspace = h5_space(H5Dget_space(labels));
   hsize_t ldims[8] = {0};
-  if (H5Sget_simple_extent_ndims(lspace) != 1)
-    fail("shard ", sh.path, ": /labels is not one-dimensional; ", kRerun);
+  if (H5Sget_simple_extent_ndims(lspace) != 1) fail("shard ", sh.path, ": /labels is not one-dimensional; ", kRerun);
   H5Sget_simple_extent_dims(lspace, ldims, nullptr);
   if (static_cast<int64_t>(ldims[0]) != sh.samples)
-    fail("shard ", sh.path, " holds ", ldims[0], " labels but ", json_path, " says ", sh.samples, " samples; ",
-         kRerun);
+    fail("shard ", sh.path, " holds ", ldims[0], " labels but ", json_path, " says ", sh.samples, " samples; ", kRerun);
   H5Id ltype = h5_type(H5Dget_type(labels));
   if (H5Tget_class(ltype) != H5T_INTEGER) fail("shard ", sh.path, ": /labels is not an integer dataset; ", kRerun);
   const size_t at = split.labels.size();
   split.labels.resize(at + static_cast<size_t>(sh.samples));
   if (sh.samples > 0 && H5Dread(labels, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, split.labels.data() + at) < 0)
-    fail("shard ", sh.path, ": reading /labels failed (", h5_error_cause(),
-         "): the file is damaged; copy it again or ", kRerun);
+    fail("shard ", sh.path, ": reading /labels failed (", h5_error_cause(), "): the file is damaged; copy it again or ",
+         kRerun);
   for (int64_t i = 0; i < sh.samples; ++i) {
     const int32_t l = split.labels[at + i];
     if (l < 0 || l >= info.classes)
@@ -173,8 +172,7 @@ SplitInfo parse_split(const DatasetInfo& info, const json& splits, const std::st
     s.shards.push_back(sh);
   }
   if (next != s.samples)
-    fail(json_path, ": split '", name, "' says ", s.samples, " samples but its shards add up to ", next, "; ",
-         kRerun);
+    fail(json_path, ": split '", name, "' says ", s.samples, " samples but its shards add up to ", next, "; ", kRerun);
   if (required && s.samples == 0)
     fail("split '", name, "' of ", info.dir, " is empty (", json_path, " lists 0 samples); nothing to train on — ",
          kRerun, " from a non-empty input");
@@ -187,7 +185,8 @@ DatasetInfo load_dataset(const std::string& dir_in) {
   std::string dir = dir_in;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   if (dir.empty()) fail("no data directory given (--data DIR); make one with `cnnscale prep`");
-  if (!fs::exists(dir)) fail("data directory ", dir, " does not exist; make it with `cnnscale prep --output ", dir, "`");
+  if (!fs::exists(dir))
+    fail("data directory ", dir, " does not exist; make it with `cnnscale prep --output ", dir, "`");
   if (!fs::is_directory(dir)) fail("data path ", dir, " is not a directory; pass the directory `cnnscale prep` wrote");
   const std::string json_path = dir + "/dataset.json";
   std::ifstream in(json_path);
@@ -229,13 +228,14 @@ DatasetInfo load_dataset(const std::string& dir_in) {
   for (double s : info.std)
     if (!(s > 0)) fail(json_path, ": normalization std must be positive (constant images?); ", kRerun);
   const std::string layout = j.value("sample_layout", std::string("fixed"));
-  if (layout == "ragged") {
+  if (layout == "ragged" || layout == "jpeg") {
     info.ragged = true;
+    info.jpeg = layout == "jpeg";
     info.max_side = get_field<int>(j, "max_side", json_path);
     if (info.max_side < 1 || info.shape.height != info.max_side || info.shape.width != info.max_side)
       fail(json_path, ": a ragged data set needs max_side >= 1 and sample_shape [C, max_side, max_side]; ", kRerun);
   } else if (layout != "fixed") {
-    fail(json_path, ": sample_layout '", layout, "' is not fixed or ragged; ", kRerun);
+    fail(json_path, ": sample_layout '", layout, "' is not fixed, ragged or jpeg; ", kRerun);
   }
   info.chunk_samples = j.value("chunk_samples", int64_t{0});
   info.compression = j.value("compression", std::string("none"));

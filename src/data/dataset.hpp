@@ -20,21 +20,22 @@ constexpr const char* kDatasetFormat = "cnnscale-dataset";
 constexpr int kDatasetVersion = 1;
 
 struct ShardInfo {
-  std::string file;         // name inside the directory, e.g. train-00000-of-00008.h5
-  std::string path;         // dir + "/" + file
+  std::string file;  // name inside the directory, e.g. train-00000-of-00008.h5
+  std::string path;  // dir + "/" + file
   int64_t samples = 0;
   int64_t first_index = 0;  // global index (within the split) of the shard's sample 0
 };
 
 struct SplitInfo {
-  std::string name;                 // "train" or "test"
+  std::string name;  // "train" or "test"
   int64_t samples = 0;
-  std::vector<ShardInfo> shards;    // in global-index order
-  std::vector<int32_t> labels;      // all labels of the split (filled by load_dataset)
+  std::vector<ShardInfo> shards;  // in global-index order
+  std::vector<int32_t> labels;    // all labels of the split (filled by load_dataset)
   // Ragged data sets only (filled by load_dataset): per sample, its byte offset in its
   // shard's 1-D /images and its C×H×W shape.
   std::vector<int64_t> offsets;
   std::vector<SampleShape> shapes;
+  std::vector<int64_t> lengths;  // its stored bytes: shapes' numel(), or the JPEG's size (jpeg layout)
   // The shard holding global sample `index` (binary search).
   int shard_of(int64_t index) const;
 };
@@ -46,13 +47,16 @@ struct DatasetInfo {
   // samples keep their own H×W (longer side at most S), stored back to back in a 1-D
   // /images with /offsets (int64, N+1) and /shapes (int32, N×3) beside it.
   bool ragged = false;
+  // `prep --store jpeg S` ("sample_layout": "jpeg"): ragged too, but each sample's bytes
+  // are a JPEG (shapes: its decoded size), decoded by the reader threads.
+  bool jpeg = false;
   int max_side = 0;
   int classes = 0;
   std::vector<std::string> class_names;  // label order; empty when dataset.json names none
-  std::vector<double> mean, std;    // per channel, in [0,1] pixel units
+  std::vector<double> mean, std;         // per channel, in [0,1] pixel units
   int64_t chunk_samples = 0;
   std::string compression = "none";
-  SplitInfo train, test;            // test.samples == 0: the data set has no test split
+  SplitInfo train, test;  // test.samples == 0: the data set has no test split
 };
 
 // Reads and checks `dir`. Throws UserError (see above).

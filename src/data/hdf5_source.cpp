@@ -15,6 +15,7 @@
 #include "data/chunk_reader.hpp"
 #include "data/contiguous_eval.hpp"
 #include "data/h5util.hpp"
+#include "data/image_decode.hpp"
 #include "data/normalize.hpp"
 #include "data/prefetcher.hpp"
 #include "data/sampler.hpp"
@@ -39,7 +40,7 @@ double thread_cpu_seconds() {
 // threads never share a cache line's writes; read and reset by the consumer.
 class StageClocks {
  public:
-  enum Stage { read, checksum, lock_wait, augment, normalize, count };
+  enum Stage { read, checksum, lock_wait, decode, augment, normalize, count };
   explicit StageClocks(int threads) : rows_(static_cast<size_t>(threads)) {}
   void add(int t, Stage st, double s) {
     rows_[static_cast<size_t>(t)].ns[st].fetch_add(static_cast<int64_t>(s * 1e9), std::memory_order_relaxed);
@@ -49,7 +50,7 @@ class StageClocks {
     for (auto& r : rows_)
       for (int i = 0; i < count; ++i)
         v[i] += 1e-9 * static_cast<double>(r.ns[i].exchange(0, std::memory_order_relaxed));
-    return {v[read], v[checksum], v[lock_wait], v[augment], v[normalize]};
+    return {v[read], v[checksum], v[lock_wait], v[decode], v[augment], v[normalize]};
   }
 
  private:
@@ -138,7 +139,7 @@ class ShardReader {
     Open& o = ensure_open(s);
     const int64_t base = split_.shards[s].first_index;
     auto begin = [&](int64_t l) { return split_.offsets[static_cast<size_t>(base + l)]; };
-    auto end = [&](int64_t l) { return begin(l) + split_.shapes[static_cast<size_t>(base + l)].numel(); };
+    auto end = [&](int64_t l) { return begin(l) + split_.lengths[static_cast<size_t>(base + l)]; };
     if (cache_) {  // the whole shard's bytes, on first touch
       if (o.cache.empty()) {
         o.cache.resize(1);
@@ -182,7 +183,7 @@ class ShardReader {
     const int64_t base = split_.shards[s].first_index;
     const int64_t begin =
         info_->ragged ? split_.offsets[static_cast<size_t>(base + local)] : local * info_->shape.numel();
-    const int64_t len = info_->ragged ? split_.shapes[static_cast<size_t>(base + local)].numel() : info_->shape.numel();
+    const int64_t len = info_->ragged ? split_.lengths[static_cast<size_t>(base + local)] : info_->shape.numel();
     open_[s].direct->read(begin, begin + len, dst, buf, io_s, checksum_s);
   }
 
@@ -273,6 +274,9 @@ class ShardedHdf5Source : public BatchSource {
         scratch_(static_cast<size_t>(o.threads)),
         samples_(static_cast<size_t>(o.threads)),
         chunks_(static_cast<size_t>(o.threads)),
+        decoded_(static_cast<size_t>(o.threads)),
+        windows_(static_cast<size_t>(o.threads)),
+        exact_jpeg_(o.jpeg_exact),
         clocks_(o.threads),
         prefetch_([this](int e, int64_t s, Batch& b) { produce(e, s, b); }, sampler_.steps_per_epoch(), o.prefetch) {}
 
@@ -312,7 +316,7 @@ class ShardedHdf5Source : public BatchSource {
     at_.resize(static_cast<size_t>(n + 1));
     at_[0] = 0;
     for (int64_t k = 0; k < n; ++k)
-      at_[k + 1] = at_[k] + (info_->ragged ? split.shapes[static_cast<size_t>(ids_[order_[k]])].numel() : numel);
+      at_[k + 1] = at_[k] + (info_->ragged ? split.lengths[static_cast<size_t>(ids_[order_[k]])] : numel);
     // The plain layout without --cache: each worker reads its own samples straight from
     // the file (chunk_reader.hpp), in parallel, then augments them.
     bool direct = true;
@@ -328,13 +332,14 @@ class ShardedHdf5Source : public BatchSource {
         const int s = split.shard_of(g);
         std::vector<uint8_t>& sample = samples_[static_cast<size_t>(t)];
         const SampleShape in = info_->ragged ? split.shapes[static_cast<size_t>(g)] : info_->shape;
-        sample.resize(static_cast<size_t>(in.numel()));
+        const int64_t len = info_->ragged ? split.lengths[static_cast<size_t>(g)] : in.numel();
+        sample.resize(static_cast<size_t>(len));
         double io = 0, sum = 0;
         reader_.read_direct(s, g - split.shards[s].first_index, sample.data(), chunks_[static_cast<size_t>(t)], &io,
                             &sum);
         clocks_.add(t, StageClocks::read, io);
         clocks_.add(t, StageClocks::checksum, sum);
-        transform(sample.data(), in, images + order_[j] * out, epoch, g, t);
+        transform(sample.data(), len, in, images + order_[j] * out, epoch, g, t);
       });
       return;
     }
@@ -362,14 +367,20 @@ class ShardedHdf5Source : public BatchSource {
     float* images = b.images.data();
     pool_.run(n, [&](int64_t j, int t) {
       const int64_t g = ids_[order_[j]];
-      transform(staging_.data() + at_[j], info_->ragged ? split.shapes[static_cast<size_t>(g)] : info_->shape,
-                images + order_[j] * out, epoch, g, t);
+      transform(staging_.data() + at_[j], at_[j + 1] - at_[j],
+                info_->ragged ? split.shapes[static_cast<size_t>(g)] : info_->shape, images + order_[j] * out, epoch, g,
+                t);
     });
   }
 
-  // Augment and normalise sample g (shape `in`) into dst, on worker t, timed (thread CPU).
-  void transform(const uint8_t* src, SampleShape in, float* dst, int epoch, int64_t g, int t) {
+  // Augment and normalise sample g (shape `in`; `len` stored bytes: a JPEG to decode
+  // first in a jpeg data set) into dst, on worker t, timed (thread CPU).
+  void transform(const uint8_t* src, int64_t len, SampleShape in, float* dst, int epoch, int64_t g, int t) {
     double t0 = thread_cpu_seconds();
+    if (info_->jpeg) {
+      transform_jpeg(src, len, in, dst, epoch, g, t);
+      return;
+    }
     if (augment_.active() || info_->ragged) {
       std::vector<uint8_t>& a = augmented_[static_cast<size_t>(t)];
       a.resize(static_cast<size_t>(augment_.output_shape().numel()));
@@ -381,6 +392,76 @@ class ShardedHdf5Source : public BatchSource {
     }
     norm_.apply(src, dst);
     clocks_.add(t, StageClocks::normalize, thread_cpu_seconds() - t0);
+  }
+
+  // A JPEG sample. Fast (default, as FFCV): when the list starts with rrc<S>, its window is
+  // drawn on the stored size (as for decoded data), the JPEG decoded at the smallest scale
+  // m/8 (libjpeg's DCT scaling, m = 1…8) at which the window still measures at least S×S
+  // pixels, with the fast integer DCT and plain chroma upsampling, and only the window
+  // (scaled by m/8, outward to whole pixels) decoded; it is resampled to S×S (hflip right
+  // after it folded in, as ever); the other steps follow unchanged. --jpeg-decode exact, or
+  // a list not starting with rrc<S>: a full decode, PIL's pixels — the bytes of the decoded
+  // data set.
+  void transform_jpeg(const uint8_t* src, int64_t len, SampleShape stored, float* dst, int epoch, int64_t g, int t) {
+    double t0 = thread_cpu_seconds();
+    std::vector<uint8_t>& planes = decoded_[static_cast<size_t>(t)];
+    std::vector<uint8_t>& a = augmented_[static_cast<size_t>(t)];
+    std::vector<uint8_t>& scratch = scratch_[static_cast<size_t>(t)];
+    const auto& steps = augment_.steps();
+    const std::string what = "a stored JPEG (sample " + std::to_string(g) + " of " + info_->dir + ")";
+    SampleShape dec;
+    a.resize(static_cast<size_t>(augment_.output_shape().numel()));
+    if (!exact_jpeg_ && !steps.empty() && steps[0].kind == AugmentStep::Kind::rrc) {
+      const AugmentDraw d = augment_.draw(0, epoch, g, stored);
+      const int S = steps[0].size;
+      int m = 8;
+      for (int c = 1; c < 8; ++c)
+        if (int64_t{d.w} * c >= int64_t{S} * 8 && int64_t{d.h} * c >= int64_t{S} * 8) {
+          m = c;
+          break;
+        }
+      // The window scaled by m/8 (outward to whole pixels) inside the scaled image, which
+      // libjpeg makes ceil(W·m/8) × ceil(H·m/8); only it is decoded.
+      auto lo = [m](int v) { return static_cast<int>(int64_t{v} * m / 8); };
+      auto hi = [m](int v) { return static_cast<int>((int64_t{v} * m + 7) / 8); };
+      const int sh = hi(stored.height), sw = hi(stored.width);
+      JpegWindow win;
+      win.top = std::min(lo(d.top), sh - 1);
+      win.left = std::min(lo(d.left), sw - 1);
+      win.height = std::max(1, std::min(hi(d.top + d.h), sh) - win.top);
+      win.width = std::max(1, std::min(hi(d.left + d.w), sw) - win.left);
+      const int h = win.height, w = win.width;
+      decode_jpeg_planes(src, static_cast<size_t>(len), m, what, planes, &dec, &win);
+      const int top = win.top, left = win.left;
+      if (top < 0 || left < 0 || top + h > dec.height || left + w > dec.width)
+        internal_error("JPEG window ", w, "x", h, "+", left, "+", top, " outside its decoded part ", dec.width, "x",
+                       dec.height);
+      const double t1 = thread_cpu_seconds();
+      clocks_.add(t, StageClocks::decode, t1 - t0);
+      t0 = t1;
+      const SampleShape cropped{stored.channels, S, S};
+      const bool fuse = steps.size() > 1 && steps[1].kind == AugmentStep::Kind::hflip;
+      const bool flip = fuse && augment_.draw(1, epoch, g, cropped).flip;
+      const size_t next = fuse ? 2 : 1;
+      if (next >= steps.size()) {
+        resized_crop(planes.data(), a.data(), dec, top, left, h, w, S, flip);
+      } else {
+        std::vector<uint8_t>& crop = windows_[static_cast<size_t>(t)];
+        crop.resize(static_cast<size_t>(cropped.numel()));
+        resized_crop(planes.data(), crop.data(), dec, top, left, h, w, S, flip);
+        augment_.apply_from(next, crop.data(), cropped, a.data(), epoch, g, scratch);
+      }
+    } else {
+      decode_jpeg_planes(src, static_cast<size_t>(len), 8, what, planes, &dec);
+      const double t1 = thread_cpu_seconds();
+      clocks_.add(t, StageClocks::decode, t1 - t0);
+      t0 = t1;
+      augment_.apply(planes.data(), dec, a.data(), epoch, g, scratch);
+    }
+    const double t1 = thread_cpu_seconds();
+    clocks_.add(t, StageClocks::augment, t1 - t0);
+    norm_.apply(a.data(), dst);
+    clocks_.add(t, StageClocks::normalize, thread_cpu_seconds() - t1);
   }
 
   std::shared_ptr<const DatasetInfo> info_;
@@ -395,6 +476,8 @@ class ShardedHdf5Source : public BatchSource {
   WorkerPool pool_;                                        // --data-threads
   std::vector<std::vector<uint8_t>> augmented_, scratch_;  // per worker
   std::vector<std::vector<uint8_t>> samples_, chunks_;     // per worker: a sample, the chunks read for it
+  std::vector<std::vector<uint8_t>> decoded_, windows_;    // per worker: a decoded JPEG, its resized window
+  bool exact_jpeg_ = false;                                // --jpeg-decode exact
   StageClocks clocks_;                                     // per worker
   Prefetcher prefetch_;                                    // last: its thread stops before the members above go
 };
@@ -411,7 +494,8 @@ class Hdf5EvalSource : public ContiguousEvalSource {
         norm_(transform_.output_shape(), info->mean, info->std),
         pool_(threads),
         transformed_(static_cast<size_t>(threads)),
-        scratch_(static_cast<size_t>(threads)) {}
+        scratch_(static_cast<size_t>(threads)),
+        decoded_(static_cast<size_t>(threads)) {}
 
  protected:
   void fill(Batch& out, int64_t first, int64_t n) override {
@@ -442,7 +526,7 @@ class Hdf5EvalSource : public ContiguousEvalSource {
     const auto& shapes = split_.shapes;
     std::vector<int64_t>& at = ragged_at_;  // reused: no allocation per batch
     at.assign(static_cast<size_t>(n + 1), 0);
-    for (int64_t k = 0; k < n; ++k) at[k + 1] = at[k] + shapes[static_cast<size_t>(first + k)].numel();
+    for (int64_t k = 0; k < n; ++k) at[k + 1] = at[k] + split_.lengths[static_cast<size_t>(first + k)];
     staging_.resize(static_cast<size_t>(at[n]));
     for_each_shard_run(first, n, [&](int s, int64_t k, int64_t count) {
       reader_.read_ragged(s, local_.data(), count, staging_.data() + at[k]);
@@ -451,8 +535,16 @@ class Hdf5EvalSource : public ContiguousEvalSource {
     pool_.run(n, [&](int64_t j, int t) {
       std::vector<uint8_t>& a = transformed_[static_cast<size_t>(t)];
       a.resize(static_cast<size_t>(o));
-      transform_.apply(staging_.data() + at[j], shapes[static_cast<size_t>(first + j)], a.data(), 0, first + j,
-                       scratch_[static_cast<size_t>(t)]);
+      const uint8_t* src = staging_.data() + at[j];
+      SampleShape in = shapes[static_cast<size_t>(first + j)];
+      if (info_->jpeg) {  // evaluation decodes whole: PIL's pixels, torchvision's Resize and CenterCrop
+        std::vector<uint8_t>& planes = decoded_[static_cast<size_t>(t)];
+        decode_jpeg_planes(src, static_cast<size_t>(at[j + 1] - at[j]), 8,
+                           "a stored JPEG (sample " + std::to_string(first + j) + " of " + info_->dir + ")", planes,
+                           &in);
+        src = planes.data();
+      }
+      transform_.apply(src, in, a.data(), 0, first + j, scratch_[static_cast<size_t>(t)]);
       norm_.apply(a.data(), out.images.data() + j * o);
     });
   }
@@ -482,8 +574,8 @@ class Hdf5EvalSource : public ContiguousEvalSource {
   std::vector<int64_t> local_;
   std::vector<int64_t> ragged_at_;  // fill_ragged: each sample's offset in staging_
   std::vector<uint8_t> staging_;
-  WorkerPool pool_;                                          // --data-threads
-  std::vector<std::vector<uint8_t>> transformed_, scratch_;  // per worker
+  WorkerPool pool_;                                                    // --data-threads
+  std::vector<std::vector<uint8_t>> transformed_, scratch_, decoded_;  // per worker (decoded_: jpeg data sets)
 };
 
 }  // namespace

@@ -31,11 +31,15 @@ struct ReaderOptions {
   bool cache_memory = false;
   std::string augment;  // --augment LIST (augment.hpp); training only, "" = none
   int threads = 1;      // --data-threads: workers augmenting/normalising a batch (worker_pool.hpp)
+  // --jpeg-decode fast|exact (prep --store jpeg data): fast decodes each JPEG at the
+  // smallest DCT scale that keeps rrc<S>'s window at least S×S pixels; exact decodes it
+  // whole, so the pixels are PIL's and the crop torchvision's, bit for bit.
+  bool jpeg_exact = false;
 };
 
 // `info` is shared so that callers may open several sources on one load_dataset().
-std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const DatasetInfo> info,
-                                                    const ReaderOptions& opts, int rank, int world);
+std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const DatasetInfo> info, const ReaderOptions& opts,
+                                                    int rank, int world);
 // split: "test" or "train". augment: the training --augment list; evaluation applies
 // its deterministic counterpart (Augmenter::for_evaluation: center<S> for rrc<S>), on
 // `threads` workers (--data-threads; the same result for any count).

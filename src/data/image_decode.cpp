@@ -11,6 +11,7 @@
 #include <cmath>
 #include <csetjmp>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -72,7 +73,18 @@ std::string decode_memory_error(const std::string& path, int64_t w, int64_t h) {
        "(0: no limit), else remove the file");
 }
 
-void decode_jpeg(std::FILE* f, const std::string& path, RgbImage& img, std::vector<uint8_t>& row, int64_t max_pixels) {
+// The JPEG decoder shared by files (prep) and stored bytes (the reader of `--store jpeg`):
+// `src` sets the libjpeg source; the image is decoded at scale scale_num/8 (libjpeg's DCT
+// scaling; 8: full size) and each output row is handed to row(y, rgb) as RGB (greyscale
+// replicated, CMYK converted as PIL does) after `start(width, height)`.
+// With `win` (fast mode, JpegWindow in image_decode.hpp): libjpeg-turbo's fast integer DCT
+// and plain chroma upsampling, and only the window's rows (jpeg_skip_scanlines above it,
+// jpeg_abort_decompress below) and columns (jpeg_crop_scanline, which widens them to whole
+// iMCUs: start() gets the first column kept) decoded.
+template <typename Src, typename Start, typename Row>
+void decode_jpeg_core(Src src, const std::string& path, const char* fix, int64_t max_pixels, int scale_num,
+                      const JpegWindow* win, std::vector<uint8_t>& row, std::vector<uint8_t>& rgb, Start start,
+                      Row on_row) {
   jpeg_decompress_struct cinfo;
   JpegError err;
   cinfo.err = jpeg_std_error(&err.mgr);
@@ -80,10 +92,10 @@ void decode_jpeg(std::FILE* f, const std::string& path, RgbImage& img, std::vect
   err.mgr.emit_message = jpeg_emit;
   if (setjmp(err.jump)) {
     jpeg_destroy_decompress(&cinfo);
-    fail(path, " is not a readable JPEG (", err.message, "); replace or remove the file");
+    fail(path, " is not a readable JPEG (", err.message, "); ", fix);
   }
   jpeg_create_decompress(&cinfo);
-  jpeg_stdio_src(&cinfo, f);
+  src(&cinfo);
   jpeg_read_header(&cinfo, TRUE);
   const int64_t jw = cinfo.image_width, jh = cinfo.image_height;
   if (max_pixels > 0 && jw * jh > max_pixels) {  // before any pixel is decoded or allocated
@@ -96,32 +108,64 @@ void decode_jpeg(std::FILE* f, const std::string& path, RgbImage& img, std::vect
   }
   const bool cmyk = cinfo.num_components == 4;
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;  // greyscale → RGB replicates Y
+  cinfo.scale_num = static_cast<unsigned>(scale_num);
+  cinfo.scale_denom = 8;
+  if (win) {
+    cinfo.dct_method = JDCT_IFAST;
+    cinfo.do_fancy_upsampling = FALSE;
+  }
   jpeg_start_decompress(&cinfo);
-  img.width = static_cast<int>(cinfo.output_width);
-  img.height = static_cast<int>(cinfo.output_height);
+  JDIMENSION first_row = 0, end_row = cinfo.output_height, xoff = 0;
+  if (win) {
+    const auto clampd = [](int v, JDIMENSION hi) { return static_cast<JDIMENSION>(std::clamp<int64_t>(v, 0, hi)); };
+    xoff = clampd(win->left, cinfo.output_width - 1);
+    JDIMENSION cw = std::max<JDIMENSION>(1, clampd(win->width, cinfo.output_width - xoff));
+    jpeg_crop_scanline(&cinfo, &xoff, &cw);
+    first_row = clampd(win->top, cinfo.output_height - 1);
+    end_row = std::max(first_row + 1, clampd(win->top + win->height, cinfo.output_height));
+    if (first_row > 0) jpeg_skip_scanlines(&cinfo, first_row);
+  }
+  const int width = static_cast<int>(cinfo.output_width), height = static_cast<int>(end_row - first_row);
+  start(width, height, static_cast<int>(xoff), static_cast<int>(first_row));
   const int comps = cinfo.output_components;
-  img.pixels.resize(static_cast<size_t>(img.width) * img.height * 3);
-  row.resize(static_cast<size_t>(img.width) * comps);
-  while (cinfo.output_scanline < cinfo.output_height) {
-    const int y = static_cast<int>(cinfo.output_scanline);
+  row.resize(static_cast<size_t>(width) * comps);
+  rgb.resize(static_cast<size_t>(width) * 3);
+  while (cinfo.output_scanline < end_row) {
+    const int y = static_cast<int>(cinfo.output_scanline - first_row);
     JSAMPROW r = row.data();
     jpeg_read_scanlines(&cinfo, &r, 1);
-    uint8_t* d = img.pixels.data() + static_cast<size_t>(y) * img.width * 3;
     if (!cmyk) {
-      std::memcpy(d, row.data(), static_cast<size_t>(img.width) * 3);
+      on_row(y, row.data());
       continue;
     }
     // PIL reads CMYK JPEGs as Adobe-inverted ("CMYK;I"), then convert("RGB"):
     // nk = 255 − K', R = nk − nk·C'/255 with C' = 255 − C, K' = 255 − K.
-    for (int x = 0; x < img.width; ++x) {
+    for (int x = 0; x < width; ++x) {
       const uint8_t* s = row.data() + 4 * x;
       const int nk = s[3];
       for (int c = 0; c < 3; ++c)
-        d[3 * x + c] = static_cast<uint8_t>(std::clamp(nk - muldiv255(255 - s[c], nk), 0, 255));
+        rgb[static_cast<size_t>(3 * x + c)] = static_cast<uint8_t>(std::clamp(nk - muldiv255(255 - s[c], nk), 0, 255));
     }
+    on_row(y, rgb.data());
   }
-  jpeg_finish_decompress(&cinfo);
+  if (end_row < cinfo.output_height) jpeg_abort_decompress(&cinfo);  // the rows below the window: not decoded
+  else jpeg_finish_decompress(&cinfo);
   jpeg_destroy_decompress(&cinfo);
+}
+
+void decode_jpeg(std::FILE* f, const std::string& path, RgbImage& img, std::vector<uint8_t>& row, int64_t max_pixels) {
+  std::vector<uint8_t> rgb;
+  decode_jpeg_core([f](j_decompress_ptr c) { jpeg_stdio_src(c, f); }, path, "replace or remove the file", max_pixels, 8,
+                   nullptr, row, rgb,
+                   [&](int w, int h, int, int) {
+                     img.width = w;
+                     img.height = h;
+                     img.pixels.resize(static_cast<size_t>(w) * h * 3);
+                   },
+                   [&](int y, const uint8_t* p) {
+                     std::memcpy(img.pixels.data() + static_cast<size_t>(y) * img.width * 3, p,
+                                 static_cast<size_t>(img.width) * 3);
+                   });
 }
 
 // ---- PNG ------------------------------------------------------------------------
@@ -263,6 +307,71 @@ RgbImage center_crop(const RgbImage& in_img, int size) {
                 img.pixels.data() + (static_cast<size_t>(y + top) * img.width + left) * 3,
                 static_cast<size_t>(size) * 3);
   return out;
+}
+
+bool is_jpeg(const uint8_t* data, size_t n) { return n >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF; }
+
+void decode_jpeg_planes(const uint8_t* data, size_t len, int scale_num, const std::string& what,
+                        std::vector<uint8_t>& planes, SampleShape* shape, JpegWindow* win) {
+  if (scale_num < 1 || scale_num > 8) internal_error("JPEG scale ", scale_num, "/8");
+  thread_local std::vector<uint8_t> row, rgb;
+  int64_t plane = 0;
+  int width = 0;
+  decode_jpeg_core([&](j_decompress_ptr c) { jpeg_mem_src(c, data, static_cast<unsigned long>(len)); }, what,
+                   "the shard is damaged — copy it again or re-create the data set with `cnnscale prep`", 0, scale_num,
+                   win, row, rgb,
+                   [&](int w, int h, int x0, int y0) {
+                     if (win) {  // where the decoded part starts in the scaled image
+                       win->left -= x0;
+                       win->top -= y0;
+                     }
+                     width = w;
+                     plane = int64_t{w} * h;
+                     *shape = {3, h, w};
+                     planes.resize(static_cast<size_t>(3 * plane));
+                   },
+                   [&](int y, const uint8_t* p) {
+                     uint8_t* r = planes.data() + int64_t{y} * width;
+                     uint8_t* g = r + plane;
+                     uint8_t* b = g + plane;
+                     for (int x = 0; x < width; ++x) {
+                       r[x] = p[3 * x];
+                       g[x] = p[3 * x + 1];
+                       b[x] = p[3 * x + 2];
+                     }
+                   });
+}
+
+std::vector<uint8_t> encode_jpeg(const RgbImage& img, int quality) {
+  jpeg_compress_struct cinfo;
+  JpegError err;  // the compressor reports errors by longjmp too
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = jpeg_error_exit;
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_compress(&cinfo);
+    std::free(out);
+    fail("encoding a ", img.width, "x", img.height, " image as JPEG failed (", err.message, ")");
+  }
+  jpeg_create_compress(&cinfo);
+  jpeg_mem_dest(&cinfo, &out, &size);
+  cinfo.image_width = static_cast<JDIMENSION>(img.width);
+  cinfo.image_height = static_cast<JDIMENSION>(img.height);
+  cinfo.input_components = 3;
+  cinfo.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&cinfo);
+  jpeg_set_quality(&cinfo, quality, TRUE);
+  jpeg_start_compress(&cinfo, TRUE);
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW r = const_cast<uint8_t*>(img.pixels.data()) + static_cast<size_t>(cinfo.next_scanline) * img.width * 3;
+    jpeg_write_scanlines(&cinfo, &r, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  jpeg_destroy_compress(&cinfo);
+  std::vector<uint8_t> bytes(out, out + size);
+  std::free(out);
+  return bytes;
 }
 
 }  // namespace cnnscale

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "data/batch_source.hpp"
+
 namespace cnnscale {
 
 struct RgbImage {
@@ -45,6 +47,26 @@ RgbImage resize_shorter(const RgbImage& in, int size);
 // PIL's Image.resize((w, h), BILINEAR) (the primitive under resize_shorter).
 RgbImage resize_bilinear(const RgbImage& in, int width, int height);
 // (On raw planes or interleaved channels: resample_bilinear, data/resample.hpp.)
+
+// JPEG bytes (`prep --store jpeg`): whether they start like a JPEG; decoding them from
+// memory at scale scale_num/8 (libjpeg's DCT scaling: 8 decodes full size, exactly as
+// decode_image does, so as PIL does; smaller scales decode a smaller image for less
+// work, as FFCV does) into C×H×W planes (3 channels; greyscale and CMYK as above),
+// `shape` the decoded size; a UserError naming `what` when they do not decode; and
+// encoding an image as a baseline JPEG of the given quality (libjpeg's defaults:
+// 4:2:0 chroma, the standard tables).
+bool is_jpeg(const uint8_t* data, size_t n);
+// A window of the image decoded at scale_num/8 (top, left, height, width in its pixels).
+// Given to decode_jpeg_planes, it selects the fast mode (libjpeg-turbo's fast integer DCT,
+// plain chroma upsampling: not PIL's pixels) and only the window's rows and columns,
+// widened to whole iMCU columns, are decoded; on return `shape` is the decoded part and
+// top/left say where the window starts in it.
+struct JpegWindow {
+  int top = 0, left = 0, height = 0, width = 0;
+};
+void decode_jpeg_planes(const uint8_t* data, size_t len, int scale_num, const std::string& what,
+                        std::vector<uint8_t>& planes, SampleShape* shape, JpegWindow* win = nullptr);
+std::vector<uint8_t> encode_jpeg(const RgbImage& img, int quality);
 
 // torchvision.transforms.CenterCrop(size): zero-pads a smaller image to size (left/top
 // get the floor half), then crops at top = round((h − size) / 2), left likewise, with

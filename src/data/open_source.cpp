@@ -46,6 +46,10 @@ DataSources open_local(const DataOptions& o, int rank, int world) {
   ro.cache_memory = parse_cache_mode(o.cache) == CacheMode::memory;
   ro.augment = o.augment;
   ro.threads = o.data_threads;
+  if (o.jpeg_decode != "fast" && o.jpeg_decode != "exact")
+    fail("--jpeg-decode takes fast (DCT-scaled, as FFCV) or exact (full decode: PIL's pixels), not '", o.jpeg_decode,
+         "'");
+  ro.jpeg_exact = o.jpeg_decode == "exact";
   d.train = make_hdf5_train_source(info, ro, rank, world);
   const SplitInfo& es = o.eval_split == "train" ? info->train : info->test;
   if (es.samples > 0) d.eval = make_hdf5_eval_source(info, o.eval_split, rank, world, o.augment, o.data_threads);

@@ -23,19 +23,20 @@ enum class CacheMode { none, memory };
 CacheMode parse_cache_mode(const std::string& s);
 
 struct DataOptions {
-  std::string dir;                 // --data DIR (a prep output); ignored when synthetic
-  bool synthetic = false;          // --synthetic
+  std::string dir;         // --data DIR (a prep output); ignored when synthetic
+  bool synthetic = false;  // --synthetic
   int64_t synthetic_samples = 60000, synthetic_test_samples = 10000;
   SampleShape synthetic_shape{1, 28, 28};
   int synthetic_classes = 10;
-  int64_t batch_per_rank = 64;     // --batch-size
-  uint64_t seed = 0;               // --seed
-  bool drop_last = true;           // --drop-last (default) / --no-drop-last
-  int prefetch = 2;                // --prefetch N (0: read inline in next())
-  std::string cache = "none";      // --cache none|memory (parse_cache_mode checks it)
+  int64_t batch_per_rank = 64;  // --batch-size
+  uint64_t seed = 0;            // --seed
+  bool drop_last = true;        // --drop-last (default) / --no-drop-last
+  int prefetch = 2;             // --prefetch N (0: read inline in next())
+  std::string cache = "none";   // --cache none|memory (parse_cache_mode checks it)
   std::string eval_split = "test";
-  std::string augment;             // --augment LIST (data/augment.hpp): training split only
-  int data_threads = 1;            // --data-threads N: per rank, augment + normalise workers
+  std::string augment;               // --augment LIST (data/augment.hpp): training split only
+  int data_threads = 1;              // --data-threads N: per rank, augment + normalise workers
+  std::string jpeg_decode = "fast";  // --jpeg-decode fast|exact (hdf5_source.hpp ReaderOptions::jpeg_exact)
 };
 
 struct DataSources {

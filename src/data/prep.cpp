@@ -1,6 +1,6 @@
-// prep.cpp — run_prep(): opens the input (IDX, HDF5, CIFAR binary, image folder), shards the train (and test) split, computes the per-channel
-// mean/std of the train split and writes dataset.json, all in a temporary directory
-// that is renamed onto the output at the end.
+// prep.cpp — run_prep(): opens the input (IDX, HDF5, CIFAR binary, image folder), shards the train (and test) split,
+// computes the per-channel mean/std of the train split and writes dataset.json, all in a temporary directory that is
+// renamed onto the output at the end.
 #include "data/prep.hpp"
 
 #include <fcntl.h>
@@ -63,9 +63,10 @@ json write_split(SampleStream& in, const std::string& split, int shards, const s
   }
   json list = json::array();
   const int64_t block = std::max<int64_t>(1, (8 << 20) / px);  // ~8 MiB of pixels per read (ragged: at most)
-  std::vector<uint8_t> buf;
+  std::vector<uint8_t> buf, pixels;
   std::vector<SampleShape> shapes;
-  const bool ragged = in.ragged();
+  std::vector<int64_t> lengths;
+  const bool ragged = in.ragged(), encoded = in.encoded();
   int64_t done = 0, next_report = n / 10;
   const bool chatty = n >= 10000;
   for (int s = 0; s < shards; ++s) {
@@ -73,10 +74,13 @@ json write_split(SampleStream& in, const std::string& split, int shards, const s
     const std::string file = shard_file_name(split, s, shards);
     ShardWriteOptions so = wopts;
     so.ragged = ragged;
+    so.encoded = encoded;
     ShardWriter w(dir + "/" + file, count, shape, so);
     for (int64_t at = first; at < last; at += block) {
       const int64_t m = std::min(block, last - at);
-      if (ragged) {
+      if (encoded) {
+        in.read_encoded(m, buf, lengths, shapes, pixels);
+      } else if (ragged) {
         in.read_ragged(m, buf, shapes);
       } else {
         buf.resize(static_cast<size_t>(m * px));
@@ -84,7 +88,7 @@ json write_split(SampleStream& in, const std::string& split, int shards, const s
         shapes.assign(static_cast<size_t>(m), shape);
       }
       if (stats) {  // over all pixels (ragged: each image weighs its pixel count)
-        const uint8_t* img = buf.data();
+        const uint8_t* img = encoded ? pixels.data() : buf.data();
         for (int64_t i = 0; i < m; ++i) {
           const int64_t pl = int64_t{shapes[i].height} * shapes[i].width;
           for (int c = 0; c < shape.channels; ++c) {
@@ -101,7 +105,7 @@ json write_split(SampleStream& in, const std::string& split, int shards, const s
           img += shapes[i].numel();
         }
       }
-      if (ragged) w.append_ragged(buf.data(), shapes.data(), labels.data() + at, m);
+      if (ragged) w.append_ragged(buf.data(), shapes.data(), labels.data() + at, m, encoded ? lengths.data() : nullptr);
       else w.append(buf.data(), labels.data() + at, m);
       done += m;
       if (chatty && o.log && done >= next_report && done < n) {
@@ -114,8 +118,7 @@ json write_split(SampleStream& in, const std::string& split, int shards, const s
     fsync_file(dir + "/" + file);
     list.push_back({{"file", file}, {"samples", count}, {"first_index", first}});
   }
-  if (o.log)
-    o.log("prep: " + split + " " + std::to_string(n) + " samples in " + std::to_string(shards) + " shard(s)");
+  if (o.log) o.log("prep: " + split + " " + std::to_string(n) + " samples in " + std::to_string(shards) + " shard(s)");
   return {{"samples", n}, {"shards", list}};
 }
 
@@ -133,8 +136,9 @@ std::string strip_slashes(std::string p) {
 }  // namespace
 
 PrepResult run_prep(const PrepOptions& o) {
-  if (o.input.empty()) fail("prep needs --input (an IDX directory, an HDF5 file with --format hdf5, or the CIFAR folder with ",
-                            "--format cifar10|cifar100)");
+  if (o.input.empty())
+    fail("prep needs --input (an IDX directory, an HDF5 file with --format hdf5, or the CIFAR folder with ",
+         "--format cifar10|cifar100)");
   if (o.output.empty()) fail("prep needs --output DIR (the dataset directory to create)");
   if (o.chunk < 1) fail("--chunk must be at least 1 sample");
   const ImageFolderOptions& im = o.image;
@@ -166,8 +170,8 @@ PrepResult run_prep(const PrepOptions& o) {
       fail("--test-images and --test-labels go together; give both or neither");
     train = open_hdf5_input(o.input, o.images, o.labels);
     if (!o.test_images.empty()) test = open_hdf5_input(o.input, o.test_images, o.test_labels);
-    source = {{"format", "hdf5"}, {"input", fs::absolute(o.input).string()}, {"images", o.images},
-              {"labels", o.labels}};
+    source = {
+        {"format", "hdf5"}, {"input", fs::absolute(o.input).string()}, {"images", o.images}, {"labels", o.labels}};
   } else if (o.format == "cifar10" || o.format == "cifar100") {
     CifarInput ci = open_cifar_input(o.input, o.format, o.cifar100_labels);
     train = std::move(ci.train);
@@ -178,9 +182,13 @@ PrepResult run_prep(const PrepOptions& o) {
     ImageFolderInput in = open_imagefolder_input(o.input, o.image);
     train = std::move(in.train);
     test = std::move(in.test);
-    source = {{"format", "imagefolder"}, {"input", fs::absolute(o.input).string()}, {"layout", in.layout},
-              {"resize", o.image.resize}, {"center_crop", o.image.center_crop}};
-    if (o.image.store_max > 0) source["store"] = "original-max " + std::to_string(o.image.store_max);
+    source = {{"format", "imagefolder"},
+              {"input", fs::absolute(o.input).string()},
+              {"layout", in.layout},
+              {"resize", o.image.resize},
+              {"center_crop", o.image.center_crop}};
+    if (o.image.store_max > 0)
+      source["store"] = (o.image.store_jpeg ? "jpeg " : "original-max ") + std::to_string(o.image.store_max);
     if (in.layout == "split") {
       source["val_fraction"] = o.image.val_fraction;
       source["seed"] = o.image.seed;
@@ -190,17 +198,20 @@ PrepResult run_prep(const PrepOptions& o) {
   }
   for (auto* s : {train.get(), test.get()})
     if (s && s->samples() == 0)
-      fail("the ", s == train.get() ? "train" : "test", " input ", s->describe(), " holds no samples; nothing to convert");
+      fail("the ", s == train.get() ? "train" : "test", " input ", s->describe(),
+           " holds no samples; nothing to convert");
   // dataset.json holds the class names and the input's path, and JSON holds UTF-8 only:
   // refuse other bytes now, before any decoding (the JSON writer once failed at the end
   // with an internal error: issue 26 item 8).
   for (const std::string& name : train->class_names())
     if (const size_t at = first_invalid_utf8(name); at != std::string::npos)
       fail("the class name '", escape_non_ascii(name), "' of ", escape_non_ascii(train->describe()),
-           " is not UTF-8 text (byte ", at, "); dataset.json can hold UTF-8 names only: rename the class folder "
+           " is not UTF-8 text (byte ", at,
+           "); dataset.json can hold UTF-8 names only: rename the class folder "
            "(or fix the names file) in UTF-8");
   if (const std::string in = fs::absolute(o.input).string(); first_invalid_utf8(in) != std::string::npos)
-    fail("--input ", escape_non_ascii(in), " is not UTF-8 text; dataset.json records it: rename the folder in UTF-8 or "
+    fail("--input ", escape_non_ascii(in),
+         " is not UTF-8 text; dataset.json records it: rename the folder in UTF-8 or "
          "give it through a UTF-8 path (a symbolic link)");
   const SampleShape shape = train->shape();
   if (test && (test->shape().channels != shape.channels || test->shape().height != shape.height ||
@@ -258,14 +269,13 @@ PrepResult run_prep(const PrepOptions& o) {
               {"dtype", "uint8"},
               {"label_dtype", "int32"},
               {"classes", classes},
-              {"normalization",
-               {{"mean", mean}, {"std", stdev}, {"computed_on", "train"}, {"pixel_scale", "x / 255"}}},
+              {"normalization", {{"mean", mean}, {"std", stdev}, {"computed_on", "train"}, {"pixel_scale", "x / 255"}}},
               {"chunk_samples", o.chunk},
               {"compression", o.compress},
               {"checksum", "fletcher32"},
               {"splits", splits}};
     if (train->ragged()) {
-      j["sample_layout"] = "ragged";
+      j["sample_layout"] = train->encoded() ? "jpeg" : "ragged";
       j["max_side"] = shape.height;
     }
     const std::vector<std::string> names = train->class_names();

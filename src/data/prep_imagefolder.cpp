@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -33,15 +34,33 @@ bool ends_with(const std::string& s, const char* suffix) {
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
+// The longer side capped to S (torchvision Resize's max_size rule: long → S, short →
+// int(S·short/long), PIL bilinear).
+RgbImage cap_side(const RgbImage& img, int S) {
+  const int l = std::max(img.width, img.height), sh = std::min(img.width, img.height);
+  if (l <= S) return img;
+  const int new_short = std::max(1, static_cast<int>(static_cast<double>(int64_t{S} * sh) / l));
+  return img.width >= img.height ? resize_bilinear(img, S, new_short) : resize_bilinear(img, new_short, S);
+}
+
+// A file's bytes (--store jpeg keeps them).
+std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) fail("cannot open ", path, ": ", std::strerror(errno));
+  std::vector<uint8_t> out;
+  uint8_t buf[1 << 16];
+  size_t k;
+  while ((k = std::fread(buf, 1, sizeof buf, f)) > 0) out.insert(out.end(), buf, buf + k);
+  const bool bad = std::ferror(f) != 0;
+  std::fclose(f);
+  if (bad) fail("reading ", path, " failed: ", std::strerror(errno));
+  return out;
+}
+
 // An image after the prep transforms.
 RgbImage load(const std::string& path, const ImageFolderOptions& o) {
   RgbImage img = decode_image(path, o.max_pixels);
-  if (o.store_max > 0) {
-    const int S = o.store_max, l = std::max(img.width, img.height), sh = std::min(img.width, img.height);
-    if (l <= S) return img;
-    const int new_short = std::max(1, static_cast<int>(static_cast<double>(int64_t{S} * sh) / l));
-    return img.width >= img.height ? resize_bilinear(img, S, new_short) : resize_bilinear(img, new_short, S);
-  }
+  if (o.store_max > 0) return cap_side(img, o.store_max);
   if (o.resize > 0) img = resize_shorter(img, o.resize);
   if (o.center_crop > 0) img = center_crop(img, o.center_crop);
   return img;
@@ -70,6 +89,49 @@ class ImageFolderStream : public SampleStream {
   void read_images(uint8_t* dst, int64_t n) override {
     const int64_t numel = shape_.numel();
     parallel(n, [&](int64_t i) { write_sample(pos_ + i, dst + i * numel); });
+    pos_ += n;
+  }
+
+  bool encoded() const override { return o_.store_jpeg; }
+
+  // --store jpeg: a JPEG whose longer side is at most S is kept byte for byte (decoded
+  // once here to check it and to learn its size); anything else (larger, or a PNG) is
+  // decoded, resized as --store original-max would, and encoded at quality 95.
+  void read_encoded(int64_t n, std::vector<uint8_t>& bytes, std::vector<int64_t>& lengths,
+                    std::vector<SampleShape>& shapes, std::vector<uint8_t>& pixels) override {
+    std::vector<std::vector<uint8_t>> enc(static_cast<size_t>(n)), px(static_cast<size_t>(n));
+    shapes.resize(static_cast<size_t>(n));
+    parallel(n, [&](int64_t i) {
+      const std::string& path = files_[static_cast<size_t>(pos_ + i)];
+      const RgbImage img = decode_image(path, o_.max_pixels);
+      std::vector<uint8_t> file = read_bytes(path);
+      auto& out = enc[static_cast<size_t>(i)];
+      auto& planes = px[static_cast<size_t>(i)];
+      if (is_jpeg(file.data(), file.size()) && std::max(img.width, img.height) <= o_.store_max) {
+        out = std::move(file);  // decodes to `img` (the same decoder): the statistics use it
+        planes.resize(img.pixels.size());
+        to_planes(img, planes.data());
+        shapes[static_cast<size_t>(i)] = {3, img.height, img.width};
+      } else {  // the statistics see what the reader will decode: the re-encoded JPEG
+        out = encode_jpeg(cap_side(img, o_.store_max), 95);
+        decode_jpeg_planes(out.data(), out.size(), 8, path, planes, &shapes[static_cast<size_t>(i)]);
+      }
+    });
+    lengths.resize(static_cast<size_t>(n));
+    size_t total = 0, total_px = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      lengths[static_cast<size_t>(i)] = static_cast<int64_t>(enc[static_cast<size_t>(i)].size());
+      total += enc[static_cast<size_t>(i)].size();
+      total_px += px[static_cast<size_t>(i)].size();
+    }
+    bytes.clear();
+    bytes.reserve(total);
+    pixels.clear();
+    pixels.reserve(total_px);
+    for (int64_t i = 0; i < n; ++i) {
+      bytes.insert(bytes.end(), enc[static_cast<size_t>(i)].begin(), enc[static_cast<size_t>(i)].end());
+      pixels.insert(pixels.end(), px[static_cast<size_t>(i)].begin(), px[static_cast<size_t>(i)].end());
+    }
     pos_ += n;
   }
 
@@ -173,8 +235,11 @@ ImageFolderListing list_image_folder_(const std::string& dir) {
   if (l.classes.empty())
     fail(dir, " has no class folders; --format imagefolder reads ROOT/<class>/<image> (or ROOT/train/<class>/…)");
   if (l.classes.size() == 1)
-    fail(dir, " has one class folder ('", l.classes[0], "'): a classifier needs at least 2 classes, and "
-         "--format imagefolder takes each folder of ", dir, " as one class (ROOT/<class>/<image>); give the folder that "
+    fail(dir, " has one class folder ('", l.classes[0],
+         "'): a classifier needs at least 2 classes, and "
+         "--format imagefolder takes each folder of ",
+         dir,
+         " as one class (ROOT/<class>/<image>); give the folder that "
          "holds the class folders, or add the other classes");
   for (size_t c = 0; c < l.classes.size(); ++c) {
     std::vector<std::pair<std::string, std::string>> found;  // (directory, file name)
@@ -183,15 +248,18 @@ ImageFolderListing list_image_folder_(const std::string& dir) {
          it != fs::recursive_directory_iterator(); ++it) {
       if (fs::is_directory(it->path())) continue;
       const std::string name = it->path().filename().string(), low = lower(name);
-      if (!std::any_of(std::begin(kImgExtensions), std::end(kImgExtensions), [&](const char* x) { return ends_with(low, x); }))
+      if (!std::any_of(std::begin(kImgExtensions), std::end(kImgExtensions),
+                       [&](const char* x) { return ends_with(low, x); }))
         continue;
       if (!std::any_of(std::begin(kDecoded), std::end(kDecoded), [&](const char* x) { return ends_with(low, x); }))
-        fail(it->path().string(), " is an image type torchvision's ImageFolder lists but cnnscale prep does not decode ",
+        fail(it->path().string(),
+             " is an image type torchvision's ImageFolder lists but cnnscale prep does not decode ",
              "(JPEG and PNG only); convert it to PNG or JPEG, or move it out of ", dir);
       // A FIFO, socket or device named *.jpg would block or mislead the decoder (a FIFO
       // held prep forever with no output: issue 26 item 10).
       if (!fs::is_regular_file(it->path()))
-        fail(it->path().string(), " is not a regular file (a FIFO, socket, device or dangling link) though it is named ",
+        fail(it->path().string(),
+             " is not a regular file (a FIFO, socket, device or dangling link) though it is named ",
              "like an image; remove it or move it out of ", dir);
       found.emplace_back(it->path().parent_path().string(), name);
     }
@@ -211,7 +279,8 @@ ImageFolderListing list_image_folder_(const std::string& dir) {
 ImageFolderInput open_imagefolder_input(const std::string& root_in, const ImageFolderOptions& o) {
   std::string root = root_in;
   while (root.size() > 1 && root.back() == '/') root.pop_back();
-  if (!fs::is_directory(root)) fail("--input ", root, " is not a directory; --format imagefolder needs a folder of class folders");
+  if (!fs::is_directory(root))
+    fail("--input ", root, " is not a directory; --format imagefolder needs a folder of class folders");
   if (o.resize < 0 || o.center_crop < 0) fail("--resize and --center-crop take a positive size");
   if (!(o.val_fraction >= 0 && o.val_fraction < 1)) fail("--val-fraction must lie in [0, 1)");
   if (o.threads < 1) fail("--threads must be at least 1");
@@ -229,9 +298,8 @@ ImageFolderInput open_imagefolder_input(const std::string& root_in, const ImageF
     if (side <= 0) return;
     const uint64_t bytes = 3 * static_cast<uint64_t>(side) * static_cast<uint64_t>(side) * threads;
     check_memory(std::string(doing) + " images to " + option + " " + std::to_string(side) + " (3x" +
-                     std::to_string(side) + "x" +
-                     std::to_string(side) + " bytes per image, for each of the " + std::to_string(threads) +
-                     " decoding thread(s))",
+                     std::to_string(side) + "x" + std::to_string(side) + " bytes per image, for each of the " +
+                     std::to_string(threads) + " decoding thread(s))",
                  bytes, std::string("lower ") + option + " (or --threads), or run with more memory");
   };
   check_side(o.center_crop, "--center-crop", "cropping");
@@ -246,7 +314,7 @@ ImageFolderInput open_imagefolder_input(const std::string& root_in, const ImageF
     if (fs::is_directory(root + "/val")) {
       if (o.val_fraction > 0)
         fail(root, " has its own val/ folder; drop --val-fraction (or move val/ away to carve the test split from "
-             "train/)");
+                   "train/)");
       ImageFolderListing val = list_image_folder(root + "/val");
       if (val.classes != all.classes) {
         size_t i = 0;

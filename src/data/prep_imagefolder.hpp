@@ -35,7 +35,8 @@ struct ImageFolderOptions {
   double val_fraction = 0;   // --val-fraction F (0: off)
   uint64_t seed = 0;         // --seed: the val split
   int threads = 1;           // decoding threads
-  int store_max = 0;         // --store original-max S (0: fixed-size samples)
+  int store_max = 0;         // --store original-max S / --store jpeg S (0: fixed-size samples)
+  bool store_jpeg = false;   // --store jpeg S: each image's JPEG bytes (re-encoded when larger than S or not a JPEG)
   int64_t max_pixels = kDefaultMaxImagePixels;  // --max-image-pixels (0: no limit); image_decode.hpp
 };
 

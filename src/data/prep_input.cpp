@@ -17,6 +17,10 @@ namespace cnnscale {
 void SampleStream::read_ragged(int64_t, std::vector<uint8_t>&, std::vector<SampleShape>&) {
   internal_error(describe(), " is not a variable-size (ragged) input");
 }
+void SampleStream::read_encoded(int64_t, std::vector<uint8_t>&, std::vector<int64_t>&, std::vector<SampleShape>&,
+                                std::vector<uint8_t>&) {
+  internal_error(describe(), " is not an encoded (--store jpeg) input");
+}
 namespace fs = std::filesystem;
 
 namespace {
@@ -195,7 +199,8 @@ class Hdf5Stream : public SampleStream {
     H5Id sp = h5_space(H5Dget_space(img_));
     nd_ = H5Sget_simple_extent_ndims(sp);
     hsize_t dims[8] = {0};
-    if (nd_ != 3 && nd_ != 4) fail(file, ": dataset '", images, "' has ", nd_, " dimensions; expected N×H×W or N×C×H×W");
+    if (nd_ != 3 && nd_ != 4)
+      fail(file, ": dataset '", images, "' has ", nd_, " dimensions; expected N×H×W or N×C×H×W");
     H5Sget_simple_extent_dims(sp, dims, nullptr);
     for (int i = 0; i < nd_; ++i) dims_[i] = dims[i];
     n_ = static_cast<int64_t>(dims[0]);

@@ -30,6 +30,12 @@ class SampleStream {
   // back to back into `bytes` (resized) and their shapes into `shapes` (resized).
   virtual bool ragged() const { return false; }
   virtual void read_ragged(int64_t n, std::vector<uint8_t>& bytes, std::vector<SampleShape>& shapes);
+  // Encoded streams (prep --store jpeg; ragged() too): read_ragged() gives each sample's
+  // stored bytes (a JPEG) back to back, `lengths` their sizes, `shapes` their decoded
+  // shapes and `pixels` their decoded C×H×W bytes (for the normalisation statistics).
+  virtual bool encoded() const { return false; }
+  virtual void read_encoded(int64_t n, std::vector<uint8_t>& bytes, std::vector<int64_t>& lengths,
+                            std::vector<SampleShape>& shapes, std::vector<uint8_t>& pixels);
 };
 
 // The IDX file for `split` ("train" or "t10k") and `kind` ("images" or "labels") in

@@ -33,7 +33,9 @@ ShardWriter::ShardWriter(const std::string& path, int64_t samples, SampleShape s
     // affordable because the shard records where they are (/chunk_addresses, below),
     // up to 16 384 chunks a shard: listing them costs time quadratic in their count
     // (0.2 s for 5 000), so a shard of more than ~2 000 largest samples gets larger chunks.
-    const int64_t per_chunk = std::max(shape.numel() / 8, (samples * shape.numel() + 16383) / 16384);
+    // JPEG samples (--store jpeg) are ~1/6 of their pixels: chunks of a 64th.
+    const int64_t stored = opts.encoded ? shape.numel() / 8 : shape.numel();
+    const int64_t per_chunk = std::max(stored / 8, (samples * stored + 16383) / 16384);
     const hsize_t zero = 0, unlimited = H5S_UNLIMITED,
                   rchunk = static_cast<hsize_t>(std::clamp<int64_t>(per_chunk, 16 << 10, 4 << 20));
     space = h5_space(H5Screate_simple(1, &zero, &unlimited));
@@ -72,21 +74,22 @@ void ShardWriter::append(const uint8_t* images, const int32_t* labels, int64_t n
   H5Id fs = h5_space(H5Dget_space(images_));
   H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, nullptr, count, nullptr);
   H5Id ms = h5_space(H5Screate_simple(4, count, nullptr));
-  if (H5Dwrite(images_, H5T_NATIVE_UINT8, ms, fs, H5P_DEFAULT, images) < 0)
-    write_failed("writing images to");
+  if (H5Dwrite(images_, H5T_NATIVE_UINT8, ms, fs, H5P_DEFAULT, images) < 0) write_failed("writing images to");
   write_labels(labels, n);
 }
 
-void ShardWriter::append_ragged(const uint8_t* bytes, const SampleShape* shapes, const int32_t* labels, int64_t n) {
+void ShardWriter::append_ragged(const uint8_t* bytes, const SampleShape* shapes, const int32_t* labels, int64_t n,
+                                const int64_t* lengths) {
   if (n <= 0) return;
   if (!ragged_) internal_error("append_ragged on the fixed-size shard ", path_);
   if (written_ + n > samples_) internal_error("shard ", path_, " overfilled");
   Hdf5Lock lock(hdf5_mutex());
   int64_t total = 0;
   for (int64_t i = 0; i < n; ++i) {
-    total += shapes[i].numel();
+    const int64_t len = lengths ? lengths[i] : shapes[i].numel();
+    total += len;
     shapes_.insert(shapes_.end(), {shapes[i].channels, shapes[i].height, shapes[i].width});
-    offsets_.push_back(offsets_.back() + shapes[i].numel());
+    offsets_.push_back(offsets_.back() + len);
   }
   hsize_t start = static_cast<hsize_t>(offsets_.back() - total), count = static_cast<hsize_t>(total),
           size = static_cast<hsize_t>(offsets_.back());
@@ -104,8 +107,7 @@ void ShardWriter::write_labels(const int32_t* labels, int64_t n) {
   H5Id lfs = h5_space(H5Dget_space(labels_));
   H5Sselect_hyperslab(lfs, H5S_SELECT_SET, start, nullptr, count, nullptr);
   H5Id lms = h5_space(H5Screate_simple(1, count, nullptr));
-  if (H5Dwrite(labels_, H5T_NATIVE_INT32, lms, lfs, H5P_DEFAULT, labels) < 0)
-    write_failed("writing labels to");
+  if (H5Dwrite(labels_, H5T_NATIVE_INT32, lms, lfs, H5P_DEFAULT, labels) < 0) write_failed("writing labels to");
   written_ += n;
 }
 
@@ -141,8 +143,8 @@ void ShardWriter::write_chunk_addresses() {
       write_failed("listing the chunks of");
     }
     rows[static_cast<size_t>(2 * c)] = a;
-    rows[static_cast<size_t>(2 * c + 1)] = uint64_t{sum[0]} | uint64_t{sum[1]} << 8 | uint64_t{sum[2]} << 16 |
-                                           uint64_t{sum[3]} << 24;
+    rows[static_cast<size_t>(2 * c + 1)] =
+        uint64_t{sum[0]} | uint64_t{sum[1]} << 8 | uint64_t{sum[2]} << 16 | uint64_t{sum[3]} << 24;
   }
   ::close(fd);
   const hsize_t tdims[2] = {n, 2}, cchunk[2] = {std::min<hsize_t>(n, 8192), 2};

@@ -22,14 +22,17 @@ struct ShardWriteOptions {
   int64_t chunk_samples = 64;  // samples per /images chunk
   int gzip_level = 0;          // 0 = no compression
   bool ragged = false;         // variable-size samples (see above)
+  bool encoded = false;        // ragged samples stored as JPEG bytes (prep --store jpeg)
 };
 
 class ShardWriter {
  public:
   ShardWriter(const std::string& path, int64_t samples, SampleShape shape, const ShardWriteOptions& opts);
   void append(const uint8_t* images, const int32_t* labels, int64_t n);
-  // Ragged shards: n samples of shapes[0..n), their bytes back to back in `bytes`.
-  void append_ragged(const uint8_t* bytes, const SampleShape* shapes, const int32_t* labels, int64_t n);
+  // Ragged shards: n samples of shapes[0..n), their bytes back to back in `bytes`;
+  // `lengths` (--store jpeg: encoded samples) their byte counts, else shapes' numel().
+  void append_ragged(const uint8_t* bytes, const SampleShape* shapes, const int32_t* labels, int64_t n,
+                     const int64_t* lengths = nullptr);
   // Checks that exactly `samples` were appended, flushes and closes the file.
   void close();
 

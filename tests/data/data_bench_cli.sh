@@ -47,7 +47,7 @@ expect_eq "one rank: json image bytes 3x32x32" 3072 "$(field "$TMP/one.json" ima
 python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["images_per_s"] > 0 and j["images_per_cpu_s"] > 0 and j["bytes_read_per_image"] > 0 and j["world_size"] == 1 else 1)' "$TMP/one.json"
 expect_eq "one rank: positive rates and bytes" 0 "$?"
 expect_grep "one rank: where the time goes" \
-  "^per image: read [0-9.]+ us \(wall\), HDF5 lock wait [0-9.]+ us \(wall\); CPU: checksum [0-9.]+ us, augment [0-9.]+ us, normalise [0-9.]+ us, of [0-9.]+ us for the whole process$" "$TMP/one.out"
+  "^per image: read [0-9.]+ us \(wall\), HDF5 lock wait [0-9.]+ us \(wall\); CPU: checksum [0-9.]+ us, decode [0-9.]+ us, augment [0-9.]+ us, normalise [0-9.]+ us, of [0-9.]+ us for the whole process$" "$TMP/one.out"
 # Uncached, the workers read the shards themselves (no HDF5 lock) and verify each chunk:
 # every stage has time, the lock none; the stages fit in the process's CPU time (the read
 # on the wall clock aside).
