@@ -30,13 +30,13 @@
 namespace cnnscale {
 
 struct ImageFolderOptions {
-  int resize = 0;            // --resize S (0: off)
-  int center_crop = 0;       // --center-crop S (0: off)
-  double val_fraction = 0;   // --val-fraction F (0: off)
-  uint64_t seed = 0;         // --seed: the val split
-  int threads = 1;           // decoding threads
-  int store_max = 0;         // --store original-max S / --store jpeg S (0: fixed-size samples)
-  bool store_jpeg = false;   // --store jpeg S: each image's JPEG bytes (re-encoded when larger than S or not a JPEG)
+  int resize = 0;           // --resize S (0: off)
+  int center_crop = 0;      // --center-crop S (0: off)
+  double val_fraction = 0;  // --val-fraction F (0: off)
+  uint64_t seed = 0;        // --seed: the val split
+  int threads = 1;          // decoding threads
+  int store_max = 0;        // --store original-max S / --store jpeg S (0: fixed-size samples)
+  bool store_jpeg = false;  // --store jpeg S: each image's JPEG bytes (re-encoded when larger than S or not a JPEG)
   int64_t max_pixels = kDefaultMaxImagePixels;  // --max-image-pixels (0: no limit); image_decode.hpp
 };
 
@@ -51,7 +51,7 @@ struct ImageFolderListing {
 ImageFolderListing list_image_folder(const std::string& dir);
 
 struct ImageFolderInput {
-  std::string layout;  // "train/val", "train", "split" or "all"
+  std::string layout;                         // "train/val", "train", "split" or "all"
   std::unique_ptr<SampleStream> train, test;  // test may be null
 };
 
