@@ -8,7 +8,8 @@
 #    hold fewer image bytes than the folder;
 #  - `train --jpeg-decode exact` on it computes the losses of training on the same files
 #    prepped with --store original-max 100, to the last printed digit (the same pixels:
-#    PIL's decoder, the same crops), on a folder whose JPEGs are all kept;
+#    PIL's decoder, the same crops), and its evaluations the same accuracy and loss, on a
+#    folder whose JPEGs are all kept;
 #  - the default fast decode trains too (finite losses), data-bench times its decode;
 #  - --jpeg-decode with another word is refused.
 set -u
@@ -80,16 +81,17 @@ expect_eq "stored bytes: JPEGs <= 100 px byte for byte, the rest capped re-encod
 
 # Exact decoding = the decoded data set (all JPEGs kept: the same pixels).
 make_folder "$TMP/small" 0
-"$CNNSCALE" prep --format imagefolder --input "$TMP/small" --output "$TMP/sj" --store jpeg 100 --shards 2 >/dev/null 2>&1
+"$CNNSCALE" prep --format imagefolder --input "$TMP/small" --output "$TMP/sj" --store jpeg 100 --shards 2 \
+  --val-fraction 0.25 >/dev/null 2>&1
 "$CNNSCALE" prep --format imagefolder --input "$TMP/small" --output "$TMP/sr" --store original-max 100 --shards 2 \
-  >/dev/null 2>&1
+  --val-fraction 0.25 >/dev/null 2>&1
 TRAIN=(train --model "flatten linear(3)" --augment rrc32,hflip --batch-size 8 --max-steps 6 --log-every 1 --seed 4
   --no-tensorboard --lr 0.01)
 "$CNNSCALE" "${TRAIN[@]}" --data "$TMP/sr" --run-dir "$TMP/rr" >"$TMP/raw.out" 2>&1
 expect_eq "train on --store original-max: exit status" 0 "$?"
 "$CNNSCALE" "${TRAIN[@]}" --data "$TMP/sj" --jpeg-decode exact --run-dir "$TMP/re" >"$TMP/exact.out" 2>&1
 expect_eq "train --jpeg-decode exact: exit status" 0 "$?"
-losses() { grep -oE 'loss [0-9.]+' "$1"; }
+losses() { grep -E '^epoch [0-9]+/[0-9]+ step' "$1" | grep -oE 'loss [0-9.]+'; }
 expect_eq "exact JPEG decoding trains exactly as the decoded data set ($(losses "$TMP/raw.out" | tr '\n' ' '))" \
   "$(losses "$TMP/raw.out")" "$(losses "$TMP/exact.out")"
 expect_eq "six loss values compared" 6 "$(losses "$TMP/exact.out" | wc -l)"
@@ -97,6 +99,10 @@ full_losses() { "$PY" -c 'import json,sys; print(" ".join(repr(json.loads(l)["lo
 raw_losses=$(full_losses "$TMP/rr/metrics.jsonl")
 expect_eq "... and in metrics.jsonl, every digit ($raw_losses)" "$raw_losses" "$(full_losses "$TMP/re/metrics.jsonl")"
 expect_eq "metrics.jsonl: six losses compared" 6 "$(wc -w <<<"$raw_losses")"
+evals() { grep -E '^epoch [0-9]+ test accuracy' "$1"; }
+expect_eq "evaluation (whole decode, Resize + CenterCrop) as on the decoded data set ($(evals "$TMP/raw.out" | head -1))" \
+  "$(evals "$TMP/raw.out")" "$(evals "$TMP/exact.out")"
+expect_eq "evaluations compared" 1 "$([ "$(evals "$TMP/raw.out" | wc -l)" -ge 2 ] && echo 1)"
 "$CNNSCALE" "${TRAIN[@]}" --data "$TMP/sj" >"$TMP/fast.out" 2>&1
 expect_eq "train with the fast decode: exit status" 0 "$?"
 expect_eq "fast decode: six finite losses" 6 "$(losses "$TMP/fast.out" | wc -l)"
