@@ -86,9 +86,9 @@ run trainnone "$C" train --data "$TMP/ds" --model "$SMALL" --batch-size 4 --epoc
 expect_error trainnone "leaves the images of this data set at their variable stored sizes"
 
 run nosize "$C" prep --format imagefolder --input "$R" --output "$TMP/x1" --store original-max
-expect_error nosize "--store takes 'fixed' or 'original-max S'"
+expect_error nosize "--store takes 'fixed', 'original-max S' or 'jpeg S'"
 run banana "$C" prep --format imagefolder --input "$R" --output "$TMP/x2" --store banana
-expect_error banana "--store takes 'fixed' or 'original-max S'"
+expect_error banana "--store takes 'fixed', 'original-max S' or 'jpeg S'"
 run withresize "$C" prep --format imagefolder --input "$R" --output "$TMP/x3" --store original-max 40 --resize 32
 expect_error withresize "does not combine with --resize or --center-crop"
 run idx "$C" prep --format idx --input "$R" --output "$TMP/x4" --store original-max 40
