@@ -143,7 +143,18 @@ std::unique_ptr<DirectChunkReader> DirectChunkReader::open(const std::string& pa
     }
     r->addr_[static_cast<size_t>(c)] = addr;
   }
-  r->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // HDF5's own descriptor of the file (its default sec2 driver keeps one open while the
+  // file is, and pread() moves no file offset): no second descriptor per shard, since a
+  // job of 1 024 shards already holds 1 024. Another driver: a descriptor of our own.
+  H5Id fapl(file.valid() ? H5Fget_access_plist(file) : H5I_INVALID_HID, H5Pclose);
+  void* handle = nullptr;
+  if (fapl.valid() && H5Pget_driver(fapl) == H5FD_SEC2 && H5Fget_vfd_handle(file, fapl, &handle) >= 0 && handle) {
+    r->fd_ = *static_cast<int*>(handle);
+  } else {
+    r->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    r->owns_fd_ = true;
+  }
+  h5_error_cause();
   if (r->fd_ < 0) return nullptr;
   return r;
 }
@@ -160,7 +171,7 @@ bool DirectChunkReader::table_entry_right(int64_t c) const {
 }
 
 DirectChunkReader::~DirectChunkReader() {
-  if (fd_ >= 0) ::close(fd_);
+  if (owns_fd_ && fd_ >= 0) ::close(fd_);
 }
 
 void DirectChunkReader::read(int64_t begin, int64_t end, uint8_t* dst, std::vector<uint8_t>& buf, double* io_s,

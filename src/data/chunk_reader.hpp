@@ -11,7 +11,8 @@
 // open() (under hdf5_mutex()) takes a dataset whose only filter is fletcher32 and whose
 // elements are bytes, reads every chunk's file address from the shard's /chunk_addresses
 // (prep writes it) or, in shards without it, looks each up (H5Dget_chunk_info_by_coord:
-// its cost grows with the chunk count), and opens the file once more, read-only. A
+// its cost grows with the chunk count), and reads through HDF5's own descriptor of the
+// file (the sec2 driver's; the file stays open as long as the caller's dataset). A
 // checksum failure with a listed address is checked against HDF5's lookup, and a valid
 // chunk found there must carry the checksum the list holds for it: a list that a rewrite
 // of the file (h5repack) made stale is named as such, never read as data or as damage. Then read()
@@ -37,7 +38,8 @@ uint32_t fletcher32(const uint8_t* data, size_t len);
 class DirectChunkReader {
  public:
   // `images`: an open dataset of shard `path` (1-D bytes, or N×C×H×W bytes chunked along N
-  // only), kept open by the caller while this reader lives. Caller holds hdf5_mutex().
+  // only), kept open by the caller while this reader lives (this reader reads through its
+  // file's descriptor). Caller holds hdf5_mutex().
   // nullptr when the layout is not the plain one above.
   static std::unique_ptr<DirectChunkReader> open(const std::string& path, hid_t images);
   ~DirectChunkReader();
@@ -59,7 +61,8 @@ class DirectChunkReader {
   // where the list says (so the chunk is damaged), or elsewhere (the list is stale)?
   bool table_entry_right(int64_t c) const;
   std::string path_;
-  int fd_ = -1;
+  int fd_ = -1;  // HDF5's own (sec2 driver), or ours when owns_fd_
+  bool owns_fd_ = false;
   hid_t images_ = -1;  // not owned: the caller's dataset outlives this reader
   bool from_table_ = false;
   int64_t chunk_bytes_ = 0, chunk_rows_ = 0, total_bytes_ = 0;
