@@ -62,28 +62,21 @@ bool send_all(int fd, const char* p, size_t n) {
   }
   return true;
 }
-bool recv_all(int fd, char* p, size_t n) {
+// Receives exactly n bytes (false: the peer closed, an error, or the timeout).
+// stop_aware_s >= 0 (the connect handshake, which must not outlast a stop signal): before
+// each piece, waits at most that long for it and gives up at once when stop_signal_fd()
+// turns readable. Why: a port handed out by bind(0) can be taken by any other program's
+// listener between the user's choice and the connect; it accepts and never answers, and a
+// plain recv with a 5 s SO_RCVTIMEO kept an scancel waiting that long (seen once in CI:
+// 5.15 s).
+bool recv_all(int fd, char* p, size_t n, double stop_aware_s = -1) {
   while (n > 0) {
-    ssize_t k = ::recv(fd, p, n, 0);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-
-// recv_all for the connect handshake, which must not outlast a stop signal: waits at most
-// `timeout_s` for each piece, and gives up at once when stop_signal_fd() turns readable.
-// Why: a port handed out by bind(0) can be taken by any other program's listener between
-// the user's choice and the connect; it accepts and never answers, and a plain recv with a
-// 5 s SO_RCVTIMEO kept an scancel waiting that long (seen once in CI: 5.15 s).
-bool recv_all_unless_stopped(int fd, char* p, size_t n, double timeout_s) {
-  while (n > 0) {
-    pollfd ps[2] = {{fd, POLLIN, 0}, {stop_signal_fd(), POLLIN, 0}};
-    const int rc = ::poll(ps, ps[1].fd >= 0 ? 2 : 1, std::max(1, static_cast<int>(timeout_s * 1000)));
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc <= 0 || (ps[1].revents & POLLIN)) return false;
+    if (stop_aware_s >= 0) {
+      pollfd ps[2] = {{fd, POLLIN, 0}, {stop_signal_fd(), POLLIN, 0}};
+      const int rc = ::poll(ps, ps[1].fd >= 0 ? 2 : 1, std::max(1, static_cast<int>(stop_aware_s * 1000)));
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc <= 0 || (ps[1].revents & POLLIN)) return false;
+    }
     ssize_t k = ::recv(fd, p, n, 0);
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) return false;
@@ -515,7 +508,7 @@ int RendezvousStore::connect_client(double timeout_s) {
         m.push_back(static_cast<char>(kTorchPing));
         put_u32(m, nonce);
         char back[4];
-        const bool answered = send_all(fd, m.data(), m.size()) && recv_all_unless_stopped(fd, back, 4, io_s);
+        const bool answered = send_all(fd, m.data(), m.size()) && recv_all(fd, back, 4, io_s);
         ok = answered && get_le(back, 4) == nonce;
         if (!ok) hello_failure = std::max(hello_failure, answered ? 2 : 1);
       } else {
@@ -524,7 +517,7 @@ int RendezvousStore::connect_client(double timeout_s) {
         m.push_back(opts_.token.empty() ? 0 : 1);
         m += nonce_bytes(cn);
         char back[kHelloLen + 1 + kNonceBytes];
-        const bool answered = send_all(fd, m.data(), m.size()) && recv_all_unless_stopped(fd, back, sizeof(back), io_s);
+        const bool answered = send_all(fd, m.data(), m.size()) && recv_all(fd, back, sizeof(back), io_s);
         if (!answered || std::memcmp(back, kHello, kHelloLen) != 0) {
           hello_failure = std::max(hello_failure, answered ? 2 : 1);
         } else if (back[kHelloLen] == 0) {
@@ -553,8 +546,8 @@ int RendezvousStore::connect_client(double timeout_s) {
             char verdict = 0;
             char theirs[32];
             const bool sent = send_all(fd, reinterpret_cast<const char*>(proof.data()), proof.size());
-            const bool got = sent && recv_all_unless_stopped(fd, &verdict, 1, io_s);
-            if (got && verdict == 1 && recv_all_unless_stopped(fd, theirs, 32, io_s)) {
+            const bool got = sent && recv_all(fd, &verdict, 1, io_s);
+            if (got && verdict == 1 && recv_all(fd, theirs, 32, io_s)) {
               if (!same_mac(to_mac(theirs), rendezvous_mac(token, "cnnscale-server", cn, sn))) {
                 ::close(fd);
                 fail("the store at ", where_,
