@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # jpeg_store_cli.sh — `prep --store jpeg S` (issue 27 item 4) on a folder of real files made
 # with PIL: JPEGs of 40–96 px (kept), two of 150 px and a PNG (re-encoded), a CMYK JPEG:
-#  - dataset.json says sample_layout jpeg and store "jpeg 100"; --verify passes;
+#  - dataset.json says sample_layout jpeg and store "jpeg 100"; --verify passes, and finds a
+#    /chunk_addresses list made stale (an entry pointing at another valid chunk);
 #  - every JPEG of at most 100 px is stored byte for byte (h5py reads /images at /offsets);
 #    the others are JPEGs whose size (PIL's decode) is the longer side capped to 100 by
 #    torchvision's max_size rule; /shapes is PIL's size of every stored JPEG; the shards
@@ -44,6 +45,17 @@ expect_eq "prep --store jpeg: exit status" 0 "$?"
 expect_eq "dataset.json: sample_layout jpeg, store \"jpeg 100\", max_side 100" 0 "$?"
 "$CNNSCALE" prep --verify "$TMP/pj" >"$TMP/verify.out" 2>&1
 expect_eq "--verify passes" 0 "$?"
+# A stale /chunk_addresses (as after h5repack: chunk 1's entry pointing at chunk 2, a valid
+# chunk) is found by --verify, named as the list's fault.
+cp -r "$TMP/pj" "$TMP/stale"
+"$PY" -c '
+import h5py, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    t = f["chunk_addresses"]; row = t[2]; row[1] = t[1][1]; t[1] = row' "$TMP/stale/train-00000-of-00002.h5"
+"$CNNSCALE" prep --verify "$TMP/stale" >"$TMP/stale.out" 2>&1
+expect_eq "--verify with a stale chunk list: exit status" 2 "$?"
+expect_grep "--verify with a stale chunk list: named" \
+  "^cnnscale: error: shard $TMP/stale/train-00000-of-00002.h5 has a /chunk_addresses list that does not match its chunks" "$TMP/stale.out"
 "$PY" - "$TMP/mixed" "$TMP/pj" >"$TMP/bytes.out" 2>&1 <<'PY'
 import glob, io, json, os, sys
 import h5py
