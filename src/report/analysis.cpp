@@ -90,7 +90,7 @@ Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& 
       if (auto s = input_bound_note(r)) ga.notes.push_back(*s);
     ga.group = std::move(g);
     if (input)
-      if (auto s = input_ceiling_note(*input, ga.rows, ga.projections)) ga.notes.push_back(*s);
+      if (auto s = input_ceiling_note(*input, ga.rows, ga.projections, ga.group.runs)) ga.notes.push_back(*s);
     rep.groups.push_back(std::move(ga));
   }
   return rep;

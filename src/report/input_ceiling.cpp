@@ -1,6 +1,7 @@
 // input_ceiling.cpp — see input_ceiling.hpp.
 #include "report/input_ceiling.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -44,19 +45,46 @@ DataBench load_data_bench(const std::string& path) {
   return b;
 }
 
+namespace {
+
+// "" or the first run whose input differs from what data-bench measured, and how.
+std::string input_mismatch(const DataBench& b, const std::vector<RunRecord>& runs) {
+  auto same_path = [](const std::string& x, const std::string& y) {
+    std::error_code e1, e2;
+    const auto a = std::filesystem::weakly_canonical(x, e1), c = std::filesystem::weakly_canonical(y, e2);
+    return e1 || e2 ? x == y : a == c;
+  };
+  for (const auto& r : runs) {
+    std::string diff;
+    if (!r.data.empty() && !same_path(r.data, b.data)) diff += " read " + r.data + " (data-bench: " + b.data + ")";
+    if (!r.augment.empty() && r.augment != b.augment)
+      diff +=
+          std::string(diff.empty() ? "" : ",") + " used --augment " + r.augment + " (data-bench: " + b.augment + ")";
+    if (r.data_threads && *r.data_threads != b.data_threads)
+      diff += std::string(diff.empty() ? "" : ",") + " used --data-threads " + std::to_string(*r.data_threads) +
+              " (data-bench: " + std::to_string(b.data_threads) + ")";
+    if (!diff.empty()) return "The run in " + r.dir + diff + ": the reader's rate below is another configuration's. ";
+  }
+  return "";
+}
+
+}  // namespace
+
 std::optional<std::string> input_ceiling_note(const DataBench& b, const std::vector<ScalingRow>& rows,
-                                              const std::vector<Projection>& projections) {
+                                              const std::vector<Projection>& projections,
+                                              const std::vector<RunRecord>& runs) {
   if (rows.empty()) return std::nullopt;
   const double ceiling = b.per_rank();
   const ScalingRow* top = &rows.front();  // the row consuming the most per rank
   for (const auto& r : rows)
     if (r.images_per_s / r.ranks > top->images_per_s / top->ranks) top = &r;
   const double need = top->images_per_s / top->ranks;
-  std::string s = "Input (" + b.file + ": `cnnscale data-bench` on " + (b.data.empty() ? "?" : b.data) +
-                  ", --augment " + b.augment + ", --data-threads " + std::to_string(b.data_threads) + ", --cache " +
-                  b.cache + ", " + std::to_string(b.ranks_per_node) + " rank(s) per node): the reader delivers " +
-                  fmt_num(ceiling, 4) + " images/s per rank. These runs consume up to " + fmt_num(need, 4) +
-                  " per rank (at " + std::to_string(top->ranks) + " ranks): ";
+  std::string s = input_mismatch(b, runs) + "Input (" + b.file + ": `cnnscale data-bench` on " +
+                  (b.data.empty() ? "?" : b.data) + ", --augment " + b.augment + ", --data-threads " +
+                  std::to_string(b.data_threads) + ", --cache " + b.cache + ", " + std::to_string(b.ranks_per_node) +
+                  " rank(s) per node): the reader delivers " + fmt_num(ceiling, 4) +
+                  " images/s per rank. These runs consume up to " + fmt_num(need, 4) + " per rank (at " +
+                  std::to_string(top->ranks) + " ranks): ";
   s += need <= ceiling ? fmt_num(ceiling / need, 3) + "× headroom."
                        : "more than data-bench measured — it ran another configuration, or the node was busier then.";
   std::string bound;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "report/run_record.hpp"
 #include "report/scaling_table.hpp"
 #include "report/step_model.hpp"
 
@@ -24,8 +25,11 @@ struct DataBench {
 // Reads `cnnscale data-bench --json` output; errors name the file and the field.
 DataBench load_data_bench(const std::string& path);
 
-// The note for one group (its measured rows and projections); nullopt without rows.
+// The note for one group (its measured rows, projections and runs); nullopt without rows.
+// It opens with a warning when a run read another data set, or used another --augment or
+// --data-threads, than data-bench measured (run.json data, config.augment, data_threads).
 std::optional<std::string> input_ceiling_note(const DataBench& bench, const std::vector<ScalingRow>& rows,
-                                              const std::vector<Projection>& projections);
+                                              const std::vector<Projection>& projections,
+                                              const std::vector<RunRecord>& runs = {});
 
 }  // namespace cnnscale::report

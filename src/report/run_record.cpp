@@ -168,7 +168,13 @@ RunRecord parse_run(const json& doc, const std::string& file) {
 
   if (auto it = doc.find("timeline"); it != doc.end() && it->is_string()) r.timeline = it->get<std::string>();
   if (auto n = f.optional(doc, "train_samples"); n && *n >= 1) r.train_samples = static_cast<long>(*n);
-  if (auto it = doc.find("data"); it != doc.end() && it->is_string()) r.synthetic = *it == "synthetic";
+  if (auto it = doc.find("data"); it != doc.end() && it->is_string()) {
+    r.synthetic = *it == "synthetic";
+    r.data = it->get<std::string>();
+  }
+  if (auto c = doc.find("config"); c != doc.end() && c->is_object())
+    if (auto a = c->find("augment"); a != c->end() && a->is_string()) r.augment = a->get<std::string>();
+  if (auto t = f.optional(doc, "data_threads"); t && *t >= 1) r.data_threads = static_cast<int>(*t);
   if (auto t = f.optional(doc, "threads_per_rank"); t && *t >= 1) r.threads_per_rank = static_cast<int>(*t);
   if (auto it = doc.find("accuracy_per_epoch"); it != doc.end() && it->is_array())
     for (const auto& e : *it)
@@ -209,7 +215,8 @@ RunRecord load_run(const std::string& dir) {
   if (doc.is_object() && doc.contains("ended") && doc["ended"].is_string() && doc["ended"] != "finished") {
     const long steps = doc.value("steps", 0L), planned = doc.value("planned_steps", 0L);
     fail("'", dir, "' did not finish: stopped after step ", steps, planned > 0 ? " of " + std::to_string(planned) : "",
-         ": ", doc["ended"].get<std::string>(), " (run.json). `cnnscale train ... --resume auto` continues it; "
+         ": ", doc["ended"].get<std::string>(),
+         " (run.json). `cnnscale train ... --resume auto` continues it; "
          "--allow-missing leaves it out of the report");
   }
   RunRecord r = parse_run(doc, file.string());

@@ -63,6 +63,10 @@ struct RunRecord {
   std::optional<long> train_samples;
   bool synthetic = false;
   std::optional<int> threads_per_rank;
+  // For `report --data-bench` (input_ceiling.hpp): the data set read (run.json data), its
+  // --augment (config.augment) and --data-threads (data_threads); empty/absent when unknown.
+  std::string data, augment;
+  std::optional<int> data_threads;
   struct EpochAccuracy {
     double epoch = 0, accuracy = 0;
   };

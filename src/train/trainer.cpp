@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <thread>
@@ -15,13 +15,13 @@
 #include "data/open_source.hpp"
 #include "train/checkpoint.hpp"
 #include "train/progress.hpp"
-#include "util/stop_signal.hpp"
 #include "train/tensorboard.hpp"
 #include "util/atomic_file.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 #include "util/memory.hpp"
+#include "util/stop_signal.hpp"
 
 namespace cnnscale {
 namespace {
@@ -97,10 +97,10 @@ struct StepPartSums {
 
 // The timings summarize() reports (over ranks).
 struct Trainer::Timings {
-  std::vector<double> worst_step_s;  // per timed step, the slowest rank's step time
-  Spread step, images_per_s;         // over timed steps
-  StepParts mean;                    // per step, averaged over ranks and timed steps
-  StepParts median_max;              // each rank's median, then the largest over ranks
+  std::vector<double> worst_step_s;             // per timed step, the slowest rank's step time
+  Spread step, images_per_s;                    // over timed steps
+  StepParts mean;                               // per step, averaged over ranks and timed steps
+  StepParts median_max;                         // each rank's median, then the largest over ranks
   std::vector<double> compute_median_per_rank;  // rank 0 only
   double wall_s = 0;
   // The loop's mean input wait over the mean step (> kInputBoundShare: input-bound).
@@ -128,8 +128,8 @@ Trainer::Trainer(TrainOptions opt, const ProcessContext& ctx, Communicator& comm
   }
   if (auto v = process_env()("CNNSCALE_INJECT_DELAY_MS")) {  // MS (every rank) or RANK:MS
     const size_t colon = v->find(':');
-    const bool mine = colon == std::string::npos ||
-                      parse_env_int("CNNSCALE_INJECT_DELAY_MS", v->substr(0, colon)) == rank_;
+    const bool mine =
+        colon == std::string::npos || parse_env_int("CNNSCALE_INJECT_DELAY_MS", v->substr(0, colon)) == rank_;
     const long ms = parse_env_int("CNNSCALE_INJECT_DELAY_MS", colon == std::string::npos ? *v : v->substr(colon + 1));
     if (mine && ms > 0) {
       inject_delay_ms_ = ms;
@@ -143,7 +143,7 @@ Trainer::Trainer(TrainOptions opt, World& world) : Trainer(std::move(opt), world
 
 Trainer::~Trainer() {
   if (run_end_.enabled()) set_last_words(nullptr);  // it refers to this Trainer
-  if (train_) train_->set_batch_hook({});  // its thread stops calling the model before the model goes
+  if (train_) train_->set_batch_hook({});           // its thread stops calling the model before the model goes
   if (std::uncaught_exceptions() > uncaught_at_birth_) comm_.abort();
 }
 
@@ -157,7 +157,7 @@ void Trainer::setup() {
 
   // ---- data ----
   DataSources sources = open_data(opt_.data_options(), rank_, world_);  // reads dataset.json once
-  const std::shared_ptr<const DatasetInfo> dataset = sources.dataset;  // null for synthetic data
+  const std::shared_ptr<const DatasetInfo> dataset = sources.dataset;   // null for synthetic data
   train_ = std::move(sources.train);
   if (opt_.evaluate && !opt_.data.synthetic) eval_ = std::move(sources.eval);
 
@@ -192,7 +192,9 @@ void Trainer::setup() {
     // The same on every rank (the backend is agreed), so every rank fails alike.
     if (model_->on_device())
       fail("--sync-bn: batch norm across ranks is implemented for the CPU model only, and this run trains on GPUs "
-           "(backend ", backend_name(comm_.backend()), "); drop --sync-bn (each GPU then normalises with its own "
+           "(backend ",
+           backend_name(comm_.backend()),
+           "); drop --sync-bn (each GPU then normalises with its own "
            "batch and the running statistics follow rank 0's, as DDP's default), or pass --backend mpi to train on "
            "the CPUs");
     // Blocking sums on the control plane: a communicator of their own, so they never
@@ -240,10 +242,10 @@ void Trainer::setup() {
   sync_ = std::make_unique<GradSync>(std::move(buckets), std::move(reducer));
 
   ckpt_dir_ = opt_.run_dir.empty() ? std::string() : opt_.run_dir + "/checkpoints";
-  config_ = make_run_config(opt_, model_->spec(),
-                            dataset ? dataset_fingerprint(*dataset)
-                                    : synthetic_fingerprint(opt_.data.synthetic_samples, train_->shape(),
-                                                            train_->classes()));
+  config_ =
+      make_run_config(opt_, model_->spec(),
+                      dataset ? dataset_fingerprint(*dataset)
+                              : synthetic_fingerprint(opt_.data.synthetic_samples, train_->shape(), train_->classes()));
   digest_ = config_.digest();
 }
 
@@ -305,8 +307,7 @@ bool Trainer::restore_checkpoint() {
         if (explicit_path) warn_if_other_config(c, meta, config_);
         path = c;
         tuning = meta.tuning;
-        pos = {1, meta.step, meta.epoch, meta.step_in_epoch, meta.world_size, meta.global_batch,
-               meta.optimizer_steps};
+        pos = {1, meta.step, meta.epoch, meta.step_in_epoch, meta.world_size, meta.global_batch, meta.optimizer_steps};
         break;
       } catch (const UserError& e) {
         if (explicit_path) {
@@ -381,15 +382,14 @@ void Trainer::begin() {
            std::to_string(steps_per_epoch_) + " steps/epoch, " + std::to_string(total_steps_) + " steps, " +
            std::to_string(sync_->buckets().size()) + " gradient bucket(s) summed by " + sync_->method() +
            (world_ > 1 && !no_shm_.empty() ? " (not node shared memory: " + no_shm_ + ")" : "") +
-           (opt_.sync_bn ? std::string(", batch-norm statistics over the global batch (--sync-bn)")
-                         : std::string()));
+           (opt_.sync_bn ? std::string(", batch-norm statistics over the global batch (--sync-bn)") : std::string()));
   if (opt_.sync_bn && !has_buffers_) log_warn("--sync-bn: model " + model_->name() + " has no batch-norm layer");
   if (schedule_->peak() != schedule_->base())
     log_info("learning rate " + std::to_string(schedule_->base()) + " scaled to " + std::to_string(schedule_->peak()) +
              " (" + opt_.lr.scaling + ", reference batch " + std::to_string(opt_.lr.reference_batch) + ")");
   if (!opt_.timeline.empty()) {
-    const TimelineWindow w = opt_.timeline_steps.given() ? opt_.timeline_steps
-                                                         : default_timeline_window(first_step_, total_steps_);
+    const TimelineWindow w =
+        opt_.timeline_steps.given() ? opt_.timeline_steps : default_timeline_window(first_step_, total_steps_);
     if (w.last <= first_step_ || w.first > total_steps_) {
       log_warn("--timeline: steps " + std::to_string(w.first) + ":" + std::to_string(w.last) + " are not in this run " +
                "(steps " + std::to_string(first_step_ + 1) + ":" + std::to_string(total_steps_) + "), so " +
@@ -401,8 +401,8 @@ void Trainer::begin() {
       std::vector<size_t> bucket_bytes;
       for (const auto& b : sync_->buckets()) bucket_bytes.push_back((b.end - b.begin) * sizeof(float));
       timeline_ = std::make_unique<Timeline>(opt_.timeline, w, rank_, ctx_.host, layers, bucket_bytes);
-      log_info("--timeline: recording steps " + std::to_string(w.first) + ":" + std::to_string(std::min(w.last, total_steps_)) +
-               " into " + opt_.timeline);
+      log_info("--timeline: recording steps " + std::to_string(w.first) + ":" +
+               std::to_string(std::min(w.last, total_steps_)) + " into " + opt_.timeline);
     }
   }
   train_->seek(start_epoch_, start_in_epoch_);
@@ -425,8 +425,9 @@ void Trainer::open_run_end() {
   base["planned_steps"] = total_steps_;
   const RunDir* dir = run_dir_.get();
   const int64_t first = first_step_;
-  run_end_.open(opt_.run_dir, dir->previous_finished(), &metrics_,
-                [dir, first](nlohmann::json now) { return dir->summarize(std::move(now), first); }, std::move(base));
+  run_end_.open(
+      opt_.run_dir, dir->previous_finished(), &metrics_,
+      [dir, first](nlohmann::json now) { return dir->summarize(std::move(now), first); }, std::move(base));
   run_end_.set_progress(next_step_, last_loss_, 0);
   // The fatal paths that end the process (a failed library call, the watchdog) say
   // their message here first (util/error.hpp).
@@ -434,10 +435,9 @@ void Trainer::open_run_end() {
     run_end_.write("failed after step " + std::to_string(run_end_.steps_done()) + ": " + why, nullptr, true);
   });
   ControlComm* control = &control_;
-  run_end_.watch_signals([control] { return control->waiting_in(); },
-                         [control](double wait, std::vector<std::string>* silent) {
-                           return control->unanswered(wait, silent);
-                         });
+  run_end_.watch_signals(
+      [control] { return control->waiting_in(); },
+      [control](double wait, std::vector<std::string>* silent) { return control->unanswered(wait, silent); });
 }
 
 // Rank 0 creates the event file (one per process run), then a SessionLog START at the
@@ -520,26 +520,24 @@ StepResult Trainer::step() {
   const int marks = static_cast<int>(step % Model::kMarkSets);
   model_->mark(marks, kMarkStart);
   const auto fb = [&] {
-    return model_->forward_backward(batch_.images.data(), batch_.labels.data(), batch_.count, sctx_,
-                                    [&](size_t ready_end) {
-                                      if (tl) {
-                                        const double now = Timeline::now();
-                                        if (ready_end == 0) tl->span(Timeline::kForward, "forward", tl_mark, now);
-                                        else tl->backward(tl_ready, ready_end, tl_mark, now);
-                                        tl_backward = true;
-                                        tl_mark = now;
-                                        tl_ready = ready_end;
-                                      }
-                                      if (ready_end == 0) return;  // backward begins
-                                      model_->order_before(comm_.stream());
-                                      sync_->on_ready(ready_end);
-                                      if (inject_delay_ms_ > 0)
-                                        std::this_thread::sleep_for(std::chrono::milliseconds(inject_delay_ms_));
-                                      if (step == inject_error_step_)
-                                        fail("rank ", rank_, " on ", ctx_.host,
-                                             ": injected error during backward of step ", step + 1,
-                                             " (CNNSCALE_INJECT_ERROR; unset it to train normally)");
-                                    });
+    return model_->forward_backward(
+        batch_.images.data(), batch_.labels.data(), batch_.count, sctx_, [&](size_t ready_end) {
+          if (tl) {
+            const double now = Timeline::now();
+            if (ready_end == 0) tl->span(Timeline::kForward, "forward", tl_mark, now);
+            else tl->backward(tl_ready, ready_end, tl_mark, now);
+            tl_backward = true;
+            tl_mark = now;
+            tl_ready = ready_end;
+          }
+          if (ready_end == 0) return;  // backward begins
+          model_->order_before(comm_.stream());
+          sync_->on_ready(ready_end);
+          if (inject_delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(inject_delay_ms_));
+          if (step == inject_error_step_)
+            fail("rank ", rank_, " on ", ctx_.host, ": injected error during backward of step ", step + 1,
+                 " (CNNSCALE_INJECT_ERROR; unset it to train normally)");
+        });
   };
   double loss_sum = 0;
   if (model_->on_device()) {
@@ -653,7 +651,8 @@ StepResult Trainer::step() {
   if (epoch_end && eval_) {
     const double t_eval = tl ? Timeline::now() : 0;
     evaluate_epoch(step);
-    if (tl) tl->span(Timeline::kEvaluation, "evaluation epoch " + std::to_string(batch_.epoch + 1), t_eval, Timeline::now());
+    if (tl)
+      tl->span(Timeline::kEvaluation, "evaluation epoch " + std::to_string(batch_.epoch + 1), t_eval, Timeline::now());
   }
   if (want_ckpt) {
     const double t_ckpt = tl ? Timeline::now() : 0;
@@ -805,15 +804,19 @@ void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
                 ips, slowest, format_duration(eta).c_str());
   log_info(line);
   nlohmann::json line_json = {{"step", step + 1},
-                               {"epoch", batch_.epoch + 1},
-                               {"loss", all_skipped ? nlohmann::json(nullptr) : nlohmann::json(last_loss_)},
-                               {"lr", lr},
-                               {"images_per_s", ips}, {"step_ms", t.step * 1e3}, {"data_ms", t.data * 1e3},
-                               {"compute_ms", t.compute * 1e3}, {"comm_exposed_ms", t.comm_exposed * 1e3},
-                               {"optimizer_ms", t.optimizer * 1e3}, {"elapsed_s", elapsed}};
+                              {"epoch", batch_.epoch + 1},
+                              {"loss", all_skipped ? nlohmann::json(nullptr) : nlohmann::json(last_loss_)},
+                              {"lr", lr},
+                              {"images_per_s", ips},
+                              {"step_ms", t.step * 1e3},
+                              {"data_ms", t.data * 1e3},
+                              {"compute_ms", t.compute * 1e3},
+                              {"comm_exposed_ms", t.comm_exposed * 1e3},
+                              {"optimizer_ms", t.optimizer * 1e3},
+                              {"elapsed_s", elapsed}};
   if (opt_.sync_bn) line_json["bn_sync_ms"] = t.bn_sync * 1e3;  // included in comm_exposed_ms
-  if (all_skipped) line_json["skipped"] = true;  // loss null: no step since the last line was applied
-  line_json["total_steps"] = total_steps_;  // for `cnnscale watch` (progress, ETA)
+  if (all_skipped) line_json["skipped"] = true;                 // loss null: no step since the last line was applied
+  line_json["total_steps"] = total_steps_;                      // for `cnnscale watch` (progress, ETA)
   line_json["eta_s"] = std::isfinite(eta) && eta >= 0 ? nlohmann::json(eta) : nlohmann::json(nullptr);
   if (slowest_step_s_ > 0) line_json["slowest_step_ms"] = slowest_step_s_ * 1e3;  // max over ranks, previous step
   line_json["data_wait_share"] = data_share;  // the interval's input wait over its step time, all ranks
@@ -878,8 +881,12 @@ void Trainer::evaluate_epoch(int64_t step) {
   log_info(line);
   accuracy_curve_.push_back(
       {{"epoch", batch_.epoch + 1}, {"step", step + 1}, {"accuracy", last_eval_.accuracy}, {"seconds", elapsed}});
-  metrics_.append({{"event", "eval"}, {"step", step + 1}, {"epoch", batch_.epoch + 1},
-                   {"test_accuracy", last_eval_.accuracy}, {"test_loss", last_eval_.loss}, {"elapsed_s", elapsed}});
+  metrics_.append({{"event", "eval"},
+                   {"step", step + 1},
+                   {"epoch", batch_.epoch + 1},
+                   {"test_accuracy", last_eval_.accuracy},
+                   {"test_loss", last_eval_.loss},
+                   {"elapsed_s", elapsed}});
   if (tb_) tb_->scalars(step + 1, {{"eval/accuracy", last_eval_.accuracy}, {"eval/loss", last_eval_.loss}});
 }
 
@@ -933,12 +940,11 @@ void Trainer::summarize(const std::string& ended) {
   const int64_t steps_run = finished ? total_steps_ : next_step_;
   if (!begun_) begin();
   set_status_line("");  // the progress bar gives way to the summary
-  drain();  // a device model: the last steps' device times (normally done by the last step)
+  drain();              // a device model: the last steps' device times (normally done by the last step)
   read_marks(nullptr);
   Timings tm;
   tm.wall_s = seconds_since(start_);
-  if (opt_.check_replicas > 0)
-    log_info("replicas identical at all " + std::to_string(replica_checks_) + " check(s)");
+  if (opt_.check_replicas > 0) log_info("replicas identical at all " + std::to_string(replica_checks_) + " check(s)");
 
   const size_t skip = std::min(times_.size() ? times_.size() - 1 : 0,
                                static_cast<size_t>(warmup_steps_to_skip(static_cast<long long>(times_.size()))));
@@ -969,9 +975,9 @@ void Trainer::summarize(const std::string& ended) {
   control_.allreduce_fields(sums, ReduceOp::sum, "the timing summary");
   // Medians of the breakdown (per rank over timed steps, then the largest over ranks):
   // the means above include rare long waits (another process taking a rank's core).
-  StepParts medians{spread_of(data).median, spread_of(compute).median, spread_of(comm_exposed).median,
-                    spread_of(optimizer).median, spread_of(bn_sync).median,
-                    comm_total.empty() ? -1.0 : spread_of(comm_total).median};
+  StepParts medians{spread_of(data).median,         spread_of(compute).median,
+                    spread_of(comm_exposed).median, spread_of(optimizer).median,
+                    spread_of(bn_sync).median,      comm_total.empty() ? -1.0 : spread_of(comm_total).median};
   tm.median_max = medians;
   control_.allreduce_fields(tm.median_max, ReduceOp::max, "the timing summary");
   // Each rank's median compute time: a straggler (a slower core, a noisy node) shows here,
@@ -982,27 +988,27 @@ void Trainer::summarize(const std::string& ended) {
   tm.step = spread_of(tm.worst_step_s);
   tm.images_per_s = spread_of(ips);
   const double n = sums.steps > 0 ? sums.steps : 1;
-  tm.mean = {sums.parts.data / n, sums.parts.compute / n, sums.parts.comm_exposed / n, sums.parts.optimizer / n,
-             sums.parts.bn_sync / n, sums.parts.comm_total / n};
-  log_info(std::string(finished ? "done: " : "stopped: ") + std::to_string(steps_run) + " steps in " + format_duration(tm.wall_s) + ", median " +
+  tm.mean = {sums.parts.data / n,      sums.parts.compute / n, sums.parts.comm_exposed / n,
+             sums.parts.optimizer / n, sums.parts.bn_sync / n, sums.parts.comm_total / n};
+  log_info(std::string(finished ? "done: " : "stopped: ") + std::to_string(steps_run) + " steps in " +
+           format_duration(tm.wall_s) + ", median " +
            std::to_string(static_cast<long long>(std::llround(tm.images_per_s.median))) + " img/s, step " +
            std::to_string(tm.step.median * 1e3) + " ms (data " + std::to_string(tm.mean.data * 1e3) + ", compute " +
            std::to_string(tm.mean.compute * 1e3) + ", comm exposed " + std::to_string(tm.mean.comm_exposed * 1e3) +
            ", optimizer " + std::to_string(tm.mean.optimizer * 1e3) + " ms" +
            (opt_.sync_bn ? "; of comm exposed, --sync-bn sums " + std::to_string(tm.mean.bn_sync * 1e3) + " ms"
                          : std::string()) +
-           ")" +
-           (evaluated_ ? ", test accuracy " + std::to_string(last_eval_.accuracy) : std::string()));
+           ")" + (evaluated_ ? ", test accuracy " + std::to_string(last_eval_.accuracy) : std::string()));
 
   const double data_share = tm.data_share();
   if (data_share > kInputBoundShare)
     log_warn("input-bound: the training loop waited for input " + std::to_string(std::lround(100 * data_share)) +
              "% of each step (data " + fixed1(tm.mean.data * 1e3) + " of " + fixed1(tm.step.mean * 1e3) +
-             " ms): raise --data-threads (now " +
-             std::to_string(opt_.data.data_threads) + ")" +
+             " ms): raise --data-threads (now " + std::to_string(opt_.data.data_threads) + ")" +
              (opt_.data.synthetic ? std::string()
                                   : ", use --cache memory (no reads after the first epoch), or prep smaller images; "
-                                    "`cnnscale data-bench --data " + opt_.data.dir + " --augment " +
+                                    "`cnnscale data-bench --data " +
+                                        opt_.data.dir + " --augment " +
                                         (opt_.data.augment.empty() ? std::string("none") : opt_.data.augment) +
                                         " --data-threads N` measures the reader alone (docs/data.md)"));
   if (rank_ == 0 && run_end_.enabled()) {
@@ -1031,6 +1037,7 @@ nlohmann::json Trainer::run_shape() const {
   // Convolution algorithms timed by cuDNN (--cudnn-benchmark), else its heuristic pick (GPU model only)
   j["cudnn_benchmark"] = on_gpu && opt_.model_options.cudnn_benchmark;
   j["threads_per_rank"] = opt_.threads;
+  j["data_threads"] = opt_.data.data_threads;  // `cnnscale report --data-bench` compares it with data-bench's
   j["batch_per_rank"] = opt_.batch_size;
   j["global_batch"] = global_batch_;
   j["train_samples"] = train_->samples();  // the train split: `cnnscale report --epochs` budgets from it
@@ -1058,12 +1065,17 @@ nlohmann::json Trainer::run_record(const Timings& tm, int64_t steps_run) const {
   j["images_per_s"] = tm.images_per_s.median;
   j["images_per_s_p10"] = tm.images_per_s.p10;
   j["images_per_s_p90"] = tm.images_per_s.p90;
-  j["step_ms"] = {{"median", tm.step.median * 1e3}, {"p10", tm.step.p10 * 1e3}, {"p90", tm.step.p90 * 1e3},
+  j["step_ms"] = {{"median", tm.step.median * 1e3},
+                  {"p10", tm.step.p10 * 1e3},
+                  {"p90", tm.step.p90 * 1e3},
                   {"mean", tm.step.mean * 1e3}};
   j["data_wait_share"] = tm.data_share();  // > 0.05: input-bound
-  j["breakdown_ms"] = {{"data", tm.mean.data * 1e3}, {"compute", tm.mean.compute * 1e3},
-                       {"comm_exposed", tm.mean.comm_exposed * 1e3}, {"optimizer", tm.mean.optimizer * 1e3}};
-  j["breakdown_median_ms"] = {{"data", tm.median_max.data * 1e3}, {"compute", tm.median_max.compute * 1e3},
+  j["breakdown_ms"] = {{"data", tm.mean.data * 1e3},
+                       {"compute", tm.mean.compute * 1e3},
+                       {"comm_exposed", tm.mean.comm_exposed * 1e3},
+                       {"optimizer", tm.mean.optimizer * 1e3}};
+  j["breakdown_median_ms"] = {{"data", tm.median_max.data * 1e3},
+                              {"compute", tm.median_max.compute * 1e3},
                               {"comm_exposed", tm.median_max.comm_exposed * 1e3},
                               {"optimizer", tm.median_max.optimizer * 1e3}};
   // The gradient sum: its whole time vs the part the step waited for (the rest was hidden
@@ -1086,14 +1098,16 @@ nlohmann::json Trainer::run_record(const Timings& tm, int64_t steps_run) const {
   j["sync_bn"] = opt_.sync_bn;
   // --sync-bn: the waits in the batch-norm statistics sums, per step (already counted in
   // breakdown comm_exposed, and not in compute).
-  if (opt_.sync_bn)
-    j["bn_sync_ms"] = {{"mean", tm.mean.bn_sync * 1e3}, {"median", tm.median_max.bn_sync * 1e3}};
+  if (opt_.sync_bn) j["bn_sync_ms"] = {{"mean", tm.mean.bn_sync * 1e3}, {"median", tm.median_max.bn_sync * 1e3}};
   j["train_loss"] = std::isfinite(last_loss_) ? nlohmann::json(last_loss_) : nlohmann::json(nullptr);
   j["test_accuracy"] = evaluated_ ? nlohmann::json(last_eval_.accuracy) : nlohmann::json(nullptr);
   j["accuracy_per_epoch"] = accuracy_curve_;
   j["wall_s"] = tm.wall_s;
-  j["lr"] = {{"base", schedule_->base()}, {"peak", schedule_->peak()}, {"scaling", opt_.lr.scaling},
-             {"warmup_epochs", opt_.lr.warmup_epochs}, {"decay", opt_.lr.decay}};
+  j["lr"] = {{"base", schedule_->base()},
+             {"peak", schedule_->peak()},
+             {"scaling", opt_.lr.scaling},
+             {"warmup_epochs", opt_.lr.warmup_epochs},
+             {"decay", opt_.lr.decay}};
   j["skipped_steps"] = skipped_steps_;
   j["metrics_lines_lost"] = metrics_.lines_lost();
   if (!timeline_written_.empty()) j["timeline"] = timeline_written_;  // --timeline's file (docs/watching.md)

@@ -111,6 +111,14 @@ expect_grep "report --data-bench: the reader's rate per rank, from the JSON ($pe
   "Input \($TMP/one.json: .cnnscale data-bench. on $TMP/prep, --augment rrc32,hflip, --data-threads 1, --cache none, 1 rank\(s\) per node\): the reader delivers $per_rank images/s per rank\. These runs consume up to [0-9.]+ per rank \(at 1 ranks\)" \
   "$TMP/rep/report.md"
 expect_grep "report --data-bench: cores per rank for input" "images/s per rank take [0-9.]+ core\(s\) per rank for input alone" "$TMP/rep/report.md"
+expect_eq "report --data-bench: the run and data-bench agree (data, --augment, --data-threads)" 0 \
+  "$(grep -c 'The run in' "$TMP/rep/report.md")"
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["data_threads"] = 4; json.dump(j, open(sys.argv[2], "w"))' \
+  "$TMP/one.json" "$TMP/four.json"
+"$CNNSCALE" report "$TMP/ib" --data-bench "$TMP/four.json" --output "$TMP/rep4" >"$TMP/rep4.out" 2>&1
+expect_grep "report --data-bench: a run of another --data-threads is named" \
+  "The run in $TMP/ib used --data-threads 1 \(data-bench: 4\): the reader's rate below is another configuration's" \
+  "$TMP/rep4/report.md"
 "$CNNSCALE" report "$TMP/ib" --data-bench "$TMP/ib/run.json" --output "$TMP/rep2" >"$TMP/rep2.out" 2>&1
 expect_eq "report --data-bench with a run.json: exit status" 2 "$?"
 expect_grep "report --data-bench with a run.json: named" \

@@ -682,6 +682,22 @@ TEST(ReportInput, DataBenchCeilingHeadroomAndInputBoundProjections) {
   EXPECT_EQ(note->find("at 8 ("), std::string::npos) << *note;
   EXPECT_EQ(note->find("32 ("), std::string::npos) << *note;
   EXPECT_NE(note->find("1000 images/s per rank take 0.400 core(s) per rank"), std::string::npos) << *note;
+  // A run of another configuration than data-bench's is named first.
+  RunRecord same, other;
+  same.dir = "runs/a";
+  same.data = "prep/imagenet";
+  same.augment = "rrc224,hflip";
+  same.data_threads = 3;
+  other = same;
+  other.dir = "runs/b";
+  other.augment = "rrc176,hflip";
+  other.data_threads = 1;
+  EXPECT_EQ(input_ceiling_note(b, rows, proj, {same})->find("The run in"), std::string::npos);
+  EXPECT_EQ(input_ceiling_note(b, rows, proj, {same, other})
+                ->rfind("The run in runs/b used --augment rrc176,hflip (data-bench: rrc224,hflip), used "
+                        "--data-threads 1 (data-bench: 3): the reader's rate below is another configuration's. Input (",
+                        0),
+            0u);
   rows[1].images_per_s = 16000;  // 4 000 per rank: more than the reader measured
   EXPECT_NE(input_ceiling_note(b, rows, {})->find("more than data-bench measured"), std::string::npos);
   EXPECT_FALSE(input_ceiling_note(b, {}, {}));
