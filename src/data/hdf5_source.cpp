@@ -65,14 +65,39 @@ struct ReadTimes {
   double lock_wait = 0, read = 0;
 };
 
+// The HDF5 lock, timed: the wait for it and the time it was held go to `times`.
+class TimedHdf5Lock {
+ public:
+  explicit TimedHdf5Lock(ReadTimes* times) : times_(times), t0_(Clock::now()), lock_(hdf5_mutex()), t1_(Clock::now()) {}
+  ~TimedHdf5Lock() {
+    if (!times_) return;
+    times_->lock_wait += std::chrono::duration<double>(t1_ - t0_).count();
+    times_->read += seconds_since(t1_);
+  }
+  TimedHdf5Lock(const TimedHdf5Lock&) = delete;
+  TimedHdf5Lock& operator=(const TimedHdf5Lock&) = delete;
+
+ private:
+  ReadTimes* times_;
+  Clock::time_point t0_;
+  Hdf5Lock lock_;
+  Clock::time_point t1_;
+};
+
 const char* kDamaged =
     "; the shard is truncated or damaged — copy it again or re-create the data set with `cnnscale prep`";
 
 // Reads samples of one split's shards by shard-local index; opens shards lazily.
+// direct: also open each shard's DirectChunkReader (training without --cache reads through
+// it; evaluation and the cache read through HDF5).
 class ShardReader {
  public:
-  ShardReader(std::shared_ptr<const DatasetInfo> info, const SplitInfo& split, bool cache_memory)
-      : info_(std::move(info)), split_(split), cache_(cache_memory), open_(split.shards.size()) {}
+  ShardReader(std::shared_ptr<const DatasetInfo> info, const SplitInfo& split, bool cache_memory, bool direct = false)
+      : info_(std::move(info)),
+        split_(split),
+        cache_(cache_memory),
+        direct_(direct && !cache_memory),
+        open_(split.shards.size()) {}
   ~ShardReader() {
     Hdf5Lock lock(hdf5_mutex());
     open_.clear();
@@ -82,16 +107,7 @@ class ShardReader {
 
   // Reads shard s's samples local[0..n) (ascending, distinct) into dst, n × numel bytes.
   void read(int s, const int64_t* local, int64_t n, uint8_t* dst, ReadTimes* times = nullptr) {
-    const auto t0 = Clock::now();
-    Hdf5Lock lock(hdf5_mutex());
-    const auto t1 = Clock::now();
-    struct Done {  // the lock wait and the read, however this returns
-      ReadTimes* t;
-      Clock::time_point t0, t1;
-      ~Done() {
-        if (t) t->lock_wait += std::chrono::duration<double>(t1 - t0).count(), t->read += seconds_since(t1);
-      }
-    } done{times, t0, t1};
+    TimedHdf5Lock lock(times);
     h5_quiet();
     Open& o = ensure_open(s);
     const SampleShape sh = info_->shape;
@@ -125,16 +141,7 @@ class ShardReader {
   // Ragged data sets: shard s's samples local[0..n) (ascending, distinct), their bytes
   // back to back into dst (sum of their numel()).
   void read_ragged(int s, const int64_t* local, int64_t n, uint8_t* dst, ReadTimes* times = nullptr) {
-    const auto t0 = Clock::now();
-    Hdf5Lock lock(hdf5_mutex());
-    const auto t1 = Clock::now();
-    struct Done {
-      ReadTimes* t;
-      Clock::time_point t0, t1;
-      ~Done() {
-        if (t) t->lock_wait += std::chrono::duration<double>(t1 - t0).count(), t->read += seconds_since(t1);
-      }
-    } done{times, t0, t1};
+    TimedHdf5Lock lock(times);
     h5_quiet();
     Open& o = ensure_open(s);
     const int64_t base = split_.shards[s].first_index;
@@ -168,8 +175,8 @@ class ShardReader {
     read_byte_runs(s, o, runs_start_.data(), runs_len_.data(), runs_start_.size(), total, dst);
   }
 
-  // Opens shard s (under the HDF5 lock) and says whether read_direct() serves it: no
-  // --cache and the plain layout (DirectChunkReader). Called by the reader thread for
+  // Opens shard s (under the HDF5 lock) and says whether read_direct() serves it: a
+  // direct reader without --cache and the plain layout (DirectChunkReader). Called by the reader thread for
   // every shard of a batch before the workers read.
   bool prepare_direct(int s) {
     Hdf5Lock lock(hdf5_mutex());
@@ -211,7 +218,7 @@ class ShardReader {
     if (!o.file.valid()) fail("shard ", si.path, " cannot be opened (", cause, ")", kDamaged);
     o.images = h5_dataset(H5Dopen2(o.file, "/images", H5P_DEFAULT));
     if (!o.images.valid()) fail("shard ", si.path, " has no /images (", h5_error_cause(), ")", kDamaged);
-    if (!cache_) o.direct = DirectChunkReader::open(si.path, o.images);
+    if (direct_) o.direct = DirectChunkReader::open(si.path, o.images);
     H5Id dcpl = h5_plist(H5Dget_create_plist(o.images));
     hsize_t cd[4] = {0};
     o.chunk = 256;
@@ -254,7 +261,7 @@ class ShardReader {
 
   std::shared_ptr<const DatasetInfo> info_;
   const SplitInfo& split_;
-  bool cache_;
+  bool cache_, direct_;
   std::vector<Open> open_;
   std::vector<int64_t> runs_start_, runs_len_;
 };
@@ -266,7 +273,7 @@ class ShardedHdf5Source : public BatchSource {
         rank_(rank),
         per_rank_(o.batch_per_rank),
         sampler_(info->train.samples, o.batch_per_rank * world, o.drop_last, o.seed),
-        reader_(info, info->train, o.cache_memory),
+        reader_(info, info->train, o.cache_memory, /*direct=*/true),
         augment_(o.augment, info->shape, o.seed, info->ragged),
         norm_(augment_.output_shape(), info->mean, info->std),
         pool_(o.threads),
@@ -277,6 +284,7 @@ class ShardedHdf5Source : public BatchSource {
         decoded_(static_cast<size_t>(o.threads)),
         windows_(static_cast<size_t>(o.threads)),
         exact_jpeg_(o.jpeg_exact),
+        jpeg_what_("a stored JPEG of " + info->dir),
         clocks_(o.threads),
         prefetch_([this](int e, int64_t s, Batch& b) { produce(e, s, b); }, sampler_.steps_per_epoch(), o.prefetch) {}
 
@@ -376,11 +384,11 @@ class ShardedHdf5Source : public BatchSource {
   // Augment and normalise sample g (shape `in`; `len` stored bytes: a JPEG to decode
   // first in a jpeg data set) into dst, on worker t, timed (thread CPU).
   void transform(const uint8_t* src, int64_t len, SampleShape in, float* dst, int epoch, int64_t g, int t) {
-    double t0 = thread_cpu_seconds();
     if (info_->jpeg) {
       transform_jpeg(src, len, in, dst, epoch, g, t);
       return;
     }
+    double t0 = thread_cpu_seconds();
     if (augment_.active() || info_->ragged) {
       std::vector<uint8_t>& a = augmented_[static_cast<size_t>(t)];
       a.resize(static_cast<size_t>(augment_.output_shape().numel()));
@@ -408,7 +416,6 @@ class ShardedHdf5Source : public BatchSource {
     std::vector<uint8_t>& a = augmented_[static_cast<size_t>(t)];
     std::vector<uint8_t>& scratch = scratch_[static_cast<size_t>(t)];
     const auto& steps = augment_.steps();
-    const std::string what = "a stored JPEG (sample " + std::to_string(g) + " of " + info_->dir + ")";
     SampleShape dec;
     a.resize(static_cast<size_t>(augment_.output_shape().numel()));
     if (!exact_jpeg_ && !steps.empty() && steps[0].kind == AugmentStep::Kind::rrc) {
@@ -431,7 +438,7 @@ class ShardedHdf5Source : public BatchSource {
       win.height = std::max(1, std::min(hi(d.top + d.h), sh) - win.top);
       win.width = std::max(1, std::min(hi(d.left + d.w), sw) - win.left);
       const int h = win.height, w = win.width;
-      decode_jpeg_planes(src, static_cast<size_t>(len), m, what, planes, &dec, &win);
+      decode_stored_jpeg(src, len, m, g, planes, &dec, &win);
       const int top = win.top, left = win.left;
       if (top < 0 || left < 0 || top + h > dec.height || left + w > dec.width)
         internal_error("JPEG window ", w, "x", h, "+", left, "+", top, " outside its decoded part ", dec.width, "x",
@@ -452,7 +459,7 @@ class ShardedHdf5Source : public BatchSource {
         augment_.apply_from(next, crop.data(), cropped, a.data(), epoch, g, scratch);
       }
     } else {
-      decode_jpeg_planes(src, static_cast<size_t>(len), 8, what, planes, &dec);
+      decode_stored_jpeg(src, len, 8, g, planes, &dec);
       const double t1 = thread_cpu_seconds();
       clocks_.add(t, StageClocks::decode, t1 - t0);
       t0 = t1;
@@ -462,6 +469,17 @@ class ShardedHdf5Source : public BatchSource {
     clocks_.add(t, StageClocks::augment, t1 - t0);
     norm_.apply(a.data(), dst);
     clocks_.add(t, StageClocks::normalize, thread_cpu_seconds() - t1);
+  }
+
+  // decode_jpeg_planes; the sample's index is added to the message only when it fails (no
+  // string is built per sample).
+  void decode_stored_jpeg(const uint8_t* src, int64_t len, int m, int64_t g, std::vector<uint8_t>& planes,
+                          SampleShape* dec, JpegWindow* win = nullptr) const {
+    try {
+      decode_jpeg_planes(src, static_cast<size_t>(len), m, jpeg_what_, planes, dec, win);
+    } catch (const UserError& e) {
+      fail("sample ", g, ": ", e.what());
+    }
   }
 
   std::shared_ptr<const DatasetInfo> info_;
@@ -478,6 +496,7 @@ class ShardedHdf5Source : public BatchSource {
   std::vector<std::vector<uint8_t>> samples_, chunks_;     // per worker: a sample, the chunks read for it
   std::vector<std::vector<uint8_t>> decoded_, windows_;    // per worker: a decoded JPEG, its resized window
   bool exact_jpeg_ = false;                                // --jpeg-decode exact
+  std::string jpeg_what_;                                  // "a stored JPEG of DIR", for decode errors
   StageClocks clocks_;                                     // per worker
   Prefetcher prefetch_;                                    // last: its thread stops before the members above go
 };
@@ -495,7 +514,8 @@ class Hdf5EvalSource : public ContiguousEvalSource {
         pool_(threads),
         transformed_(static_cast<size_t>(threads)),
         scratch_(static_cast<size_t>(threads)),
-        decoded_(static_cast<size_t>(threads)) {}
+        decoded_(static_cast<size_t>(threads)),
+        jpeg_what_("a stored JPEG of " + info->dir) {}
 
  protected:
   void fill(Batch& out, int64_t first, int64_t n) override {
@@ -539,9 +559,11 @@ class Hdf5EvalSource : public ContiguousEvalSource {
       SampleShape in = shapes[static_cast<size_t>(first + j)];
       if (info_->jpeg) {  // evaluation decodes whole: PIL's pixels, torchvision's Resize and CenterCrop
         std::vector<uint8_t>& planes = decoded_[static_cast<size_t>(t)];
-        decode_jpeg_planes(src, static_cast<size_t>(at[j + 1] - at[j]), 8,
-                           "a stored JPEG (sample " + std::to_string(first + j) + " of " + info_->dir + ")", planes,
-                           &in);
+        try {
+          decode_jpeg_planes(src, static_cast<size_t>(at[j + 1] - at[j]), 8, jpeg_what_, planes, &in);
+        } catch (const UserError& e) {
+          fail("sample ", first + j, " (", split_.name, " split): ", e.what());
+        }
         src = planes.data();
       }
       transform_.apply(src, in, a.data(), 0, first + j, scratch_[static_cast<size_t>(t)]);
@@ -576,6 +598,7 @@ class Hdf5EvalSource : public ContiguousEvalSource {
   std::vector<uint8_t> staging_;
   WorkerPool pool_;                                                    // --data-threads
   std::vector<std::vector<uint8_t>> transformed_, scratch_, decoded_;  // per worker (decoded_: jpeg data sets)
+  std::string jpeg_what_;                                              // "a stored JPEG of DIR", for decode errors
 };
 
 }  // namespace

@@ -3,11 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
+#include "report/json_file.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale::report {
@@ -28,16 +27,8 @@ double ring_allreduce_ms(int p, double bytes, double alpha_ms, double beta_bytes
 }
 
 AllreduceBenchmark load_allreduce_benchmark(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("cannot read --allreduce file '", path, "': no such file or not readable");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    fail(path, ": malformed JSON (", e.what(), "); expected the output of `cnnscale allreduce --json FILE`");
-  }
+  nlohmann::json j = read_json_file(path, "cannot read --allreduce file '" + path + "': no such file or not readable",
+                                    "; expected the output of `cnnscale allreduce --json FILE`");
   AllreduceBenchmark b;
   b.file = path;
   if (!j.is_object() || !j.contains("world_size") || !j["world_size"].is_number_integer())

@@ -2,27 +2,18 @@
 #include "report/input_ceiling.hpp"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "report/format.hpp"
+#include "report/json_file.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale::report {
 
 DataBench load_data_bench(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("cannot read --data-bench file '", path, "': no such file or not readable");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json j;
   const char* expected = "; expected the output of `cnnscale data-bench --json FILE`";
-  try {
-    j = nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    fail(path, ": malformed JSON (", e.what(), ")", expected);
-  }
+  nlohmann::json j =
+      read_json_file(path, "cannot read --data-bench file '" + path + "': no such file or not readable", expected);
   if (!j.is_object() || j.value("tool", "") != "cnnscale data-bench")
     fail(path, ": not a data-bench result (its 'tool' is not \"cnnscale data-bench\")", expected);
   DataBench b;

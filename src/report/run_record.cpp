@@ -4,9 +4,8 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "report/json_file.hpp"
 #include "report/watch.hpp"
 #include "util/error.hpp"
 
@@ -200,16 +199,7 @@ RunRecord load_run(const std::string& dir) {
   if (!fs::exists(p, ec)) fail("run directory '", dir, "' does not exist");
   fs::path file = fs::is_directory(p, ec) ? p / "run.json" : p;
   if (!fs::exists(file, ec)) fail("'", dir, "' has no run.json: ", describe_unfinished(dir));
-  std::ifstream in(file);
-  if (!in) fail("cannot read '", file.string(), "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json doc;
-  try {
-    doc = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    fail(file.string(), ": malformed JSON (", e.what(), ")");
-  }
+  json doc = read_json_file(file.string(), "cannot read '" + file.string() + "'");
   // A run that stopped or was killed recorded how (train/run_end.hpp): it measured no
   // whole run, so it is no point of a scaling report.
   if (doc.is_object() && doc.contains("ended") && doc["ended"].is_string() && doc["ended"] != "finished") {
