@@ -32,7 +32,7 @@ inline std::vector<float> bench_images(int64_t batch, const SampleShape& shape) 
 // sync_bn: batch norm through the --sync-bn path with one rank (the sum over ranks is
 // the identity): the cost of its own passes, without communication.
 inline std::vector<double> time_train_steps(Model& m, int64_t batch, const SampleShape& shape, int steps,
-                                            bool sync_bn = false) {
+                                            bool sync_bn = false, int warmup = 3) {
   const std::vector<float> images = bench_images(batch, shape);
   std::vector<int32_t> labels(static_cast<size_t>(batch));
   std::vector<int64_t> ids(static_cast<size_t>(batch));
@@ -42,11 +42,11 @@ inline std::vector<double> time_train_steps(Model& m, int64_t batch, const Sampl
   ctx.loss_scale = 1.f / static_cast<float>(batch);
   if (sync_bn) ctx.sum_across_ranks = [](double*, size_t) {};
   std::vector<double> t;
-  for (int s = 0; s < steps + 3; ++s) {
+  for (int s = 0; s < steps + warmup; ++s) {
     ctx.step = s;
     const auto t0 = clk::now();
     m.forward_backward(images.data(), labels.data(), batch, ctx, {});
-    if (s >= 3) t.push_back(seconds_since(t0));
+    if (s >= warmup) t.push_back(seconds_since(t0));
   }
   return t;
 }

@@ -3,7 +3,10 @@
 // batch 64, 1 thread), the conv2-shaped convolution forward alone, and single-core
 // sgemm for reference. FLOPs: 2·MACs per pass; conv/linear have three passes
 // (forward, backward-data, backward-weights) except the first layer (no backward-data).
-// Usage: nn_bench [--model NAME|SPEC] [--batch N] [--steps N] [--threads N] [--bf16] [--sync-bn]
+// Usage: nn_bench [--model NAME|SPEC] [--batch N] [--steps N] [--warmup N] [--threads N] [--bf16] [--sync-bn]
+//                 [--image-size S] [--classes K] [--train-only]
+// (--train-only: the train steps alone; --image-size: 3×S×S input, e.g. resnet50 at 224; ONEDNN_VERBOSE=1 with --steps 1
+// --warmup 1 gives one step per primitive for bench/onednn_profile.py)
 // (--sync-bn: batch norm through the global-statistics path, one rank, no communication)
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -25,8 +28,8 @@ using namespace cnnscale::bench;
 int main(int argc, char** argv) {
   std::string model = "mnist_cnn";
   int64_t batch = 64;
-  int steps = 20, threads = 1;
-  bool bf16 = false, sync_bn = false;
+  int steps = 20, threads = 1, warmup = 3, image_size = 0, classes = 10;
+  bool bf16 = false, sync_bn = false, train_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() { return std::string(i + 1 < argc ? argv[++i] : ""); };
@@ -34,21 +37,27 @@ int main(int argc, char** argv) {
     else if (a == "--batch") batch = std::stoll(next());
     else if (a == "--steps") steps = std::stoi(next());
     else if (a == "--threads") threads = std::stoi(next());
+    else if (a == "--warmup") warmup = std::stoi(next());
+    else if (a == "--image-size") image_size = std::stoi(next());
+    else if (a == "--classes") classes = std::stoi(next());
     else if (a == "--bf16") bf16 = true;
     else if (a == "--sync-bn") sync_bn = true;
+    else if (a == "--train-only") train_only = true;
     else {
       std::fprintf(stderr,
-                   "usage: nn_bench [--model NAME|SPEC] [--batch N] [--steps N] [--threads N] [--bf16] [--sync-bn]\n");
+                   "usage: nn_bench [--model NAME|SPEC] [--batch N] [--steps N] [--warmup N] [--threads N] [--bf16] "
+                   "[--sync-bn] [--image-size S] [--classes K] [--train-only]\n");
       return 2;
     }
   }
   nn::set_threads(threads);
   SampleShape shape{1, 28, 28};
   if (model == "resnet20") shape = {3, 32, 32};
-  auto m = make_model(model, shape, 10);
+  if (image_size > 0) shape = {3, image_size, image_size};
+  auto m = make_model(model, shape, classes);
   m->init_params(1);
   m->prepare(batch, bf16 ? Precision::bf16 : Precision::fp32);
-  std::vector<double> t = time_train_steps(*m, batch, shape, steps, sync_bn);
+  std::vector<double> t = time_train_steps(*m, batch, shape, steps, sync_bn, warmup);
   const auto* net = dynamic_cast<nn::Net*>(m.get());
   const double flops = nn::train_flops_per_sample(net->graph()) * batch;
   const double ms = median(t) * 1e3;
@@ -57,14 +66,15 @@ int main(int argc, char** argv) {
   std::printf("train step (fwd+bwd): %.2f ms median of %d  (%.0f images/s)  %.3f GFLOP/step  %.1f GFLOP/s\n", ms,
               steps, batch / (ms * 1e-3), flops * 1e-9, flops / (ms * 1e-3) * 1e-9);
 
+  if (train_only) return 0;
   // Forward only (evaluation path).
   const std::vector<float> images = bench_images(batch, shape);
-  std::vector<float> logits(static_cast<size_t>(batch * 10));
+  std::vector<float> logits(static_cast<size_t>(batch * classes));
   t.clear();
-  for (int s = 0; s < steps + 3; ++s) {
+  for (int s = 0; s < steps + warmup; ++s) {
     auto t0 = clk::now();
     m->forward_eval(images.data(), batch, logits.data());
-    if (s >= 3) t.push_back(seconds_since(t0));
+    if (s >= warmup) t.push_back(seconds_since(t0));
   }
   std::printf("eval forward: %.2f ms\n", median(t) * 1e3);
 

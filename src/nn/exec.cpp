@@ -90,13 +90,36 @@ void Tensor::alloc(const md_t& m, const dnnl::engine& eng, void* data_alias, voi
   }
 }
 
-void Tensor::diff_done(int node) {
-  if (node != last_consumer) {
-    float* d = diff_ptr_;
-    const float* s = scratch_ptr_;
-    const size_t n = md.get_size() / sizeof(float);
-    for (size_t i = 0; i < n; ++i) d[i] += s[i];
+namespace {
+// d += s over bf16 values: each sum in f32, rounded to nearest even (as PyTorch sums
+// the bf16 gradients of a tensor read twice); a NaN stays a NaN.
+__attribute__((target_clones("arch=skylake-avx512", "avx2", "default"))) void add_bf16(uint16_t* d, const uint16_t* s,
+                                                                            size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t a = uint32_t{d[i]} << 16, b = uint32_t{s[i]} << 16;
+    float fa, fb;
+    std::memcpy(&fa, &a, 4);
+    std::memcpy(&fb, &b, 4);
+    const float f = fa + fb;
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+    d[i] = static_cast<uint16_t>(nan ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
   }
+}
+}  // namespace
+
+void Tensor::diff_done(int node) {
+  if (node == last_consumer) return;
+  if (md.data_type() == dt::bf16) {
+    add_bf16(reinterpret_cast<uint16_t*>(diff_ptr_), reinterpret_cast<const uint16_t*>(scratch_ptr_),
+             md.get_size() / 2);
+    return;
+  }
+  float* d = diff_ptr_;
+  const float* s = scratch_ptr_;
+  const size_t n = md.get_size() / sizeof(float);
+  for (size_t i = 0; i < n; ++i) d[i] += s[i];
 }
 
 md_t plain_md(const std::vector<int64_t>& dims, dt type) {

@@ -1,6 +1,9 @@
 // layer_bn.cpp — batch-norm 2d on oneDNN with PyTorch semantics: training uses batch
 // statistics and updates running_mean / running_var (unbiased) with momentum 0.1,
 // eps 1e-5; evaluation uses the running statistics.
+// Types: the activation's (f32, or bf16 under --precision bf16: oneDNN's bf16 batch-norm
+// reads and writes bf16 and keeps the statistics, scale, shift and their gradients in
+// f32, as PyTorch autocast runs batch-norm on a bf16 input with f32 parameters).
 //
 // Per-rank statistics (default, as DDP): oneDNN's forward_training computes them.
 //
@@ -31,6 +34,8 @@
 //   across ranks").
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <vector>
 
@@ -42,46 +47,87 @@ namespace {
 constexpr float kEps = 1e-5f;
 constexpr float kMomentum = 0.1f;
 
-// The passes' inner loops, compiled for AVX-512 and AVX2 as well (picked at run time).
+// Elements of an activation: f32, or bf16 (--precision bf16: the upper half of an f32;
+// stored rounded to nearest even, a NaN kept a NaN).
+[[gnu::always_inline]] inline float ld(const float* p) { return *p; }
+[[gnu::always_inline]] inline float ld(const uint16_t* p) {
+  const uint32_t u = uint32_t{*p} << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+[[gnu::always_inline]] inline void st(float* p, float v) { *p = v; }
+[[gnu::always_inline]] inline void st(uint16_t* p, float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  *p = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// The passes' inner loops (written once over the element type, compiled for AVX-512 and
+// AVX2 as well, picked at run time).
 // 16 channels interleaved (nChw16c): lane j is channel c0 + j; each lane keeps its own
 // double sums, so the loop vectorises without reassociating a sum.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void sums16(const float* x, int64_t positions, double* sum,
-                                                                         double* sq) {
+template <class T>
+[[gnu::always_inline]] inline void sums16_t(const T* x, int64_t positions, double* sum, double* sq) {
   double s[16] = {}, q[16] = {};
   for (int64_t i = 0; i < positions; ++i)
     for (int j = 0; j < 16; ++j) {
-      const double v = x[i * 16 + j];
+      const double v = ld(x + i * 16 + j);
       s[j] += v;
       q[j] += v * v;
     }
   for (int j = 0; j < 16; ++j) sum[j] += s[j], sq[j] += q[j];
 }
-__attribute__((target_clones("avx512f", "avx2", "default"))) void correct16(float* dx, const float* x,
-                                                                            int64_t positions, const float* k0,
-                                                                            const float* k1, const float* m) {
+template <class T>
+[[gnu::always_inline]] inline void correct16_t(T* dx, const T* x, int64_t positions, const float* k0, const float* k1,
+                                               const float* m) {
   for (int64_t i = 0; i < positions; ++i)
-    for (int j = 0; j < 16; ++j) dx[i * 16 + j] -= k0[j] + k1[j] * (x[i * 16 + j] - m[j]);
+    for (int j = 0; j < 16; ++j)
+      st(dx + i * 16 + j, ld(dx + i * 16 + j) - (k0[j] + k1[j] * (ld(x + i * 16 + j) - m[j])));
 }
 // One channel's contiguous run (nchw): 8 partial sums, added in a fixed order.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void sums_run(const float* x, int64_t len, double* sum,
-                                                                           double* sq) {
+template <class T>
+[[gnu::always_inline]] inline void sums_run_t(const T* x, int64_t len, double* sum, double* sq) {
   double s[8] = {}, q[8] = {};
   int64_t i = 0;
   for (; i + 8 <= len; i += 8)
     for (int j = 0; j < 8; ++j) {
-      const double v = x[i + j];
+      const double v = ld(x + i + j);
       s[j] += v;
       q[j] += v * v;
     }
-  for (; i < len; ++i) s[0] += x[i], q[0] += static_cast<double>(x[i]) * x[i];
+  for (; i < len; ++i) {
+    const double v = ld(x + i);
+    s[0] += v, q[0] += v * v;
+  }
   for (int j = 0; j < 8; ++j) *sum += s[j], *sq += q[j];
 }
-__attribute__((target_clones("avx512f", "avx2", "default"))) void correct_run(float* dx, const float* x, int64_t len,
-                                                                              float k0, float k1, float m) {
-  for (int64_t i = 0; i < len; ++i) dx[i] -= k0 + k1 * (x[i] - m);
+template <class T>
+[[gnu::always_inline]] inline void correct_run_t(T* dx, const T* x, int64_t len, float k0, float k1, float m) {
+  for (int64_t i = 0; i < len; ++i) st(dx + i, ld(dx + i) - (k0 + k1 * (ld(x + i) - m)));
 }
+#define CNNSCALE_BN_LOOPS(T)                                                                                          \
+  __attribute__((target_clones("avx512f", "avx2", "default"))) void sums16(const T* x, int64_t p, double* s,        \
+                                                                           double* q) {                             \
+    sums16_t(x, p, s, q);                                                                                            \
+  }                                                                                                                  \
+  __attribute__((target_clones("avx512f", "avx2", "default"))) void correct16(                                      \
+      T* dx, const T* x, int64_t p, const float* k0, const float* k1, const float* m) {                             \
+    correct16_t(dx, x, p, k0, k1, m);                                                                                \
+  }                                                                                                                  \
+  __attribute__((target_clones("avx512f", "avx2", "default"))) void sums_run(const T* x, int64_t len, double* s,    \
+                                                                             double* q) {                           \
+    sums_run_t(x, len, s, q);                                                                                        \
+  }                                                                                                                  \
+  __attribute__((target_clones("avx512f", "avx2", "default"))) void correct_run(T* dx, const T* x, int64_t len,     \
+                                                                                float k0, float k1, float m) {       \
+    correct_run_t(dx, x, len, k0, k1, m);                                                                            \
+  }
+CNNSCALE_BN_LOOPS(float)
+CNNSCALE_BN_LOOPS(uint16_t)
+#undef CNNSCALE_BN_LOOPS
 
-// The element offsets of a 4-D f32 activation, channel by channel, in its memory
+// The element offsets of a 4-D f32 or bf16 activation, channel by channel, in its memory
 // layout: plain (any strides) or blocked over channels only (nChw8c, nChw16c ...).
 struct ChannelWalk {
   int64_t n = 0, c = 0, h = 0, w = 0, blk = 1;
@@ -90,8 +136,8 @@ struct ChannelWalk {
 
   explicit ChannelWalk(const md_t& md) {
     const dnnl_memory_desc_t& d = md.data;
-    if (d.ndims != 4 || d.data_type != dnnl_f32 || d.format_kind != dnnl_blocked)
-      throw std::logic_error("batch-norm --sync-bn: expected a 4-d f32 activation");
+    if (d.ndims != 4 || (d.data_type != dnnl_f32 && d.data_type != dnnl_bf16) || d.format_kind != dnnl_blocked)
+      throw std::logic_error("batch-norm --sync-bn: expected a 4-d f32 or bf16 activation");
     n = d.dims[0], c = d.dims[1], h = d.dims[2], w = d.dims[3];
     const dnnl_blocking_desc_t& b = d.format_desc.blocking;
     for (int i = 0; i < 4; ++i) s[i] = b.strides[i];
@@ -105,7 +151,8 @@ struct ChannelWalk {
   bool plain() const { return blk == 1 && s[3] == 1 && s[2] == w; }
 
   // sum[c] += Σx, sq[c] += Σx² over this layout's elements.
-  void sums(const float* x, double* sum, double* sq) const {
+  template <class T>
+  void sums(const T* x, double* sum, double* sq) const {
     // Threads (--threads) split the channels: each channel is summed by one thread, in
     // sample order, so the sums do not depend on the thread count.
     if (blocked16()) {
@@ -119,7 +166,7 @@ struct ChannelWalk {
         for (int64_t in = 0; in < n; ++in) sums_run(x + offset0 + in * s[0] + ch * s[1], h * w, sum + ch, sq + ch);
     } else {
       each([&](int64_t off, int64_t ch) {
-        const double v = x[off];
+        const double v = ld(x + off);
         sum[ch] += v;
         sq[ch] += v * v;
       });
@@ -127,7 +174,8 @@ struct ChannelWalk {
   }
 
   // dx −= k0[c] + k1[c]·(x − m[c]).
-  void correct(float* dx, const float* x, const float* k0, const float* k1, const float* m) const {
+  template <class T>
+  void correct(T* dx, const T* x, const float* k0, const float* k1, const float* m) const {
     if (blocked16()) {
 #pragma omp parallel for collapse(2) schedule(static)
       for (int64_t in = 0; in < n; ++in)
@@ -143,7 +191,7 @@ struct ChannelWalk {
           correct_run(dx + o, x + o, h * w, k0[ch], k1[ch], m[ch]);
         }
     } else {
-      each([&](int64_t off, int64_t ch) { dx[off] -= k0[ch] + k1[ch] * (x[off] - m[ch]); });
+      each([&](int64_t off, int64_t ch) { st(dx + off, ld(dx + off) - (k0[ch] + k1[ch] * (ld(x + off) - m[ch]))); });
     }
   }
 
@@ -295,10 +343,11 @@ class BnExec : public Exec {
     const int C = channels_;
     fmsg_.assign(static_cast<size_t>(2 * C + 1), 0.0);
     const ChannelWalk walk(in_->md);
-    const auto* x = static_cast<const float*>(in_->mem.get_data_handle());
+    const void* x = in_->mem.get_data_handle();
     double* sum = fmsg_.data();
     double* sq = fmsg_.data() + C;
-    walk.sums(x, sum, sq);
+    if (in_->md.data_type() == dt::bf16) walk.sums(static_cast<const uint16_t*>(x), sum, sq);
+    else walk.sums(static_cast<const float*>(x), sum, sq);
     fmsg_[static_cast<size_t>(2 * C)] = static_cast<double>(count_);
     c.step->sum_across_ranks(fmsg_.data(), fmsg_.size());
     const double n = fmsg_[static_cast<size_t>(2 * C)];
@@ -335,12 +384,15 @@ class BnExec : public Exec {
       k1_[i] = static_cast<float>(g * inv_std_[i] * sum_dy_xhat[i]);
     }
     const ChannelWalk walk(in_->md);
-    const auto* x = static_cast<const float*>(in_->mem.get_data_handle());
-    float* dx = in_->diff_target_ptr(node_.index);
+    const void* x = in_->mem.get_data_handle();
+    void* dx = in_->diff_target_ptr(node_.index);
     const float* k0 = k0_.data();
     const float* k1 = k1_.data();
     const float* m = mean_.data();
-    walk.correct(dx, x, k0, k1, m);
+    if (in_->md.data_type() == dt::bf16)
+      walk.correct(static_cast<uint16_t*>(dx), static_cast<const uint16_t*>(x), k0, k1, m);
+    else
+      walk.correct(static_cast<float*>(dx), static_cast<const float*>(x), k0, k1, m);
   }
 
   const Node& node_;

@@ -2,7 +2,9 @@
 // layouts (weight out×in used transposed in place), so no per-step weight reorders:
 //   forward  y  = x · Wᵀ + b       backward-data  dx = dy · W
 //   backward-weights  dW = dyᵀ · x  (dyᵀ is a strided view), db = Σ_n dy
-// bf16: x, W, dy converted to bf16; outputs and weight gradients stay f32.
+// bf16: x, W, dy converted to bf16 (x arrives bf16 from a bf16 flatten: no conversion);
+// outputs (the logits, and hidden layers' outputs) and weight gradients stay f32; dx is
+// written in the input's type.
 #include "nn/exec.hpp"
 #include "util/error.hpp"
 
@@ -53,7 +55,7 @@ class LinearExec : public Exec {
 
     if (in->needs_diff) {
       // dx (n×I) = dy (n×O) · W (O×I)
-      const md_t dx({n, I}, dt::f32, tag::ab);
+      const md_t dx({n, I}, in->md.data_type(), tag::ab);
       dsrc_cv_.init_into(dx, in->diff_target(node.index), eng);
       matmul::primitive_desc dpd({md_t({n, O}, ct, tag::ab), md_t({O, I}, ct, tag::ab), dx}, eng);
       bwd_d_.set(matmul(dpd));

@@ -38,7 +38,8 @@ class PoolExec : public PrimitiveExec {
     // negative: rows the floor mode leaves out).
     const memory::dims pr{(int64_t{node.out.h} - 1) * node.stride + kh - node.in.h - node.pad,
                           (int64_t{node.out.w} - 1) * node.stride + kw - node.in.w - node.pad};
-    const md_t dst_any({env.n, node.out.c, node.out.h, node.out.w}, dt::f32, tag::any);
+    // The output in the input's type (bf16 between layers under --precision bf16).
+    const md_t dst_any({env.n, node.out.c, node.out.h, node.out.w}, in->md.data_type(), tag::any);
     pooling_forward::primitive_desc fpd({prop_kind::forward_training, alg, in->md, dst_any, strides, kernel, pl, pr},
                                         env.eng);
     out->alloc(fpd.dst_desc(), env.eng);

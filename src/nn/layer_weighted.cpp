@@ -1,7 +1,11 @@
 // layer_weighted.cpp — conv2d on oneDNN convolution_* primitives (written generic over
-// the primitive family), fp32 or bf16 compute (bf16 src/weights,
-// f32 dst, f32 diff_weights, fp32 master weights), oneDNN-chosen (blocked) layouts with
+// the primitive family), fp32 or bf16 compute, oneDNN-chosen (blocked) layouts with
 // reorders only where a layout or type differs.
+// bf16 (issue 30): src, weights, dst, diff_dst and diff_src are bf16 — the activations
+// stay bf16 from layer to layer, in the layout the producer's primitive chose — while
+// diff_weights, the bias and the master weights are f32. The bf16 weight copy is made
+// once per step, in forward, and read again by backward data when both primitives
+// want the same layout.
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -72,7 +76,7 @@ class WeightedExec : public Exec {
     md_t src_any, dst_any, w_any;
     if (conv) {
       src_any = md_t({n, node.in.c, node.in.h, node.in.w}, ct, tag::any);
-      dst_any = md_t({n, oc, node.out.h, node.out.w}, dt::f32, tag::any);
+      dst_any = md_t({n, oc, node.out.h, node.out.w}, ct, tag::any);
       w_any = md_t({oc, node.in.c, node.kernel, node.kernel}, ct, tag::any);
     } else {
       src_any = md_t({n, node.in.c}, ct, tag::any);
@@ -108,7 +112,8 @@ class WeightedExec : public Exec {
     // (a transient) unless backward data reads it too.
     std::optional<typename Traits::BwdD::primitive_desc> dpd;
     const md_t ddst_any = md_t(fpd.dst_desc().dims(), ct, tag::any);
-    if (in->needs_diff) dpd = tr.bwd_d(md_t(src_any.dims(), dt::f32, tag::any), w_any, ddst_any, eng, fpd);
+    // The input's gradient in the input's own type (bf16 between layers under bf16).
+    if (in->needs_diff) dpd = tr.bwd_d(md_t(src_any.dims(), in->md.data_type(), tag::any), w_any, ddst_any, eng, fpd);
     const bool w_shared = dpd && fpd.weights_desc() == dpd->weights_desc();
     Transients* tt = env.transients;
     src_cv_.init(in->mem, fpd.src_desc(), eng);  // read again by backward weights: kept

@@ -12,6 +12,8 @@
 //     parameter buffer (running statistics updated by the forward), both param_count()
 //     floats in the flat layout, and prints each parameter as "param NAME OFFSET NUMEL"
 // and prints "params P trainable T" (P counts buffers such as running_var too).
+// eval and grad take a trailing --bf16: the model runs with --precision bf16
+// (tests/nn/bf16_torch.sh compares that with torch.autocast).
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -26,11 +28,13 @@ using namespace cnnscale;
 
 int main(int argc, char** argv) try {
   const std::string mode = argc > 1 ? argv[1] : "";
+  const bool bf16 = mode != "init" && argc > 2 && std::string(argv[argc - 1]) == "--bf16";
+  if (bf16) --argc;
   if (!((mode == "init" && (argc == 9 || argc == 10)) || (mode == "eval" && argc == 11) ||
         (mode == "grad" && argc == 12))) {
     std::fprintf(stderr, "usage: resnet_tool init MODEL C H W CLASSES SEED DIR [--zero-init-residual]\n"
-                         "       resnet_tool eval MODEL C H W CLASSES CKPT IN.f32 N OUT.f32\n"
-                 "       resnet_tool grad MODEL C H W CLASSES CKPT IN.f32 N OUT.f32 LABELS.i32\n");
+                         "       resnet_tool eval MODEL C H W CLASSES CKPT IN.f32 N OUT.f32 [--bf16]\n"
+                 "       resnet_tool grad MODEL C H W CLASSES CKPT IN.f32 N OUT.f32 LABELS.i32 [--bf16]\n");
     return 2;
   }
   const SampleShape shape{std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5])};
@@ -61,7 +65,7 @@ int main(int argc, char** argv) try {
     std::fprintf(stderr, "resnet_tool: %s holds fewer than %zu floats\n", argv[8], x.size());
     return 1;
   }
-  model->prepare(n, Precision::fp32);
+  model->prepare(n, bf16 ? Precision::bf16 : Precision::fp32);
   if (mode == "grad") {
     std::vector<int32_t> labels(static_cast<size_t>(n));
     std::ifstream lf(argv[11], std::ios::binary);
