@@ -13,6 +13,8 @@
 //     callback) differ from it by far more, so the comparison can fail.
 #include <gtest/gtest.h>
 
+#include <oneapi/dnnl/dnnl.hpp>
+
 #include <cmath>
 #include <functional>
 #include <thread>
@@ -169,6 +171,38 @@ TEST(SyncBn, Resnet20RanksEqualOneRankOnTheWholeBatch) {
         const float want = whole[0].params[p.info.offset + k];
         EXPECT_NEAR(synced[0].params[p.info.offset + k], want, 1e-5 * std::abs(want) + 1e-7) << p.info.name;
       }
+    }
+  }
+}
+
+TEST(SyncBn, Bf16RanksCloseToOneRankOnTheWholeBatch) {
+  // --precision bf16: the statistics and correction passes read and write bf16
+  // activations; two synced ranks give the whole batch's result up to bf16 rounding,
+  // unsynced ranks do not.
+  const auto isa = dnnl::get_effective_cpu_isa();
+  if (isa != dnnl::cpu_isa::avx512_core_bf16 && isa != dnnl::cpu_isa::avx512_core_amx)
+    GTEST_SKIP() << "no native bf16 on this processor";
+  const SampleShape shape{3, 8, 8};
+  const test::RandomBatch d(8, shape, 10, 9);
+  auto m = make_model("resnet20", shape, 10);
+  const auto& g = dynamic_cast<nn::Net&>(*m).graph();
+  const auto whole = run_ranks("resnet20", shape, 10, d, {8}, false, Precision::bf16);
+  const auto whole32 = run_ranks("resnet20", shape, 10, d, {8}, false);
+  const std::vector<double> gw(whole[0].grads.begin(), whole[0].grads.end());
+  const auto synced = run_ranks("resnet20", shape, 10, d, {4, 4}, true, Precision::bf16);
+  const auto local = run_ranks("resnet20", shape, 10, d, {4, 4}, false, Precision::bf16);
+  const double loss = synced[0].loss + synced[1].loss;
+  EXPECT_NEAR(loss, whole[0].loss, 2e-2 * std::abs(whole[0].loss));
+  EXPECT_NEAR(loss, whole32[0].loss, 2e-2 * std::abs(whole32[0].loss));
+  const double rel_sync = max_rel_diff(g, summed_grads(synced), gw);
+  const double rel_local = max_rel_diff(g, summed_grads(local), gw);
+  std::printf("bf16: synced vs whole batch %.3g, unsynced vs whole batch %.3g\n", rel_sync, rel_local);
+  EXPECT_LT(rel_sync, rel_local / 3);
+  for (const auto& p : g.params) {  // running statistics of the whole batch (f32 statistics of bf16 data)
+    if (p.info.trainable) continue;
+    for (size_t k = 0; k < p.info.numel; ++k) {
+      const float want = whole[0].params[p.info.offset + k];
+      EXPECT_NEAR(synced[0].params[p.info.offset + k], want, 1e-2 * std::abs(want) + 1e-3) << p.info.name;
     }
   }
 }

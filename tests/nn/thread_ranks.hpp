@@ -40,7 +40,8 @@ struct RankResult {  // after one step: the loss sum, gradients, parameters (run
 // One training forward/backward of `split` (sample counts per rank) of batch d, every
 // rank on its own model from init seed 7; sync: the ranks share batch statistics.
 inline std::vector<RankResult> run_ranks(const std::string& spec, const SampleShape& shape, int classes,
-                                         const test::RandomBatch& d, const std::vector<int64_t>& split, bool sync) {
+                                         const test::RandomBatch& d, const std::vector<int64_t>& split, bool sync,
+                                         Precision precision = Precision::fp32) {
   const int W = static_cast<int>(split.size());
   int64_t total = 0;
   for (int64_t s : split) total += s;
@@ -53,7 +54,7 @@ inline std::vector<RankResult> run_ranks(const std::string& spec, const SampleSh
       auto m = make_model(spec, shape, classes);
       m->init_params(7);
       const int64_t n = split[static_cast<size_t>(r)];
-      m->prepare(n, Precision::fp32);
+      m->prepare(n, precision);
       StepContext ctx = test::ctx_for(d, total);
       ctx.sample_ids = d.ids.data() + first;
       if (sync) ctx.sum_across_ranks = [&ex, r](double* v, size_t k) { ex.sum(r, v, k); };
