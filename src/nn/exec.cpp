@@ -180,7 +180,7 @@ std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in
     case Op::relu: return make_relu(node, in[0], out, env);
     case Op::maxpool:
     case Op::avgpool: return make_pool(node, in[0], out, env, fused_out);
-    case Op::bn: return make_bn(node, in[0], out, env);
+    case Op::bn: return make_bn(node, in[0], out, env, fused_out);
     case Op::dropout: return make_dropout(node, in[0], out, env);
     case Op::flatten: return make_flatten(node, in[0], out, env);
     case Op::add: return make_add(node, in[0], in[1], out, env);

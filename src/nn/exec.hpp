@@ -185,7 +185,8 @@ class PrimitiveExec : public Exec {
 };
 
 // Creates the exec of `node`; sets and allocates `out`.
-// For a conv with a fused relu, `fused_out` is the relu's output tensor (allocated here);
+// For a conv with a fused relu or a batch-norm with bn_relu, `fused_out` is the relu's
+// output tensor (allocated here);
 // for a maxpool with relu_into_pool, the relu's input tensor (its gradient is written).
 std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in, Tensor* out, const ExecEnv& env,
                                 Tensor* fused_out = nullptr);
@@ -195,7 +196,7 @@ std::unique_ptr<Exec> make_conv(const Node&, Tensor* in, Tensor* out, const Exec
 std::unique_ptr<Exec> make_linear(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_relu(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_pool(const Node&, Tensor* in, Tensor* out, const ExecEnv&, Tensor* relu_in = nullptr);
-std::unique_ptr<Exec> make_bn(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
+std::unique_ptr<Exec> make_bn(const Node&, Tensor* in, Tensor* out, const ExecEnv&, Tensor* relu_out = nullptr);
 std::unique_ptr<Exec> make_dropout(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_flatten(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_add(const Node&, Tensor* a, Tensor* b, Tensor* out, const ExecEnv&);

@@ -195,6 +195,16 @@ Graph GraphBuilder::finish(int output, int classes) {
       r.fused_relu = c.fused_relu = true;
     }
   }
+  // Fuse bn → relu (Node::bn_relu) when the relu is the batch-norm output's only reader.
+  const char* no_br = std::getenv("CNNSCALE_NO_BN_RELU_FUSION");
+  const bool bn_relu = !(no_br && *no_br && std::string(no_br) != "0");
+  for (size_t k = 1; bn_relu && k < g_.nodes.size(); ++k) {
+    Node& r = g_.nodes[k];
+    Node& b = g_.nodes[k - 1];
+    if (r.op == Op::relu && b.op == Op::bn && r.inputs[0] == b.index + 1 && readers[b.index + 1] == 1 &&
+        b.index + 1 != output)
+      r.bn_relu = b.bn_relu = true;
+  }
   // CNNSCALE_NO_POOL_FUSION=1 keeps relu and maxpool backward apart (for A/B checks).
   const char* no_pf = std::getenv("CNNSCALE_NO_POOL_FUSION");
   const bool pool_fusion = !(no_pf && *no_pf && std::string(no_pf) != "0");
@@ -213,7 +223,7 @@ Graph GraphBuilder::finish(int output, int classes) {
   const bool in_place = !(no_ip && *no_ip && std::string(no_ip) != "0");
   for (size_t k = 0; in_place && k < g_.nodes.size(); ++k) {
     Node& n = g_.nodes[k];
-    if (!((n.op == Op::relu && !n.fused_relu) || n.op == Op::add)) continue;
+    if (!((n.op == Op::relu && !n.fused_relu && !n.bn_relu) || n.op == Op::add)) continue;
     const int t = n.inputs[0];
     if (t == 0 || readers[t] != 1 || t == output) continue;
     if (n.op == Op::add && n.inputs[1] == t) continue;

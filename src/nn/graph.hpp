@@ -46,6 +46,13 @@ struct Node {
   // relu (fused) → maxpool with kernel == stride: the maxpool's backward also applies the
   // relu's backward (writes the conv output's gradient), the relu's backward is skipped.
   bool relu_into_pool = false;
+  // bn → relu when the relu is the batch-norm output's only reader: the batch-norm writes
+  // relu(bn(x)) straight into the relu's output (oneDNN's fuse_norm_relu, a bit mask as
+  // workspace) and applies the relu's backward inside its own; the relu node does nothing.
+  // Bit-identical to the two layers (tests/nn/test_nn_memory.cpp); saves a pass over the
+  // activation forward and two backward (docs/performance.md). CNNSCALE_NO_BN_RELU_FUSION=1
+  // turns it off.
+  bool bn_relu = false;
   // relu (not fused) / add: the output is written over inputs[0] (data, and the gradient
   // shares one buffer too), as torchvision's ReLU(inplace=True). Only when the layer is
   // that tensor's only reader and its producer's backward does not read its own output

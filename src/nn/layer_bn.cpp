@@ -213,10 +213,15 @@ struct ChannelWalk {
 
 class BnExec : public Exec {
  public:
-  BnExec(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) : node_(node), in_(in) {
+  BnExec(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env, Tensor* relu_out) : node_(node), in_(in) {
     using namespace dnnl;
     using nf = normalization_flags;
-    out->alloc(in->md, env.eng);
+    if (relu_out) {  // Node::bn_relu: relu(bn(x)) into the relu's output; ours is never materialised
+      relu_out->alloc(in->md, env.eng);
+      out->alloc(in->md, env.eng, relu_out->data_ptr(), relu_out->needs_diff ? relu_out->diff_ptr() : nullptr);
+    } else {
+      out->alloc(in->md, env.eng);
+    }
     const auto& gp = env.graph->params;
     const md_t c_md({node.in.c}, dt::f32, tag::x);
     auto pmem = [&](int i, float* base) { return memory(c_md, env.eng, base + gp[node.params[i]].info.offset); };
@@ -233,7 +238,7 @@ class BnExec : public Exec {
     channels_ = node.in.c;
     count_ = env.n * node.in.h * node.in.w;
 
-    memory diff_src;
+    memory diff_src, ws;
     if (in->needs_diff) {
       diff_src = in->diff_target(node.index);
     } else {
@@ -251,6 +256,7 @@ class BnExec : public Exec {
       prim.arg(DNNL_ARG_SHIFT, shift);
       prim.arg(DNNL_ARG_MEAN, m);
       prim.arg(DNNL_ARG_VARIANCE, v);
+      if (relu_out && &prim != &eval_) prim.arg(DNNL_ARG_WORKSPACE, ws);  // training forwards
     };
     auto bind_backward = [&](auto& prim, const batch_normalization_backward::primitive_desc& pd, const memory& m,
                              const memory& v) {
@@ -264,10 +270,17 @@ class BnExec : public Exec {
       prim.arg(DNNL_ARG_DIFF_SCALE, dscale);
       prim.arg(DNNL_ARG_DIFF_SHIFT, dshift);
       prim.arg(DNNL_ARG_DIFF_SRC, diff_src);
+      if (relu_out) prim.arg(DNNL_ARG_WORKSPACE, ws);
     };
 
-    const auto flags = nf::use_scale | nf::use_shift;
+    // With bn_relu the relu's mask (one bit per element) is the workspace, written by the
+    // training forward and read by the backward; the plain and --sync-bn pairs share it.
+    const auto flags = nf::use_scale | nf::use_shift | (relu_out ? nf::fuse_norm_relu : nf::none);
     batch_normalization_forward::primitive_desc fpd({prop_kind::forward_training, in->md, kEps, flags}, env.eng);
+    if (relu_out) {
+      ws_buf_.resize(fpd.workspace_desc().get_size());
+      ws = memory(fpd.workspace_desc(), env.eng, ws_buf_.data());
+    }
     mean_buf_.resize(fpd.mean_desc().get_size());
     var_buf_.resize(fpd.variance_desc().get_size());
     memory mean(fpd.mean_desc(), env.eng, mean_buf_.data()), var(fpd.variance_desc(), env.eng, var_buf_.data());
@@ -403,7 +416,7 @@ class BnExec : public Exec {
   bool non_finite_ = false;
   int channels_ = 0;
   int64_t count_ = 0;
-  Buffer mean_buf_, var_buf_, gmean_buf_, gvar_buf_, dummy_;
+  Buffer mean_buf_, var_buf_, gmean_buf_, gvar_buf_, dummy_, ws_buf_;
   Call fwd_, eval_, bwd_, gfwd_, gbwd_;
   // --sync-bn state of the current step.
   bool synced_ = false;
@@ -414,8 +427,8 @@ class BnExec : public Exec {
 
 }  // namespace
 
-std::unique_ptr<Exec> make_bn(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) {
-  return std::make_unique<BnExec>(node, in, out, env);
+std::unique_ptr<Exec> make_bn(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env, Tensor* relu_out) {
+  return std::make_unique<BnExec>(node, in, out, env, relu_out);
 }
 
 }  // namespace cnnscale::nn

@@ -8,6 +8,7 @@ class ReluExec : public PrimitiveExec {
  public:
   ReluExec(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) : PrimitiveExec(node, in) {
     using namespace dnnl;
+    if (node.bn_relu) return;  // the batch-norm before it computes both passes (Node::bn_relu)
     // Fused: the conv before computed relu(x) into `out` already; backward from dst.
     // In place: relu(x) over x (data and gradient share the input's buffers); backward
     // from dst (x is gone), which gives the same gradient: dst > 0 exactly where src > 0.

@@ -78,6 +78,50 @@ TEST(PlanMemory, GradientsShareByLivenessAndInPlaceHoldsNoData) {
   }
 }
 
+// bn → relu fused (Node::bn_relu: oneDNN's fuse_norm_relu, the relu's mask as workspace)
+// against the two layers (CNNSCALE_NO_BN_RELU_FUSION=1): loss, every gradient, the
+// batch-norm buffers and the evaluation logits bit-identical, fp32 and bf16, with
+// --sync-bn's path too (one rank).
+TEST(PlanMemory, BnReluFusionBitwiseEqualToTwoLayers) {
+  const Case cases[] = {{"resnet18", {3, 32, 32}, 7, 3}, {"resnet20", {3, 16, 16}, 5, 4}};
+  for (const auto& cs : cases) {
+    for (Precision prec : test::precisions_here()) {
+      for (bool sync : {false, true}) {
+        SCOPED_TRACE(std::string(cs.model) + (prec == Precision::bf16 ? " bf16" : " fp32") + (sync ? " sync" : ""));
+        test::RandomBatch d(cs.batch, cs.shape, cs.classes);
+        std::vector<float> params[2], grads[2], logits[2];
+        double loss[2];
+        int fused_nodes[2] = {0, 0};
+        for (int off = 0; off < 2; ++off) {
+          setenv("CNNSCALE_NO_BN_RELU_FUSION", off ? "1" : "0", 1);
+          auto m = make_model(cs.model, cs.shape, cs.classes);
+          unsetenv("CNNSCALE_NO_BN_RELU_FUSION");
+          for (const auto& n : dynamic_cast<nn::Net&>(*m).graph().nodes) fused_nodes[off] += n.bn_relu;
+          m->init_params(5);
+          m->prepare(cs.batch, prec);
+          loss[off] = 0;
+          for (int step = 0; step < 2; ++step) {
+            StepContext ctx = test::ctx_for(d, cs.batch, step);
+            if (sync) ctx.sum_across_ranks = [](double*, size_t) {};
+            loss[off] += m->forward_backward(d.x.data(), d.y.data(), cs.batch, ctx, {});
+          }
+          grads[off].assign(m->grad_data(), m->grad_data() + m->param_count());
+          params[off].assign(m->param_data(), m->param_data() + m->param_count());
+          logits[off].resize(static_cast<size_t>(cs.batch * cs.classes));
+          m->forward_eval(d.x.data(), cs.batch, logits[off].data());
+        }
+        EXPECT_GT(fused_nodes[0], 0);
+        EXPECT_EQ(fused_nodes[1], 0);
+        EXPECT_EQ(loss[0], loss[1]);
+        ASSERT_EQ(grads[0].size(), grads[1].size());
+        EXPECT_EQ(0, std::memcmp(grads[0].data(), grads[1].data(), grads[0].size() * sizeof(float)));
+        EXPECT_EQ(0, std::memcmp(params[0].data(), params[1].data(), params[0].size() * sizeof(float)));
+        EXPECT_EQ(0, std::memcmp(logits[0].data(), logits[1].data(), logits[0].size() * sizeof(float)));
+      }
+    }
+  }
+}
+
 // In-place relu/add (backward from the relu's output, the add's gradient shared with
 // its input) against the out-of-place layers (CNNSCALE_NO_IN_PLACE=1): loss, every
 // gradient, the batch-norm buffers and the evaluation logits bit-identical.
