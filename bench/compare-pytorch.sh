@@ -21,7 +21,8 @@
 # Usage: bench/compare-pytorch.sh [--build DIR] [--rounds N] [--steps N] [--bind core|none]
 #                                 [--out DIR] [--accuracy [--with-pytorch]] [--epochs N] [--no-install]
 #                                 [--model mnist_cnn|resnet50|resnet18] [--image-size S] [--batch B]
-#                                 [--threads T] [--classes K]
+#                                 [--threads T] [--classes K] [--precision both|fp32|bf16]
+#   --precision  run only that precision's pairs (default both; bf16 needs AVX512-BF16 or AMX)
 #   --accuracy   instead of the throughput table: 5-epoch (--epochs) runs on 2 ranks of
 #                cnnscale fp32 and bf16 (and, with --with-pytorch, PyTorch fp32), test
 #                accuracy of each.
@@ -43,6 +44,7 @@ OUT=""
 ACCURACY=0
 EPOCHS=5
 INSTALL=1
+PRECISION=both
 ACC_PYTORCH=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -60,11 +62,13 @@ while [ $# -gt 0 ]; do
     --batch) BATCH=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --classes) CLASSES=$2; shift 2 ;;
+    --precision) PRECISION=$2; shift 2 ;;
     -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "compare-pytorch.sh: error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 case "$BIND" in core|none) ;; *) echo "compare-pytorch.sh: error: --bind core|none" >&2; exit 2 ;; esac
+case "$PRECISION" in both|fp32|bf16) ;; *) echo "compare-pytorch.sh: error: --precision both|fp32|bf16" >&2; exit 2 ;; esac
 case "$MODEL" in
   mnist_cnn) RESNET=0; STEPS=${STEPS:-200}; BATCH=${BATCH:-64} ;;
   resnet18|resnet34|resnet50|resnet101|resnet152) RESNET=1; STEPS=${STEPS:-30}; BATCH=${BATCH:-32} ;;
@@ -76,6 +80,12 @@ fi
 # bf16 only where the CPU computes it natively (the peer is autocast on AVX512-BF16/AMX).
 BF16=0
 grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && BF16=1
+if [ "$PRECISION" = bf16 ] && [ "$BF16" = 0 ]; then
+  echo "compare-pytorch.sh: error: --precision bf16: this CPU has neither AVX512-BF16 nor AMX" >&2; exit 2
+fi
+[ "$PRECISION" = fp32 ] && BF16=0
+FP32=1
+[ "$PRECISION" = bf16 ] && FP32=0
 CNNSCALE="$BUILD/bin/cnnscale"
 ROOFLINE="$BUILD/bin/roofline"
 for f in "$CNNSCALE" "$ROOFLINE"; do
@@ -224,19 +234,22 @@ fi
 : >"$OUT/results.jsonl"
 for ((round = 1; round <= ROUNDS; round++)); do
   for W in 1 2; do
-    echo "== round $round/$ROUNDS, $W rank(s): PyTorch, cnnscale fp32, cnnscale bf16  (load $(cut -d' ' -f1 /proc/loadavg))"
+    echo "== round $round/$ROUNDS, $W rank(s): PyTorch, cnnscale ($PRECISION)  (load $(cut -d' ' -f1 /proc/loadavg))"
     if [ "$RESNET" = 1 ]; then
       for prec in fp32 bf16; do
         [ "$prec" = bf16 ] && [ "$BF16" = 0 ] && continue
+        [ "$prec" = fp32 ] && [ "$FP32" = 0 ] && continue
         run_pytorch "$W" "r$round-pytorch-$prec-w$W" --steps "$STEPS" --precision "$prec"
         run_pytorch "$W" "r$round-pytorch-$prec-cl-w$W" --steps "$STEPS" --precision "$prec" --channels-last
       done
     else
       run_pytorch "$W" "r$round-pytorch-w$W" --steps "$STEPS"
     fi
-    run_cnnscale "$W" "r$round-cnnscale-fp32-w$W" fp32 --max-steps "$STEPS"
-    if [ "$BF16" = 1 ] || [ "$RESNET" = 0 ]; then run_cnnscale "$W" "r$round-cnnscale-bf16-w$W" bf16 --max-steps "$STEPS"; fi
-    [ "$W" = 2 ] && run_cnnscale_pair "r$round-cnnscale-fp32-pair" fp32 --max-steps "$STEPS"
+    [ "$FP32" = 1 ] && run_cnnscale "$W" "r$round-cnnscale-fp32-w$W" fp32 --max-steps "$STEPS"
+    if [ "$BF16" = 1 ] || { [ "$RESNET" = 0 ] && [ "$PRECISION" != fp32 ]; }; then
+      run_cnnscale "$W" "r$round-cnnscale-bf16-w$W" bf16 --max-steps "$STEPS"
+    fi
+    [ "$W" = 2 ] && [ "$FP32" = 1 ] && run_cnnscale_pair "r$round-cnnscale-fp32-pair" fp32 --max-steps "$STEPS"
   done
 done
 

@@ -242,7 +242,7 @@ const PlanMemory& Net::plan_memory(int64_t n) const {
 // fused relu, in-place relu/add, a flatten view) are one item over the union of their
 // ranges; the scratch of a tensor read twice is an item over its non-last readers. Items
 // are placed greedily, largest first (equal sizes by range start), at the lowest offset
-// that no item with an overlapping range occupies. Sizes are bounded from the shape
+// that no item with an overlapping range occupies. Sizes are bounded from the shape and type
 // alone (channels padded to 16, as oneDNN's blocked layouts); a layout larger than that
 // falls back to its own buffer (PlanMemory::fallbacks). Reuse only changes where bytes
 // live: every gradient is written whole before it is read, so results are bit-identical
@@ -264,8 +264,21 @@ void Net::plan_gradients(Plan& plan) {
     if (node.op == Op::flatten && readers[node.inputs[0]].size() == 1 && plan.tensors[node.inputs[0]]->needs_diff)
       unite(node.inputs[0], o);
   }
-  auto bound = [&](const Tensor& t) {
-    size_t e = sizeof(float);
+  // Element bytes per tensor: under bf16 the activations are bf16 from the first
+  // convolution on (exec.hpp's layers keep their input's type), except what dropout and
+  // linear write (f32); the input images are f32.
+  std::vector<size_t> esize(static_cast<size_t>(T), sizeof(float));
+  for (const Node& node : graph_.nodes) {
+    size_t& e = esize[static_cast<size_t>(node.index + 1)];
+    switch (node.op) {
+      case Op::conv: e = precision_ == Precision::bf16 ? 2 : 4; break;
+      case Op::dropout: case Op::linear: e = 4; break;
+      default: e = esize[static_cast<size_t>(node.inputs[0])];
+    }
+  }
+  auto bound = [&](int ti) {
+    const Tensor& t = *plan.tensors[static_cast<size_t>(ti)];
+    size_t e = esize[static_cast<size_t>(ti)];
     for (size_t i = 0; i < t.dims.size(); ++i)
       e *= static_cast<size_t>(i == 1 && t.dims.size() == 4 ? (t.dims[i] + 15) / 16 * 16 : t.dims[i]);
     return (e + 63) / 64 * 64;
@@ -283,12 +296,12 @@ void Net::plan_gradients(Plan& plan) {
     const int begin = t - 1, end = readers[t].empty() ? K : readers[t].back();
     auto [it, fresh] = groups.try_emplace(root(t));
     Item& g = it->second;
-    g.bytes = std::max(g.bytes, bound(x));
+    g.bytes = std::max(g.bytes, bound(t));
     g.begin = fresh ? begin : std::min(g.begin, begin);
     g.end = fresh ? end : std::max(g.end, end);
     if (readers[t].size() > 1) {
       Item s;
-      s.bytes = bound(x);
+      s.bytes = bound(t);
       s.begin = readers[t].front();
       s.end = readers[t][readers[t].size() - 2];
       s.tensor = t;

@@ -78,6 +78,26 @@ TEST(PlanMemory, GradientsShareByLivenessAndInPlaceHoldsNoData) {
   }
 }
 
+// --precision bf16: the activations and their gradients are bf16 (two bytes) from the
+// first convolution on; the arena is sized by type, every gradient fits its slot, and
+// the plan holds about half the fp32 plan's activation and gradient bytes.
+TEST(PlanMemory, Bf16ActivationsTakeHalfTheBytes) {
+  if (test::precisions_here().size() < 2) GTEST_SKIP() << "no native bf16 on this processor";
+  const Case cases[] = {{"resnet50", {3, 32, 32}, 10, 2}, {"mnist_cnn", {1, 28, 28}, 10, 8}};
+  for (const auto& cs : cases) {
+    SCOPED_TRACE(cs.model);
+    auto f = make_model(cs.model, cs.shape, cs.classes), h = make_model(cs.model, cs.shape, cs.classes);
+    f->prepare(cs.batch, Precision::fp32);
+    h->prepare(cs.batch, Precision::bf16);
+    const nn::PlanMemory& pf = dynamic_cast<nn::Net&>(*f).plan_memory(cs.batch);
+    const nn::PlanMemory& ph = dynamic_cast<nn::Net&>(*h).plan_memory(cs.batch);
+    EXPECT_EQ(ph.fallbacks, 0);
+    EXPECT_LE(ph.gradients, pf.gradients * 6 / 10);
+    EXPECT_LE(ph.activations, pf.activations * 6 / 10);
+    EXPECT_EQ(ph.weights, pf.weights);  // fp32 master weights and gradients
+  }
+}
+
 // bn → relu fused (Node::bn_relu: oneDNN's fuse_norm_relu, the relu's mask as workspace)
 // against the two layers (CNNSCALE_NO_BN_RELU_FUSION=1): loss, every gradient, the
 // batch-norm buffers and the evaluation logits bit-identical, fp32 and bf16, with
