@@ -80,6 +80,8 @@ fi
 # bf16 only where the CPU computes it natively (the peer is autocast on AVX512-BF16/AMX).
 BF16=0
 grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && BF16=1
+AMX=0
+grep -qw amx_bf16 /proc/cpuinfo && AMX=1
 if [ "$PRECISION" = bf16 ] && [ "$BF16" = 0 ]; then
   echo "compare-pytorch.sh: error: --precision bf16: this CPU has neither AVX512-BF16 nor AMX" >&2; exit 2
 fi
@@ -211,7 +213,7 @@ EOF2
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "model: $MODEL; batch $BATCH/rank; $THREADS thread(s)/rank; $STEPS steps; bf16 compared: $BF16"
 } | tee "$OUT/machine.txt"
-$PY -c "import json, sys; json.dump(dict(model='$MODEL', batch=$BATCH, threads=$THREADS, steps=$STEPS, image_size=$IMAGE, classes=$CLASSES, bf16=bool($BF16)), open(sys.argv[1], 'w'))" "$OUT/meta.json"
+$PY -c "import json, sys; json.dump(dict(model='$MODEL', batch=$BATCH, threads=$THREADS, steps=$STEPS, image_size=$IMAGE, classes=$CLASSES, bf16=bool($BF16), amx=bool($AMX)), open(sys.argv[1], 'w'))" "$OUT/meta.json"
 
 if [ "$ACCURACY" = 1 ]; then
   : >"$OUT/results.jsonl"
