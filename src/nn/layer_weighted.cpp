@@ -6,6 +6,7 @@
 // diff_weights, the bias and the master weights are f32. The bf16 weight copy is made
 // once per step, in forward, and read again by backward data when both primitives
 // want the same layout.
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -100,6 +101,19 @@ class WeightedExec : public Exec {
       attr.set_post_ops(po);
     }
     auto fpd = tr.fwd(src_any, w_any, has_bias ? &b_md : nullptr, dst_any, eng, attr);
+    // The input as its producer laid it out, when oneDNN has an optimised kernel for that
+    // layout too: a reorder of the activation every step saved (the producer chose its
+    // layout for its own kernel; on AVX512-BF16 all convolutions agree on nChw16c anyway,
+    // on AMX a 1×1 and a 3×3 kernel may not). Not where only a reference or GEMM kernel
+    // takes it.
+    if (in->md != fpd.src_desc() && in->md.data_type() == ct) {
+      try {
+        auto same = tr.fwd(in->md, w_any, has_bias ? &b_md : nullptr, dst_any, eng, attr);
+        const std::string impl = same.impl_info_str();
+        if (impl.rfind("ref", 0) != 0 && impl.find("gemm") == std::string::npos) fpd = same;
+      } catch (const dnnl::error&) {  // no kernel for that layout: keep the reorder
+      }
+    }
     if (fused_out) {
       fused_out->alloc(fpd.dst_desc(), eng);
       // Pre-relu values are never read; the relu's backward runs in place on one
