@@ -7,7 +7,10 @@
 # - resnet20 (batch-norm, residual adds), batch 32, lr 0.05, 200 steps: every logged loss
 #   within 0.25 (at batch 32 the two runs' paths part after ~100 steps: ±0.13 measured),
 #   the mean over the second half within 10 % (measured: 3.4 %);
-# - both precisions learn: the last logged loss below 0.6 × the first.
+# - both precisions learn: the last logged loss below 0.6 × the first;
+# - checkpoints unchanged: the bf16 run's checkpoint holds fp32 (H5T_IEEE_F32LE) master
+#   weights, and a bf16 run stopped at step 100 and resumed (--resume auto) ends bitwise
+#   equal to the straight one (tests/ckpt_diff).
 # Measured on an AVX512-BF16 EPYC (2026-11-26): mnist_cnn within 0.014 everywhere.
 # SKIP (77) on a processor without bf16 (cnnscale refuses --precision bf16 there).
 set -u
@@ -57,4 +60,15 @@ PY
 
 curve mnist_cnn 64 400 0.01 0.05 0.05
 curve resnet20 32 200 0.05 0.25 0.10
+
+CK="$TMP/resnet20-bf16/checkpoints/step-00000200.h5"
+expect_eq "bf16 checkpoint: conv1.weight stored as fp32" "H5T_IEEE_F32LE" \
+  "$(h5dump -H -d /model/conv1.weight "$CK" 2>/dev/null | awk '/DATATYPE/ {print $2}')"
+R="--data $DATA --model resnet20 --batch-size 32 --lr 0.05 --log-every 20 --threads 1 --no-eval --seed 1 --precision bf16"
+timeout 600 "$CNNSCALE" train $R --max-steps 100 --run-dir "$TMP/resumed" >"$TMP/resumed.a" 2>&1
+expect_eq "bf16 run to step 100 exit status" 0 "$?"
+timeout 600 "$CNNSCALE" train $R --max-steps 200 --resume auto --run-dir "$TMP/resumed" >"$TMP/resumed.b" 2>&1
+expect_eq "bf16 resume to step 200 exit status" 0 "$?"
+"$CNNSCALE_BUILD/tests/ckpt_diff" "$CK" "$TMP/resumed/checkpoints/step-00000200.h5" >"$TMP/diff.txt" 2>&1
+expect_grep "bf16: stopped at 100 and resumed == straight, bitwise" 'identical 1' "$TMP/diff.txt"
 finish
