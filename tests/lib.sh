@@ -44,6 +44,18 @@ for l in open(sys.argv[1]):
     if "loss" in j and "step" in j: print(j["step"], repr(j["loss"]))' "$1"
 }
 expect_file() { if [ -s "$2" ]; then ok "$1"; else bad "$1 (missing or empty: $2)"; fi; }
+# require_python "MODULES" "PACKAGES": $PY becomes the first of python3 and
+# /usr/bin/python3 that runs `import MODULES` (comma-separated, as import takes them);
+# neither: SKIP (exit 77) naming the modules and the Debian packages that bring them.
+require_python() {
+  PY=""
+  local p
+  for p in python3 /usr/bin/python3; do
+    if "$p" -c "import $1" 2>/dev/null; then PY=$p; return 0; fi
+  done
+  echo "SKIP: python3 cannot import $1 (Debian: apt-get install $2)"
+  exit 77
+}
 # The CUDA devices nvidia-smi lists (0 without a driver) in $gpus; fewer than $1: SKIP
 # (exit 77) saying why ($2: what needs them).
 require_gpus() {

@@ -10,14 +10,7 @@
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 TOOL="$CNNSCALE_BUILD/tests/cnnscale_augment_tool"
-PY=""
-for p in python3 /usr/bin/python3; do
-  if "$p" -c 'import torchvision' 2>/dev/null; then PY=$p; break; fi
-done
-if [ -z "$PY" ]; then
-  echo "SKIP: python3 cannot import torchvision (Debian: apt-get install python3-torchvision)"
-  exit 77
-fi
+require_python "torchvision" "python3-torchvision"
 
 check() {  # check NAME LIST C H W [--eval]
   local n=$1 list=$2 c=$3 h=$4 w=$5

@@ -10,14 +10,7 @@
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 C="$CNNSCALE"
-PY=""
-for p in python3 /usr/bin/python3; do
-  if "$p" -c 'import torchvision, PIL' 2>/dev/null; then PY=$p; break; fi
-done
-if [ -z "$PY" ]; then
-  echo "SKIP: python3 cannot import torchvision and PIL (Debian: apt-get install python3-torchvision)"
-  exit 77
-fi
+require_python "torchvision, PIL" "python3-torchvision"
 run() { local n=$1; shift; "$@" >"$TMP/$n.out" 2>"$TMP/$n.err"; st=$?; }
 expect_error() {
   expect_eq "$1 exit status" 2 "$st"

@@ -11,14 +11,7 @@
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 TOOL="$CNNSCALE_BUILD/tests/cnnscale_augment_tool"
-PY=""
-for p in python3 /usr/bin/python3; do
-  if "$p" -c 'import torchvision, numpy' 2>/dev/null; then PY=$p; break; fi
-done
-if [ -z "$PY" ]; then
-  echo "SKIP: python3 cannot import torchvision and numpy (Debian: apt-get install python3-torchvision)"
-  exit 77
-fi
+require_python "torchvision, numpy" "python3-torchvision"
 N=20000
 for hw in "300 200" "224 224" "100 800" "50 1000" "500 375"; do
   set -- $hw

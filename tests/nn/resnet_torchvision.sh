@@ -23,14 +23,7 @@
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 TOOL="$CNNSCALE_BUILD/tests/cnnscale_resnet_tool"
-PY=""
-for p in python3 /usr/bin/python3; do
-  if "$p" -c 'import torchvision, h5py' 2>/dev/null; then PY=$p; break; fi
-done
-if [ -z "$PY" ]; then
-  echo "SKIP: python3 cannot import torchvision and h5py (Debian: apt-get install python3-torchvision python3-h5py)"
-  exit 77
-fi
+require_python "torchvision, h5py" "python3-torchvision python3-h5py"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 
 # Parameter counts at 1000 classes.

@@ -98,48 +98,62 @@ TEST(PlanMemory, Bf16ActivationsTakeHalfTheBytes) {
   }
 }
 
+namespace {
+
+// Two steps and an evaluation of a model built with the switch ENV on (off = false) or
+// off, for the A/B tests below: the loss sum, gradients, parameters (running statistics
+// too), logits, and how many nodes `flagged` counts in the graph.
+struct AbRun {
+  double loss = 0;
+  std::vector<float> grads, params, logits;
+  int flagged = 0;
+};
+AbRun ab_run(const Case& cs, Precision prec, const char* env, bool off, bool sync, bool (*flagged)(const nn::Node&)) {
+  test::RandomBatch d(cs.batch, cs.shape, cs.classes);
+  setenv(env, off ? "1" : "0", 1);
+  auto m = make_model(cs.model, cs.shape, cs.classes);
+  unsetenv(env);
+  AbRun r;
+  for (const auto& n : dynamic_cast<nn::Net&>(*m).graph().nodes) r.flagged += flagged(n);
+  m->init_params(5);
+  m->prepare(cs.batch, prec);
+  for (int step = 0; step < 2; ++step) {
+    StepContext ctx = test::ctx_for(d, cs.batch, step);
+    if (sync) ctx.sum_across_ranks = [](double*, size_t) {};
+    r.loss += m->forward_backward(d.x.data(), d.y.data(), cs.batch, ctx, {});
+  }
+  r.grads.assign(m->grad_data(), m->grad_data() + m->param_count());
+  r.params.assign(m->param_data(), m->param_data() + m->param_count());
+  r.logits.resize(static_cast<size_t>(cs.batch * cs.classes));
+  m->forward_eval(d.x.data(), cs.batch, r.logits.data());
+  return r;
+}
+void expect_bitwise_equal(const AbRun& on, const AbRun& off) {
+  EXPECT_GT(on.flagged, 0);
+  EXPECT_EQ(off.flagged, 0);
+  EXPECT_EQ(on.loss, off.loss);
+  ASSERT_EQ(on.grads.size(), off.grads.size());
+  EXPECT_EQ(0, std::memcmp(on.grads.data(), off.grads.data(), on.grads.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(on.params.data(), off.params.data(), on.params.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(on.logits.data(), off.logits.data(), on.logits.size() * sizeof(float)));
+}
+
+}  // namespace
+
 // bn → relu fused (Node::bn_relu: oneDNN's fuse_norm_relu, the relu's mask as workspace)
 // against the two layers (CNNSCALE_NO_BN_RELU_FUSION=1): loss, every gradient, the
 // batch-norm buffers and the evaluation logits bit-identical, fp32 and bf16, with
 // --sync-bn's path too (one rank).
 TEST(PlanMemory, BnReluFusionBitwiseEqualToTwoLayers) {
   const Case cases[] = {{"resnet18", {3, 32, 32}, 7, 3}, {"resnet20", {3, 16, 16}, 5, 4}};
-  for (const auto& cs : cases) {
-    for (Precision prec : test::precisions_here()) {
+  auto fused = [](const nn::Node& n) { return n.bn_relu; };
+  for (const auto& cs : cases)
+    for (Precision prec : test::precisions_here())
       for (bool sync : {false, true}) {
         SCOPED_TRACE(std::string(cs.model) + (prec == Precision::bf16 ? " bf16" : " fp32") + (sync ? " sync" : ""));
-        test::RandomBatch d(cs.batch, cs.shape, cs.classes);
-        std::vector<float> params[2], grads[2], logits[2];
-        double loss[2];
-        int fused_nodes[2] = {0, 0};
-        for (int off = 0; off < 2; ++off) {
-          setenv("CNNSCALE_NO_BN_RELU_FUSION", off ? "1" : "0", 1);
-          auto m = make_model(cs.model, cs.shape, cs.classes);
-          unsetenv("CNNSCALE_NO_BN_RELU_FUSION");
-          for (const auto& n : dynamic_cast<nn::Net&>(*m).graph().nodes) fused_nodes[off] += n.bn_relu;
-          m->init_params(5);
-          m->prepare(cs.batch, prec);
-          loss[off] = 0;
-          for (int step = 0; step < 2; ++step) {
-            StepContext ctx = test::ctx_for(d, cs.batch, step);
-            if (sync) ctx.sum_across_ranks = [](double*, size_t) {};
-            loss[off] += m->forward_backward(d.x.data(), d.y.data(), cs.batch, ctx, {});
-          }
-          grads[off].assign(m->grad_data(), m->grad_data() + m->param_count());
-          params[off].assign(m->param_data(), m->param_data() + m->param_count());
-          logits[off].resize(static_cast<size_t>(cs.batch * cs.classes));
-          m->forward_eval(d.x.data(), cs.batch, logits[off].data());
-        }
-        EXPECT_GT(fused_nodes[0], 0);
-        EXPECT_EQ(fused_nodes[1], 0);
-        EXPECT_EQ(loss[0], loss[1]);
-        ASSERT_EQ(grads[0].size(), grads[1].size());
-        EXPECT_EQ(0, std::memcmp(grads[0].data(), grads[1].data(), grads[0].size() * sizeof(float)));
-        EXPECT_EQ(0, std::memcmp(params[0].data(), params[1].data(), params[0].size() * sizeof(float)));
-        EXPECT_EQ(0, std::memcmp(logits[0].data(), logits[1].data(), logits[0].size() * sizeof(float)));
+        expect_bitwise_equal(ab_run(cs, prec, "CNNSCALE_NO_BN_RELU_FUSION", false, sync, fused),
+                             ab_run(cs, prec, "CNNSCALE_NO_BN_RELU_FUSION", true, sync, fused));
       }
-    }
-  }
 }
 
 // In-place relu/add (backward from the relu's output, the add's gradient shared with
@@ -148,35 +162,11 @@ TEST(PlanMemory, BnReluFusionBitwiseEqualToTwoLayers) {
 TEST(PlanMemory, InPlaceBitwiseEqualToOutOfPlace) {
   const Case cases[] = {
       {"resnet18", {3, 32, 32}, 7, 3}, {"resnet20", {3, 16, 16}, 5, 4}, {"lenet5", {1, 28, 28}, 10, 5}};
-  for (const auto& cs : cases) {
+  auto in_place = [](const nn::Node& n) { return n.in_place; };
+  for (const auto& cs : cases)
     for (Precision prec : test::precisions_here()) {
       SCOPED_TRACE(std::string(cs.model) + (prec == Precision::bf16 ? " bf16" : " fp32"));
-      test::RandomBatch d(cs.batch, cs.shape, cs.classes);
-      std::vector<float> params[2], grads[2], logits[2];
-      double loss[2];
-      int in_place_nodes[2] = {0, 0};
-      for (int off = 0; off < 2; ++off) {
-        setenv("CNNSCALE_NO_IN_PLACE", off ? "1" : "0", 1);
-        auto m = make_model(cs.model, cs.shape, cs.classes);
-        unsetenv("CNNSCALE_NO_IN_PLACE");
-        for (const auto& n : dynamic_cast<nn::Net&>(*m).graph().nodes) in_place_nodes[off] += n.in_place;
-        m->init_params(5);
-        m->prepare(cs.batch, prec);
-        loss[off] = 0;
-        for (int step = 0; step < 2; ++step)
-          loss[off] += m->forward_backward(d.x.data(), d.y.data(), cs.batch, test::ctx_for(d, cs.batch, step), {});
-        grads[off].assign(m->grad_data(), m->grad_data() + m->param_count());
-        params[off].assign(m->param_data(), m->param_data() + m->param_count());  // running statistics too
-        logits[off].resize(static_cast<size_t>(cs.batch * cs.classes));
-        m->forward_eval(d.x.data(), cs.batch, logits[off].data());
-      }
-      EXPECT_GT(in_place_nodes[0], 0);
-      EXPECT_EQ(in_place_nodes[1], 0);
-      EXPECT_EQ(loss[0], loss[1]);
-      ASSERT_EQ(grads[0].size(), grads[1].size());
-      EXPECT_EQ(0, std::memcmp(grads[0].data(), grads[1].data(), grads[0].size() * sizeof(float)));
-      EXPECT_EQ(0, std::memcmp(params[0].data(), params[1].data(), params[0].size() * sizeof(float)));
-      EXPECT_EQ(0, std::memcmp(logits[0].data(), logits[1].data(), logits[0].size() * sizeof(float)));
+      expect_bitwise_equal(ab_run(cs, prec, "CNNSCALE_NO_IN_PLACE", false, false, in_place),
+                           ab_run(cs, prec, "CNNSCALE_NO_IN_PLACE", true, false, in_place));
     }
-  }
 }
