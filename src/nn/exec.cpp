@@ -11,6 +11,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "util/bf16.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale::nn {
@@ -92,20 +93,10 @@ void Tensor::alloc(const md_t& m, const dnnl::engine& eng, void* data_alias, voi
 
 namespace {
 // d += s over bf16 values: each sum in f32, rounded to nearest even (as PyTorch sums
-// the bf16 gradients of a tensor read twice); a NaN stays a NaN.
+// the bf16 gradients of a tensor read twice); a NaN stays a NaN (util/bf16.hpp).
 __attribute__((target_clones("arch=skylake-avx512", "avx2", "default"))) void add_bf16(uint16_t* d, const uint16_t* s,
                                                                             size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t a = uint32_t{d[i]} << 16, b = uint32_t{s[i]} << 16;
-    float fa, fb;
-    std::memcpy(&fa, &a, 4);
-    std::memcpy(&fb, &b, 4);
-    const float f = fa + fb;
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
-    d[i] = static_cast<uint16_t>(nan ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  }
+  for (size_t i = 0; i < n; ++i) d[i] = float_to_bf16(bf16_to_float(d[i]) + bf16_to_float(s[i]));
 }
 }  // namespace
 

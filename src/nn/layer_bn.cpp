@@ -35,11 +35,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <stdexcept>
 #include <vector>
 
 #include "nn/exec.hpp"
+#include "util/bf16.hpp"
 
 namespace cnnscale::nn {
 namespace {
@@ -47,21 +47,11 @@ namespace {
 constexpr float kEps = 1e-5f;
 constexpr float kMomentum = 0.1f;
 
-// Elements of an activation: f32, or bf16 (--precision bf16: the upper half of an f32;
-// stored rounded to nearest even, a NaN kept a NaN).
+// Elements of an activation: f32, or bf16 (--precision bf16; util/bf16.hpp's rounding).
 [[gnu::always_inline]] inline float ld(const float* p) { return *p; }
-[[gnu::always_inline]] inline float ld(const uint16_t* p) {
-  const uint32_t u = uint32_t{*p} << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+[[gnu::always_inline]] inline float ld(const uint16_t* p) { return bf16_to_float(*p); }
 [[gnu::always_inline]] inline void st(float* p, float v) { *p = v; }
-[[gnu::always_inline]] inline void st(uint16_t* p, float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  *p = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
+[[gnu::always_inline]] inline void st(uint16_t* p, float v) { *p = float_to_bf16(v); }
 
 // The passes' inner loops (written once over the element type, compiled for AVX-512 and
 // AVX2 as well, picked at run time).

@@ -101,20 +101,19 @@ def ours(p):
 
 L64, G64, Z64 = torch_run("f64")
 runs = {"torch autocast bf16": torch_run("bf16"), "cnnscale bf16": ours("bf16"), "cnnscale fp32": ours("fp32")}
-stats = {}
+stats, E = {}, {}
 for name, (L, G, Z) in runs.items():
     errs = {n: np.linalg.norm(G[n][:g.size] - g) / max(np.linalg.norm(g), 1e-30) for n, g in G64.items()}
     worst = max(errs, key=errs.get)
     stats[name] = dict(loss=abs(L - L64) / abs(L64), med=float(np.median(list(errs.values()))), worst=errs[worst],
                        worst_name=worst, logits=np.linalg.norm(Z - Z64) / np.linalg.norm(Z64))
     s = stats[name]
-    stats.setdefault("errs", {})[name] = errs
+    E[name] = errs
     print(f"{m} {name:20s}: loss rel err {s['loss']:.2e}, gradient rel err median {s['med']:.2e} worst "
           f"{s['worst']:.2e} ({worst}), eval logits rel err {s['logits']:.2e}")
 t, o, f = stats["torch autocast bf16"], stats["cnnscale bf16"], stats["cnnscale fp32"]
 # Informative tensors: where autocast's gradient keeps the signal (error < 0.5; at
 # initialisation bf16 loses it in the early layers of a deep net, for torch as for us).
-E = stats["errs"]
 info = [n for n in sorted(G64, key=lambda n: E["torch autocast bf16"][n]) if E["torch autocast bf16"][n] < 0.5]
 for n in info[:6]:  # the closest to the loss
     print(f"  {n:30s} torch autocast {E['torch autocast bf16'][n]:.2e}  cnnscale bf16 {E['cnnscale bf16'][n]:.2e}"
