@@ -252,4 +252,51 @@ Graph GraphBuilder::finish(int output, int classes) {
   return std::move(g_);
 }
 
+std::vector<char> gpu_bf16_tensors(const Graph& g) {
+  std::vector<char> half(static_cast<size_t>(g.tensor_count()), 0);
+  for (const Node& n : g.nodes) {
+    const int out = n.index + 1;
+    switch (n.op) {
+      case Op::conv: half[out] = 1; break;
+      case Op::bn:
+      case Op::relu:
+      case Op::maxpool:
+      case Op::avgpool: half[out] = half[n.inputs[0]]; break;
+      case Op::add: half[out] = half[n.inputs[0]] && half[n.inputs[1]]; break;
+      case Op::dropout:
+      case Op::flatten:
+      case Op::linear: half[out] = 0; break;
+    }
+  }
+  // Readers that take fp32 only (and the loss reads the logits in fp32); same-type layers
+  // whose input and output disagree.
+  half[static_cast<size_t>(g.output)] = 0;
+  for (bool changed = true; changed;) {
+    changed = false;
+    auto to_fp32 = [&](int t) {
+      if (half[t]) half[t] = 0, changed = true;
+    };
+    for (const Node& n : g.nodes) {
+      const int in = n.inputs[0], out = n.index + 1;
+      switch (n.op) {
+        case Op::dropout:
+        case Op::linear: to_fp32(in); break;
+        case Op::bn:
+        case Op::relu:
+        case Op::maxpool:
+        case Op::avgpool:
+          if (half[in] != half[out]) to_fp32(in), to_fp32(out);
+          break;
+        case Op::add:
+          if (!(half[n.inputs[0]] && half[n.inputs[1]] && half[out]))
+            for (int t : {n.inputs[0], n.inputs[1], out}) to_fp32(t);
+          break;
+        case Op::conv:
+        case Op::flatten: break;
+      }
+    }
+  }
+  return half;
+}
+
 }  // namespace cnnscale::nn

@@ -127,6 +127,19 @@ struct ModelGraph {
 ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape& input, int classes,
                              const ModelOptions& options = {});
 
+// The GPU model's bf16 activation store (--precision bf16; docs/gpu.md "bf16 on the
+// GPU"): per tensor id, 1 where the tensor is kept as bf16 NHWC between layers, 0 where
+// it stays fp32 NCHW. A convolution writes bf16; batch-norm, relu and the pools keep their
+// input's type; an add is bf16 when both inputs are; the network input, flatten (which
+// widens to fp32 in PyTorch's C·H·W order), dropout and linear are fp32, and so is any
+// tensor read by dropout or linear. The rule is a fixpoint that only ever turns tensors
+// fp32 (a type a reader cannot take flows back to the convolution that wrote it, which
+// can write either), so every layer sees inputs of one type and output of that type,
+// conv and flatten excepted. The CPU model's rule (net.cpp) differs where oneDNN takes
+// any type (its pools/flatten/linear read bf16); here the fp32 layers are the classifier
+// only, which the GPU converts anyway.
+std::vector<char> gpu_bf16_tensors(const Graph& g);
+
 // Initialises one parameter as PyTorch does by default (see model.hpp), from seed
 // (init.cpp): the CPU and the GPU model start from the same bits.
 void init_param(const ParamDef& p, uint64_t seed, float* data);

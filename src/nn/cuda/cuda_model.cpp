@@ -79,20 +79,7 @@ class CudaNet final : public DeviceModel {
     d_total_.alloc(1, s_.stream);
     h_total_.alloc(1);
 
-    const int T = g_.tensor_count();
-    std::vector<int> consumers(T, 0);
-    for (const Node& nd : g_.nodes)
-      for (int t : nd.inputs) consumers[t]++;
-    s_.alias.assign(T, false);
-    s_.needs_diff.assign(T, true);
-    s_.needs_diff[0] = false;
-    for (const Node& nd : g_.nodes) {
-      const int in = nd.inputs[0], out = nd.index + 1;
-      if (nd.op == Op::flatten && consumers[in] == 1) {
-        s_.alias[out] = true;
-        s_.needs_diff[out] = s_.needs_diff[in];
-      }
-    }
+    assign_types();
     for (const Node& nd : g_.nodes) layers_.push_back(make_layer(nd, s_));
     if (const char* p = std::getenv("CNNSCALE_GPU_PROFILE"); p && *p) prof_ = std::make_unique<LayerProfile>(p);
   }
@@ -104,7 +91,11 @@ class CudaNet final : public DeviceModel {
     if (copy_stream_) cudaStreamSynchronize(copy_stream_);
     if (prof_)
       prof_->write(s_.stream, g_,
-                   name_ + (s_.bf16 ? " bf16" : s_.tf32 ? " fp32 (TF32 allowed)" : " fp32 (--tf32 off)") + " on " +
+                   name_ +
+                       (s_.bf16   ? (store_ ? " bf16 (bf16 NHWC activations)" : " bf16 (per-convolution conversions)")
+                        : s_.tf32 ? " fp32 (TF32 allowed)"
+                                  : " fp32 (--tf32 off)") +
+                       " on " +
                        device_name_,
                    max_batch_);
     prof_.reset();
@@ -217,12 +208,22 @@ class CudaNet final : public DeviceModel {
     // a model used without prepare() (tests) keeps NCHW.
     const char* nchw = std::getenv("CNNSCALE_TF32_NCHW");
     const bool nhwc32 = !bf16 && s_.tf32 && cc_major_ >= 8 && !(nchw && std::string(nchw) == "1");
-    if (bf16 != s_.bf16 || nhwc32 != s_.nhwc32) {
+    // bf16 keeps its activations in bf16 NHWC (NetState::half) unless CNNSCALE_GPU_BF16_STORE=0.
+    const char* st = std::getenv("CNNSCALE_GPU_BF16_STORE");
+    const bool store = bf16 && !(st && std::string(st) == "0");
+    if (bf16 != s_.bf16 || nhwc32 != s_.nhwc32 || store != store_) {
       cudaCheck(cudaStreamSynchronize(s_.stream));
       s_.bf16 = bf16;
       s_.nhwc32 = nhwc32;
+      const bool retype = store != store_;
+      store_ = store;
       plans_.clear();
       set_cublas_math();
+      if (retype) {  // the activation buffers change type (and size): allocated anew
+        assign_types();
+        max_batch = std::max(max_batch, max_batch_);
+        max_batch_ = 0;
+      }
     }
     ensure_capacity(max_batch);
     plan_for(max_batch_);
@@ -323,6 +324,28 @@ class CudaNet final : public DeviceModel {
     cudaCheck(cudaStreamSynchronize(s_.stream));
   }
 
+  // Per tensor: bf16 NHWC or fp32 (NetState::half, nn::gpu_bf16_tensors, under bf16 with
+  // the store on), which flatten outputs alias their input (an fp32 input with no other
+  // reader) and which tensors need a gradient.
+  void assign_types() {
+    const int T = g_.tensor_count();
+    s_.half.clear();
+    if (s_.bf16 && store_) s_.half = gpu_bf16_tensors(g_);
+    std::vector<int> consumers(T, 0);
+    for (const Node& nd : g_.nodes)
+      for (int t : nd.inputs) consumers[t]++;
+    s_.alias.assign(T, false);
+    s_.needs_diff.assign(T, true);
+    s_.needs_diff[0] = false;
+    for (const Node& nd : g_.nodes) {
+      const int in = nd.inputs[0], out = nd.index + 1;
+      if (nd.op == Op::flatten && consumers[in] == 1 && !s_.is_half(in)) {
+        s_.alias[out] = true;
+        s_.needs_diff[out] = s_.needs_diff[in];
+      }
+    }
+  }
+
   // Activation buffers, masks, input slots and staging for batches of up to n samples.
   void ensure_capacity(int64_t n) {
     if (n <= max_batch_) return;
@@ -331,15 +354,15 @@ class CudaNet final : public DeviceModel {
     max_batch_ = n;
     const int T = g_.tensor_count();
     auto numel = [&](int t) { return t == 0 ? g_.input.numel() : g_.nodes[t - 1].out.numel(); };
-    store_.clear();
+    bufs_.clear();
     s_.data.assign(T, nullptr);
     s_.diff.assign(T, nullptr);
-    auto make = [&](int64_t count) {
-      store_.emplace_back();
-      store_.back().alloc(static_cast<size_t>(count), s_.stream);
-      return store_.back().get();
+    auto make = [&](int64_t count) {  // count floats
+      bufs_.emplace_back();
+      bufs_.back().alloc(static_cast<size_t>(count), s_.stream);
+      return bufs_.back().get();
     };
-    store_.reserve(2 * T);
+    bufs_.reserve(2 * T);
     for (int t = 0; t < T; ++t) {
       if (s_.alias[t]) {  // flatten output: the input's buffers
         const int in = g_.nodes[t - 1].inputs[0];
@@ -350,10 +373,11 @@ class CudaNet final : public DeviceModel {
       if (t == 0) {  // the input: two device slots (double buffering, see stage())
         for (auto& a : in_images_) a.alloc(static_cast<size_t>(n * numel(0)), s_.stream);
         s_.data[0] = in_images_[cur_].get();
-      } else {
-        s_.data[t] = make(n * numel(t));
       }
-      s_.diff[t] = make(n * numel(t));  // also for the input: batch-norm always writes a data gradient
+      // A bf16 tensor (NetState::half) takes half the floats, rounded up.
+      const int64_t floats = s_.is_half(t) ? (n * numel(t) + 1) / 2 : n * numel(t);
+      if (t > 0) s_.data[t] = make(floats);
+      s_.diff[t] = make(floats);  // also for the input: batch-norm always writes a data gradient
     }
     for (auto& l : layers_) l->reserve(n);
     const size_t N = static_cast<size_t>(n);
@@ -420,7 +444,10 @@ class CudaNet final : public DeviceModel {
         plan->t.push_back(tensor_desc(n, g_.input.channels, g_.input.height, g_.input.width));
       } else {
         const Shape& s = g_.nodes[t - 1].out;
-        plan->t.push_back(tensor_desc(n, s.c, s.flat ? 1 : s.h, s.flat ? 1 : s.w));
+        if (s_.is_half(t))
+          plan->t.push_back(tensor_desc(n, s.c, s.h, s.w, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16));
+        else
+          plan->t.push_back(tensor_desc(n, s.c, s.flat ? 1 : s.h, s.flat ? 1 : s.w));
       }
     }
     if (s_.bf16 || s_.nhwc32) ensure_bf16_scratch();
@@ -565,7 +592,8 @@ class CudaNet final : public DeviceModel {
   cudaEvent_t marks_[kMarkSets][kMarkPoints] = {};  // mark(): timing events, created on first use
   bool marked_[kMarkSets][kMarkPoints] = {};        // recorded at least once
   int64_t max_batch_ = 0;
-  std::vector<DevArray<float>> store_;
+  bool store_ = false;                 // the bf16 activation store is on (prepare)
+  std::vector<DevArray<float>> bufs_;  // the activations and their gradients (bf16 ones in half the floats)
   // Input double buffering (stage(), take_input()): device slot cur_ is this step's.
   DevArray<float> in_images_[2];
   DevArray<int32_t> in_labels_[2];

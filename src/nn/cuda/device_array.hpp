@@ -83,10 +83,12 @@ using ConvDesc =
 using PoolDesc = Desc<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
 using ActDesc = Desc<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor, cudnnDestroyActivationDescriptor>;
 
-// An n×c×h×w fp32 NCHW tensor descriptor.
-inline std::unique_ptr<TensorDesc> tensor_desc(int64_t n, int c, int h, int w) {
+// An n×c×h×w tensor descriptor: fp32 NCHW unless told otherwise (bf16 or fp32 NHWC).
+inline std::unique_ptr<TensorDesc> tensor_desc(int64_t n, int c, int h, int w,
+                                               cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW,
+                                               cudnnDataType_t type = CUDNN_DATA_FLOAT) {
   auto d = std::make_unique<TensorDesc>();
-  cudnnCheck(cudnnSetTensor4dDescriptor(d->get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, static_cast<int>(n), c, h, w));
+  cudnnCheck(cudnnSetTensor4dDescriptor(d->get(), format, type, static_cast<int>(n), c, h, w));
   return d;
 }
 

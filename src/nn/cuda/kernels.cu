@@ -69,7 +69,10 @@ __device__ float load(float v) { return v; }
 __device__ float load(bf16_t v) { return __bfloat162float(v); }
 
 struct ToBf16 {
-  __device__ void operator()(bf16_t* o, float v) const { *o = __float2bfloat16_rn(v); }
+  bool accumulate;
+  __device__ void operator()(bf16_t* o, float v) const {
+    *o = __float2bfloat16_rn(accumulate ? __fadd_rn(__bfloat162float(*o), v) : v);
+  }
 };
 struct ToFloat {
   bool accumulate;
@@ -103,6 +106,66 @@ __global__ void to_bf16_kernel(const float* x, bf16_t* y, int64_t count) {
   const int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (k < count) y[k] = __float2bfloat16_rn(x[k]);
 }
+
+// Grid-stride elementwise loops (the bf16 activation store's layers).
+__global__ void relu_forward_bf16_kernel(const bf16_t* x, bf16_t* y, int64_t count) {
+  for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < count; k += int64_t{gridDim.x} * blockDim.x) {
+    const float v = __bfloat162float(x[k]);
+    y[k] = v > 0.f || v != v ? x[k] : __float2bfloat16_rn(0.f);  // NaN passes, -0 → +0
+  }
+}
+
+__global__ void relu_backward_bf16_kernel(const bf16_t* y, const bf16_t* dy, bf16_t* dx, int64_t count,
+                                          bool accumulate) {
+  for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < count; k += int64_t{gridDim.x} * blockDim.x) {
+    const bool pass = __bfloat162float(y[k]) > 0.f;
+    if (!accumulate) dx[k] = pass ? dy[k] : __float2bfloat16_rn(0.f);
+    else if (pass) dx[k] = __float2bfloat16_rn(__fadd_rn(__bfloat162float(dx[k]), __bfloat162float(dy[k])));
+  }
+}
+
+__global__ void add_bf16_kernel(const bf16_t* a, const bf16_t* b, bf16_t* y, int64_t count) {
+  for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < count; k += int64_t{gridDim.x} * blockDim.x)
+    y[k] = __float2bfloat16_rn(__fadd_rn(__bfloat162float(a[k]), __bfloat162float(b[k])));
+}
+
+__global__ void bias_add_nhwc_bf16_kernel(bf16_t* y, const float* b, int64_t rows, int c) {
+  const int64_t count = rows * c;
+  for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < count; k += int64_t{gridDim.x} * blockDim.x)
+    y[k] = __float2bfloat16_rn(__fadd_rn(__bfloat162float(y[k]), b[k % c]));
+}
+
+// Stage 1: block (x: 32 channels, y: kTileRows row lanes) of chunk blockIdx.y sums the
+// rows r ≡ lane (mod kTileRows) of its chunk in order, then the lanes in order.
+__global__ void bias_grad_partial_kernel(const bf16_t* dy, int64_t rows, int c, float* partial) {
+  __shared__ float lanes[kTileRows][kTile];
+  const int ch = blockIdx.x * kTile + threadIdx.x;
+  const int64_t per = (rows + kBiasChunks - 1) / kBiasChunks;
+  const int64_t begin = blockIdx.y * per, end = min(rows, begin + per);
+  float sum = 0.f;
+  if (ch < c)
+    for (int64_t r = begin + threadIdx.y; r < end; r += kTileRows) sum = __fadd_rn(sum, __bfloat162float(dy[r * c + ch]));
+  lanes[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && ch < c) {
+    float t = 0.f;
+    for (int l = 0; l < kTileRows; ++l) t = __fadd_rn(t, lanes[l][threadIdx.x]);
+    partial[int64_t{blockIdx.y} * c + ch] = t;
+  }
+}
+
+// Stage 2: db[ch] = the chunks' sums in chunk order.
+__global__ void bias_grad_sum_kernel(const float* partial, int c, float* db) {
+  const int ch = blockIdx.x * blockDim.x + threadIdx.x;
+  if (ch >= c) return;
+  float t = 0.f;
+  for (int k = 0; k < kBiasChunks; ++k) t = __fadd_rn(t, partial[int64_t{k} * c + ch]);
+  db[ch] = t;
+}
+
+// Enough blocks to fill the GPU without a block per element of a large activation (the
+// loops stride); gridDim.x allows 2^31 - 1.
+unsigned stride_blocks(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 1 << 20)); }
 
 template <class In, class Out, class Store>
 void transpose(const In* in, Out* out, int64_t n, int64_t rows, int64_t cols, Store store, cudaStream_t s) {
@@ -143,8 +206,42 @@ void dropout_backward(const float* dy, float* dx, const uint8_t* mask, int64_t t
   cudaCheck(cudaGetLastError());
 }
 
-void to_bf16_nhwc(const float* x, bf16_t* y, int64_t n, int64_t c, int64_t hw, cudaStream_t s) {
-  transpose(x, y, n, c, hw, ToBf16{}, s);  // per image: c×hw → hw×c
+void to_bf16_nhwc(const float* x, bf16_t* y, int64_t n, int64_t c, int64_t hw, cudaStream_t s, bool accumulate) {
+  transpose(x, y, n, c, hw, ToBf16{accumulate}, s);  // per image: c×hw → hw×c
+}
+
+void relu_forward_bf16(const bf16_t* x, bf16_t* y, int64_t count, cudaStream_t s) {
+  if (count == 0) return;
+  relu_forward_bf16_kernel<<<stride_blocks(count), kThreads, 0, s>>>(x, y, count);
+  cudaCheck(cudaGetLastError());
+}
+
+void relu_backward_bf16(const bf16_t* y, const bf16_t* dy, bf16_t* dx, int64_t count, bool accumulate,
+                        cudaStream_t s) {
+  if (count == 0) return;
+  relu_backward_bf16_kernel<<<stride_blocks(count), kThreads, 0, s>>>(y, dy, dx, count, accumulate);
+  cudaCheck(cudaGetLastError());
+}
+
+void add_bf16(const bf16_t* a, const bf16_t* b, bf16_t* y, int64_t count, cudaStream_t s) {
+  if (count == 0) return;
+  add_bf16_kernel<<<stride_blocks(count), kThreads, 0, s>>>(a, b, y, count);
+  cudaCheck(cudaGetLastError());
+}
+
+void bias_add_nhwc_bf16(bf16_t* y, const float* b, int64_t rows, int c, cudaStream_t s) {
+  if (rows * c == 0) return;
+  bias_add_nhwc_bf16_kernel<<<stride_blocks(rows * c), kThreads, 0, s>>>(y, b, rows, c);
+  cudaCheck(cudaGetLastError());
+}
+
+void bias_grad_nhwc_bf16(const bf16_t* dy, float* db, int64_t rows, int c, float* partial, cudaStream_t s) {
+  if (c == 0) return;
+  const dim3 grid(static_cast<unsigned>((c + kTile - 1) / kTile), kBiasChunks);
+  bias_grad_partial_kernel<<<grid, dim3(kTile, kTileRows), 0, s>>>(dy, rows, c, partial);
+  cudaCheck(cudaGetLastError());
+  bias_grad_sum_kernel<<<blocks_for(c), kThreads, 0, s>>>(partial, c, db);
+  cudaCheck(cudaGetLastError());
 }
 
 void from_bf16_nhwc(const bf16_t* x, float* y, int64_t n, int64_t c, int64_t hw, bool accumulate, cudaStream_t s) {

@@ -17,6 +17,11 @@ void NetState::pass_grad(const float* dy, float* dx, int64_t count, const float*
   else cudaCheck(cudaMemcpyAsync(dx, dy, static_cast<size_t>(count) * sizeof(float), cudaMemcpyDeviceToDevice, stream));
 }
 
+void NetState::pass_grad16(const bf16_t* dy, bf16_t* dx, int64_t count, const float* beta) {
+  if (*beta != 0.f) add_bf16(dx, dy, dx, count, stream);
+  else cudaCheck(cudaMemcpyAsync(dx, dy, static_cast<size_t>(count) * sizeof(bf16_t), cudaMemcpyDeviceToDevice, stream));
+}
+
 int as_int(int64_t v) {
   if (v > INT32_MAX)
     fail("a tensor of ", v,

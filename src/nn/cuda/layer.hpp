@@ -4,19 +4,31 @@
 // parameter and gradient buffers, the activations of the current batch and the
 // convolution workspace.
 //
-// Activations are plain NCHW fp32. A tensor read by several nodes gets its gradient
-// written by the first reader in backward order (beta 0) and accumulated by the others
-// (beta 1): NetState::beta_for.
+// Activations are NCHW fp32, except under bf16 those of the activation store (below). A
+// tensor read by several nodes gets its gradient written by the first reader in backward
+// order (beta 0) and accumulated by the others (beta 1): NetState::beta_for.
 //
 // bf16 (NetState::bf16, --precision bf16): convolutions and linear layers compute on
-// bf16 copies of their operands (x, W, dy; rounded to nearest even) with fp32
-// accumulation, as the CPU model's oneDNN bf16 primitives; linear layers write fp32
-// results as the CPU does, convolutions bf16 ones (cuDNN's bf16 convolutions write
-// bf16: y, dx and dW pass through bf16 once, as under PyTorch's autocast), widened
-// into the fp32 tensors. Everything else, the master weights and the activations
-// between layers stay fp32. The copies live in three
-// scratch buffers shared by all layers (bf_a: the input side, x or dx; bf_b: the output
-// side, y or dy; bf_w: a filter or its gradient), sized by Layer::bf16_need.
+// bf16 operands with fp32 accumulation, as the CPU model's oneDNN bf16 primitives;
+// linear layers write fp32 results as the CPU does, convolutions bf16 ones (cuDNN's
+// bf16 convolutions write bf16, as under PyTorch's autocast).
+//  - The bf16 activation store (NetState::half, the default; issue 30): the tensors
+//    nn::gpu_bf16_tensors marks (from each convolution's output through batch-norm, relu,
+//    the pools and residual adds, up to flatten) are kept as bf16 NHWC, data and
+//    gradient alike, half the bytes of fp32: a convolution reads x and dy and writes y
+//    and dx there directly; batch-norm and the pools run cuDNN on bf16 NHWC descriptors
+//    (fp32 scale, bias and statistics: cuDNN's pseudo-bf16 configuration); relu, add and
+//    a convolution's bias are kernels (kernels.hpp) that compute in fp32 and round once;
+//    flatten widens to fp32 C·H·W for the classifier. A tensor read twice sums its
+//    gradients in fp32, rounded once (cuDNN's beta = 1 for batch-norm and the pools, the
+//    kernels' accumulate otherwise). A convolution converts its fp32 filter to bf16 KRSC
+//    once per forward (Conv's own copy, reused by its backward).
+//  - CNNSCALE_GPU_BF16_STORE=0: every activation stays fp32 NCHW and each convolution
+//    converts x, W and dy to bf16 NHWC copies per call and widens y, dx back (the design
+//    before issue 30; for comparisons).
+// The copies and the conversions' results live in three scratch buffers shared by all
+// layers (bf_a: the input side, x or dx; bf_b: the output side, y or dy; bf_w: a filter
+// or its gradient), sized by Layer::bf16_need.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -62,6 +74,12 @@ struct NetState {
   const int64_t* sample_ids = nullptr;  // the batch's global sample ids (dropout; the current input slot)
   DevArray<char> workspace;      // convolutions
   bool bf16 = false;             // --precision bf16 (CudaNet::prepare)
+  // The bf16 activation store (above): per tensor id, 1 = bf16 NHWC (data and diff point
+  // at bf16 elements then: hdata/hdiff); empty without it (fp32, or the store off).
+  std::vector<char> half;
+  bool is_half(int t) const { return !half.empty() && half[static_cast<size_t>(t)]; }
+  bf16_t* hdata(int t) const { return reinterpret_cast<bf16_t*>(data[static_cast<size_t>(t)]); }
+  bf16_t* hdiff(int t) const { return reinterpret_cast<bf16_t*>(diff[static_cast<size_t>(t)]); }
   DevArray<bf16_t> bf_a, bf_b, bf_w;  // bf16 scratch (see above), allocated only under bf16
   // fp32 with TF32 on a GPU with tensor cores (compute capability >= 8; CudaNet::prepare):
   // convolutions run on fp32 NHWC copies (nh_a, nh_b, nh_w: the roles of bf_a, bf_b,
@@ -88,13 +106,16 @@ struct NetState {
   const float* beta_for(int t);
   // dx (=|+=) dy over count floats, as beta says.
   void pass_grad(const float* dy, float* dx, int64_t count, const float* beta);
+  // The same for bf16 tensors (the sum in fp32, rounded once).
+  void pass_grad16(const bf16_t* dy, bf16_t* dx, int64_t count, const float* beta);
 };
 
 // A 32-bit count for cuBLAS/cuDNN; throws when the tensor is too large.
 int as_int(int64_t v);
 
-// Per batch size n: a descriptor per tensor and an index for the layers' own per-plan
-// state (the convolution algorithms).
+// Per batch size n: a descriptor per tensor (fp32 NCHW, or bf16 NHWC for the activation
+// store's tensors: NetState::half) and an index for the layers' own per-plan state (the
+// convolution algorithms).
 struct Plan {
   int index = 0;
   int64_t n = 0;

@@ -1,7 +1,10 @@
 // layer_bn.cpp — batch-norm 2d on cuDNN (spatial): cudnnBatchNormalizationForwardTraining
 // (momentum 0.1, eps 1e-5 as PyTorch; cuDNN updates running_var with the unbiased
 // variance), ForwardInference (evaluation), Backward (parameter and data gradients in
-// one call); num_batches_tracked += 1 by a kernel (kernels.cu).
+// one call); num_batches_tracked += 1 by a kernel (kernels.cu). On a tensor of the bf16
+// activation store (NetState::half) the same calls take the plan's bf16 NHWC descriptors
+// for x, y, dy and dx with the fp32 1×C×1×1 descriptor for scale, bias and statistics
+// (cuDNN's pseudo-bf16 batch-norm: fp32 arithmetic, bf16 loads and stores).
 #include <stdexcept>
 
 #include "nn/cuda/kernels.hpp"

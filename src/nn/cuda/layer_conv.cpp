@@ -61,13 +61,6 @@ struct ConvAlgos {
   std::unique_ptr<ConvDesc> cfwd, cbwd_data, cbwd_filter;
 };
 
-// An n×c×h×w NHWC tensor descriptor (bf16 or fp32).
-std::unique_ptr<TensorDesc> nhwc_desc(int64_t n, int c, int h, int w, cudnnDataType_t t) {
-  auto d = std::make_unique<TensorDesc>();
-  cudnnCheck(cudnnSetTensor4dDescriptor(d->get(), CUDNN_TENSOR_NHWC, t, static_cast<int>(n), c, h, w));
-  return d;
-}
-
 class Conv final : public Layer {
  public:
   Conv(const Node& nd, NetState& s) : Layer(nd, s), chan_(tensor_desc(1, nd.out_channels, 1, 1)) {
@@ -89,8 +82,13 @@ class Conv final : public Layer {
     if (algos_.size() <= static_cast<size_t>(p.index)) algos_.resize(static_cast<size_t>(p.index) + 1);
     ConvAlgos& a = algos_[static_cast<size_t>(p.index)];
     if (nhwc()) {
-      a.xb = nhwc_desc(p.n, nd_.in.c, nd_.in.h, nd_.in.w, nhwc_type());
-      a.yb = nhwc_desc(p.n, nd_.out.c, nd_.out.h, nd_.out.w, nhwc_type());
+      a.xb = tensor_desc(p.n, nd_.in.c, nd_.in.h, nd_.in.w, CUDNN_TENSOR_NHWC, nhwc_type());
+      a.yb = tensor_desc(p.n, nd_.out.c, nd_.out.h, nd_.out.w, CUDNN_TENSOR_NHWC, nhwc_type());
+    }
+    if (store() && wbf_.size() < static_cast<size_t>(filter_count())) {
+      cudaCheck(cudaStreamSynchronize(s_.stream));
+      wbf_.alloc(static_cast<size_t>(filter_count()), s_.stream);
+      if (nd_.params.size() > 1) bias_partial_.alloc(static_cast<size_t>(kBiasChunks) * nd_.out_channels, s_.stream);
     }
     const cudnnTensorDescriptor_t x = nhwc() ? a.xb->get() : xd(p), y = nhwc() ? a.yb->get() : yd(p);
     a.cfwd = conv_desc();
@@ -183,10 +181,20 @@ class Conv final : public Layer {
     const ConvAlgos& a = algos(p);
     float* y = s_.data[out()];
     if (nhwc()) {
-      to_nhwc(s_.data[in()], sa(), p.n, nd_.in.c, hw_in());
-      to_nhwc(s_.P(nd_, 0), sw(), nd_.out_channels, nd_.in.c, kk());
-      cudnnCheck(cudnnConvolutionForward(s_.cudnn, &kOne, a.xb->get(), sa(), filter(), sw(), a.cfwd->get(), a.fwd,
-                                         s_.workspace.get(), s_.workspace.size(), &kZero, a.yb->get(), sb()));
+      const void* w = sw();
+      if (store()) {  // this layer's bf16 filter, for the backward too
+        to_bf16_nhwc(s_.P(nd_, 0), wbf_.get(), nd_.out_channels, nd_.in.c, kk(), s_.stream);
+        w = wbf_.get();
+      } else {
+        to_nhwc(s_.P(nd_, 0), sw(), nd_.out_channels, nd_.in.c, kk());
+      }
+      void* yb = s_.is_half(out()) ? static_cast<void*>(s_.hdata(out())) : sb();
+      cudnnCheck(cudnnConvolutionForward(s_.cudnn, &kOne, a.xb->get(), x_nhwc(p), filter(), w, a.cfwd->get(), a.fwd,
+                                         s_.workspace.get(), s_.workspace.size(), &kZero, a.yb->get(), yb));
+      if (s_.is_half(out())) {
+        if (nd_.params.size() > 1) bias_add_nhwc_bf16(s_.hdata(out()), s_.P(nd_, 1), p.n * hw_out(), nd_.out.c, s_.stream);
+        return;
+      }
       from_nhwc(sb(), y, p.n, nd_.out.c, hw_out(), false);
     } else {
       cudnnCheck(cudnnConvolutionForward(s_.cudnn, &kOne, xd(p), s_.data[in()], w_.get(), s_.P(nd_, 0), a.cfwd->get(),
@@ -198,12 +206,17 @@ class Conv final : public Layer {
   void backward_params(const Plan& p) override {
     const ConvAlgos& a = algos(p);
     if (nhwc()) {
-      to_nhwc(s_.data[in()], sa(), p.n, nd_.in.c, hw_in());
-      dy_nhwc(p);
-      cudnnCheck(cudnnConvolutionBackwardFilter(s_.cudnn, &kOne, a.xb->get(), sa(), a.yb->get(), sb(),
+      const void* x = x_nhwc(p);
+      cudnnCheck(cudnnConvolutionBackwardFilter(s_.cudnn, &kOne, a.xb->get(), x, a.yb->get(), dy_nhwc(p),
                                                 a.cbwd_filter->get(), a.bwd_filter, s_.workspace.get(),
                                                 s_.workspace.size(), &kZero, filter(), sw()));
       from_nhwc(sw(), s_.G(nd_, 0), nd_.out_channels, nd_.in.c, kk(), false);
+      if (s_.is_half(out())) {
+        if (nd_.params.size() > 1)
+          bias_grad_nhwc_bf16(s_.hdiff(out()), s_.G(nd_, 1), p.n * hw_out(), nd_.out.c, bias_partial_.get(),
+                              s_.stream);
+        return;
+      }
     } else {
       cudnnCheck(cudnnConvolutionBackwardFilter(s_.cudnn, &kOne, xd(p), s_.data[in()], yd(p), s_.diff[out()],
                                                 a.cbwd_filter->get(), a.bwd_filter, s_.workspace.get(), s_.workspace.size(),
@@ -219,12 +232,19 @@ class Conv final : public Layer {
     const ConvAlgos& a = algos(p);
     const float* beta = s_.beta_for(in());
     if (nhwc()) {
-      dy_nhwc(p);
-      to_nhwc(s_.P(nd_, 0), sw(), nd_.out_channels, nd_.in.c, kk());
-      cudnnCheck(cudnnConvolutionBackwardData(s_.cudnn, &kOne, filter(), sw(), a.yb->get(), sb(), a.cbwd_data->get(),
+      const void* dy = dy_nhwc(p);
+      const void* w = sw();
+      if (store()) w = wbf_.get();  // converted by this step's forward
+      else to_nhwc(s_.P(nd_, 0), sw(), nd_.out_channels, nd_.in.c, kk());
+      // dx straight into a bf16 input's gradient when it is the first writer; else into
+      // bf_a, then summed into it (fp32, one rounding) or widened into the fp32 one.
+      const bool direct = s_.is_half(in()) && *beta == 0.f;
+      cudnnCheck(cudnnConvolutionBackwardData(s_.cudnn, &kOne, filter(), w, a.yb->get(), dy, a.cbwd_data->get(),
                                               a.bwd_data, s_.workspace.get(), s_.workspace.size(), &kZero,
-                                              a.xb->get(), sa()));
-      from_nhwc(sa(), s_.diff[in()], p.n, nd_.in.c, hw_in(), *beta != 0.f);
+                                              a.xb->get(), direct ? static_cast<void*>(s_.hdiff(in())) : sa()));
+      if (direct) return;
+      if (s_.is_half(in())) add_bf16(s_.hdiff(in()), s_.bf_a.get(), s_.hdiff(in()), p.n * nd_.in.numel(), s_.stream);
+      else from_nhwc(sa(), s_.diff[in()], p.n, nd_.in.c, hw_in(), *beta != 0.f);
       return;
     }
     cudnnCheck(cudnnConvolutionBackwardData(s_.cudnn, &kOne, w_.get(), s_.P(nd_, 0), yd(p), s_.diff[out()],
@@ -334,12 +354,25 @@ class Conv final : public Layer {
   int64_t hw_out() const { return int64_t{nd_.out.h} * nd_.out.w; }
   int64_t kk() const { return int64_t{nd_.kernel} * nd_.kernel; }
   int64_t filter_count() const { return int64_t{nd_.out_channels} * nd_.in.c * kk(); }
-  // sb() = NHWC dy (converted once per layer: NetState::bf_b_needs).
-  void dy_nhwc(const Plan& p) {
+  // NHWC dy: a bf16 output's own gradient, else sb() (converted once per layer:
+  // NetState::bf_b_needs).
+  const void* dy_nhwc(const Plan& p) {
+    if (s_.is_half(out())) return s_.hdiff(out());
     if (s_.bf_b_needs(s_.diff[out()])) to_nhwc(s_.diff[out()], sb(), p.n, nd_.out.c, hw_out());
+    return sb();
   }
+  // NHWC x: a bf16 input itself, else its copy in sa() (converted now).
+  const void* x_nhwc(const Plan& p) {
+    if (s_.is_half(in())) return s_.hdata(in());
+    to_nhwc(s_.data[in()], sa(), p.n, nd_.in.c, hw_in());
+    return sa();
+  }
+  // The bf16 activation store is on (NetState::half): the filter is converted once per forward.
+  bool store() const { return s_.bf16 && !s_.half.empty(); }
 
   FilterDesc w_, wb_, wn_;  // fp32 KCRS; bf16 KRSC; fp32 KRSC
+  DevArray<bf16_t> wbf_;    // the bf16 activation store: this step's bf16 KRSC filter (forward → backward)
+  DevArray<float> bias_partial_;  // bias_grad_nhwc_bf16's kBiasChunks × out_channels partial sums
   std::unique_ptr<TensorDesc> chan_;  // bias: 1×C×1×1
   std::vector<ConvAlgos> algos_;      // per plan
 };

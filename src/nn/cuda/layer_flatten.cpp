@@ -1,5 +1,9 @@
 // layer_flatten.cpp — flatten: no op when the output aliases the input (NetState::alias:
-// the input has no other reader), else a copy; backward passes the gradient through.
+// the input has no other reader), else a copy; backward passes the gradient through. A
+// bf16 NHWC input (the activation store, NetState::half) is widened into the fp32 output
+// in PyTorch's C·H·W order (from_bf16_nhwc), and the gradient goes back the other way
+// (to_bf16_nhwc, summing in fp32 where the input has another reader).
+#include "nn/cuda/kernels.hpp"
 #include "nn/cuda/layer.hpp"
 
 namespace cnnscale::nn::cuda {
@@ -10,6 +14,8 @@ class Flatten final : public Layer {
   using Layer::Layer;
 
   void forward(const Plan& p, const StepContext& /*ctx*/, bool /*eval*/) override {
+    if (s_.is_half(in()))
+      return from_bf16_nhwc(s_.hdata(in()), s_.data[out()], p.n, nd_.in.c, hw(), false, s_.stream);
     if (!s_.alias[out()])
       cudaCheck(cudaMemcpyAsync(s_.data[out()], s_.data[in()],
                                 static_cast<size_t>(p.n * nd_.out.numel()) * sizeof(float), cudaMemcpyDeviceToDevice,
@@ -22,8 +28,14 @@ class Flatten final : public Layer {
       return;
     }
     if (!s_.needs_diff[in()]) return;
+    if (s_.is_half(in()))
+      return to_bf16_nhwc(s_.diff[out()], s_.hdiff(in()), p.n, nd_.in.c, hw(), s_.stream,
+                          *s_.beta_for(in()) != 0.f);
     s_.pass_grad(s_.diff[out()], s_.diff[in()], p.n * nd_.out.numel(), s_.beta_for(in()));
   }
+
+ private:
+  int64_t hw() const { return int64_t{nd_.in.h} * nd_.in.w; }
 };
 
 }  // namespace

@@ -2,7 +2,9 @@
 // cudnnPoolingForward / Backward (max: CUDNN_POOLING_MAX_DETERMINISTIC, padding never
 // wins, as PyTorch's -inf; average counts the padded window), an h×w window for gap on
 // non-square inputs, floor output size — checked against the graph's shapes when a plan
-// is built. NaNs propagate (CUDNN_PROPAGATE_NAN), as in PyTorch's max_pool2d.
+// is built. NaNs propagate (CUDNN_PROPAGATE_NAN), as in PyTorch's max_pool2d. On a
+// tensor of the bf16 activation store (NetState::half) the plan's descriptors are bf16
+// NHWC (cuDNN's NHWC pooling kernels).
 #include "nn/cuda/layer.hpp"
 
 namespace cnnscale::nn::cuda {
