@@ -831,8 +831,11 @@ namespace {
 // little wider: the GPU's convolutions also round their outputs to bf16), and not
 // bitwise the GPU's fp32 result. A wrong layout or a transposed operand gives errors of
 // order 1, far outside these.
-void compare_bf16(const std::string& spec, const SampleShape& shape, int classes, int64_t n, bool deep) {
-  SCOPED_TRACE(spec);
+// store: the bf16 activation store (the default) or, false, CNNSCALE_GPU_BF16_STORE=0
+// (fp32 activations, conversions per convolution).
+void compare_bf16(const std::string& spec, const SampleShape& shape, int classes, int64_t n, bool deep,
+                  bool store = true) {
+  SCOPED_TRACE(spec + (store ? " (bf16 activation store)" : " (CNNSCALE_GPU_BF16_STORE=0)"));
   auto cpu = make_model(spec, shape, classes);
   auto f32 = make_cuda_model(spec, shape, classes, 0, fp32_only());
   auto b16 = make_cuda_model(spec, shape, classes, 0);
@@ -840,7 +843,9 @@ void compare_bf16(const std::string& spec, const SampleShape& shape, int classes
     m->init_params(5);
   cpu->prepare(n, Precision::fp32);
   f32->prepare(n, Precision::fp32);
-  b16->prepare(n, Precision::bf16);
+  if (!store) setenv("CNNSCALE_GPU_BF16_STORE", "0", 1);
+  b16->prepare(n, Precision::bf16);  // reads the variable
+  unsetenv("CNNSCALE_GPU_BF16_STORE");
   const size_t P = cpu->param_count();
   const Data d(n, shape, classes, 3);
   const StepContext ctx = ctx_for(d, n, 0);
@@ -865,15 +870,155 @@ void compare_bf16(const std::string& spec, const SampleShape& shape, int classes
 
 }  // namespace
 
+// With the bf16 activation store (the default), every kind of tensor boundary:
+// bf16 from conv through bn/relu/pools/add to flatten (a biased convolution: the bias
+// kernels), a dropout on a feature map (the tensors before it fp32 back to the
+// convolution, which widens its output), a residual add of the fp32 input (all fp32),
+// no convolution at all; then the built-in models. And the same models with the store
+// off (the per-convolution conversions it replaced).
 TEST(CudaBf16, LayersAndModelsCloseToCpuFp32) {
   REQUIRE_BF16_GPU();
   compare_bf16("conv(3,3) relu conv(4,3,2,1) relu flatten linear(5)", {2, 9, 9}, 5, 6, false);
   compare_bf16("conv(4,3,1,1) bn relu conv(4,3,1,1) bn flatten linear(3)", {2, 6, 6}, 3, 6, false);
   compare_bf16("conv(4,3,1,1) res(conv(4,3,1,1) relu conv(4,3,1,1)) relu flatten linear(3)", {2, 6, 6}, 3, 5, false);
+  compare_bf16("conv(5,3,1,1) res(conv(5,3,1,1) bn) relu maxpool(2) avgpool(3) flatten linear(3)", {2, 6, 6}, 3, 6,
+               false);
+  compare_bf16("conv(4,3) relu conv(4,3) bn relu dropout(0.5) flatten linear(3)", {1, 8, 8}, 3, 6, false);
+  compare_bf16("res(conv(3,3,1,1)) relu flatten linear(3)", {3, 6, 6}, 3, 5, false);
   compare_bf16("flatten linear(16) relu dropout(0.25) linear(4)", {1, 5, 5}, 4, 7, false);
   compare_bf16("mnist_cnn", {1, 28, 28}, 10, 8, false);
   compare_bf16("resnet20", {3, 16, 16}, 10, 8, true);
   compare_bf16("resnet18", {3, 38, 70}, 10, 4, true);
+  for (bool store : {false}) {
+    compare_bf16("conv(4,3,1,1) res(conv(4,3,1,1) relu conv(4,3,1,1)) relu flatten linear(3)", {2, 6, 6}, 3, 5, false,
+                 store);
+    compare_bf16("mnist_cnn", {1, 28, 28}, 10, 8, false, store);
+    compare_bf16("resnet20", {3, 16, 16}, 10, 8, true, store);
+  }
+}
+
+// The bf16 activation store's kernels (kernels.hpp) against a host reference, bitwise:
+// relu forward (a NaN passes, -0 becomes +0) and backward (overwrite and accumulate),
+// add (one rounding of the fp32 sum, also in place), a convolution's bias on NHWC and
+// its gradient (the kernels' fixed summation order: chunks of rows, 8 lanes each).
+TEST(CudaBf16, StoreKernelsRoundOnce) {
+  REQUIRE_GPU();
+  auto to_bf = [](float f) {  // the nearest bf16's bits (finite f; NaN kept as a NaN)
+    uint32_t u = 0;
+    std::memcpy(&u, &f, 4);
+    if (f != f) return static_cast<uint16_t>((u >> 16) | 0x40u);
+    return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  };
+  for (const int64_t count : {int64_t{1}, int64_t{1000}, int64_t{300001}}) {
+    SCOPED_TRACE("count " + std::to_string(count));
+    nn::SplitMix64 r(count);
+    std::vector<uint16_t> a(static_cast<size_t>(count)), b(a.size()), y(a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      a[i] = to_bf(static_cast<float>(r.uniform(-4, 4)));
+      b[i] = to_bf(static_cast<float>(r.uniform(-4, 4)));
+    }
+    if (count >= 4) {
+      a[0] = to_bf(NAN), a[1] = to_bf(-0.f), a[2] = to_bf(0.f);
+      b[3] = to_bf(1e-3f), a[3] = to_bf(256.f);  // 256 + 0.001: rounds back to 256
+    }
+    nn::cuda::bf16_t *da = nullptr, *db = nullptr, *dy = nullptr;
+    const size_t bytes = a.size() * 2;
+    ASSERT_EQ(cudaMalloc(&da, bytes), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&db, bytes), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dy, bytes), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(da, a.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(db, b.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    auto get = [&](const nn::cuda::bf16_t* d) {
+      std::vector<uint16_t> h(a.size());
+      EXPECT_EQ(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      return h;
+    };
+    size_t bad = 0;
+    nn::cuda::relu_forward_bf16(da, dy, count, nullptr);
+    y = get(dy);
+    for (size_t i = 0; i < a.size(); ++i) {
+      const float v = widen(a[i]);
+      bad += y[i] != (v > 0 || v != v ? a[i] : uint16_t{0});
+    }
+    EXPECT_EQ(bad, 0u) << "relu forward";
+    // backward from y = relu(a) with dy = b: dx = b where a > 0
+    nn::cuda::relu_backward_bf16(dy, db, da, count, false, nullptr);
+    std::vector<uint16_t> dx = get(da);
+    bad = 0;
+    for (size_t i = 0; i < a.size(); ++i) bad += dx[i] != (widen(y[i]) > 0 ? b[i] : uint16_t{0});
+    EXPECT_EQ(bad, 0u) << "relu backward";
+    nn::cuda::relu_backward_bf16(dy, db, da, count, true, nullptr);  // dx += the same again
+    std::vector<uint16_t> dx2 = get(da);
+    bad = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+      bad += dx2[i] != (widen(y[i]) > 0 ? to_bf(widen(dx[i]) + widen(b[i])) : dx[i]);
+    EXPECT_EQ(bad, 0u) << "relu backward, accumulating";
+    ASSERT_EQ(cudaMemcpy(da, a.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    nn::cuda::add_bf16(da, db, dy, count, nullptr);
+    y = get(dy);
+    bad = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const float sum = widen(a[i]) + widen(b[i]);
+      bad += sum == sum ? y[i] != to_bf(sum) : widen(y[i]) == widen(y[i]);
+    }
+    EXPECT_EQ(bad, 0u) << "add";
+    if (count >= 4) {
+      EXPECT_EQ(y[3], to_bf(256.f)) << "256 + 0.001 is 256 in bf16";
+    }
+    nn::cuda::add_bf16(da, db, da, count, nullptr);  // in place (a gradient sum)
+    EXPECT_EQ(get(da), y) << "add in place";
+    cudaFree(da), cudaFree(db), cudaFree(dy);
+  }
+  // Bias on NHWC: rows × c, c not a multiple of 32, rows not a multiple of the chunks.
+  for (const auto& [rows, c] : {std::pair<int64_t, int>{5, 3}, {1000, 37}, {70001, 64}}) {
+    SCOPED_TRACE("rows " + std::to_string(rows) + " c " + std::to_string(c));
+    const size_t count = static_cast<size_t>(rows * c);
+    nn::SplitMix64 r(rows);
+    std::vector<uint16_t> y(count);
+    std::vector<float> bias(static_cast<size_t>(c));
+    for (auto& v : y) v = to_bf(static_cast<float>(r.uniform(-2, 2)));
+    for (auto& v : bias) v = static_cast<float>(r.uniform(-1, 1));
+    nn::cuda::bf16_t* dy = nullptr;
+    float *dbias = nullptr, *ddb = nullptr, *partial = nullptr;
+    ASSERT_EQ(cudaMalloc(&dy, count * 2), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dbias, bias.size() * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&ddb, bias.size() * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&partial, static_cast<size_t>(nn::cuda::kBiasChunks) * c * 4), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dy, y.data(), count * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dbias, bias.data(), bias.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    nn::cuda::bias_grad_nhwc_bf16(dy, ddb, rows, c, partial, nullptr);
+    std::vector<float> db(bias.size());
+    ASSERT_EQ(cudaMemcpy(db.data(), ddb, db.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    const int64_t per = (rows + nn::cuda::kBiasChunks - 1) / nn::cuda::kBiasChunks;
+    size_t bad = 0;
+    double worst = 0;
+    for (int ch = 0; ch < c; ++ch) {
+      float total = 0;
+      double exact = 0;
+      for (int k = 0; k < nn::cuda::kBiasChunks; ++k) {
+        float chunk = 0;
+        for (int lane = 0; lane < 8; ++lane) {
+          float s = 0;
+          for (int64_t row = k * per + lane; row < std::min(rows, (k + 1) * per); row += 8)
+            s += widen(y[static_cast<size_t>(row * c + ch)]);
+          chunk += s;
+        }
+        total += chunk;
+      }
+      for (int64_t row = 0; row < rows; ++row) exact += widen(y[static_cast<size_t>(row * c + ch)]);
+      bad += std::memcmp(&total, &db[static_cast<size_t>(ch)], 4) != 0;
+      worst = std::max(worst, std::fabs(db[static_cast<size_t>(ch)] - exact) / std::sqrt(double(rows)));
+    }
+    EXPECT_EQ(bad, 0u) << "bias gradient: not the fixed order's bits";
+    EXPECT_LT(worst, 1e-4) << "bias gradient far from the exact sum";
+    nn::cuda::bias_add_nhwc_bf16(dy, dbias, rows, c, nullptr);
+    std::vector<uint16_t> yb(count);
+    ASSERT_EQ(cudaMemcpy(yb.data(), dy, count * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    bad = 0;
+    for (size_t k = 0; k < count; ++k) bad += yb[k] != to_bf(widen(y[k]) + bias[k % static_cast<size_t>(c)]);
+    EXPECT_EQ(bad, 0u) << "bias add";
+    cudaFree(dy), cudaFree(dbias), cudaFree(ddb), cudaFree(partial);
+  }
 }
 
 // The convolution sweep in bf16 (benchmark on): every problem planned and recorded with

@@ -157,6 +157,72 @@ TEST(Models, TorchvisionResnetCountsAndNames) {
   EXPECT_THROW(make_model("mnist_cnn", {1, 28, 28}, 10, -1, zero), UserError);
 }
 
+// The GPU model's bf16 activation store (nn::gpu_bf16_tensors, docs/gpu.md "bf16 on the
+// GPU"): which tensors are bf16 NHWC. Every graph must come out consistent (the layers
+// that keep their input's type see one type; dropout, linear and the loss read fp32),
+// and the ResNets must be bf16 from the first convolution to the classifier.
+namespace {
+
+using Half = std::vector<char>;
+Half store_types(const std::string& spec, const SampleShape& in, int classes = 3) {
+  const nn::Graph g = nn::build_model_graph(spec, in, classes).graph;
+  const Half h = nn::gpu_bf16_tensors(g);
+  EXPECT_EQ(h.size(), static_cast<size_t>(g.tensor_count())) << spec;
+  EXPECT_EQ(h[0], 0) << spec << ": the input images are fp32";
+  EXPECT_EQ(h[static_cast<size_t>(g.output)], 0) << spec << ": the logits are fp32";
+  for (const nn::Node& n : g.nodes) {
+    const char in_t = h[static_cast<size_t>(n.inputs[0])], out_t = h[static_cast<size_t>(n.index + 1)];
+    switch (n.op) {
+      case nn::Op::bn:
+      case nn::Op::relu:
+      case nn::Op::maxpool:
+      case nn::Op::avgpool: EXPECT_EQ(in_t, out_t) << spec << " node " << n.index; break;
+      case nn::Op::add:
+        EXPECT_EQ(in_t, out_t) << spec << " node " << n.index;
+        EXPECT_EQ(h[static_cast<size_t>(n.inputs[1])], out_t) << spec << " node " << n.index;
+        break;
+      case nn::Op::dropout:
+      case nn::Op::linear:
+        EXPECT_EQ(in_t, 0) << spec << " node " << n.index << " reads fp32 only";
+        EXPECT_EQ(out_t, 0) << spec << " node " << n.index;
+        break;
+      case nn::Op::flatten: EXPECT_EQ(out_t, 0) << spec << " node " << n.index; break;
+      case nn::Op::conv: break;
+    }
+  }
+  return h;
+}
+
+}  // namespace
+
+TEST(GpuBf16Store, TypesFlowFromConvolutionsToTheClassifier) {
+  for (const auto& [name, shape] : {std::pair<std::string, SampleShape>{"resnet20", {3, 32, 32}},
+                                    {"resnet18", {3, 32, 48}},
+                                    {"resnet50", {3, 64, 64}}}) {
+    const nn::Graph g = nn::build_model_graph(name, shape, 10).graph;
+    const Half h = store_types(name, shape, 10);
+    int half = 0;
+    for (const nn::Node& n : g.nodes) {
+      const bool classifier = n.op == nn::Op::flatten || n.op == nn::Op::linear;
+      EXPECT_EQ(h[static_cast<size_t>(n.index + 1)], classifier ? 0 : 1) << name << " node " << n.index;
+      half += h[static_cast<size_t>(n.index + 1)];
+    }
+    EXPECT_EQ(half, static_cast<int>(g.nodes.size()) - 2) << name;  // all but flatten and fc
+  }
+  // mnist_cnn: dropout(0.25) reads the max-pool, so pool, relu and conv2 stay fp32 back to
+  // conv2 (which then widens its output); conv1 → relu → conv2 is bf16.
+  EXPECT_EQ(store_types("mnist_cnn", {1, 28, 28}, 10), (Half{0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
+  // A residual add of the fp32 input images: the add and the convolution feeding it are fp32.
+  EXPECT_EQ(store_types("res(conv(3,3,1,1)) relu flatten linear(3)", {3, 6, 6}), (Half{0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(store_types("conv(4,3,1,1) res(conv(4,3,1,1) bn) relu maxpool(2) avgpool(3) flatten linear(3)", {2, 6, 6}),
+            (Half{0, 1, 1, 1, 1, 1, 1, 1, 0, 0}));
+  // Dropout on a feature map: its input and everything that keeps type up to the convolution.
+  EXPECT_EQ(store_types("conv(4,3) relu conv(4,3) bn relu dropout(0.5) flatten linear(3)", {1, 8, 8}),
+            (Half{0, 1, 1, 0, 0, 0, 0, 0, 0}));
+  // No convolution: nothing is bf16.
+  EXPECT_EQ(store_types("flatten linear(16) relu dropout(0.25) linear(4)", {1, 5, 5}, 4), (Half(6, 0)));
+}
+
 // A non-square input (gap over 2×3 at the end, padded max-pool on 19×25) trains.
 TEST(Models, TorchvisionResnetNonSquareStep) {
   auto r = make_model("resnet18", {3, 38, 50}, 4);
