@@ -843,9 +843,12 @@ void compare_bf16(const std::string& spec, const SampleShape& shape, int classes
     m->init_params(5);
   cpu->prepare(n, Precision::fp32);
   f32->prepare(n, Precision::fp32);
-  if (!store) setenv("CNNSCALE_GPU_BF16_STORE", "0", 1);
+  const char* was = std::getenv("CNNSCALE_GPU_BF16_STORE");
+  const std::string saved = was ? was : "";
+  setenv("CNNSCALE_GPU_BF16_STORE", store ? "1" : "0", 1);
   b16->prepare(n, Precision::bf16);  // reads the variable
-  unsetenv("CNNSCALE_GPU_BF16_STORE");
+  if (was) setenv("CNNSCALE_GPU_BF16_STORE", saved.c_str(), 1);
+  else unsetenv("CNNSCALE_GPU_BF16_STORE");
   const size_t P = cpu->param_count();
   const Data d(n, shape, classes, 3);
   const StepContext ctx = ctx_for(d, n, 0);

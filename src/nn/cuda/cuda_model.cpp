@@ -331,7 +331,8 @@ class CudaNet final : public DeviceModel {
     const int T = g_.tensor_count();
     s_.half.clear();
     if (s_.bf16 && store_) s_.half = gpu_bf16_tensors(g_);
-    std::vector<int> consumers(T, 0);
+    std::vector<int>& consumers = s_.readers;
+    consumers.assign(T, 0);
     for (const Node& nd : g_.nodes)
       for (int t : nd.inputs) consumers[t]++;
     s_.alias.assign(T, false);

@@ -58,7 +58,7 @@ void add_bf16(const bf16_t* a, const bf16_t* b, bf16_t* y, int64_t count, cudaSt
 void bias_add_nhwc_bf16(bf16_t* y, const float* b, int64_t rows, int c, cudaStream_t s);
 // db[ch] = Σ_r dy[r][ch] in fp32, in a fixed order (deterministic): kBiasChunks partial
 // sums per channel into `partial` (kBiasChunks × c floats), then summed in chunk order.
-constexpr int kBiasChunks = 64;
+constexpr int kBiasChunks = 512;  // blocks per 32 channels: enough to fill a GPU on a few channels
 void bias_grad_nhwc_bf16(const bf16_t* dy, float* db, int64_t rows, int c, float* partial, cudaStream_t s);
 
 // *p += 1 (batch-norm num_batches_tracked).

@@ -17,9 +17,10 @@
 //    the pools and residual adds, up to flatten) are kept as bf16 NHWC, data and
 //    gradient alike, half the bytes of fp32: a convolution reads x and dy and writes y
 //    and dx there directly; batch-norm and the pools run cuDNN on bf16 NHWC descriptors
-//    (fp32 scale, bias and statistics: cuDNN's pseudo-bf16 configuration); relu, add and
-//    a convolution's bias are kernels (kernels.hpp) that compute in fp32 and round once;
-//    flatten widens to fp32 C·H·W for the classifier. A tensor read twice sums its
+//    (fp32 scale, bias and statistics: cuDNN's pseudo-bf16 configuration); relu and add
+//    are kernels (kernels.hpp) that compute in fp32 and round once; a convolution's fp32
+//    bias is added to its bf16 output by a kernel (a second rounding, as PyTorch's
+//    separate bias add under autocast); flatten widens to fp32 C·H·W for the classifier. A tensor read twice sums its
 //    gradients in fp32, rounded once (cuDNN's beta = 1 for batch-norm and the pools, the
 //    kernels' accumulate otherwise). A convolution converts its fp32 filter to bf16 KRSC
 //    once per forward (Conv's own copy, reused by its backward).
@@ -69,6 +70,7 @@ struct NetState {
   std::vector<float*> data, diff;
   std::vector<bool> alias;       // a flatten output that shares its input's buffers
   std::vector<bool> needs_diff;  // false for the network input
+  std::vector<int> readers;      // per tensor: how many nodes read it
   std::vector<char> written;     // this backward: the gradient has its first writer
   DevArray<float> ones;          // max_batch ones (linear bias)
   const int64_t* sample_ids = nullptr;  // the batch's global sample ids (dropout; the current input slot)

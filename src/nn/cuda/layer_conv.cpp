@@ -74,8 +74,11 @@ class Conv final : public Layer {
                                           nd.kernel, nd.kernel));
   }
 
+  // bf_a: x's copy when the input is fp32, or dx when the input is bf16 with another
+  // reader (summed into its gradient); bf_b: y or dy when the output is fp32; bf_w: dW.
   Bf16Need bf16_need(int64_t n) const override {
-    return {n * nd_.in.numel(), n * nd_.out.numel(), filter_count()};
+    const bool a = !s_.is_half(in()) || s_.readers[static_cast<size_t>(in())] > 1;
+    return {a ? n * nd_.in.numel() : 0, s_.is_half(out()) ? 0 : n * nd_.out.numel(), filter_count()};
   }
 
   size_t plan(const Plan& p) override {
