@@ -5,7 +5,8 @@
 # need 2 GPUs SKIP on one), 1-rank NCCL training of resnet20 (3×32×32, batch 256) and
 # resnet50 (3×224×224, 1000 classes, batch 128) in fp32 (--tf32 off), TF32 and bf16 (and
 # ResNet-50 bf16 with CNNSCALE_GPU_BF16_STORE=0: the per-convolution conversions that the
-# bf16 activation store replaced, precision "bf16conv"), and
+# bf16 activation store replaced, precision "bf16conv"; and with its batch-norm layers in
+# cuDNN's persistent NHWC mode, CNNSCALE_GPU_BN_PERSISTENT=1, precision "bf16bnp"), and
 # the same ResNet-50 in PyTorch on the same GPU (bench/pytorch_gpu_resnet.py: torchvision
 # resnet50, synthetic batch, TF32 and autocast(bfloat16), NCHW and channels_last, same
 # batch, same timing rule). Everything lands under --out DIR; DIR/summary.md says what
@@ -27,9 +28,9 @@
 #                 first of /opt/torch/.venv/bin/python3 and python3 that imports torch)
 #   --steps N     steps per resnet50 run (default 40; resnet20: 1.5×)
 #   --benches L   which benchmarks, in this order (default resnet50.tf32,resnet50.bf16,
-#                 resnet50.bf16conv,pytorch,resnet50.fp32,resnet20.fp32,resnet20.tf32,
-#                 resnet20.bf16,profile); profile: ResNet-50 in TF32, bf16 and bf16conv again,
-#                 12 steps, with CNNSCALE_GPU_PROFILE (device ms per layer and direction:
+#                 resnet50.bf16conv,pytorch,resnet50.bf16bnp,resnet50.fp32,resnet20.fp32,
+#                 resnet20.tf32,resnet20.bf16,profile); profile: ResNet-50 in TF32, bf16,
+#                 bf16conv and bf16bnp again, 12 steps, with CNNSCALE_GPU_PROFILE (device ms per layer and direction:
 #                 profile.resnet50.<precision>.txt)
 #   --data-threads N  threads making the synthetic batches (default 4: the GPU must not wait)
 # Exit status: 0 every check that ran passed; 1 a check failed; 2 bad usage or no kit;
@@ -39,7 +40,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 KIT=${CNNSCALE_KIT:-}
 OUT="" BUDGET=510 TEST_RE="" DO_TESTS=1 DO_BENCH=1 DO_TORCH=1 PY="" STEPS=40 SERIAL=0 TEST_CAP=210
-BENCHES=resnet50.tf32,resnet50.bf16,resnet50.bf16conv,pytorch,resnet50.fp32,resnet20.fp32,resnet20.tf32,resnet20.bf16,profile
+BENCHES=resnet50.tf32,resnet50.bf16,resnet50.bf16conv,pytorch,resnet50.bf16bnp,resnet50.fp32,resnet20.fp32,resnet20.tf32,resnet20.bf16,profile
 TORCH_PRECISIONS=fp32,tf32,bf16 TORCH_FORMATS=contiguous,channels_last DATA_THREADS=4
 while [ $# -gt 0 ]; do
   case $1 in
@@ -177,7 +178,7 @@ BENCH=$OUT/bench
 mkdir -p "$BENCH"
 : >"$BENCH/results.jsonl"
 bench_cnnscale() {  # CONFIG PRECISION
-  local cfg=$1 prec=$2 args p steps=$STEPS store=1
+  local cfg=$1 prec=$2 args p steps=$STEPS store=1 bnp=0
   case $cfg in
     resnet20) args=(--model resnet20 --image-size 32 --channels 3 --classes 10 --batch-size 256); steps=$((STEPS * 3 / 2)) ;;
     resnet50) args=(--model resnet50 --image-size 224 --channels 3 --classes 1000 --batch-size 128) ;;
@@ -187,9 +188,10 @@ bench_cnnscale() {  # CONFIG PRECISION
     tf32) p=(--precision fp32 --tf32 on) ;;
     bf16) p=(--precision bf16) ;;
     bf16conv) p=(--precision bf16); store=0 ;;  # the design before the bf16 activation store
+    bf16bnp) p=(--precision bf16); bnp=1 ;;     # batch-norm in cuDNN's persistent NHWC mode
   esac
-  check "bench.$cfg.$prec" 90 env CNNSCALE_GPU_BF16_STORE=$store mpiexec -n 1 --bind-to none \
-    -x CNNSCALE_GPU_BF16_STORE cnnscale train --synthetic --backend nccl "${args[@]}" "${p[@]}" \
+  check "bench.$cfg.$prec" 90 env CNNSCALE_GPU_BF16_STORE=$store CNNSCALE_GPU_BN_PERSISTENT=$bnp mpiexec -n 1 \
+    --bind-to none -x CNNSCALE_GPU_BF16_STORE -x CNNSCALE_GPU_BN_PERSISTENT cnnscale train --synthetic --backend nccl "${args[@]}" "${p[@]}" \
     --optimizer sgd --lr 0.01 --momentum 0.9 --max-steps "$steps" --no-eval --no-tensorboard --log-every 10 \
     --data-threads "$DATA_THREADS" --run-dir "$BENCH/$cfg.$prec"
   local ips
@@ -216,16 +218,17 @@ if [ -n "$NOGPU" ]; then
 elif [ $DO_BENCH = 1 ]; then
   for b in ${BENCHES//,/ }; do
     case $b in
-      resnet20.fp32|resnet20.tf32|resnet20.bf16|resnet20.bf16conv|resnet50.fp32|resnet50.tf32|resnet50.bf16|resnet50.bf16conv)
+      resnet20.fp32|resnet20.tf32|resnet20.bf16|resnet20.bf16conv|resnet20.bf16bnp|resnet50.fp32|resnet50.tf32|resnet50.bf16|resnet50.bf16conv|resnet50.bf16bnp)
         bench_cnnscale "${b%.*}" "${b#*.}" ;;
       pytorch) [ $DO_TORCH = 1 ] && bench_pytorch ;;
       profile)
-        for prec in tf32 bf16 bf16conv; do
+        for prec in tf32 bf16 bf16conv bf16bnp; do
           p=(--precision fp32 --tf32 on); [ $prec != tf32 ] && p=(--precision bf16)
           store=1; [ $prec = bf16conv ] && store=0
+          bnp=0; [ $prec = bf16bnp ] && bnp=1
           check "profile.resnet50.$prec" 60 env CNNSCALE_GPU_PROFILE="$OUT/profile.resnet50.$prec.txt" \
-            CNNSCALE_GPU_BF16_STORE=$store mpiexec -n 1 --bind-to none -x CNNSCALE_GPU_PROFILE \
-            -x CNNSCALE_GPU_BF16_STORE cnnscale train --synthetic --backend nccl --model resnet50 \
+            CNNSCALE_GPU_BF16_STORE=$store CNNSCALE_GPU_BN_PERSISTENT=$bnp mpiexec -n 1 --bind-to none \
+            -x CNNSCALE_GPU_PROFILE -x CNNSCALE_GPU_BF16_STORE -x CNNSCALE_GPU_BN_PERSISTENT cnnscale train --synthetic --backend nccl --model resnet50 \
             --image-size 224 --channels 3 --classes 1000 --batch-size 128 "${p[@]}" --optimizer sgd --lr 0.01 \
             --momentum 0.9 --max-steps 12 --no-eval --no-tensorboard --log-every 4 --data-threads "$DATA_THREADS" \
             --run-dir "$BENCH/profile.$prec"
@@ -272,10 +275,13 @@ print()
 for m in ("resnet20", "resnet50"):
     b = cn.get((m, "bf16")); t = cn.get((m, "tf32")); f = cn.get((m, "fp32"))
     if b and t and f: print(f"cnnscale {m}: TF32/fp32 {t / f:.2f}×, bf16/TF32 {b / t:.2f}×  ")
-    c = cn.get((m, "bf16conv"))
+    c = cn.get((m, "bf16conv")); q = cn.get((m, "bf16bnp"))
     if b and c:
         print(f"cnnscale {m} bf16: activation store {b:.0f} images/s vs per-convolution conversions "
               f"(CNNSCALE_GPU_BF16_STORE=0) {c:.0f}: {b / c:.2f}×  ")
+    if b and q:
+        print(f"cnnscale {m} bf16: batch-norm persistent NHWC (CNNSCALE_GPU_BN_PERSISTENT=1) {q:.0f} images/s: "
+              f"{q / b:.2f}× the default  ")
 PY
     echo
     echo "Step breakdown of the cnnscale runs (run.json breakdown_median_ms):"

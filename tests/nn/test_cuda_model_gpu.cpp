@@ -831,11 +831,33 @@ namespace {
 // little wider: the GPU's convolutions also round their outputs to bf16), and not
 // bitwise the GPU's fp32 result. A wrong layout or a transposed operand gives errors of
 // order 1, far outside these.
+// An environment variable set for a scope, the previous value (or its absence) restored.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* v = std::getenv(name)) had_ = true, old_ = v;
+    setenv(name, value, 1);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  ~ScopedEnv() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
 // store: the bf16 activation store (the default) or, false, CNNSCALE_GPU_BF16_STORE=0
-// (fp32 activations, conversions per convolution).
+// (fp32 activations, conversions per convolution); bn_persistent: its batch-norm layers
+// through cuDNN's persistent NHWC mode (CNNSCALE_GPU_BN_PERSISTENT=1).
 void compare_bf16(const std::string& spec, const SampleShape& shape, int classes, int64_t n, bool deep,
-                  bool store = true) {
-  SCOPED_TRACE(spec + (store ? " (bf16 activation store)" : " (CNNSCALE_GPU_BF16_STORE=0)"));
+                  bool store = true, bool bn_persistent = false) {
+  SCOPED_TRACE(spec + (store ? " (bf16 activation store)" : " (CNNSCALE_GPU_BF16_STORE=0)") +
+               (bn_persistent ? " (CNNSCALE_GPU_BN_PERSISTENT=1)" : ""));
   auto cpu = make_model(spec, shape, classes);
   auto f32 = make_cuda_model(spec, shape, classes, 0, fp32_only());
   auto b16 = make_cuda_model(spec, shape, classes, 0);
@@ -843,12 +865,11 @@ void compare_bf16(const std::string& spec, const SampleShape& shape, int classes
     m->init_params(5);
   cpu->prepare(n, Precision::fp32);
   f32->prepare(n, Precision::fp32);
-  const char* was = std::getenv("CNNSCALE_GPU_BF16_STORE");
-  const std::string saved = was ? was : "";
-  setenv("CNNSCALE_GPU_BF16_STORE", store ? "1" : "0", 1);
-  b16->prepare(n, Precision::bf16);  // reads the variable
-  if (was) setenv("CNNSCALE_GPU_BF16_STORE", saved.c_str(), 1);
-  else unsetenv("CNNSCALE_GPU_BF16_STORE");
+  {
+    const ScopedEnv st("CNNSCALE_GPU_BF16_STORE", store ? "1" : "0");
+    const ScopedEnv bn("CNNSCALE_GPU_BN_PERSISTENT", bn_persistent ? "1" : "0");
+    b16->prepare(n, Precision::bf16);  // reads both (the plan is made here)
+  }
   const size_t P = cpu->param_count();
   const Data d(n, shape, classes, 3);
   const StepContext ctx = ctx_for(d, n, 0);
@@ -898,6 +919,9 @@ TEST(CudaBf16, LayersAndModelsCloseToCpuFp32) {
     compare_bf16("mnist_cnn", {1, 28, 28}, 10, 8, false, store);
     compare_bf16("resnet20", {3, 16, 16}, 10, 8, true, store);
   }
+  // Batch-norm through the Ex calls in persistent NHWC mode.
+  compare_bf16("conv(4,3,1,1) bn relu conv(4,3,1,1) bn flatten linear(3)", {2, 6, 6}, 3, 6, false, true, true);
+  compare_bf16("resnet20", {3, 16, 16}, 10, 8, true, true, true);
 }
 
 // The bf16 activation store's kernels (kernels.hpp) against a host reference, bitwise:
