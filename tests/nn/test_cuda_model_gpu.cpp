@@ -926,8 +926,9 @@ TEST(CudaBf16, LayersAndModelsCloseToCpuFp32) {
 
 // The bf16 activation store's kernels (kernels.hpp) against a host reference, bitwise:
 // relu forward (a NaN passes, -0 becomes +0) and backward (overwrite and accumulate),
-// add (one rounding of the fp32 sum, also in place), a convolution's bias on NHWC and
-// its gradient (the kernels' fixed summation order: chunks of rows, 8 lanes each).
+// add (one rounding of the fp32 sum, also in place), each with one value per access and
+// with packs of 8, a convolution's bias on NHWC and its gradient (the kernels' fixed
+// summation order: chunks of rows, 8 lanes each).
 TEST(CudaBf16, StoreKernelsRoundOnce) {
   REQUIRE_GPU();
   auto to_bf = [](float f) {  // the nearest bf16's bits (finite f; NaN kept as a NaN)
@@ -936,7 +937,8 @@ TEST(CudaBf16, StoreKernelsRoundOnce) {
     if (f != f) return static_cast<uint16_t>((u >> 16) | 0x40u);
     return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
   };
-  for (const int64_t count : {int64_t{1}, int64_t{1000}, int64_t{300001}}) {
+  // 1 and 300001: one value per access; 1000 and 262144: packs of 8 (16-byte accesses).
+  for (const int64_t count : {int64_t{1}, int64_t{1000}, int64_t{300001}, int64_t{262144}}) {
     SCOPED_TRACE("count " + std::to_string(count));
     nn::SplitMix64 r(count);
     std::vector<uint16_t> a(static_cast<size_t>(count)), b(a.size()), y(a.size());

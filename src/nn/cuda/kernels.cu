@@ -107,27 +107,51 @@ __global__ void to_bf16_kernel(const float* x, bf16_t* y, int64_t count) {
   if (k < count) y[k] = __float2bfloat16_rn(x[k]);
 }
 
-// Grid-stride elementwise loops (the bf16 activation store's layers).
-__global__ void relu_forward_bf16_kernel(const bf16_t* x, bf16_t* y, int64_t count) {
-  for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < count; k += int64_t{gridDim.x} * blockDim.x) {
-    const float v = __bfloat162float(x[k]);
-    y[k] = v > 0.f || v != v ? x[k] : __float2bfloat16_rn(0.f);  // NaN passes, -0 → +0
+// Elementwise layers on bf16 (the activation store): y[k] = f(a[k], b[k], y[k]) over
+// packs of W consecutive values, W = 8 (one 16-byte load or store per operand) where the
+// count and the pointers allow, else W = 1; grid-stride loops.
+template <int W>
+struct alignas(2 * W) Pack {
+  bf16_t v[W];
+};
+
+template <int W, class F>
+__global__ void map_bf16_kernel(const bf16_t* a, const bf16_t* b, bf16_t* y, int64_t packs, F f) {
+  using P = Pack<W>;
+  for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < packs; k += int64_t{gridDim.x} * blockDim.x) {
+    const P pa = reinterpret_cast<const P*>(a)[k];
+    P pb{}, py{};
+    if (b) pb = reinterpret_cast<const P*>(b)[k];
+    if (f.reads_out) py = reinterpret_cast<const P*>(y)[k];
+#pragma unroll
+    for (int i = 0; i < W; ++i) py.v[i] = f(pa.v[i], pb.v[i], py.v[i]);
+    reinterpret_cast<P*>(y)[k] = py;
   }
 }
 
-__global__ void relu_backward_bf16_kernel(const bf16_t* y, const bf16_t* dy, bf16_t* dx, int64_t count,
-                                          bool accumulate) {
-  for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < count; k += int64_t{gridDim.x} * blockDim.x) {
-    const bool pass = __bfloat162float(y[k]) > 0.f;
-    if (!accumulate) dx[k] = pass ? dy[k] : __float2bfloat16_rn(0.f);
-    else if (pass) dx[k] = __float2bfloat16_rn(__fadd_rn(__bfloat162float(dx[k]), __bfloat162float(dy[k])));
-  }
+__device__ bf16_t sum_bf16(bf16_t a, bf16_t b) {  // fp32 sum, one rounding
+  return __float2bfloat16_rn(__fadd_rn(__bfloat162float(a), __bfloat162float(b)));
 }
 
-__global__ void add_bf16_kernel(const bf16_t* a, const bf16_t* b, bf16_t* y, int64_t count) {
-  for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < count; k += int64_t{gridDim.x} * blockDim.x)
-    y[k] = __float2bfloat16_rn(__fadd_rn(__bfloat162float(a[k]), __bfloat162float(b[k])));
-}
+struct ReluForward {  // a = x; a NaN passes (its bits), -0 → +0
+  bool reads_out = false;
+  __device__ bf16_t operator()(bf16_t x, bf16_t, bf16_t) const {
+    const float v = __bfloat162float(x);
+    return v > 0.f || v != v ? x : __float2bfloat16_rn(0.f);
+  }
+};
+struct ReluBackward {  // a = y, b = dy, out = dx
+  bool reads_out;      // accumulate
+  __device__ bf16_t operator()(bf16_t y, bf16_t dy, bf16_t dx) const {
+    const bool pass = __bfloat162float(y) > 0.f;
+    if (!reads_out) return pass ? dy : __float2bfloat16_rn(0.f);
+    return pass ? sum_bf16(dx, dy) : dx;
+  }
+};
+struct AddBf16 {
+  bool reads_out = false;
+  __device__ bf16_t operator()(bf16_t a, bf16_t b, bf16_t) const { return sum_bf16(a, b); }
+};
 
 __global__ void bias_add_nhwc_bf16_kernel(bf16_t* y, const float* b, int64_t rows, int c) {
   const int64_t count = rows * c;
@@ -166,6 +190,18 @@ __global__ void bias_grad_sum_kernel(const float* partial, int c, float* db) {
 // Enough blocks to fill the GPU without a block per element of a large activation (the
 // loops stride); gridDim.x allows 2^31 - 1.
 unsigned stride_blocks(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 1 << 20)); }
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <class F>
+void map_bf16(const bf16_t* a, const bf16_t* b, bf16_t* y, int64_t count, F f, cudaStream_t s) {
+  if (count == 0) return;
+  if (count % 8 == 0 && aligned16(a) && (!b || aligned16(b)) && aligned16(y))
+    map_bf16_kernel<8><<<stride_blocks(count / 8), kThreads, 0, s>>>(a, b, y, count / 8, f);
+  else
+    map_bf16_kernel<1><<<stride_blocks(count), kThreads, 0, s>>>(a, b, y, count, f);
+  cudaCheck(cudaGetLastError());
+}
 
 template <class In, class Out, class Store>
 void transpose(const In* in, Out* out, int64_t n, int64_t rows, int64_t cols, Store store, cudaStream_t s) {
@@ -211,22 +247,16 @@ void to_bf16_nhwc(const float* x, bf16_t* y, int64_t n, int64_t c, int64_t hw, c
 }
 
 void relu_forward_bf16(const bf16_t* x, bf16_t* y, int64_t count, cudaStream_t s) {
-  if (count == 0) return;
-  relu_forward_bf16_kernel<<<stride_blocks(count), kThreads, 0, s>>>(x, y, count);
-  cudaCheck(cudaGetLastError());
+  map_bf16(x, nullptr, y, count, ReluForward{}, s);
 }
 
 void relu_backward_bf16(const bf16_t* y, const bf16_t* dy, bf16_t* dx, int64_t count, bool accumulate,
                         cudaStream_t s) {
-  if (count == 0) return;
-  relu_backward_bf16_kernel<<<stride_blocks(count), kThreads, 0, s>>>(y, dy, dx, count, accumulate);
-  cudaCheck(cudaGetLastError());
+  map_bf16(y, dy, dx, count, ReluBackward{accumulate}, s);
 }
 
 void add_bf16(const bf16_t* a, const bf16_t* b, bf16_t* y, int64_t count, cudaStream_t s) {
-  if (count == 0) return;
-  add_bf16_kernel<<<stride_blocks(count), kThreads, 0, s>>>(a, b, y, count);
-  cudaCheck(cudaGetLastError());
+  map_bf16(a, b, y, count, AddBf16{}, s);
 }
 
 void bias_add_nhwc_bf16(bf16_t* y, const float* b, int64_t rows, int c, cudaStream_t s) {

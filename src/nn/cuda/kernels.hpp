@@ -46,7 +46,8 @@ void to_bf16(const float* x, bf16_t* y, int64_t count, cudaStream_t s);
 
 // The bf16 activation store (NetState::half): elementwise layers on bf16 tensors, every
 // sum or product in fp32 and rounded once to the nearest bf16 (ties to even), as the CPU
-// model's oneDNN bf16 eltwise/binary primitives. count elements, any layout.
+// model's oneDNN bf16 eltwise/binary primitives. count elements, any layout; 16-byte
+// accesses (8 values) where count is a multiple of 8 and the pointers are 16-byte aligned.
 // y = relu(x); a NaN passes (CUDNN_PROPAGATE_NAN, as the fp32 layer); relu(-0) = +0.
 void relu_forward_bf16(const bf16_t* x, bf16_t* y, int64_t count, cudaStream_t s);
 // dx = y > 0 ? dy : 0, or dx += that (accumulate; one rounding).
