@@ -890,6 +890,26 @@ void compare_bf16(const std::string& spec, const SampleShape& shape, int classes
   cpu->forward_eval(e.x.data(), n, zc.data());
   b16->forward_eval(e.x.data(), n, zb.data());
   EXPECT_LT(rel_l2(zb.data(), zc.data(), zc.size()), 2e-2) << "bf16 evaluation logits";
+  if (!bn_persistent) return;
+  // The persistent path really ran (its integer-scaled reductions give other bits than the
+  // legacy batch-norm), and a second batch size plans and runs it too.
+  auto legacy = make_cuda_model(spec, shape, classes, 0);
+  legacy->init_params(5);
+  {
+    const ScopedEnv st("CNNSCALE_GPU_BF16_STORE", "1");
+    const ScopedEnv bn("CNNSCALE_GPU_BN_PERSISTENT", "0");
+    legacy->prepare(n, Precision::bf16);
+  }
+  EXPECT_NEAR(legacy->forward_backward(d.x.data(), d.y.data(), n, ctx, {}), lb, 2e-2 * std::fabs(lc));
+  std::vector<float> gl(P);
+  legacy->download_grads(gl.data());
+  EXPECT_NE(std::memcmp(gl.data(), gb.data(), P * sizeof(float)), 0)
+      << "persistent batch-norm gave bitwise the legacy path's gradients: did it run?";
+  const Data s(n - 1, shape, classes, 12);
+  const StepContext sctx = ctx_for(s, n - 1, 1);
+  const double ls = b16->forward_backward(s.x.data(), s.y.data(), n - 1, sctx, {});
+  const double lsc = cpu->forward_backward(s.x.data(), s.y.data(), n - 1, sctx, {});
+  EXPECT_NEAR(ls, lsc, 2e-2 * std::fabs(lsc)) << "a second batch size";
 }
 
 }  // namespace
@@ -996,6 +1016,21 @@ TEST(CudaBf16, StoreKernelsRoundOnce) {
     }
     nn::cuda::add_bf16(da, db, da, count, nullptr);  // in place (a gradient sum)
     EXPECT_EQ(get(da), y) << "add in place";
+    ASSERT_EQ(cudaMemcpy(da, a.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    nn::cuda::add_bf16(da, db, db, count, nullptr);  // into its second operand
+    EXPECT_EQ(get(db), y) << "add into b";
+    ASSERT_EQ(cudaMemcpy(db, b.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    if (count > 8) {  // a count of packs of 8 on pointers off 16 bytes: one value per access
+      const int64_t m = count - 8;
+      nn::cuda::add_bf16(da + 1, db + 1, dy + 1, m, nullptr);
+      std::vector<uint16_t> z = get(dy);
+      bad = 0;
+      for (int64_t i = 1; i <= m; ++i) {
+        const float sum = widen(a[static_cast<size_t>(i)]) + widen(b[static_cast<size_t>(i)]);
+        bad += sum == sum ? z[static_cast<size_t>(i)] != to_bf(sum) : 0;
+      }
+      EXPECT_EQ(bad, 0u) << "add on unaligned pointers";
+    }
     cudaFree(da), cudaFree(db), cudaFree(dy);
   }
   // Bias on NHWC: rows × c, c not a multiple of 32, rows not a multiple of the chunks.

@@ -211,10 +211,13 @@ class CudaNet final : public DeviceModel {
     // bf16 keeps its activations in bf16 NHWC (NetState::half) unless CNNSCALE_GPU_BF16_STORE=0.
     const char* st = std::getenv("CNNSCALE_GPU_BF16_STORE");
     const bool store = bf16 && !(st && std::string(st) == "0");
-    if (bf16 != s_.bf16 || nhwc32 != s_.nhwc32 || store != store_) {
+    const char* bp = std::getenv("CNNSCALE_GPU_BN_PERSISTENT");  // layer_bn.cpp
+    const bool bn_persistent = store && bp && std::string(bp) == "1";
+    if (bf16 != s_.bf16 || nhwc32 != s_.nhwc32 || store != store_ || bn_persistent != s_.bn_persistent) {
       cudaCheck(cudaStreamSynchronize(s_.stream));
       s_.bf16 = bf16;
       s_.nhwc32 = nhwc32;
+      s_.bn_persistent = bn_persistent;
       const bool retype = store != store_;
       store_ = store;
       plans_.clear();

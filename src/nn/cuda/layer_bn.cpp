@@ -10,10 +10,9 @@
 // norm on channels_last; a per-layer reserve space from forward to backward, the shared
 // workspace), which cuDNN documents as deterministic but able to overflow to Inf/NaN on
 // inputs of a large range: off by default until a GPU run has measured it (the kit's
-// bf16bnp).
+// bf16bnp). Only where the batch-norm is its input's one reader (its data gradient is
+// then always written, never blended: PyTorch never blends either).
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <vector>
 
@@ -35,8 +34,8 @@ class BatchNorm final : public Layer {
 
   // The persistent Ex path (above): its workspace and this plan's reserve space.
   size_t plan(const Plan& p) override {
-    const char* e = std::getenv("CNNSCALE_GPU_BN_PERSISTENT");
-    persistent_ = s_.is_half(in()) && e && std::strcmp(e, "1") == 0;
+    // The same for every plan: a change of NetState::bn_persistent or of the types replans all.
+    persistent_ = s_.bn_persistent && s_.is_half(in()) && s_.readers[static_cast<size_t>(in())] == 1;
     if (reserve_bytes_.size() <= static_cast<size_t>(p.index)) reserve_bytes_.resize(static_cast<size_t>(p.index) + 1);
     if (!persistent_) return 0;
     size_t fw = 0, bw = 0, rs = 0;
