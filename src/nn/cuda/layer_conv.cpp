@@ -15,7 +15,11 @@
 // writes bf16 NHWC, widened back into the fp32 NCHW y, dx and dW. NHWC because cuDNN's
 // bf16 tensor-core kernels read NHWC (with NCHW it would insert the transposes itself);
 // the layout change rides on the conversion that bf16 needs anyway. The bias and its
-// gradient stay fp32.
+// gradient stay fp32. With the bf16 activation store (NetState::half, the default under
+// bf16) a bf16 input or output is that NHWC tensor itself: x, dy are read and y, dx
+// written in place (dx into bf_a and summed when the input has an earlier gradient
+// writer), the filter is converted once per forward into wbf_, and a bias is added to
+// and reduced from the bf16 output by kernels (bias_add_nhwc_bf16, bias_grad_nhwc_bf16).
 #include <algorithm>
 #include <string>
 #include <vector>
