@@ -177,23 +177,30 @@ fi
 BENCH=$OUT/bench
 mkdir -p "$BENCH"
 : >"$BENCH/results.jsonl"
+# A benchmark precision: its train options (PREC_ARGS) and the model's switches (PREC_ENV,
+# passed to the rank by mpiexec -x).
+precision_setup() {  # PRECISION
+  local store=1 bnp=0
+  case $1 in
+    fp32) PREC_ARGS=(--precision fp32 --tf32 off) ;;
+    tf32) PREC_ARGS=(--precision fp32 --tf32 on) ;;
+    bf16) PREC_ARGS=(--precision bf16) ;;
+    bf16conv) PREC_ARGS=(--precision bf16); store=0 ;;  # the design before the bf16 activation store
+    bf16bnp) PREC_ARGS=(--precision bf16); bnp=1 ;;     # batch-norm in cuDNN's persistent NHWC mode
+  esac
+  PREC_ENV=(CNNSCALE_GPU_BF16_STORE=$store CNNSCALE_GPU_BN_PERSISTENT=$bnp)
+}
+PREC_X=(-x CNNSCALE_GPU_BF16_STORE -x CNNSCALE_GPU_BN_PERSISTENT)
 bench_cnnscale() {  # CONFIG PRECISION
-  local cfg=$1 prec=$2 args p steps=$STEPS store=1 bnp=0
+  local cfg=$1 prec=$2 args steps=$STEPS
   case $cfg in
     resnet20) args=(--model resnet20 --image-size 32 --channels 3 --classes 10 --batch-size 256); steps=$((STEPS * 3 / 2)) ;;
     resnet50) args=(--model resnet50 --image-size 224 --channels 3 --classes 1000 --batch-size 128) ;;
   esac
-  case $prec in
-    fp32) p=(--precision fp32 --tf32 off) ;;
-    tf32) p=(--precision fp32 --tf32 on) ;;
-    bf16) p=(--precision bf16) ;;
-    bf16conv) p=(--precision bf16); store=0 ;;  # the design before the bf16 activation store
-    bf16bnp) p=(--precision bf16); bnp=1 ;;     # batch-norm in cuDNN's persistent NHWC mode
-  esac
-  check "bench.$cfg.$prec" 90 env CNNSCALE_GPU_BF16_STORE=$store CNNSCALE_GPU_BN_PERSISTENT=$bnp mpiexec -n 1 \
-    --bind-to none -x CNNSCALE_GPU_BF16_STORE -x CNNSCALE_GPU_BN_PERSISTENT cnnscale train --synthetic --backend nccl "${args[@]}" "${p[@]}" \
-    --optimizer sgd --lr 0.01 --momentum 0.9 --max-steps "$steps" --no-eval --no-tensorboard --log-every 10 \
-    --data-threads "$DATA_THREADS" --run-dir "$BENCH/$cfg.$prec"
+  precision_setup "$prec"
+  check "bench.$cfg.$prec" 90 env "${PREC_ENV[@]}" mpiexec -n 1 --bind-to none "${PREC_X[@]}" cnnscale train \
+    --synthetic --backend nccl "${args[@]}" "${PREC_ARGS[@]}" --optimizer sgd --lr 0.01 --momentum 0.9 \
+    --max-steps "$steps" --no-eval --no-tensorboard --log-every 10 --data-threads "$DATA_THREADS" --run-dir "$BENCH/$cfg.$prec"
   local ips
   ips=$(grep -o '"images_per_s": *[0-9.eE+-]*' "$BENCH/$cfg.$prec/run.json" 2>/dev/null | head -n 1 | sed 's/.*: *//')
   [ -n "$ips" ] && echo "{\"impl\": \"cnnscale\", \"model\": \"$cfg\", \"precision\": \"$prec\", \"images_per_s\": $ips}" >>"$BENCH/results.jsonl"
@@ -223,13 +230,11 @@ elif [ $DO_BENCH = 1 ]; then
       pytorch) [ $DO_TORCH = 1 ] && bench_pytorch ;;
       profile)
         for prec in tf32 bf16 bf16conv bf16bnp; do
-          p=(--precision fp32 --tf32 on); [ $prec != tf32 ] && p=(--precision bf16)
-          store=1; [ $prec = bf16conv ] && store=0
-          bnp=0; [ $prec = bf16bnp ] && bnp=1
+          precision_setup "$prec"
           check "profile.resnet50.$prec" 60 env CNNSCALE_GPU_PROFILE="$OUT/profile.resnet50.$prec.txt" \
-            CNNSCALE_GPU_BF16_STORE=$store CNNSCALE_GPU_BN_PERSISTENT=$bnp mpiexec -n 1 --bind-to none \
-            -x CNNSCALE_GPU_PROFILE -x CNNSCALE_GPU_BF16_STORE -x CNNSCALE_GPU_BN_PERSISTENT cnnscale train --synthetic --backend nccl --model resnet50 \
-            --image-size 224 --channels 3 --classes 1000 --batch-size 128 "${p[@]}" --optimizer sgd --lr 0.01 \
+            "${PREC_ENV[@]}" mpiexec -n 1 --bind-to none -x CNNSCALE_GPU_PROFILE "${PREC_X[@]}" cnnscale train \
+            --synthetic --backend nccl --model resnet50 \
+            --image-size 224 --channels 3 --classes 1000 --batch-size 128 "${PREC_ARGS[@]}" --optimizer sgd --lr 0.01 \
             --momentum 0.9 --max-steps 12 --no-eval --no-tensorboard --log-every 4 --data-threads "$DATA_THREADS" \
             --run-dir "$BENCH/profile.$prec"
         done ;;

@@ -53,6 +53,9 @@ struct Node {
   // activation forward and two backward (docs/performance.md). CNNSCALE_NO_BN_RELU_FUSION=1
   // turns it off.
   bool bn_relu = false;
+  // This conv or batch-norm writes the relu after it (fused_relu / bn_relu): the relu's
+  // output is its output too.
+  bool writes_next_relu() const { return (op == Op::conv && fused_relu) || (op == Op::bn && bn_relu); }
   // relu (not fused) / add: the output is written over inputs[0] (data, and the gradient
   // shares one buffer too), as torchvision's ReLU(inplace=True). Only when the layer is
   // that tensor's only reader and its producer's backward does not read its own output

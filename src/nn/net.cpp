@@ -183,9 +183,7 @@ std::unique_ptr<Net::Plan> Net::build_plan(int64_t n) {
     transients.node = node.index;
     std::vector<Tensor*> ins;
     for (int t : node.inputs) ins.push_back(plan->tensors[t].get());
-    Tensor* fused = (node.op == Op::conv && node.fused_relu) || (node.op == Op::bn && node.bn_relu)
-                        ? plan->tensors[node.index + 2].get()
-                        : nullptr;
+    Tensor* fused = node.writes_next_relu() ? plan->tensors[node.index + 2].get() : nullptr;
     // maxpool after a fused relu: the relu's input (the conv output), whose gradient it writes.
     if (node.op == Op::maxpool && node.relu_into_pool) fused = plan->tensors[graph_.nodes[node.inputs[0] - 1].inputs[0]].get();
     plan->execs.push_back(make_exec(node, ins, plan->tensors[node.index + 1].get(), env, fused));
@@ -259,7 +257,7 @@ void Net::plan_gradients(Plan& plan) {
     for (int t : node.inputs) readers[t].push_back(node.index);
   for (const Node& node : graph_.nodes) {
     const int o = node.index + 1;
-    if ((node.op == Op::conv && node.fused_relu) || (node.op == Op::bn && node.bn_relu)) unite(o, o + 1);
+    if (node.writes_next_relu()) unite(o, o + 1);
     if (node.in_place) unite(node.inputs[0], o);
     if (node.op == Op::flatten && readers[node.inputs[0]].size() == 1 && plan.tensors[node.inputs[0]]->needs_diff)
       unite(node.inputs[0], o);

@@ -32,6 +32,7 @@
 #include "nn/dropout_mask.hpp"
 #include "nn/model.hpp"
 #include "nn/rng.hpp"
+#include "util/bf16.hpp"
 #include "util/error.hpp"
 #include "random_batch.hpp"
 
@@ -951,12 +952,7 @@ TEST(CudaBf16, LayersAndModelsCloseToCpuFp32) {
 // summation order: chunks of rows, 8 lanes each).
 TEST(CudaBf16, StoreKernelsRoundOnce) {
   REQUIRE_GPU();
-  auto to_bf = [](float f) {  // the nearest bf16's bits (finite f; NaN kept as a NaN)
-    uint32_t u = 0;
-    std::memcpy(&u, &f, 4);
-    if (f != f) return static_cast<uint16_t>((u >> 16) | 0x40u);
-    return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  };
+  const auto to_bf = float_to_bf16;  // the nearest bf16's bits; a NaN stays a quiet NaN
   // 1 and 300001: one value per access; 1000 and 262144: packs of 8 (16-byte accesses).
   for (const int64_t count : {int64_t{1}, int64_t{1000}, int64_t{300001}, int64_t{262144}}) {
     SCOPED_TRACE("count " + std::to_string(count));

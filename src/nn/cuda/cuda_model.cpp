@@ -79,7 +79,7 @@ class CudaNet final : public DeviceModel {
     d_total_.alloc(1, s_.stream);
     h_total_.alloc(1);
 
-    assign_types();
+    assign_types(false);
     for (const Node& nd : g_.nodes) layers_.push_back(make_layer(nd, s_));
     if (const char* p = std::getenv("CNNSCALE_GPU_PROFILE"); p && *p) prof_ = std::make_unique<LayerProfile>(p);
   }
@@ -92,7 +92,7 @@ class CudaNet final : public DeviceModel {
     if (prof_)
       prof_->write(s_.stream, g_,
                    name_ +
-                       (s_.bf16   ? (store_ ? " bf16 (bf16 NHWC activations)" : " bf16 (per-convolution conversions)")
+                       (s_.bf16   ? (s_.bf16_store() ? " bf16 (bf16 NHWC activations)" : " bf16 (per-convolution conversions)")
                         : s_.tf32 ? " fp32 (TF32 allowed)"
                                   : " fp32 (--tf32 off)") +
                        " on " +
@@ -213,17 +213,16 @@ class CudaNet final : public DeviceModel {
     const bool store = bf16 && !(st && std::string(st) == "0");
     const char* bp = std::getenv("CNNSCALE_GPU_BN_PERSISTENT");  // layer_bn.cpp
     const bool bn_persistent = store && bp && std::string(bp) == "1";
-    if (bf16 != s_.bf16 || nhwc32 != s_.nhwc32 || store != store_ || bn_persistent != s_.bn_persistent) {
+    const bool retype = store != s_.bf16_store();
+    if (bf16 != s_.bf16 || nhwc32 != s_.nhwc32 || retype || bn_persistent != s_.bn_persistent) {
       cudaCheck(cudaStreamSynchronize(s_.stream));
       s_.bf16 = bf16;
       s_.nhwc32 = nhwc32;
       s_.bn_persistent = bn_persistent;
-      const bool retype = store != store_;
-      store_ = store;
       plans_.clear();
       set_cublas_math();
       if (retype) {  // the activation buffers change type (and size): allocated anew
-        assign_types();
+        assign_types(store);
         max_batch = std::max(max_batch, max_batch_);
         max_batch_ = 0;
       }
@@ -327,23 +326,22 @@ class CudaNet final : public DeviceModel {
     cudaCheck(cudaStreamSynchronize(s_.stream));
   }
 
-  // Per tensor: bf16 NHWC or fp32 (NetState::half, nn::gpu_bf16_tensors, under bf16 with
-  // the store on), which flatten outputs alias their input (an fp32 input with no other
-  // reader) and which tensors need a gradient.
-  void assign_types() {
+  // Per tensor: bf16 NHWC or fp32 (NetState::half, nn::gpu_bf16_tensors, with the store
+  // on: bf16 only), which flatten outputs alias their input (an fp32 input with no other
+  // reader), which tensors need a gradient, and their readers.
+  void assign_types(bool store) {
     const int T = g_.tensor_count();
     s_.half.clear();
-    if (s_.bf16 && store_) s_.half = gpu_bf16_tensors(g_);
-    std::vector<int>& consumers = s_.readers;
-    consumers.assign(T, 0);
+    if (store) s_.half = gpu_bf16_tensors(g_);
+    s_.readers.assign(T, 0);
     for (const Node& nd : g_.nodes)
-      for (int t : nd.inputs) consumers[t]++;
+      for (int t : nd.inputs) s_.readers[t]++;
     s_.alias.assign(T, false);
     s_.needs_diff.assign(T, true);
     s_.needs_diff[0] = false;
     for (const Node& nd : g_.nodes) {
       const int in = nd.inputs[0], out = nd.index + 1;
-      if (nd.op == Op::flatten && consumers[in] == 1 && !s_.is_half(in)) {
+      if (nd.op == Op::flatten && s_.readers[in] == 1 && !s_.is_half(in)) {
         s_.alias[out] = true;
         s_.needs_diff[out] = s_.needs_diff[in];
       }
@@ -596,7 +594,6 @@ class CudaNet final : public DeviceModel {
   cudaEvent_t marks_[kMarkSets][kMarkPoints] = {};  // mark(): timing events, created on first use
   bool marked_[kMarkSets][kMarkPoints] = {};        // recorded at least once
   int64_t max_batch_ = 0;
-  bool store_ = false;                 // the bf16 activation store is on (prepare)
   std::vector<DevArray<float>> bufs_;  // the activations and their gradients (bf16 ones in half the floats)
   // Input double buffering (stage(), take_input()): device slot cur_ is this step's.
   DevArray<float> in_images_[2];

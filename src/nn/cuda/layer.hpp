@@ -80,6 +80,7 @@ struct NetState {
   // at bf16 elements then: hdata/hdiff); empty without it (fp32, or the store off).
   std::vector<char> half;
   bool is_half(int t) const { return !half.empty() && half[static_cast<size_t>(t)]; }
+  bool bf16_store() const { return !half.empty(); }  // the store is on (only ever under bf16)
   // CNNSCALE_GPU_BN_PERSISTENT=1 (layer_bn.cpp), read by CudaNet::prepare; a change replans.
   bool bn_persistent = false;
   bf16_t* hdata(int t) const { return reinterpret_cast<bf16_t*>(data[static_cast<size_t>(t)]); }

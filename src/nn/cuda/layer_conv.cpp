@@ -92,7 +92,7 @@ class Conv final : public Layer {
       a.xb = tensor_desc(p.n, nd_.in.c, nd_.in.h, nd_.in.w, CUDNN_TENSOR_NHWC, nhwc_type());
       a.yb = tensor_desc(p.n, nd_.out.c, nd_.out.h, nd_.out.w, CUDNN_TENSOR_NHWC, nhwc_type());
     }
-    if (store() && wbf_.size() < static_cast<size_t>(filter_count())) {
+    if (s_.bf16_store() && wbf_.size() < static_cast<size_t>(filter_count())) {
       cudaCheck(cudaStreamSynchronize(s_.stream));
       wbf_.alloc(static_cast<size_t>(filter_count()), s_.stream);
       if (nd_.params.size() > 1) bias_partial_.alloc(static_cast<size_t>(kBiasChunks) * nd_.out_channels, s_.stream);
@@ -189,7 +189,7 @@ class Conv final : public Layer {
     float* y = s_.data[out()];
     if (nhwc()) {
       const void* w = sw();
-      if (store()) {  // this layer's bf16 filter, for the backward too
+      if (s_.bf16_store()) {  // this layer's bf16 filter, for the backward too
         to_bf16_nhwc(s_.P(nd_, 0), wbf_.get(), nd_.out_channels, nd_.in.c, kk(), s_.stream);
         w = wbf_.get();
       } else {
@@ -241,7 +241,7 @@ class Conv final : public Layer {
     if (nhwc()) {
       const void* dy = dy_nhwc(p);
       const void* w = sw();
-      if (store()) w = wbf_.get();  // converted by this step's forward
+      if (s_.bf16_store()) w = wbf_.get();  // converted by this step's forward
       else to_nhwc(s_.P(nd_, 0), sw(), nd_.out_channels, nd_.in.c, kk());
       // dx straight into a bf16 input's gradient when it is the first writer; else into
       // bf_a, then summed into it (fp32, one rounding) or widened into the fp32 one.
@@ -374,8 +374,6 @@ class Conv final : public Layer {
     to_nhwc(s_.data[in()], sa(), p.n, nd_.in.c, hw_in());
     return sa();
   }
-  // The bf16 activation store is on (NetState::half): the filter is converted once per forward.
-  bool store() const { return s_.bf16 && !s_.half.empty(); }
 
   FilterDesc w_, wb_, wn_;  // fp32 KCRS; bf16 KRSC; fp32 KRSC
   DevArray<bf16_t> wbf_;    // the bf16 activation store: this step's bf16 KRSC filter (forward → backward)
