@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "nn/host_params.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
+#include "util/finite.hpp"
 #include "util/hdf5_lock.hpp"
 
 namespace fs = std::filesystem;
@@ -94,11 +96,40 @@ void write_dataset(hid_t parent, const std::string& name, const std::vector<int6
     throw std::runtime_error("dataset " + name);
 }
 
-// What is wrong with one dataset of a checkpoint: nothing (empty text), damage, or a
-// shape the configured model does not have.
+// Empty when p[0..n) is finite, else "NAME: a NaN and b Inf of its n values (the
+// first at element i)". One vectorised scan; counting only when something is found.
+std::string describe_non_finite(const std::string& name, const float* p, size_t n) {
+  if (all_finite_f32(p, n)) return {};
+  size_t nans = 0, infs = 0, first = n;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isfinite(p[i])) continue;
+    (std::isnan(p[i]) ? nans : infs) += 1;
+    first = std::min(first, i);
+  }
+  return name + ": " + std::to_string(nans) + " NaN and " + std::to_string(infs) + " Inf of its " +
+         std::to_string(n) + " values (the first at element " + std::to_string(first) + ")";
+}
+
+// The first non-finite tensor of a checkpoint image: params (host) and optimiser state.
+std::string first_non_finite(const std::vector<ParamInfo>& infos, const float* params,
+                             const std::vector<std::pair<std::string, const std::vector<float>*>>& state) {
+  for (const auto& info : infos)
+    if (auto w = describe_non_finite("/model/" + info.name, params + info.offset, info.numel); !w.empty()) return w;
+  for (const auto& [sname, buf] : state)
+    for (const auto& info : infos)
+      if (info.trainable)
+        if (auto w = describe_non_finite("/optimizer/" + sname + "/" + info.name, buf->data() + info.offset, info.numel);
+            !w.empty())
+          return w;
+  return {};
+}
+
+// What is wrong with one dataset of a checkpoint: nothing (empty text), damage, a shape
+// the configured model does not have, or a NaN/±Inf value.
 struct DatasetProblem {
   std::string text;
   bool mismatch = false;
+  bool non_finite = false;
 };
 
 // Reads a float dataset that must have exactly `shape`.
@@ -125,12 +156,20 @@ DatasetProblem read_dataset(hid_t parent, const std::string& name, const std::ve
   }
   if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
     return {"dataset '" + name + "' fails its checksum or cannot be read (damaged file)"};
+  size_t n = 1;
+  for (auto x : want) n *= static_cast<size_t>(x);
+  if (auto w = describe_non_finite(name, out, n); !w.empty()) return {w, false, true};
   return {};
 }
 
 // Throws what `p` says about dataset `where` of checkpoint `path`, if anything.
 void throw_if(const DatasetProblem& p, const std::string& path, const std::string& where) {
   if (p.text.empty()) return;
+  if (p.non_finite)
+    throw CheckpointNonFinite("checkpoint '" + path + "' is not finite: " + where + "/" + p.text +
+                              "; refusing to resume from it (nothing was loaded or changed). The run that wrote "
+                              "it had diverged, or the file was edited: resume from an earlier checkpoint with "
+                              "--resume PATH (and a lower --lr), or start over with --resume none");
   const std::string what = "checkpoint '" + path + "': " + where + " " + p.text;
   if (p.mismatch) throw CheckpointMismatch(what);
   throw UserError(what);
@@ -173,6 +212,17 @@ CheckpointMeta read_meta(hid_t f, const std::string& path) {
 
 }  // namespace
 
+std::string non_finite_tensor(Model& model, Optimizer& opt) {
+  std::vector<float> host;
+  const float* params = model.param_data();
+  if (model.on_device()) {
+    host.resize(model.param_count());
+    copy_params_to_host(model, host.data());
+    params = host.data();
+  }
+  return first_non_finite(model.params(), params, opt.state_view());
+}
+
 std::string checkpoint_file_name(int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "step-%08lld.h5", static_cast<long long>(step));
@@ -209,6 +259,14 @@ std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& op
     copy_params_to_host(model, host.data());
     params = host.data();
   }
+  // A NaN or ±Inf is never checkpointed (issue 39 item 1): one scan of what is written,
+  // a few ms for ResNet-50's 25.6M parameters and their momentum (docs/performance.md).
+  const auto state = opt.state_view();
+  if (const std::string where = first_non_finite(model.params(), params, state); !where.empty())
+    throw CheckpointNonFinite("not writing checkpoint '" + final_path + "': " + where + " after step " +
+                              std::to_string(meta.step) +
+                              "; the previous checkpoint is untouched. The run diverged: resume from the last "
+                              "checkpoint with a lower --lr");
   std::vector<char> image;
   {
     Hdf5Lock lock(hdf5_mutex());  // the data reader thread uses HDF5 concurrently
@@ -221,7 +279,7 @@ std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& op
       H5Handle g(H5Gcreate2(f, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
       for (const auto& info : model.params()) write_dataset(g, info.name, info.shape, params + info.offset);
       H5Handle og(H5Gcreate2(f, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-      for (const auto& [sname, buf] : opt.state_view()) {
+      for (const auto& [sname, buf] : state) {
         H5Handle sg(H5Gcreate2(og, sname.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
         for (const auto& info : model.params())
           if (info.trainable) write_dataset(sg, info.name, info.shape, buf->data() + info.offset);

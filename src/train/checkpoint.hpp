@@ -54,18 +54,35 @@ class CheckpointMismatch : public UserError {
   using UserError::UserError;
 };
 
+// A checkpoint whose parameters, buffers or optimiser state hold a NaN or ±Inf (a run
+// that diverged, or an edited file; issue 39 item 1). Refused when read, never written.
+// Like a mismatch it ends resume's search: falling back to an older checkpoint would
+// overwrite this one's step later, and which one to continue from is the user's choice.
+class CheckpointNonFinite : public UserError {
+ public:
+  using UserError::UserError;
+};
+
+// The first tensor of `model`'s parameters and buffers or `opt`'s state that holds a NaN
+// or ±Inf, named as in a checkpoint with its counts ("/model/conv1.weight: 288 NaN and 0
+// ±Inf of its 288 values"); empty when every value is finite. A device model's
+// parameters and state are read through host copies.
+std::string non_finite_tensor(Model& model, Optimizer& opt);
+
 // Rank 0 only. Writes dir/step-N.h5 and dir/latest, then keeps the newest `keep` by
 // step among those up to step N (never the one just written, so `latest` always names
 // an existing file; files of later steps, left by a run resumed from an older
 // checkpoint, are replaced as the run reaches them).
-// Throws UserError (directory unwritable, disk full) leaving older checkpoints valid.
+// Throws UserError (directory unwritable, disk full; CheckpointNonFinite when a tensor
+// holds a NaN or ±Inf: nothing is written) leaving older checkpoints valid.
 std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& opt, const CheckpointMeta& meta,
                              int keep);
 
-// Reads and validates a checkpoint into model and optimiser (names, shapes and every
-// dataset's checksum). Throws UserError naming the file and the first problem
-// (CheckpointMismatch when it is the model spec, the first parameter's shape or the
-// optimizer that does not match the configuration).
+// Reads and validates a checkpoint into model and optimiser (names, shapes, every
+// dataset's checksum, every value finite). Throws UserError naming the file and the
+// first problem (CheckpointMismatch when it is the model spec, the first parameter's
+// shape or the optimizer that does not match the configuration; CheckpointNonFinite when
+// a tensor holds a NaN or ±Inf), leaving model and optimiser as they were.
 CheckpointMeta read_checkpoint(const std::string& path, Model& model, Optimizer& opt);
 
 // The root attributes only (cheap; the datasets are not read or checked). Throws

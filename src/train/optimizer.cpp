@@ -1,7 +1,10 @@
 // optimizer.cpp — see optimizer.hpp.
 #include "train/optimizer.hpp"
 
+#include <cfloat>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "train/cuda_optimizer.hpp"
 #include "util/error.hpp"
@@ -27,29 +30,20 @@ AdamWScalars adamw_scalars(const OptimizerOptions& o, long long t, double lr) {
 
 namespace {
 
+// 1 when x is NaN or ±Inf: one compare, vectorised with the update around it (an OR
+// reduction; no -ffast-math in this build, so it is not folded away).
+inline unsigned not_finite(float x) { return !(std::fabs(x) <= FLT_MAX); }
+
 class Sgd final : public Optimizer {
  public:
   Sgd(const OptimizerOptions& o, const std::vector<ParamInfo>& params, size_t n)
-      : o_(o), ranges_(trainable_ranges(params)), buf_(o.momentum != 0 ? n : 0, 0.f) {}
+      : o_(o), check_(o.check_finite), ranges_(trainable_ranges(params)), buf_(o.momentum != 0 ? n : 0, 0.f) {}
   std::string kind() const override { return "sgd"; }
   void step(float* p, const float* g, double lr) override {
-    const float mom = static_cast<float>(o_.momentum), wd = static_cast<float>(o_.weight_decay);
-    const float flr = static_cast<float>(lr);
-    const bool first = steps_ == 0;
-    for (auto [b, e] : ranges_) {
-      if (mom == 0.f) {
-        for (size_t i = b; i < e; ++i) p[i] -= flr * (g[i] + wd * p[i]);
-        continue;
-      }
-      float* buf = buf_.data();
-      for (size_t i = b; i < e; ++i) {
-        float d = g[i] + wd * p[i];
-        buf[i] = first ? d : mom * buf[i] + d;  // torch: buf = d on the first step
-        p[i] -= flr * (o_.nesterov ? d + mom * buf[i] : buf[i]);
-      }
-    }
+    bad_ = check_ ? update<true>(p, g, lr) : update<false>(p, g, lr);
     ++steps_;
   }
+  bool wrote_finite() const override { return bad_ == 0; }
   std::vector<std::pair<std::string, std::vector<float>*>> state() override {
     if (buf_.empty()) return {};
     return {{"momentum_buffer", &buf_}};
@@ -58,31 +52,50 @@ class Sgd final : public Optimizer {
   void set_steps_taken(long long s) override { steps_ = s; }
 
  private:
+  // Returns how many written values are not finite (0 when Check is false).
+  template <bool Check>
+  unsigned update(float* p, const float* g, double lr) {
+    const float mom = static_cast<float>(o_.momentum), wd = static_cast<float>(o_.weight_decay);
+    const float flr = static_cast<float>(lr);
+    const bool first = steps_ == 0;
+    unsigned bad = 0;
+    for (auto [b, e] : ranges_) {
+      if (mom == 0.f) {
+        for (size_t i = b; i < e; ++i) {
+          p[i] -= flr * (g[i] + wd * p[i]);
+          if constexpr (Check) bad |= not_finite(p[i]);
+        }
+        continue;
+      }
+      float* buf = buf_.data();
+      for (size_t i = b; i < e; ++i) {
+        float d = g[i] + wd * p[i];
+        buf[i] = first ? d : mom * buf[i] + d;  // torch: buf = d on the first step
+        p[i] -= flr * (o_.nesterov ? d + mom * buf[i] : buf[i]);
+        if constexpr (Check) bad |= not_finite(p[i]) | not_finite(buf[i]);
+      }
+    }
+    return bad;
+  }
+
   OptimizerOptions o_;
+  bool check_;
   std::vector<std::pair<size_t, size_t>> ranges_;
   std::vector<float> buf_;
   long long steps_ = 0;
+  unsigned bad_ = 0;
 };
 
 class AdamW final : public Optimizer {
  public:
   AdamW(const OptimizerOptions& o, const std::vector<ParamInfo>& params, size_t n)
-      : o_(o), ranges_(trainable_ranges(params)), m_(n, 0.f), v_(n, 0.f) {}
+      : o_(o), check_(o.check_finite), ranges_(trainable_ranges(params)), m_(n, 0.f), v_(n, 0.f) {}
   std::string kind() const override { return "adamw"; }
   void step(float* p, const float* g, double lr) override {
     ++steps_;
-    const AdamWScalars s = adamw_scalars(o_, steps_, lr);
-    const float decay = s.decay, b1 = s.b1, b2 = s.b2, step_size = s.step_size, inv_sqrt_bc2 = s.inv_sqrt_bc2,
-                eps = s.eps;
-    for (auto [b, e] : ranges_) {
-      for (size_t i = b; i < e; ++i) {
-        p[i] *= decay;
-        m_[i] = b1 * m_[i] + (1.f - b1) * g[i];
-        v_[i] = b2 * v_[i] + (1.f - b2) * g[i] * g[i];
-        p[i] -= step_size * m_[i] / (std::sqrt(v_[i]) * inv_sqrt_bc2 + eps);
-      }
-    }
+    bad_ = check_ ? update<true>(p, g, lr) : update<false>(p, g, lr);
   }
+  bool wrote_finite() const override { return bad_ == 0; }
   std::vector<std::pair<std::string, std::vector<float>*>> state() override {
     return {{"exp_avg", &m_}, {"exp_avg_sq", &v_}};
   }
@@ -90,10 +103,30 @@ class AdamW final : public Optimizer {
   void set_steps_taken(long long s) override { steps_ = s; }
 
  private:
+  template <bool Check>
+  unsigned update(float* p, const float* g, double lr) {
+    const AdamWScalars s = adamw_scalars(o_, steps_, lr);
+    const float decay = s.decay, b1 = s.b1, b2 = s.b2, step_size = s.step_size, inv_sqrt_bc2 = s.inv_sqrt_bc2,
+                eps = s.eps;
+    unsigned bad = 0;
+    for (auto [b, e] : ranges_) {
+      for (size_t i = b; i < e; ++i) {
+        p[i] *= decay;
+        m_[i] = b1 * m_[i] + (1.f - b1) * g[i];
+        v_[i] = b2 * v_[i] + (1.f - b2) * g[i] * g[i];
+        p[i] -= step_size * m_[i] / (std::sqrt(v_[i]) * inv_sqrt_bc2 + eps);
+        if constexpr (Check) bad |= not_finite(p[i]) | not_finite(m_[i]) | not_finite(v_[i]);
+      }
+    }
+    return bad;
+  }
+
   OptimizerOptions o_;
+  bool check_;
   std::vector<std::pair<size_t, size_t>> ranges_;
   std::vector<float> m_, v_;
   long long steps_ = 0;
+  unsigned bad_ = 0;
 };
 
 }  // namespace
@@ -112,7 +145,11 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, const std::
   fail("--optimizer ", o.kind, " is not supported; use sgd or adamw");
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& o, Model& model) {
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options, Model& model) {
+  OptimizerOptions o = options;
+  // CNNSCALE_NAN_GUARD=off: no finiteness check in the update either (bench/nan-guard-cost.sh).
+  if (const char* guard = std::getenv("CNNSCALE_NAN_GUARD"); guard && std::strcmp(guard, "off") == 0)
+    o.check_finite = false;
   if (model.on_device()) return make_cuda_optimizer(o, model.params(), model.param_count(), model.stream());
   const uint64_t bytes = model.param_count() * sizeof(float) * (o.kind == "adamw" ? 2 : 1);
   const std::string what = "allocating the " + o.kind + " optimizer state of " +

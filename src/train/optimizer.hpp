@@ -18,6 +18,7 @@ struct OptimizerOptions {
   bool nesterov = false;
   double weight_decay = 0.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  bool check_finite = true;      // host optimisers: wrote_finite() (off: CNNSCALE_NAN_GUARD=off)
 };
 
 class Optimizer {
@@ -42,6 +43,13 @@ class Optimizer {
   virtual void commit_state() {}
   virtual long long steps_taken() const = 0;
   virtual void set_steps_taken(long long s) = 0;
+  // After step(): false when a value it wrote (a parameter or a state element) is NaN or
+  // ±Inf (issue 39 item 1). The host optimisers check as they write: one compare per
+  // value in a loop bound by memory (docs/performance.md, "NaN guard"), none with
+  // CNNSCALE_NAN_GUARD=off. The device optimiser does not check and says true: on the GPU
+  // a NaN parameter reaches the next step's loss (cuDNN's ReLU and pooling propagate
+  // NaN), and a checkpoint refuses it (train/checkpoint.hpp).
+  virtual bool wrote_finite() const { return true; }
 };
 
 // The flat [begin, end) ranges an optimiser updates: trainable parameters only,

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <thread>
 
 #include "comm/bucket_reducer.hpp"
@@ -50,6 +51,7 @@ struct ResumePosition {
 struct StepFlags {
   int stop_signal = 0;  // a stop signal arrived (SIGUSR1/SIGTERM)
   int non_finite = 0;   // the loss is not finite
+  int bad_update = 0;   // the previous step's update wrote a NaN or Inf (Optimizer::wrote_finite)
   // This rank's previous step time in microseconds: the maximum is the slowest rank's,
   // for the progress line and bar at no extra message (12 bytes instead of 8).
   int prev_step_us = 0;
@@ -136,6 +138,15 @@ Trainer::Trainer(TrainOptions opt, const ProcessContext& ctx, Communicator& comm
       log_all("CNNSCALE_INJECT_DELAY_MS: sleeping " + std::to_string(ms) +
               " ms in every gradient-ready callback (a test hook; unset it to train normally)");
     }
+  }
+  if (auto v = process_env()("CNNSCALE_INJECT_NAN_UPDATE")) {  // STEP:PARAM, checked in setup()
+    const size_t colon = v->find(':');
+    if (colon == std::string::npos)
+      fail("CNNSCALE_INJECT_NAN_UPDATE=", *v, " is not STEP:PARAM (a test hook; unset it to train normally)");
+    const long s = parse_env_int("CNNSCALE_INJECT_NAN_UPDATE", v->substr(0, colon));
+    if (s < 1) fail("CNNSCALE_INJECT_NAN_UPDATE=", *v, ": STEP counts from 1");
+    inject_nan_update_step_ = s - 1;
+    inject_nan_update_param_ = v->substr(colon + 1);
   }
 }
 
@@ -235,6 +246,14 @@ void Trainer::setup() {
   if (opt_.max_steps > 0 && opt_.epochs <= 1 && opt_.max_steps > total_steps_) total_steps_ = opt_.max_steps;
   epochs_planned_ = static_cast<int>((total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_);
   optimizer_ = make_optimizer(opt_.optimizer, *model_);  // CUDA kernels on the model's queue for a device model
+  if (inject_nan_update_step_ >= 0) {
+    const auto& ps = model_->params();
+    if (model_->on_device() || std::none_of(ps.begin(), ps.end(), [&](const ParamInfo& p) {
+          return p.trainable && p.name == inject_nan_update_param_;
+        }))
+      fail("CNNSCALE_INJECT_NAN_UPDATE: '", inject_nan_update_param_,
+           "' is not a trainable parameter of this host model (a test hook; unset it to train normally)");
+  }
   schedule_ = std::make_unique<LrSchedule>(opt_.lr, global_batch_, steps_per_epoch_, total_steps_);
   std::unique_ptr<BucketReducer> reducer;
   if (shm) reducer = std::move(shm);
@@ -312,6 +331,11 @@ bool Trainer::restore_checkpoint() {
       } catch (const UserError& e) {
         if (explicit_path) {
           error = "--resume " + c + ": " + e.what();
+          break;
+        }
+        // A NaN is not damage: falling back past it is the user's choice (checkpoint.hpp).
+        if (dynamic_cast<const CheckpointNonFinite*>(&e)) {
+          error = e.what();
           break;
         }
         log_warn(std::string("skipping checkpoint: ") + e.what());
@@ -568,9 +592,10 @@ StepResult Trainer::step() {
   // One small allreduce per step: did any rank get a stop signal or a non-finite loss?
   // Right after forward_backward, so that it overlaps a device model's backward.
   const auto ta = Clock::now();
-  StepFlags any{stop_signal_received() ? 1 : 0, std::isfinite(loss_sum) ? 0 : 1,
+  StepFlags any{stop_signal_received() ? 1 : 0, std::isfinite(loss_sum) ? 0 : 1, update_non_finite_ ? 1 : 0,
                 times_.empty() ? 0 : static_cast<int>(std::min(2e9, times_.back().step * 1e6))};
   control_.allreduce_fields<int>(any, ReduceOp::max, "the step agreement allreduce");
+  if (any.bad_update) check_update(step, true);  // the previous update's NaN: stop before this one
   if (any.prev_step_us > 0) slowest_step_s_ = any.prev_step_us * 1e-6;
   const double agreement_s = seconds_since(ta);
   if (tl) tl_mark = Timeline::now();
@@ -607,8 +632,17 @@ StepResult Trainer::step() {
              ": update skipped (--on-nan skip-step)");
   }
   const double tl_opt = tl ? Timeline::now() : 0;
+  if (step == inject_nan_update_step_ && !any.non_finite) {
+    for (const auto& p : model_->params())
+      if (p.name == inject_nan_update_param_) model_->grad_data()[p.offset] = std::numeric_limits<float>::quiet_NaN();
+    log_all("CNNSCALE_INJECT_NAN_UPDATE: a NaN written into the summed gradient of " + inject_nan_update_param_ +
+            " before the update of step " + std::to_string(step + 1) + " (a test hook; unset it to train normally)");
+  }
   // Enqueued on a device model's queue, after the sums; host models return when done.
-  if (!any.non_finite) optimizer_->step(model_->param_data(), model_->grad_data(), lr);
+  if (!any.non_finite) {
+    optimizer_->step(model_->param_data(), model_->grad_data(), lr);
+    update_non_finite_ = !optimizer_->wrote_finite();
+  }
   // With --sync-bn every rank computed the same running statistics from the same global
   // sums (bitwise: the sums are added in rank order on every rank).
   if (has_buffers_ && world_ > 1 && !opt_.sync_bn) broadcast_buffers();  // the next forward waits for it
@@ -629,6 +663,10 @@ StepResult Trainer::step() {
     drain();
     read_marks(&t);
   }
+  // Before anything reads this update's parameters (evaluation, a checkpoint, the end of
+  // the run): one more small allreduce, on those steps only; other steps tell the next
+  // step's agreement, before its update.
+  if (epoch_end || want_ckpt || any.stop_signal || step + 1 == total_steps_) check_update(step + 1, false);
   if (replica_due) {
     if (!replicas_identical())
       fail_collective(rank_, "ranks hold different parameters after step ", step + 1,
@@ -675,6 +713,22 @@ StepResult Trainer::step() {
              " — rerun with --resume auto to continue");
   }
   return result;
+}
+
+// A NaN or Inf written by the update of step `steps_done` (1-based) stops every rank:
+// --on-nan skip-step cannot skip an update already applied. `agreed`: the step agreement
+// already found it on some rank; else one allreduce asks. Nothing is checkpointed.
+void Trainer::check_update(int64_t steps_done, bool agreed) {
+  int bad = update_non_finite_ ? 1 : 0;
+  if (!agreed) control_.allreduce(&bad, 1, ReduceOp::max, "the update finiteness allreduce");
+  if (!bad) return;
+  std::string where;
+  if (rank_ == 0) where = non_finite_tensor(*model_, *optimizer_);
+  fail_collective(rank_, "the update of step ", steps_done, " wrote a NaN or Inf",
+                  where.empty() ? std::string() : " (rank 0: " + where + ")",
+                  "; stopped without writing a checkpoint, so the last good one is untouched (--on-nan skip-step "
+                  "cannot skip an update already applied). Lower --lr, or check the input data, and resume from the "
+                  "last checkpoint");
 }
 
 // Rank 0 on a terminal: at most 10 redraws a second, and at every epoch end.

@@ -216,6 +216,16 @@ class Trainer {
   // handing the ready range to the buckets, so backward runs late while sums are in
   // flight. Results must not change (docs/gpu.md "Tests"). 0: off.
   long inject_delay_ms_ = 0;
+  // CNNSCALE_INJECT_NAN_UPDATE=STEP:PARAM (a test hook, tests/train/nan_weights.sh; host
+  // models): every rank writes a NaN into the summed gradient of parameter PARAM (its
+  // first element) after step STEP's agreement, so that step's update writes a NaN
+  // parameter, as a diverging update would. -1: off.
+  int64_t inject_nan_update_step_ = -1;
+  std::string inject_nan_update_param_;
+  // The last update wrote a NaN or Inf (Optimizer::wrote_finite): told to every rank by
+  // the next step agreement, or at once where the step's results are read (check_update).
+  bool update_non_finite_ = false;
+  void check_update(int64_t steps_done, bool agreed);
 };
 
 }  // namespace cnnscale
