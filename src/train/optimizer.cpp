@@ -103,19 +103,25 @@ class AdamW final : public Optimizer {
   void set_steps_taken(long long s) override { steps_ = s; }
 
  private:
+  // Vectorised: this file is compiled with -fno-math-errno (src/train/CMakeLists.txt), so
+  // std::sqrt has no errno branch; sqrtps rounds as sqrtss does (the same bits).
   template <bool Check>
   unsigned update(float* p, const float* g, double lr) {
     const AdamWScalars s = adamw_scalars(o_, steps_, lr);
     const float decay = s.decay, b1 = s.b1, b2 = s.b2, step_size = s.step_size, inv_sqrt_bc2 = s.inv_sqrt_bc2,
                 eps = s.eps;
+    float* m = m_.data();
+    float* v = v_.data();
     unsigned bad = 0;
     for (auto [b, e] : ranges_) {
       for (size_t i = b; i < e; ++i) {
         p[i] *= decay;
-        m_[i] = b1 * m_[i] + (1.f - b1) * g[i];
-        v_[i] = b2 * v_[i] + (1.f - b2) * g[i] * g[i];
-        p[i] -= step_size * m_[i] / (std::sqrt(v_[i]) * inv_sqrt_bc2 + eps);
-        if constexpr (Check) bad |= not_finite(p[i]) | not_finite(m_[i]) | not_finite(v_[i]);
+        m[i] = b1 * m[i] + (1.f - b1) * g[i];
+        v[i] = b2 * v[i] + (1.f - b2) * g[i] * g[i];
+        p[i] -= step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
+        // m need not be checked: a NaN or Inf in m makes p NaN or Inf (0·Inf is NaN when
+        // the lr is 0), while an Inf in v leaves p finite (m / Inf = 0).
+        if constexpr (Check) bad |= not_finite(p[i]) | not_finite(v[i]);
       }
     }
     return bad;

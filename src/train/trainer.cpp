@@ -248,11 +248,11 @@ void Trainer::setup() {
   optimizer_ = make_optimizer(opt_.optimizer, *model_);  // CUDA kernels on the model's queue for a device model
   if (inject_nan_update_step_ >= 0) {
     const auto& ps = model_->params();
-    if (model_->on_device() || std::none_of(ps.begin(), ps.end(), [&](const ParamInfo& p) {
+    if (std::none_of(ps.begin(), ps.end(), [&](const ParamInfo& p) {
           return p.trainable && p.name == inject_nan_update_param_;
         }))
       fail("CNNSCALE_INJECT_NAN_UPDATE: '", inject_nan_update_param_,
-           "' is not a trainable parameter of this host model (a test hook; unset it to train normally)");
+           "' is not a trainable parameter of this model (a test hook; unset it to train normally)");
   }
   schedule_ = std::make_unique<LrSchedule>(opt_.lr, global_batch_, steps_per_epoch_, total_steps_);
   std::unique_ptr<BucketReducer> reducer;
@@ -632,9 +632,14 @@ StepResult Trainer::step() {
              ": update skipped (--on-nan skip-step)");
   }
   const double tl_opt = tl ? Timeline::now() : 0;
-  if (step == inject_nan_update_step_ && !any.non_finite) {
+  const bool inject_nan = step == inject_nan_update_step_ && !any.non_finite;
+  const auto nan_offset = [&] {
     for (const auto& p : model_->params())
-      if (p.name == inject_nan_update_param_) model_->grad_data()[p.offset] = std::numeric_limits<float>::quiet_NaN();
+      if (p.name == inject_nan_update_param_) return p.offset;
+    return size_t{0};
+  };
+  if (inject_nan && !model_->on_device()) {
+    model_->grad_data()[nan_offset()] = std::numeric_limits<float>::quiet_NaN();
     log_all("CNNSCALE_INJECT_NAN_UPDATE: a NaN written into the summed gradient of " + inject_nan_update_param_ +
             " before the update of step " + std::to_string(step + 1) + " (a test hook; unset it to train normally)");
   }
@@ -642,6 +647,14 @@ StepResult Trainer::step() {
   if (!any.non_finite) {
     optimizer_->step(model_->param_data(), model_->grad_data(), lr);
     update_non_finite_ = !optimizer_->wrote_finite();
+  }
+  if (inject_nan && model_->on_device()) {  // no device check to exercise: as if the update had written it
+    std::vector<float> host(model_->param_count());
+    model_->copy_params_to_host(host.data());
+    host[nan_offset()] = std::numeric_limits<float>::quiet_NaN();
+    model_->copy_params_from_host(host.data());
+    log_all("CNNSCALE_INJECT_NAN_UPDATE: a NaN written into parameter " + inject_nan_update_param_ +
+            " after the update of step " + std::to_string(step + 1) + " (a test hook; unset it to train normally)");
   }
   // With --sync-bn every rank computed the same running statistics from the same global
   // sums (bitwise: the sums are added in rank order on every rank).

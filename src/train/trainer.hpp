@@ -216,10 +216,11 @@ class Trainer {
   // handing the ready range to the buckets, so backward runs late while sums are in
   // flight. Results must not change (docs/gpu.md "Tests"). 0: off.
   long inject_delay_ms_ = 0;
-  // CNNSCALE_INJECT_NAN_UPDATE=STEP:PARAM (a test hook, tests/train/nan_weights.sh; host
-  // models): every rank writes a NaN into the summed gradient of parameter PARAM (its
-  // first element) after step STEP's agreement, so that step's update writes a NaN
-  // parameter, as a diverging update would. -1: off.
+  // CNNSCALE_INJECT_NAN_UPDATE=STEP:PARAM (a test hook, tests/train/nan_weights*.sh): every
+  // rank writes a NaN into the first element of parameter PARAM's summed gradient after
+  // step STEP's agreement, so that step's update writes a NaN parameter, as a diverging
+  // update would (a device model: into the parameter after the update, through a host
+  // copy; its optimiser does not check). -1: off.
   int64_t inject_nan_update_step_ = -1;
   std::string inject_nan_update_param_;
   // The last update wrote a NaN or Inf (Optimizer::wrote_finite): told to every rank by

@@ -98,7 +98,7 @@ expect_eq "without the hook the run finishes" 0 "$?"
 # The hook refuses what it cannot do, as a test hook must.
 CNNSCALE_INJECT_NAN_UPDATE=2:nosuch.weight "$CNNSCALE" train "${MNIST[@]}" --max-steps 3 >"$TMP/hook.out" 2>&1
 expect_eq "an unknown parameter in the hook: exit status 2" 2 "$?"
-expect_grep "the hook names the parameter" "CNNSCALE_INJECT_NAN_UPDATE: 'nosuch.weight' is not a trainable parameter" \
+expect_grep "the hook names the parameter" "CNNSCALE_INJECT_NAN_UPDATE: 'nosuch.weight' is not a trainable parameter of this model" \
   "$TMP/hook.out"
 
 # 3. The checkpoint writer refuses a NaN the optimiser did not report --------------------
