@@ -23,7 +23,8 @@ int cmd_prep(int argc, char** argv) {
       "train-NNNNN-of-KKKKK.h5 and test-NNNNN-of-KKKKK.h5 (/images uint8 N×C×H×W, chunked, fletcher32;\n"
       "/labels int32) and dataset.json (counts, shape, classes, train-split mean/std, shard list).\n"
       "The output appears only when complete (written as DIR.tmp-PID, then renamed).\n"
-      "--verify DIR re-reads every chunk of an existing data set and checks its checksums.\n"
+      "--verify DIR re-reads every chunk of an existing data set and checks its checksums, its chunk lists and\n"
+      "its declared sample layout (--store jpeg: every stored JPEG decodes).\n"
       "Formats (--format; docs/data.md has the details):\n"
       "  idx       MNIST-style IDX files {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] in --input\n"
       "  hdf5      uint8 image and integer label datasets of one HDF5 file (--images, --labels, ...)\n"
@@ -81,7 +82,7 @@ int cmd_prep(int argc, char** argv) {
       "test-images", po::value<std::string>(), "hdf5: dataset of test images (optional)")(
       "test-labels", po::value<std::string>(), "hdf5: dataset of test labels (optional)")(
       "force", po::bool_switch(), "replace a non-empty --output")(
-      "verify", po::value<std::string>(), "check an existing dataset directory (all shards, all checksums)");
+      "verify", po::value<std::string>(), "check an existing dataset directory (all shards, all checksums, the chunk lists, the sample layout)");
   auto parsed = parse_options(spec, argc, argv, desc);
   if (parsed.help) {
     print_help(spec, desc);
@@ -99,7 +100,7 @@ int cmd_prep(int argc, char** argv) {
     const std::string dir = vm["verify"].as<std::string>();
     DatasetInfo info = load_dataset(dir);
     int64_t last = 0;
-    verify_dataset(info, [&](int64_t done, int64_t total) {
+    const VerifyReport report = verify_dataset(info, [&](int64_t done, int64_t total) {
       if (total >= 10000 && done * 10 / total != last) {
         last = done * 10 / total;
         if (done < total) log("verify: " + std::to_string(done) + "/" + std::to_string(total) + " samples");
@@ -109,6 +110,11 @@ int cmd_prep(int argc, char** argv) {
                 "checksums match\n",
                 info.dir.c_str(), static_cast<long long>(info.train.samples), static_cast<long long>(info.test.samples),
                 info.train.shards.size(), info.test.shards.size(), info.classes);
+    if (report.older_chunk_lists > 0)
+      std::printf("verify: note: %d shard(s) have a /chunk_addresses list of an older prep (without chunk indices, "
+                  "so a reordered list could not be told); readers ignore it and look each chunk up when they open "
+                  "the shard, which is slower for shards of many chunks: re-run `cnnscale prep` to rewrite it\n",
+                  report.older_chunk_lists);
     return 0;
   }
   PrepOptions o;

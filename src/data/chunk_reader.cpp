@@ -114,20 +114,38 @@ std::unique_ptr<DirectChunkReader> DirectChunkReader::open(const std::string& pa
   r->addr_.resize(static_cast<size_t>(n));
   r->images_ = images;
   // The shard's own list (prep writes it: shard_writer.hpp) saves the lookups below,
-  // whose cost grows with the chunk count; a list of another length is ignored.
+  // whose cost grows with the chunk count. Row c: offset, stored checksum, index c.
   H5Id file(H5Iget_file_id(images), H5Fclose);
   if (file.valid() && H5Lexists(file, "/chunk_addresses", H5P_DEFAULT) > 0) {
     H5Id table = h5_dataset(H5Dopen2(file, "/chunk_addresses", H5P_DEFAULT));
     H5Id tspace = h5_space(table.valid() ? H5Dget_space(table) : H5I_INVALID_HID);
-    std::vector<uint64_t> rows(static_cast<size_t>(2 * n));
-    if (tspace.valid() && H5Sget_simple_extent_npoints(tspace) == 2 * n &&
-        H5Dread(table, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) >= 0) {
+    hsize_t td[2] = {0, 0};
+    const bool two_d = tspace.valid() && H5Sget_simple_extent_ndims(tspace) == 2 &&
+                       H5Sget_simple_extent_dims(tspace, td, nullptr) == 2;
+    std::vector<uint64_t> rows(static_cast<size_t>(3 * n));
+    r->list_ = ChunkList::unusable;
+    if (two_d && td[0] == static_cast<hsize_t>(n) && td[1] == 2) {
+      r->list_ = ChunkList::older;  // no chunk index: a reordering could not be told
+    } else if (!two_d || td[0] != static_cast<hsize_t>(n) || td[1] != 3) {
+      r->list_problem_ = "has " + std::to_string(two_d ? td[0] : 0) + " rows of " + std::to_string(two_d ? td[1] : 0) +
+                         " values but /images has " + std::to_string(n) + " chunks (rows of 3 values)";
+    } else if (H5Dread(table, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) < 0) {
+      const std::string cause = h5_error_cause();
+      r->list_problem_ = (cause.find("checksum") != std::string::npos ? "fails its checksum (" : "cannot be read (") +
+                         cause + ")";
+    } else {
       r->sums_.resize(static_cast<size_t>(n));
       for (int64_t c = 0; c < n; ++c) {
-        r->addr_[static_cast<size_t>(c)] = rows[static_cast<size_t>(2 * c)];
-        r->sums_[static_cast<size_t>(c)] = static_cast<uint32_t>(rows[static_cast<size_t>(2 * c + 1)]);
+        if (rows[static_cast<size_t>(3 * c + 2)] != static_cast<uint64_t>(c))
+          fail("shard ", path, " has a /chunk_addresses list that does not match its chunks (row ", c, " lists chunk ",
+               rows[static_cast<size_t>(3 * c + 2)],
+               ": its rows were reordered or rewritten): re-create the data set with `cnnscale prep`, or delete that "
+               "list (h5py: del f['chunk_addresses']) and cnnscale looks the chunks up itself");
+        r->addr_[static_cast<size_t>(c)] = rows[static_cast<size_t>(3 * c)];
+        r->sums_[static_cast<size_t>(c)] = static_cast<uint32_t>(rows[static_cast<size_t>(3 * c + 1)]);
       }
       r->from_table_ = true;
+      r->list_ = ChunkList::used;
     }
     h5_error_cause();  // clears the stack
   }

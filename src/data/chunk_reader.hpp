@@ -10,17 +10,23 @@
 //
 // open() (under hdf5_mutex()) takes a dataset whose only filter is fletcher32 and whose
 // elements are bytes, reads every chunk's file address from the shard's /chunk_addresses
-// (prep writes it) or, in shards without it, looks each up (H5Dget_chunk_info_by_coord:
-// its cost grows with the chunk count), and reads through HDF5's own descriptor of the
-// file (the sec2 driver's; the file stays open as long as the caller's dataset). A
-// checksum failure with a listed address is checked against HDF5's lookup, and a valid
-// chunk found there must carry the checksum the list holds for it: a list that a rewrite
-// of the file (h5repack) made stale is named as such, never read as data or as damage. Then read()
-// is pread() of the chunks a byte range touches (one call per run of chunks stored back
-// to back), each chunk's checksum verified as HDF5 verifies it (the stored value, or the
-// byte-pair-swapped one of files from HDF5 before 1.6.3), by a vectorised Fletcher32
-// that computes HDF5's exact value. Any other layout (gzip, a chunk with a filter
-// skipped, an unallocated chunk) gets no reader: the caller keeps HDF5's path.
+// (prep writes it) or, in shards without a usable one, looks each up
+// (H5Dget_chunk_info_by_coord: its cost grows with the chunk count), and reads through
+// HDF5's own descriptor of the file (the sec2 driver's; the file stays open as long as the
+// caller's dataset). Each row of the list is bound to its chunk: it holds the chunk's
+// index beside its offset and stored checksum, so rows put in another order (issue 39: two
+// rows swapped, the list's own checksum made right, read as good data) are refused at
+// open, and the chunk found at a listed offset must carry the checksum the list holds for
+// it: a list that a rewrite of the file (h5repack) made stale is named as such, never read
+// as data or as damage; a checksum failure with a listed address is checked against HDF5's
+// lookup first. A list of an older prep (two columns, no index: a swap there cannot be
+// told) or one that cannot be read (its own Fletcher32 fails) is ignored: the chunks are
+// looked up, and chunk_list() says why for `prep --verify` and the reader's warning. Then
+// read() is pread() of the chunks a byte range touches (one call per run of chunks stored
+// back to back), each chunk's checksum verified as HDF5 verifies it (the stored value, or
+// the byte-pair-swapped one of files from HDF5 before 1.6.3), by a vectorised Fletcher32
+// that computes HDF5's exact value. Any other layout (gzip, a chunk with a filter skipped,
+// an unallocated chunk) gets no reader: the caller keeps HDF5's path.
 #pragma once
 #include <hdf5.h>
 
@@ -55,6 +61,12 @@ class DirectChunkReader {
   // Bytes per chunk (the amplification of a sample read: whole chunks are read).
   int64_t chunk_bytes() const { return chunk_bytes_; }
 
+  // The shard's /chunk_addresses: absent, used, of an older prep (ignored), or unusable
+  // (ignored; chunk_list_problem() says why, e.g. "fails its checksum (…)").
+  enum class ChunkList { absent, used, older, unusable };
+  ChunkList chunk_list() const { return list_; }
+  const std::string& chunk_list_problem() const { return list_problem_; }
+
  private:
   DirectChunkReader() = default;
   // After a checksum failure with addresses from the shard's list: does HDF5 put chunk c
@@ -65,6 +77,8 @@ class DirectChunkReader {
   bool owns_fd_ = false;
   hid_t images_ = -1;  // not owned: the caller's dataset outlives this reader
   bool from_table_ = false;
+  ChunkList list_ = ChunkList::absent;
+  std::string list_problem_;
   int64_t chunk_bytes_ = 0, chunk_rows_ = 0, total_bytes_ = 0;
   std::vector<uint64_t> addr_;  // per chunk: file offset of its stored bytes (chunk_bytes_ + 4 of them)
   std::vector<uint32_t> sums_;  // per chunk, from the shard's list: its stored checksum

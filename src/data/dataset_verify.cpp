@@ -1,44 +1,72 @@
 // dataset_verify.cpp — verify_dataset(): reads every image chunk of every shard so
-// that HDF5 checks each chunk's fletcher32 checksum (`cnnscale prep --verify DIR`), and
-// every byte once more through the shard's /chunk_addresses list where it has one.
+// that HDF5 checks each chunk's fletcher32 checksum (`cnnscale prep --verify DIR`); reads
+// every byte once more through the shard's /chunk_addresses list where it has one and
+// compares it with HDF5's (HDF5's own index binds each list entry to its chunk); and
+// checks the layout dataset.json declares against the bytes (sample_layout jpeg: every
+// sample a JPEG of its /shapes size whose entropy-coded data decodes without a warning).
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
 #include <vector>
 
 #include "data/chunk_reader.hpp"
 #include "data/dataset.hpp"
 #include "data/h5util.hpp"
+#include "data/image_decode.hpp"
 #include "util/error.hpp"
 #include "util/hdf5_lock.hpp"
 
 namespace cnnscale {
 namespace {
 
-// A shard's /chunk_addresses (prep's list for the direct reader, chunk_reader.hpp): every
-// byte of /images read through it, so that each chunk is found where the list says and
-// carries the checksum the list holds — a list left stale by a rewrite of the file is
+const char* kListFix =
+    "re-create the data set with `cnnscale prep`, or delete that list (h5py: del f['chunk_addresses']) and cnnscale "
+    "looks the chunks up itself";
+
+// Bytes [begin, end) of /images, which HDF5 read into `hdf5`, read again through the
+// shard's list (prep's, for the direct reader: chunk_reader.hpp): each chunk must be found
+// where the list says, carry the checksum the list holds, and hold HDF5's bytes — a list
+// left stale by a rewrite of the file, or with rows that point at each other's chunks, is
 // named here, not in the middle of a training run.
-void verify_chunk_list(const std::string& path, hid_t f, hid_t images) {
-  if (H5Lexists(f, "/chunk_addresses", H5P_DEFAULT) <= 0) return;
-  const auto r = DirectChunkReader::open(path, images);
-  if (!r) return;  // not the plain layout: HDF5's reads below check it
-  H5Id space = h5_space(H5Dget_space(images));
-  const int64_t total = static_cast<int64_t>(H5Sget_simple_extent_npoints(space));
-  std::vector<uint8_t> piece, chunks;
-  const int64_t step = std::max<int64_t>(r->chunk_bytes(), (8 << 20) / r->chunk_bytes() * r->chunk_bytes());
-  for (int64_t at = 0; at < total; at += step) {
-    const int64_t end = std::min(total, at + step);
-    piece.resize(static_cast<size_t>(end - at));
-    r->read(at, end, piece.data(), chunks);
+void compare_through_list(const std::string& path, const DirectChunkReader& r, int64_t begin, int64_t end,
+                          const std::vector<uint8_t>& hdf5, std::vector<uint8_t>& piece, std::vector<uint8_t>& chunks) {
+  piece.resize(static_cast<size_t>(end - begin));
+  r.read(begin, end, piece.data(), chunks);
+  if (std::memcmp(piece.data(), hdf5.data(), piece.size()) != 0)
+    fail("shard ", path, " has a /chunk_addresses list that does not match its chunks (bytes ", begin, "..", end - 1,
+         " of /images read through it differ from HDF5's reading: it was rewritten): ", kListFix);
+}
+
+// Sample k of a --store jpeg shard (its bytes at `p`): a JPEG of its /shapes size.
+void check_stored_jpeg(const DatasetInfo& info, const SplitInfo& split, const ShardInfo& sh, int64_t k,
+                       const uint8_t* p) {
+  const size_t g = static_cast<size_t>(sh.first_index + k);
+  const int64_t len = split.lengths[g];
+  const SampleShape s = split.shapes[g];
+  const std::string what = "shard " + sh.path + ": sample " + std::to_string(k) + " (" + split.name + " sample " +
+                           std::to_string(sh.first_index + k) + ")";
+  if (!is_jpeg(p, static_cast<size_t>(len))) {
+    char start[32];
+    std::snprintf(start, sizeof start, "0x%02x 0x%02x 0x%02x", p[0], len > 1 ? p[1] : 0, len > 2 ? p[2] : 0);
+    fail(what, " is not a JPEG (it starts with ", start, "), but ", info.dir, "/dataset.json says sample_layout jpeg",
+         len == s.numel() ? "; it holds as many bytes as its decoded pixels (" + std::to_string(s.channels) + "x" +
+                                std::to_string(s.height) + "x" + std::to_string(s.width) +
+                                "): the shards hold decoded images (sample_layout \"ragged\") — restore dataset.json "
+                                "or re-create the data set with `cnnscale prep`"
+                          : std::string("; the shards do not match it — re-create the data set with `cnnscale prep`"));
   }
+  check_jpeg(p, static_cast<size_t>(len), what, s.width, s.height);
 }
 
 }  // namespace
 
-void verify_dataset(const DatasetInfo& info, const std::function<void(int64_t, int64_t)>& progress) {
+VerifyReport verify_dataset(const DatasetInfo& info, const std::function<void(int64_t, int64_t)>& progress) {
   const int64_t total = info.train.samples + info.test.samples;
   const int64_t numel = info.shape.numel();
   int64_t done = 0;
-  std::vector<uint8_t> buf;
+  VerifyReport report;
+  std::vector<uint8_t> buf, piece, chunks;
   for (const SplitInfo* split : {&info.train, &info.test}) {
     for (const auto& sh : split->shards) {
       Hdf5Lock lock(hdf5_mutex());
@@ -46,48 +74,66 @@ void verify_dataset(const DatasetInfo& info, const std::function<void(int64_t, i
       H5Id f = h5_open_readonly(sh.path, cause);
       if (!f.valid()) fail("shard ", sh.path, " cannot be opened as HDF5 (", cause, "); copy it again or re-run prep");
       H5Id d = h5_dataset(H5Dopen2(f, "/images", H5P_DEFAULT));
+      if (!d.valid()) fail("shard ", sh.path, " has no /images (", h5_error_cause(), "); re-run prep");
+      // The list: bound row by row to its chunks when opened (a row listing another chunk
+      // is refused there); read through below, beside HDF5's own reads.
+      const std::unique_ptr<DirectChunkReader> r = DirectChunkReader::open(sh.path, d);
+      const auto list = r ? r->chunk_list() : DirectChunkReader::ChunkList::absent;
+      if (list == DirectChunkReader::ChunkList::older) ++report.older_chunk_lists;
+      const DirectChunkReader* through = list == DirectChunkReader::ChunkList::used ? r.get() : nullptr;
       H5Id dcpl = h5_plist(H5Dget_create_plist(d));
-      hsize_t cdims[4] = {0};
-      int64_t step = 256;
-      if (H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, 4, cdims) == 4)
-        step = static_cast<int64_t>(cdims[0]);
       H5Id fspace = h5_space(H5Dget_space(d));
-      if (info.ragged) {  // 1-D /images: read it chunk by chunk of bytes
-        hsize_t bytes = 0, cb = 0;
-        H5Sget_simple_extent_dims(fspace, &bytes, nullptr);
+      if (info.ragged) {  // 1-D /images: pieces of whole samples of at least a chunk's bytes
+        hsize_t cb = 0;
         if (H5Pget_layout(dcpl) != H5D_CHUNKED || H5Pget_chunk(dcpl, 1, &cb) != 1) cb = 1 << 20;
-        for (hsize_t at = 0; at < bytes; at += cb) {
-          hsize_t n = std::min(cb, bytes - at);
-          H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &at, nullptr, &n, nullptr);
+        const auto at = [&](int64_t k) {  // byte offset of shard sample k (k == samples: the end)
+          const size_t g = static_cast<size_t>(sh.first_index + std::min(k, sh.samples - 1));
+          return k < sh.samples ? split->offsets[g] : split->offsets[g] + split->lengths[g];
+        };
+        for (int64_t i = 0, j = 0; i < sh.samples; i = j) {
+          for (j = i + 1; j < sh.samples && at(j) - at(i) < static_cast<int64_t>(cb);) ++j;
+          hsize_t start = static_cast<hsize_t>(at(i)), n = static_cast<hsize_t>(at(j) - at(i));
+          H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &start, nullptr, &n, nullptr);
           H5Id mspace = h5_space(H5Screate_simple(1, &n, nullptr));
           buf.resize(static_cast<size_t>(n));
-          if (H5Dread(d, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, buf.data()) < 0)
-            fail("shard ", sh.path, " is damaged: reading image bytes ", at, "..", at + n - 1, " failed (",
+          if (n > 0 && H5Dread(d, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, buf.data()) < 0)
+            fail("shard ", sh.path, " is damaged: reading image bytes ", start, "..", start + n - 1, " failed (",
                  h5_error_cause(), "); the data no longer match their checksum — copy the file again or re-run ",
                  "`cnnscale prep`");
+          if (through) compare_through_list(sh.path, *through, at(i), at(j), buf, piece, chunks);
+          if (info.jpeg)
+            for (int64_t k = i; k < j; ++k) check_stored_jpeg(info, *split, sh, k, buf.data() + (at(k) - at(i)));
+          done += j - i;
+          if (progress) progress(done, total);
         }
-        verify_chunk_list(sh.path, f, d);  // after HDF5's own check: a failure here is the list's
-        done += sh.samples;
-        if (progress) progress(done, total);
-        continue;
+      } else {
+        hsize_t cdims[4] = {0};
+        int64_t step = 256;
+        if (H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, 4, cdims) == 4)
+          step = static_cast<int64_t>(cdims[0]);
+        for (int64_t at = 0; at < sh.samples; at += step) {
+          const int64_t n = std::min(step, sh.samples - at);
+          hsize_t start[4] = {static_cast<hsize_t>(at), 0, 0, 0};
+          hsize_t count[4] = {static_cast<hsize_t>(n), static_cast<hsize_t>(info.shape.channels),
+                              static_cast<hsize_t>(info.shape.height), static_cast<hsize_t>(info.shape.width)};
+          H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, count, nullptr);
+          H5Id mspace = h5_space(H5Screate_simple(4, count, nullptr));
+          buf.resize(static_cast<size_t>(n * numel));
+          if (H5Dread(d, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, buf.data()) < 0)
+            fail("shard ", sh.path, " is damaged: reading images ", at, "..", at + n - 1, " failed (", h5_error_cause(),
+                 "); the data no longer match their checksum — copy the file again or re-run `cnnscale prep`");
+          if (through) compare_through_list(sh.path, *through, at * numel, (at + n) * numel, buf, piece, chunks);
+          done += n;
+          if (progress) progress(done, total);
+        }
       }
-      for (int64_t at = 0; at < sh.samples; at += step) {
-        const int64_t n = std::min(step, sh.samples - at);
-        hsize_t start[4] = {static_cast<hsize_t>(at), 0, 0, 0};
-        hsize_t count[4] = {static_cast<hsize_t>(n), static_cast<hsize_t>(info.shape.channels),
-                            static_cast<hsize_t>(info.shape.height), static_cast<hsize_t>(info.shape.width)};
-        H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, count, nullptr);
-        H5Id mspace = h5_space(H5Screate_simple(4, count, nullptr));
-        buf.resize(static_cast<size_t>(n * numel));
-        if (H5Dread(d, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, buf.data()) < 0)
-          fail("shard ", sh.path, " is damaged: reading images ", at, "..", at + n - 1, " failed (", h5_error_cause(),
-               "); the data no longer match their checksum — copy the file again or re-run `cnnscale prep`");
-        done += n;
-        if (progress) progress(done, total);
-      }
-      verify_chunk_list(sh.path, f, d);
+      // After HDF5's own check of the images: a list that cannot be read is the list's fault.
+      if (list == DirectChunkReader::ChunkList::unusable)
+        fail("shard ", sh.path, " is damaged: its /chunk_addresses list ", r->chunk_list_problem(),
+             "; reads ignore it and look each chunk up (slower to open), so the images are intact: ", kListFix);
     }
   }
+  return report;
 }
 
 }  // namespace cnnscale

@@ -22,6 +22,7 @@
 #include "data/worker_pool.hpp"
 #include "util/error.hpp"
 #include "util/hdf5_lock.hpp"
+#include "util/log.hpp"
 
 namespace cnnscale {
 namespace {
@@ -86,6 +87,21 @@ class TimedHdf5Lock {
 
 const char* kDamaged =
     "; the shard is truncated or damaged — copy it again or re-create the data set with `cnnscale prep`";
+
+// A shard whose /chunk_addresses the direct reader ignores (an older prep's, or one that
+// cannot be read): its chunks are looked up when it is opened, correct but slower for
+// shards of many chunks. Said once per process (rank 0), for the first such shard.
+void warn_ignored_list(const std::string& path, const DirectChunkReader* r) {
+  using List = DirectChunkReader::ChunkList;
+  if (!r || (r->chunk_list() != List::older && r->chunk_list() != List::unusable)) return;
+  static std::atomic<bool> said{false};
+  if (said.exchange(true)) return;
+  log_warn("shard " + path + (r->chunk_list() == List::older
+                                  ? " has a /chunk_addresses list of an older prep (without chunk indices)"
+                                  : " has a /chunk_addresses list that " + r->chunk_list_problem()) +
+           ": it is ignored and each chunk looked up when a shard is opened (slower for shards of many chunks); "
+           "re-run `cnnscale prep` to rewrite it (`cnnscale prep --verify` checks every shard)");
+}
 
 // Reads samples of one split's shards by shard-local index; opens shards lazily.
 // direct: also open each shard's DirectChunkReader (training without --cache reads through
@@ -218,7 +234,10 @@ class ShardReader {
     if (!o.file.valid()) fail("shard ", si.path, " cannot be opened (", cause, ")", kDamaged);
     o.images = h5_dataset(H5Dopen2(o.file, "/images", H5P_DEFAULT));
     if (!o.images.valid()) fail("shard ", si.path, " has no /images (", h5_error_cause(), ")", kDamaged);
-    if (direct_) o.direct = DirectChunkReader::open(si.path, o.images);
+    if (direct_) {
+      o.direct = DirectChunkReader::open(si.path, o.images);
+      warn_ignored_list(si.path, o.direct.get());
+    }
     H5Id dcpl = h5_plist(H5Dget_create_plist(o.images));
     hsize_t cd[4] = {0};
     o.chunk = 256;

@@ -359,6 +359,30 @@ void decode_jpeg_planes(const uint8_t* data, size_t len, int scale_num, const st
                    });
 }
 
+void check_jpeg(const uint8_t* data, size_t len, const std::string& what, int width, int height) {
+  const char* fix = "the shard is damaged — copy it again or re-create the data set with `cnnscale prep`";
+  jpeg_decompress_struct cinfo;
+  JpegError err;
+  cinfo.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = jpeg_error_exit;
+  err.mgr.emit_message = jpeg_emit;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&cinfo);
+    fail(what, " is not a readable JPEG (", err.message, "); ", fix);
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(len));
+  jpeg_read_header(&cinfo, TRUE);
+  const int w = static_cast<int>(cinfo.image_width), h = static_cast<int>(cinfo.image_height);
+  if (w != width || h != height) {  // before the coefficients of a header's size are allocated
+    jpeg_destroy_decompress(&cinfo);
+    fail(what, " is a ", w, "x", h, " JPEG but its /shapes entry says ", width, "x", height, "; ", fix);
+  }
+  jpeg_read_coefficients(&cinfo);
+  jpeg_finish_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+}
+
 std::vector<uint8_t> encode_jpeg(const RgbImage& img, int quality) {
   jpeg_compress_struct cinfo;
   JpegError err;  // the compressor reports errors by longjmp too

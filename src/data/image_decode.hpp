@@ -59,14 +59,20 @@ bool is_jpeg(const uint8_t* data, size_t n);
 // A window of the image decoded at scale_num/8 (top, left, height, width in its pixels).
 // Given to decode_jpeg_planes, it selects the fast mode (libjpeg-turbo's fast integer DCT,
 // plain chroma upsampling: not PIL's pixels) and only the window's rows and columns,
-// widened to whole iMCU columns, are decoded; on return `shape` is the decoded part and
-// top/left say where the window starts in it.
+// widened to whole iMCU columns, are decoded (the rows below it only Huffman-decoded, to
+// the end of the data, so that damage there is an error as in the whole decode); on return
+// `shape` is the decoded part and top/left say where the window starts in it.
 struct JpegWindow {
   int top = 0, left = 0, height = 0, width = 0;
 };
 void decode_jpeg_planes(const uint8_t* data, size_t len, int scale_num, const std::string& what,
                         std::vector<uint8_t>& planes, SampleShape* shape, JpegWindow* win = nullptr);
 std::vector<uint8_t> encode_jpeg(const RgbImage& img, int quality);
+// `prep --verify` of a stored JPEG: its header must give width × height (a UserError naming
+// `what` and both sizes, before anything is decoded), then all of its entropy-coded data is
+// decoded (jpeg_read_coefficients: Huffman only, no IDCT), a libjpeg warning an error as in
+// decode_jpeg_planes — so every JPEG either reader mode would refuse is named here.
+void check_jpeg(const uint8_t* data, size_t len, const std::string& what, int width, int height);
 
 // torchvision.transforms.CenterCrop(size): zero-pads a smaller image to size (left/top
 // get the floor half), then crops at top = round((h − size) / 2), left likewise, with

@@ -126,9 +126,11 @@ void ShardWriter::write_chunk_addresses() {
   if (H5Pget_chunk(dcpl, rank, chunk) != rank || chunk[0] == 0) internal_error("/images of ", path_, " is not chunked");
   const hsize_t n = (dims[0] + chunk[0] - 1) / chunk[0];
   if (n == 0) return;
-  // Row c: the chunk's file offset and its stored Fletcher32 (its last 4 bytes), so that a
-  // reader can tell the chunk it finds there is chunk c (not another chunk of a rewritten file).
-  std::vector<uint64_t> rows(static_cast<size_t>(2 * n));
+  // Row c: the chunk's file offset, its stored Fletcher32 (its last 4 bytes), so that a
+  // reader can tell the chunk it finds there is chunk c (not another chunk of a rewritten
+  // file), and c itself, so that a row is bound to its chunk wherever it stands (rows put
+  // in another order, the list's own checksum made right, were read as good data: issue 39).
+  std::vector<uint64_t> rows(static_cast<size_t>(3 * n));
   const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) write_failed("reopening");
   for (hsize_t c = 0; c < n; ++c) {
@@ -142,12 +144,13 @@ void ShardWriter::write_chunk_addresses() {
       ::close(fd);
       write_failed("listing the chunks of");
     }
-    rows[static_cast<size_t>(2 * c)] = a;
-    rows[static_cast<size_t>(2 * c + 1)] =
+    rows[static_cast<size_t>(3 * c)] = a;
+    rows[static_cast<size_t>(3 * c + 1)] =
         uint64_t{sum[0]} | uint64_t{sum[1]} << 8 | uint64_t{sum[2]} << 16 | uint64_t{sum[3]} << 24;
+    rows[static_cast<size_t>(3 * c + 2)] = c;
   }
   ::close(fd);
-  const hsize_t tdims[2] = {n, 2}, cchunk[2] = {std::min<hsize_t>(n, 8192), 2};
+  const hsize_t tdims[2] = {n, 3}, cchunk[2] = {std::min<hsize_t>(n, 8192), 3};
   H5Id sp = h5_space(H5Screate_simple(2, tdims, nullptr));
   H5Id pl = h5_plist(H5Pcreate(H5P_DATASET_CREATE));
   H5Pset_chunk(pl, 2, cchunk);

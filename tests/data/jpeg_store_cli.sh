@@ -46,12 +46,12 @@ expect_eq "dataset.json: sample_layout jpeg, store \"jpeg 100\", max_side 100" 0
 "$CNNSCALE" prep --verify "$TMP/pj" >"$TMP/verify.out" 2>&1
 expect_eq "--verify passes" 0 "$?"
 # A stale /chunk_addresses (as after h5repack: chunk 1's entry pointing at chunk 2, a valid
-# chunk) is found by --verify, named as the list's fault.
+# chunk, its checksum and index still chunk 1's) is found by --verify, named as the list's fault.
 cp -r "$TMP/pj" "$TMP/stale"
 "$PY" -c '
 import h5py, sys
 with h5py.File(sys.argv[1], "r+") as f:
-    t = f["chunk_addresses"]; row = t[2]; row[1] = t[1][1]; t[1] = row' "$TMP/stale/train-00000-of-00002.h5"
+    t = f["chunk_addresses"]; row = t[2]; row[1:] = t[1][1:]; t[1] = row' "$TMP/stale/train-00000-of-00002.h5"
 "$CNNSCALE" prep --verify "$TMP/stale" >"$TMP/stale.out" 2>&1
 expect_eq "--verify with a stale chunk list: exit status" 2 "$?"
 expect_grep "--verify with a stale chunk list: named" \

@@ -8,9 +8,12 @@
 //  - a flipped byte in a chunk: a read touching it is a UserError naming the shard, the
 //    chunk and Fletcher32, as HDF5 refuses it; ranges elsewhere still read;
 //  - a checksum stored byte-pair-swapped (HDF5 before 1.6.3) is accepted, as HDF5 does;
-//  - the shard's /chunk_addresses (prep's list: file offset and stored checksum per
+//  - the shard's /chunk_addresses (prep's list: file offset, stored checksum and index per
 //    chunk) equals HDF5's own lookups; a list gone stale (an entry pointing at another
 //    valid chunk, or at no chunk) is named as stale — never read as data, never as damage;
+//  - two rows of the list swapped (issue 39: read as good data) are refused when the shard
+//    is opened; a list of an older prep (no index column) or one failing its own checksum
+//    is ignored (chunk_list() says so) and the chunks are looked up: the bytes are HDF5's;
 //  - a gzip shard gets no direct reader (HDF5's path reads it).
 #include <gtest/gtest.h>
 
@@ -225,7 +228,7 @@ void set_list_row(const std::string& path, int64_t c, uint64_t addr, uint64_t su
   H5Id f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
   H5Id d = h5_dataset(H5Dopen2(f, "/chunk_addresses", H5P_DEFAULT));
   H5Id fs_ = h5_space(H5Dget_space(d));
-  const hsize_t start[2] = {static_cast<hsize_t>(c), 0}, count[2] = {1, 2};
+  const hsize_t start[2] = {static_cast<hsize_t>(c), 0}, count[2] = {1, 2};  // offset and checksum
   H5Sselect_hyperslab(fs_, H5S_SELECT_SET, start, nullptr, count, nullptr);
   H5Id ms = h5_space(H5Screate_simple(2, count, nullptr));
   const uint64_t row[2] = {addr, sum};
@@ -245,7 +248,7 @@ TEST_F(ChunkReaderTest, TheShardsChunkListIsHdf5sAndAStaleOneIsNamed) {
   const std::string path = write_ragged(dir_, 40);
   const std::vector<uint64_t> rows = list_of(path);
   Shard s = open_shard(path);
-  const int64_t n = static_cast<int64_t>(rows.size() / 2);
+  const int64_t n = static_cast<int64_t>(rows.size() / 3);
   ASSERT_GT(n, 4);
   EXPECT_EQ(n, (static_cast<int64_t>(s.bytes.size()) + kRaggedChunk - 1) / kRaggedChunk);
   for (int64_t c = 0; c < n; ++c) {  // offsets as HDF5 looks them up; checksums as stored there
@@ -253,16 +256,17 @@ TEST_F(ChunkReaderTest, TheShardsChunkListIsHdf5sAndAStaleOneIsNamed) {
     unsigned mask = 0;
     haddr_t addr = 0;
     ASSERT_GE(H5Dget_chunk_info_by_coord(s.images, &at, &mask, &addr, &size), 0);
-    EXPECT_EQ(rows[static_cast<size_t>(2 * c)], addr) << c;
+    EXPECT_EQ(rows[static_cast<size_t>(3 * c)], addr) << c;
+    EXPECT_EQ(rows[static_cast<size_t>(3 * c + 2)], static_cast<uint64_t>(c));
     std::vector<uint8_t> chunk(static_cast<size_t>(kRaggedChunk), 0);  // the last one ends in fill (0)
     std::copy(s.bytes.begin() + c * kRaggedChunk,
               s.bytes.begin() + std::min<int64_t>((c + 1) * kRaggedChunk, static_cast<int64_t>(s.bytes.size())),
               chunk.begin());
-    EXPECT_EQ(rows[static_cast<size_t>(2 * c + 1)], fletcher32(chunk.data(), chunk.size())) << c;
+    EXPECT_EQ(rows[static_cast<size_t>(3 * c + 1)], fletcher32(chunk.data(), chunk.size())) << c;
   }
   s = Shard();
   // Chunk 2's entry pointing at chunk 3 (a valid chunk, the wrong one): named stale.
-  set_list_row(path, 2, rows[6], rows[5]);
+  set_list_row(path, 2, rows[9], rows[7]);
   s = open_shard(path);
   auto r = DirectChunkReader::open(path, s.images);
   ASSERT_NE(r, nullptr);
@@ -277,11 +281,83 @@ TEST_F(ChunkReaderTest, TheShardsChunkListIsHdf5sAndAStaleOneIsNamed) {
   s = Shard();
   // Pointing at no chunk (offset 0: the superblock): the checksum fails, HDF5's lookup
   // disagrees with the list, so the list is named, not the data.
-  set_list_row(path, 2, 0, rows[5]);
+  set_list_row(path, 2, 0, rows[7]);
   s = open_shard(path);
   r = DirectChunkReader::open(path, s.images);
   EXPECT_NE(read_error(*r, 2 * kRaggedChunk, 2 * kRaggedChunk + 10)
                 .find("has a /chunk_addresses list that does not match its chunks (chunk 2 is elsewhere"),
             std::string::npos)
       << "a list entry pointing at the superblock unnoticed?";
+}
+
+namespace {
+// Replaces a shard's /chunk_addresses with `rows` (columns `cols`), as a tool could.
+void rewrite_list(const std::string& path, const std::vector<uint64_t>& rows, hsize_t cols) {
+  H5Id f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+  ASSERT_GE(H5Ldelete(f, "/chunk_addresses", H5P_DEFAULT), 0);
+  const hsize_t dims[2] = {rows.size() / cols, cols};
+  H5Id sp = h5_space(H5Screate_simple(2, dims, nullptr));
+  H5Id pl = h5_plist(H5Pcreate(H5P_DATASET_CREATE));
+  H5Pset_chunk(pl, 2, dims);
+  H5Pset_fletcher32(pl);
+  H5Id d = h5_dataset(H5Dcreate2(f, "/chunk_addresses", H5T_STD_U64LE, sp, H5P_DEFAULT, pl, H5P_DEFAULT));
+  ASSERT_GE(H5Dwrite(d, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), 0);
+}
+}  // namespace
+
+// Issue 39: rows 1 and 2 swapped whole (offset, checksum and all; the list's own checksum
+// right) read chunk 2's bytes as chunk 1's. The index in each row refuses it at open.
+TEST_F(ChunkReaderTest, SwappedListRowsAreRefusedNotRead) {
+  const std::string path = write_ragged(dir_, 40);
+  std::vector<uint64_t> rows = list_of(path);
+  ASSERT_GT(rows.size(), 9u);
+  std::swap_ranges(rows.begin() + 3, rows.begin() + 6, rows.begin() + 6);
+  rewrite_list(path, rows, 3);
+  Shard s = open_shard(path);
+  try {
+    DirectChunkReader::open(path, s.images);
+    FAIL() << "a list with rows 1 and 2 swapped was taken";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(" has a /chunk_addresses list that does not match its chunks (row 1 lists "
+                                         "chunk 2: its rows were reordered or rewritten)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A list of an older prep (offset and checksum only), even with two rows swapped, and a
+// list whose own chunk fails its Fletcher32: both ignored, the chunks looked up (HDF5's
+// bytes), and chunk_list() says which, for prep --verify and the reader's warning.
+TEST_F(ChunkReaderTest, AnOlderOrUnreadableListIsIgnored) {
+  const std::string path = write_ragged(dir_, 40);
+  const std::vector<uint64_t> rows = list_of(path);
+  const size_t n = rows.size() / 3;
+  std::vector<uint64_t> older;
+  for (size_t c = 0; c < n; ++c) older.insert(older.end(), {rows[3 * c], rows[3 * c + 1]});
+  std::swap_ranges(older.begin() + 2, older.begin() + 4, older.begin() + 4);
+  rewrite_list(path, older, 2);
+  {
+    Shard s = open_shard(path);
+    auto r = DirectChunkReader::open(path, s.images);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->chunk_list(), DirectChunkReader::ChunkList::older);
+    EXPECT_EQ(direct_read(*r, 0, static_cast<int64_t>(s.bytes.size())), s.bytes);
+  }
+  rewrite_list(path, rows, 3);
+  {  // one byte of the list's chunk flipped in the file
+    const int64_t at = chunk_file_offset(path, "/chunk_addresses", 0);
+    std::fstream io(path, std::ios::binary | std::ios::in | std::ios::out);
+    io.seekg(at + 9);
+    char b = 0;
+    io.read(&b, 1);
+    b = static_cast<char>(b ^ 0x40);
+    io.seekp(at + 9);
+    io.write(&b, 1);
+  }
+  Shard s = open_shard(path);
+  auto r = DirectChunkReader::open(path, s.images);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->chunk_list(), DirectChunkReader::ChunkList::unusable);
+  EXPECT_NE(r->chunk_list_problem().find("fails its checksum"), std::string::npos) << r->chunk_list_problem();
+  EXPECT_EQ(direct_read(*r, 0, static_cast<int64_t>(s.bytes.size())), s.bytes);
 }

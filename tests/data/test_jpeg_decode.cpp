@@ -68,7 +68,7 @@ TEST(JpegDecode, FromMemoryAtFullScaleIsDecodeImage) {
 // Also at an even height: there libjpeg-turbo 2.1's skip of the rows below a window that ends
 // inside a row pair (4:2:0, merged upsampling) read past the end of an intact file.
 TEST(JpegDecode, TheFastWindowIsItsRegionOfTheWholeFastDecodeAtEveryScale) {
-  for (const auto [width, height] : {std::pair{301, 203}, std::pair{238, 320}}) {
+  for (const auto& [width, height] : {std::pair{301, 203}, std::pair{238, 320}}) {
     const RgbImage src = photo(width, height, 2);
     const std::vector<uint8_t> bytes = encode_jpeg(src, 92);
     std::mt19937 rng(3);

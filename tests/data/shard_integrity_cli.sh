@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# shard_integrity_cli.sh — shards changed behind prep's back (issue 39 item 5), on PNGs
+# written by cnnscale_imagefolder_tool and edited with h5py:
+#  - two rows of a train shard's /chunk_addresses swapped, the list's own checksum made
+#    right by h5py: `prep --verify` names the list, and `train` and `data-bench` on the
+#    --store original-max set refuse it instead of training on the other chunk's bytes;
+#    offsets and checksums swapped with the indices kept: --verify (HDF5's bytes) names it;
+#  - a /chunk_addresses that fails its own Fletcher32: --verify names it (reads, which look
+#    the chunks up instead, still train exactly as on the intact set);
+#  - a list as prep wrote it before (two columns, no chunk index): verify passes with a
+#    note, reads ignore it (even swapped) and train exactly as on the intact set;
+#  - dataset.json's sample_layout changed from ragged to jpeg: --verify names the layout;
+#  - a stored JPEG (--store jpeg) with 64 bytes flipped, its checksums made consistent:
+#    `train --jpeg-decode fast` and `exact`, and --verify, name sample 5.
+set -u
+source "$CNNSCALE_SOURCE/tests/lib.sh"
+require_python "h5py, numpy" "python3-h5py python3-numpy"
+TOOL="$CNNSCALE_BUILD/tests/cnnscale_imagefolder_tool"
+C="$CNNSCALE"
+run() { local n=$1; shift; "$@" >"$TMP/$n.out" 2>"$TMP/$n.err"; st=$?; }
+expect_error() {  # NAME REGEX: exit 2, exactly one error line, matching REGEX
+  expect_eq "$1 exit status" 2 "$st"
+  expect_grep "$1 message" "^cnnscale: error: .*$2" "$TMP/$1.err"
+  expect_eq "$1 one error line" 1 "$(grep -c '^cnnscale: error:' "$TMP/$1.err")"
+}
+R="$TMP/photos"
+for i in $(seq 1 30); do
+  mkdir -p "$R/c$((i % 3))"
+  "$TOOL" png "$R/c$((i % 3))/$i.png" $((40 + i * 13 % 50)) $((40 + i * 7 % 50)) 3 "$i"
+done
+run prep "$C" prep --format imagefolder --input "$R" --output "$TMP/om" --store original-max 64 --shards 1 \
+  --val-fraction 0.2 --test-shards 1
+expect_eq "prep --store original-max 64 exit status" 0 "$st"
+SHARD=train-00000-of-00001.h5
+list() {  # DIR PYTHON: runs PYTHON with `t` the train shard's /chunk_addresses (read-write) and numpy as np
+  "$PY" -c "
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1] + '/$SHARD', 'r+') as f:
+    t = f['chunk_addresses']
+    $2" "$1"
+}
+expect_eq "the list has more than 3 chunks and a chunk index column" "1" \
+  "$(list "$TMP/om" 'print(int(t.shape[0] > 3 and t.shape[1] == 3 and (t[:, 2] == np.arange(t.shape[0])).all()))')"
+TRAIN=(train --model "flatten linear(3)" --augment rrc32,hflip --batch-size 8 --max-steps 4 --log-every 1 --seed 4
+  --no-tensorboard --lr 0.01)
+losses() { grep -oE '^epoch [0-9]+/[0-9]+ step [0-9]+/[0-9]+ loss [0-9.]+' "$1"; }
+run good "$C" "${TRAIN[@]}" --data "$TMP/om" --run-dir "$TMP/r-good"
+expect_eq "train on the intact set: exit status" 0 "$st"
+expect_eq "four losses logged" 4 "$(losses "$TMP/good.out" | wc -l)"
+
+# 1. Two rows swapped, as a tool could leave them (the list's own checksum made right).
+cp -r "$TMP/om" "$TMP/sw"
+list "$TMP/sw" 'a = t[...]; a[[1, 2]] = a[[2, 1]]; t[...] = a'
+run swverify "$C" prep --verify "$TMP/sw"
+expect_error swverify "shard $TMP/sw/$SHARD has a /chunk_addresses list that does not match its chunks"
+run swtrain "$C" "${TRAIN[@]}" --data "$TMP/sw" --run-dir "$TMP/r-sw"
+expect_error swtrain "shard $TMP/sw/$SHARD has a /chunk_addresses list that does not match its chunks \(row 1 lists chunk 2"
+run swbench "$C" data-bench --data "$TMP/sw" --augment rrc32 --batch-size 8 --batches 3
+expect_error swbench "shard $TMP/sw/$SHARD has a /chunk_addresses list that does not match its chunks"
+# Offsets and checksums swapped but the indices kept (rows that agree with themselves):
+# reads trust the rows; --verify compares every byte with HDF5's own reading and names it.
+cp -r "$TMP/om" "$TMP/fg"
+list "$TMP/fg" 'a = t[...]; a[[1, 2], :2] = a[[2, 1], :2]; t[...] = a'
+run fgverify "$C" prep --verify "$TMP/fg"
+expect_error fgverify "shard $TMP/fg/$SHARD has a /chunk_addresses list that does not match its chunks \(bytes [0-9]+\.\.[0-9]+ of /images read through it differ from HDF5's"
+
+# 2. The list's own chunk damaged (one byte of it flipped in the file).
+cp -r "$TMP/om" "$TMP/dl"
+"$PY" -c '
+import sys, h5py
+path = sys.argv[1]
+with h5py.File(path, "r") as f:
+    info = f["chunk_addresses"].id.get_chunk_info(0)
+with open(path, "r+b") as raw:
+    raw.seek(info.byte_offset + 20); b = raw.read(1); raw.seek(info.byte_offset + 20); raw.write(bytes([b[0] ^ 0xFF]))' \
+  "$TMP/dl/$SHARD"
+run dlverify "$C" prep --verify "$TMP/dl"
+expect_error dlverify "shard $TMP/dl/$SHARD is damaged: its /chunk_addresses list fails its checksum"
+run dltrain "$C" "${TRAIN[@]}" --data "$TMP/dl" --run-dir "$TMP/r-dl"
+expect_eq "train with a damaged list (chunks looked up instead): exit status" 0 "$st"
+expect_eq "... and the losses of the intact set" "$(losses "$TMP/good.out")" "$(losses "$TMP/dltrain.out")"
+
+# 3. A list of an older prep (offset and checksum, no chunk index): ignored, even swapped.
+cp -r "$TMP/om" "$TMP/old"
+list "$TMP/old" 'a = t[:, :2]; a[[1, 2]] = a[[2, 1]]; del f["chunk_addresses"]; f.create_dataset("chunk_addresses", data=a, chunks=a.shape, fletcher32=True)'
+run oldverify "$C" prep --verify "$TMP/old"
+expect_eq "--verify with an older list: exit status" 0 "$st"
+expect_grep "--verify notes the older list" "^verify: note: 1 shard\(s\) have a /chunk_addresses list of an older prep .*re-run .cnnscale prep." "$TMP/oldverify.out"
+run oldtrain "$C" "${TRAIN[@]}" --data "$TMP/old" --run-dir "$TMP/r-old"
+expect_eq "train with an older (swapped) list: exit status" 0 "$st"
+expect_eq "... and the losses of the intact set" "$(losses "$TMP/good.out")" "$(losses "$TMP/oldtrain.out")"
+
+# 4. dataset.json's sample_layout changed from ragged to jpeg.
+cp -r "$TMP/om" "$TMP/lay"
+sed -i 's/"sample_layout": "ragged"/"sample_layout": "jpeg"/' "$TMP/lay/dataset.json"
+expect_eq "sample_layout edited" 1 "$(grep -c '"sample_layout": "jpeg"' "$TMP/lay/dataset.json")"
+run layverify "$C" prep --verify "$TMP/lay"
+expect_error layverify "shard $TMP/lay/$SHARD: sample 0 .*is not a JPEG .* but $TMP/lay/dataset.json says sample_layout jpeg"
+
+# 5. A stored JPEG damaged inside its entropy-coded data, every checksum made consistent.
+run pj "$C" prep --format imagefolder --input "$R" --output "$TMP/pj" --store jpeg 64 --shards 1 --test-shards 1 \
+  --val-fraction 0.2
+expect_eq "prep --store jpeg 64 exit status" 0 "$st"
+"$PY" - "$TMP/pj/$SHARD" 5 <<'PY'
+import sys, h5py
+path, s = sys.argv[1], int(sys.argv[2])
+with h5py.File(path, "r+") as f:
+    o, im = f["offsets"][:], f["images"]
+    mid = int(o[s]) + (int(o[s + 1]) - int(o[s])) // 2
+    seg = im[mid:mid + 64]; seg ^= 0x5A; im[mid:mid + 64] = seg  # HDF5 rewrites the chunks' Fletcher32
+    f.flush()
+    t = f["chunk_addresses"]; rows = t[...]
+    with open(path, "rb") as raw:  # the list's copy of each chunk's checksum, from the file
+        for c in range(rows.shape[0]):
+            info = im.id.get_chunk_info(c); raw.seek(info.byte_offset + info.size - 4)
+            rows[c, 1] = int.from_bytes(raw.read(4), "little")
+    t[...] = rows
+PY
+for mode in fast exact; do
+  for seed in 1 2; do  # two runs of 160 samples (20 epochs of the 24 train samples' 3 batches)
+    run "pj$mode$seed" "$C" train --data "$TMP/pj" --model "flatten linear(3)" --augment rrc32,hflip --batch-size 8 \
+      --max-steps 20 --seed "$seed" --no-tensorboard --no-eval --jpeg-decode "$mode" --run-dir "$TMP/r-pj$mode$seed"
+    expect_error "pj$mode$seed" "sample 5: a stored JPEG of $TMP/pj is not a readable JPEG \(Corrupt JPEG data"
+  done
+done
+run pjverify "$C" prep --verify "$TMP/pj"
+expect_error pjverify "shard $TMP/pj/$SHARD: sample 5 .* is not a readable JPEG \(Corrupt JPEG data"
+finish
