@@ -2,6 +2,7 @@
 #include "data/shard_writer.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,41 @@ namespace cnnscale {
 
 ShardWriter::ShardWriter(const std::string& path, int64_t samples, SampleShape shape, const ShardWriteOptions& opts)
     : path_(path), samples_(samples), shape_(shape), ragged_(opts.ragged), gzip_level_(opts.gzip_level) {
+  try {
+    build(opts);
+  } catch (...) {  // no destructor runs for a half-built writer
+    discard();
+    throw;
+  }
+}
+
+ShardWriter::~ShardWriter() {
+  if (!closed_) discard();
+}
+
+void ShardWriter::discard() noexcept {
+  Hdf5Lock lock(hdf5_mutex());
+  if (file_.valid()) {
+    H5Id fapl(H5Fget_access_plist(file_), H5Pclose);
+    void* handle = nullptr;
+    if (fapl.valid() && H5Pget_driver(fapl) == H5FD_SEC2 && H5Fget_vfd_handle(file_, fapl, &handle) >= 0 && handle) {
+      const int mem = ::memfd_create("cnnscale-discarded-shard", MFD_CLOEXEC);
+      if (mem >= 0) {
+        ::dup3(mem, *static_cast<int*>(handle), O_CLOEXEC);  // HDF5's descriptor now names the memory file
+        ::close(mem);
+      }
+    }
+  }
+  labels_.reset();
+  images_.reset();
+  file_.reset();
+  h5_error_cause();  // clears the stack
+}
+
+void ShardWriter::build(const ShardWriteOptions& opts) {
+  const std::string& path = path_;
+  const int64_t samples = samples_;
+  const SampleShape shape = shape_;
   Hdf5Lock lock(hdf5_mutex());
   h5_quiet();
   file_ = h5_file(H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT));
@@ -156,7 +192,8 @@ void ShardWriter::write_chunk_addresses() {
   H5Pset_chunk(pl, 2, cchunk);
   H5Pset_fletcher32(pl);
   H5Id d = h5_dataset(H5Dcreate2(file_, "/chunk_addresses", H5T_STD_U64LE, sp, H5P_DEFAULT, pl, H5P_DEFAULT));
-  if (!d.valid() || H5Dwrite(d, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) < 0)
+  if (!d.valid() || H5Dwrite(d, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) < 0 ||
+      H5Dflush(d) < 0)
     write_failed("writing /chunk_addresses to");
 }
 
@@ -174,14 +211,20 @@ void ShardWriter::close() {
       H5Pset_chunk(pl, rank, chunk);
       H5Pset_fletcher32(pl);
       H5Id d = h5_dataset(H5Dcreate2(file_, name, file, sp, H5P_DEFAULT, pl, H5P_DEFAULT));
-      if (!d.valid() || H5Dwrite(d, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) write_failed("writing offsets to");
+      if (!d.valid() || H5Dwrite(d, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0 || H5Dflush(d) < 0)
+        write_failed("writing offsets to");
     }
   }
+  // Every dataset flushed, and checked, before it is closed: H5Dclose's own flush fails
+  // silently for its caller (a chunk lost on a full disk, the shard looking complete).
+  if (H5Dflush(images_) < 0) write_failed("writing images to");
+  if (H5Dflush(labels_) < 0) write_failed("writing labels to");
   if (gzip_level_ == 0) write_chunk_addresses();
   images_.reset();
   labels_.reset();
   if (H5Fflush(file_, H5F_SCOPE_GLOBAL) < 0) write_failed("flushing");
   const hid_t f = file_.release();
+  closed_ = true;
   if (H5Fclose(f) < 0) write_failed("closing");
 }
 

@@ -25,9 +25,16 @@ struct ShardWriteOptions {
   bool encoded = false;        // ragged samples stored as JPEG bytes (prep --store jpeg)
 };
 
+// A writer that is destroyed without a successful close() (an error on the way: a full
+// disk, a bad input image) discards its file: every HDF5 object of it is closed before the
+// exception leaves, with its writes pointed at memory first (see discard()), and the
+// caller removes the file.
 class ShardWriter {
  public:
   ShardWriter(const std::string& path, int64_t samples, SampleShape shape, const ShardWriteOptions& opts);
+  ~ShardWriter();
+  ShardWriter(const ShardWriter&) = delete;
+  ShardWriter& operator=(const ShardWriter&) = delete;
   void append(const uint8_t* images, const int32_t* labels, int64_t n);
   // Ragged shards: n samples of shapes[0..n), their bytes back to back in `bytes`;
   // `lengths` (--store jpeg: encoded samples) their byte counts, else shapes' numel().
@@ -38,6 +45,15 @@ class ShardWriter {
 
  private:
   [[noreturn]] void write_failed(const char* doing) const;  // names the file and the OS's reason
+  // Closes the datasets and the file of a shard that will not be finished. HDF5 1.10 frees
+  // a file whose H5Fclose fails (its flush, on a full disk) but keeps its id, and its exit
+  // handler closes that id again: SIGSEGV in H5F__close_cb after the right message (issue
+  // 39; fixed in later HDF5, HDFGroup/hdf5#2291). Nothing of a discarded shard is worth
+  // writing, so its descriptor (the sec2 driver's) is first pointed at an anonymous memory
+  // file: the close's flush goes there and cannot fail for want of space. Caller: no lock.
+  void discard() noexcept;
+  void build(const ShardWriteOptions& opts);  // the constructor's HDF5 objects
+  bool closed_ = false;
   std::string path_;
   int64_t samples_, written_ = 0;
   SampleShape shape_;

@@ -5,7 +5,10 @@
 #    turns an allocation into a failure here);
 #  - X and X.gz both present: used when they hold the same bytes, refused when not;
 #  - a full disk (a 3 MiB tmpfs, root only) gives the OS's reason, not HDF5 internals,
-#    and leaves nothing behind.
+#    and leaves nothing behind;
+#  - a disk that fills while a --store jpeg image folder is written (a 20 MiB tmpfs with
+#    85 % and 95 % of the data set's size free, and 50 %): the same one error line and exit
+#    status 2 — it once went on to a segfault in HDF5's exit handler (exit 139: issue 39).
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 SRC=/usr/share/datasets/fashion-mnist
@@ -70,6 +73,38 @@ else
     umount "$TMP/small"
   else
     echo "SKIP (part 4): cannot mount tmpfs: $(cat "$TMP/mount.err")"
+  fi
+fi
+
+# 5. The disk fills in the middle of an image folder's shards (root only). A failed write
+# left HDF5 objects open; HDF5 1.10 frees a file whose close fails on the full disk but keeps
+# its id, and its exit handler then closed it again: SIGSEGV after the right message.
+TOOL="$CNNSCALE_BUILD/tests/cnnscale_imagefolder_tool"
+if [ "$(id -u)" != 0 ]; then
+  echo "SKIP (part 5): mounting a small tmpfs needs root"
+else
+  P="$TMP/photos"
+  for i in $(seq 0 59); do
+    mkdir -p "$P/c$((i % 3))"
+    "$TOOL" png "$P/c$((i % 3))/$i.png" $((200 + i)) $((180 + i)) 3 "$i"
+  done
+  PREP=(prep --format imagefolder --input "$P" --store jpeg 256 --val-fraction 0.2 --shards 2 --test-shards 1)
+  run whole "${PREP[@]}" --output "$TMP/whole"
+  expect_eq "image folder prep on a roomy disk: status" 0 "$st"
+  size=$(du -sb "$TMP/whole" | cut -f1)
+  mkdir -p "$TMP/fills"
+  if mount -t tmpfs -o size=20m tmpfs "$TMP/fills" 2>"$TMP/mount.err"; then
+    trap 'umount "$TMP/fills" 2>/dev/null; rm -rf "$TMP"' EXIT
+    for pct in 85 95 50; do
+      rm -rf "$TMP/fills"/*
+      head -c $((20 * 1024 * 1024 - size * pct / 100)) /dev/zero >"$TMP/fills/filler"
+      run "fill$pct" "${PREP[@]}" --output "$TMP/fills/ds"
+      expect_error "fill$pct" "disk full with $pct % of the data set's size free" "No space left on device; free space on that file system"
+      expect_eq "disk full with $pct % free: only the filler is left" "filler" "$(ls -A "$TMP/fills")"
+    done
+    umount "$TMP/fills"
+  else
+    echo "SKIP (part 5): cannot mount tmpfs: $(cat "$TMP/mount.err")"
   fi
 fi
 finish
