@@ -161,7 +161,13 @@ int cmd_prep(int argc, char** argv) {
   o.classes = vm["classes"].as<int>();
   o.force = vm["force"].as<bool>();
   o.log = log;
-  PrepResult r = run_prep(o);
+  PrepResult r;
+  try {
+    r = run_prep(o);
+  } catch (const PrepStopped& e) {  // one error line, then the status the signal would have given
+    print_error(e.what());
+    return 128 + e.signal();
+  }
   std::printf("prep: wrote %s: %lld train + %lld test samples, %d classes\n", r.output.c_str(),
               static_cast<long long>(r.train_samples), static_cast<long long>(r.test_samples), r.classes);
   return 0;

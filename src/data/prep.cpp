@@ -4,12 +4,15 @@
 #include "data/prep.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -21,6 +24,8 @@
 #include "data/shard_writer.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
+#include "util/stop_signal.hpp"
 #include "util/utf8.hpp"
 
 namespace cnnscale {
@@ -41,9 +46,13 @@ struct ChannelStats {
   uint64_t per_channel = 0;  // pixels per channel seen
 };
 
+// stop(doing): throws PrepStopped (run_prep's); called when a stop signal has arrived.
+using StopFn = std::function<void(const std::string&)>;
+
 // Writes one split as `shards` shard files into dir; returns the split's json entry.
 json write_split(SampleStream& in, const std::string& split, int shards, const std::string& dir,
-                 const ShardWriteOptions& wopts, int classes, ChannelStats* stats, const PrepOptions& o) {
+                 const ShardWriteOptions& wopts, int classes, ChannelStats* stats, const PrepOptions& o,
+                 const StopFn& stop) {
   const int64_t n = in.samples();
   const SampleShape shape = in.shape();
   if (n == 0) fail("the ", split, " input ", in.describe(), " holds no samples; nothing to convert");
@@ -77,6 +86,9 @@ json write_split(SampleStream& in, const std::string& split, int shards, const s
     so.encoded = encoded;
     ShardWriter w(dir + "/" + file, count, shape, so);
     for (int64_t at = first; at < last; at += block) {
+      if (stop_signal_received())
+        stop("while writing " + split + " shard " + std::to_string(s + 1) + " of " + std::to_string(shards) + " (" +
+             std::to_string(done) + " of " + std::to_string(n) + " " + split + " samples written)");
       const int64_t m = std::min(block, last - at);
       if (encoded) {
         in.read_encoded(m, buf, lengths, shapes, pixels);
@@ -131,6 +143,34 @@ void rename_or_fail(const std::string& from, const std::string& to) {
 std::string strip_slashes(std::string p) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
   return p;
+}
+
+// What earlier preps of `out` left beside it: "<out>.tmp-<pid>" (a prep killed while
+// writing) and "<out>.old-<pid>" (a --force killed while swapping), when no process <pid>
+// runs on this host. Named, not removed: the writer may be a prep on another node.
+void name_leftovers(const std::string& out) {
+  const fs::path abs = fs::absolute(out);
+  const std::string base = abs.filename().string();
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(abs.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    for (const std::string kind : {".tmp-", ".old-"}) {
+      if (name.size() <= base.size() + kind.size() || name.compare(0, base.size() + kind.size(), base + kind) != 0)
+        continue;
+      const std::string digits = name.substr(base.size() + kind.size());
+      if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+      const pid_t pid = static_cast<pid_t>(std::stol(digits));
+      if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // running (or not ours to ask)
+      const std::string left = out + kind + digits, who = " (no process " + digits + " runs on this host)";
+      if (kind == ".tmp-")
+        log_warn(left + " is the partial output of a prep that did not finish" + who +
+                 ": it is not a data set; remove it (rm -r " + left + "), unless a prep on another node is writing it");
+      else
+        log_warn(left + " holds the data set that a `prep --force` which did not finish" + who +
+                 " was replacing: if " + out + " is complete (`cnnscale prep --verify " + out + "`), remove it (rm -r " +
+                 left + "); if " + out + " is missing, rename it back (mv " + left + " " + out + ")");
+    }
+  }
 }
 
 }  // namespace
@@ -240,7 +280,18 @@ PrepResult run_prep(const PrepOptions& o) {
   std::error_code ec;
   fs::create_directories(parent, ec);
   if (ec) fail("cannot create the parent directory ", parent.string(), " of --output: ", ec.message());
+  name_leftovers(out);
   const std::string tmp = out + ".tmp-" + std::to_string(::getpid());
+  // From here a stop signal is read between blocks of samples (prep.hpp): the partial
+  // output is removed and the stop said, instead of the default death that left it.
+  install_stop_signal_handlers(true);
+  const StopFn stop = [&](const std::string& doing) {
+    const int sig = stop_signal_received();
+    throw PrepStopped(std::string("prep stopped by ") + stop_signal_name(sig) + " " + doing +
+                          ": nothing was written to " + out + " (the partial " + tmp +
+                          " was removed); run the same prep again to make it",
+                      sig);
+  };
   fs::remove_all(tmp, ec);
   if (!fs::create_directory(tmp, ec) || ec)
     fail("cannot create ", tmp, " next to --output: ", ec ? ec.message() : "it exists", "; check permissions");
@@ -249,8 +300,8 @@ PrepResult run_prep(const PrepOptions& o) {
   try {
     ChannelStats stats;
     json splits;
-    splits["train"] = write_split(*train, "train", o.shards, tmp, wopts, classes, &stats, o);
-    if (test) splits["test"] = write_split(*test, "test", o.test_shards, tmp, wopts, classes, nullptr, o);
+    splits["train"] = write_split(*train, "train", o.shards, tmp, wopts, classes, &stats, o, stop);
+    if (test) splits["test"] = write_split(*test, "test", o.test_shards, tmp, wopts, classes, nullptr, o, stop);
     std::vector<double> mean(shape.channels), stdev(shape.channels);
     for (int c = 0; c < shape.channels; ++c) {
       const double n = static_cast<double>(stats.per_channel);
@@ -281,6 +332,7 @@ PrepResult run_prep(const PrepOptions& o) {
     const std::vector<std::string> names = train->class_names();
     if (!names.empty() && static_cast<int>(names.size()) == classes) j["class_names"] = names;
     write_file_atomic(tmp + "/dataset.json", j.dump(2) + "\n");
+    if (stop_signal_received()) stop("after writing every shard, before moving " + tmp + " into place");
     // Into place: an existing (empty, or --force) output is moved aside first.
     if (fs::exists(out)) {
       const std::string old = out + ".old-" + std::to_string(::getpid());

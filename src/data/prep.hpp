@@ -4,12 +4,22 @@
 // dataset directory (shards + dataset.json, see docs/data.md). Everything is written
 // into "<output>.tmp-<pid>" next to the output and renamed into place at the end, so
 // an interrupted prep never leaves a directory that looks complete.
+//
+// Stopped (issue 39): once that directory exists, SIGTERM, SIGUSR1 and SIGINT (unless
+// ignored) set a flag (util/stop_signal.hpp) that the writing loop reads between blocks of
+// samples; prep then removes the directory and throws PrepStopped, saying what it was
+// writing (it ended with status 143, no message and the directory left behind). What a
+// SIGKILL or a crash leaves ("<output>.tmp-<pid>", or "<output>.old-<pid>" of an
+// interrupted --force) is named by the next prep of that output when no process <pid>
+// runs on this host — named, not removed: on a shared file system the writer may be a prep
+// on another node.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <string>
 
 #include "data/prep_imagefolder.hpp"
+#include "util/error.hpp"
 
 namespace cnnscale {
 
@@ -33,6 +43,16 @@ struct PrepResult {
   std::string output;
   int64_t train_samples = 0, test_samples = 0;
   int classes = 0;
+};
+
+// A prep stopped by a signal; cmd_prep exits with 128 + signal(), as the signal would have.
+class PrepStopped : public UserError {
+ public:
+  PrepStopped(const std::string& what, int sig) : UserError(what), signal_(sig) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
 };
 
 PrepResult run_prep(const PrepOptions& opts);

@@ -50,7 +50,7 @@ class ShardWriter {
   // handler closes that id again: SIGSEGV in H5F__close_cb after the right message (issue
   // 39; fixed in later HDF5, HDFGroup/hdf5#2291). Nothing of a discarded shard is worth
   // writing, so its descriptor (the sec2 driver's) is first pointed at an anonymous memory
-  // file: the close's flush goes there and cannot fail for want of space. Caller: no lock.
+  // file: the close's flush goes there and cannot fail for want of space. Takes hdf5_mutex().
   void discard() noexcept;
   void build(const ShardWriteOptions& opts);  // the constructor's HDF5 objects
   bool closed_ = false;

@@ -22,7 +22,7 @@ extern "C" void on_stop_signal(int sig) {
 }
 }  // namespace
 
-void install_stop_signal_handlers() {
+void install_stop_signal_handlers(bool with_interrupt) {
   if (g_pipe[0] < 0 && ::pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) g_pipe[0] = g_pipe[1] = -1;
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
@@ -30,6 +30,9 @@ void install_stop_signal_handlers() {
   sa.sa_flags = SA_RESTART;
   sigaction(SIGUSR1, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  struct sigaction old {};
+  if (with_interrupt && sigaction(SIGINT, nullptr, &old) == 0 && old.sa_handler != SIG_IGN)
+    sigaction(SIGINT, &sa, nullptr);
 }
 
 int stop_signal_received() { return static_cast<int>(g_signal); }
@@ -37,7 +40,7 @@ int stop_signal_received() { return static_cast<int>(g_signal); }
 int stop_signal_fd() { return g_pipe[0]; }
 
 const char* stop_signal_name(int sig) {
-  return sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : "a signal";
+  return sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : sig == SIGINT ? "SIGINT" : "a signal";
 }
 
 }  // namespace cnnscale

@@ -17,10 +17,12 @@ namespace cnnscale {
 
 constexpr int kExitCheckpointedOnSignal = 75;  // EX_TEMPFAIL: stopped cleanly, resume later
 
-void install_stop_signal_handlers();
+// with_interrupt: SIGINT (Ctrl-C) too, unless it is ignored (a shell's background job):
+// `cnnscale prep` cleans its partial output up on any of them.
+void install_stop_signal_handlers(bool with_interrupt = false);
 // The signal number received (0 if none).
 int stop_signal_received();
-// "SIGTERM", "SIGUSR1", or "signal N".
+// "SIGTERM", "SIGUSR1", "SIGINT", or "a signal".
 const char* stop_signal_name(int sig);
 // Readable (poll POLLIN) once a stop signal arrived; -1 before install_stop_signal_handlers().
 int stop_signal_fd();

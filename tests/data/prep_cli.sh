@@ -3,6 +3,10 @@
 # --force, --verify, and every bad input ends with exit 2 and one `cnnscale: error:`
 # line naming the file at fault (missing dir/shard, disagreeing dataset.json, labels
 # out of range, truncated and bit-flipped shards, empty splits).
+# Stopped by a signal while it writes (issue 39): SIGTERM and SIGINT end it with one error
+# line saying what was stopped, status 128 + the signal, its temporary directory removed and
+# no output; what a SIGKILL leaves (OUTPUT.tmp-PID) is named by the next prep of that output.
+# (prep is held inside its first shards by its stdout: a FIFO whose 64 KiB are full.)
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 TOOL="$CNNSCALE_BUILD/tests/cnnscale_fixture_tool"
@@ -139,4 +143,55 @@ expect_error half "data directory $TMP/half does not exist"
 
 run badfmt prep --format csv --input "$TMP/idx" --output "$TMP/x6"
 expect_error badfmt "--format csv is not supported; use idx, hdf5, cifar10, cifar100 or imagefolder"
+
+# ---- stopped while writing. prep's first progress line (after the first train shard) waits
+# on a full pipe, so the signal always comes while the temporary directory exists and
+# before the output can be complete: no timing decides the outcome.
+mkdir -p "$TMP/sigidx"
+cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$TMP/sigidx/"
+mkfifo "$TMP/pipe"
+exec 3<>"$TMP/pipe"
+held_prep() {  # NAME OUTPUT: starts prep held by the full pipe, waits for OUTPUT.tmp-PID; $pid
+  head -c 65536 /dev/zero >&3
+  set -m  # job control: the job keeps SIGINT (a script's background job would ignore it)
+  "$C" prep --format idx --input "$TMP/sigidx" --output "$2" >"$TMP/pipe" 2>"$TMP/$1.err" &
+  pid=$!
+  set +m
+  for _ in $(seq 1 600); do
+    [ -d "$2.tmp-$pid" ] && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  bad "$1: prep made no $2.tmp-$pid in 60 s"
+}
+release_prep() {  # NAME: empties the pipe, waits for prep; $st
+  head -c 65536 <&3 >/dev/null
+  wait "$pid"
+  st=$?
+  cat <&3 >/dev/null & drained=$!  # the lines prep printed after the filler, if any
+  sleep 0.2; kill "$drained" 2>/dev/null; wait "$drained" 2>/dev/null
+}
+for sig in TERM INT; do
+  held_prep "sig$sig" "$TMP/s$sig"
+  kill -"$sig" "$pid"
+  release_prep "sig$sig"
+  expect_eq "SIG$sig during prep: status 128 + the signal" "$((128 + $(kill -l "$sig")))" "$st"
+  expect_grep "SIG$sig during prep: what was stopped" \
+    "^cnnscale: error: prep stopped by SIG$sig while writing train shard [0-9]+ of 8 \([0-9]+ of 60000 train samples written\): nothing was written to $TMP/s$sig \(the partial $TMP/s$sig.tmp-$pid was removed\); run the same prep again" \
+    "$TMP/sig$sig.err"
+  expect_eq "SIG$sig during prep: one error line" 1 "$(grep -c '^cnnscale: error:' "$TMP/sig$sig.err")"
+  expect_eq "SIG$sig during prep: no output, no temporary directory" "" "$(ls -d "$TMP/s$sig"* 2>/dev/null)"
+done
+held_prep kill "$TMP/sk"
+kill -KILL "$pid"
+release_prep kill
+expect_eq "SIGKILL during prep: killed" 137 "$st"
+killed=$pid
+expect_eq "SIGKILL leaves OUTPUT.tmp-PID" "$TMP/sk.tmp-$killed" "$(ls -d "$TMP/sk"* 2>/dev/null)"
+run after prep --format idx --input "$TMP/sigidx" --output "$TMP/sk" --shards 2 --test-shards 1
+expect_eq "the next prep of that output: status" 0 "$st"
+expect_grep "the next prep names the leftover" \
+  "^cnnscale: warning: $TMP/sk.tmp-$killed is the partial output of a prep that did not finish \(no process $killed runs on this host\): it is not a data set; remove it \(rm -r $TMP/sk.tmp-$killed\)" \
+  "$TMP/after.err"
+exec 3<&-
 finish
