@@ -161,6 +161,7 @@ int cmd_prep(int argc, char** argv) {
   o.classes = vm["classes"].as<int>();
   o.force = vm["force"].as<bool>();
   o.log = log;
+  o.stop_on_signals = true;
   PrepResult r;
   try {
     r = run_prep(o);

@@ -5,8 +5,8 @@
 // into "<output>.tmp-<pid>" next to the output and renamed into place at the end, so
 // an interrupted prep never leaves a directory that looks complete.
 //
-// Stopped (issue 39): once that directory exists, SIGTERM, SIGUSR1 and SIGINT (unless
-// ignored) set a flag (util/stop_signal.hpp) that the writing loop reads between blocks of
+// Stopped (issue 39): once that directory exists (with PrepOptions::stop_on_signals),
+// SIGTERM, SIGUSR1 and SIGINT (unless ignored) set a flag (util/stop_signal.hpp) that the writing loop reads between blocks of
 // samples; prep then removes the directory and throws PrepStopped, saying what it was
 // writing (it ended with status 143, no message and the directory left behind). What a
 // SIGKILL or a crash leaves ("<output>.tmp-<pid>", or "<output>.old-<pid>" of an
@@ -36,6 +36,9 @@ struct PrepOptions {
   int64_t chunk = 64;             // samples per /images chunk
   int classes = 0;                // 0: max label + 1
   bool force = false;
+  // `cnnscale prep`: install the stop-signal handlers (below) once the temporary directory
+  // exists. Other callers (tests, tools) keep their signal dispositions.
+  bool stop_on_signals = false;
   std::function<void(const std::string&)> log;  // progress lines (may be empty)
 };
 
