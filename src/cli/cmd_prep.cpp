@@ -82,7 +82,8 @@ int cmd_prep(int argc, char** argv) {
       "test-images", po::value<std::string>(), "hdf5: dataset of test images (optional)")(
       "test-labels", po::value<std::string>(), "hdf5: dataset of test labels (optional)")(
       "force", po::bool_switch(), "replace a non-empty --output")(
-      "verify", po::value<std::string>(), "check an existing dataset directory (all shards, all checksums, the chunk lists, the sample layout)");
+      "verify", po::value<std::string>(),
+      "check an existing dataset directory (all shards, all checksums, the chunk lists, the sample layout)");
   auto parsed = parse_options(spec, argc, argv, desc);
   if (parsed.help) {
     print_help(spec, desc);

@@ -131,8 +131,8 @@ std::unique_ptr<DirectChunkReader> DirectChunkReader::open(const std::string& pa
                          " values but /images has " + std::to_string(n) + " chunks (rows of 3 values)";
     } else if (H5Dread(table, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) < 0) {
       const std::string cause = h5_error_cause();
-      r->list_problem_ = (cause.find("checksum") != std::string::npos ? "fails its checksum (" : "cannot be read (") +
-                         cause + ")";
+      r->list_problem_ =
+          (cause.find("checksum") != std::string::npos ? "fails its checksum (" : "cannot be read (") + cause + ")";
     } else {
       r->sums_.resize(static_cast<size_t>(n));
       for (int64_t c = 0; c < n; ++c) {

@@ -96,9 +96,9 @@ void warn_ignored_list(const std::string& path, const DirectChunkReader* r) {
   if (!r || (r->chunk_list() != List::older && r->chunk_list() != List::unusable)) return;
   static std::atomic<bool> said{false};
   if (said.exchange(true)) return;
-  log_warn("shard " + path + (r->chunk_list() == List::older
-                                  ? " has a /chunk_addresses list of an older prep (without chunk indices)"
-                                  : " has a /chunk_addresses list that " + r->chunk_list_problem()) +
+  log_warn("shard " + path +
+           (r->chunk_list() == List::older ? " has a /chunk_addresses list of an older prep (without chunk indices)"
+                                           : " has a /chunk_addresses list that " + r->chunk_list_problem()) +
            ": it is ignored and each chunk looked up when a shard is opened (slower for shards of many chunks); "
            "re-run `cnnscale prep` to rewrite it (`cnnscale prep --verify` checks every shard)");
 }

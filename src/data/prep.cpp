@@ -148,7 +148,7 @@ std::string strip_slashes(std::string p) {
 // What earlier preps of `out` left beside it: "<out>.tmp-<pid>" (a prep killed while
 // writing) and "<out>.old-<pid>" (a --force killed while swapping), when no process <pid>
 // runs on this host. Named, not removed: the writer may be a prep on another node.
-void name_leftovers(const std::string& out) {
+void name_leftovers(const std::string& out) try {
   const fs::path abs = fs::absolute(out);
   const std::string base = abs.filename().string();
   std::error_code ec;
@@ -166,11 +166,12 @@ void name_leftovers(const std::string& out) {
         log_warn(left + " is the partial output of a prep that did not finish" + who +
                  ": it is not a data set; remove it (rm -r " + left + "), unless a prep on another node is writing it");
       else
-        log_warn(left + " holds the data set that a `prep --force` which did not finish" + who +
-                 " was replacing: if " + out + " is complete (`cnnscale prep --verify " + out + "`), remove it (rm -r " +
-                 left + "); if " + out + " is missing, rename it back (mv " + left + " " + out + ")");
+        log_warn(left + " holds the data set that a `prep --force` which did not finish" + who + " was replacing: if " +
+                 out + " is complete (`cnnscale prep --verify " + out + "`), remove it (rm -r " + left + "); if " +
+                 out + " is missing, rename it back (mv " + left + " " + out + ")");
     }
   }
+} catch (const fs::filesystem_error&) {  // a folder that cannot be listed: nothing to name (prep itself goes on)
 }
 
 }  // namespace

@@ -6,13 +6,13 @@
 // an interrupted prep never leaves a directory that looks complete.
 //
 // Stopped (issue 39): once that directory exists (with PrepOptions::stop_on_signals),
-// SIGTERM, SIGUSR1 and SIGINT (unless ignored) set a flag (util/stop_signal.hpp) that the writing loop reads between blocks of
-// samples; prep then removes the directory and throws PrepStopped, saying what it was
-// writing (it ended with status 143, no message and the directory left behind). What a
-// SIGKILL or a crash leaves ("<output>.tmp-<pid>", or "<output>.old-<pid>" of an
-// interrupted --force) is named by the next prep of that output when no process <pid>
-// runs on this host — named, not removed: on a shared file system the writer may be a prep
-// on another node.
+// SIGTERM, SIGUSR1 and SIGINT (unless ignored) set a flag (util/stop_signal.hpp) that the
+// writing loop reads between blocks of samples; prep then removes the directory and throws
+// PrepStopped, saying what it was writing (it ended with status 143, no message and the
+// directory left behind). What a SIGKILL or a crash leaves ("<output>.tmp-<pid>", or
+// "<output>.old-<pid>" of an interrupted --force) is named by the next prep of that output
+// when no process <pid> runs on this host — named, not removed: on a shared file system
+// the writer may be a prep on another node.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -27,7 +27,7 @@ struct PrepOptions {
   std::string format = "idx";   // idx | hdf5 | cifar10 | cifar100 | imagefolder
   std::string input;            // idx, cifar10/100, imagefolder: directory; hdf5: file
   std::string cifar100_labels;  // cifar100: fine (default) | coarse
-  ImageFolderOptions image;      // imagefolder only (--resize, --center-crop, --val-fraction, ...)
+  ImageFolderOptions image;     // imagefolder only (--resize, --center-crop, --val-fraction, ...)
   std::string output;
   // hdf5 format: dataset names inside --input (test split optional).
   std::string images, labels, test_images, test_labels;

@@ -192,8 +192,7 @@ void ShardWriter::write_chunk_addresses() {
   H5Pset_chunk(pl, 2, cchunk);
   H5Pset_fletcher32(pl);
   H5Id d = h5_dataset(H5Dcreate2(file_, "/chunk_addresses", H5T_STD_U64LE, sp, H5P_DEFAULT, pl, H5P_DEFAULT));
-  if (!d.valid() || H5Dwrite(d, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) < 0 ||
-      H5Dflush(d) < 0)
+  if (!d.valid() || H5Dwrite(d, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) < 0 || H5Dflush(d) < 0)
     write_failed("writing /chunk_addresses to");
 }
 

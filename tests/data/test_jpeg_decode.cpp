@@ -100,9 +100,8 @@ TEST(JpegDecode, TheFastWindowIsItsRegionOfTheWholeFastDecodeAtEveryScale) {
             for (int x = 0; x < asked.width; ++x)
               ASSERT_EQ(part[static_cast<size_t>(c * ps.height * ps.width + y * ps.width + win.left + x)],
                         whole[static_cast<size_t>(c * H * W + (asked.top + y) * W + x0 + win.left + x)])
-                  << width << "x" << height << " at scale " << m << "/8, window " << asked.width << "x"
-                  << asked.height << "+" << asked.left << "+" << asked.top << " at " << x << "," << y << " channel "
-                  << c;
+                  << width << "x" << height << " at scale " << m << "/8, window " << asked.width << "x" << asked.height
+                  << "+" << asked.left << "+" << asked.top << " at " << x << "," << y << " channel " << c;
       }
     }
   }
