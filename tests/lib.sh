@@ -64,6 +64,25 @@ require_gpus() {
   echo "SKIP: needs $1 CUDA device(s) (nvidia-smi lists ${gpus:-0})${2:+; $2}"
   exit 77
 }
+# Running as the unprivileged user nobody (root only; the one place tests change user,
+# tests/tools/closed_checkout.sh checks that). nobody cannot enter a checkout under /root
+# (mode 700) or under any other closed folder, so nothing it runs or reads may live there:
+# nobody_dir prints $TMP/nobody, made on first use, which anyone can reach ($TMP becomes
+# mode 711: passable, not listable); nobody_copy PROG copies PROG there (the build's
+# programs load no library from the build tree) and prints the copy's path;
+# as_nobody CMD... runs CMD as nobody (uid and gid 65534, no groups) from / (the test's
+# working folder, in the build, may be closed to it too); can_be_nobody: whether this
+# test can (root, with setpriv).
+can_be_nobody() { [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; }
+nobody_dir() {
+  [ -d "$TMP/nobody" ] || { mkdir -m 755 "$TMP/nobody" && chmod 711 "$TMP"; } || return 1
+  echo "$TMP/nobody"
+}
+nobody_copy() {
+  local d
+  d=$(nobody_dir) && cp "$1" "$d/" && chmod 755 "$d/$(basename "$1")" && echo "$d/$(basename "$1")"
+}
+as_nobody() { (cd / && exec setpriv --reuid=65534 --regid=65534 --clear-groups "$@"); }
 finish() {
   echo "$_pass passed, $_fail failed"
   [ "$_fail" -eq 0 ]
