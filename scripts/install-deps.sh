@@ -10,6 +10,10 @@
 # that the runtime list stays lean. PyPI-only test peers (TensorBoard's reader, torch ≥ 2
 # for a real torchrun) come from scripts/python-venv.sh.
 # scripts/check-deps.sh proves both lists together cover what the build, tests and demo use.
+# A third-party apt source that cannot be read (NVIDIA's CUDA repository unreachable, a
+# NodeSource list with no Release file) does not stop it: apt-get update's failures are
+# named in one warning and the install goes on with the lists apt has; if apt-get install
+# still fails, the error line names those sources and how to disable them.
 # Usage: scripts/install-deps.sh [--tests]
 set -euo pipefail
 PACKAGES=(
@@ -23,7 +27,7 @@ PACKAGES=(
   libjpeg62-turbo-dev libpng-dev python3-pil python3-venv
   slurm-wlm munge iproute2 util-linux
   lmod tcl
-  patchelf debootstrap
+  patchelf debootstrap debian-archive-keyring
 )
 TEST_PACKAGES=(python3-torch python3-torchvision python3-h5py python3-numpy)
 DEBS_TO_KEEP=(environment-modules)
@@ -34,6 +38,18 @@ case "${1:-}" in
   *) echo "install-deps: unknown argument '$1' (usage: scripts/install-deps.sh [--tests])" >&2; exit 2 ;;
 esac
 DEB_CACHE=/var/cache/cnnscale/debs
+UNREAD=""  # the apt sources apt-get update could not read
+apt_update() {
+  local log st
+  log=$(mktemp)
+  if apt-get update -q 2>&1 | tee "$log"; then st=0; else st=${PIPESTATUS[0]}; fi
+  UNREAD=$(grep -E '^(W|E): ' "$log" | grep -oE '(https?|ftp|file):/[^[:space:]]+' |
+    sed -E -e "s/'\$//" -e 's#/+(InRelease|Release(\.gpg)?|dists/.*)$##' | sort -u | paste -sd ' ')
+  rm -f "$log"
+  if [ "$st" -ne 0 ] || [ -n "$UNREAD" ]; then
+    echo "install-deps: warning: apt-get update (exit $st) could not read: ${UNREAD:-see above}; going on with the package lists apt has" >&2
+  fi
+}
 keep_debs() {
   local p
   for p in "${DEBS_TO_KEEP[@]}"; do
@@ -41,7 +57,7 @@ keep_debs() {
     [ "$(id -u)" -eq 0 ] || { echo "install-deps: as root it would also download $p into $DEB_CACHE (a test unpacks it)" >&2; continue; }
     mkdir -p "$DEB_CACHE"
     (cd "$DEB_CACHE" && apt-get download -q "$p" >/dev/null 2>&1) ||
-      { apt-get update -q >/dev/null && (cd "$DEB_CACHE" && apt-get download -q "$p"); } ||
+      { apt_update >/dev/null && (cd "$DEB_CACHE" && apt-get download -q "$p"); } ||
       echo "install-deps: warning: could not download $p into $DEB_CACHE; the test that needs it will skip that part" >&2
   done
 }
@@ -61,6 +77,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q --no-install-recommends "${missing[@]}"
+apt_update
+apt-get install -y -q --no-install-recommends "${missing[@]}" || {
+  echo "install-deps: error: apt-get install failed (apt's message above)${UNREAD:+; apt-get update could not read $UNREAD: if a package was not found, fix that source or disable it (rename its file in /etc/apt/sources.list.d away from .list/.sources, or add 'Enabled: no' to its paragraph) and run this again}" >&2
+  exit 1
+}
 keep_debs
