@@ -10,7 +10,9 @@
 #   scripts/gpu-kit.sh [--build DIR] [--output FILE.tar.gz] [--max-mib 48]
 #
 # The build must have CUDA (cmake found nvcc, cuDNN, NCCL). Default output:
-# DIR/cnnscale-gpu-kit.tar.gz. Use it:
+# DIR/cnnscale-gpu-kit.tar.gz; an --output that is a folder gets that name inside it, one
+# that is a symbolic link is written through (the link stays), and anything else that
+# is not a regular file (a device, a FIFO) is refused before any work. Use it:
 #   tar xzf cnnscale-gpu-kit.tar.gz && source cnnscale-kit/kit-env.sh
 #   cnnscale-kit/kit-check.sh                      # every library found? (names what is not)
 #   cnnscale env; bench/gpu-first-run.sh --out DIR # (the kit's copy: cnnscale-kit/src/bench)
@@ -24,7 +26,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$ROOT/build OUTPUT="" MAX_MIB=48
 while [ $# -gt 0 ]; do
   case $1 in
-    --build) BUILD=$(cd "$2" && pwd); shift 2 ;;
+    --build) BUILD=$(cd "$2" && pwd -P) || { echo "gpu-kit.sh: error: --build $2: no such folder" >&2; exit 2; }; shift 2 ;;
     --output) OUTPUT=$2; shift 2 ;;
     --max-mib) MAX_MIB=$2; shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ {print; next} NR > 1 {exit}' "$0"; exit 0 ;;
@@ -33,6 +35,10 @@ while [ $# -gt 0 ]; do
 done
 OUTPUT=${OUTPUT:-$BUILD/cnnscale-gpu-kit.tar.gz}
 die() { echo "gpu-kit.sh: error: $*" >&2; exit 1; }
+[ -d "$OUTPUT" ] && OUTPUT=${OUTPUT%/}/cnnscale-gpu-kit.tar.gz
+[ -L "$OUTPUT" ] && OUTPUT=$(readlink -f "$OUTPUT")
+[ -e "$OUTPUT" ] && [ ! -f "$OUTPUT" ] && die "--output $OUTPUT exists and is not a regular file; name a file or a folder"
+[ -d "$(dirname "$OUTPUT")" ] || die "--output $OUTPUT: its folder $(dirname "$OUTPUT") does not exist; make it first"
 for t in patchelf ldd readelf ctest python3 strip; do
   command -v $t >/dev/null || die "$t not found (scripts/install-deps.sh installs it)"
 done
@@ -51,7 +57,7 @@ PMIX_PREFIX_DIR=$(dirname "$(dirname "$(readlink -f "$PMIX_LIB")")")  # …/pmix
 [ -d "$PMIX_PREFIX_DIR/lib/pmix" ] || die "PMIx's component folder $PMIX_PREFIX_DIR/lib/pmix not found"
 
 STAGE=$(mktemp -d "${TMPDIR:-/tmp}/cnnscale-kit.XXXXXX")
-trap 'rm -rf "$STAGE"' EXIT
+trap 'rm -rf "$STAGE" "$OUTPUT.tmp-$$"' EXIT
 K=$STAGE/cnnscale-kit
 mkdir -p "$K"/{bin,tests,lib/openmpi,lib/pmix,share/openmpi,share/pmix,etc/openmpi,etc/pmix,src}
 
@@ -65,10 +71,10 @@ for p in h5diff h5dump; do cp "$(readlink -f "$(command -v $p)")" "$K/bin/$p" ||
 helpers=$(grep -rhoE 'CNNSCALE_BUILD/tests/[A-Za-z0-9_]+' "$ROOT/tests" | sed 's|.*/||' | sort -u)
 progs=$(python3 - "$STAGE/ctest.json" "$BUILD" <<'PY'
 import json, os, sys
-build = sys.argv[2]
+build = os.path.realpath(sys.argv[2])
 for t in json.load(open(sys.argv[1]))["tests"]:
     for w in t.get("command", []):
-        if w.startswith(build + "/tests/") and os.access(w, os.X_OK):
+        if w.startswith("/") and os.path.realpath(w).startswith(build + "/tests/") and os.access(w, os.X_OK):
             print(os.path.basename(w))
 PY
 )
@@ -136,15 +142,20 @@ python3 - "$STAGE/ctest.json" "$BUILD" "$ROOT" "$MPIEXEC_REAL" >"$K/tests.tsv" <
 # name <TAB> timeout seconds <TAB> skip return code <TAB> environment (k=v;…) <TAB> command (shell words);
 # '-' for an empty field;
 # @KIT@ stands for the unpacked kit's folder.
+# Paths are compared as real paths: CTest names the build and the source as cmake saw
+# them, which need not be how --build or this script's folder were given (a symbolic link).
 import json, os, shlex, sys
-j, build, root, mpiexec = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3], sys.argv[4]
+j, mpiexec = json.load(open(sys.argv[1])), sys.argv[4]
+build, root = os.path.realpath(sys.argv[2]), os.path.realpath(sys.argv[3])
 def kit(w):
     if w in (mpiexec, "/usr/bin/mpiexec", "/usr/bin/mpirun") or os.path.basename(w) in ("mpiexec", "orterun"):
         return "@KIT@/bin/mpiexec"
-    if w == build + "/bin/cnnscale": return "@KIT@/bin/cnnscale"
+    r = os.path.realpath(w) if w.startswith("/") else w
+    if r == build + "/bin/cnnscale": return "@KIT@/bin/cnnscale"
     for a, b in ((build + "/tests/", "@KIT@/tests/"), (root + "/tests/", "@KIT@/src/tests/"),
-                 (root + "/bench/", "@KIT@/src/bench/"), (build, "@KIT@"), (root, "@KIT@/src")):
-        if w.startswith(a): return b + w[len(a):]
+                 (root + "/bench/", "@KIT@/src/bench/"), (build + "/", "@KIT@/"), (root + "/", "@KIT@/src/")):
+        if r.startswith(a): return b + r[len(a):]
+    if r in (build, root): return "@KIT@" if r == build else "@KIT@/src"
     return w
 for t in j["tests"]:
     props = {p["name"]: p["value"] for p in t.get("properties", [])}
@@ -243,8 +254,8 @@ chmod +x "$K/kit-check.sh"
   echo "glibc of the build machine: $(ldd --version | head -n 1) (the node's must be the same or newer)"
 } >"$K/KIT.txt"
 
-tar -C "$STAGE" -czf "$OUTPUT.tmp" cnnscale-kit
-mv "$OUTPUT.tmp" "$OUTPUT"
+tar -C "$STAGE" -czf "$OUTPUT.tmp-$$" cnnscale-kit
+mv "$OUTPUT.tmp-$$" "$OUTPUT"
 size=$(stat -c %s "$OUTPUT")
 mib=$(awk -v s="$size" 'BEGIN {printf "%.1f", s / 1048576}')
 echo "gpu-kit.sh: $OUTPUT: $mib MiB, $(ls "$K/lib" | wc -l) libraries + $(ls "$K/lib/openmpi" | wc -l) Open MPI and $(ls "$K/lib/pmix" | wc -l) PMIx components, $(ls "$K/tests" | wc -l) test programs, $(wc -l <"$K/tests.tsv") gpu tests"

@@ -14,23 +14,67 @@
 #  - kit-env.sh takes each CUDA library from the first folder that has it ($CUDA_HOME, a
 #    Python environment's nvidia-* wheels, $CNNSCALE_CUDA_LIBS), and names the missing
 #    ones when there are none.
-# And the archive is at most 48 MiB. The minbase root is made once with debootstrap from
-# apt's configured mirror and cached as /var/cache/cnnscale/minbase-bookworm.tar.
+# And the archive is at most 48 MiB; --output naming a folder writes the archive into it,
+# --build through a symbolic link makes the same kit, --output through one writes through
+# it, a FIFO or a missing folder as --output is refused (issue 39 item 3). The minbase root is made once with debootstrap
+# from the Debian mirror apt is configured with (scripts/debian-mirror.sh: enabled
+# sources only, Debian's archive over third-party lists; CNNSCALE_DEBIAN_MIRROR sets it)
+# and cached as /var/cache/cnnscale/minbase-bookworm.tar.
 # SKIP (77) when not root (chroot, mounts) or when cnnscale was built without CUDA
 # (the kit is the CUDA build's).
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (chroot and bind mounts)"; exit 77; }
 readelf -d "$CNNSCALE" | grep -q libcudart || { echo "SKIP: $CNNSCALE was built without CUDA: there is no GPU kit to make"; exit 77; }
+"$CNNSCALE_SOURCE/scripts/gpu-kit.sh" --build "$CNNSCALE_BUILD" --output "$TMP/kit.tar.gz" >"$TMP/kit.out" 2>&1
+expect_eq "scripts/gpu-kit.sh exit status ($(tail -n 1 "$TMP/kit.out"))" 0 "$?"
+size=$(stat -c %s "$TMP/kit.tar.gz" 2>/dev/null || echo 0)
+expect_eq "the archive is at most 48 MiB ($((size / 1048576)) MiB)" 1 "$([ "$size" -gt 0 ] && [ "$size" -le $((48 * 1048576)) ] && echo 1)"
+
+# --output naming an existing folder: the archive goes into it under its default name
+# (it once became FOLDER/FOLDER-name.tmp, reported as "0.0 MiB", exit 0). --build through a
+# symbolic link: the same kit (CTest names the real path; it once lost 2 of 10 test
+# programs). --output through a symbolic link: written through, the link kept. A FIFO or a
+# missing folder as --output: refused at once, the FIFO left alone.
+mkdir "$TMP/kits"
+ln -s "$CNNSCALE_BUILD" "$TMP/build-link"
+"$CNNSCALE_SOURCE/scripts/gpu-kit.sh" --build "$TMP/build-link" --output "$TMP/kits" >"$TMP/kit2.out" 2>&1
+expect_eq "gpu-kit.sh --build LINK --output FOLDER: exit status ($(tail -n 1 "$TMP/kit2.out"))" 0 "$?"
+expect_eq "--output FOLDER: it holds cnnscale-gpu-kit.tar.gz alone" cnnscale-gpu-kit.tar.gz "$(ls -A "$TMP/kits")"
+expect_grep "--output FOLDER: the summary names the file, not the folder" \
+  "^gpu-kit.sh: $TMP/kits/cnnscale-gpu-kit.tar.gz: [1-9][0-9.]* MiB" "$TMP/kit2.out"
+mkdir "$TMP/k1" "$TMP/k2"
+tar -C "$TMP/k1" -xzf "$TMP/kit.tar.gz" cnnscale-kit/tests.tsv cnnscale-kit/tests
+tar -C "$TMP/k2" -xzf "$TMP/kits/cnnscale-gpu-kit.tar.gz" cnnscale-kit/tests.tsv cnnscale-kit/tests
+expect_eq "--build LINK: the same test programs as --build DIR ($(ls "$TMP/k1/cnnscale-kit/tests" | wc -l))" \
+  "$(ls "$TMP/k1/cnnscale-kit/tests")" "$(ls "$TMP/k2/cnnscale-kit/tests" 2>&1)"
+expect_eq "--build LINK: the same tests.tsv" "$(cat "$TMP/k1/cnnscale-kit/tests.tsv")" "$(cat "$TMP/k2/cnnscale-kit/tests.tsv" 2>&1)"
+echo old >"$TMP/kit-target.tar.gz"
+ln -s kit-target.tar.gz "$TMP/kit-link.tar.gz"
+"$CNNSCALE_SOURCE/scripts/gpu-kit.sh" --build "$CNNSCALE_BUILD" --output "$TMP/kit-link.tar.gz" >"$TMP/kit3.out" 2>&1
+expect_eq "--output LINK: exit status ($(tail -n 1 "$TMP/kit3.out"))" 0 "$?"
+expect_eq "--output LINK: still a link to the same file" kit-target.tar.gz "$(readlink "$TMP/kit-link.tar.gz")"
+expect_eq "--output LINK: written through (the kit's listing)" "$(tar tzf "$TMP/kit.tar.gz" | sort)" "$(tar tzf "$TMP/kit-target.tar.gz" 2>&1 | sort)"
+rm -f "$TMP/kit-target.tar.gz" "$TMP/kit-link.tar.gz"
+mkfifo "$TMP/fifo"
+"$CNNSCALE_SOURCE/scripts/gpu-kit.sh" --build "$CNNSCALE_BUILD" --output "$TMP/fifo" >"$TMP/fifo.out" 2>&1
+expect_eq "--output FIFO: exit status 1" 1 "$?"
+expect_grep "--output FIFO: refused, naming it" "^gpu-kit.sh: error: --output $TMP/fifo exists and is not a regular file" "$TMP/fifo.out"
+expect_eq "--output FIFO: still a FIFO" 1 "$([ -p "$TMP/fifo" ] && echo 1)"
+"$CNNSCALE_SOURCE/scripts/gpu-kit.sh" --build "$CNNSCALE_BUILD" --output "$TMP/no/such/kit.tar.gz" >"$TMP/nodir.out" 2>&1
+expect_eq "--output in a missing folder: exit status 1" 1 "$?"
+expect_grep "--output in a missing folder: refused, naming the folder" "^gpu-kit.sh: error: .*its folder $TMP/no/such does not exist" "$TMP/nodir.out"
+rm -rf "$TMP/k1" "$TMP/k2" "$TMP/kits"
+
 CACHE=/var/cache/cnnscale/minbase-bookworm.tar
 if [ ! -s "$CACHE" ]; then
   command -v debootstrap >/dev/null || { bad "debootstrap installed (scripts/install-deps.sh)"; finish; }
-  mirror=$(grep -rhoE '^(URIs:|deb) +[^ ]+' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
-    awk '{print ($1 == "deb" ? $2 : $2)}' | grep -v security | head -n 1)
-  echo "making the minbase root once (debootstrap from ${mirror:-?}; cached as $CACHE)"
+  source "$CNNSCALE_SOURCE/scripts/debian-mirror.sh"
+  mirror=$(debian_mirror bookworm 2>"$TMP/mirror.err") || { bad "$(cat "$TMP/mirror.err")"; finish; }
+  echo "making the minbase root once (debootstrap from $mirror; cached as $CACHE)"
   mkdir -p "$TMP/mk" /var/cache/cnnscale
   debootstrap --variant=minbase bookworm "$TMP/mk" "$mirror" >"$TMP/debootstrap.log" 2>&1 ||
-    { bad "debootstrap --variant=minbase bookworm (log:)"; tail -20 "$TMP/debootstrap.log"; finish; }
+    { bad "debootstrap --variant=minbase bookworm $TMP/mk $mirror (log:)"; tail -20 "$TMP/debootstrap.log"; finish; }
   tar -C "$TMP/mk" -cf "$CACHE.tmp" . && mv "$CACHE.tmp" "$CACHE"
   rm -rf "$TMP/mk"
 fi
@@ -52,11 +96,6 @@ cleanup() {
 }
 trap cleanup EXIT
 tar -C "$R" -xf "$CACHE"
-
-"$CNNSCALE_SOURCE/scripts/gpu-kit.sh" --build "$CNNSCALE_BUILD" --output "$TMP/kit.tar.gz" >"$TMP/kit.out" 2>&1
-expect_eq "scripts/gpu-kit.sh exit status ($(tail -n 1 "$TMP/kit.out"))" 0 "$?"
-size=$(stat -c %s "$TMP/kit.tar.gz" 2>/dev/null || echo 0)
-expect_eq "the archive is at most 48 MiB ($((size / 1048576)) MiB)" 1 "$([ "$size" -gt 0 ] && [ "$size" -le $((48 * 1048576)) ] && echo 1)"
 
 # The root has none of the packages the kit carries libraries of.
 for p in openmpi-bin libopenmpi3 libpmix2 libhdf5-103-1 libhdf5-openmpi-103-1 libdnnl3 python3; do
