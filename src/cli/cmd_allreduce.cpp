@@ -9,6 +9,7 @@
 #include "comm/make_communicator.hpp"
 #include "comm/rank_memory.hpp"
 #include "comm/world.hpp"
+#include "launch/bootstrap.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
@@ -67,6 +68,8 @@ int cmd_allreduce(int argc, char** argv) {
     fail("--level ", level_opt,
          " is not known; use world, node (the ranks of each node) or cross (one rank per node, "
          "equal local rank)");
+  // Before the sweep: a path that cannot take the result (util/atomic_file.hpp) costs nothing.
+  if (vm.count("json") && launcher_rank_or_zero() == 0) check_output_file(vm["json"].as<std::string>(), "--json");
   WorldOptions wo;
   wo.backend = parse_backend(vm["backend"].as<std::string>());
   wo.timeout_s = vm["collective-timeout"].as<double>();

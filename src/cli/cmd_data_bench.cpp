@@ -8,6 +8,7 @@
 #include "cli/options.hpp"
 #include "comm/world.hpp"
 #include "data/data_bench.hpp"
+#include "launch/bootstrap.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
@@ -50,6 +51,9 @@ int cmd_data_bench(int argc, char** argv) {
   if (o.data.dir.empty()) fail("data-bench: --data DIR is required (a directory written by `cnnscale prep`)");
   if (o.data.batch_per_rank < 1) fail("--batch-size must be at least 1, got ", o.data.batch_per_rank);
   if (o.data.data_threads < 1) fail("--data-threads must be at least 1, got ", o.data.data_threads);
+  // Before the benchmark: a path that cannot take the result (util/atomic_file.hpp) costs nothing.
+  if (auto it = parsed.vm.find("json"); it != parsed.vm.end() && launcher_rank_or_zero() == 0)
+    check_output_file(it->second.as<std::string>(), "--json");
 
   WorldOptions wo;
   wo.backend = Backend::mpi;  // the control plane only: no GPU, no data plane traffic

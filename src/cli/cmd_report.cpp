@@ -69,6 +69,7 @@ int cmd_report(int argc, char** argv) {
   if (o.run_dirs.empty()) fail("report: no run directories given; usage: ", spec.usage);
   if (!vm.count("output")) fail("report: --output DIR is required (where report.md, report.html, ... go)");
   o.output_dir = vm["output"].as<std::string>();
+  report::check_report_output(o.output_dir);
   if (vm.count("mode")) o.mode = report::parse_mode(vm["mode"].as<std::string>());
   o.efficiency_threshold = vm["efficiency-threshold"].as<double>();
   if (vm.count("allreduce")) o.allreduce_files = vm["allreduce"].as<std::vector<std::string>>();

@@ -85,7 +85,12 @@ std::optional<std::string> straggler_note(const RunRecord& r, double threshold =
 // (--data-threads, --prefetch, --cache memory). nullopt otherwise.
 std::optional<std::string> input_bound_note(const RunRecord& r, double threshold = 0.05);
 
-// Writes report.md, report.html, scaling.csv and report.json into options.output_dir.
+// Writes report.md, report.html, scaling.csv and report.json into options.output_dir
+// (util/atomic_file.hpp: each replaced whole, written through a symbolic link; UserError
+// before any is written when one of them is a directory, a device, a FIFO, ...).
 void write_report(const Report& report);
+// UserError when --output DIR exists as something else than a directory, or when one of
+// the four files there is something write_report would refuse. Before the analysis.
+void check_report_output(const std::string& output_dir);
 
 }  // namespace cnnscale::report

@@ -7,6 +7,18 @@
 
 namespace cnnscale::report {
 
+namespace {
+const char* const kFiles[] = {"report.md", "report.html", "scaling.csv", "report.json"};
+}
+
+void check_report_output(const std::string& output_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(output_dir, ec) && !fs::is_directory(output_dir, ec))
+    fail("cannot write the report into --output '", output_dir, "': it exists and is not a directory");
+  for (const char* f : kFiles) output_target((fs::path(output_dir) / f).string());
+}
+
 void write_report(const Report& rep) {
   namespace fs = std::filesystem;
   const fs::path dir(rep.options.output_dir);
@@ -14,6 +26,7 @@ void write_report(const Report& rep) {
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir))
     fail("cannot create --output directory '", dir.string(), "': ", ec ? ec.message() : "not a directory");
+  check_report_output(dir.string());  // all four before any: never a mix of new and old files
   write_file_atomic((dir / "report.md").string(), render_markdown(rep));
   write_file_atomic((dir / "report.html").string(), render_html(rep));
   write_file_atomic((dir / "scaling.csv").string(), render_csv(rep));

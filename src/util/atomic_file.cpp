@@ -2,7 +2,7 @@
 #include "util/atomic_file.hpp"
 
 #include <fcntl.h>
-#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,23 +11,76 @@
 #include <filesystem>
 
 #include "util/error.hpp"
+#include "util/process.hpp"
 
 namespace cnnscale {
 namespace {
 
-std::string this_host() {
-  char buf[256] = {0};
-  ::gethostname(buf, sizeof(buf) - 1);
-  return buf;
+namespace fs = std::filesystem;
+
+const char* kind_of(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(m)) return "a socket";
+  return "a special file";
 }
 
-// True unless process `pid` certainly does not exist on this host.
-bool process_may_exist(long pid) {
-  if (pid <= 0) return true;
-  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH;
+constexpr const char* kRule =
+    "cnnscale replaces an output file whole (a new file renamed over it), so it writes only regular files (and "
+    "through a symbolic link to one); give the path of a regular file or of a new one";
+
+// The file to replace for `path` (see the header's rule): "" and *why when it is refused.
+std::string resolve_output(const std::string& path, std::string* why) {
+  std::string p = path;
+  for (int hops = 0; hops <= 40; ++hops) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) {
+      if (errno == ENOENT) return p;  // a new file (a missing folder is the write's error)
+      *why = std::strerror(errno);
+      return "";
+    }
+    if (S_ISREG(st.st_mode)) return p;
+    if (!S_ISLNK(st.st_mode)) {
+      *why = std::string("it is ") + (p == path ? "" : "a symbolic link to '" + p + "', ") + kind_of(st.st_mode) +
+             ", not a regular file: " + kRule;
+      return "";
+    }
+    std::error_code ec;
+    const fs::path to = fs::read_symlink(p, ec);
+    if (ec) {
+      *why = "cannot read the symbolic link '" + p + "': " + ec.message();
+      return "";
+    }
+    p = to.is_absolute() ? to.string() : (fs::path(p).parent_path() / to).string();
+  }
+  *why = "it is a loop of symbolic links (more than 40 in a row): " + std::string(kRule);
+  return "";
 }
 
 }  // namespace
+
+std::string output_target(const std::string& path) {
+  std::string why;
+  const std::string target = resolve_output(path, &why);
+  if (target.empty()) fail("cannot write '", path, "': ", why);
+  return target;
+}
+
+void check_output_file(const std::string& path, const std::string& option) {
+  std::string why;
+  const std::string target = resolve_output(path, &why);
+  if (target.empty()) fail("cannot write ", option, " '", path, "': ", why);
+  const std::string folder = fs::path(target).has_parent_path() ? fs::path(target).parent_path().string() : ".";
+  struct stat st {};
+  if (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    fail("cannot write ", option, " '", path, "': its folder '", folder,
+         "' does not exist (or is not a folder); create it first or choose another path");
+  if (::access(folder.c_str(), W_OK | X_OK) != 0)
+    fail("cannot write ", option, " '", path, "': no permission to create files in its folder '", folder, "' (",
+         std::strerror(errno), "); choose another path");
+}
 
 std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
   std::vector<std::string> removed;
@@ -42,7 +95,7 @@ std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
     if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
     // "<name>.tmp.<host>.<pid>"; "<name>.tmp.<pid>" (cnnscale 0.1) counts as this host's.
     const std::string writer_host = dot > tmp + 4 ? name.substr(tmp + 5, dot - tmp - 5) : host;
-    if (writer_host != host || process_may_exist(std::stol(pid))) continue;
+    if (!process_gone(writer_host, std::stol(pid))) continue;
     if (std::filesystem::remove(e.path(), ec)) removed.push_back(name);
   }
   return removed;
@@ -62,7 +115,8 @@ void write_file_atomic(const std::string& path, const std::string& content) {
 
 void write_file_atomic(const std::string& path, const void* data, size_t size) {
   const char* bytes = static_cast<const char*>(data);
-  const std::string tmp = path + ".tmp." + this_host() + "." + std::to_string(::getpid());
+  const std::string target = output_target(path);  // path, or where its symbolic link leads
+  const std::string tmp = target + ".tmp." + this_host() + "." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) fail("cannot write '", path, "': ", std::strerror(errno));
   size_t done = 0;
@@ -81,12 +135,12 @@ void write_file_atomic(const std::string& path, const void* data, size_t size) {
     ::unlink(tmp.c_str());
     fail("cannot write '", path, "': ", std::strerror(err));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (std::rename(tmp.c_str(), target.c_str()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
     fail("cannot write '", path, "': ", std::strerror(err));
   }
-  fsync_directory(std::filesystem::path(path).parent_path().string());
+  fsync_directory(fs::path(target).parent_path().string());
 }
 
 int append_whole(int fd, const std::string& bytes) {

@@ -7,11 +7,14 @@
 // after a stream synchronisation (so a profiled run pipelines a little less than an
 // unprofiled one); the first two steps (algorithm warm-up) are left out. At the model's
 // end FILE gets one line per (layer, direction) with its mean ms per step and share,
-// largest first, after a summary per operation and direction.
+// largest first, after a summary per operation and direction. FILE is written whole, by
+// util/atomic_file.hpp's rule (a symbolic link written through; a directory, device or
+// FIFO refused with a warning: this runs in the model's destructor).
 #pragma once
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdarg>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -20,6 +23,9 @@
 #include <vector>
 
 #include "nn/graph.hpp"
+#include "util/atomic_file.hpp"
+#include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace cnnscale::nn::cuda {
 
@@ -54,8 +60,7 @@ class LayerProfile {
   // Writes the table (model description, batch size) and stops; called once.
   void write(cudaStream_t s, const Graph& g, const std::string& what, int64_t batch) {
     collect(s);
-    std::FILE* f = std::fopen(path_.c_str(), "w");
-    if (!f) return;
+    std::string f;  // the file's text
     static const char* dir_names[] = {"forward", "backward-params", "backward-data", "loss"};
     static const char* op_names[] = {"conv", "relu", "maxpool", "avgpool", "dropout", "flatten", "linear", "bn", "add"};
     double total = 0;
@@ -69,15 +74,15 @@ class LayerProfile {
     }
     std::sort(rows.rbegin(), rows.rend());
     const double steps = std::max<int64_t>(steps_, 1);
-    std::fprintf(f, "# %s, batch %lld: device ms per step over %lld steps (the first 2 left out), total %.3f\n",
+    addf(f, "# %s, batch %lld: device ms per step over %lld steps (the first 2 left out), total %.3f\n",
                  what.c_str(), static_cast<long long>(batch), static_cast<long long>(steps_), total / steps);
-    std::fprintf(f, "# by operation and direction\n");
+    addf(f, "# by operation and direction\n");
     std::vector<std::pair<double, std::string>> ops;
     for (const auto& [key, ms] : by_op) ops.emplace_back(ms, key.first + " " + dir_names[key.second]);
     std::sort(ops.rbegin(), ops.rend());
     for (const auto& [ms, name] : ops)
-      std::fprintf(f, "%-28s %9.3f ms %5.1f%%\n", name.c_str(), ms / steps, total > 0 ? 100 * ms / total : 0);
-    std::fprintf(f, "# by layer (node index, op, input c×h×w → output c×h×w, direction)\n");
+      addf(f, "%-28s %9.3f ms %5.1f%%\n", name.c_str(), ms / steps, total > 0 ? 100 * ms / total : 0);
+    addf(f, "# by layer (node index, op, input c×h×w → output c×h×w, direction)\n");
     for (const auto& [ms, node, d] : rows) {
       char shape[96] = "";
       if (node >= 0) {
@@ -85,14 +90,34 @@ class LayerProfile {
         std::snprintf(shape, sizeof shape, "%dx%dx%d -> %dx%dx%d k%d s%d", n.in.c, n.in.h, n.in.w, n.out.c, n.out.h,
                       n.out.w, n.kernel, n.stride);
       }
-      std::fprintf(f, "%4d %-8s %-32s %-16s %9.3f ms %5.1f%%\n", node,
+      addf(f, "%4d %-8s %-32s %-16s %9.3f ms %5.1f%%\n", node,
                    node < 0 ? "loss" : op_names[static_cast<int>(g.nodes[node].op)], shape, dir_names[d], ms / steps,
                    total > 0 ? 100 * ms / total : 0);
     }
-    std::fclose(f);
+    try {
+      write_file_atomic(path_, f);
+    } catch (const UserError& e) {
+      log_warn(std::string("CNNSCALE_GPU_PROFILE: ") + e.what());
+    }
   }
 
  private:
+  // printf into out's end (format-checked as printf).
+  __attribute__((format(printf, 2, 3))) static void addf(std::string& out, const char* fmt, ...) {
+    va_list ap, again;
+    va_start(ap, fmt);
+    va_copy(again, ap);
+    const int n = std::vsnprintf(nullptr, 0, fmt, ap);
+    if (n > 0) {
+      const size_t at = out.size();
+      out.resize(at + static_cast<size_t>(n) + 1);
+      std::vsnprintf(out.data() + at, static_cast<size_t>(n) + 1, fmt, again);
+      out.resize(at + static_cast<size_t>(n));
+    }
+    va_end(again);
+    va_end(ap);
+  }
+
   void record(cudaStream_t s) {
     if (used_ == ev_.size()) {
       cudaEvent_t e = nullptr;
