@@ -77,19 +77,12 @@ int cmd_report(int argc, char** argv) {
   if (vm.count("project")) o.project = vm["project"].as<std::string>();
   if (vm.count("points")) o.points_file = vm["points"].as<std::string>();
   o.bootstrap = vm["bootstrap"].as<int>();
-  if (vm.count("target-accuracy")) {
-    o.target_accuracy = vm["target-accuracy"].as<double>();
-    if (!(*o.target_accuracy > 0 && *o.target_accuracy <= 1))
-      fail("--target-accuracy must be a fraction in (0, 1], got ", *o.target_accuracy);
-  }
+  if (vm.count("target-accuracy")) o.target_accuracy = vm["target-accuracy"].as<double>();
   o.allow_missing = vm["allow-missing"].as<bool>();
   if (vm.count("epochs")) o.epochs = vm["epochs"].as<double>();
-  if (o.epochs && !(*o.epochs > 0)) fail("--epochs must be positive, got ", *o.epochs);
   if (vm.count("train-samples")) o.train_samples = vm["train-samples"].as<long>();
-  if (o.train_samples && *o.train_samples < 1) fail("--train-samples must be at least 1, got ", *o.train_samples);
   if (vm.count("node-hour-cost")) o.node_hour_cost = vm["node-hour-cost"].as<double>();
-  if (o.node_hour_cost && !(*o.node_hour_cost >= 0))
-    fail("--node-hour-cost must not be negative, got ", *o.node_hour_cost);
+  report::check_report_options(o);  // finite, in range (report/plausible.hpp), before any file is read
   if ((o.train_samples || o.node_hour_cost) && !o.epochs && !o.target_accuracy)
     fail("--train-samples and --node-hour-cost size the training budget: give --epochs E (or --target-accuracy A "
          "with runs that evaluated)");

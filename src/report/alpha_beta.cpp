@@ -7,6 +7,7 @@
 #include <set>
 
 #include "report/json_file.hpp"
+#include "report/plausible.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale::report {
@@ -51,6 +52,8 @@ AllreduceBenchmark load_allreduce_benchmark(const std::string& path) {
       fail(path, ": a row of 'results' lacks the number 'time_us'");
     if (r.contains("wrong") && r["wrong"].is_number() && r["wrong"].get<double>() > 0)
       fail(path, ": the benchmark row of size ", r["size"].dump(), " has wrong results; its timings are not usable");
+    check_measured(path, "results[].size", r["size"].get<double>(), kMaxBytes, "bytes");
+    check_measured(path, "results[].time_us", r["time_us"].get<double>(), kMaxTimeUs, "µs");
     AllreduceRow row{r["size"].get<double>(), r["time_us"].get<double>() / 1000.0};
     if (row.bytes > 0 && row.time_ms > 0) b.rows.push_back(row);
   }

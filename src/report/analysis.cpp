@@ -2,10 +2,11 @@
 #include "report/analysis.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <sstream>
 
 #include "report/format.hpp"
+#include "report/json_file.hpp"
+#include "report/plausible.hpp"
 #include "util/error.hpp"
 #include "util/spread.hpp"
 
@@ -37,10 +38,24 @@ std::optional<std::string> input_bound_note(const RunRecord& r, double threshold
          "alone (docs/data.md).";
 }
 
+void check_report_options(const ReportOptions& o) {
+  check_option("--efficiency-threshold", o.efficiency_threshold, 0, false, 1,
+               "the parallel efficiency the recommendation keeps, e.g. 0.8");
+  if (o.bootstrap < 0 || o.bootstrap > kMaxBootstrap)
+    fail("--bootstrap must be at least 0 and at most ", kMaxBootstrap, " (replicates of the model's fit; 200 by "
+         "default), got ", o.bootstrap);
+  if (o.target_accuracy)
+    check_option("--target-accuracy", *o.target_accuracy, 0, false, 1, "a fraction, e.g. 0.9 for 90 %");
+  if (o.epochs) check_option("--epochs", *o.epochs, 0, false, kMaxEpochs, "the epochs of the training to budget, e.g. 90");
+  if (o.train_samples)
+    check_option("--train-samples", static_cast<double>(*o.train_samples), 1, true, kMaxTrainSamples,
+                 "the images of one epoch, e.g. 1281167 for ImageNet-1k");
+  if (o.node_hour_cost)
+    check_option("--node-hour-cost", *o.node_hour_cost, 0, true, kMaxNodeHourCost, "the price of one node-hour");
+}
+
 Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& runs) {
-  if (!(options.efficiency_threshold > 0 && options.efficiency_threshold <= 1))
-    fail("--efficiency-threshold must be in (0, 1], got ", options.efficiency_threshold);
-  if (options.bootstrap < 0) fail("bootstrap replicates must not be negative");
+  check_report_options(options);
   Report rep;
   rep.options = options;
   for (const auto& f : options.allreduce_files) rep.benchmarks.push_back(load_allreduce_benchmark(f));
@@ -97,8 +112,7 @@ Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& 
 }
 
 std::vector<ExternalPoint> load_points(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("cannot read --points file '", path, "': no such file or not readable");
+  std::istringstream in(read_input_text(path, "cannot read --points file '" + path + "': no such file or not readable"));
   std::string line;
   std::vector<ExternalPoint> out;
   std::vector<std::string> header;
@@ -140,6 +154,11 @@ std::vector<ExternalPoint> load_points(const std::string& path) {
     }
     if (p.ranks < 1 || p.nodes < 1 || p.nodes > p.ranks || !(p.images_per_s > 0))
       fail(path, ":", lineno, ": needs ranks ≥ nodes ≥ 1 and images_per_s > 0, got '", line, "'");
+    check_measured(path + ":" + std::to_string(lineno), "images_per_s", p.images_per_s, kMaxImagesPerS, "images/s");
+    if (p.step_ms) {
+      if (!(*p.step_ms > 0)) fail(path, ":", lineno, ": step_ms must be positive, got '", line, "'");
+      check_measured(path + ":" + std::to_string(lineno), "step_ms", *p.step_ms, kMaxStepMs, "ms");
+    }
     out.push_back(p);
   }
   if (out.empty()) fail(path, ": no points; ", want);

@@ -85,6 +85,10 @@ std::optional<std::string> straggler_note(const RunRecord& r, double threshold =
 // (--data-threads, --prefetch, --cache memory). nullopt otherwise.
 std::optional<std::string> input_bound_note(const RunRecord& r, double threshold = 0.05);
 
+// UserError naming the option when one is out of its range or not finite
+// (report/plausible.hpp). analyze_runs() calls it; the CLI first, before reading files.
+void check_report_options(const ReportOptions& options);
+
 // Writes report.md, report.html, scaling.csv and report.json into options.output_dir
 // (util/atomic_file.hpp: each replaced whole, written through a symbolic link; UserError
 // before any is written when one of them is a directory, a device, a FIFO, ...).

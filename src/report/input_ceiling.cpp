@@ -6,6 +6,7 @@
 
 #include "report/format.hpp"
 #include "report/json_file.hpp"
+#include "report/plausible.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale::report {
@@ -22,17 +23,33 @@ DataBench load_data_bench(const std::string& path) {
     if (!j.contains(name) || !j[name].is_number() || !(j[name].get<double>() > 0))
       fail(path, ": required field '", name, "' is missing or not a positive number", expected);
     *dst = j[name].get<double>();
+    check_measured(path, name, *dst, kMaxImagesPerS, "images/s");
   }
   for (auto [name, dst] : {std::pair{"world_size", &b.world_size}, {"data_threads", &b.data_threads}}) {
-    if (!j.contains(name) || !j[name].is_number_integer() || j[name].get<int>() < 1)
-      fail(path, ": required field '", name, "' is missing or not a positive integer", expected);
+    if (!j.contains(name) || !j[name].is_number_integer() || j[name].get<int64_t>() < 1 ||
+        j[name].get<int64_t>() > 10'000'000)
+      fail(path, ": required field '", name, "' is missing or not a positive integer (at most 10000000)", expected);
     *dst = j[name].get<int>();
   }
-  b.nodes = j.value("nodes", 1);
-  b.ranks_per_node = j.value("ranks_per_node", b.world_size);
-  b.data = j.value("data", std::string());
-  b.augment = j.value("augment", std::string("none"));
-  b.cache = j.value("cache", std::string("none"));
+  // Optional fields; one of the wrong type is named (not a library's type error).
+  auto count = [&](const char* name, int def) {
+    const auto it = j.find(name);
+    if (it == j.end() || it->is_null()) return def;
+    if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 10'000'000)
+      fail(path, ": field '", name, "' must be a positive integer, got ", it->dump(), expected);
+    return it->get<int>();
+  };
+  auto text = [&](const char* name, const std::string& def) {
+    const auto it = j.find(name);
+    if (it == j.end() || it->is_null()) return def;
+    if (!it->is_string()) fail(path, ": field '", name, "' must be a string, got ", it->dump(), expected);
+    return it->get<std::string>();
+  };
+  b.nodes = count("nodes", 1);
+  b.ranks_per_node = count("ranks_per_node", b.world_size);
+  b.data = text("data", "");
+  b.augment = text("augment", "none");
+  b.cache = text("cache", "none");
   return b;
 }
 

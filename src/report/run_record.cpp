@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "report/json_file.hpp"
+#include "report/plausible.hpp"
 #include "report/watch.hpp"
 #include "util/error.hpp"
 
@@ -49,11 +50,16 @@ class Fields {
     if (!(v >= 0)) fail(file_, ": field '", join(path, key), "' must not be negative, got ", v);
     return v;
   }
-  long count(const json& obj, const std::string& path, const std::string& key, long min) const {
+  // An integer in [min, max] (a larger one is no run of this world: report/plausible.hpp).
+  long count(const json& obj, const std::string& path, const std::string& key, long min,
+             long max = 1'000'000'000'000) const {
     const json& v = at(obj, path, key);
     if (!v.is_number_integer()) fail(file_, ": field '", join(path, key), "' must be an integer, got ", v.dump());
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max))
+      fail(file_, ": field '", join(path, key), "' must be at most ", max, ", got ", v.dump());
     long n = v.get<long>();
     if (n < min) fail(file_, ": field '", join(path, key), "' must be at least ", min, ", got ", n);
+    if (n > max) fail(file_, ": field '", join(path, key), "' must be at most ", max, ", got ", n);
     return n;
   }
   std::string text(const json& obj, const std::string& path, const std::string& key) const {
@@ -99,9 +105,10 @@ RunRecord parse_run(const json& doc, const std::string& file) {
   Fields f(file);
   RunRecord r;
   r.file = file;
-  r.world_size = static_cast<int>(f.count(doc, "", "world_size", 1));
-  r.nodes = static_cast<int>(f.count(doc, "", "nodes", 1));
-  r.ranks_per_node = static_cast<int>(f.count(doc, "", "ranks_per_node", 1));
+  constexpr long kMaxRanks = 10'000'000;  // ranks, nodes: more than any machine has
+  r.world_size = static_cast<int>(f.count(doc, "", "world_size", 1, kMaxRanks));
+  r.nodes = static_cast<int>(f.count(doc, "", "nodes", 1, kMaxRanks));
+  r.ranks_per_node = static_cast<int>(f.count(doc, "", "ranks_per_node", 1, kMaxRanks));
   r.backend = f.text(doc, "", "backend");
   r.device = f.text(doc, "", "device");
   r.model = f.text(doc, "", "model");
@@ -132,7 +139,10 @@ RunRecord parse_run(const json& doc, const std::string& file) {
     m.optimizer = f.nonnegative(*it, "breakdown_median_ms", "optimizer");
     r.breakdown_median = m;
   }
-  if (auto ts = f.optional(doc, "timed_steps"); ts && *ts >= 1) r.timed_steps = static_cast<long>(*ts);
+  if (auto ts = f.optional(doc, "timed_steps"); ts && *ts >= 1) {
+    check_measured(file, "timed_steps", *ts, kMaxTrainSamples, "steps");
+    r.timed_steps = static_cast<long>(*ts);
+  }
   if (auto it = doc.find("grad_sum"); it != doc.end() && it->is_string()) r.grad_sum = it->get<std::string>();
   r.train_loss = f.nullable(doc, "", "train_loss");
   r.test_accuracy = f.nullable(doc, "", "test_accuracy");
@@ -166,15 +176,21 @@ RunRecord parse_run(const json& doc, const std::string& file) {
   }
 
   if (auto it = doc.find("timeline"); it != doc.end() && it->is_string()) r.timeline = it->get<std::string>();
-  if (auto n = f.optional(doc, "train_samples"); n && *n >= 1) r.train_samples = static_cast<long>(*n);
+  if (auto n = f.optional(doc, "train_samples"); n && *n >= 1) {
+    check_measured(file, "train_samples", *n, kMaxTrainSamples, "images");
+    r.train_samples = static_cast<long>(*n);
+  }
   if (auto it = doc.find("data"); it != doc.end() && it->is_string()) {
     r.synthetic = *it == "synthetic";
     r.data = it->get<std::string>();
   }
   if (auto c = doc.find("config"); c != doc.end() && c->is_object())
     if (auto a = c->find("augment"); a != c->end() && a->is_string()) r.augment = a->get<std::string>();
-  if (auto t = f.optional(doc, "data_threads"); t && *t >= 1) r.data_threads = static_cast<int>(*t);
-  if (auto t = f.optional(doc, "threads_per_rank"); t && *t >= 1) r.threads_per_rank = static_cast<int>(*t);
+  for (auto [name, dst] : {std::pair{"data_threads", &r.data_threads}, {"threads_per_rank", &r.threads_per_rank}})
+    if (auto t = f.optional(doc, name); t && *t >= 1) {
+      check_measured(file, name, *t, 1e6, "threads");
+      *dst = static_cast<int>(*t);
+    }
   if (auto it = doc.find("accuracy_per_epoch"); it != doc.end() && it->is_array())
     for (const auto& e : *it)
       if (e.is_object() && e.contains("epoch") && e["epoch"].is_number() && e.contains("accuracy") &&
@@ -190,6 +206,18 @@ RunRecord parse_run(const json& doc, const std::string& file) {
     fail(file, ": 'step_ms' must satisfy p10 <= median <= p90, got ", r.step_ms_p10, ", ", r.step_ms_median, ", ",
          r.step_ms_p90);
   if (r.grad_bytes && !(*r.grad_bytes > 0)) fail(file, ": field 'grad_bytes' must be positive, got ", *r.grad_bytes);
+  // Plausible ranges (report/plausible.hpp): a damaged or hand-edited file, not a measurement.
+  check_measured(file, "images_per_s", r.images_per_s, kMaxImagesPerS, "images/s");
+  if (r.images_per_s_p10) check_measured(file, "images_per_s_p10", *r.images_per_s_p10, kMaxImagesPerS, "images/s");
+  if (r.images_per_s_p90) check_measured(file, "images_per_s_p90", *r.images_per_s_p90, kMaxImagesPerS, "images/s");
+  check_measured(file, "step_ms.p90", r.step_ms_p90, kMaxStepMs, "ms");  // p10 <= median <= p90
+  if (r.step_ms_mean) check_measured(file, "step_ms.mean", *r.step_ms_mean, kMaxStepMs, "ms");
+  for (const auto& [name, b] : {std::pair{"breakdown_ms", r.breakdown}, {"breakdown_median_ms", r.breakdown_median.value_or(StepBreakdown{})}})
+    for (const auto& [part, v] : {std::pair{"data", b.data}, {"compute", b.compute}, {"comm_exposed", b.comm_exposed}, {"optimizer", b.optimizer}})
+      check_measured(file, std::string(name) + "." + part, v, kMaxStepMs, "ms");
+  for (double v : r.compute_ms_per_rank) check_measured(file, "compute_median_ms_per_rank", v, kMaxStepMs, "ms");
+  if (r.grad_bytes) check_measured(file, "grad_bytes", *r.grad_bytes, kMaxBytes, "bytes");
+  if (r.epochs) check_measured(file, "epochs", *r.epochs, kMaxEpochs, "epochs");
   return r;
 }
 

@@ -167,4 +167,42 @@ expect_grep "bad --mode: message" '^cnnscale: error: --mode diagonal is not know
 expect_eq "bad threshold: exit 2" 2 "$?"
 "$CNNSCALE" report --help >"$TMP/help.out" 2>&1
 expect_grep "--help documents --efficiency-threshold" '--efficiency-threshold' "$TMP/help.out"
+# Values no training or measurement can have (issue 39): options and files, refused by name.
+for e in 1e30 inf nan; do
+  "$CNNSCALE" report "$TMP/r1" "$TMP/r2" --epochs $e --train-samples 60000 --output "$TMP/oe" >"$TMP/ee.out" 2>"$TMP/ee.err"
+  expect_eq "--epochs $e: exit 2" 2 "$?"
+  expect_grep "--epochs $e: named, with the range" \
+    "^cnnscale: error: --epochs (must be more than 0 and at most 1e\+06, got 1e\+30|inf is not a finite number|nan is not a finite number); the epochs of the training" "$TMP/ee.err"
+done
+"$CNNSCALE" report "$TMP/r1" "$TMP/r2" --epochs 90 --train-samples 60000 --node-hour-cost inf --output "$TMP/oe" >"$TMP/ee.out" 2>"$TMP/ee.err"
+expect_grep "--node-hour-cost inf: named" "^cnnscale: error: --node-hour-cost inf is not a finite number" "$TMP/ee.err"
+"$CNNSCALE" report "$TMP/r1" "$TMP/r2" --epochs 90 --train-samples 1000000000000000 --output "$TMP/oe" >"$TMP/ee.out" 2>"$TMP/ee.err"
+expect_grep "--train-samples 1e15: named" "^cnnscale: error: --train-samples must be at least 1 and at most 1e\+12, got 1e\+15" "$TMP/ee.err"
+mkdir -p "$TMP/absurd"
+python3 -c "
+import json; d = json.load(open('$TMP/r2/run.json')); d['images_per_s'] = 1e308; json.dump(d, open('$TMP/absurd/run.json', 'w'))"
+"$CNNSCALE" report "$TMP/r1" "$TMP/absurd" --output "$TMP/oa" >"$TMP/ea.out" 2>"$TMP/ea.err"
+expect_eq "run.json images_per_s 1e308: exit 2" 2 "$?"
+expect_grep "run.json images_per_s 1e308: file, field, bound" \
+  "^cnnscale: error: $TMP/absurd/run.json: field 'images_per_s' is 1e\+308, more than any real measurement \(at most 1e\+12 images/s\)" "$TMP/ea.err"
+echo '{"tool": "cnnscale data-bench", "images_per_s": 1e308, "images_per_cpu_s": 50, "world_size": 1, "data_threads": 1}' >"$TMP/db.json"
+"$CNNSCALE" report "$TMP/r1" "$TMP/r2" --data-bench "$TMP/db.json" --output "$TMP/ob" >"$TMP/eb.out" 2>"$TMP/eb.err"
+expect_eq "--data-bench images_per_s 1e308: exit 2" 2 "$?"
+expect_grep "--data-bench images_per_s 1e308: file, field, bound" \
+  "^cnnscale: error: $TMP/db.json: field 'images_per_s' is 1e\+308, more than any real measurement" "$TMP/eb.err"
+printf 'ranks,nodes,images_per_s\n8,4,inf\n' >"$TMP/inf.csv"
+"$CNNSCALE" report "$TMP/r1" "$TMP/r2" --points "$TMP/inf.csv" --output "$TMP/op" >"$TMP/ep.out" 2>"$TMP/ep.err"
+expect_grep "--points images_per_s inf: file, line, field" "^cnnscale: error: $TMP/inf.csv:2: field 'images_per_s' is inf" "$TMP/ep.err"
+
+# Input files are bounded (issue 39: a 300 MB --data-bench file was read whole, 1.76 GB):
+# 20 MiB is refused before it is read, naming the file, its size and the bound.
+python3 -c "
+import json; json.dump({'tool': 'cnnscale data-bench', 'pad': 'x' * (20 << 20)}, open('$TMP/huge.json', 'w'))"
+"$CNNSCALE" report "$TMP/r1" "$TMP/r2" --data-bench "$TMP/huge.json" --output "$TMP/oh" >"$TMP/eh.out" 2>"$TMP/eh.err"
+expect_eq "20 MiB --data-bench file: exit 2" 2 "$?"
+expect_grep "20 MiB --data-bench file: size and bound named" \
+  "^cnnscale: error: $TMP/huge.json: 20\.0 MiB; cnnscale reads at most 16\.0 MiB from one input file" "$TMP/eh.err"
+mkdir -p "$TMP/hugerun" && cp "$TMP/huge.json" "$TMP/hugerun/run.json"
+"$CNNSCALE" report "$TMP/hugerun" --output "$TMP/oh2" >"$TMP/eh2.out" 2>"$TMP/eh2.err"
+expect_grep "20 MiB run.json: size and bound named" "^cnnscale: error: $TMP/hugerun/run.json: 20\.0 MiB; cnnscale reads at most" "$TMP/eh2.err"
 finish
