@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,17 +59,30 @@ int cmd_watch(int argc, char** argv) {
   view.max_rows = static_cast<size_t>(rows);
   int64_t printed_step = -1, printed_eval = -1;  // not a terminal: the last row and evaluation printed
   bool header_printed = false;
-  std::optional<std::chrono::steady_clock::time_point> free_since;  // run.lock seen free since
+  bool lock_over = false;  // run.lock seen free (or held by another process than its recorded training) ...
+  std::chrono::steady_clock::time_point free_since;  // ... since
+  // Not a terminal: skipped metrics.jsonl lines are printed as they come, the first 10 of
+  // them (then counted at the end), and a run.json problem once when it appears.
+  constexpr int64_t kSkipsPrinted = 10;
+  std::vector<std::string> new_skips;
+  std::string printed_problem;
   for (;;) {
-    std::vector<nlohmann::json> records;
-    if (!tail.poll(records))
+    new_skips.clear();
+    const bool exists = tail.poll([&](report::MetricsLine&& l) {
+      std::string why = l.error.empty() ? view.add(l.record) : l.error;
+      if (why.empty()) return;
+      view.skip(l.number, why);
+      if (view.skipped <= kSkipsPrinted)
+        new_skips.push_back("skipped " + dir + "/metrics.jsonl line " + std::to_string(l.number) + ": " + why +
+                            (view.skipped == kSkipsPrinted ? " (further skipped lines are counted at the end)" : ""));
+    });
+    if (!exists)
       fail("watch: ", dir, "/metrics.jsonl disappeared (moved aside by --force-new?); watch the new run again");
-    for (const auto& r : records) view.add(r);
     std::error_code ec;
     const auto mtime = std::filesystem::last_write_time(dir + "/metrics.jsonl", ec);
     view.seconds_since_update =
         ec ? -1 : std::chrono::duration<double>(std::filesystem::file_time_type::clock::now() - mtime).count();
-    view.ended = report::run_ended(dir, view.start, &view.run_json);
+    view.ended = report::run_ended(dir, view.start, &view.run_json, &view.run_json_problem);
     view.stopped.clear();
     if (view.ended) {
       const auto e = view.run_json.find("ended");
@@ -81,18 +93,24 @@ int cmd_watch(int argc, char** argv) {
       view.run_json = nullptr;
       view.stopped = view.end_line.value("ended", std::string("stopped"));
     }
-    // A killed run writes no run.json: its lock, released by the kernel, says so. Twice,
-    // 2 s apart, so that a run starting (not yet holding its lock) is not taken for one.
+    // A killed run writes no run.json: its lock, released by the kernel, says so — or, when
+    // another process holds it, the dead pid the lock file records (report::lock_squatter).
+    // Twice, 2 s apart, so that a run starting (not yet holding its lock, or not yet
+    // recorded in it) is not taken for one.
     if (!view.ended && !view.gone) {
-      std::string who;
-      if (report::probe_run_lock(dir, &who) == report::LockProbe::free) {
-        if (!free_since) free_since = std::chrono::steady_clock::now();
-        if (once || std::chrono::steady_clock::now() - *free_since >= std::chrono::seconds(2)) {
+      std::string who, squatter;
+      const report::LockProbe lock = report::probe_run_lock(dir, &who);
+      if (lock == report::LockProbe::held) squatter = report::lock_squatter(dir, who);
+      if (lock == report::LockProbe::free || !squatter.empty()) {
+        if (!lock_over) free_since = std::chrono::steady_clock::now();
+        lock_over = true;
+        if (once || std::chrono::steady_clock::now() - free_since >= std::chrono::seconds(2)) {
           view.gone = true;
           view.holder = who;
+          view.squatter = squatter;
         }
       } else {
-        free_since.reset();
+        lock_over = false;
       }
     }
     if (once || tty) {
@@ -119,14 +137,22 @@ int cmd_watch(int argc, char** argv) {
           std::fputs(report::watch_eval_line(e).c_str(), stdout);
           printed_eval = s;
         }
-        if (view.ended || view.gone) std::fputs(report::watch_state_line(view).c_str(), stdout);
+        for (const auto& line : new_skips) std::printf("%s\n", line.c_str());
+        if (!view.run_json_problem.empty() && view.run_json_problem != printed_problem)
+          std::printf("note: %s: watch cannot tell from it whether or how the run ended\n",
+                      view.run_json_problem.c_str());
+        if (view.ended || view.gone) {
+          std::fputs(report::watch_state_line(view).c_str(), stdout);
+          if (view.skipped > kSkipsPrinted) std::fputs(report::watch_notes(view).c_str(), stdout);
+        }
       }
+      printed_problem = view.run_json_problem;
     }
     std::fflush(stdout);
     if (view.gone || !view.stopped.empty()) return 1;  // documented: the run ended without finishing
     if (once || view.ended) return 0;
     // Poll at least every second while the lock looks free, to confirm it soon.
-    std::this_thread::sleep_for(std::chrono::duration<double>(free_since ? std::min(interval, 1.0) : interval));
+    std::this_thread::sleep_for(std::chrono::duration<double>(lock_over ? std::min(interval, 1.0) : interval));
   }
 }
 

@@ -7,14 +7,16 @@
 
 #include <algorithm>
 #include <cerrno>
-
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "report/json_file.hpp"
 #include "util/error.hpp"
+#include "util/process.hpp"
 
 namespace cnnscale::report {
 namespace fs = std::filesystem;
@@ -64,6 +66,52 @@ std::string holder_text(const std::string& lock_text) {
          (job.empty() ? std::string() : ", Slurm job " + job);
 }
 
+// A value as the file holds it, cut to 40 characters, control characters as '?'.
+std::string brief(const nlohmann::json& v) {
+  std::string t = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (t.size() > 40) t = t.substr(0, 37) + "...";
+  for (char& c : t)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return t;
+}
+std::string brief(const std::string& line) {
+  std::string t = line.size() > 40 ? line.substr(0, 37) + "..." : line;
+  for (char& c : t)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return t;
+}
+
+const char* type_name(const nlohmann::json& v) {
+  if (v.is_string()) return "text";
+  if (v.is_number()) return "a number";
+  if (v.is_boolean()) return "true/false";
+  if (v.is_array()) return "a list";
+  if (v.is_object()) return "an object";
+  return "null";
+}
+
+// The first field of run.json that watch reads and finds of the wrong type, as
+// "\"steps\" is \"10\" (text), not a whole number"; "" when all are right.
+std::string wrong_run_json_field(const nlohmann::json& j) {
+  auto whole = [](const nlohmann::json& v) {
+    return v.is_number() && std::isfinite(v.get<double>()) && std::floor(v.get<double>()) == v.get<double>() &&
+           v.get<double>() >= 0 && v.get<double>() < 9e18;
+  };
+  auto is = [&](const nlohmann::json& v, const char* key, const char* want) {
+    return "\"" + std::string(key) + "\" is " + brief(v) + " (" + type_name(v) + "), not " + want;
+  };
+  const auto steps = j.find("steps");
+  if (steps == j.end()) return "\"steps\" is missing (the steps the run did)";
+  if (!whole(*steps)) return is(*steps, "steps", "a whole number");
+  if (const auto f = j.find("first_step"); f != j.end() && !whole(*f)) return is(*f, "first_step", "a whole number");
+  if (const auto e = j.find("ended"); e != j.end() && !e->is_string()) return is(*e, "ended", "text");
+  if (const auto t = j.find("timeline"); t != j.end() && !t->is_null() && !t->is_string())
+    return is(*t, "timeline", "text");
+  for (const char* key : {"wall_s", "images_per_s", "test_accuracy"})
+    if (const auto v = j.find(key); v != j.end() && !v->is_null() && !v->is_number()) return is(*v, key, "a number");
+  return "";
+}
+
 std::string duration(double s) {
   if (!(s >= 0) || s > 1e7) return "?";
   const long t = std::lround(s);
@@ -74,40 +122,76 @@ std::string duration(double s) {
 
 }  // namespace
 
-bool MetricsTail::poll(std::vector<nlohmann::json>& out) {
+namespace {
+constexpr uint64_t kReadChunk = uint64_t{4} << 20;  // bytes read per step of a poll
+constexpr size_t kMaxLine = size_t{1} << 20;         // a longer line is no record
+}  // namespace
+
+bool MetricsTail::poll(const std::function<void(MetricsLine&&)>& each) {
   std::error_code ec;
   const auto size = fs::file_size(path_, ec);
   if (ec) return false;
   if (size < offset_) {  // moved aside or rewritten: a new file
     offset_ = 0;
+    line_ = 0;
     partial_.clear();
+    overlong_ = false;
   }
   if (size == offset_) return true;
   std::ifstream in(path_, std::ios::binary);
   if (!in) return false;
   in.seekg(static_cast<std::streamoff>(offset_));
-  std::string chunk(static_cast<size_t>(size - offset_), '\0');
-  in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-  chunk.resize(static_cast<size_t>(in.gcount()));
-  offset_ += chunk.size();
-  partial_ += chunk;
-  size_t begin = 0;
-  for (size_t nl; (nl = partial_.find('\n', begin)) != std::string::npos; begin = nl + 1) {
-    const std::string line = partial_.substr(begin, nl - begin);
-    if (line.empty()) continue;
-    try {
-      out.push_back(nlohmann::json::parse(line));
-    } catch (const nlohmann::json::exception&) {
-      ++bad_;
-    }
+  std::string chunk;
+  while (offset_ < size) {
+    chunk.resize(static_cast<size_t>(std::min(kReadChunk, size - offset_)));
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    const auto got = static_cast<size_t>(in.gcount());
+    if (got == 0) break;
+    offset_ += got;
+    take(chunk.data(), got, each);
   }
-  partial_.erase(0, begin);
   return true;
 }
 
-void WatchView::add(const nlohmann::json& r) {
-  if (!r.is_object()) return;
-  const std::string event = field(r, "event", std::string());
+void MetricsTail::take(const char* data, size_t n, const std::function<void(MetricsLine&&)>& each) {
+  for (size_t begin = 0; begin < n;) {
+    const auto* nl = static_cast<const char*>(std::memchr(data + begin, '\n', n - begin));
+    const size_t end = nl ? static_cast<size_t>(nl - data) : n;
+    if (!overlong_) partial_.append(data + begin, end - begin);
+    if (partial_.size() > kMaxLine) {
+      overlong_ = true;
+      partial_.clear();
+      partial_.shrink_to_fit();
+    }
+    if (!nl) break;
+    begin = end + 1;
+    ++line_;
+    MetricsLine l;
+    l.number = line_;
+    if (overlong_) {
+      l.error = "longer than 1 MiB";
+    } else if (partial_.empty()) {
+      continue;  // a blank line
+    } else {
+      try {
+        l.record = nlohmann::json::parse(partial_);
+      } catch (const nlohmann::json::exception&) {
+        l.error = "not JSON: " + brief(partial_);
+      }
+    }
+    if (!l.error.empty()) ++bad_;
+    overlong_ = false;
+    partial_.clear();
+    each(std::move(l));
+  }
+}
+
+std::string WatchView::add(const nlohmann::json& r) {
+  if (!r.is_object()) return "not a JSON object but " + brief(r);
+  const auto ev = r.find("event");
+  if (ev != r.end() && !ev->is_string()) return "its \"event\" is " + brief(*ev) + ", not text";
+  const std::string event = ev == r.end() ? std::string() : ev->get<std::string>();
+  const auto step = r.find("step");
   if (event == "start") {
     start = r;
     rows.clear();
@@ -116,13 +200,27 @@ void WatchView::add(const nlohmann::json& r) {
   } else if (event == "end") {
     end_line = r;
   } else if (event == "eval") {
-    if (!r.contains("step") || !r["step"].is_number()) return;  // not ours: shown nowhere
+    if (step == r.end() || !step->is_number())
+      return "an evaluation whose \"step\" is " + (step == r.end() ? std::string("missing") : brief(*step)) +
+             ", not a number";
     evals.push_back(r);
     while (evals.size() > 5) evals.pop_front();
-  } else if (event.empty() && r.contains("step") && r["step"].is_number()) {
+  } else if (!event.empty()) {
+    return "an event \"" + brief(event) + "\" that watch does not know";
+  } else if (step == r.end()) {
+    return "neither a progress line (no \"step\") nor an event";
+  } else if (!step->is_number()) {
+    return "its \"step\" is " + brief(*step) + ", not a number";
+  } else {
     rows.push_back(r);
     while (rows.size() > max_rows) rows.pop_front();
   }
+  return "";
+}
+
+void WatchView::skip(int64_t number, const std::string& why) {
+  ++skipped;
+  if (skipped_first.size() < 3) skipped_first.push_back("line " + std::to_string(number) + ": " + why);
 }
 
 LockProbe probe_run_lock(const std::string& run_dir, std::string* who) {
@@ -145,18 +243,28 @@ LockProbe probe_run_lock(const std::string& run_dir, std::string* who) {
   return r;
 }
 
-bool run_ended(const std::string& run_dir, const nlohmann::json& start, nlohmann::json* summary) {
-  std::ifstream in(run_dir + "/run.json");
-  if (!in) return false;
+bool run_ended(const std::string& run_dir, const nlohmann::json& start, nlohmann::json* summary,
+               std::string* problem) {
+  if (problem) problem->clear();
+  const std::string path = run_dir + "/run.json";
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return false;
+  auto cannot_tell = [&](const std::string& why) {
+    if (problem) *problem = why;
+    return false;
+  };
+  // Written whole (util/atomic_file.hpp): a file that does not parse is damaged, not half-written.
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception&) {
-    return false;  // being replaced (written atomically, so only an old damaged file)
+    j = nlohmann::json::parse(read_input_text(path, path + ": cannot be read"));
+  } catch (const UserError& e) {
+    return cannot_tell(e.what());
+  } catch (const nlohmann::json::exception& e) {
+    return cannot_tell(path + ": not JSON (" + e.what() + ")");
   }
+  if (!j.is_object()) return cannot_tell(path + ": not a JSON object but " + brief(j));
+  if (const std::string wrong = wrong_run_json_field(j); !wrong.empty()) return cannot_tell(path + ": " + wrong);
   const int64_t from = start.is_object() ? field(start, "from_step", int64_t{0}) : -1;
-  const auto steps = j.find("steps");
-  if (steps == j.end() || !steps->is_number()) return false;
   // A record of an early end (train/run_end.hpp) names the segment it ends by first_step.
   const std::string ended = field(j, "ended", std::string("finished"));
   const bool this_segment = ended != "finished" ? field(j, "first_step", int64_t{-2}) == from
@@ -164,6 +272,22 @@ bool run_ended(const std::string& run_dir, const nlohmann::json& start, nlohmann
   if (!this_segment) return false;
   if (summary) *summary = j;
   return true;
+}
+
+std::string lock_squatter(const std::string& run_dir, const std::string& lock_text) {
+  nlohmann::json h;
+  try {
+    h = nlohmann::json::parse(lock_text);
+  } catch (const nlohmann::json::exception&) {
+    return "";
+  }
+  if (!h.is_object() || !process_gone(field(h, "host", std::string()), field(h, "pid", int64_t{0}))) return "";
+  std::string who;
+  for (const long pid : lock_holder_pids(run_dir + "/run.lock")) {
+    const std::string name = process_name(pid);
+    who += (who.empty() ? "" : ", ") + ("pid " + std::to_string(pid)) + (name.empty() ? "" : " (" + name + ")");
+  }
+  return who.empty() ? "another process" : who;
 }
 
 MetricsEnd read_metrics_end(const std::string& run_dir) {
@@ -209,8 +333,14 @@ std::string describe_unfinished(const std::string& run_dir) {
   const std::string holder = holder_text(who);
   const std::string at = m.last_step >= 0 ? "step " + std::to_string(m.last_step) + " (metrics.jsonl's last progress line)"
                                           : "step " + std::to_string(m.start_step) + " (no progress line yet)";
-  if (lock == LockProbe::held)
+  const std::string squatter = lock == LockProbe::held ? lock_squatter(run_dir, who) : "";
+  if (lock == LockProbe::held && squatter.empty())
     return "still running" + (holder.empty() ? std::string() : " (" + holder + " holds run.lock)") + ", at " + at;
+  if (!squatter.empty())
+    return "killed after " + at + ": no run.json; run.lock names " + holder +
+           " as its holder, which no longer runs, and " + squatter +
+           " holds the lock now: not a training of this run, which would have recorded itself there; end that "
+           "process, and `cnnscale train ... --resume auto` continues from the last checkpoint";
   if (!m.ended.empty()) return "ended early after " + at + ": " + m.ended;
   return std::string(lock == LockProbe::free ? "killed" : "ended without a record") + " after " + at +
          ": no run.json, and " +
@@ -237,12 +367,30 @@ std::string watch_state_line(const WatchView& v) {
     if (v.run_json.contains("timeline") && v.run_json["timeline"].is_string())
       os << "; timeline " << v.run_json["timeline"].get<std::string>();
   } else if (v.gone) {
-    os << "ended without finishing: no process holds " << v.run_dir << "/run.lock";
-    if (const std::string h = holder_text(v.holder); !h.empty()) os << " (its last holder: " << h << ")";
-    os << " and run.json records no end: the run was stopped or killed (a signal, out of memory, a rank's or "
-          "node's death)";
-    if (last.is_object()) os << " after step " << field(last, "step", int64_t{0});
-    os << "; its output names the cause, and `cnnscale train ... --resume auto` continues from its last checkpoint";
+    const std::string h = holder_text(v.holder);
+    // Why the run is over: its lock is free, or held by another process than the (dead) training it names.
+    std::string lock = v.squatter.empty()
+                           ? "no process holds " + v.run_dir + "/run.lock" +
+                                 (h.empty() ? std::string() : " (its last holder: " + h + ")")
+                           : v.run_dir + "/run.lock names " + (h.empty() ? std::string("a training") : h) +
+                                 " as its holder, which no longer runs, and " + v.squatter +
+                                 " holds the lock now: not a training of this run, which would have recorded "
+                                 "itself there";
+    const std::string step = last.is_object() ? std::to_string(field(last, "step", int64_t{0})) : "";
+    if (!v.run_json_problem.empty()) {
+      os << "ended, but how cannot be told: " << lock << ", and " << v.run_json_problem
+         << " (cnnscale train writes run.json whole: something else wrote or damaged it)";
+      if (!step.empty()) os << "; metrics.jsonl's last progress line is step " << step;
+      os << "; the job's output says how it ended";
+    } else {
+      os << "ended without finishing: " << lock << (v.squatter.empty() ? " and" : "; and")
+         << " run.json records no end: the run was stopped or killed (a signal, out of memory, a rank's or "
+            "node's death)";
+      if (!step.empty()) os << " after step " << step;
+      os << "; its output names the cause";
+    }
+    if (!v.squatter.empty()) os << "; end that process first (train would find the directory locked)";
+    os << ", and `cnnscale train ... --resume auto` continues from its last checkpoint";
   } else if (last.is_object()) {
     const int64_t step = field(last, "step", int64_t{0}), total = field(last, "total_steps", int64_t{0});
     os << "running: step " << step;
@@ -272,6 +420,21 @@ std::string watch_eval_line(const nlohmann::json& e) {
   return os.str();
 }
 
+std::string watch_notes(const WatchView& v) {
+  std::string s;
+  if (!v.run_json_problem.empty() && !v.gone)  // when gone, the state line says it
+    s += "note: " + v.run_json_problem + ": watch cannot tell from it whether or how the run ended\n";
+  if (v.skipped > 0) {
+    s += "note: " + std::to_string(v.skipped) + " line(s) of " + v.run_dir +
+         "/metrics.jsonl skipped, no record watch can show: ";
+    for (size_t i = 0; i < v.skipped_first.size(); ++i) s += (i ? "; " : "") + v.skipped_first[i];
+    if (v.skipped > static_cast<int64_t>(v.skipped_first.size()))
+      s += "; and " + std::to_string(v.skipped - static_cast<int64_t>(v.skipped_first.size())) + " more";
+    s += "\n";
+  }
+  return s;
+}
+
 std::string render_watch(const WatchView& v) {
   std::ostringstream os;
   os << v.run_dir;
@@ -288,6 +451,7 @@ std::string render_watch(const WatchView& v) {
   os << line;
   for (const auto& r : v.rows) os << watch_row(r);
   for (const auto& e : v.evals) os << watch_eval_line(e);
+  os << watch_notes(v);
   return os.str();
 }
 

@@ -5,29 +5,41 @@
 // MetricsTail reads the lines appended since its last poll (a line is only taken once it
 // ends in '\n': the trainer writes whole lines, but a reader on NFS may see one in part);
 // a file that shrank (moved aside by --force-new, a new run) is read again from its start.
+// It reads at most 4 MiB at a time and hands each line on at once, so a long run's file
+// never sits in memory whole; a line longer than 1 MiB is no record (skipped, said).
 // The run has ended when run.json exists and records at least one step past the last
 // segment's start (a resumed run keeps its previous run.json until it ends, docs/checkpoints.md).
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 namespace cnnscale::report {
 
+// One complete line of metrics.jsonl: its number (from 1) and the record, or why it is none.
+struct MetricsLine {
+  int64_t number = 0;
+  nlohmann::json record;  // null when error is set
+  std::string error;      // "not JSON (…)", "longer than 1 MiB"
+};
+
 class MetricsTail {
  public:
   explicit MetricsTail(std::string path) : path_(std::move(path)) {}
-  // The complete lines appended since the last call, parsed (unparsable lines skipped
-  // and counted). False when the file does not exist.
-  bool poll(std::vector<nlohmann::json>& out);
+  // Calls `each` for every complete line appended since the last call. False when the
+  // file does not exist.
+  bool poll(const std::function<void(MetricsLine&&)>& each);
   int64_t bad_lines() const { return bad_; }
 
  private:
+  void take(const char* data, size_t n, const std::function<void(MetricsLine&&)>& each);
   std::string path_, partial_;
   uint64_t offset_ = 0;
-  int64_t bad_ = 0;
+  int64_t line_ = 0, bad_ = 0;
+  bool overlong_ = false;  // within a line already longer than the limit
 };
 
 // What the table shows: the segment's start, the last progress rows and evaluations.
@@ -47,8 +59,22 @@ struct WatchView {
   // holder's description from the lock file.
   bool gone = false;
   std::string holder;
+  // run.lock is held, but not by the training recorded in it: that pid no longer exists on
+  // its host (issue 39: a lock taken by an unrelated process kept watch waiting forever).
+  // Who holds it instead ("pid Q (sleep)"; "another process" when /proc/locks does not say).
+  std::string squatter;
+  // RUN_DIR/run.json exists but cannot say how the run ended: which field is wrong, or
+  // that it is no JSON (issue 39: such a finished run was reported as killed).
+  std::string run_json_problem;
+  // metrics.jsonl lines not shown because they are no cnnscale record: how many, and the
+  // first few as "line N: why" (issue 39: they were dropped without a word).
+  int64_t skipped = 0;
+  std::vector<std::string> skipped_first;
 
-  void add(const nlohmann::json& record);  // a metrics.jsonl record
+  // A metrics.jsonl record: "" when shown or used, else why it is not (then counted).
+  std::string add(const nlohmann::json& record);
+  // Counts line `number` as skipped for `why` (keeps the first 3 reasons).
+  void skip(int64_t number, const std::string& why);
 };
 
 // Whether a training holds RUN_DIR/run.lock (train/run_dir.hpp: an flock for the run's
@@ -60,8 +86,19 @@ LockProbe probe_run_lock(const std::string& run_dir, std::string* who);
 
 // Reads RUN_DIR/run.json: true when it records the end of the segment that `start`
 // opened (see above; a stopped or killed run's record, train/run_end.hpp, too); fills
-// *summary with it.
-bool run_ended(const std::string& run_dir, const nlohmann::json& start, nlohmann::json* summary);
+// *summary with it. When run.json exists but cannot tell — not JSON (past 16 MiB
+// included), not an object, or a field watch reads of the wrong type (steps, first_step:
+// whole numbers; ended, timeline: text; wall_s, images_per_s, test_accuracy: numbers) —
+// false, and *problem (when given) says which: `RUN/run.json: "steps" is "10" (text), not
+// a whole number`. *problem is cleared otherwise.
+bool run_ended(const std::string& run_dir, const nlohmann::json& start, nlohmann::json* summary,
+               std::string* problem = nullptr);
+
+// When run.lock (its text: lock_text) records as its holder a pid on this host that no
+// longer exists, although the lock is held: who holds it instead — "pid Q (NAME)" from
+// /proc/locks, or "another process" — else "". (util/process.hpp; a holder recorded on
+// another host cannot be checked from here.)
+std::string lock_squatter(const std::string& run_dir, const std::string& lock_text);
 
 // How far a run got by its metrics.jsonl alone (a killed rank 0 writes no run.json):
 // the last progress line's step and time, and the last segment's end line when one was
@@ -76,7 +113,8 @@ MetricsEnd read_metrics_end(const std::string& run_dir);
 
 // One line on why RUN_DIR has no usable run.json, for `cnnscale report` (issue 28 item 3):
 // still running (run.lock held: who, at which step), killed (lock free: its last holder,
-// the last step), or never started (no metrics.jsonl). "" when RUN_DIR has run.json.
+// the last step; or held by another process than the dead holder it records), or never
+// started (no metrics.jsonl). "" when RUN_DIR has run.json.
 std::string describe_unfinished(const std::string& run_dir);
 
 // The table: a header (run dir, ranks, global batch, state, progress and ETA), one row
@@ -84,10 +122,12 @@ std::string describe_unfinished(const std::string& run_dir);
 // the evaluations, and at the end the summary when the run ended.
 std::string render_watch(const WatchView& v);
 // Parts of it, for a log (not a terminal): the state line ("running: ..." or
-// "finished: ...") and one progress row, each ending in '\n'.
+// "finished: ...") and one progress row, each ending in '\n'. watch_notes: "note: …"
+// lines on a run.json that cannot be read and on skipped metrics.jsonl lines ("" none).
 std::string watch_state_line(const WatchView& v);
 std::string watch_row(const nlohmann::json& progress_line);
 std::string watch_eval_line(const nlohmann::json& eval_record);
+std::string watch_notes(const WatchView& v);
 
 // Throws UserError ("watch: ...") when run_dir does not exist or is not a directory,
 // or holds no metrics.jsonl (no run has started there).

@@ -20,6 +20,7 @@
 #include "train/run_end.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
+#include "util/process.hpp"
 #include "util/log.hpp"
 
 namespace fs = std::filesystem;
@@ -265,7 +266,19 @@ RunDirLock RunDirLock::acquire(const std::string& dir, const LockHolder& me, std
       std::stringstream text;
       text << in.rdbuf();
       ::close(fd);
-      fail("run directory '", dir, "' is in use by another training: ", LockHolder::parse(text.str()).describe(),
+      const LockHolder holder = LockHolder::parse(text.str());
+      if (process_gone(holder.host, holder.pid)) {  // the lock outlived the training it records (issue 39)
+        std::string who;
+        for (const long pid : lock_holder_pids(path)) {
+          const std::string name = process_name(pid);
+          who += (who.empty() ? "" : ", ") + ("pid " + std::to_string(pid)) + (name.empty() ? "" : " (" + name + ")");
+        }
+        fail("run directory '", dir, "' is locked by ", who.empty() ? std::string("another process") : who,
+             ", not by a training: ", path, " records ", holder.describe(),
+             ", which no longer runs. End that process (or choose another --run-dir); then this training can take "
+             "the lock");
+      }
+      fail("run directory '", dir, "' is in use by another training: ", holder.describe(),
            " holds ", path, ". One training writes a run directory at a time; wait for that one to end, or ",
            "choose another --run-dir");
     }

@@ -67,13 +67,90 @@ expect_eq "odd-typed lines: exit 0 (shown as far as they make sense)" 0 "$?"
 expect_grep "odd-typed lines: the good row is shown" "^ +8 +1 +0\.5000 " "$TMP/odd.out"
 expect_grep "odd-typed lines: a row with odd fields shows them as -" "^ +7 +- +- " "$TMP/odd.out"
 expect_eq "odd-typed lines: no row for a non-numeric step" 2 "$(grep -cE '^ +[0-9]+ +' "$TMP/odd.out")"
+expect_grep "odd-typed lines: the skipped lines are counted and the first named (issue 39)" \
+  "^note: 4 line\(s\) of $W/metrics.jsonl skipped, no record watch can show: line 2: its \"event\" is 5, not text; line 3: an evaluation whose \"step\" is \"x\", not a number; line 4: its \"step\" is \"ten\", not a number; and 1 more$" \
+  "$TMP/odd.out"
+expect_grep "odd-typed lines: run.json's wrong field is named" \
+  "^note: $W/run.json: \"steps\" is \"many\" \(text\), not a whole number: watch cannot tell from it" "$TMP/odd.out"
 "$C" watch "$W" --interval 0.2 >"$TMP/odd.live" 2>&1 &
 pid=$!
+sleep 1
+echo '{"event":"nope","step":9}' >>"$W/metrics.jsonl"
 sleep 1
 kill -0 $pid 2>/dev/null
 expect_eq "odd-typed lines: following does not end on them (nor on a run.json of the wrong types)" 0 "$?"
 kill $pid 2>/dev/null; wait $pid 2>/dev/null
 grep -q "internal error" "$TMP/odd.out" "$TMP/odd.live" && bad "odd-typed lines: no internal error" || ok "odd-typed lines: no internal error"
+expect_grep "odd-typed lines, following: a line skipped later is said as it comes" \
+  "^skipped $W/metrics.jsonl line 8: an event \"nope\" that watch does not know$" "$TMP/odd.live"
+
+# ---- a run that ended with a run.json of the wrong types (issue 39) ----
+# Finished, then its run.json edited ("steps" as text) and garbage appended to metrics.jsonl;
+# run.lock is there and free. Before: "ended without finishing … killed", the lines dropped.
+host=$(hostname)
+sleep 0 & dead=$!
+wait $dead  # a pid that no longer runs
+F="$TMP/typed"
+mkdir -p "$F"
+{
+  echo '{"event":"start","from_step":0,"world_size":1,"global_batch":16,"time":"2026-11-23T10:00:00Z"}'
+  row 10 2.1; row 20 1.5
+  echo 'garbage'
+} >"$F/metrics.jsonl"
+printf '{"host":"%s","pid":%d,"job_id":"","started":"2026-11-23T10:00:00Z"}\n' "$host" "$dead" >"$F/run.lock"
+echo '{"steps":"20","wall_s":12,"images_per_s":300,"ended":"finished","finished":true}' >"$F/run.json"
+"$C" watch "$F" --once >"$TMP/typed.out" 2>&1
+expect_eq "run.json of wrong types, lock free: --once exit 1" 1 "$?"
+expect_grep "run.json of wrong types: the field and the file, not 'killed'" \
+  "^ended, but how cannot be told: no process holds $F/run.lock .*, and $F/run.json: \"steps\" is \"20\" \(text\), not a whole number .*; metrics.jsonl's last progress line is step 20" \
+  "$TMP/typed.out"
+expect_eq "run.json of wrong types: not called killed" 0 "$(grep -c 'stopped or killed' "$TMP/typed.out")"
+expect_grep "run.json of wrong types: the garbage line named" "^note: 1 line\(s\) of $F/metrics.jsonl skipped, no record watch can show: line 4: not JSON: garbage$" "$TMP/typed.out"
+timeout 20 "$C" watch "$F" --interval 0.2 >"$TMP/typed.live" 2>&1
+expect_eq "run.json of wrong types, following: ends, exit 1" 1 "$?"
+expect_grep "following: the garbage line said" "^note: 1 line\(s\) of $F/metrics.jsonl skipped" "$TMP/typed.live"
+expect_grep "following: the end says why it cannot tell" "^ended, but how cannot be told: .*\"steps\" is \"20\" \(text\)" "$TMP/typed.live"
+echo '{"steps":20,"wall_s":12,"images_per_s":300,"ended":"finished","finished":true}' >"$F/run.json"
+"$C" watch "$F" --once >"$TMP/typed2.out" 2>&1
+expect_eq "the same run.json with \"steps\" a number: finished, exit 0" 0 "$?"
+expect_grep "the same run.json with \"steps\" a number: finished" "^finished: 20 steps in 0:00:12, median 300 img/s" "$TMP/typed2.out"
+
+# ---- run.lock held by another process than the dead training it records (issue 39) ----
+# Before: watch waited forever ("running"); report said "still running"; train blamed a training.
+K="$TMP/squat"
+mkdir -p "$K"
+{
+  echo '{"event":"start","from_step":0,"world_size":1,"global_batch":16,"time":"2026-11-23T10:00:00Z"}'
+  row 10 2.1; row 30 1.5
+} >"$K/metrics.jsonl"
+printf '{"host":"%s","pid":%d,"job_id":"","started":"2026-11-23T10:00:00Z"}\n' "$host" "$dead" >"$K/run.lock"
+flock "$K/run.lock" sleep 120 &
+squat=$!
+for _ in $(seq 50); do flock -n "$K/run.lock" true || break; sleep 0.1; done  # until it holds the lock
+"$C" watch "$K" --once >"$TMP/squat.out" 2>&1
+expect_eq "squatted lock: --once exit 1" 1 "$?"
+expect_grep "squatted lock: the dead holder and the process holding the lock" \
+  "^ended without finishing: $K/run.lock names pid $dead on $host as its holder, which no longer runs, and pid [0-9]+ \(flock\) holds the lock now: not a training of this run.* after step 30; .*end that process first" \
+  "$TMP/squat.out"
+timeout 20 "$C" watch "$K" --interval 0.2 >"$TMP/squat.live" 2>&1
+expect_eq "squatted lock, following: ends (confirmed 2 s later), exit 1" 1 "$?"
+expect_grep "squatted lock, following: says so" "^ended without finishing: $K/run.lock names pid $dead on $host" "$TMP/squat.live"
+"$C" report "$K" --output "$TMP/squat.rep" >"$TMP/squat.rep.out" 2>&1
+expect_grep "squatted lock: report calls it killed, not running" \
+  "^cnnscale: error: '$K' has no run.json: killed after step 30 .*run.lock names pid $dead on $host as its holder, which no longer runs, and pid [0-9]+ \(flock\) holds the lock now" \
+  "$TMP/squat.rep.out"
+timeout 60 "$C" train --synthetic --model "flatten linear(10)" --max-steps 1 --resume auto --run-dir "$K" >"$TMP/squat.train" 2>&1
+expect_eq "squatted lock: train refuses, exit 2" 2 "$?"
+expect_grep "squatted lock: train names the process, not a training" \
+  "^cnnscale: error: run directory '$K' is locked by pid [0-9]+ \(flock\), not by a training: $K/run.lock records pid $dead on $host" \
+  "$TMP/squat.train"
+# The recorded holder alive (the lock's holder records itself): still running.
+printf '{"host":"%s","pid":%d,"job_id":"","started":"2026-11-23T10:00:00Z"}\n' "$host" "$squat" >"$K/run.lock"
+"$C" watch "$K" --once >"$TMP/live.out" 2>&1
+expect_eq "lock held by the holder it records: --once exit 0" 0 "$?"
+expect_grep "lock held by the holder it records: running" "^running: step 30/100" "$TMP/live.out"
+kill $squat 2>/dev/null
+wait $squat 2>/dev/null
 
 # ---- following a running job ----
 "$C" watch "$D" --interval 0.2 >"$TMP/live" 2>&1 &

@@ -21,6 +21,10 @@
 #  5. `watch --once` on the ended runs at once (status 1), and on a finished run "finished" (0);
 #  6. a watch probing the lock never keeps a run from starting: 20 runs started while a
 #     watch polls every 0.1 s all start (train retries its lock for a second).
+#  7. `kill -9` of a one-rank run, after which an unrelated process takes run.lock (issue
+#     39): the lock file still names the dead training, so watch ends within 15 s with
+#     status 1, naming the dead holder and the process that holds the lock (before: it
+#     waited forever), and report calls the run killed, not running.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
@@ -165,4 +169,24 @@ done
 kill "$w" 2>/dev/null
 wait "$w" 2>/dev/null
 expect_eq "20 runs started beside a polling watch, none refused" 0 "$fails"
+
+# 7. A killed run whose lock another process took.
+timeout 300 "$CNNSCALE" "${TRAIN[@]}" --run-dir "$TMP/squat" >"$TMP/squat.train.out" 2>&1 &
+job=$!
+for _ in $(seq 1 300); do grep -q '"loss"' "$TMP/squat/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+pid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$TMP/squat/run.lock")
+kill -9 "$pid"
+wait "$job"
+flock "$TMP/squat/run.lock" sleep 120 &
+squat=$!
+for _ in $(seq 50); do flock -n "$TMP/squat/run.lock" true || break; sleep 0.1; done  # until it holds the lock
+timeout 15 "$CNNSCALE" watch "$TMP/squat" --interval 0.5 >"$TMP/squat.watch.out" 2>&1
+expect_eq "squatted lock: watch ends with status 1 (not 124: still waiting)" 1 "$?"
+expect_grep "squatted lock: watch names the dead holder and the lock's holder" \
+  "^ended without finishing: $TMP/squat/run.lock names pid $pid on $(hostname) as its holder, which no longer runs, and pid [0-9]+ \(flock\) holds the lock now.* after step [0-9]+" \
+  "$TMP/squat.watch.out"
+"$CNNSCALE" report "$TMP/squat" --output "$TMP/squat.rep" >"$TMP/squat.rep.out" 2>&1
+expect_grep "squatted lock: report says killed" "^cnnscale: error: '$TMP/squat' has no run.json: killed after step [0-9]+" "$TMP/squat.rep.out"
+kill "$squat" 2>/dev/null
+wait "$squat" 2>/dev/null
 finish
