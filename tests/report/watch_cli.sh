@@ -124,7 +124,7 @@ mkdir -p "$K"
   row 10 2.1; row 30 1.5
 } >"$K/metrics.jsonl"
 printf '{"host":"%s","pid":%d,"job_id":"","started":"2026-11-23T10:00:00Z"}\n' "$host" "$dead" >"$K/run.lock"
-flock "$K/run.lock" sleep 120 &
+flock "$K/run.lock" sleep 120 >/dev/null 2>&1 &
 squat=$!
 for _ in $(seq 50); do flock -n "$K/run.lock" true || break; sleep 0.1; done  # until it holds the lock
 "$C" watch "$K" --once >"$TMP/squat.out" 2>&1
@@ -149,8 +149,8 @@ printf '{"host":"%s","pid":%d,"job_id":"","started":"2026-11-23T10:00:00Z"}\n' "
 "$C" watch "$K" --once >"$TMP/live.out" 2>&1
 expect_eq "lock held by the holder it records: --once exit 0" 0 "$?"
 expect_grep "lock held by the holder it records: running" "^running: step 30/100" "$TMP/live.out"
-kill $squat 2>/dev/null
-wait $squat 2>/dev/null
+kill $(pgrep -P "$squat") "$squat" 2>/dev/null  # flock and its sleep
+wait "$squat" 2>/dev/null
 
 # ---- following a running job ----
 "$C" watch "$D" --interval 0.2 >"$TMP/live" 2>&1 &

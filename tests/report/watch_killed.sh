@@ -177,7 +177,7 @@ for _ in $(seq 1 300); do grep -q '"loss"' "$TMP/squat/metrics.jsonl" 2>/dev/nul
 pid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$TMP/squat/run.lock")
 kill -9 "$pid"
 wait "$job"
-flock "$TMP/squat/run.lock" sleep 120 &
+flock "$TMP/squat/run.lock" sleep 120 >/dev/null 2>&1 &
 squat=$!
 for _ in $(seq 50); do flock -n "$TMP/squat/run.lock" true || break; sleep 0.1; done  # until it holds the lock
 timeout 15 "$CNNSCALE" watch "$TMP/squat" --interval 0.5 >"$TMP/squat.watch.out" 2>&1
@@ -187,6 +187,6 @@ expect_grep "squatted lock: watch names the dead holder and the lock's holder" \
   "$TMP/squat.watch.out"
 "$CNNSCALE" report "$TMP/squat" --output "$TMP/squat.rep" >"$TMP/squat.rep.out" 2>&1
 expect_grep "squatted lock: report says killed" "^cnnscale: error: '$TMP/squat' has no run.json: killed after step [0-9]+" "$TMP/squat.rep.out"
-kill "$squat" 2>/dev/null
+kill $(pgrep -P "$squat") "$squat" 2>/dev/null  # flock and its sleep
 wait "$squat" 2>/dev/null
 finish
