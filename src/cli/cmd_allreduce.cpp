@@ -9,7 +9,6 @@
 #include "comm/make_communicator.hpp"
 #include "comm/rank_memory.hpp"
 #include "comm/world.hpp"
-#include "launch/bootstrap.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
@@ -68,14 +67,26 @@ int cmd_allreduce(int argc, char** argv) {
     fail("--level ", level_opt,
          " is not known; use world, node (the ranks of each node) or cross (one rank per node, "
          "equal local rank)");
-  // Before the sweep: a path that cannot take the result (util/atomic_file.hpp) costs nothing.
-  if (vm.count("json") && launcher_rank_or_zero() == 0) check_output_file(vm["json"].as<std::string>(), "--json");
   WorldOptions wo;
   wo.backend = parse_backend(vm["backend"].as<std::string>());
   wo.timeout_s = vm["collective-timeout"].as<double>();
   if (!(wo.timeout_s > 0)) fail("--collective-timeout must be positive (seconds)");
   World world = start_world(wo);
   const ProcessContext& ctx = world.ctx;
+  // Before the sweep: a path rank 0 cannot write the result to (util/atomic_file.hpp) costs
+  // nothing; every rank learns it and stops.
+  if (vm.count("json")) {
+    std::string error;
+    if (ctx.rank == 0) {
+      try {
+        check_output_file(vm["json"].as<std::string>(), "--json");
+      } catch (const UserError& e) {
+        error = e.what();
+      }
+    }
+    error = world.control->broadcast_string(error, 0, "the --json check");
+    if (!error.empty()) fail_collective(ctx.rank, error);
+  }
   // The training's watchdog (comm/watchdog.hpp): a rank stopped or hung in a sum is named
   // within --collective-timeout instead of the others waiting forever.
   if (!world.control->start_watchdog(wo.timeout_s, ctx.host, world.comm->device_buffers()) && ctx.size > 1)

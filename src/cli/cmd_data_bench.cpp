@@ -8,7 +8,6 @@
 #include "cli/options.hpp"
 #include "comm/world.hpp"
 #include "data/data_bench.hpp"
-#include "launch/bootstrap.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
@@ -51,14 +50,25 @@ int cmd_data_bench(int argc, char** argv) {
   if (o.data.dir.empty()) fail("data-bench: --data DIR is required (a directory written by `cnnscale prep`)");
   if (o.data.batch_per_rank < 1) fail("--batch-size must be at least 1, got ", o.data.batch_per_rank);
   if (o.data.data_threads < 1) fail("--data-threads must be at least 1, got ", o.data.data_threads);
-  // Before the benchmark: a path that cannot take the result (util/atomic_file.hpp) costs nothing.
-  if (auto it = parsed.vm.find("json"); it != parsed.vm.end() && launcher_rank_or_zero() == 0)
-    check_output_file(it->second.as<std::string>(), "--json");
 
   WorldOptions wo;
   wo.backend = Backend::mpi;  // the control plane only: no GPU, no data plane traffic
   World world = start_world(wo);
   const int rank = world.ctx.rank, size = world.ctx.size;
+  // Before the benchmark: a path rank 0 cannot write the result to (util/atomic_file.hpp)
+  // costs nothing; every rank learns it and stops.
+  if (auto it = parsed.vm.find("json"); it != parsed.vm.end()) {
+    std::string error;
+    if (rank == 0) {
+      try {
+        check_output_file(it->second.as<std::string>(), "--json");
+      } catch (const UserError& e) {
+        error = e.what();
+      }
+    }
+    error = world.control->broadcast_string(error, 0, "the --json check");
+    if (!error.empty()) fail_collective(rank, error);
+  }
   const DataBenchResult r = run_data_bench(o, rank, size);
 
   // Every rank read at once: the job's rate is the sum, its time the slowest rank's.

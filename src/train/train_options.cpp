@@ -3,8 +3,6 @@
 
 #include <cstdio>
 
-#include "launch/bootstrap.hpp"
-#include "util/atomic_file.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale {
@@ -86,9 +84,6 @@ void validate(const TrainOptions& o) {
   if (!(o.collective_timeout > 0)) fail("--collective-timeout must be positive (seconds)");
   if (o.timeline_steps.given() && o.timeline.empty())
     fail("--timeline-steps needs --timeline FILE.json (the file the recorded steps go to)");
-  // Rank 0 writes it at the end of the window: a path it cannot take is refused before the
-  // first step rather than warned about after it (util/atomic_file.hpp).
-  if (!o.timeline.empty() && launcher_rank_or_zero() == 0) check_output_file(o.timeline, "--timeline");
 }
 
 }  // namespace cnnscale

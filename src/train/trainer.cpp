@@ -165,6 +165,20 @@ void Trainer::setup() {
   if (!control_.start_watchdog(opt_.collective_timeout, ctx_.host, comm_.device_buffers()) && world_ > 1)
     log_warn("the MPI library gives less than MPI_THREAD_MULTIPLE, so the --collective-timeout watchdog is off");
   run_dir_ = std::make_unique<RunDir>(opt_, control_, ctx_.host, ctx_.launch.job_id);  // lock, --resume none rules
+  if (!opt_.timeline.empty()) {
+    // Rank 0 writes it at the end of the window: a path it cannot take (util/atomic_file.hpp)
+    // is refused on every rank before the first step, not warned about after the window.
+    std::string error;
+    if (rank_ == 0) {
+      try {
+        check_output_file(opt_.timeline, "--timeline");
+      } catch (const UserError& e) {
+        error = e.what();
+      }
+    }
+    error = control_.broadcast_string(error, 0, "the --timeline check");
+    if (!error.empty()) fail_collective(rank_, error);
+  }
 
   // ---- data ----
   DataSources sources = open_data(opt_.data_options(), rank_, world_);  // reads dataset.json once

@@ -9,7 +9,8 @@
 #     files — under 5 % of the uncached bytes per image;
 #  4. a training run on that data that waits for input says so (progress line, warning,
 #     run.json data_wait_share); a compute-bound one waits far less;
-#  5. errors: no --data, a missing directory, --batches 0 — exit 2, one `cnnscale: error:` line;
+#  5. errors: no --data, a missing directory, --batches 0, --json at a FIFO on 2 ranks — exit 2,
+#     one `cnnscale: error:` line;
 #  6. `cnnscale report --data-bench` on that run: the reader's rate per rank from the JSON,
 #     the run's consumption, the cores per rank; a file that is not data-bench's is refused.
 set -u
@@ -134,4 +135,12 @@ expect_grep "missing directory: named" "^cnnscale: error: .*$TMP/nowhere" "$TMP/
 "$CNNSCALE" data-bench "${ARGS[@]}" --batches 0 >"$TMP/e3" 2>&1
 expect_eq "--batches 0: exit status" 2 "$?"
 expect_grep "--batches 0: named" "^cnnscale: error: --batches must be at least 1" "$TMP/e3"
+# --json at a FIFO on 2 ranks (issue 39; tests/cli/output_files.sh has every kind of path):
+# refused before the benchmark on every rank, said once; the FIFO stays (it became a file).
+mkfifo "$TMP/fifo.json"
+timeout 120 $M -n 2 "$CNNSCALE" data-bench "${ARGS[@]}" --batches 2 --json "$TMP/fifo.json" >"$TMP/e4" 2>&1
+expect_eq "--json FIFO, 2 ranks: exit status" 2 "$?"
+expect_eq "--json FIFO, 2 ranks: said once" 1 "$(grep -c "^cnnscale: error: cannot write --json '$TMP/fifo.json': it is a FIFO" "$TMP/e4")"
+expect_eq "--json FIFO, 2 ranks: nothing measured" 0 "$(grep -c 'images/s' "$TMP/e4")"
+expect_eq "--json FIFO, 2 ranks: the FIFO stays" "fifo" "$(stat -c %F "$TMP/fifo.json")"
 finish
