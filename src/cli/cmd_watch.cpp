@@ -25,8 +25,9 @@ int cmd_watch(int argc, char** argv) {
                    "--interval seconds; otherwise new rows are printed as they come. Ends when RUN_DIR/run.json\n"
                    "says the run finished (exit status 0); when run.json or metrics.jsonl says it stopped early\n"
                    "(a signal, an error, a rank that died: status 1, with how it ended); when no process holds\n"
-                   "RUN_DIR/run.lock any more and nothing records an end: the run was killed (status 1); or on\n"
-                   "Ctrl-C.\n"
+                   "RUN_DIR/run.lock any more (or another process than the training it names) and nothing\n"
+                   "records an end: the run was killed (status 1); or on Ctrl-C. A run.json it cannot read and\n"
+                   "metrics.jsonl lines that are no record are named (which field, which line), never dropped.\n"
                    "docs/watching.md.",
                    "Examples:\n"
                    "  cnnscale watch runs/resnet50-n4\n"
@@ -82,7 +83,8 @@ int cmd_watch(int argc, char** argv) {
     const auto mtime = std::filesystem::last_write_time(dir + "/metrics.jsonl", ec);
     view.seconds_since_update =
         ec ? -1 : std::chrono::duration<double>(std::filesystem::file_time_type::clock::now() - mtime).count();
-    view.ended = report::run_ended(dir, view.start, &view.run_json, &view.run_json_problem);
+    view.ended =
+        report::run_ended(dir, view.start, &view.run_json, &view.run_json_problem, &view.run_json_shown_wrong);
     view.stopped.clear();
     if (view.ended) {
       const auto e = view.run_json.find("ended");
@@ -143,7 +145,8 @@ int cmd_watch(int argc, char** argv) {
                       view.run_json_problem.c_str());
         if (view.ended || view.gone) {
           std::fputs(report::watch_state_line(view).c_str(), stdout);
-          if (view.skipped > kSkipsPrinted) std::fputs(report::watch_notes(view).c_str(), stdout);
+          if (view.skipped > kSkipsPrinted || !view.run_json_shown_wrong.empty())
+            std::fputs(report::watch_notes(view).c_str(), stdout);
         }
       }
       printed_problem = view.run_json_problem;

@@ -91,8 +91,9 @@ const char* type_name(const nlohmann::json& v) {
 }
 
 // The first field of run.json that watch reads and finds of the wrong type, as
-// "\"steps\" is \"10\" (text), not a whole number"; "" when all are right.
-std::string wrong_run_json_field(const nlohmann::json& j) {
+// "\"steps\" is \"10\" (text), not a whole number"; "" when all are right. Those that decide
+// whether the run ended (steps, first_step, ended) when `deciding`, else those only shown.
+std::string wrong_run_json_field(const nlohmann::json& j, bool deciding) {
   auto whole = [](const nlohmann::json& v) {
     return v.is_number() && std::isfinite(v.get<double>()) && std::floor(v.get<double>()) == v.get<double>() &&
            v.get<double>() >= 0 && v.get<double>() < 9e18;
@@ -100,11 +101,14 @@ std::string wrong_run_json_field(const nlohmann::json& j) {
   auto is = [&](const nlohmann::json& v, const char* key, const char* want) {
     return "\"" + std::string(key) + "\" is " + brief(v) + " (" + type_name(v) + "), not " + want;
   };
-  const auto steps = j.find("steps");
-  if (steps == j.end()) return "\"steps\" is missing (the steps the run did)";
-  if (!whole(*steps)) return is(*steps, "steps", "a whole number");
-  if (const auto f = j.find("first_step"); f != j.end() && !whole(*f)) return is(*f, "first_step", "a whole number");
-  if (const auto e = j.find("ended"); e != j.end() && !e->is_string()) return is(*e, "ended", "text");
+  if (deciding) {
+    const auto steps = j.find("steps");
+    if (steps == j.end()) return "\"steps\" is missing (the steps the run did)";
+    if (!whole(*steps)) return is(*steps, "steps", "a whole number");
+    if (const auto f = j.find("first_step"); f != j.end() && !whole(*f)) return is(*f, "first_step", "a whole number");
+    if (const auto e = j.find("ended"); e != j.end() && !e->is_string()) return is(*e, "ended", "text");
+    return "";
+  }
   if (const auto t = j.find("timeline"); t != j.end() && !t->is_null() && !t->is_string())
     return is(*t, "timeline", "text");
   for (const char* key : {"wall_s", "images_per_s", "test_accuracy"})
@@ -244,8 +248,9 @@ LockProbe probe_run_lock(const std::string& run_dir, std::string* who) {
 }
 
 bool run_ended(const std::string& run_dir, const nlohmann::json& start, nlohmann::json* summary,
-               std::string* problem) {
+               std::string* problem, std::string* shown_wrong) {
   if (problem) problem->clear();
+  if (shown_wrong) shown_wrong->clear();
   const std::string path = run_dir + "/run.json";
   std::error_code ec;
   if (!fs::exists(path, ec)) return false;
@@ -263,7 +268,9 @@ bool run_ended(const std::string& run_dir, const nlohmann::json& start, nlohmann
     return cannot_tell(path + ": not JSON (" + e.what() + ")");
   }
   if (!j.is_object()) return cannot_tell(path + ": not a JSON object but " + brief(j));
-  if (const std::string wrong = wrong_run_json_field(j); !wrong.empty()) return cannot_tell(path + ": " + wrong);
+  if (const std::string wrong = wrong_run_json_field(j, true); !wrong.empty()) return cannot_tell(path + ": " + wrong);
+  if (const std::string wrong = wrong_run_json_field(j, false); !wrong.empty() && shown_wrong)
+    *shown_wrong = path + ": " + wrong;
   const int64_t from = start.is_object() ? field(start, "from_step", int64_t{0}) : -1;
   // A record of an early end (train/run_end.hpp) names the segment it ends by first_step.
   const std::string ended = field(j, "ended", std::string("finished"));
@@ -424,6 +431,7 @@ std::string watch_notes(const WatchView& v) {
   std::string s;
   if (!v.run_json_problem.empty() && !v.gone)  // when gone, the state line says it
     s += "note: " + v.run_json_problem + ": watch cannot tell from it whether or how the run ended\n";
+  if (!v.run_json_shown_wrong.empty()) s += "note: " + v.run_json_shown_wrong + ": not shown\n";
   if (v.skipped > 0) {
     s += "note: " + std::to_string(v.skipped) + " line(s) of " + v.run_dir +
          "/metrics.jsonl skipped, no record watch can show: ";

@@ -66,6 +66,7 @@ struct WatchView {
   // RUN_DIR/run.json exists but cannot say how the run ended: which field is wrong, or
   // that it is no JSON (issue 39: such a finished run was reported as killed).
   std::string run_json_problem;
+  std::string run_json_shown_wrong;  // a field only shown (wall_s, ...) of the wrong type: noted, shown as - or ?
   // metrics.jsonl lines not shown because they are no cnnscale record: how many, and the
   // first few as "line N: why" (issue 39: they were dropped without a word).
   int64_t skipped = 0;
@@ -87,12 +88,13 @@ LockProbe probe_run_lock(const std::string& run_dir, std::string* who);
 // Reads RUN_DIR/run.json: true when it records the end of the segment that `start`
 // opened (see above; a stopped or killed run's record, train/run_end.hpp, too); fills
 // *summary with it. When run.json exists but cannot tell — not JSON (past 16 MiB
-// included), not an object, or a field watch reads of the wrong type (steps, first_step:
-// whole numbers; ended, timeline: text; wall_s, images_per_s, test_accuracy: numbers) —
-// false, and *problem (when given) says which: `RUN/run.json: "steps" is "10" (text), not
-// a whole number`. *problem is cleared otherwise.
+// included), not an object, or a field that decides it of the wrong type (steps,
+// first_step: whole numbers; ended: text) — false, and *problem (when given) says which:
+// `RUN/run.json: "steps" is "10" (text), not a whole number`. A field only shown of the
+// wrong type (wall_s, images_per_s, test_accuracy: numbers; timeline: text) goes to
+// *shown_wrong alike. Both are cleared otherwise.
 bool run_ended(const std::string& run_dir, const nlohmann::json& start, nlohmann::json* summary,
-               std::string* problem = nullptr);
+               std::string* problem = nullptr, std::string* shown_wrong = nullptr);
 
 // When run.lock (its text: lock_text) records as its holder a pid on this host that no
 // longer exists, although the lock is held: who holds it instead — "pid Q (NAME)" from

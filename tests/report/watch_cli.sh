@@ -114,6 +114,11 @@ echo '{"steps":20,"wall_s":12,"images_per_s":300,"ended":"finished","finished":t
 "$C" watch "$F" --once >"$TMP/typed2.out" 2>&1
 expect_eq "the same run.json with \"steps\" a number: finished, exit 0" 0 "$?"
 expect_grep "the same run.json with \"steps\" a number: finished" "^finished: 20 steps in 0:00:12, median 300 img/s" "$TMP/typed2.out"
+echo '{"steps":20,"wall_s":"long","images_per_s":300,"ended":"finished","finished":true}' >"$F/run.json"
+"$C" watch "$F" --once >"$TMP/typed3.out" 2>&1
+expect_eq "a field only shown of the wrong type: still finished, exit 0" 0 "$?"
+expect_grep "a field only shown of the wrong type: shown as ?" "^finished: 20 steps in \?, median 300 img/s" "$TMP/typed3.out"
+expect_grep "a field only shown of the wrong type: named" "^note: $F/run.json: \"wall_s\" is \"long\" \(text\), not a number: not shown$" "$TMP/typed3.out"
 
 # ---- run.lock held by another process than the dead training it records (issue 39) ----
 # Before: watch waited forever ("running"); report said "still running"; train blamed a training.
