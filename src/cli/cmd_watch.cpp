@@ -83,8 +83,7 @@ int cmd_watch(int argc, char** argv) {
     const auto mtime = std::filesystem::last_write_time(dir + "/metrics.jsonl", ec);
     view.seconds_since_update =
         ec ? -1 : std::chrono::duration<double>(std::filesystem::file_time_type::clock::now() - mtime).count();
-    view.ended =
-        report::run_ended(dir, view.start, &view.run_json, &view.run_json_problem, &view.run_json_shown_wrong);
+    view.ended = report::run_ended(dir, view.start, &view.run_json, &view.run_json_problem, &view.run_json_shown_wrong);
     view.stopped.clear();
     if (view.ended) {
       const auto e = view.run_json.find("ended");

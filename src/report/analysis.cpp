@@ -42,11 +42,12 @@ void check_report_options(const ReportOptions& o) {
   check_option("--efficiency-threshold", o.efficiency_threshold, 0, false, 1,
                "the parallel efficiency the recommendation keeps, e.g. 0.8");
   if (o.bootstrap < 0 || o.bootstrap > kMaxBootstrap)
-    fail("--bootstrap must be at least 0 and at most ", kMaxBootstrap, " (replicates of the model's fit; 200 by "
-         "default), got ", o.bootstrap);
+    fail("--bootstrap must be at least 0 and at most ", kMaxBootstrap,
+         " (replicates of the model's fit; 200 by default), got ", o.bootstrap);
   if (o.target_accuracy)
     check_option("--target-accuracy", *o.target_accuracy, 0, false, 1, "a fraction, e.g. 0.9 for 90 %");
-  if (o.epochs) check_option("--epochs", *o.epochs, 0, false, kMaxEpochs, "the epochs of the training to budget, e.g. 90");
+  if (o.epochs)
+    check_option("--epochs", *o.epochs, 0, false, kMaxEpochs, "the epochs of the training to budget, e.g. 90");
   if (o.train_samples)
     check_option("--train-samples", static_cast<double>(*o.train_samples), 1, true, kMaxTrainSamples,
                  "the images of one epoch, e.g. 1281167 for ImageNet-1k");
@@ -112,7 +113,8 @@ Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& 
 }
 
 std::vector<ExternalPoint> load_points(const std::string& path) {
-  std::istringstream in(read_input_text(path, "cannot read --points file '" + path + "': no such file or not readable"));
+  std::istringstream in(
+      read_input_text(path, "cannot read --points file '" + path + "': no such file or not readable"));
   std::string line;
   std::vector<ExternalPoint> out;
   std::vector<std::string> header;

@@ -212,8 +212,12 @@ RunRecord parse_run(const json& doc, const std::string& file) {
   if (r.images_per_s_p90) check_measured(file, "images_per_s_p90", *r.images_per_s_p90, kMaxImagesPerS, "images/s");
   check_measured(file, "step_ms.p90", r.step_ms_p90, kMaxStepMs, "ms");  // p10 <= median <= p90
   if (r.step_ms_mean) check_measured(file, "step_ms.mean", *r.step_ms_mean, kMaxStepMs, "ms");
-  for (const auto& [name, b] : {std::pair{"breakdown_ms", r.breakdown}, {"breakdown_median_ms", r.breakdown_median.value_or(StepBreakdown{})}})
-    for (const auto& [part, v] : {std::pair{"data", b.data}, {"compute", b.compute}, {"comm_exposed", b.comm_exposed}, {"optimizer", b.optimizer}})
+  for (const auto& [name, b] :
+       {std::pair{"breakdown_ms", r.breakdown}, {"breakdown_median_ms", r.breakdown_median.value_or(StepBreakdown{})}})
+    for (const auto& [part, v] : {std::pair{"data", b.data},
+                                  {"compute", b.compute},
+                                  {"comm_exposed", b.comm_exposed},
+                                  {"optimizer", b.optimizer}})
       check_measured(file, std::string(name) + "." + part, v, kMaxStepMs, "ms");
   for (double v : r.compute_ms_per_rank) check_measured(file, "compute_median_ms_per_rank", v, kMaxStepMs, "ms");
   if (r.grad_bytes) check_measured(file, "grad_bytes", *r.grad_bytes, kMaxBytes, "bytes");

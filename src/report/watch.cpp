@@ -128,7 +128,7 @@ std::string duration(double s) {
 
 namespace {
 constexpr uint64_t kReadChunk = uint64_t{4} << 20;  // bytes read per step of a poll
-constexpr size_t kMaxLine = size_t{1} << 20;         // a longer line is no record
+constexpr size_t kMaxLine = size_t{1} << 20;        // a longer line is no record
 }  // namespace
 
 bool MetricsTail::poll(const std::function<void(MetricsLine&&)>& each) {
@@ -247,8 +247,8 @@ LockProbe probe_run_lock(const std::string& run_dir, std::string* who) {
   return r;
 }
 
-bool run_ended(const std::string& run_dir, const nlohmann::json& start, nlohmann::json* summary,
-               std::string* problem, std::string* shown_wrong) {
+bool run_ended(const std::string& run_dir, const nlohmann::json& start, nlohmann::json* summary, std::string* problem,
+               std::string* shown_wrong) {
   if (problem) problem->clear();
   if (shown_wrong) shown_wrong->clear();
   const std::string path = run_dir + "/run.json";

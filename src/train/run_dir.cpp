@@ -20,8 +20,8 @@
 #include "train/run_end.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
-#include "util/process.hpp"
 #include "util/log.hpp"
+#include "util/process.hpp"
 
 namespace fs = std::filesystem;
 
@@ -278,8 +278,8 @@ RunDirLock RunDirLock::acquire(const std::string& dir, const LockHolder& me, std
              ", which no longer runs. End that process (or choose another --run-dir); then this training can take "
              "the lock");
       }
-      fail("run directory '", dir, "' is in use by another training: ", holder.describe(),
-           " holds ", path, ". One training writes a run directory at a time; wait for that one to end, or ",
+      fail("run directory '", dir, "' is in use by another training: ", holder.describe(), " holds ", path,
+           ". One training writes a run directory at a time; wait for that one to end, or ",
            "choose another --run-dir");
     }
     ::close(fd);

@@ -68,7 +68,7 @@ TEST_F(AtomicFile, SymlinkToRegularFileIsWrittenThroughAndStays) {
 TEST_F(AtomicFile, SymlinkToMissingFileCreatesItsTarget) {
   fs::create_directory(p("sub"));
   fs::create_symlink(p("sub/missing.json"), p("dangling.json"));  // absolute, into another folder
-  fs::create_symlink("dangling.json", p("chain.json"));            // a link to the link
+  fs::create_symlink("dangling.json", p("chain.json"));           // a link to the link
   write_file_atomic(p("chain.json"), std::string("made"));
   EXPECT_EQ(type_of(p("chain.json")), S_IFLNK);
   EXPECT_EQ(type_of(p("dangling.json")), S_IFLNK);

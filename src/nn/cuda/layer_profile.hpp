@@ -74,8 +74,8 @@ class LayerProfile {
     }
     std::sort(rows.rbegin(), rows.rend());
     const double steps = std::max<int64_t>(steps_, 1);
-    addf(f, "# %s, batch %lld: device ms per step over %lld steps (the first 2 left out), total %.3f\n",
-                 what.c_str(), static_cast<long long>(batch), static_cast<long long>(steps_), total / steps);
+    addf(f, "# %s, batch %lld: device ms per step over %lld steps (the first 2 left out), total %.3f\n", what.c_str(),
+         static_cast<long long>(batch), static_cast<long long>(steps_), total / steps);
     addf(f, "# by operation and direction\n");
     std::vector<std::pair<double, std::string>> ops;
     for (const auto& [key, ms] : by_op) ops.emplace_back(ms, key.first + " " + dir_names[key.second]);
@@ -91,8 +91,8 @@ class LayerProfile {
                       n.out.w, n.kernel, n.stride);
       }
       addf(f, "%4d %-8s %-32s %-16s %9.3f ms %5.1f%%\n", node,
-                   node < 0 ? "loss" : op_names[static_cast<int>(g.nodes[node].op)], shape, dir_names[d], ms / steps,
-                   total > 0 ? 100 * ms / total : 0);
+           node < 0 ? "loss" : op_names[static_cast<int>(g.nodes[node].op)], shape, dir_names[d], ms / steps,
+           total > 0 ? 100 * ms / total : 0);
     }
     try {
       write_file_atomic(path_, f);
