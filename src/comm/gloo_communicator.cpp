@@ -12,8 +12,13 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -32,32 +37,113 @@ using Ms = std::chrono::milliseconds;
 Ms to_ms(double s) { return Ms(static_cast<long>(s * 1000.0)); }
 double now_s() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
-// The cnnscale store as Gloo's rendezvous::Store, keys under a prefix.
+// Gloo's address lists, compacted for the store (issue 39 item 1). This Gloo (Debian's
+// 2022 build) writes under "<rank>" one tcp::Address image per peer: a sockaddr_storage
+// of which only the sockaddr_in/in6 part is set (the rest is whatever was on the stack,
+// different in every image) and an 8-byte sequence number: 136 bytes per peer, so a
+// world's two contexts put 272·W² bytes in the store (4.5 GB at 4096 ranks). Gloo reads
+// back only the family, address and port. The adapter stores the images with the unset
+// bytes zeroed (no stack contents leave the process), as the first image and, for each
+// further one, the bytes where it differs from the first (the port: 2 bytes): 2·W + 149
+// bytes a list, ~4·W² bytes in all (measured: tests/comm/test_gloo_store.cpp).
+//   'A' count size lo hi (u32 each), image 0, then count-1 × its bytes [lo, hi)
+//   'R' and the value as Gloo gave it (the hostname keys, an address list of another layout)
+constexpr size_t kAddressImage = sizeof(sockaddr_storage) + 8;
+constexpr size_t kPackedHeader = 1 + 4 * 4;
+
+void put_u32(std::string& out, size_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+size_t get_u32(const char* p) {
+  size_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<size_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+std::string pack_value(const std::vector<char>& v, int size) {
+  const size_t n = size > 1 ? static_cast<size_t>(size - 1) : 0;
+  std::vector<char> img(v);
+  bool addresses = n > 0 && v.size() == n * kAddressImage;
+  for (size_t i = 0; addresses && i < n; ++i) {
+    char* p = img.data() + i * kAddressImage;
+    sockaddr_storage ss;
+    std::memcpy(&ss, p, sizeof(ss));
+    const size_t used = ss.ss_family == AF_INET    ? sizeof(sockaddr_in)
+                        : ss.ss_family == AF_INET6 ? sizeof(sockaddr_in6)
+                                                   : 0;
+    if (used == 0) addresses = false;
+    else std::memset(p + used, 0, sizeof(sockaddr_storage) - used);
+  }
+  std::string out;
+  if (!addresses) {
+    out.push_back('R');
+    out.append(v.begin(), v.end());
+    return out;
+  }
+  size_t lo = kAddressImage, hi = 0;
+  for (size_t i = 1; i < n; ++i)
+    for (size_t b = 0; b < kAddressImage; ++b)
+      if (img[i * kAddressImage + b] != img[b]) {
+        lo = std::min(lo, b);
+        hi = std::max(hi, b + 1);
+      }
+  if (hi < lo) lo = hi = 0;  // one image, or all alike
+  out.push_back('A');
+  for (size_t x : {n, kAddressImage, lo, hi}) put_u32(out, x);
+  out.append(img.data(), kAddressImage);
+  for (size_t i = 1; i < n; ++i) out.append(img.data() + i * kAddressImage + lo, hi - lo);
+  return out;
+}
+
+std::vector<char> unpack_value(const std::string& s, int size, const std::string& key, const RendezvousStore& store) {
+  if (!s.empty() && s[0] == 'R') return std::vector<char>(s.begin() + 1, s.end());
+  const size_t n = size > 1 ? static_cast<size_t>(size - 1) : 0;
+  const bool header = s.size() >= kPackedHeader && s[0] == 'A';
+  const size_t count = header ? get_u32(&s[1]) : 0, image = header ? get_u32(&s[5]) : 0;
+  const size_t lo = header ? get_u32(&s[9]) : 0, hi = header ? get_u32(&s[13]) : 0;
+  if (!header || count != n || n == 0 || image != kAddressImage || lo > hi || hi > image ||
+      s.size() != kPackedHeader + image + (count - 1) * (hi - lo))
+    fail("the Gloo address list '", key, "' in the rendezvous store at ", store.where(),
+         " is malformed: a process that is not one of this job's ranks wrote it (set CNNSCALE_RENDEZVOUS_TOKEN, the "
+         "same on every rank), or the ranks run different cnnscale builds");
+  std::vector<char> out(count * image);
+  const char* first = s.data() + kPackedHeader;
+  for (size_t i = 0; i < count; ++i) {
+    std::memcpy(out.data() + i * image, first, image);
+    if (i > 0) std::memcpy(out.data() + i * image + lo, first + image + (i - 1) * (hi - lo), hi - lo);
+  }
+  return out;
+}
+
+// The cnnscale store as Gloo's rendezvous::Store, keys under a prefix, values packed.
 class StoreAdapter final : public gloo::rendezvous::Store {
  public:
-  StoreAdapter(RendezvousStore& s, std::string prefix, double timeout_s)
-      : s_(s), prefix_(std::move(prefix)), timeout_(to_ms(timeout_s)) {}
+  StoreAdapter(RendezvousStore& s, std::string prefix, int size, double timeout_s)
+      : s_(s), prefix_(std::move(prefix)), size_(size), timeout_(to_ms(timeout_s)) {}
   void set(const std::string& key, const std::vector<char>& data) override {
-    s_.set(prefix_ + key, std::string(data.begin(), data.end()));
+    s_.set(prefix_ + key, pack_value(data, size_));
   }
   std::vector<char> get(const std::string& key) override {
-    std::string v = s_.get(prefix_ + key, timeout_);
-    return std::vector<char>(v.begin(), v.end());
+    return unpack_value(s_.get(prefix_ + key, timeout_), size_, prefix_ + key, s_);
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys, const Ms& timeout) override {
     std::vector<std::string> full;
     for (const auto& k : keys) full.push_back(prefix_ + k);
     auto missing = s_.wait(full, timeout);
-    if (!missing.empty())
+    if (!missing.empty()) {
+      const std::string refused = s_.refusals();
       fail("the Gloo connection setup waited ", std::chrono::duration<double>(timeout).count(), " s at ", s_.where(),
            " for ", missing.front(),
-           ": a rank stopped between the rendezvous and the connection setup (see its output)");
+           ": a rank stopped between the rendezvous and the connection setup (see its output)",
+           refused.empty() ? "" : "; " + refused);
+    }
   }
 
  private:
   RendezvousStore& s_;
   std::string prefix_;
+  int size_;
   Ms timeout_;
 };
 
@@ -382,7 +468,7 @@ std::shared_ptr<gloo::Context> make_gloo_context(RendezvousStore& store, const s
   }
   auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
   ctx->setTimeout(to_ms(timeout_s));
-  StoreAdapter adapter(store, "cnnscale/gloo/" + prefix + "/", timeout_s);
+  StoreAdapter adapter(store, "cnnscale/gloo/" + prefix + "/", size, timeout_s);
   try {
     ctx->connectFullMesh(adapter, dev);
   } catch (const UserError&) {

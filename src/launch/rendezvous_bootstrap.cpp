@@ -149,8 +149,10 @@ ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& 
   if (ctx.size > kMaxRendezvousRanks)  // before anything sized by it (issue 26 item 4)
     fail(li.size_var, "=", ctx.size, ": ranks that meet at a rendezvous store (launcher: ", li.name,
          ") are limited to ", kMaxRendezvousRanks,
-         " (Gloo's full mesh makes rank 0's store hold ~400 bytes per pair of ranks); launch larger jobs with "
-         "srun --mpi=pmix or mpirun, or fix ", li.size_var);
+         " (Gloo's full mesh: every rank connects to every other twice and reads every rank's address list); "
+         "launch larger jobs with "
+         "srun --mpi=pmix or mpirun, or fix ",
+         li.size_var);
   set_log_rank(ctx.rank);
   ctx.host = this_host();
 
@@ -187,10 +189,13 @@ ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& 
   if (!missing.empty()) {
     std::vector<int> ranks;
     for (const auto& k : missing) ranks.push_back(std::stoi(k.substr(k.rfind('/') + 1)));
+    // Rank 0 says what its store refused (issue 39 items 2, 3): a rank with another token
+    // or none, strangers that never proved the token.
+    const std::string refused = store.refusals();
     fail("rank ", ctx.rank, ": rank(s) ", rank_list(ranks), " of ", ctx.size, " (", li.size_var, "=", ctx.size,
-         ") did not join the rendezvous at ", store.where(), " within ", timeout,
-         " s (--collective-timeout). Start every rank (", li.rank_var, "=0..", ctx.size - 1,
-         ") with the same rendezvous address, or fix ", li.size_var);
+         ") did not join the rendezvous at ", store.where(), " within ", timeout, " s (--collective-timeout)",
+         refused.empty() ? ". Start" : "; " + refused + ". Otherwise, start", " every rank (", li.rank_var, "=0..",
+         ctx.size - 1, ") with the same rendezvous address, or fix ", li.size_var);
   }
   std::vector<std::string> hosts(static_cast<size_t>(ctx.size));
   for (int r = 0; r < ctx.size; ++r) {

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -18,16 +20,27 @@
 #include "launch/rendezvous_token.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
+#include "util/memory.hpp"
 #include "util/stop_signal.hpp"
 
 namespace cnnscale {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr char kHello[] = "CNSTORE2";
+constexpr char kHello[] = "CNSTORE3";
 constexpr size_t kHelloLen = 8;
-constexpr double kHandshakeS = 10;  // a connection must finish its handshake in this time
+// A connection must finish its handshake this soon after it is accepted (a rank's takes
+// one round trip; issue 39 item 2: at 10 s, 100 strangers that never finished held the store).
+constexpr double kHandshakeS = 2;
 constexpr double kStalledS = 10;    // a client that reads none of its reply for this long is dropped
+constexpr double kWarnEveryS = 10;  // each kind of refusal is warned about at once, then at most this often
+
+// The hello's flags (what the client holds) and the server's answer (mode).
+constexpr char kNoToken = 0, kToken = 1, kAwaitingTokenFile = 2;
+constexpr char kOpen = 0, kProve = 1, kRefused = 2, kBusy = 3;
+// A request's reply status.
+constexpr char kNo = 0, kYes = 1, kFull = 2, kOutOfMemory = 3;
+constexpr char kHelloLabel[] = "cnnscale-hello";  // the MAC a token holder sends with its hello
 
 // torch.distributed TCPStore (torch 2.x): c10d::detail::QueryType and friends.
 constexpr uint8_t kTorchValidate = 0, kTorchSet = 1, kTorchGet = 3, kTorchAdd = 4, kTorchCheck = 5, kTorchPing = 13;
@@ -167,20 +180,30 @@ StoreLimits store_limits_for_world(int world_size) {
   const size_t w = static_cast<size_t>(std::clamp(world_size, 1, kMaxRendezvousRanks));
   StoreLimits l;
   l.max_key = 512;
-  // Gloo's full mesh stores W addresses of ≤ 192 bytes (+ framing) under one key per rank.
-  l.max_value = 64 * 1024 + 256 * w;
-  // Per rank: join, devices, two Gloo contexts, a few more; plus the job's own keys.
-  l.max_keys = 256 + 16 * w;
-  // Two Gloo contexts' full meshes and the rest, twice over (a run holds about half of it).
-  l.max_bytes = (size_t{16} << 20) + 4 * w * (256 * w + 4096);
+  // The largest value a rank writes is a Gloo address list (2·W + 149 bytes compacted,
+  // 8.3 KB at 4096 ranks); the others are < 1 KiB.
+  l.max_value = 64 * 1024;
+  // A rank writes ≤ 9 keys (join, devices, backend facts, 2 of `cnnscale env`, 2 per Gloo context).
+  l.max_keys = 64 + 16 * w;
+  // Per rank: ≤ 16 KiB besides Gloo's address lists (measured ~0.8 KiB) and 8·W bytes for
+  // its two lists (measured 4·W): ~70 MiB needed at 4096 ranks, 193 MiB allowed.
+  l.max_bytes = (size_t{1} << 20) + w * (16 * 1024 + 8 * w);
   l.max_connections = 64 + 4 * w;
+  l.max_pending = 64;
+  // At the Gloo setup every rank sends its lists and reads the others' one at a time:
+  // ~2·W·(2·W + 149) bytes at most in flight, 67 MiB at 4096 ranks.
+  l.max_in_flight = l.max_bytes;
   return l;
 }
 
 // ---- the server: one thread, non-blocking sockets, bounded ----
 class RendezvousStore::Server {
  public:
-  Server(const StoreOptions& o, int* port) : lim_(store_limits_for_world(o.world_size)), token_(o.token) {
+  Server(const StoreOptions& o, int* port)
+      : lim_(store_limits_for_world(o.world_size)),
+        world_(o.world_size),
+        token_(o.token),
+        token_file_(!o.token_file.empty()) {
     listen_fd_ = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
     const bool v6 = listen_fd_ >= 0;
     if (!v6) listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -231,36 +254,108 @@ class RendezvousStore::Server {
     for (int f : wake_) ::close(f);
   }
 
+  RendezvousStore::Held held() const { return {keys_.load(), held_bytes_.load()}; }
+
+  // What was refused or dropped, one clause per kind (see RendezvousStore::refusals()).
+  std::string refusals() const {
+    std::lock_guard<std::mutex> lock(incidents_mu_);
+    std::string out;
+    auto add = [&](Kind k, const std::string& what, const std::string& fix) {
+      const Incident& i = incidents_[k];
+      if (i.count == 0) return;
+      out += (out.empty() ? "" : "; ") + what.substr(0, what.find('#')) + std::to_string(i.count) +
+             what.substr(what.find('#') + 1) + (i.count == 1 ? " (from " : " (the last from ") + i.last + ")" +
+             (fix.empty() ? "" : ": " + fix);
+    };
+    const std::string same_token = token_file_
+                                       ? "every rank must read the same token file (the same --run-dir, on a "
+                                         "file system every node shares) or have the same CNNSCALE_RENDEZVOUS_TOKEN"
+                                       : "set CNNSCALE_RENDEZVOUS_TOKEN to the same value on every rank";
+    add(wrong_token, "refused # client(s) that presented another rendezvous token", same_token);
+    add(no_token, "refused # client(s) that presented no rendezvous token", same_token);
+    add(awaiting_token_file, "refused # connection(s) of a client still waiting for its token file",
+        "--run-dir must be the same directory on every rank, on a file system every node shares");
+    add(other_version, "dropped # client(s) of another cnnscale version", "run the same cnnscale build on every rank");
+    add(stranger,
+        token_.empty()
+            ? "dropped # connection(s) that did not complete the handshake within 2 s or spoke another protocol"
+            : "dropped # connection(s) that did not prove the job's rendezvous token within 2 s",
+        "strangers are connecting to its port (they never take a rank's place)");
+    add(busy,
+        "refused # connection(s) beyond the " + std::to_string(lim_.max_connections) + " a world of " +
+            std::to_string(world_) + " needs",
+        "");
+    add(full, "refused # write(s) beyond its limits", "");
+    add(out_of_memory, "ran out of memory # time(s)", "give rank 0 more memory");
+    add(bad_request, "dropped # client(s) that sent a request beyond its limits", "");
+    add(stalled, "dropped # client(s) that did not read their replies", "");
+    add(in_flight, "dropped # client(s) beyond the bytes in flight a world needs", "");
+    return out;
+  }
+
  private:
   struct Conn {
     int fd = -1;
     std::string peer;
     std::string in, out;
     size_t out_off = 0;
-    enum { hello, proof, ready } state = hello;
+    enum { hello, proof, ready } state = hello;  // hello: pending; proof, ready: trusted
     Nonce snonce{}, cnonce{};
     Clock::time_point accepted, last_sent;
+    size_t counted = 0;  // in.size() + out.size() as in_flight_ counts them
     bool close_after_send = false, drop = false;
     bool pending() const { return out_off < out.size(); }
   };
 
-  void warn(const std::string& msg) {
-    if (warnings_ < 20) log_warn("rendezvous store: " + msg);
-    else if (warnings_ == 20) log_warn("rendezvous store: further warnings about clients are not shown");
-    ++warnings_;
+  // What the store refused or dropped, by kind: counted for rank 0's final messages, and
+  // warned about at once, then at most every kWarnEveryS (issue 39 item 3).
+  enum Kind {
+    wrong_token,
+    no_token,
+    awaiting_token_file,
+    other_version,
+    stranger,
+    busy,
+    full,
+    out_of_memory,
+    bad_request,
+    stalled,
+    in_flight,
+    kKinds
+  };
+  struct Incident {
+    size_t count = 0, unwarned = 0;
+    std::string last;  // the peer of the last one
+    Clock::time_point warned{};
+    bool ever = false;
+  };
+
+  template <class Warning>
+  void note(Kind k, const std::string& peer, Warning&& warning) {
+    try {
+      std::lock_guard<std::mutex> lock(incidents_mu_);
+      Incident& i = incidents_[k];
+      ++i.count;
+      i.last = peer;
+      if (i.ever && since(i.warned) < kWarnEveryS) {
+        ++i.unwarned;
+        return;
+      }
+      log_warn(
+          "rendezvous store: " + warning() +
+          (i.unwarned ? " (and " + std::to_string(i.unwarned) + " more like it since the last such warning)" : ""));
+      i.ever = true;
+      i.warned = Clock::now();
+      i.unwarned = 0;
+    } catch (...) {  // out of memory for the message: the count is what matters
+    }
   }
 
-  void accept_one(std::vector<Conn>& conns) {
+  void accept_one(std::vector<Conn>& conns, char* buf) {
     sockaddr_storage ss{};
     socklen_t len = sizeof(ss);
     const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
-    if (conns.size() >= lim_.max_connections) {
-      ::close(fd);
-      warn("refused a connection from " + sockaddr_host(ss) + ": " + std::to_string(conns.size()) +
-           " connections are open, the most a world of this size needs");
-      return;
-    }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     Conn c;
@@ -269,12 +364,102 @@ class RendezvousStore::Server {
     c.accepted = c.last_sent = Clock::now();
     c.snonce = random_nonce();
     conns.push_back(std::move(c));
+    receive(conns.back(), buf);  // a rank sends its hello right after connecting: it is often here already
   }
 
+  // Every reply goes out through here: one at a time per connection, within the bytes in flight.
   void reply(Conn& c, std::string bytes) {
+    if (in_flight_ + bytes.size() > lim_.max_in_flight) {
+      note(in_flight, c.peer, [&] {
+        return "dropped a client at " + c.peer + ": the replies and requests in flight hold " +
+               std::to_string(in_flight_) + " bytes, the most a world of " + std::to_string(world_) + " needs";
+      });
+      c.drop = true;
+      return;
+    }
     c.out = std::move(bytes);
     c.out_off = 0;
     c.last_sent = Clock::now();
+  }
+
+  void receive(Conn& c, char* buf) {
+    const ssize_t k = ::recv(c.fd, buf, 65536, 0);
+    if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      c.drop = true;
+    } else if (k > 0 && in_flight_ + static_cast<size_t>(k) > lim_.max_in_flight) {
+      note(in_flight, c.peer, [&] {
+        return "dropped a client at " + c.peer + ": the requests and replies in flight hold " +
+               std::to_string(in_flight_) + " bytes, the most a world of " + std::to_string(world_) + " needs";
+      });
+      c.drop = true;
+    } else if (k > 0) {
+      c.in.append(buf, static_cast<size_t>(k));
+      handle(c);
+    }
+    recount(c);
+  }
+
+  // in_flight_ follows c's buffers (called after each change; between, it counts more).
+  void recount(Conn& c) {
+    const size_t now = c.in.size() + c.out.size();
+    in_flight_ = in_flight_ - c.counted + now;
+    c.counted = now;
+  }
+
+  // The hello (client: "CNSTORE3" flags nonce [MAC("cnnscale-hello"|nonce|0) with a token]).
+  void hello(Conn& c) {
+    if (c.in.size() >= kHelloLen && c.in.compare(0, kHelloLen, kHello) != 0) {
+      if (c.in.compare(0, kHelloLen - 1, kHello, kHelloLen - 1) == 0)
+        note(other_version, c.peer, [&] {
+          return "dropped a client at " + c.peer + " of another cnnscale version (its hello is " +
+                 c.in.substr(0, kHelloLen) + ", this one's " + kHello + ")";
+        });
+      else
+        note(stranger, c.peer,
+             [&] { return "dropped a connection from " + c.peer + " that does not speak the store's protocol"; });
+      c.drop = true;
+      return;
+    }
+    if (c.in.size() < kHelloLen + 1 + kNonceBytes) return;
+    const char flags = c.in[kHelloLen];
+    const size_t need = kHelloLen + 1 + kNonceBytes + (flags == kToken ? 32 : 0);
+    if (c.in.size() < need) return;
+    c.cnonce = to_nonce(&c.in[kHelloLen + 1]);
+    char mode = kOpen;
+    if (!token_.empty()) {
+      const bool proven = flags == kToken && same_mac(to_mac(&c.in[kHelloLen + 1 + kNonceBytes]),
+                                                      rendezvous_mac(token_, kHelloLabel, c.cnonce, Nonce{}));
+      mode = proven ? kProve : kRefused;
+      if (flags == kToken && !proven)
+        note(wrong_token, c.peer,
+             [&] { return "refused a client at " + c.peer + " that presented another rendezvous token"; });
+      else if (flags == kAwaitingTokenFile)
+        note(awaiting_token_file, c.peer, [&] {
+          return "refused a client at " + c.peer +
+                 " that has no rendezvous token yet: it waits for its token file (in its --run-dir), which rank 0 "
+                 "wrote to its own --run-dir";
+        });
+      else if (flags != kToken)
+        note(no_token, c.peer, [&] { return "refused a client at " + c.peer + " that presented no rendezvous token"; });
+    }
+    if (mode != kRefused && trusted_ >= lim_.max_connections) {
+      mode = kBusy;
+      note(busy, c.peer, [&] {
+        return "refused a client at " + c.peer + ": " + std::to_string(trusted_) +
+               " clients are connected, the most a world of " + std::to_string(world_) + " needs";
+      });
+    }
+    c.in.erase(0, need);
+    std::string r(kHello, kHelloLen);
+    r.push_back(mode);
+    r += nonce_bytes(c.snonce);
+    reply(c, std::move(r));
+    if (mode == kRefused || mode == kBusy) {
+      c.close_after_send = true;
+      return;
+    }
+    c.state = mode == kOpen ? Conn::ready : Conn::proof;
+    ++trusted_;
   }
 
   // Handles complete messages while no reply is pending (a client that does not read
@@ -282,19 +467,8 @@ class RendezvousStore::Server {
   void handle(Conn& c) {
     while (!c.pending() && !c.drop && !c.close_after_send) {
       if (c.state == Conn::hello) {
-        const size_t need = kHelloLen + 1 + kNonceBytes;
-        if (c.in.size() >= kHelloLen && c.in.compare(0, kHelloLen, kHello) != 0) {
-          c.drop = true;  // not a cnnscale client (a port scanner, an older cnnscale)
-          return;
-        }
-        if (c.in.size() < need) return;
-        c.cnonce = to_nonce(&c.in[kHelloLen + 1]);
-        c.in.erase(0, need);
-        std::string r(kHello, kHelloLen);
-        r.push_back(token_.empty() ? 0 : 1);
-        r += nonce_bytes(c.snonce);
-        reply(c, std::move(r));
-        c.state = token_.empty() ? Conn::ready : Conn::proof;
+        hello(c);
+        if (c.state == Conn::hello) return;
         continue;
       }
       if (c.state == Conn::proof) {
@@ -302,13 +476,14 @@ class RendezvousStore::Server {
         const Mac got = to_mac(c.in.data());
         c.in.erase(0, 32);
         if (!same_mac(got, rendezvous_mac(token_, "cnnscale-client", c.snonce, c.cnonce))) {
-          warn("refused a client at " + c.peer + " that does not hold the job's rendezvous token");
-          reply(c, std::string(1, '\0'));
+          note(wrong_token, c.peer,
+               [&] { return "refused a client at " + c.peer + " that presented another rendezvous token"; });
+          reply(c, std::string(1, kNo));
           c.close_after_send = true;
           return;
         }
         const Mac mine = rendezvous_mac(token_, "cnnscale-server", c.cnonce, c.snonce);
-        std::string r(1, '\1');
+        std::string r(1, kYes);
         r.append(reinterpret_cast<const char*>(mine.data()), mine.size());
         reply(c, std::move(r));
         c.state = Conn::ready;
@@ -317,14 +492,16 @@ class RendezvousStore::Server {
       if (c.in.size() < 5) return;
       const char op = c.in[0];
       if (op != 's' && op != 'c' && op != 'g') {
-        warn("dropped a client at " + c.peer + " that sent an unknown request");
+        note(bad_request, c.peer, [&] { return "dropped a client at " + c.peer + " that sent an unknown request"; });
         c.drop = true;
         return;
       }
       const uint64_t klen = get_le(&c.in[1], 4);
       if (klen > lim_.max_key) {
-        warn("dropped a client at " + c.peer + " that sent a key of " + std::to_string(klen) + " bytes (at most " +
-             std::to_string(lim_.max_key) + ")");
+        note(bad_request, c.peer, [&] {
+          return "dropped a client at " + c.peer + " that sent a key of " + std::to_string(klen) + " bytes (at most " +
+                 std::to_string(lim_.max_key) + ")";
+        });
         c.drop = true;
         return;
       }
@@ -334,8 +511,10 @@ class RendezvousStore::Server {
         if (c.in.size() < need + 4) return;
         vlen = get_le(&c.in[need], 4);
         if (vlen > lim_.max_value) {
-          warn("dropped a client at " + c.peer + " that sent a value of " + std::to_string(vlen) + " bytes (at most " +
-               std::to_string(lim_.max_value) + " for this world)");
+          note(bad_request, c.peer, [&] {
+            return "dropped a client at " + c.peer + " that sent a value of " + std::to_string(vlen) +
+                   " bytes (at most " + std::to_string(lim_.max_value) + ")";
+          });
           c.drop = true;
           return;
         }
@@ -346,43 +525,96 @@ class RendezvousStore::Server {
       std::string r;
       if (op == 'g') {
         auto it = kv_.find(key);
-        r.push_back(it != kv_.end() ? 1 : 0);
+        r.push_back(it != kv_.end() ? kYes : kNo);
         if (it != kv_.end()) {
           put_u32(r, static_cast<uint32_t>(it->second.size()));
           r += it->second;
         }
       } else {
-        auto it = kv_.find(key);
-        const bool absent = it == kv_.end();
-        if (op == 'c' && !absent) {
-          r.push_back(0);
-        } else {
-          const size_t old = absent ? 0 : key.size() + it->second.size();
-          const size_t bytes_after = bytes_ - old + key.size() + vlen;
-          if ((absent && kv_.size() + 1 > lim_.max_keys) || bytes_after > lim_.max_bytes) {
-            warn("refused to store a key from " + c.peer + ": the store holds " + std::to_string(kv_.size()) +
-                 " keys and " + std::to_string(bytes_) + " bytes, the most a world of this size needs");
-            r.push_back(2);
-          } else {
-            kv_[key] = c.in.substr(5 + klen + 4, vlen);
-            bytes_ = bytes_after;
-            r.push_back(1);
-          }
-        }
+        r.push_back(store(c, key, vlen));
       }
       c.in.erase(0, need);
       reply(c, std::move(r));
     }
   }
 
+  // Stores the value of a set/create request at the front of c.in; its reply status.
+  char store(Conn& c, const std::string& key, uint64_t vlen) {
+    const char op = c.in[0];
+    auto it = kv_.find(key);
+    const bool absent = it == kv_.end();
+    if (op == 'c' && !absent) return kNo;
+    const size_t old = absent ? 0 : key.size() + it->second.size();
+    const size_t bytes_after = bytes_ - old + key.size() + vlen;
+    if ((absent && kv_.size() + 1 > lim_.max_keys) || bytes_after > lim_.max_bytes) {
+      note(full, c.peer, [&] {
+        return "refused to store a key from " + c.peer + ": the store holds " + std::to_string(kv_.size()) +
+               " keys and " + std::to_string(bytes_) + " bytes, and a world of " + std::to_string(world_) +
+               " needs at most " + std::to_string(lim_.max_keys) + " keys and " + std::to_string(lim_.max_bytes) +
+               " bytes" + (token_.empty() ? "" : " (the client proved the job's rendezvous token)");
+      });
+      return kFull;
+    }
+    try {
+      std::string& slot = absent ? kv_[key] : it->second;
+      try {
+        slot.assign(c.in, 5 + key.size() + 4, vlen);
+      } catch (const std::bad_alloc&) {
+        if (absent) kv_.erase(key);
+        throw;
+      }
+    } catch (const std::bad_alloc&) {  // issue 39 item 1: once an uncaught abort (exit 134) under `ulimit -v`
+      note(out_of_memory, c.peer, [&] {
+        return out_of_memory_message("holding the rendezvous store (" + std::to_string(kv_.size()) + " keys, " +
+                                         std::to_string(bytes_) + " bytes) for a client at " + c.peer,
+                                     vlen,
+                                     "the write is refused; give rank 0 more memory" +
+                                         std::string(token_.empty() ? " or set CNNSCALE_RENDEZVOUS_TOKEN" : ""));
+      });
+      return kOutOfMemory;
+    }
+    bytes_ = bytes_after;
+    keys_ = kv_.size();
+    held_bytes_ = bytes_;
+    return kYes;
+  }
+
+  // Sends or receives what is due on c (ev: its poll events).
+  void serve(Conn& c, short ev, char* buf) {
+    if (ev & (POLLERR | POLLNVAL)) c.drop = true;
+    if (!c.drop && (ev & POLLOUT) && c.pending()) {
+      const ssize_t k = ::send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
+      if (k > 0) {
+        c.out_off += static_cast<size_t>(k);
+        c.last_sent = Clock::now();
+      } else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        c.drop = true;
+      }
+      if (!c.pending()) {
+        c.out.clear();
+        c.out_off = 0;
+        if (c.close_after_send) c.drop = true;
+        else handle(c);  // requests that arrived while the reply was going out
+      }
+      recount(c);
+    } else if (!c.drop && (ev & (POLLIN | POLLHUP))) {
+      receive(c, buf);
+    }
+  }
+
   void run() {
     std::vector<Conn> conns;
     std::vector<pollfd> fds;
-    char buf[65536];
+    std::vector<char> buf(65536);
     for (;;) {
-      fds.assign({{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}});
+      // Connections in their handshake have a pool of their own (issue 39 item 2): while it
+      // is full, new ones wait in the kernel's queue, in order, and never take a rank's place.
+      size_t pending = 0;
+      trusted_ = 0;
+      for (const auto& c : conns) (c.state == Conn::hello ? pending : trusted_) += 1;
+      fds.assign({{wake_[0], POLLIN, 0}, {listen_fd_, static_cast<short>(pending < lim_.max_pending ? POLLIN : 0), 0}});
       for (const auto& c : conns) fds.push_back({c.fd, static_cast<short>(c.pending() ? POLLOUT : POLLIN), 0});
-      if (::poll(fds.data(), fds.size(), 500) < 0) {
+      if (::poll(fds.data(), fds.size(), 200) < 0) {
         if (errno == EINTR) continue;
         break;
       }
@@ -390,60 +622,68 @@ class RendezvousStore::Server {
       const size_t n = conns.size();  // accept after the loop below: fds[i + 2] are these
       for (size_t i = 0; i < n; ++i) {
         Conn& c = conns[i];
-        const short ev = fds[i + 2].revents;
-        if (ev & (POLLERR | POLLNVAL)) c.drop = true;
-        if (!c.drop && (ev & POLLOUT) && c.pending()) {
-          const ssize_t k = ::send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
-          if (k > 0) {
-            c.out_off += static_cast<size_t>(k);
-            c.last_sent = Clock::now();
-          } else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            c.drop = true;
-          }
-          if (!c.pending()) {
-            c.out.clear();
-            c.out_off = 0;
-            if (c.close_after_send) c.drop = true;
-            else handle(c);  // requests that arrived while the reply was going out
-          }
-        } else if (!c.drop && (ev & (POLLIN | POLLHUP))) {
-          const ssize_t k = ::recv(c.fd, buf, sizeof(buf), 0);
-          if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-            c.drop = true;
-          } else if (k > 0) {
-            c.in.append(buf, static_cast<size_t>(k));
-            handle(c);
-          }
+        try {
+          serve(c, fds[i + 2].revents, buf.data());
+        } catch (const std::bad_alloc&) {
+          note(out_of_memory, c.peer,
+               [&] { return "dropped a client at " + c.peer + ": out of memory while serving it"; });
+          c.drop = true;
+        } catch (const std::exception& e) {
+          note(bad_request, c.peer, [&] { return "dropped a client at " + c.peer + ": " + e.what(); });
+          c.drop = true;
         }
         if (!c.drop && c.state != Conn::ready && since(c.accepted) > kHandshakeS) {
-          warn("dropped a client at " + c.peer + " that did not finish the handshake within 10 s");
+          if (!c.close_after_send)  // (a refused client that does not read its refusal was counted)
+            note(stranger, c.peer, [&] {
+              return "dropped a connection from " + c.peer +
+                     (token_.empty() ? " that did not complete the handshake within 2 s"
+                                     : " that did not prove the job's rendezvous token within 2 s (a stranger?)");
+            });
           c.drop = true;
         }
         if (!c.drop && c.pending() && since(c.last_sent) > kStalledS) {
-          warn("dropped a client at " + c.peer + " that read none of its reply for 10 s");
+          note(stalled, c.peer,
+               [&] { return "dropped a client at " + c.peer + " that read none of its reply for 10 s"; });
           c.drop = true;
         }
       }
       for (size_t i = conns.size(); i-- > 0;)
         if (conns[i].drop) {
+          if (conns[i].state == Conn::hello) --pending;
+          in_flight_ -= conns[i].counted;
           ::close(conns[i].fd);
           conns.erase(conns.begin() + static_cast<long>(i));
         }
       if (fds[1].revents & POLLIN)
-        for (int k = 0; k < 64; ++k) {  // a burst of connections; the rest on the next turn
+        for (; pending < lim_.max_pending; ++pending) {  // a burst of connections; the rest on the next turn
           const size_t before = conns.size();
-          accept_one(conns);
-          if (conns.size() == before && errno == EAGAIN) break;
+          try {
+            accept_one(conns, buf.data());
+          } catch (const std::exception&) {  // out of memory (or no random bytes): it waits in the queue
+            if (conns.size() > before) {
+              in_flight_ -= conns.back().counted;
+              ::close(conns.back().fd);
+              conns.pop_back();
+            }
+            break;
+          }
+          if (conns.size() == before) break;
         }
     }
     for (auto& c : conns) ::close(c.fd);
   }
 
   StoreLimits lim_;
+  int world_;
   std::string token_;
+  bool token_file_;  // the token is rank 0's token file's (not CNNSCALE_RENDEZVOUS_TOKEN)
   std::map<std::string, std::string> kv_;
   size_t bytes_ = 0;
-  int warnings_ = 0;
+  size_t trusted_ = 0;    // connections past the hello (the server thread's)
+  size_t in_flight_ = 0;  // bytes of requests being received and replies being sent, all connections
+  std::atomic<size_t> keys_{0}, held_bytes_{0};
+  mutable std::mutex incidents_mu_;
+  std::array<Incident, kKinds> incidents_{};
   int listen_fd_ = -1, wake_[2] = {-1, -1};
   std::thread thread_;
 };
@@ -470,6 +710,13 @@ RendezvousStore::~RendezvousStore() {
   server_.reset();
 }
 
+RendezvousStore::Held RendezvousStore::held() const { return server_ ? server_->held() : Held{}; }
+
+std::string RendezvousStore::refusals() const {
+  const std::string r = server_ ? server_->refusals() : std::string();
+  return r.empty() ? r : "meanwhile rank 0's rendezvous store " + r;
+}
+
 std::string RendezvousStore::who_serves() const {
   if (opts_.protocol == StoreProtocol::torch) return "torchrun's agent, which serves it,";
   if (server_) return "this rank serves it itself and";
@@ -490,7 +737,7 @@ int RendezvousStore::connect_client(double timeout_s) {
   const auto t0 = Clock::now();
   int last_errno = 0;
   int hello_failure = 0;  // 1: connected but no answer; 2: an answer that is not the store's
-  bool waiting_for_token_file = false, stale_token = false;
+  bool waiting_for_token_file = false, stale_token = false, busy = false;
   const bool torch = opts_.protocol == StoreProtocol::torch;
   for (;;) {
     for (addrinfo* ai = res; ai; ai = ai->ai_next) {
@@ -498,7 +745,9 @@ int RendezvousStore::connect_client(double timeout_s) {
       if (left <= 0) break;
       const int fd = try_connect(ai, std::min(left, 2.0), &last_errno);
       if (fd < 0) continue;
-      const double io_s = std::max(0.001, std::min(5.0, timeout_s - since(t0)));
+      // Our store may keep a new connection queued while strangers fill its handshake pool
+      // (issue 39 item 2): wait for its answer as long as the deadline allows.
+      const double io_s = std::max(0.001, torch ? std::min(5.0, timeout_s - since(t0)) : timeout_s - since(t0));
       set_io_timeout(fd, io_s);
       bool ok = false;
       if (torch) {  // VALIDATE + magic, then PING with a nonce the store must echo
@@ -512,59 +761,70 @@ int RendezvousStore::connect_client(double timeout_s) {
         ok = answered && get_le(back, 4) == nonce;
         if (!ok) hello_failure = std::max(hello_failure, answered ? 2 : 1);
       } else {
+        // The token: the environment's, else the token file's (rank 0 writes it before it serves).
+        std::string token = opts_.token;
+        if (token.empty() && !opts_.token_file.empty())
+          if (auto t = read_token_file(opts_.token_file)) token = *t;
+        const bool from_file = opts_.token.empty() && !token.empty();
+        const char flags = !token.empty() ? kToken : opts_.token_file.empty() ? kNoToken : kAwaitingTokenFile;
         const Nonce cn = random_nonce();
         std::string m(kHello, kHelloLen);
-        m.push_back(opts_.token.empty() ? 0 : 1);
+        m.push_back(flags);
         m += nonce_bytes(cn);
+        if (flags == kToken) {
+          const Mac pre = rendezvous_mac(token, kHelloLabel, cn, Nonce{});
+          m.append(reinterpret_cast<const char*>(pre.data()), pre.size());
+        }
         char back[kHelloLen + 1 + kNonceBytes];
         const bool answered = send_all(fd, m.data(), m.size()) && recv_all(fd, back, sizeof(back), io_s);
-        if (!answered || std::memcmp(back, kHello, kHelloLen) != 0) {
+        const char mode = answered ? back[kHelloLen] : -1;
+        if (!answered || std::memcmp(back, kHello, kHelloLen) != 0 || mode < kOpen || mode > kBusy) {
           hello_failure = std::max(hello_failure, answered ? 2 : 1);
-        } else if (back[kHelloLen] == 0) {
+        } else if (mode == kOpen) {
           if (!opts_.token.empty() && !server_) {
             ::close(fd);
             fail("this rank has a rendezvous token (CNNSCALE_RENDEZVOUS_TOKEN) but the store at ", where_,
                  " asks for none: set CNNSCALE_RENDEZVOUS_TOKEN to the same value on every rank, rank 0 too");
           }
           ok = true;
-        } else {
-          std::string token = opts_.token;
-          if (token.empty() && !opts_.token_file.empty()) {
-            if (auto t = read_token_file(opts_.token_file)) token = *t;
-            else waiting_for_token_file = true;
-          }
-          if (token.empty() && opts_.token_file.empty()) {
-            ::close(fd);
-            fail("the rendezvous store at ", where_,
-                 " requires the job's token (rank 0 has CNNSCALE_RENDEZVOUS_TOKEN or a token file in its --run-dir) "
-                 "but this rank has none: set CNNSCALE_RENDEZVOUS_TOKEN to the same value on every rank, or give "
-                 "every rank the same --run-dir on a shared file system");
-          }
-          if (!token.empty()) {
-            const Nonce sn = to_nonce(back + kHelloLen + 1);
+        } else if (mode == kBusy) {
+          busy = true;  // its connections are taken; one may close
+        } else if (mode == kRefused && flags == kNoToken) {
+          ::close(fd);
+          fail("the rendezvous store at ", where_,
+               " requires the job's token (rank 0 has CNNSCALE_RENDEZVOUS_TOKEN or a token file in its --run-dir) "
+               "but this rank has none: set CNNSCALE_RENDEZVOUS_TOKEN to the same value on every rank, or give "
+               "every rank the same --run-dir on a shared file system");
+        } else if (mode == kRefused && flags == kAwaitingTokenFile) {
+          waiting_for_token_file = true;
+        } else {  // kRefused although this rank sent a token, or kProve: the challenge, both ways
+          const Nonce sn = to_nonce(back + kHelloLen + 1);
+          char verdict = kNo;  // kRefused: the store refused the token at the hello
+          char theirs[32];
+          if (mode == kProve) {
             const Mac proof = rendezvous_mac(token, "cnnscale-client", sn, cn);
-            char verdict = 0;
-            char theirs[32];
-            const bool sent = send_all(fd, reinterpret_cast<const char*>(proof.data()), proof.size());
-            const bool got = sent && recv_all(fd, &verdict, 1, io_s);
-            if (got && verdict == 1 && recv_all(fd, theirs, 32, io_s)) {
-              if (!same_mac(to_mac(theirs), rendezvous_mac(token, "cnnscale-server", cn, sn))) {
-                ::close(fd);
-                fail("the store at ", where_,
-                     " does not prove it holds the job's rendezvous token: it is not rank 0's store (another "
-                     "program answers on that port). Check MASTER_ADDR/MASTER_PORT");
-              }
-              ok = true;
-            } else if (got && verdict == 0) {
-              if (opts_.token_file.empty() || !opts_.token.empty()) {
-                ::close(fd);
-                fail("rank 0's rendezvous store at ", where_,
-                     " refused this rank's CNNSCALE_RENDEZVOUS_TOKEN: set the same value on every rank");
-              }
-              stale_token = true;  // an older run's token file: rank 0 is writing its own; read it again
-            } else {
-              hello_failure = std::max(hello_failure, 1);
+            if (!send_all(fd, reinterpret_cast<const char*>(proof.data()), proof.size()) ||
+                !recv_all(fd, &verdict, 1, io_s) || (verdict == kYes && !recv_all(fd, theirs, 32, io_s)))
+              verdict = -1;
+          }
+          if (verdict == kYes) {
+            if (!same_mac(to_mac(theirs), rendezvous_mac(token, "cnnscale-server", cn, sn))) {
+              ::close(fd);
+              fail("the store at ", where_,
+                   " does not prove it holds the job's rendezvous token: it is not rank 0's store (another "
+                   "program answers on that port). Check MASTER_ADDR/MASTER_PORT");
             }
+            ok = true;
+            authenticated_ = true;
+          } else if (verdict == kNo) {
+            if (!from_file) {
+              ::close(fd);
+              fail("rank 0's rendezvous store at ", where_,
+                   " refused this rank's CNNSCALE_RENDEZVOUS_TOKEN: set the same value on every rank");
+            }
+            stale_token = true;  // an older run's token file: rank 0 is writing its own; read it again
+          } else {
+            hello_failure = std::max(hello_failure, 1);
           }
         }
       }
@@ -586,6 +846,12 @@ int RendezvousStore::connect_client(double timeout_s) {
              stale_token ? " holds another token (an older run's?)" : " did not appear", " within ", timeout_s,
              " s (--collective-timeout): rank 0 writes it there, so --run-dir must be the same directory, on a file "
              "system every node shares; or set CNNSCALE_RENDEZVOUS_TOKEN to the same value on every rank");
+      if (busy)
+        fail("rank 0's rendezvous store at ", where_, " refused this rank's connection until --collective-timeout (",
+             timeout_s, " s): ", store_limits_for_world(opts_.world_size).max_connections,
+             " clients were connected to it, the most a world of ", opts_.world_size,
+             " needs: processes that are not this job's ranks hold connections (set CNNSCALE_RENDEZVOUS_TOKEN, the "
+             "same on every rank), or ranks of a larger job use the same MASTER_PORT");
       if (hello_failure == 2)
         fail("something at ", where_, " answers, but it is not ",
              torch ? "torchrun's store (TORCHELASTIC_USE_AGENT_STORE=True)" : "cnnscale's rendezvous store",
@@ -594,7 +860,12 @@ int RendezvousStore::connect_client(double timeout_s) {
       if (hello_failure == 1)
         fail("connected to ", where_, " but no rendezvous store answered within ", timeout_s,
              " s (--collective-timeout): that address is not rank 0's (a proxy or another program accepted the "
-             "connection) or rank 0 is stuck. Check MASTER_ADDR/MASTER_PORT, the same on every rank");
+             "connection) or rank 0 is stuck",
+             !torch && !opts_.token.empty()
+                 ? ", or strangers flood rank 0's store with connections that cannot prove the job's token (rank 0's "
+                   "output counts what it refused; raise --collective-timeout to outwait them)"
+                 : "",
+             ". Check MASTER_ADDR/MASTER_PORT, the same on every rank");
       if (torch)
         fail("could not reach torchrun's store at ", where_, " within ", timeout_s, " s (--collective-timeout; ",
              "last error: ", std::strerror(last_errno), "): torchrun's agent serves it; is torchrun still running?");
@@ -615,6 +886,9 @@ void RendezvousStore::lost(const char* what) const {
 }
 
 std::string RendezvousStore::request(char op, const std::string& key, const std::string* value, bool* status) {
+  if (value && value->size() > store_limits_for_world(opts_.world_size).max_value)
+    internal_error("a rendezvous value of ", value->size(), " bytes (key ", key, ") exceeds the store's limit of ",
+                   store_limits_for_world(opts_.world_size).max_value, " bytes");
   std::string msg(1, op);
   put_u32(msg, static_cast<uint32_t>(key.size()));
   msg += key;
@@ -639,11 +913,29 @@ std::string RendezvousStore::request(char op, const std::string& key, const std:
     }
   }
   if (!ok) lost(io_failure());
-  if (st == 2)
-    fail("the rendezvous store at ", where_, " is full: it holds the most a world of ", opts_.world_size,
-         " ranks needs, so a process that is not one of this job's ranks is writing to it. Set "
-         "CNNSCALE_RENDEZVOUS_TOKEN (the same on every rank) so that the store serves only this job");
-  *status = st == 1;
+  const StoreLimits lim = store_limits_for_world(opts_.world_size);
+  const bool token = authenticated_ || !opts_.token.empty();  // only token holders write to this store
+  if (st == kFull) {
+    const std::string full = "the rendezvous store at " + where_ + " is full: it holds the most a world of " +
+                             std::to_string(opts_.world_size) + " ranks needs (" + std::to_string(lim.max_keys) +
+                             " keys and " + format_bytes(lim.max_bytes) + ")";
+    if (token)  // issue 39 item 4: not "set CNNSCALE_RENDEZVOUS_TOKEN", which is set
+      fail(full,
+           ", and every client that wrote to it proved the job's rendezvous token: a process that holds this "
+           "job's token (another job given the same token and MASTER_PORT, or a rank of another cnnscale build) wrote "
+           "more than this job's ranks do. Give each job a token of its own, and every rank the same cnnscale build");
+    fail(full, ", so a process that is not one of this job's ranks is writing to it. Set CNNSCALE_RENDEZVOUS_TOKEN "
+               "(the same on every rank) so that the store serves only this job");
+  }
+  if (st == kOutOfMemory)  // issue 39 item 1: once an abort of rank 0 (std::bad_alloc)
+    fail("rank 0 ran out of memory holding the rendezvous store at ", where_, " (a world of ", opts_.world_size,
+         " ranks may make it hold ", format_bytes(lim.max_bytes),
+         "): give rank 0 more memory (`ulimit -v`, the job's "
+         "memory request)",
+         token
+             ? ""
+             : "; without CNNSCALE_RENDEZVOUS_TOKEN a process that is not one of this job's ranks may have filled it");
+  *status = st == kYes;
   return out;
 }
 
@@ -752,7 +1044,8 @@ std::string RendezvousStore::get(const std::string& key, std::chrono::millisecon
   while (!try_get(key, &v)) {
     if (Clock::now() >= deadline)
       fail("the rendezvous key '", key, "' did not appear in the store at ", where_, " within ",
-           std::chrono::duration<double>(timeout).count(), " s: a rank stopped during the rendezvous");
+           std::chrono::duration<double>(timeout).count(), " s: a rank stopped during the rendezvous",
+           refusals().empty() ? "" : "; " + refusals());
     stop_if_signalled();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

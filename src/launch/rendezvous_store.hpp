@@ -18,21 +18,32 @@
 // ends any wait within a second. A store that cannot be reached, a port in use, a rank
 // that never arrives, a rank that arrives twice each end with a UserError naming the cause.
 //
-// What our store bounds (issue 26 items 4, 5; docs/launch.md "What the rendezvous store
-// trusts and bounds"): everything a client can make it hold is capped by the world
-// size W (StoreLimits): key and value sizes, the number of keys and their bytes, the
-// bytes in flight per connection and the number of connections; a handshake not done in
-// 10 s and a client that stops reading its replies for 10 s are dropped. It serves
-// every client from one thread with non-blocking sockets, so one slow or silent client
-// never delays another. With a token (launch/rendezvous_token.hpp) it serves only
-// clients that prove they hold it.
+// What our store bounds (issue 26 items 4, 5, issue 39 items 1, 2; docs/launch.md "What
+// the rendezvous store trusts and bounds"): everything a client can make it hold is
+// capped by what a world of W ranks needs there (StoreLimits, measured): key and value
+// sizes, the number of keys and their bytes (193 MiB at 4096 ranks, ~70 MiB of it used;
+// once ~17 GB, and a stranger stored 2.38 GB), the bytes in flight per connection and
+// the number of connections. A connection in its handshake has a pool of its own (64)
+// and 2 s to finish; while that pool is full, new connections wait in the kernel's
+// queue in order, so strangers that never finish a handshake cannot take a rank's
+// place. A client that stops reading its replies for 10 s is dropped. An allocation
+// that fails refuses that write (status 3) instead of ending rank 0 (once: an uncaught
+// std::bad_alloc under `ulimit -v`). It serves every client from one thread with
+// non-blocking sockets, so one slow or silent client never delays another. With a
+// token (launch/rendezvous_token.hpp) it serves only clients that prove they hold it.
+// Rank 0 warns about each kind of refusal at once (then at most every 10 s) and its
+// final errors say what was refused and from where (refusals()).
 //
-// Own wire format (integers little-endian u32): client "CNSTORE2" + flags(1: has token)
-// + nonce(32); server "CNSTORE2" + mode(0: open, 1: token) + nonce(32); with a token the
-// client sends HMAC("client"|server nonce|client nonce), the server answers 1 + HMAC(
-// "server"|client nonce|server nonce) or 0 and closes. Then requests  op(1) keylen key
-// [vallen value]  with op s(et), c(reate: set if absent), g(et); replies status(1: 1
-// found/created, 0 not, 2 refused: the store is full) [vallen value] for a found g.
+// Own wire format (integers little-endian u32): client "CNSTORE3" + flags(0: no token,
+// 1: a token, 2: none yet, waiting for the token file) + nonce(32) [+ with a token
+// HMAC("hello"|client nonce|0)]; server "CNSTORE3" + mode(0: open, 1: token proven at
+// the hello, 2: refused (no token, another one; then closes), 3: busy, the world's
+// connections are taken; then closes) + nonce(32). After mode 1 the client sends
+// HMAC("client"|server nonce|client nonce), the server answers 1 + HMAC("server"|client
+// nonce|server nonce), or 0 and closes. Then requests  op(1) keylen key [vallen value]
+// with op s(et), c(reate: set if absent), g(et); replies status(1: found/created, 0:
+// not, 2: refused, the store is full, 3: refused, rank 0 is out of memory) [vallen
+// value] for a found g.
 #pragma once
 #include <chrono>
 #include <cstddef>
@@ -45,16 +56,20 @@
 
 namespace cnnscale {
 
-// The largest world that meets at a rendezvous store: Gloo's full mesh stores W
-// addresses of 192 bytes per rank and context (two contexts), so the store of a world
-// of W holds ~400·W² bytes (400 MiB at 1024 ranks, 6.4 GiB at 4096). Larger jobs use
-// srun or mpirun (MPI's own wire-up).
+// The largest world that meets at a rendezvous store. Gloo's full mesh connects every
+// rank to every other, per context (two contexts), and every rank reads every rank's
+// address list from the store (W² reads of ~2·W bytes: comm/gloo_communicator.cpp
+// compacts them; the store holds ~4·W² bytes of them, 64 MiB at 4096 ranks). Larger
+// jobs use srun or mpirun (MPI's own wire-up).
 constexpr int kMaxRendezvousRanks = 4096;
 
 enum class StoreProtocol { cnnscale, torch };
 
 struct StoreLimits {
-  size_t max_key = 0, max_value = 0, max_keys = 0, max_bytes = 0, max_connections = 0;
+  size_t max_key = 0, max_value = 0, max_keys = 0, max_bytes = 0;
+  size_t max_connections = 0;  // connections that finished the handshake (with a token: proved it)
+  size_t max_pending = 0;      // connections in their handshake; more wait in the kernel's queue
+  size_t max_in_flight = 0;    // bytes of requests being received and replies being sent, all connections
 };
 // What our store allows a world of `world_size` ranks (see above).
 StoreLimits store_limits_for_world(int world_size);
@@ -98,6 +113,17 @@ class RendezvousStore {
   // The local address this host uses to reach the store (the interface Gloo should bind).
   const std::string& local_address() const { return local_address_; }
 
+  // What the store holds (the serving rank; zeros elsewhere).
+  struct Held {
+    size_t keys = 0, bytes = 0;
+  };
+  Held held() const;
+  // What the store refused or dropped since it started, for rank 0's final messages (the
+  // serving rank; "" elsewhere, or when nothing was): "meanwhile rank 0's rendezvous store
+  // refused 2 client(s) that presented another rendezvous token (the last from 10.0.0.7):
+  // set CNNSCALE_RENDEZVOUS_TOKEN to the same value on every rank; …".
+  std::string refusals() const;
+
  private:
   class Server;
   int connect_client(double deadline_s);
@@ -115,6 +141,7 @@ class RendezvousStore {
   std::unique_ptr<Server> server_;
   std::mutex mu_;  // one request at a time on fd_
   int fd_ = -1;
+  bool authenticated_ = false;  // this client proved the job's token to the store
   std::string local_address_;
 };
 

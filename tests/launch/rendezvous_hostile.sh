@@ -11,6 +11,13 @@
 #     different token, and one without any, each end with an error naming the variable.
 #  4. A rank whose --run-dir is another directory (not shared with rank 0) cannot read the
 #     token: it ends within --collective-timeout naming the token file and the fix.
+#  5. Issue 39 item 2: 100 strangers that start a handshake, never finish it and reconnect
+#     at once when closed (they used to hold all 72 connections a world of 2 may have, and
+#     both ranks failed blaming the address or WORLD_SIZE): with the token set, rank 1
+#     still joins and both train; rank 0 warns about the strangers.
+#  6. Issue 39 items 2, 3: rank 0 alone, met by a rank 1 with another token, one without a
+#     token, and a flood of strangers: it warns about each as it happens, and its final
+#     error names each (with the address) before the advice about WORLD_SIZE.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -54,26 +61,56 @@ while True:
         if time.time() > deadline:
             print("stranger: no store"); sys.exit(1)
         time.sleep(0.1)
-s.sendall(b"CNSTORE2" + b"\0" + b"n" * 32)
-back = b""
-while len(back) < 41:
-    back += s.recv(41 - len(back))
-mode = back[8]
 key, val = b"cnnscale/join/1", b"stranger\n2"
 req = b"c" + struct.pack("<I", len(key)) + key + struct.pack("<I", len(val)) + val
-s.sendall(b"x" * 32 + req)  # a made-up proof, then the claim
-verdict = s.recv(1)
+s.sendall(b"CNSTORE3" + b"\1" + b"n" * 32 + b"x" * 32 + req)  # claims a token (a made-up proof), then rank 1
+back = b""
+while len(back) < 41:
+    got = s.recv(41 - len(back))
+    if not got:
+        break
+    back += got
+mode = back[8] if len(back) == 41 else -1
 rest = s.recv(100)
-print("stranger: mode=%d verdict=%r closed=%s" % (mode, verdict, rest == b""))
+print("stranger: mode=%d closed=%s" % (mode, rest == b""))
 PY
+# Strangers that start a handshake and never finish it: N connections, each reconnecting
+# at once when the store closes it, until killed; READY_FILE is written once all are open.
+cat >"$TMP/flood.py" <<'PY'
+import selectors, socket, sys, time
+port, n, ready = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+sel = selectors.DefaultSelector()
+def half_open():
+    while True:
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(b"CNSTORE")  # the start of a hello, never the rest
+            sel.register(s, selectors.EVENT_READ)
+            return
+        except OSError:  # the store is not up yet
+            time.sleep(0.05)
+for _ in range(n):
+    half_open()
+open(ready, "w").write("open\n")
+while True:
+    for key, _ in sel.select():
+        try:
+            data = key.fileobj.recv(100)
+        except OSError:
+            data = b""
+        if not data:
+            sel.unregister(key.fileobj)
+            key.fileobj.close()
+            half_open()
+PY
+wait_for() { for _ in $(seq 200); do [ -e "$1" ] && return 0; sleep 0.1; done; }
 
 # 2. The token file in --run-dir.
 port=$(free_port)
 rank 0 "$port" "$TMP/f0.out" -- "${TRAIN[@]}" --collective-timeout 20 --run-dir "$TMP/runf" &
 r0=$!
 python3 "$TMP/stranger.py" "$port" >"$TMP/stranger.out" 2>&1
-expect_grep "token file: the stranger is asked for a proof and refused" \
-  "stranger: mode=1 verdict=b'\\\\x00' closed=True" "$TMP/stranger.out"
+expect_grep "token file: the stranger is refused at its hello" "stranger: mode=2 closed=True" "$TMP/stranger.out"
 perm=$(stat -c %a "$TMP/runf/.rendezvous-token" 2>/dev/null)
 expect_eq "token file: mode 0600 while the store serves" 600 "$perm"
 rank 1 "$port" "$TMP/f1.out" -- "${TRAIN[@]}" --run-dir "$TMP/runf"
@@ -81,7 +118,7 @@ expect_eq "token file: the real rank 1 joins and trains" 0 "$?"
 wait $r0
 expect_eq "token file: rank 0 trains" 0 "$?"
 expect_grep "token file: rank 0 warned about the stranger" \
-  "rendezvous store: refused a client at 127.0.0.1 that does not hold the job's rendezvous token" "$TMP/f0.out"
+  "rendezvous store: refused a client at 127.0.0.1 that presented another rendezvous token" "$TMP/f0.out"
 expect_grep "token file: 2 ranks trained" "2 rank\(s\) on 1 node\(s\)" "$TMP/f0.out"
 expect_eq "token file: removed after the run" "" "$(ls -A "$TMP/runf" | grep rendezvous-token)"
 
@@ -91,7 +128,7 @@ port=$(free_port)
 rank 0 "$port" "$TMP/e0.out" "$TOK" -- "${TRAIN[@]}" --collective-timeout 30 &
 r0=$!
 python3 "$TMP/stranger.py" "$port" >"$TMP/stranger2.out" 2>&1
-expect_grep "env token: the stranger is refused" "stranger: mode=1 verdict=b'\\\\x00' closed=True" "$TMP/stranger2.out"
+expect_grep "env token: the stranger is refused" "stranger: mode=2 closed=True" "$TMP/stranger2.out"
 rank 1 "$port" "$TMP/e_wrong.out" CNNSCALE_RENDEZVOUS_TOKEN=not-the-jobs-token-at-all -- "${TRAIN[@]}" \
   --collective-timeout 3
 expect_eq "env token: a wrong token, exit status 2" 2 "$?"
@@ -105,6 +142,10 @@ rank 1 "$port" "$TMP/e1.out" "$TOK" -- "${TRAIN[@]}"
 expect_eq "env token: the real rank 1 joins and trains" 0 "$?"
 wait $r0
 expect_eq "env token: rank 0 trains" 0 "$?"
+expect_grep "env token: rank 0 warned about the rank with another token" \
+  "^cnnscale: warning: rendezvous store: refused a client at 127.0.0.1 that presented another rendezvous token" "$TMP/e0.out"
+expect_grep "env token: rank 0 warned about the rank without a token" \
+  "^cnnscale: warning: rendezvous store: refused a client at 127.0.0.1 that presented no rendezvous token" "$TMP/e0.out"
 "${CLEAN[@]}" CNNSCALE_RENDEZVOUS_TOKEN=short RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" \
   timeout 60 "$CNNSCALE" "${TRAIN[@]}" >"$TMP/short.out" 2>&1
 expect_eq "env token: a short token, exit status 2" 2 "$?"
@@ -121,4 +162,50 @@ expect_grep "unshared run dir: names the token file and the fix" \
   "^cnnscale: error: .*the token file $TMP/runB/.rendezvous-token did not appear .*a file system every node shares" "$TMP/n1.out"
 wait $r0
 expect_eq "unshared run dir: rank 0 exit status 2" 2 "$?"
+
+# 5. A flood of half-open handshakes with the token set: rank 1 still joins.
+port=$(free_port)
+rank 0 "$port" "$TMP/h0.out" "$TOK" -- "${TRAIN[@]}" --collective-timeout 20 &
+r0=$!
+python3 "$TMP/flood.py" "$port" 100 "$TMP/flood5.ready" >"$TMP/flood5.out" 2>&1 &
+flood=$!
+wait_for "$TMP/flood5.ready"
+rank 1 "$port" "$TMP/h1.out" "$TOK" -- "${TRAIN[@]}" --collective-timeout 20
+expect_eq "flood: rank 1 joins and trains" 0 "$?"
+wait $r0
+expect_eq "flood: rank 0 trains" 0 "$?"
+kill $flood
+wait $flood 2>/dev/null
+expect_grep "flood: 2 ranks trained" "2 rank\(s\) on 1 node\(s\)" "$TMP/h0.out"
+expect_grep "flood: rank 0 warned about the strangers" \
+  "^cnnscale: warning: rendezvous store: dropped a connection from 127.0.0.1 that did not prove the job's rendezvous token within 2 s" \
+  "$TMP/h0.out"
+
+# 6. Rank 0 alone: a rank 1 with another token, one without, strangers; rank 0 names each.
+port=$(free_port)
+rank 0 "$port" "$TMP/a0.out" "$TOK" -- "${TRAIN[@]}" --collective-timeout 12 &
+r0=$!
+python3 "$TMP/flood.py" "$port" 10 "$TMP/flood6.ready" >"$TMP/flood6.out" 2>&1 &
+flood=$!
+rank 1 "$port" "$TMP/a_wrong.out" CNNSCALE_RENDEZVOUS_TOKEN=not-the-jobs-token-at-all -- "${TRAIN[@]}" \
+  --collective-timeout 10
+expect_eq "rank 0 alone: a rank 1 with another token ends" 2 "$?"
+rank 1 "$port" "$TMP/a_none.out" -- "${TRAIN[@]}" --collective-timeout 10
+expect_eq "rank 0 alone: a rank 1 without a token ends" 2 "$?"
+wait $r0
+expect_eq "rank 0 alone: exit status 2" 2 "$?"
+kill $flood
+wait $flood 2>/dev/null
+expect_grep "rank 0 alone: warned about the other token at once" \
+  "^cnnscale: warning: rendezvous store: refused a client at 127.0.0.1 that presented another rendezvous token" "$TMP/a0.out"
+expect_grep "rank 0 alone: warned about the missing token at once" \
+  "^cnnscale: warning: rendezvous store: refused a client at 127.0.0.1 that presented no rendezvous token" "$TMP/a0.out"
+expect_grep "rank 0 alone: its error names the other token, the address and the fix" \
+  "^cnnscale: error: rank 0: rank\(s\) 1 of 2 .* did not join .*; meanwhile rank 0's rendezvous store refused 1 client\(s\) that presented another rendezvous token \(from 127.0.0.1\): set CNNSCALE_RENDEZVOUS_TOKEN to the same value on every rank" \
+  "$TMP/a0.out"
+expect_grep "rank 0 alone: its error names the missing token" \
+  "^cnnscale: error: .*refused 1 client\(s\) that presented no rendezvous token \(from 127.0.0.1\)" "$TMP/a0.out"
+expect_grep "rank 0 alone: its error names the strangers" \
+  "^cnnscale: error: .*dropped [0-9]+ connection\(s\) that did not prove the job's rendezvous token within 2 s \(the last from 127.0.0.1\): strangers are connecting" \
+  "$TMP/a0.out"
 finish
