@@ -6,6 +6,9 @@
 //
 // Each plane has its own Gloo context (its own TCP connections, keys under "data/" and
 // "control/" in the store), so a control collective never waits behind a gradient bucket.
+// Gloo's address lists are stored compacted (one address, then 2 bytes per further peer;
+// gloo_communicator.cpp), so the store of a world of W holds ~4·W² bytes of them, not
+// 272·W² (issue 39 item 1).
 // Data plane: one worker thread runs the collectives in the order they were started
 // (every rank starts them in the same order), so allreduce_sum_async() returns at once
 // and the sum runs while backward goes on, as MPI's non-blocking sums do; blocking calls

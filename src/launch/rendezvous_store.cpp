@@ -436,8 +436,8 @@ class RendezvousStore::Server {
       else if (flags == kAwaitingTokenFile)
         note(awaiting_token_file, c.peer, [&] {
           return "refused a client at " + c.peer +
-                 " that has no rendezvous token yet: it waits for its token file (in its --run-dir), which rank 0 "
-                 "wrote to its own --run-dir";
+                 " that has no rendezvous token yet: it waits for the token file in its --run-dir (rank 0 wrote "
+                 "one in its own; they must be the same directory, on a file system every node shares)";
         });
       else if (flags != kToken)
         note(no_token, c.peer, [&] { return "refused a client at " + c.peer + " that presented no rendezvous token"; });
