@@ -285,7 +285,12 @@ class RendezvousStore::Server {
         "refused # connection(s) beyond the " + std::to_string(lim_.max_connections) + " a world of " +
             std::to_string(world_) + " needs",
         "");
-    add(full, "refused # write(s) beyond its limits", "");
+    add(full, "refused # write(s) beyond its limits",
+        token_.empty()
+            ? "a process that is not one of this job's ranks wrote to it; set CNNSCALE_RENDEZVOUS_TOKEN (the same on "
+              "every "
+              "rank) so that it serves only this job"
+            : "a holder of the job's token wrote more than this job's ranks do; give each job a token of its own");
     add(out_of_memory, "ran out of memory # time(s)", "give rank 0 more memory");
     add(bad_request, "dropped # client(s) that sent a request beyond its limits", "");
     add(stalled, "dropped # client(s) that did not read their replies", "");
