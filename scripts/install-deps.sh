@@ -43,8 +43,10 @@ apt_update() {
   local log st
   log=$(mktemp)
   if apt-get update -q 2>&1 | tee "$log"; then st=0; else st=${PIPESTATUS[0]}; fi
+  # `|| true`: no W:/E: line (a clean update) makes grep exit 1, which pipefail and set -e
+  # would turn into a silent exit before anything is installed.
   UNREAD=$(grep -E '^(W|E): ' "$log" | grep -oE '(https?|ftp|file):/[^[:space:]]+' |
-    sed -E -e "s/'\$//" -e 's#/+(InRelease|Release(\.gpg)?|dists/.*)$##' | sort -u | paste -sd ' ')
+    sed -E -e "s/'\$//" -e 's#/+(InRelease|Release(\.gpg)?|dists/.*)$##' | sort -u | paste -sd ' ' || true)
   rm -f "$log"
   if [ "$st" -ne 0 ] || [ -n "$UNREAD" ]; then
     echo "install-deps: warning: apt-get update (exit $st) could not read: ${UNREAD:-see above}; going on with the package lists apt has" >&2
