@@ -101,7 +101,7 @@ int cmd_prep(int argc, char** argv) {
     const std::string dir = vm["verify"].as<std::string>();
     DatasetInfo info = load_dataset(dir);
     int64_t last = 0;
-    const VerifyReport report = verify_dataset(info, [&](int64_t done, int64_t total) {
+    verify_dataset(info, [&](int64_t done, int64_t total) {
       if (total >= 10000 && done * 10 / total != last) {
         last = done * 10 / total;
         if (done < total) log("verify: " + std::to_string(done) + "/" + std::to_string(total) + " samples");
@@ -111,11 +111,6 @@ int cmd_prep(int argc, char** argv) {
                 "checksums match\n",
                 info.dir.c_str(), static_cast<long long>(info.train.samples), static_cast<long long>(info.test.samples),
                 info.train.shards.size(), info.test.shards.size(), info.classes);
-    if (report.older_chunk_lists > 0)
-      std::printf("verify: note: %d shard(s) have a /chunk_addresses list of an older prep (without chunk indices, "
-                  "so a reordered list could not be told); readers ignore it and look each chunk up when they open "
-                  "the shard, which is slower for shards of many chunks: re-run `cnnscale prep` to rewrite it\n",
-                  report.older_chunk_lists);
     return 0;
   }
   PrepOptions o;

@@ -44,6 +44,10 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void fletcher_block
   *B = sb;
 }
 
+const char* kListFix =
+    "re-create the data set with `cnnscale prep`, or delete that list (h5py: del f['chunk_addresses']) and cnnscale "
+    "looks the chunks up itself";
+
 inline uint32_t fold(uint32_t s) { return (s & 0xffff) + (s >> 16); }
 
 uint32_t load_le32(const uint8_t* p) {
@@ -114,7 +118,11 @@ std::unique_ptr<DirectChunkReader> DirectChunkReader::open(const std::string& pa
   r->addr_.resize(static_cast<size_t>(n));
   r->images_ = images;
   // The shard's own list (prep writes it: shard_writer.hpp) saves the lookups below,
-  // whose cost grows with the chunk count. Row c: offset, stored checksum, index c.
+  // whose cost grows with the chunk count. Row c: offset, stored checksum, index c (an
+  // older prep's rows: offset and checksum). The rows must list the chunks in file order,
+  // each past the end of the one before, as prep writes them (issue 39: offsets swapped
+  // between rows that kept their indices were read as the other chunk's bytes).
+  const int64_t stored = r->chunk_bytes_ + 4;
   H5Id file(H5Iget_file_id(images), H5Fclose);
   if (file.valid() && H5Lexists(file, "/chunk_addresses", H5P_DEFAULT) > 0) {
     H5Id table = h5_dataset(H5Dopen2(file, "/chunk_addresses", H5P_DEFAULT));
@@ -122,11 +130,10 @@ std::unique_ptr<DirectChunkReader> DirectChunkReader::open(const std::string& pa
     hsize_t td[2] = {0, 0};
     const bool two_d = tspace.valid() && H5Sget_simple_extent_ndims(tspace) == 2 &&
                        H5Sget_simple_extent_dims(tspace, td, nullptr) == 2;
+    const size_t cols = two_d && td[0] == static_cast<hsize_t>(n) && (td[1] == 2 || td[1] == 3) ? td[1] : 0;
     std::vector<uint64_t> rows(static_cast<size_t>(3 * n));
     r->list_ = ChunkList::unusable;
-    if (two_d && td[0] == static_cast<hsize_t>(n) && td[1] == 2) {
-      r->list_ = ChunkList::older;  // no chunk index: a reordering could not be told
-    } else if (!two_d || td[0] != static_cast<hsize_t>(n) || td[1] != 3) {
+    if (cols == 0) {
       r->list_problem_ = "has " + std::to_string(two_d ? td[0] : 0) + " rows of " + std::to_string(two_d ? td[1] : 0) +
                          " values but /images has " + std::to_string(n) + " chunks (rows of 3 values)";
     } else if (H5Dread(table, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) < 0) {
@@ -134,18 +141,32 @@ std::unique_ptr<DirectChunkReader> DirectChunkReader::open(const std::string& pa
       r->list_problem_ =
           (cause.find("checksum") != std::string::npos ? "fails its checksum (" : "cannot be read (") + cause + ")";
     } else {
-      r->sums_.resize(static_cast<size_t>(n));
-      for (int64_t c = 0; c < n; ++c) {
-        if (rows[static_cast<size_t>(3 * c + 2)] != static_cast<uint64_t>(c))
+      const auto at = [&](int64_t c, size_t col) { return rows[static_cast<size_t>(c) * cols + col]; };
+      std::string order;  // the first row listed before the end of the chunk above it
+      for (int64_t c = 1; c < n && order.empty(); ++c)
+        if (at(c, 0) < at(c - 1, 0) || at(c, 0) - at(c - 1, 0) < static_cast<uint64_t>(stored))
+          order = "row " + std::to_string(c) + " lists file offset " + std::to_string(at(c, 0)) +
+                  ", before the end of row " + std::to_string(c - 1) + "'s chunk at offset " +
+                  std::to_string(at(c - 1, 0));
+      for (int64_t c = 0; c < n && cols == 3; ++c)
+        if (at(c, 2) != static_cast<uint64_t>(c))
           fail("shard ", path, " has a /chunk_addresses list that does not match its chunks (row ", c, " lists chunk ",
-               rows[static_cast<size_t>(3 * c + 2)],
-               ": its rows were reordered or rewritten): re-create the data set with `cnnscale prep`, or delete that "
-               "list (h5py: del f['chunk_addresses']) and cnnscale looks the chunks up itself");
-        r->addr_[static_cast<size_t>(c)] = rows[static_cast<size_t>(3 * c)];
-        r->sums_[static_cast<size_t>(c)] = static_cast<uint32_t>(rows[static_cast<size_t>(3 * c + 1)]);
+               at(c, 2), ": its rows were reordered or rewritten): ", kListFix);
+      if (!order.empty() && cols == 3)
+        fail("shard ", path, " has a /chunk_addresses list that does not match its chunks (", order,
+             ", but prep lists the chunks in file order: its rows were reordered or rewritten): ", kListFix);
+      if (!order.empty()) {  // an older prep's list: ignored, as a list that cannot be read
+        r->list_problem_ = "is out of file order (" + order +
+                           ": an older prep's list, without chunk indices, whose rows were reordered)";
+      } else {
+        r->sums_.resize(static_cast<size_t>(n));
+        for (int64_t c = 0; c < n; ++c) {
+          r->addr_[static_cast<size_t>(c)] = at(c, 0);
+          r->sums_[static_cast<size_t>(c)] = static_cast<uint32_t>(at(c, 1));
+        }
+        r->from_table_ = true;
+        r->list_ = ChunkList::used;
       }
-      r->from_table_ = true;
-      r->list_ = ChunkList::used;
     }
     h5_error_cause();  // clears the stack
   }

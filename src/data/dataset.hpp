@@ -67,10 +67,7 @@ DatasetInfo load_dataset(const std::string& dir);
 // sample_layout against the bytes (jpeg: every sample a readable JPEG of its /shapes size)
 // and calls progress(done, total) now and then. Throws UserError naming a damaged shard, a
 // list that does not match its chunks or cannot be read, or a sample of the wrong layout.
-struct VerifyReport {
-  int older_chunk_lists = 0;  // shards whose /chunk_addresses an older prep wrote (no chunk index: ignored)
-};
-VerifyReport verify_dataset(const DatasetInfo& info, const std::function<void(int64_t, int64_t)>& progress = {});
+void verify_dataset(const DatasetInfo& info, const std::function<void(int64_t, int64_t)>& progress = {});
 
 // Shard file name, e.g. shard_file_name("train", 0, 8) == "train-00000-of-00008.h5".
 std::string shard_file_name(const std::string& split, int index, int count);

@@ -61,11 +61,10 @@ void check_stored_jpeg(const DatasetInfo& info, const SplitInfo& split, const Sh
 
 }  // namespace
 
-VerifyReport verify_dataset(const DatasetInfo& info, const std::function<void(int64_t, int64_t)>& progress) {
+void verify_dataset(const DatasetInfo& info, const std::function<void(int64_t, int64_t)>& progress) {
   const int64_t total = info.train.samples + info.test.samples;
   const int64_t numel = info.shape.numel();
   int64_t done = 0;
-  VerifyReport report;
   std::vector<uint8_t> buf, piece, chunks;
   for (const SplitInfo* split : {&info.train, &info.test}) {
     for (const auto& sh : split->shards) {
@@ -75,11 +74,11 @@ VerifyReport verify_dataset(const DatasetInfo& info, const std::function<void(in
       if (!f.valid()) fail("shard ", sh.path, " cannot be opened as HDF5 (", cause, "); copy it again or re-run prep");
       H5Id d = h5_dataset(H5Dopen2(f, "/images", H5P_DEFAULT));
       if (!d.valid()) fail("shard ", sh.path, " has no /images (", h5_error_cause(), "); re-run prep");
-      // The list: bound row by row to its chunks when opened (a row listing another chunk
-      // is refused there); read through below, beside HDF5's own reads.
+      // The list: bound row by row to its chunks when opened (a row listing another chunk,
+      // or rows out of file order, are refused there); read through below, beside HDF5's
+      // own reads.
       const std::unique_ptr<DirectChunkReader> r = DirectChunkReader::open(sh.path, d);
       const auto list = r ? r->chunk_list() : DirectChunkReader::ChunkList::absent;
-      if (list == DirectChunkReader::ChunkList::older) ++report.older_chunk_lists;
       const DirectChunkReader* through = list == DirectChunkReader::ChunkList::used ? r.get() : nullptr;
       H5Id dcpl = h5_plist(H5Dget_create_plist(d));
       H5Id fspace = h5_space(H5Dget_space(d));
@@ -127,13 +126,13 @@ VerifyReport verify_dataset(const DatasetInfo& info, const std::function<void(in
           if (progress) progress(done, total);
         }
       }
-      // After HDF5's own check of the images: a list that cannot be read is the list's fault.
+      // After HDF5's own check of the images: a list that reads ignore (it cannot be read,
+      // or it is an older prep's out of file order) is the list's fault.
       if (list == DirectChunkReader::ChunkList::unusable)
         fail("shard ", sh.path, " is damaged: its /chunk_addresses list ", r->chunk_list_problem(),
              "; reads ignore it and look each chunk up (slower to open), so the images are intact: ", kListFix);
     }
   }
-  return report;
 }
 
 }  // namespace cnnscale

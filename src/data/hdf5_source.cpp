@@ -88,17 +88,14 @@ class TimedHdf5Lock {
 const char* kDamaged =
     "; the shard is truncated or damaged — copy it again or re-create the data set with `cnnscale prep`";
 
-// A shard whose /chunk_addresses the direct reader ignores (an older prep's, or one that
-// cannot be read): its chunks are looked up when it is opened, correct but slower for
-// shards of many chunks. Said once per process (rank 0), for the first such shard.
+// A shard whose /chunk_addresses the direct reader ignores (one that cannot be read, or an
+// older prep's out of file order): its chunks are looked up when it is opened, correct but
+// slower for shards of many chunks. Said once per process (rank 0), for the first such shard.
 void warn_ignored_list(const std::string& path, const DirectChunkReader* r) {
-  using List = DirectChunkReader::ChunkList;
-  if (!r || (r->chunk_list() != List::older && r->chunk_list() != List::unusable)) return;
+  if (!r || r->chunk_list() != DirectChunkReader::ChunkList::unusable) return;
   static std::atomic<bool> said{false};
   if (said.exchange(true)) return;
-  log_warn("shard " + path +
-           (r->chunk_list() == List::older ? " has a /chunk_addresses list of an older prep (without chunk indices)"
-                                           : " has a /chunk_addresses list that " + r->chunk_list_problem()) +
+  log_warn("shard " + path + " has a /chunk_addresses list that " + r->chunk_list_problem() +
            ": it is ignored and each chunk looked up when a shard is opened (slower for shards of many chunks); "
            "re-run `cnnscale prep` to rewrite it (`cnnscale prep --verify` checks every shard)");
 }

@@ -169,6 +169,7 @@ void ShardWriter::write_chunk_addresses() {
   std::vector<uint64_t> rows(static_cast<size_t>(3 * n));
   const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) write_failed("reopening");
+  haddr_t end = 0;  // of the chunk before
   for (hsize_t c = 0; c < n; ++c) {
     hsize_t at[4] = {c * chunk[0], 0, 0, 0};
     unsigned mask = 0;
@@ -184,6 +185,15 @@ void ShardWriter::write_chunk_addresses() {
     rows[static_cast<size_t>(3 * c + 1)] =
         uint64_t{sum[0]} | uint64_t{sum[1]} << 8 | uint64_t{sum[2]} << 16 | uint64_t{sum[3]} << 24;
     rows[static_cast<size_t>(3 * c + 2)] = c;
+    // Readers refuse a list whose chunks are not in file order (chunk_reader.hpp). HDF5
+    // allocates the chunks of a file written once, sequentially, in write order (every
+    // --store kind and input format checked); were it ever otherwise, no list is written
+    // and readers look the chunks up (correct, slower to open).
+    if (a < end) {
+      ::close(fd);
+      return;
+    }
+    end = a + size;
   }
   ::close(fd);
   const hsize_t tdims[2] = {n, 3}, cchunk[2] = {std::min<hsize_t>(n, 8192), 3};

@@ -2,7 +2,8 @@
 // both chunked with the fletcher32 checksum filter (and gzip when asked), filled by
 // sequential append()s. Used by `cnnscale prep` (one process, no other HDF5 user).
 // Without gzip, /chunk_addresses uint64 N×3 (per /images chunk: its file offset, its
-// stored Fletcher32 and its index, for the direct reader: chunk_reader.hpp).
+// stored Fletcher32 and its index, for the direct reader: chunk_reader.hpp), written only
+// when the chunks lie in file order, each past the end of the one before (as HDF5 puts them).
 // Ragged (prep --store original-max): /images is 1-D uint8 (extendible, chunks of an
 // eighth of the largest sample, C·S·S/8 bytes within [16 KiB, 4 MiB], the same filters),
 // the samples' C×H×W bytes back to back, with /offsets int64 N+1

@@ -4,11 +4,15 @@
 #  - two rows of a train shard's /chunk_addresses swapped, the list's own checksum made
 #    right by h5py: `prep --verify` names the list, and `train` and `data-bench` on the
 #    --store original-max set refuse it instead of training on the other chunk's bytes;
-#    offsets and checksums swapped with the indices kept: --verify (HDF5's bytes) names it;
+#    the same with only the offsets and checksums swapped, the rows keeping their indices
+#    (prep lists the chunks in file order, so row 2 lists a chunk before row 1's);
 #  - a /chunk_addresses that fails its own Fletcher32: --verify names it (reads, which look
 #    the chunks up instead, still train exactly as on the intact set);
-#  - a list as prep wrote it before (two columns, no chunk index): verify passes with a
-#    note, reads ignore it (even swapped) and train exactly as on the intact set;
+#  - prep's lists hold HDF5's offsets in file order, each chunk past the end of the one
+#    before (what the readers require), for --store original-max, jpeg and fixed shards;
+#  - a list as prep wrote it before (two columns, no chunk index): in file order, verify
+#    passes and train reads through it (no warning) exactly as on the intact set; with two
+#    rows swapped, verify names it and reads ignore it (a warning) and train exactly the same;
 #  - dataset.json's sample_layout changed from ragged to jpeg: --verify names the layout;
 #  - a stored JPEG (--store jpeg) with 64 bytes flipped, its checksums made consistent:
 #    `train --jpeg-decode fast` and `exact`, and --verify, name sample 5.
@@ -41,6 +45,27 @@ with h5py.File(sys.argv[1] + '/$SHARD', 'r+') as f:
 }
 expect_eq "the list has more than 3 chunks and a chunk index column" "1" \
   "$(list "$TMP/om" 'print(int(t.shape[0] > 3 and t.shape[1] == 3 and (t[:, 2] == np.arange(t.shape[0])).all()))')"
+in_file_order() {  # NAME DIR: every shard's list is HDF5's chunk offsets, each chunk past the end of the one before
+  expect_eq "$1: every list holds HDF5's offsets in file order" "ok" "$("$PY" - "$2" <<'PY'
+import glob, sys, h5py
+bad, most = [], 0
+for p in sorted(glob.glob(sys.argv[1] + "/*.h5")):
+    with h5py.File(p, "r") as f:
+        im, t = f["images"], f["chunk_addresses"][...]
+        info = [im.id.get_chunk_info_by_coord((c * im.chunks[0],) + (0,) * (im.ndim - 1)) for c in range(len(t))]
+        most = max(most, len(t))
+        if any(int(t[c, 0]) != i.byte_offset for c, i in enumerate(info)) or \
+           any(info[c].byte_offset < info[c - 1].byte_offset + info[c - 1].size for c in range(1, len(t))):
+            bad.append(p)
+print(" ".join(bad) or ("ok" if most > 3 else "at most %d chunks a shard" % most))
+PY
+)"
+}
+in_file_order "--store original-max" "$TMP/om"
+run fixed "$C" prep --format imagefolder --input "$R" --output "$TMP/fx" --resize 32 --center-crop 32 --chunk 2 \
+  --shards 1 --val-fraction 0.2 --test-shards 1
+expect_eq "prep --chunk 2 (fixed size) exit status" 0 "$st"
+in_file_order "fixed size" "$TMP/fx"
 TRAIN=(train --model "flatten linear(3)" --augment rrc32,hflip --batch-size 8 --max-steps 4 --log-every 1 --seed 4
   --no-tensorboard --lr 0.01)
 losses() { grep -oE '^epoch [0-9]+/[0-9]+ step [0-9]+/[0-9]+ loss [0-9.]+' "$1"; }
@@ -58,11 +83,16 @@ expect_error swtrain "shard $TMP/sw/$SHARD has a /chunk_addresses list that does
 run swbench "$C" data-bench --data "$TMP/sw" --augment rrc32 --batch-size 8 --batches 3
 expect_error swbench "shard $TMP/sw/$SHARD has a /chunk_addresses list that does not match its chunks"
 # Offsets and checksums swapped but the indices kept (rows that agree with themselves):
-# reads trust the rows; --verify compares every byte with HDF5's own reading and names it.
+# out of file order, refused by the readers and by --verify.
 cp -r "$TMP/om" "$TMP/fg"
 list "$TMP/fg" 'a = t[...]; a[[1, 2], :2] = a[[2, 1], :2]; t[...] = a'
+FG="shard $TMP/fg/$SHARD has a /chunk_addresses list that does not match its chunks \(row 2 lists file offset [0-9]+, before the end of row 1's chunk at offset [0-9]+, but prep lists the chunks in file order"
 run fgverify "$C" prep --verify "$TMP/fg"
-expect_error fgverify "shard $TMP/fg/$SHARD has a /chunk_addresses list that does not match its chunks \(bytes [0-9]+\.\.[0-9]+ of /images read through it differ from HDF5's"
+expect_error fgverify "$FG"
+run fgtrain "$C" "${TRAIN[@]}" --data "$TMP/fg" --run-dir "$TMP/r-fg"
+expect_error fgtrain "$FG"
+run fgbench "$C" data-bench --data "$TMP/fg" --augment rrc32 --batch-size 8 --batches 3
+expect_error fgbench "$FG"
 
 # 2. The list's own chunk damaged (one byte of it flipped in the file).
 cp -r "$TMP/om" "$TMP/dl"
@@ -80,15 +110,25 @@ run dltrain "$C" "${TRAIN[@]}" --data "$TMP/dl" --run-dir "$TMP/r-dl"
 expect_eq "train with a damaged list (chunks looked up instead): exit status" 0 "$st"
 expect_eq "... and the losses of the intact set" "$(losses "$TMP/good.out")" "$(losses "$TMP/dltrain.out")"
 
-# 3. A list of an older prep (offset and checksum, no chunk index): ignored, even swapped.
+# 3. A list of an older prep (offset and checksum, no chunk index): used in file order,
+# ignored with two rows swapped.
 cp -r "$TMP/om" "$TMP/old"
-list "$TMP/old" 'a = t[:, :2]; a[[1, 2]] = a[[2, 1]]; del f["chunk_addresses"]; f.create_dataset("chunk_addresses", data=a, chunks=a.shape, fletcher32=True)'
+list "$TMP/old" 'a = t[:, :2]; del f["chunk_addresses"]; f.create_dataset("chunk_addresses", data=a, chunks=a.shape, fletcher32=True)'
+expect_eq "the older list has two columns" 2 "$(list "$TMP/old" 'print(t.shape[1])')"
 run oldverify "$C" prep --verify "$TMP/old"
 expect_eq "--verify with an older list: exit status" 0 "$st"
-expect_grep "--verify notes the older list" "^verify: note: 1 shard\(s\) have a /chunk_addresses list of an older prep .*re-run .cnnscale prep." "$TMP/oldverify.out"
+expect_grep "--verify with an older list: complete" "^verify: $TMP/old is complete" "$TMP/oldverify.out"
 run oldtrain "$C" "${TRAIN[@]}" --data "$TMP/old" --run-dir "$TMP/r-old"
-expect_eq "train with an older (swapped) list: exit status" 0 "$st"
+expect_eq "train with an older list: exit status" 0 "$st"
+expect_eq "... no warning (the list is used)" 0 "$(grep -c chunk_addresses "$TMP/oldtrain.err")"
 expect_eq "... and the losses of the intact set" "$(losses "$TMP/good.out")" "$(losses "$TMP/oldtrain.out")"
+list "$TMP/old" 'a = t[...]; a[[1, 2]] = a[[2, 1]]; t[...] = a'
+run oldswverify "$C" prep --verify "$TMP/old"
+expect_error oldswverify "shard $TMP/old/$SHARD is damaged: its /chunk_addresses list is out of file order \(row 2 lists file offset [0-9]+, before the end of row 1's chunk at offset [0-9]+: an older prep's list, without chunk indices, whose rows were reordered\); reads ignore it"
+run oldswtrain "$C" "${TRAIN[@]}" --data "$TMP/old" --run-dir "$TMP/r-oldsw"
+expect_eq "train with an older list, two rows swapped: exit status" 0 "$st"
+expect_grep "... a warning: the list is ignored" "shard $TMP/old/$SHARD has a /chunk_addresses list that is out of file order .*: it is ignored and each chunk looked up" "$TMP/oldswtrain.err"
+expect_eq "... and the losses of the intact set" "$(losses "$TMP/good.out")" "$(losses "$TMP/oldswtrain.out")"
 
 # 4. dataset.json's sample_layout changed from ragged to jpeg.
 cp -r "$TMP/om" "$TMP/lay"
@@ -101,6 +141,7 @@ expect_error layverify "shard $TMP/lay/$SHARD: sample 0 .*is not a JPEG .* but $
 run pj "$C" prep --format imagefolder --input "$R" --output "$TMP/pj" --store jpeg 64 --shards 1 --test-shards 1 \
   --val-fraction 0.2
 expect_eq "prep --store jpeg 64 exit status" 0 "$st"
+in_file_order "--store jpeg" "$TMP/pj"
 "$PY" - "$TMP/pj/$SHARD" 5 <<'PY'
 import sys, h5py
 path, s = sys.argv[1], int(sys.argv[2])

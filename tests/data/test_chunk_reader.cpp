@@ -9,11 +9,14 @@
 //    chunk and Fletcher32, as HDF5 refuses it; ranges elsewhere still read;
 //  - a checksum stored byte-pair-swapped (HDF5 before 1.6.3) is accepted, as HDF5 does;
 //  - the shard's /chunk_addresses (prep's list: file offset, stored checksum and index per
-//    chunk) equals HDF5's own lookups; a list gone stale (an entry pointing at another
-//    valid chunk, or at no chunk) is named as stale — never read as data, never as damage;
-//  - two rows of the list swapped (issue 39: read as good data) are refused when the shard
-//    is opened; a list of an older prep (no index column) or one failing its own checksum
-//    is ignored (chunk_list() says so) and the chunks are looked up: the bytes are HDF5's;
+//    chunk, in file order) equals HDF5's own lookups; a list gone stale (entries pointing
+//    at the next valid chunks, or at no chunk) is named as stale — never read as data,
+//    never as damage;
+//  - two rows of the list swapped (issue 39: read as good data), and two rows' offsets and
+//    checksums swapped with their indices kept, are refused when the shard is opened;
+//  - a list of an older prep (no index column) in file order is used (the bytes are
+//    HDF5's); one out of order (two rows swapped) or one failing its own checksum is
+//    ignored (chunk_list() says why) and the chunks are looked up: the bytes are HDF5's;
 //  - a gzip shard gets no direct reader (HDF5's path reads it).
 #include <gtest/gtest.h>
 
@@ -223,16 +226,15 @@ TEST_F(ChunkReaderTest, GzipShardsKeepHdf5sPath) {
 }
 
 namespace {
-// Rewrites row `c` of a shard's /chunk_addresses.
-void set_list_row(const std::string& path, int64_t c, uint64_t addr, uint64_t sum) {
+// Rewrites the offset column of a shard's /chunk_addresses (the rest as it is).
+void set_list_offsets(const std::string& path, const std::vector<uint64_t>& offsets) {
   H5Id f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
   H5Id d = h5_dataset(H5Dopen2(f, "/chunk_addresses", H5P_DEFAULT));
   H5Id fs_ = h5_space(H5Dget_space(d));
-  const hsize_t start[2] = {static_cast<hsize_t>(c), 0}, count[2] = {1, 2};  // offset and checksum
+  const hsize_t start[2] = {0, 0}, count[2] = {offsets.size(), 1};
   H5Sselect_hyperslab(fs_, H5S_SELECT_SET, start, nullptr, count, nullptr);
   H5Id ms = h5_space(H5Screate_simple(2, count, nullptr));
-  const uint64_t row[2] = {addr, sum};
-  ASSERT_GE(H5Dwrite(d, H5T_NATIVE_UINT64, ms, fs_, H5P_DEFAULT, row), 0);
+  ASSERT_GE(H5Dwrite(d, H5T_NATIVE_UINT64, ms, fs_, H5P_DEFAULT, offsets.data()), 0);
 }
 std::vector<uint64_t> list_of(const std::string& path) {
   Shard s = open_shard(path);
@@ -265,8 +267,14 @@ TEST_F(ChunkReaderTest, TheShardsChunkListIsHdf5sAndAStaleOneIsNamed) {
     EXPECT_EQ(rows[static_cast<size_t>(3 * c + 1)], fletcher32(chunk.data(), chunk.size())) << c;
   }
   s = Shard();
-  // Chunk 2's entry pointing at chunk 3 (a valid chunk, the wrong one): named stale.
-  set_list_row(path, 2, rows[9], rows[7]);
+  for (int64_t c = 1; c < n; ++c)  // as prep writes them: in file order, back to back
+    EXPECT_EQ(rows[static_cast<size_t>(3 * c)], rows[static_cast<size_t>(3 * c - 3)] + kRaggedChunk + 4) << c;
+  // The entries of chunks 2.. pointing at the chunk after (valid chunks, the wrong ones; in
+  // file order, as a list left behind by a rewrite of the file can be): named stale.
+  std::vector<uint64_t> offsets(static_cast<size_t>(n));
+  for (int64_t c = 0; c < n; ++c)
+    offsets[static_cast<size_t>(c)] = rows[static_cast<size_t>(3 * c)] + (c >= 2 ? kRaggedChunk + 4 : 0);
+  set_list_offsets(path, offsets);
   s = open_shard(path);
   auto r = DirectChunkReader::open(path, s.images);
   ASSERT_NE(r, nullptr);
@@ -279,9 +287,10 @@ TEST_F(ChunkReaderTest, TheShardsChunkListIsHdf5sAndAStaleOneIsNamed) {
             std::vector<uint8_t>(s.bytes.begin(), s.bytes.begin() + 2 * kRaggedChunk));
   r.reset();
   s = Shard();
-  // Pointing at no chunk (offset 0: the superblock): the checksum fails, HDF5's lookup
-  // disagrees with the list, so the list is named, not the data.
-  set_list_row(path, 2, 0, rows[7]);
+  // Pointing at no chunk (a byte past each): the checksum fails, HDF5's lookup disagrees
+  // with the list, so the list is named, not the data.
+  for (int64_t c = 0; c < n; ++c) offsets[static_cast<size_t>(c)] = rows[static_cast<size_t>(3 * c)] + (c >= 2);
+  set_list_offsets(path, offsets);
   s = open_shard(path);
   r = DirectChunkReader::open(path, s.images);
   EXPECT_NE(read_error(*r, 2 * kRaggedChunk, 2 * kRaggedChunk + 10)
@@ -325,22 +334,61 @@ TEST_F(ChunkReaderTest, SwappedListRowsAreRefusedNotRead) {
   }
 }
 
-// A list of an older prep (offset and checksum only), even with two rows swapped, and a
-// list whose own chunk fails its Fletcher32: both ignored, the chunks looked up (HDF5's
-// bytes), and chunk_list() says which, for prep --verify and the reader's warning.
-TEST_F(ChunkReaderTest, AnOlderOrUnreadableListIsIgnored) {
+// Issue 39, review: the offsets and checksums of rows 1 and 2 swapped, each row keeping
+// its index, read chunk 2's bytes as chunk 1's. Prep lists the chunks in file order, so
+// row 2 now lists a chunk before row 1's: refused at open.
+TEST_F(ChunkReaderTest, OffsetsSwappedBetweenRowsAreRefusedNotRead) {
+  const std::string path = write_ragged(dir_, 40);
+  std::vector<uint64_t> rows = list_of(path);
+  ASSERT_GT(rows.size(), 9u);
+  const uint64_t first = rows[3];
+  std::swap_ranges(rows.begin() + 3, rows.begin() + 5, rows.begin() + 6);
+  rewrite_list(path, rows, 3);
+  Shard s = open_shard(path);
+  try {
+    DirectChunkReader::open(path, s.images);
+    FAIL() << "a list with the offsets of rows 1 and 2 swapped was taken";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(" has a /chunk_addresses list that does not match its chunks (row 2 lists "
+                                         "file offset " +
+                                         std::to_string(first) + ", before the end of row 1's chunk at offset " +
+                                         std::to_string(rows[3]) +
+                                         ", but prep lists the chunks in file order: its rows were reordered or "
+                                         "rewritten)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A list of an older prep (offset and checksum only) in file order is used; with two rows
+// swapped it is out of order and ignored, as is a list whose own chunk fails its
+// Fletcher32: the chunks looked up (HDF5's bytes), and chunk_list() says why, for prep
+// --verify and the reader's warning.
+TEST_F(ChunkReaderTest, AnOlderListInOrderIsUsedOtherwiseIgnored) {
   const std::string path = write_ragged(dir_, 40);
   const std::vector<uint64_t> rows = list_of(path);
   const size_t n = rows.size() / 3;
   std::vector<uint64_t> older;
   for (size_t c = 0; c < n; ++c) older.insert(older.end(), {rows[3 * c], rows[3 * c + 1]});
+  rewrite_list(path, older, 2);
+  {
+    Shard s = open_shard(path);
+    auto r = DirectChunkReader::open(path, s.images);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->chunk_list(), DirectChunkReader::ChunkList::used);
+    EXPECT_EQ(direct_read(*r, 0, static_cast<int64_t>(s.bytes.size())), s.bytes);
+  }
   std::swap_ranges(older.begin() + 2, older.begin() + 4, older.begin() + 4);
   rewrite_list(path, older, 2);
   {
     Shard s = open_shard(path);
     auto r = DirectChunkReader::open(path, s.images);
     ASSERT_NE(r, nullptr);
-    EXPECT_EQ(r->chunk_list(), DirectChunkReader::ChunkList::older);
+    EXPECT_EQ(r->chunk_list(), DirectChunkReader::ChunkList::unusable);
+    EXPECT_NE(r->chunk_list_problem().find("is out of file order (row 2 lists file offset " + std::to_string(rows[3]) +
+                                           ", before the end of row 1's chunk"),
+              std::string::npos)
+        << r->chunk_list_problem();
     EXPECT_EQ(direct_read(*r, 0, static_cast<int64_t>(s.bytes.size())), s.bytes);
   }
   rewrite_list(path, rows, 3);
