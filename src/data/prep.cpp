@@ -284,8 +284,9 @@ PrepResult run_prep(const PrepOptions& o) {
   name_leftovers(out);
   const std::string tmp = out + ".tmp-" + std::to_string(::getpid());
   // From here a stop signal is read between blocks of samples (prep.hpp): the partial
-  // output is removed and the stop said, instead of the default death that left it.
-  if (o.stop_on_signals) install_stop_signal_handlers(true);
+  // output is removed and the stop said, instead of the default death that left it; a
+  // second signal before that block ends prep at once.
+  if (o.stop_on_signals) install_stop_signal_handlers(StopSignals::prep);
   const StopFn stop = [&](const std::string& doing) {
     const int sig = stop_signal_received();
     throw PrepStopped(std::string("prep stopped by ") + stop_signal_name(sig) + " " + doing +

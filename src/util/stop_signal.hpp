@@ -17,9 +17,19 @@ namespace cnnscale {
 
 constexpr int kExitCheckpointedOnSignal = 75;  // EX_TEMPFAIL: stopped cleanly, resume later
 
-// with_interrupt: SIGINT (Ctrl-C) too, unless it is ignored (a shell's background job):
-// `cnnscale prep` cleans its partial output up on any of them.
-void install_stop_signal_handlers(bool with_interrupt = false);
+// Which signals stop, and how many times.
+enum class StopSignals {
+  // SIGUSR1 and SIGTERM set the flag, each time: the trainer stops at its next step
+  // boundary, whatever else arrives before it (a launcher's SIGKILL ends it sooner).
+  train,
+  // SIGINT (Ctrl-C) too, unless it is ignored (a shell's background job): `cnnscale prep`
+  // cleans its partial output up on any of them at its next block of samples, which can
+  // be far off (a long decode; a stdout nobody reads). The first one also gives all three
+  // back their default action (other stop signals wait while it is handled), so a second
+  // one ends the process at once, as without a handler, leaving what a SIGKILL leaves.
+  prep,
+};
+void install_stop_signal_handlers(StopSignals which = StopSignals::train);
 // The signal number received (0 if none).
 int stop_signal_received();
 // "SIGTERM", "SIGUSR1", "SIGINT", or "a signal".

@@ -5,7 +5,9 @@
 # out of range, truncated and bit-flipped shards, empty splits).
 # Stopped by a signal while it writes (issue 39): SIGTERM and SIGINT end it with one error
 # line saying what was stopped, status 128 + the signal, its temporary directory removed and
-# no output; what a SIGKILL leaves (OUTPUT.tmp-PID) is named by the next prep of that output.
+# no output; a second signal before prep reaches its next block of samples ends it at once
+# (SIGINT then SIGINT, SIGTERM then SIGINT: killed by the second, OUTPUT.tmp-PID left); what
+# a SIGKILL leaves (OUTPUT.tmp-PID) is named by the next prep of that output.
 # (prep is held inside its first shards by its stdout: a FIFO whose 64 KiB are full.)
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
@@ -181,6 +183,29 @@ for sig in TERM INT; do
     "$TMP/sig$sig.err"
   expect_eq "SIG$sig during prep: one error line" 1 "$(grep -c '^cnnscale: error:' "$TMP/sig$sig.err")"
   expect_eq "SIG$sig during prep: no output, no temporary directory" "" "$(ls -d "$TMP/s$sig"* 2>/dev/null)"
+done
+# A second signal while prep is still held (it reaches no next block while the pipe is full)
+# ends it at once, the default way — a second Ctrl-C used to wait for that block (review of
+# issue 39) — leaving OUTPUT.tmp-PID as a SIGKILL does. The second is sent once the first
+# has been taken (no longer pending in /proc/PID/status), so the two cannot merge into one.
+pending() {  # PID SIG: SIG sent to process PID and not yet taken
+  local hex
+  hex=$(awk '/^ShdPnd:/ {print $2}' "/proc/$1/status" 2>/dev/null)
+  [ -n "$hex" ] && (((0x$hex >> ($(kill -l "$2") - 1)) & 1))
+}
+ended() { [ ! -e "/proc/$1" ] || grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }  # a zombie until waited for
+for pair in "INT INT" "TERM INT"; do
+  read -r first second <<<"$pair"
+  held_prep "two$first" "$TMP/t$first"
+  kill -"$first" "$pid"
+  for _ in $(seq 1 600); do pending "$pid" "$first" || break; sleep 0.1; done
+  kill -"$second" "$pid"
+  for _ in $(seq 1 600); do ended "$pid" && break; sleep 0.1; done
+  expect_eq "SIG$first then SIG$second while prep is held: it ends at once" yes "$(ended "$pid" && echo yes)"
+  release_prep "two$first"
+  expect_eq "... killed by SIG$second" "$((128 + $(kill -l "$second")))" "$st"
+  expect_eq "... no error line" 0 "$(grep -c '^cnnscale: error:' "$TMP/two$first.err")"
+  expect_eq "... OUTPUT.tmp-PID left" "$TMP/t$first.tmp-$pid" "$(ls -d "$TMP/t$first"* 2>/dev/null)"
 done
 held_prep kill "$TMP/sk"
 kill -KILL "$pid"
