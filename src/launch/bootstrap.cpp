@@ -1,8 +1,6 @@
 // bootstrap.cpp — see bootstrap.hpp.
 #include "launch/bootstrap.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <vector>
@@ -16,6 +14,7 @@
 #include "util/env.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
+#include "util/process.hpp"
 
 namespace cnnscale {
 
@@ -44,16 +43,6 @@ std::vector<VisibleDevices> gather_views(const VisibleDevices& mine, MPI_Comm lo
   }
   return views;
 }
-
-namespace {
-
-std::string hostname() {
-  char buf[256] = {0};
-  gethostname(buf, sizeof(buf) - 1);
-  return buf;
-}
-
-}  // namespace
 
 int launcher_rank_or_zero() {
   try {
@@ -141,7 +130,7 @@ ProcessContext bootstrap(const BootstrapOptions& opts) {
   check_launch_against_mpi(ctx.launch, ctx.rank, ctx.size);
 
   // Topology from MPI itself: ranks sharing memory form a node.
-  ctx.host = hostname();
+  ctx.host = this_host();
   mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, ctx.rank, MPI_INFO_NULL, &ctx.local_comm));
   mpiCheck(MPI_Comm_rank(ctx.local_comm, &ctx.local_rank));
   mpiCheck(MPI_Comm_size(ctx.local_comm, &ctx.local_size));

@@ -10,8 +10,6 @@
 // main), HDF5's MPI build and the control plane's type tags assume an initialised MPI,
 // and MPI_Init without a launcher costs ~0.1 s and talks to no other process. Every
 // collective between ranks goes over Gloo (comm/gloo_communicator.hpp).
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -26,15 +24,10 @@
 #include "util/env.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
+#include "util/process.hpp"
 
 namespace cnnscale {
 namespace {
-
-std::string this_host() {
-  char buf[256] = {0};
-  gethostname(buf, sizeof(buf) - 1);
-  return buf;
-}
 
 std::string rank_list(const std::vector<int>& r) {
   std::string out;

@@ -288,13 +288,8 @@ std::string lock_squatter(const std::string& run_dir, const std::string& lock_te
   } catch (const nlohmann::json::exception&) {
     return "";
   }
-  if (!h.is_object() || !process_gone(field(h, "host", std::string()), field(h, "pid", int64_t{0}))) return "";
-  std::string who;
-  for (const long pid : lock_holder_pids(run_dir + "/run.lock")) {
-    const std::string name = process_name(pid);
-    who += (who.empty() ? "" : ", ") + ("pid " + std::to_string(pid)) + (name.empty() ? "" : " (" + name + ")");
-  }
-  return who.empty() ? "another process" : who;
+  if (!h.is_object()) return "";
+  return lock_taken_by_other(run_dir + "/run.lock", field(h, "host", std::string()), field(h, "pid", int64_t{0}));
 }
 
 MetricsEnd read_metrics_end(const std::string& run_dir) {

@@ -61,7 +61,7 @@ struct WatchView {
   std::string holder;
   // run.lock is held, but not by the training recorded in it: that pid no longer exists on
   // its host (issue 39: a lock taken by an unrelated process kept watch waiting forever).
-  // Who holds it instead ("pid Q (sleep)"; "another process" when /proc/locks does not say).
+  // Who holds it instead ("pid Q (sleep)", from /proc/locks; util/process.hpp lock_taken_by_other).
   std::string squatter;
   // RUN_DIR/run.json exists but cannot say how the run ended: which field is wrong, or
   // that it is no JSON (issue 39: such a finished run was reported as killed).
@@ -97,9 +97,11 @@ bool run_ended(const std::string& run_dir, const nlohmann::json& start, nlohmann
                std::string* problem = nullptr, std::string* shown_wrong = nullptr);
 
 // When run.lock (its text: lock_text) records as its holder a pid on this host that no
-// longer exists, although the lock is held: who holds it instead — "pid Q (NAME)" from
-// /proc/locks, or "another process" — else "". (util/process.hpp; a holder recorded on
-// another host cannot be checked from here.)
+// longer exists, although the lock is held by a process /proc/locks names none of whose
+// pids (in any pid namespace) is the recorded one: who holds it — "pid Q (NAME)" — else "".
+// A holder that cannot be seen or read counts as the run (a training in another pid
+// namespace); one recorded on another host cannot be checked from here
+// (util/process.hpp lock_taken_by_other).
 std::string lock_squatter(const std::string& run_dir, const std::string& lock_text);
 
 // How far a run got by its metrics.jsonl alone (a killed rank 0 writes no run.json):

@@ -267,14 +267,11 @@ RunDirLock RunDirLock::acquire(const std::string& dir, const LockHolder& me, std
       text << in.rdbuf();
       ::close(fd);
       const LockHolder holder = LockHolder::parse(text.str());
-      if (process_gone(holder.host, holder.pid)) {  // the lock outlived the training it records (issue 39)
-        std::string who;
-        for (const long pid : lock_holder_pids(path)) {
-          const std::string name = process_name(pid);
-          who += (who.empty() ? "" : ", ") + ("pid " + std::to_string(pid)) + (name.empty() ? "" : " (" + name + ")");
-        }
-        fail("run directory '", dir, "' is locked by ", who.empty() ? std::string("another process") : who,
-             ", not by a training: ", path, " records ", holder.describe(),
+      // The lock outlived the training it records (issue 39); util/process.hpp tells a
+      // training in its own pid namespace, which records the pid it has there, from that.
+      if (const std::string who = lock_taken_by_other(path, holder.host, holder.pid); !who.empty()) {
+        fail("run directory '", dir, "' is locked by ", who, ", not by a training: ", path, " records ",
+             holder.describe(),
              ", which no longer runs. End that process (or choose another --run-dir); then this training can take "
              "the lock");
       }

@@ -6,6 +6,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
@@ -39,8 +40,22 @@ std::vector<long> lock_holder_pids(const std::string& path) {
     std::string n, type, mode, rw, file;
     long pid = 0;
     if (!(f >> n >> type) || type == "->") continue;
-    if (!(f >> mode >> rw >> pid >> file) || file != id || pid <= 0) continue;
+    if (!(f >> mode >> rw >> pid >> file) || file != id || pid < 0) continue;
     pids.push_back(pid);
+  }
+  return pids;
+}
+
+std::vector<long> namespace_pids(long pid) {
+  std::vector<long> pids;
+  if (pid <= 0) return pids;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("NSpid:", 0) != 0) continue;
+    std::istringstream f(line.substr(6));
+    for (long p; f >> p;) pids.push_back(p);
+    break;
   }
   return pids;
 }
@@ -50,6 +65,24 @@ std::string process_name(long pid) {
   std::string name;
   std::getline(in, name);
   return name;
+}
+
+std::string describe_process(long pid) {
+  const std::string name = process_name(pid);
+  return "pid " + std::to_string(pid) + (name.empty() ? "" : " (" + name + ")");
+}
+
+std::string lock_taken_by_other(const std::string& path, const std::string& host, long pid) {
+  if (!process_gone(host, pid)) return "";
+  const std::vector<long> holders = lock_holder_pids(path);
+  std::string who;
+  for (const long h : holders) {
+    const std::vector<long> ns = namespace_pids(h);
+    // Not seen, gone meanwhile, or the recorded training itself (its pid in its own namespace).
+    if (ns.empty() || std::find(ns.begin(), ns.end(), pid) != ns.end()) return "";
+    who += (who.empty() ? "" : ", ") + describe_process(h);
+  }
+  return who;
 }
 
 }  // namespace cnnscale

@@ -5,6 +5,9 @@
 # metrics.jsonl as lines are appended (a log: each new row and evaluation once) and exits 0 when
 # run.json records the segment's end; a resumed segment's older run.json does not end it;
 # a missing or empty run directory and bad options are `cnnscale: error:` lines (exit 2).
+# How run.lock's holder is judged (issue 39): a dead recorded holder whose lock another
+# process took ends the run; a holder recorded on another host, and a live training in a
+# pid namespace of its own (`unshare --pid`, root only), are running jobs.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 C="$CNNSCALE"
@@ -156,6 +159,74 @@ expect_eq "lock held by the holder it records: --once exit 0" 0 "$?"
 expect_grep "lock held by the holder it records: running" "^running: step 30/100" "$TMP/live.out"
 kill $(pgrep -P "$squat") "$squat" 2>/dev/null  # flock and its sleep
 wait "$squat" 2>/dev/null
+
+# ---- a holder recorded on another host: cannot be checked from here, so still running ----
+O="$TMP/otherhost"
+mkdir -p "$O"
+cp "$K/metrics.jsonl" "$O/"
+printf '{"host":"%s","pid":%d,"job_id":"","started":"2026-11-23T10:00:00Z"}\n' "not-$host" "$dead" >"$O/run.lock"
+flock "$O/run.lock" sleep 120 >/dev/null 2>&1 &
+other=$!
+for _ in $(seq 50); do flock -n "$O/run.lock" true || break; sleep 0.1; done
+"$C" watch "$O" --once >"$TMP/other.out" 2>&1
+expect_eq "holder on another host: --once exit 0" 0 "$?"
+expect_grep "holder on another host: running" "^running: step 30/100" "$TMP/other.out"
+"$C" report "$O" --output "$TMP/other.rep" >"$TMP/other.rep.out" 2>&1
+expect_grep "holder on another host: report says still running" \
+  "^cnnscale: error: '$O' has no run.json: still running \(pid $dead on not-$host holds run.lock\)" "$TMP/other.rep.out"
+timeout 60 "$C" train --synthetic --model "flatten linear(10)" --max-steps 1 --resume auto --run-dir "$O" >"$TMP/other.train" 2>&1
+expect_grep "holder on another host: train says another training holds it" \
+  "^cnnscale: error: run directory '$O' is in use by another training: pid $dead on not-$host" "$TMP/other.train"
+kill $(pgrep -P "$other") "$other" 2>/dev/null
+wait "$other" 2>/dev/null
+
+# ---- a live training in a pid namespace of its own (issue 39 review) ----
+# Under `unshare --pid` (as in a container sharing the host's name: Docker --network host,
+# Kubernetes hostNetwork) the training records the pid it has there, which no process has
+# here. Before: watch said "ended without finishing … pid Q (cnnscale) holds the lock now:
+# not a training of this run … end that process first" (status 1), report "killed … end
+# that process", train "locked by pid Q (cnnscale), not by a training". Its pid there is set
+# (ns_last_pid) to one that no process has here. A watch in another pid namespace, which
+# cannot see the holder at all, must not call it killed either.
+echo "not root" >"$TMP/unshare.err"
+if [ "$(id -u)" -ne 0 ] ||
+  ! unshare --pid --fork --mount-proc sh -c 'echo 300 >/proc/sys/kernel/ns_last_pid' >"$TMP/unshare.err" 2>&1; then
+  echo "SKIP (pid namespace part): needs root and unshare --pid --fork --mount-proc with a writable" \
+    "ns_last_pid: $(head -1 "$TMP/unshare.err")"
+else
+  P="$TMP/ns"
+  n=$(($(cat /proc/sys/kernel/pid_max) - 1000))
+  while [ -e "/proc/$n" ]; do n=$((n - 1)); done
+  # bash is pid 1 there; the training, started in the background, gets pid n.
+  # shellcheck disable=SC2016  # expanded by that bash
+  timeout 300 unshare --pid --fork --mount-proc --kill-child bash -c \
+    'echo $(($1 - 1)) >/proc/sys/kernel/ns_last_pid; "${@:2}" & wait $!' ns "$n" \
+    "$C" train --synthetic --model "flatten linear(10)" --batch-size 8 --max-steps 100000000 --no-tensorboard \
+    --run-dir "$P" >"$TMP/ns.train" 2>&1 &
+  ns_job=$!
+  for _ in $(seq 300); do grep -q '"loss"' "$P/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
+  recorded=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$P/run.lock" 2>/dev/null)
+  expect_eq "pid namespace: run.lock records the training's pid there" "$n" "$recorded"
+  expect_eq "pid namespace: no process has that pid here" "no" "$([ -e "/proc/$n" ] && echo yes || echo no)"
+  "$C" watch "$P" --once >"$TMP/ns.out" 2>&1
+  expect_eq "pid namespace: --once exit 0" 0 "$?"
+  expect_grep "pid namespace: running" "^running: step [0-9]+/100000000" "$TMP/ns.out"
+  "$C" report "$P" --output "$TMP/ns.rep" >"$TMP/ns.rep.out" 2>&1
+  expect_grep "pid namespace: report says still running" \
+    "^cnnscale: error: '$P' has no run.json: still running \(pid $n on $host holds run.lock\)" "$TMP/ns.rep.out"
+  timeout 60 "$C" train --synthetic --model "flatten linear(10)" --max-steps 1 --resume auto --run-dir "$P" \
+    >"$TMP/ns.second" 2>&1
+  expect_eq "pid namespace: a second training refused, exit 2" 2 "$?"
+  expect_grep "pid namespace: a second training is told that training holds it" \
+    "^cnnscale: error: run directory '$P' is in use by another training: pid $n on $host" "$TMP/ns.second"
+  unshare --pid --fork --mount-proc "$C" watch "$P" --once >"$TMP/ns.other.out" 2>&1
+  expect_eq "pid namespace: a watch in another one: --once exit 0" 0 "$?"
+  expect_grep "pid namespace: a watch in another one: running" "^running: step [0-9]+/100000000" "$TMP/ns.other.out"
+  for p in $(pgrep -x cnnscale); do  # the training, by its pid here
+    [ "$(awk '/^NSpid:/ {print $NF}' "/proc/$p/status" 2>/dev/null)" = "$n" ] && kill "$p"
+  done
+  wait "$ns_job" 2>/dev/null
+fi
 
 # ---- following a running job ----
 "$C" watch "$D" --interval 0.2 >"$TMP/live" 2>&1 &
