@@ -75,18 +75,8 @@ int cmd_allreduce(int argc, char** argv) {
   const ProcessContext& ctx = world.ctx;
   // Before the sweep: a path rank 0 cannot write the result to (util/atomic_file.hpp) costs
   // nothing; every rank learns it and stops.
-  if (vm.count("json")) {
-    std::string error;
-    if (ctx.rank == 0) {
-      try {
-        check_output_file(vm["json"].as<std::string>(), "--json");
-      } catch (const UserError& e) {
-        error = e.what();
-      }
-    }
-    error = world.control->broadcast_string(error, 0, "the --json check");
-    if (!error.empty()) fail_collective(ctx.rank, error);
-  }
+  if (vm.count("json"))
+    world.control->rank0_check([&] { check_output_file(vm["json"].as<std::string>(), "--json"); }, "the --json check");
   // The training's watchdog (comm/watchdog.hpp): a rank stopped or hung in a sum is named
   // within --collective-timeout instead of the others waiting forever.
   if (!world.control->start_watchdog(wo.timeout_s, ctx.host, world.comm->device_buffers()) && ctx.size > 1)

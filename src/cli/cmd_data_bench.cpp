@@ -57,18 +57,8 @@ int cmd_data_bench(int argc, char** argv) {
   const int rank = world.ctx.rank, size = world.ctx.size;
   // Before the benchmark: a path rank 0 cannot write the result to (util/atomic_file.hpp)
   // costs nothing; every rank learns it and stops.
-  if (auto it = parsed.vm.find("json"); it != parsed.vm.end()) {
-    std::string error;
-    if (rank == 0) {
-      try {
-        check_output_file(it->second.as<std::string>(), "--json");
-      } catch (const UserError& e) {
-        error = e.what();
-      }
-    }
-    error = world.control->broadcast_string(error, 0, "the --json check");
-    if (!error.empty()) fail_collective(rank, error);
-  }
+  if (auto it = parsed.vm.find("json"); it != parsed.vm.end())
+    world.control->rank0_check([&] { check_output_file(it->second.as<std::string>(), "--json"); }, "the --json check");
   const DataBenchResult r = run_data_bench(o, rank, size);
 
   // Every rank read at once: the job's rate is the sum, its time the slowest rank's.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "comm/watchdog.hpp"
+#include "util/error.hpp"
 
 namespace cnnscale {
 
@@ -112,6 +113,21 @@ class ControlComm {
   }
   // root's string everywhere (a message, a path); returns it.
   std::string broadcast_string(const std::string& s, int root, const char* what);
+  // A check only rank 0 can make (a path it will write): `check` runs there, and a
+  // UserError it throws ends every rank alike (fail_collective: rank 0 says it once).
+  template <class Check>
+  void rank0_check(Check&& check, const char* what) {
+    std::string error;
+    if (rank_ == 0) {
+      try {
+        check();
+      } catch (const UserError& e) {
+        error = e.what();
+      }
+    }
+    error = broadcast_string(error, 0, what);
+    if (!error.empty()) fail_collective(rank_, error);
+  }
 
   // Every rank's value at root, in rank order (empty elsewhere). T as for allreduce.
   template <class T>

@@ -15,7 +15,8 @@ void check_report_output(const std::string& output_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::exists(output_dir, ec) && !fs::is_directory(output_dir, ec))
-    fail("cannot write the report into --output '", output_dir, "': it exists and is not a directory");
+    fail("cannot write the report into --output '", output_dir,
+         "': it exists and is not a directory; give --output a new or existing folder");
   for (const char* f : kFiles) output_target((fs::path(output_dir) / f).string());
 }
 

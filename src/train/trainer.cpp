@@ -139,14 +139,18 @@ Trainer::Trainer(TrainOptions opt, const ProcessContext& ctx, Communicator& comm
               " ms in every gradient-ready callback (a test hook; unset it to train normally)");
     }
   }
-  if (auto v = process_env()("CNNSCALE_INJECT_NAN_UPDATE")) {  // STEP:PARAM, checked in setup()
-    const size_t colon = v->find(':');
-    if (colon == std::string::npos)
-      fail("CNNSCALE_INJECT_NAN_UPDATE=", *v, " is not STEP:PARAM (a test hook; unset it to train normally)");
-    const long s = parse_env_int("CNNSCALE_INJECT_NAN_UPDATE", v->substr(0, colon));
+  if (auto v = process_env()("CNNSCALE_INJECT_NAN_UPDATE")) {  // [RANK:]STEP:PARAM, PARAM checked in setup()
+    std::vector<std::string> f;
+    for (size_t b = 0, e; b <= v->size(); b = e + 1) {
+      e = std::min(v->find(':', b), v->size());
+      f.push_back(v->substr(b, e - b));
+    }
+    if (f.size() != 2 && f.size() != 3)
+      fail("CNNSCALE_INJECT_NAN_UPDATE=", *v, " is not [RANK:]STEP:PARAM (a test hook; unset it to train normally)");
+    const long s = parse_env_int("CNNSCALE_INJECT_NAN_UPDATE", f[f.size() - 2]);
     if (s < 1) fail("CNNSCALE_INJECT_NAN_UPDATE=", *v, ": STEP counts from 1");
-    inject_nan_update_step_ = s - 1;
-    inject_nan_update_param_ = v->substr(colon + 1);
+    if (f.size() == 2 || parse_env_int("CNNSCALE_INJECT_NAN_UPDATE", f[0]) == rank_) inject_nan_update_step_ = s - 1;
+    inject_nan_update_param_ = f.back();
   }
 }
 
@@ -168,16 +172,8 @@ void Trainer::setup() {
   if (!opt_.timeline.empty()) {
     // Rank 0 writes it at the end of the window: a path it cannot take (util/atomic_file.hpp)
     // is refused on every rank before the first step, not warned about after the window.
-    std::string error;
-    if (rank_ == 0) {
-      try {
-        check_output_file(opt_.timeline, "--timeline");
-      } catch (const UserError& e) {
-        error = e.what();
-      }
-    }
-    error = control_.broadcast_string(error, 0, "the --timeline check");
-    if (!error.empty()) fail_collective(rank_, error);
+    // After the run directory, which may be the folder it goes into.
+    control_.rank0_check([&] { check_output_file(opt_.timeline, "--timeline"); }, "the --timeline check");
   }
 
   // ---- data ----
@@ -557,6 +553,14 @@ StepResult Trainer::step() {
   // flight, read once the device has passed them (the next step, or drain()).
   const int marks = static_cast<int>(step % Model::kMarkSets);
   model_->mark(marks, kMarkStart);
+  // --on-nan skip-step, host model: the batch-norm running statistics as they were before
+  // this step's forward, so that a skipped step leaves no trace in them either (a NaN
+  // batch would otherwise have made them NaN; C floats per layer).
+  if (opt_.on_nan == NanPolicy::skip_step && has_buffers_ && !model_->on_device()) {
+    saved_buffers_.clear();
+    for (auto [b, e] : buffer_ranges_)
+      saved_buffers_.insert(saved_buffers_.end(), model_->param_data() + b, model_->param_data() + e);
+  }
   const auto fb = [&] {
     return model_->forward_backward(
         batch_.images.data(), batch_.labels.data(), batch_.count, sctx_, [&](size_t ready_end) {
@@ -644,6 +648,7 @@ StepResult Trainer::step() {
     result.skipped = true;
     log_warn("non-finite loss at step " + std::to_string(step + 1) + (where.empty() ? "" : " (" + where + ")") +
              ": update skipped (--on-nan skip-step)");
+    skip_leaves_finite_state(step + 1);
   }
   const double tl_opt = tl ? Timeline::now() : 0;
   const bool inject_nan = step == inject_nan_update_step_ && !any.non_finite;
@@ -746,16 +751,45 @@ StepResult Trainer::step() {
 // --on-nan skip-step cannot skip an update already applied. `agreed`: the step agreement
 // already found it on some rank; else one allreduce asks. Nothing is checkpointed.
 void Trainer::check_update(int64_t steps_done, bool agreed) {
-  int bad = update_non_finite_ ? 1 : 0;
+  // agreed: some rank found it, maybe not this one (replicas that differ): stop anyway.
+  int bad = agreed || update_non_finite_ ? 1 : 0;
   if (!agreed) control_.allreduce(&bad, 1, ReduceOp::max, "the update finiteness allreduce");
   if (!bad) return;
   std::string where;
   if (rank_ == 0) where = non_finite_tensor(*model_, *optimizer_);
   fail_collective(rank_, "the update of step ", steps_done, " wrote a NaN or Inf",
-                  where.empty() ? std::string() : " (rank 0: " + where + ")",
+                  where.empty() ? std::string(" on a rank other than 0 (its parameters differ from rank 0's: a "
+                                              "hardware fault or a bug; do not trust this run)")
+                                : " (rank 0: " + where + ")",
                   "; stopped without writing a checkpoint, so the last good one is untouched (--on-nan skip-step "
                   "cannot skip an update already applied). Lower --lr, or check the input data, and resume from the "
                   "last checkpoint");
+}
+
+// A skipped step must leave finite parameters and statistics behind: a host model gets
+// its batch-norm statistics back as they were before the step; then rank 0 (whose
+// statistics every rank has after the buffer broadcast, or all alike under --sync-bn)
+// checks everything, and a NaN or Inf that skipping cannot undo — in a parameter (on the
+// GPU the optimiser does not check what it writes), or in a device model's statistics —
+// stops every rank. Only on skipped steps: one scan (a device model: a host copy).
+void Trainer::skip_leaves_finite_state(int64_t step_1based) {
+  if (!saved_buffers_.empty()) {
+    size_t k = 0;
+    for (auto [b, e] : buffer_ranges_) {
+      std::copy_n(saved_buffers_.data() + k, e - b, model_->param_data() + b);
+      k += e - b;
+    }
+  }
+  std::string where;
+  if (rank_ == 0) where = non_finite_tensor(*model_, *optimizer_);
+  where = control_.broadcast_string(where, 0, "the skipped step's finiteness check");
+  if (!where.empty())
+    fail_collective(rank_, "step ", step_1based,
+                    " was skipped (--on-nan skip-step), but the model still holds a NaN or Inf (rank 0: ", where,
+                    "): skipping cannot undo it (a parameter written by an earlier update",
+                    model_->on_device() ? ", or the batch-norm statistics of the skipped batch" : "",
+                    "); stopped without writing a checkpoint, so the last good one is untouched. Lower --lr, or "
+                    "check the input data, and resume from the last checkpoint");
 }
 
 // Rank 0 on a terminal: at most 10 redraws a second, and at every epoch end.

@@ -216,8 +216,8 @@ class Trainer {
   // handing the ready range to the buckets, so backward runs late while sums are in
   // flight. Results must not change (docs/gpu.md "Tests"). 0: off.
   long inject_delay_ms_ = 0;
-  // CNNSCALE_INJECT_NAN_UPDATE=STEP:PARAM (a test hook, tests/train/nan_weights*.sh): every
-  // rank writes a NaN into the first element of parameter PARAM's summed gradient after
+  // CNNSCALE_INJECT_NAN_UPDATE=[RANK:]STEP:PARAM (a test hook, tests/train/nan_weights*.sh):
+  // every rank (or rank RANK alone) writes a NaN into the first element of parameter PARAM's summed gradient after
   // step STEP's agreement, so that step's update writes a NaN parameter, as a diverging
   // update would (a device model: into the parameter after the update, through a host
   // copy; its optimiser does not check). -1: off.
@@ -227,6 +227,9 @@ class Trainer {
   // the next step agreement, or at once where the step's results are read (check_update).
   bool update_non_finite_ = false;
   void check_update(int64_t steps_done, bool agreed);
+  // --on-nan skip-step on a host model: the batch-norm statistics before this step's forward.
+  std::vector<float> saved_buffers_;
+  void skip_leaves_finite_state(int64_t step_1based);
 };
 
 }  // namespace cnnscale

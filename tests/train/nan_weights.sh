@@ -15,6 +15,14 @@
 #     checkpoint step, and at the last step of a run without a run directory.
 #  3. Writing: with the optimiser's check off (CNNSCALE_NAN_GUARD=off, the benchmark's
 #     switch) the checkpoint writer still refuses to write the NaN (the GPU's safety net).
+#  4. Ranks that disagree: a NaN written by rank 1's update only (replicas that differ)
+#     stops both ranks at the next agreement, rank 0 saying it was another rank (once, rank
+#     0 went on alone and rank 1 stopped silently: a hang until the collective timeout).
+#  5. --on-nan skip-step leaves no trace: a NaN batch skipped in resnet20 (batch norm) on
+#     1 and 2 ranks leaves the parameters, optimiser state and batch-norm statistics
+#     bitwise as they were (step-1 and step-2 checkpoints equal), and the run finishes
+#     (once, the skipped batch's NaN statistics stopped it at the next checkpoint, blaming
+#     the learning rate).
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 require_python "h5py, numpy" "python3-h5py python3-numpy"
@@ -111,4 +119,27 @@ expect_grep "the writer names the file and the tensor" \
   "$dir.out"
 expect_eq "guard off: only step 2 is checkpointed, latest names it" "latest step-00000002.h5 |step-00000002.h5" \
   "$(ls "$dir/checkpoints" | tr '\n' ' ')|$(cat "$dir/checkpoints/latest")"
+
+# 4. Ranks that disagree -----------------------------------------------------------------
+dir="$TMP/disagree"
+CNNSCALE_INJECT_NAN_UPDATE=1:3:conv1.weight timeout 300 $M -n 2 -x CNNSCALE_INJECT_NAN_UPDATE "$CNNSCALE" train \
+  "${MNIST[@]}" --max-steps 8 --checkpoint-every 2 --collective-timeout 120 --run-dir "$dir" >"$dir.out" 2>&1
+expect_eq "NaN on rank 1 only: exit status 2 (not the timeout's)" 2 "$?"
+expect_eq "the hook ran on rank 1 only" 1 "$(grep -c 'CNNSCALE_INJECT_NAN_UPDATE: a NaN written' "$dir.out")"
+expect_grep "rank 0 says the NaN is on another rank" \
+  "^cnnscale: error: the update of step 3 wrote a NaN or Inf on a rank other than 0 " "$dir.out"
+expect_eq "no collective timeout" "" "$(grep -i 'did not arrive\|timeout' "$dir.out" | head -1)"
+
+# 5. A skipped step leaves no trace --------------------------------------------------------
+for np in 1 2; do
+  dir="$TMP/skip$np"
+  CNNSCALE_TEST_NAN=1:0 timeout 300 $M -n "$np" -x CNNSCALE_TEST_NAN "$CNNSCALE" train "${RESNET[@]}" --max-steps 4 \
+    --checkpoint-every 1 --keep-checkpoints 9 --on-nan skip-step --run-dir "$dir" >"$dir.out" 2>&1
+  expect_eq "skip-step, $np rank(s): a NaN batch at step 2 is skipped and the run finishes" 0 "$?"
+  expect_grep "skip-step, $np rank(s): step 2 was skipped" "non-finite loss at step 2 .*update skipped" "$dir.out"
+  expect_ckpt_bitwise "skip-step, $np rank(s): step 2 left the model and optimiser as step 1 did" \
+    "$dir/checkpoints/step-00000001.h5" "$dir/checkpoints/step-00000002.h5"
+  h5diff -q "$dir/checkpoints/step-00000002.h5" "$dir/checkpoints/step-00000003.h5" /model /model >/dev/null 2>&1
+  expect_eq "skip-step, $np rank(s): step 3 trained (not vacuous)" 1 "$?"
+done
 finish

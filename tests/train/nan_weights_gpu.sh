@@ -7,7 +7,8 @@
 #     CNNSCALE_INJECT_NAN_UPDATE, on a device model written into the parameter after the
 #     update) must reach the next step's loss (cuDNN's ReLU and pooling propagate NaN),
 #     stopping the run there, before that step's update and any checkpoint of it; at a
-#     checkpoint step, the checkpoint writer refuses it.
+#     checkpoint step, the checkpoint writer refuses it; with --on-nan skip-step, step 4 is
+#     skipped and then the run stops, naming the parameter (skipping cannot undo it).
 # fp32 and bf16 (the bf16 activation store). SKIP (77) without a CUDA device.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
@@ -39,6 +40,14 @@ with h5py.File(sys.argv[1], 'r+') as f: f['/model/conv1.weight'][...] = np.nan" 
   expect_grep "$prec: step 4's loss is NaN and stops the run" \
     "^cnnscale: error: the training loss is not finite at step 4 " "$dir.out"
   expect_eq "$prec: only step 2 is checkpointed" "latest step-00000002.h5 " "$(ls "$dir/checkpoints" | tr '\n' ' ')"
+
+  dir="$TMP/skip-$prec"
+  CNNSCALE_INJECT_NAN_UPDATE=3:conv1.weight timeout 300 $M -n 1 -x CNNSCALE_INJECT_NAN_UPDATE "$CNNSCALE" train \
+    "${ARGS[@]}" --max-steps 8 --checkpoint-every 2 --on-nan skip-step --run-dir "$dir" >"$dir.out" 2>&1
+  expect_eq "$prec: skip-step, a NaN parameter after step 3: exit status 2" 2 "$?"
+  expect_grep "$prec: skip-step: step 4 is skipped, then the run stops naming the parameter" \
+    "^cnnscale: error: step 4 was skipped \(--on-nan skip-step\), but the model still holds a NaN or Inf \(rank 0: /model/conv1.weight: " \
+    "$dir.out"
 
   dir="$TMP/writer-$prec"
   CNNSCALE_INJECT_NAN_UPDATE=4:conv1.weight timeout 300 $M -n 1 -x CNNSCALE_INJECT_NAN_UPDATE "$CNNSCALE" train \
