@@ -51,16 +51,21 @@ std::string field(const nlohmann::json& j, const char* key, const std::string& d
   return it != j.end() && it->is_string() ? it->get<std::string>() : def;
 }
 
+// run.lock's text as its holder record (a JSON object), or null when it is not one.
+nlohmann::json holder_record(const std::string& lock_text) {
+  try {
+    nlohmann::json h = nlohmann::json::parse(lock_text);
+    if (h.is_object()) return h;
+  } catch (const nlohmann::json::exception&) {
+  }
+  return nullptr;
+}
+
 // run.lock's holder (train/run_dir.hpp LockHolder, as JSON) as "pid P on HOST[, Slurm job J]";
 // "" when the text is not a holder record.
 std::string holder_text(const std::string& lock_text) {
-  nlohmann::json h;
-  try {
-    h = nlohmann::json::parse(lock_text);
-  } catch (const nlohmann::json::exception&) {
-    return "";
-  }
-  if (!h.is_object()) return "";
+  const nlohmann::json h = holder_record(lock_text);
+  if (h.is_null()) return "";
   const std::string job = field(h, "job_id", std::string());
   return "pid " + std::to_string(field(h, "pid", int64_t{0})) + " on " + field(h, "host", std::string("?")) +
          (job.empty() ? std::string() : ", Slurm job " + job);
@@ -282,13 +287,8 @@ bool run_ended(const std::string& run_dir, const nlohmann::json& start, nlohmann
 }
 
 std::string lock_squatter(const std::string& run_dir, const std::string& lock_text) {
-  nlohmann::json h;
-  try {
-    h = nlohmann::json::parse(lock_text);
-  } catch (const nlohmann::json::exception&) {
-    return "";
-  }
-  if (!h.is_object()) return "";
+  const nlohmann::json h = holder_record(lock_text);
+  if (h.is_null()) return "";
   return lock_taken_by_other(run_dir + "/run.lock", field(h, "host", std::string()), field(h, "pid", int64_t{0}));
 }
 

@@ -96,6 +96,15 @@ void write_dataset(hid_t parent, const std::string& name, const std::vector<int6
     throw std::runtime_error("dataset " + name);
 }
 
+// The model's flat parameters on the host: where they are for a host model (no copy),
+// else copied into `host`.
+const float* params_on_host(Model& model, std::vector<float>& host) {
+  if (!model.on_device()) return model.param_data();
+  host.resize(model.param_count());
+  copy_params_to_host(model, host.data());
+  return host.data();
+}
+
 // Empty when p[0..n) is finite, else "NAME: a NaN and b Inf of its n values (the
 // first at element i)". One vectorised scan; counting only when something is found.
 std::string describe_non_finite(const std::string& name, const float* p, size_t n) {
@@ -214,13 +223,7 @@ CheckpointMeta read_meta(hid_t f, const std::string& path) {
 
 std::string non_finite_tensor(Model& model, Optimizer& opt) {
   std::vector<float> host;
-  const float* params = model.param_data();
-  if (model.on_device()) {
-    host.resize(model.param_count());
-    copy_params_to_host(model, host.data());
-    params = host.data();
-  }
-  return first_non_finite(model.params(), params, opt.state_view());
+  return first_non_finite(model.params(), params_on_host(model, host), opt.state_view());
 }
 
 std::string checkpoint_file_name(int64_t step) {
@@ -253,12 +256,7 @@ std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& op
   // A device model's parameters come to the host first; a host model's are written
   // from where they are (no copy: the checkpoint's peak memory is the file image).
   std::vector<float> host;
-  const float* params = model.param_data();
-  if (model.on_device()) {
-    host.resize(model.param_count());
-    copy_params_to_host(model, host.data());
-    params = host.data();
-  }
+  const float* params = params_on_host(model, host);
   // A NaN or ±Inf is never checkpointed (issue 39 item 1): one scan of what is written,
   // a few ms for ResNet-50's 25.6M parameters and their momentum (docs/performance.md).
   const auto state = opt.state_view();
