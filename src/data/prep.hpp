@@ -9,9 +9,10 @@
 // SIGTERM, SIGUSR1 and SIGINT (unless ignored) set a flag (util/stop_signal.hpp) that the
 // writing loop reads between blocks of samples; prep then removes the directory and throws
 // PrepStopped, saying what it was writing (it ended with status 143, no message and the
-// directory left behind). A second signal before then (a second Ctrl-C) ends prep at once,
-// the default way (it waited for the next block: review of issue 39), leaving what a
-// SIGKILL leaves. What a SIGKILL or a crash leaves ("<output>.tmp-<pid>", or
+// directory left behind). A second signal before then, 1 s or more after the first (a second
+// Ctrl-C), ends prep at once, the default way (it waited for the next block: review of
+// issue 39), leaving what a SIGKILL leaves; one within the second is the same stop
+// delivered twice (util/stop_signal.hpp). What a SIGKILL or a crash leaves ("<output>.tmp-<pid>", or
 // "<output>.old-<pid>" of an interrupted --force) is named by the next prep of that output
 // when no process <pid> runs on this host — named, not removed: on a shared file system
 // the writer may be a prep on another node.

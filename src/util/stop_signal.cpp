@@ -6,26 +6,38 @@
 
 #include <cerrno>
 #include <csignal>
+#include <ctime>
 #include <initializer_list>
 
 namespace cnnscale {
 namespace {
 volatile std::sig_atomic_t g_signal = 0;
 int g_pipe[2] = {-1, -1};
-// StopSignals::prep: the signals whose handler the first one resets (set before any is installed).
-int g_reset[3] = {0, 0, 0};
-int g_resets = 0;
+// StopSignals::prep: a later stop signal ends the process (stop_signal.hpp).
+volatile std::sig_atomic_t g_escalate = 0;
+timespec g_first{};  // when the first stop signal arrived (CLOCK_MONOTONIC)
+constexpr long kSecondSignalNs = 1'000'000'000;
 extern "C" void on_stop_signal(int sig) {
-  g_signal = sig;
-  struct sigaction dfl {};  // sigaction() is async-signal-safe
-  dfl.sa_handler = SIG_DFL;
-  for (int i = 0; i < g_resets; ++i) sigaction(g_reset[i], &dfl, nullptr);
+  const int saved = errno;  // errno is the interrupted code's
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe, as are sigaction, raise and write
+  if (g_signal == 0) {
+    g_first = now;
+  } else if (g_escalate && (now.tv_sec - g_first.tv_sec) * 1'000'000'000L + (now.tv_nsec - g_first.tv_nsec) >=
+                               kSecondSignalNs) {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigaction(sig, &dfl, nullptr);
+    raise(sig);  // delivered when this handler returns (sig is blocked while it runs)
+    errno = saved;
+    return;
+  }
+  if (g_signal == 0 || !g_escalate) g_signal = sig;  // the trainer: the latest; prep: the first (its message)
   if (g_pipe[1] >= 0) {
-    const int saved = errno;  // write() is async-signal-safe; errno is the interrupted code's
     const char byte = 1;
     [[maybe_unused]] const ssize_t n = ::write(g_pipe[1], &byte, 1);  // non-blocking: a full pipe is fine
-    errno = saved;
   }
+  errno = saved;
 }
 }  // namespace
 
@@ -38,14 +50,9 @@ void install_stop_signal_handlers(StopSignals which) {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  g_resets = 0;
-  if (prep) {  // a second signal during the handler waits for its reset, then ends the process
-    for (const int sig : {SIGUSR1, SIGTERM, SIGINT}) {
-      if (sig == SIGINT && !interrupt) continue;
-      sigaddset(&sa.sa_mask, sig);
-      g_reset[g_resets++] = sig;
-    }
-  }
+  if (prep)  // one stop signal handled at a time (the first's time is written once)
+    for (const int sig : {SIGUSR1, SIGTERM, SIGINT}) sigaddset(&sa.sa_mask, sig);
+  g_escalate = prep ? 1 : 0;
   sigaction(SIGUSR1, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   if (interrupt) sigaction(SIGINT, &sa, nullptr);

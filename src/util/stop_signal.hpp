@@ -24,9 +24,12 @@ enum class StopSignals {
   train,
   // SIGINT (Ctrl-C) too, unless it is ignored (a shell's background job): `cnnscale prep`
   // cleans its partial output up on any of them at its next block of samples, which can
-  // be far off (a long decode; a stdout nobody reads). The first one also gives all three
-  // back their default action (other stop signals wait while it is handled), so a second
-  // one ends the process at once, as without a handler, leaving what a SIGKILL leaves.
+  // be far off (a long decode; a stdout nobody reads). A stop signal arriving 1 s or more
+  // after the first ends the process at once, the default way, leaving what a SIGKILL
+  // leaves (a user's second Ctrl-C). One within that second is the same stop delivered
+  // twice and changes nothing: GNU timeout signals its child and then its own process
+  // group, mpirun forwards a SIGTERM after the terminal's SIGINT (once, resetting the
+  // handlers at the first signal let such a pair kill prep without its clean-up).
   prep,
 };
 void install_stop_signal_handlers(StopSignals which = StopSignals::train);

@@ -184,10 +184,14 @@ for sig in TERM INT; do
   expect_eq "SIG$sig during prep: one error line" 1 "$(grep -c '^cnnscale: error:' "$TMP/sig$sig.err")"
   expect_eq "SIG$sig during prep: no output, no temporary directory" "" "$(ls -d "$TMP/s$sig"* 2>/dev/null)"
 done
-# A second signal while prep is still held (it reaches no next block while the pipe is full)
-# ends it at once, the default way — a second Ctrl-C used to wait for that block (review of
-# issue 39) — leaving OUTPUT.tmp-PID as a SIGKILL does. The second is sent once the first
-# has been taken (no longer pending in /proc/PID/status), so the two cannot merge into one.
+# A second signal 1 s or more after the first, while prep is still held (it reaches no next
+# block while the pipe is full), ends it at once, the default way — a second Ctrl-C used to
+# wait for that block (review of issue 39) — leaving OUTPUT.tmp-PID as a SIGKILL does. One
+# within the second is the same stop delivered twice (GNU timeout signals the child and then
+# its group): prep stays held and then cleans up as for one (once, any second signal killed
+# it: `timeout 1.2 cnnscale prep` sometimes left OUTPUT.tmp-PID and no message). Each second
+# signal is sent once the first has been taken (no longer pending in /proc/PID/status), so
+# the two cannot merge into one.
 pending() {  # PID SIG: SIG sent to process PID and not yet taken
   local hex
   hex=$(awk '/^ShdPnd:/ {print $2}' "/proc/$1/status" 2>/dev/null)
@@ -199,6 +203,7 @@ for pair in "INT INT" "TERM INT"; do
   held_prep "two$first" "$TMP/t$first"
   kill -"$first" "$pid"
   for _ in $(seq 1 600); do pending "$pid" "$first" || break; sleep 0.1; done
+  sleep 1.2
   kill -"$second" "$pid"
   for _ in $(seq 1 600); do ended "$pid" && break; sleep 0.1; done
   expect_eq "SIG$first then SIG$second while prep is held: it ends at once" yes "$(ended "$pid" && echo yes)"
@@ -206,6 +211,22 @@ for pair in "INT INT" "TERM INT"; do
   expect_eq "... killed by SIG$second" "$((128 + $(kill -l "$second")))" "$st"
   expect_eq "... no error line" 0 "$(grep -c '^cnnscale: error:' "$TMP/two$first.err")"
   expect_eq "... OUTPUT.tmp-PID left" "$TMP/t$first.tmp-$pid" "$(ls -d "$TMP/t$first"* 2>/dev/null)"
+done
+for pair in "TERM TERM" "INT TERM"; do  # within the second: one stop
+  read -r first second <<<"$pair"
+  held_prep "dup$first$second" "$TMP/d$first"
+  kill -"$first" "$pid"
+  for _ in $(seq 1 600); do pending "$pid" "$first" || break; sleep 0.01; done
+  kill -"$second" "$pid"
+  for _ in $(seq 1 600); do pending "$pid" "$second" || break; sleep 0.01; done
+  sleep 0.3
+  expect_eq "SIG$first then SIG$second within a second: prep is still held (one stop)" no \
+    "$(ended "$pid" && echo yes || echo no)"
+  release_prep "dup$first$second"
+  expect_eq "... status 128 + the first signal" "$((128 + $(kill -l "$first")))" "$st"
+  expect_grep "... the stop is said once, naming the first" "^cnnscale: error: prep stopped by SIG$first while writing" \
+    "$TMP/dup$first$second.err"
+  expect_eq "... no output, no temporary directory" "" "$(ls -d "$TMP/d$first"* 2>/dev/null)"
 done
 held_prep kill "$TMP/sk"
 kill -KILL "$pid"
