@@ -37,7 +37,7 @@ case "${1:-}" in
   "") ;;
   *) echo "install-deps: unknown argument '$1' (usage: scripts/install-deps.sh [--tests])" >&2; exit 2 ;;
 esac
-DEB_CACHE=/var/cache/cnnscale/debs
+DEB_CACHE=${CNNSCALE_DEB_CACHE:-/var/cache/cnnscale/debs}  # CNNSCALE_DEB_CACHE: tests/tools/install_deps.sh
 UNREAD=""  # the apt sources apt-get update could not read
 apt_update() {
   local log st

@@ -150,7 +150,9 @@ int cmd_train(int argc, char** argv) {
       "newest checkpoints to keep")("collective-timeout",
                                     po::value(&o.collective_timeout)->default_value(o.collective_timeout),
                                     "seconds before a silent rank is reported")(
-      "on-nan", po::value(&on_nan)->default_value(on_nan), "stop|skip-step when the loss is not finite");
+      "on-nan", po::value(&on_nan)->default_value(on_nan), "stop|skip-step when the loss is not finite (skip-step: the update is skipped and the step "
+      "leaves no trace; a NaN it cannot undo — in a parameter, or on the GPU in batch-norm statistics — "
+      "still stops the run; docs/checkpoints.md)");
   po::options_description all("Options");
   all.add(input).add(model).add(sched).add(par).add(out);
   auto parsed = parse_options(spec, argc, argv, all, {}, /*allow_config=*/true);

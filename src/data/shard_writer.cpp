@@ -10,6 +10,7 @@
 
 #include "util/error.hpp"
 #include "util/hdf5_lock.hpp"
+#include "util/log.hpp"
 
 namespace cnnscale {
 
@@ -191,6 +192,9 @@ void ShardWriter::write_chunk_addresses() {
     // and readers look the chunks up (correct, slower to open).
     if (a < end) {
       ::close(fd);
+      log_warn("shard " + path_ + ": its chunks are not in file order (chunk " + std::to_string(c) +
+               "), so it gets no /chunk_addresses list: readers look each chunk up through HDF5, which is "
+               "correct but slower to open (please report: prep expects HDF5 to place them in order)");
       return;
     }
     end = a + size;

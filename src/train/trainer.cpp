@@ -780,6 +780,9 @@ void Trainer::skip_leaves_finite_state(int64_t step_1based) {
       k += e - b;
     }
   }
+  // A device model's host copy waits behind this step's gradient sums: under the
+  // watchdog, polling the communicator's errors (drain), as every host read of results.
+  if (model_->on_device()) drain();
   std::string where;
   if (rank_ == 0) where = non_finite_tensor(*model_, *optimizer_);
   where = control_.broadcast_string(where, 0, "the skipped step's finiteness check");

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -77,9 +78,19 @@ std::string lock_taken_by_other(const std::string& path, const std::string& host
   const std::vector<long> holders = lock_holder_pids(path);
   std::string who;
   for (const long h : holders) {
+    if (h <= 0) return "";  // a holder in a pid namespace this one cannot see: maybe the training
     const std::vector<long> ns = namespace_pids(h);
-    // Not seen, gone meanwhile, or the recorded training itself (its pid in its own namespace).
-    if (ns.empty() || std::find(ns.begin(), ns.end(), pid) != ns.end()) return "";
+    if (ns.empty()) {
+      // The kernel names the process that took the lock, translated into this namespace.
+      // There but unreadable (hidepid): not known. Gone: a child that inherited its
+      // descriptor holds the lock, and the recorded training is dead — not the run.
+      std::error_code ec;
+      if (std::filesystem::exists("/proc/" + std::to_string(h), ec) || ec) return "";
+      who += (who.empty() ? "" : ", ") + std::string("a process that inherited the lock of pid ") +
+             std::to_string(h) + " (gone)";
+      continue;
+    }
+    if (std::find(ns.begin(), ns.end(), pid) != ns.end()) return "";  // the recorded training itself
     who += (who.empty() ? "" : ", ") + describe_process(h);
   }
   return who;

@@ -47,9 +47,10 @@ std::string describe_process(long pid);
 // holder (`host`, and `pid` as that process saw itself): then the holders, as
 // describe_process joined by ", ". "" whenever the recorded holder may hold it: it runs
 // here or ran on another host (process_gone is false); /proc/locks names no holder, or one
-// this process cannot see (pid 0) or whose pids cannot be read; or one of a holder's
-// pids (namespace_pids) is `pid` — a training in a pid namespace of its own. Only a
-// visible holder none of whose pids is the recorded one is another process.
+// this process cannot see (pid 0) or whose /proc entry is there but cannot be read; or one
+// of a holder's pids (namespace_pids) is `pid` — a training in a pid namespace of its own.
+// A visible holder none of whose pids is the recorded one is another process, and so is a
+// holder that is gone (no /proc entry): a child that inherited its descriptor holds it.
 std::string lock_taken_by_other(const std::string& path, const std::string& host, long pid);
 
 }  // namespace cnnscale

@@ -159,6 +159,21 @@ expect_eq "lock held by the holder it records: --once exit 0" 0 "$?"
 expect_grep "lock held by the holder it records: running" "^running: step 30/100" "$TMP/live.out"
 kill $(pgrep -P "$squat") "$squat" 2>/dev/null  # flock and its sleep
 wait "$squat" 2>/dev/null
+# The lock taken by a process that is gone, held on by a child that inherited its descriptor
+# (review of issue 39): /proc/locks names the dead taker. Another process, not the run.
+printf '{"host":"%s","pid":%d,"job_id":"","started":"2026-11-23T10:00:00Z"}\n' "$host" "$dead" >"$K/run.lock"
+(
+  exec 9>>"$K/run.lock"
+  flock 9
+  setsid sleep 91.25 </dev/null >/dev/null 2>&1 &
+)
+for _ in $(seq 50); do flock -n "$K/run.lock" true || break; sleep 0.1; done
+"$C" watch "$K" --once >"$TMP/inherit.out" 2>&1
+expect_eq "lock inherited from a gone taker: --once exit 1" 1 "$?"
+expect_grep "lock inherited from a gone taker: named" \
+  "^ended without finishing: $K/run.lock names pid $dead on $host as its holder, which no longer runs, and a process that inherited the lock of pid [0-9]+ \(gone\) holds the lock now" \
+  "$TMP/inherit.out"
+pkill -f "sleep 91.25" 2>/dev/null
 
 # ---- a holder recorded on another host: cannot be checked from here, so still running ----
 O="$TMP/otherhost"

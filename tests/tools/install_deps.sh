@@ -11,6 +11,8 @@
 #  3. that, and apt-get install failing: exit 1, the error names the unread source and how
 #     to disable it;
 #  4. nothing missing: no apt-get call at all.
+# The stub id says root; the cache of kept .debs is the test's own (CNNSCALE_DEB_CACHE), so it
+# runs as any user and writes nothing outside $TMP.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 STUB="$TMP/stub"
@@ -37,6 +39,10 @@ esac
 exit 0
 S
 chmod +x "$STUB"/*
+# The kept .debs go to a folder of the test's (never the machine's cache), one already there.
+export CNNSCALE_DEB_CACHE="$TMP/debs"
+mkdir -p "$CNNSCALE_DEB_CACHE"
+: >"$CNNSCALE_DEB_CACHE/environment-modules_1.0_all.deb"
 run() {  # LABEL: runs install-deps.sh with the stubs; output in $TMP/LABEL.out, status in $st
   APT_LOG="$TMP/$1.apt" PATH="$STUB:$PATH" bash "$CNNSCALE_SOURCE/scripts/install-deps.sh" >"$TMP/$1.out" 2>&1
   st=$?
