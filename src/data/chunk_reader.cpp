@@ -44,10 +44,6 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void fletcher_block
   *B = sb;
 }
 
-const char* kListFix =
-    "re-create the data set with `cnnscale prep`, or delete that list (h5py: del f['chunk_addresses']) and cnnscale "
-    "looks the chunks up itself";
-
 inline uint32_t fold(uint32_t s) { return (s & 0xffff) + (s >> 16); }
 
 uint32_t load_le32(const uint8_t* p) {
@@ -151,10 +147,10 @@ std::unique_ptr<DirectChunkReader> DirectChunkReader::open(const std::string& pa
       for (int64_t c = 0; c < n && cols == 3; ++c)
         if (at(c, 2) != static_cast<uint64_t>(c))
           fail("shard ", path, " has a /chunk_addresses list that does not match its chunks (row ", c, " lists chunk ",
-               at(c, 2), ": its rows were reordered or rewritten): ", kListFix);
+               at(c, 2), ": its rows were reordered or rewritten): ", kChunkListFix);
       if (!order.empty() && cols == 3)
         fail("shard ", path, " has a /chunk_addresses list that does not match its chunks (", order,
-             ", but prep lists the chunks in file order: its rows were reordered or rewritten): ", kListFix);
+             ", but prep lists the chunks in file order: its rows were reordered or rewritten): ", kChunkListFix);
       if (!order.empty()) {  // an older prep's list: ignored, as a list that cannot be read
         r->list_problem_ = "is out of file order (" + order +
                            ": an older prep's list, without chunk indices, whose rows were reordered)";

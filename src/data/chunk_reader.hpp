@@ -46,6 +46,11 @@ namespace cnnscale {
 // the same value, vectorised.
 uint32_t fletcher32(const uint8_t* data, size_t len);
 
+// The fix every message about a bad /chunk_addresses list ends with (reads and verify).
+inline constexpr const char* kChunkListFix =
+    "re-create the data set with `cnnscale prep`, or delete that list (h5py: del f['chunk_addresses']) and cnnscale "
+    "looks the chunks up itself";
+
 class DirectChunkReader {
  public:
   // `images`: an open dataset of shard `path` (1-D bytes, or N×C×H×W bytes chunked along N

@@ -20,10 +20,6 @@
 namespace cnnscale {
 namespace {
 
-const char* kListFix =
-    "re-create the data set with `cnnscale prep`, or delete that list (h5py: del f['chunk_addresses']) and cnnscale "
-    "looks the chunks up itself";
-
 // Bytes [begin, end) of /images, which HDF5 read into `hdf5`, read again through the
 // shard's list (prep's, for the direct reader: chunk_reader.hpp): each chunk must be found
 // where the list says, carry the checksum the list holds, and hold HDF5's bytes — a list
@@ -35,7 +31,7 @@ void compare_through_list(const std::string& path, const DirectChunkReader& r, i
   r.read(begin, end, piece.data(), chunks);
   if (std::memcmp(piece.data(), hdf5.data(), piece.size()) != 0)
     fail("shard ", path, " has a /chunk_addresses list that does not match its chunks (bytes ", begin, "..", end - 1,
-         " of /images read through it differ from HDF5's reading: it was rewritten): ", kListFix);
+         " of /images read through it differ from HDF5's reading: it was rewritten): ", kChunkListFix);
 }
 
 // Sample k of a --store jpeg shard (its bytes at `p`): a JPEG of its /shapes size.
@@ -130,7 +126,7 @@ void verify_dataset(const DatasetInfo& info, const std::function<void(int64_t, i
       // or it is an older prep's out of file order) is the list's fault.
       if (list == DirectChunkReader::ChunkList::unusable)
         fail("shard ", sh.path, " is damaged: its /chunk_addresses list ", r->chunk_list_problem(),
-             "; reads ignore it and look each chunk up (slower to open), so the images are intact: ", kListFix);
+             "; reads ignore it and look each chunk up (slower to open), so the images are intact: ", kChunkListFix);
     }
   }
 }

@@ -48,6 +48,15 @@ void jpeg_emit(j_common_ptr c, int msg_level) {
   if (msg_level < 0) jpeg_error_exit(c);
 }
 
+// Points cinfo's error manager at err: errors and warnings longjmp to err.jump (which the
+// caller sets with setjmp in its own frame) with err.message filled.
+jpeg_error_mgr* jpeg_errors_to(JpegError& err) {
+  jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = jpeg_error_exit;
+  err.mgr.emit_message = jpeg_emit;
+  return &err.mgr;
+}
+
 // PIL's MULDIV255: a·b/255 rounded as Pillow does it.
 inline int muldiv255(int a, int b) {
   const int t = a * b + 128;
@@ -87,9 +96,7 @@ void decode_jpeg_core(Src src, const std::string& path, const char* fix, int64_t
                       Row on_row) {
   jpeg_decompress_struct cinfo;
   JpegError err;
-  cinfo.err = jpeg_std_error(&err.mgr);
-  err.mgr.error_exit = jpeg_error_exit;
-  err.mgr.emit_message = jpeg_emit;
+  cinfo.err = jpeg_errors_to(err);
   if (setjmp(err.jump)) {
     jpeg_destroy_decompress(&cinfo);
     fail(path, " is not a readable JPEG (", err.message, "); ", fix);
@@ -363,9 +370,7 @@ void check_jpeg(const uint8_t* data, size_t len, const std::string& what, int wi
   const char* fix = "the shard is damaged — copy it again or re-create the data set with `cnnscale prep`";
   jpeg_decompress_struct cinfo;
   JpegError err;
-  cinfo.err = jpeg_std_error(&err.mgr);
-  err.mgr.error_exit = jpeg_error_exit;
-  err.mgr.emit_message = jpeg_emit;
+  cinfo.err = jpeg_errors_to(err);
   if (setjmp(err.jump)) {
     jpeg_destroy_decompress(&cinfo);
     fail(what, " is not a readable JPEG (", err.message, "); ", fix);

@@ -4,11 +4,9 @@
 #include "data/prep.hpp"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -25,6 +23,7 @@
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
+#include "util/process.hpp"
 #include "util/stop_signal.hpp"
 #include "util/utf8.hpp"
 
@@ -159,8 +158,8 @@ void name_leftovers(const std::string& out) try {
         continue;
       const std::string digits = name.substr(base.size() + kind.size());
       if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-      const pid_t pid = static_cast<pid_t>(std::stol(digits));
-      if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // running (or not ours to ask)
+      const long pid = std::stol(digits);
+      if (pid == ::getpid() || !process_gone(this_host(), pid)) continue;  // running (or not ours to ask)
       const std::string left = out + kind + digits, who = " (no process " + digits + " runs on this host)";
       if (kind == ".tmp-")
         log_warn(left + " is the partial output of a prep that did not finish" + who +

@@ -372,14 +372,19 @@ class RendezvousStore::Server {
     receive(conns.back(), buf);  // a rank sends its hello right after connecting: it is often here already
   }
 
+  // c would take the bytes in flight past the world's bound: dropped, and said.
+  void drop_over_in_flight(Conn& c) {
+    note(in_flight, c.peer, [&] {
+      return "dropped a client at " + c.peer + ": the requests and replies in flight hold " +
+             std::to_string(in_flight_) + " bytes, the most a world of " + std::to_string(world_) + " needs";
+    });
+    c.drop = true;
+  }
+
   // Every reply goes out through here: one at a time per connection, within the bytes in flight.
   void reply(Conn& c, std::string bytes) {
     if (in_flight_ + bytes.size() > lim_.max_in_flight) {
-      note(in_flight, c.peer, [&] {
-        return "dropped a client at " + c.peer + ": the replies and requests in flight hold " +
-               std::to_string(in_flight_) + " bytes, the most a world of " + std::to_string(world_) + " needs";
-      });
-      c.drop = true;
+      drop_over_in_flight(c);
       return;
     }
     c.out = std::move(bytes);
@@ -392,11 +397,7 @@ class RendezvousStore::Server {
     if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
       c.drop = true;
     } else if (k > 0 && in_flight_ + static_cast<size_t>(k) > lim_.max_in_flight) {
-      note(in_flight, c.peer, [&] {
-        return "dropped a client at " + c.peer + ": the requests and replies in flight hold " +
-               std::to_string(in_flight_) + " bytes, the most a world of " + std::to_string(world_) + " needs";
-      });
-      c.drop = true;
+      drop_over_in_flight(c);
     } else if (k > 0) {
       c.in.append(buf, static_cast<size_t>(k));
       handle(c);

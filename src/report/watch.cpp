@@ -72,18 +72,14 @@ std::string holder_text(const std::string& lock_text) {
 }
 
 // A value as the file holds it, cut to 40 characters, control characters as '?'.
-std::string brief(const nlohmann::json& v) {
-  std::string t = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (t.size() > 40) t = t.substr(0, 37) + "...";
-  for (char& c : t)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
-  return t;
-}
 std::string brief(const std::string& line) {
   std::string t = line.size() > 40 ? line.substr(0, 37) + "..." : line;
   for (char& c : t)
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   return t;
+}
+std::string brief(const nlohmann::json& v) {
+  return brief(v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 const char* type_name(const nlohmann::json& v) {
