@@ -853,12 +853,12 @@ class ScopedEnv {
 };
 
 // store: the bf16 activation store (the default) or, false, CNNSCALE_GPU_BF16_STORE=0
-// (fp32 activations, conversions per convolution); bn_persistent: its batch-norm layers
-// through cuDNN's persistent NHWC mode (CNNSCALE_GPU_BN_PERSISTENT=1).
+// (fp32 activations, conversions per convolution); bn_own: its batch-norm layers on our
+// own NHWC kernels fused with the ReLU / residual add after them (CNNSCALE_GPU_BN=own).
 void compare_bf16(const std::string& spec, const SampleShape& shape, int classes, int64_t n, bool deep,
-                  bool store = true, bool bn_persistent = false) {
+                  bool store = true, bool bn_own = false) {
   SCOPED_TRACE(spec + (store ? " (bf16 activation store)" : " (CNNSCALE_GPU_BF16_STORE=0)") +
-               (bn_persistent ? " (CNNSCALE_GPU_BN_PERSISTENT=1)" : ""));
+               (bn_own ? " (CNNSCALE_GPU_BN=own)" : ""));
   auto cpu = make_model(spec, shape, classes);
   auto f32 = make_cuda_model(spec, shape, classes, 0, fp32_only());
   auto b16 = make_cuda_model(spec, shape, classes, 0);
@@ -868,15 +868,22 @@ void compare_bf16(const std::string& spec, const SampleShape& shape, int classes
   f32->prepare(n, Precision::fp32);
   {
     const ScopedEnv st("CNNSCALE_GPU_BF16_STORE", store ? "1" : "0");
-    const ScopedEnv bn("CNNSCALE_GPU_BN_PERSISTENT", bn_persistent ? "1" : "0");
+    const ScopedEnv bn("CNNSCALE_GPU_BN", bn_own ? "own" : "cudnn");
     b16->prepare(n, Precision::bf16);  // reads both (the plan is made here)
   }
   const size_t P = cpu->param_count();
   const Data d(n, shape, classes, 3);
   const StepContext ctx = ctx_for(d, n, 0);
+  // The grad-ready prefix only grows and ends at every parameter (a fused batch norm runs
+  // at its add's place, out of node order).
+  size_t last_ready = 0;
+  bool shrank = false;
+  const auto on_ready = [&](size_t upto) { shrank |= upto < last_ready, last_ready = upto; };
   const double lc = cpu->forward_backward(d.x.data(), d.y.data(), n, ctx, {});
   const double lf = f32->forward_backward(d.x.data(), d.y.data(), n, ctx, {});
-  const double lb = b16->forward_backward(d.x.data(), d.y.data(), n, ctx, {});
+  const double lb = b16->forward_backward(d.x.data(), d.y.data(), n, ctx, on_ready);
+  EXPECT_FALSE(shrank) << "the grad-ready prefix shrank";
+  EXPECT_EQ(last_ready, P) << "the grad-ready prefix did not reach every parameter";
   EXPECT_NEAR(lf, lc, kTol * std::fabs(lc)) << "fp32 loss";
   EXPECT_NEAR(lb, lc, 2e-2 * std::fabs(lc)) << "bf16 loss";
   std::vector<float> gc(cpu->grad_data(), cpu->grad_data() + P), gf(P), gb(P);
@@ -886,26 +893,34 @@ void compare_bf16(const std::string& spec, const SampleShape& shape, int classes
   const ParamInfo& last = cpu->params()[cpu->params().size() - 2];  // the classifier's weight
   EXPECT_LT(rel_l2(gb.data() + last.offset, gc.data() + last.offset, last.numel), 3e-2) << "classifier gradient";
   EXPECT_NE(std::memcmp(gb.data(), gf.data(), P * sizeof(float)), 0) << "bf16 gave bitwise the fp32 gradients";
+  {  // the running statistics after the step (the buffers among the parameters) as the CPU's
+    std::vector<float> pb(P);
+    b16->copy_params_to_host(pb.data());
+    for (const ParamInfo& pi : cpu->params())
+      if (pi.name.find("running_") != std::string::npos) {
+        EXPECT_LT(rel_l2(pb.data() + pi.offset, cpu->param_data() + pi.offset, pi.numel), 1e-2) << pi.name;
+      }
+  }
   const Data e(n, shape, classes, 99);
   std::vector<float> zc(static_cast<size_t>(n * classes)), zb(zc.size());
   cpu->forward_eval(e.x.data(), n, zc.data());
   b16->forward_eval(e.x.data(), n, zb.data());
   EXPECT_LT(rel_l2(zb.data(), zc.data(), zc.size()), 2e-2) << "bf16 evaluation logits";
-  if (!bn_persistent) return;
-  // The persistent path really ran (its integer-scaled reductions give other bits than the
-  // legacy batch-norm), and a second batch size plans and runs it too.
+  if (!bn_own) return;
+  // Our kernels really ran (cuDNN's batch norm gives other bits), and a second batch size
+  // plans and runs them too.
   auto legacy = make_cuda_model(spec, shape, classes, 0);
   legacy->init_params(5);
   {
     const ScopedEnv st("CNNSCALE_GPU_BF16_STORE", "1");
-    const ScopedEnv bn("CNNSCALE_GPU_BN_PERSISTENT", "0");
+    const ScopedEnv bn("CNNSCALE_GPU_BN", "cudnn");
     legacy->prepare(n, Precision::bf16);
   }
   EXPECT_NEAR(legacy->forward_backward(d.x.data(), d.y.data(), n, ctx, {}), lb, 2e-2 * std::fabs(lc));
   std::vector<float> gl(P);
   legacy->download_grads(gl.data());
   EXPECT_NE(std::memcmp(gl.data(), gb.data(), P * sizeof(float)), 0)
-      << "persistent batch-norm gave bitwise the legacy path's gradients: did it run?";
+      << "CNNSCALE_GPU_BN=own gave bitwise cuDNN's gradients: did our kernels run?";
   const Data s(n - 1, shape, classes, 12);
   const StepContext sctx = ctx_for(s, n - 1, 1);
   const double ls = b16->forward_backward(s.x.data(), s.y.data(), n - 1, sctx, {});
@@ -940,9 +955,14 @@ TEST(CudaBf16, LayersAndModelsCloseToCpuFp32) {
     compare_bf16("mnist_cnn", {1, 28, 28}, 10, 8, false, store);
     compare_bf16("resnet20", {3, 16, 16}, 10, 8, true, store);
   }
-  // Batch-norm through the Ex calls in persistent NHWC mode.
+  // Batch norm on our own fused kernels (CNNSCALE_GPU_BN=own): bn → relu, bn → add → relu
+  // (the residual an identity and a downsampling batch norm), a batch norm unfused (its
+  // output read by flatten), one whose input has two readers (its dx accumulated).
   compare_bf16("conv(4,3,1,1) bn relu conv(4,3,1,1) bn flatten linear(3)", {2, 6, 6}, 3, 6, false, true, true);
+  compare_bf16("conv(8,3,1,1) res(conv(8,3,1,1) bn) relu flatten linear(3)", {2, 6, 6}, 3, 6, false, true, true);
+  compare_bf16("conv(8,3,1,1) res(bn conv(8,3,1,1)) relu flatten linear(3)", {2, 6, 6}, 3, 6, false, true, true);
   compare_bf16("resnet20", {3, 16, 16}, 10, 8, true, true, true);
+  compare_bf16("resnet18", {3, 38, 70}, 10, 4, true, true, true);
 }
 
 // The bf16 activation store's kernels (kernels.hpp) against a host reference, bitwise:

@@ -80,6 +80,7 @@ class CudaNet final : public DeviceModel {
     h_total_.alloc(1);
 
     assign_types(false);
+    assign_fusion();
     for (const Node& nd : g_.nodes) layers_.push_back(make_layer(nd, s_));
     if (const char* p = std::getenv("CNNSCALE_GPU_PROFILE"); p && *p) prof_ = std::make_unique<LayerProfile>(p);
   }
@@ -211,14 +212,15 @@ class CudaNet final : public DeviceModel {
     // bf16 keeps its activations in bf16 NHWC (NetState::half) unless CNNSCALE_GPU_BF16_STORE=0.
     const char* st = std::getenv("CNNSCALE_GPU_BF16_STORE");
     const bool store = bf16 && !(st && std::string(st) == "0");
-    const char* bp = std::getenv("CNNSCALE_GPU_BN_PERSISTENT");  // layer_bn.cpp
-    const bool bn_persistent = store && bp && std::string(bp) == "1";
+    // The store's batch norms on our own fused NHWC kernels: CNNSCALE_GPU_BN=own (layer_bn.cpp;
+    // not yet run on a GPU, so not the default); "cudnn" or unset: cuDNN.
+    const bool bn_own = store && bn_choice() == "own";
     const bool retype = store != s_.bf16_store();
-    if (bf16 != s_.bf16 || nhwc32 != s_.nhwc32 || retype || bn_persistent != s_.bn_persistent) {
+    if (bf16 != s_.bf16 || nhwc32 != s_.nhwc32 || retype || bn_own != s_.bn_own) {
       cudaCheck(cudaStreamSynchronize(s_.stream));
       s_.bf16 = bf16;
       s_.nhwc32 = nhwc32;
-      s_.bn_persistent = bn_persistent;
+      s_.bn_own = bn_own;
       plans_.clear();
       set_cublas_math();
       if (retype) {  // the activation buffers change type (and size): allocated anew
@@ -226,6 +228,7 @@ class CudaNet final : public DeviceModel {
         max_batch = std::max(max_batch, max_batch_);
         max_batch_ = 0;
       }
+      assign_fusion();
     }
     ensure_capacity(max_batch);
     plan_for(max_batch_);
@@ -242,9 +245,9 @@ class CudaNet final : public DeviceModel {
     const Plan& plan = plan_for(n);
     if (prof_) prof_->begin_step(s_.stream);
     take_input(images, labels, ctx, n);
-    for (size_t k = 0; k < layers_.size(); ++k) {
-      if (prof_) prof_->mark(s_.stream, static_cast<int>(k), LayerProfile::kForward);
-      layers_[k]->forward(plan, ctx, false);
+    for (int k : order_) {
+      if (prof_) prof_->mark(s_.stream, k, LayerProfile::kForward);
+      layers_[static_cast<size_t>(k)]->forward(plan, ctx, false);
     }
 
     const int out = g_.output;
@@ -258,13 +261,13 @@ class CudaNet final : public DeviceModel {
     s_.written[out] = 1;
     size_t reported = 0;
     if (on_ready) on_ready(0);  // backward begins (enqueued: --timeline shows host times)
-    for (size_t k = g_.nodes.size(); k-- > 0;) {
-      const Node& nd = g_.nodes[k];
+    for (size_t i = order_.size(); i-- > 0;) {
+      const size_t k = static_cast<size_t>(order_[i]);
       s_.bf_b_holds = nullptr;  // bf16: only a layer's own backward_params leaves its dy there
       if (prof_) prof_->mark(s_.stream, static_cast<int>(k), LayerProfile::kBackwardParams);
       layers_[k]->backward_params(plan);
-      if (!nd.params.empty() && nd.flat_end > reported) {
-        reported = nd.flat_end;
+      if (ready_after_[i] > reported) {
+        reported = ready_after_[i];
         if (on_ready) on_ready(reported);
       }
       if (prof_) prof_->mark(s_.stream, static_cast<int>(k), LayerProfile::kBackwardData);
@@ -289,7 +292,7 @@ class CudaNet final : public DeviceModel {
       const int64_t m = std::min(max_batch_, n - off);
       const Plan& plan = plan_for(m);
       upload(images + off * per, nullptr, nullptr, m);
-      for (auto& l : layers_) l->forward(plan, ctx, true);
+      for (int k : order_) layers_[static_cast<size_t>(k)]->forward(plan, ctx, true);
       cudaCheck(cudaMemcpyAsync(h_logits_.get(), s_.data[g_.output], static_cast<size_t>(m * C) * sizeof(float),
                                 cudaMemcpyDeviceToHost, s_.stream));
       cudaCheck(cudaStreamSynchronize(s_.stream));
@@ -345,6 +348,80 @@ class CudaNet final : public DeviceModel {
         s_.alias[out] = true;
         s_.needs_diff[out] = s_.needs_diff[in];
       }
+    }
+  }
+
+  static std::string bn_choice() {
+    const char* v = std::getenv("CNNSCALE_GPU_BN");
+    const std::string c = v ? v : "";
+    if (!c.empty() && c != "own" && c != "cudnn")
+      fail("CNNSCALE_GPU_BN=", c, " is not a batch-norm implementation: use own (our fused NHWC kernels) or cudnn");
+    return c;
+  }
+
+  // With NetState::bn_own, which batch norms absorb the layers after them
+  // (NetState::bn_fusion), and the order the layers run in (order_: node order, without
+  // the absorbed nodes, a batch norm that absorbed an add moved to the add's place, where
+  // the residual is ready; backward runs it reversed). Fused, where the store's tensors
+  // allow and the batch norm's output has one reader that is not the network's output:
+  //   bn → relu          (the relu's input its only reader)      → relu(bn(x))
+  //   bn → add → relu    (the add's output read by the relu only) → relu(bn(x) + z)
+  // An add that another batch norm already absorbed leaves this one unfused (the
+  // downsampling batch norm of a ResNet block, whose output is then z).
+  // ready_after_[i]: every gradient of the flat range [0, value) is final once the layer
+  // at order_[i] has run its backward (the flat layout is reverse registration order, so
+  // in plain reverse node order this is each node's flat_end).
+  void assign_fusion() {
+    const size_t N = g_.nodes.size();
+    s_.bn_fusion.clear();
+    s_.absorbed.clear();
+    std::vector<int> reader(static_cast<size_t>(g_.tensor_count()), -1);  // the last reader of each tensor
+    for (const Node& nd : g_.nodes)
+      for (int t : nd.inputs) reader[static_cast<size_t>(t)] = nd.index;
+    std::vector<int> place(N);  // where each node runs, as a node index
+    for (size_t k = 0; k < N; ++k) place[k] = static_cast<int>(k);
+    if (s_.bn_own) {
+      s_.bn_fusion.assign(N, {});
+      s_.absorbed.assign(N, 0);
+      auto only_reader = [&](int t) -> const Node* {  // t's one reader, none if several or the output
+        if (t == g_.output || s_.readers[static_cast<size_t>(t)] != 1) return nullptr;
+        return &g_.nodes[static_cast<size_t>(reader[static_cast<size_t>(t)])];
+      };
+      for (const Node& b : g_.nodes) {
+        if (b.op != Op::bn || !s_.is_half(b.inputs[0])) continue;
+        const Node* r = only_reader(b.index + 1);
+        if (!r || s_.absorbed[static_cast<size_t>(r->index)]) continue;
+        NetState::BnFusion& f = s_.bn_fusion[static_cast<size_t>(b.index)];
+        if (r->op == Op::relu && s_.is_half(r->index + 1)) {
+          f = {r->index + 1, -1, true};
+          s_.absorbed[static_cast<size_t>(r->index)] = 1;
+        } else if (r->op == Op::add && r->inputs.size() == 2) {
+          const int z = r->inputs[0] == b.index + 1 ? r->inputs[1] : r->inputs[0];
+          const Node* r2 = only_reader(r->index + 1);
+          if (z == b.index + 1 || !s_.is_half(z) || !r2 || r2->op != Op::relu || !s_.is_half(r2->index + 1)) continue;
+          f = {r2->index + 1, z, true};
+          s_.absorbed[static_cast<size_t>(r->index)] = s_.absorbed[static_cast<size_t>(r2->index)] = 1;
+          place[static_cast<size_t>(b.index)] = r->index;
+        }
+      }
+    }
+    order_.clear();
+    for (size_t k = 0; k < N; ++k) {
+      if (!s_.absorbed.empty() && s_.absorbed[k]) {
+        for (size_t b = 0; b < N; ++b)  // the batch norms moved here (at most one)
+          if (place[b] == static_cast<int>(k) && b != k) order_.push_back(static_cast<int>(b));
+        continue;
+      }
+      if (place[k] == static_cast<int>(k)) order_.push_back(static_cast<int>(k));
+    }
+    ready_after_.assign(order_.size(), 0);
+    std::vector<char> done(N, 0);
+    for (size_t i = order_.size(); i-- > 0;) {
+      done[static_cast<size_t>(order_[i])] = 1;
+      size_t ready = g_.param_count;  // the lowest flat offset of a node still to run
+      for (size_t k = 0; k < N; ++k)
+        if (!done[k] && !g_.nodes[k].params.empty()) ready = std::min(ready, g_.nodes[k].flat_begin);
+      ready_after_[i] = ready;
     }
   }
 
@@ -590,6 +667,8 @@ class CudaNet final : public DeviceModel {
   int device_ = 0, cc_major_ = 0, cc_minor_ = 0;
   NetState s_;                                  // handles, flat buffers, activations: what the layers share
   std::vector<std::unique_ptr<Layer>> layers_;  // one per node
+  std::vector<int> order_;                      // the nodes that run, in forward order (assign_fusion)
+  std::vector<size_t> ready_after_;             // per order_ position: gradients final below this flat offset
   cudaEvent_t staged_ev_ = nullptr, loss_ev_ = nullptr, order_ev_ = nullptr, wait_ev_ = nullptr;
   cudaEvent_t marks_[kMarkSets][kMarkPoints] = {};  // mark(): timing events, created on first use
   bool marked_[kMarkSets][kMarkPoints] = {};        // recorded at least once

@@ -81,8 +81,20 @@ struct NetState {
   std::vector<char> half;
   bool is_half(int t) const { return !half.empty() && half[static_cast<size_t>(t)]; }
   bool bf16_store() const { return !half.empty(); }  // the store is on (only ever under bf16)
-  // CNNSCALE_GPU_BN_PERSISTENT=1 (layer_bn.cpp), read by CudaNet::prepare; a change replans.
-  bool bn_persistent = false;
+  // CNNSCALE_GPU_BN=own (layer_bn.cpp, batchnorm_nhwc.hpp): the batch norms of the store's
+  // tensors run our own NHWC kernels, fused with the ReLU or the residual add + ReLU after
+  // them (bn_fusion); otherwise cuDNN. Read by CudaNet::prepare; a change replans.
+  bool bn_own = false;
+  // Per node, with bn_own: what a batch norm writes instead of its own output — `out`,
+  // the tensor it writes (the ReLU's output when fused; -1: its own), `z` the residual it
+  // adds before the ReLU (-1: none) — and, per node, whether a fused batch norm does the
+  // node's work (the relu and add it absorbed; CudaNet runs neither pass of theirs).
+  struct BnFusion {
+    int out = -1, z = -1;
+    bool relu = false;
+  };
+  std::vector<BnFusion> bn_fusion;  // empty without bn_own
+  std::vector<char> absorbed;       // empty without bn_own
   bf16_t* hdata(int t) const { return reinterpret_cast<bf16_t*>(data[static_cast<size_t>(t)]); }
   bf16_t* hdiff(int t) const { return reinterpret_cast<bf16_t*>(diff[static_cast<size_t>(t)]); }
   DevArray<bf16_t> bf_a, bf_b, bf_w;  // bf16 scratch (see above), allocated only under bf16

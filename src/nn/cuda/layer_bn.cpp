@@ -1,21 +1,21 @@
-// layer_bn.cpp — batch-norm 2d on cuDNN (spatial): cudnnBatchNormalizationForwardTraining
-// (momentum 0.1, eps 1e-5 as PyTorch; cuDNN updates running_var with the unbiased
-// variance), ForwardInference (evaluation), Backward (parameter and data gradients in
-// one call); num_batches_tracked += 1 by a kernel (kernels.cu). On a tensor of the bf16
-// activation store (NetState::half) the same calls take the plan's bf16 NHWC descriptors
-// for x, y, dy and dx with the fp32 1×C×1×1 descriptor for scale, bias and statistics
-// (cuDNN's pseudo-bf16 batch-norm: fp32 arithmetic, bf16 loads and stores).
-// CNNSCALE_GPU_BN_PERSISTENT=1 runs those bf16 NHWC layers through the Ex calls in
-// CUDNN_BATCHNORM_SPATIAL_PERSISTENT mode (cuDNN's NHWC kernels, as PyTorch's cuDNN batch
-// norm on channels_last; a per-layer reserve space from forward to backward, the shared
-// workspace), which cuDNN documents as deterministic but able to overflow to Inf/NaN on
-// inputs of a large range: off by default until a GPU run has measured it (the kit's
-// bf16bnp). Only where the batch-norm is its input's one reader (its data gradient is
-// then always written, never blended: PyTorch never blends either).
-#include <algorithm>
+// layer_bn.cpp — batch-norm 2d (momentum 0.1, eps 1e-5 as PyTorch; running_var updated
+// with the unbiased variance; num_batches_tracked += 1 by a kernel, kernels.cu).
+//  - cuDNN (the default): cudnnBatchNormalizationForwardTraining, ForwardInference
+//    (evaluation), Backward (parameter and data gradients in one call), spatial mode. On a
+//    tensor of the bf16 activation store (NetState::half) the same calls take the plan's
+//    bf16 NHWC descriptors for x, y, dy and dx with the fp32 1×C×1×1 descriptor for scale,
+//    bias and statistics. Measured on the H100 (2026-11-27): 473 of a 499 ms ResNet-50
+//    step, cuDNN's legacy training kernels being NCHW/stride-generic.
+//  - CNNSCALE_GPU_BN=own (NetState::bn_own): the store's batch norms run our own NHWC
+//    kernels (batchnorm_nhwc.hpp), fused with the ReLU or the residual add + ReLU that
+//    follow (NetState::bn_fusion, decided by CudaNet): the batch norm then writes the
+//    ReLU's output, and its backward masks with it and writes the residual's gradient.
+//    NOT YET RUN ON A GPU: opt-in until the kit's first run has checked and measured it.
+// (CNNSCALE_GPU_BN_PERSISTENT, cuDNN's persistent NHWC mode, was removed: on the H100 its
+// backward failed and training segfaulted; cuDNN documents that mode for HALF only.)
 #include <stdexcept>
-#include <vector>
 
+#include "nn/cuda/batchnorm_nhwc.hpp"
 #include "nn/cuda/kernels.hpp"
 #include "nn/cuda/layer.hpp"
 
@@ -23,7 +23,6 @@ namespace cnnscale::nn::cuda {
 namespace {
 
 constexpr double kBnEps = 1e-5, kBnMomentum = 0.1;  // PyTorch's defaults, as the CPU model
-constexpr cudnnBatchNormMode_t kPersistent = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
 
 class BatchNorm final : public Layer {
  public:
@@ -32,46 +31,36 @@ class BatchNorm final : public Layer {
     save_inv_var_.alloc(static_cast<size_t>(nd.in.c), s.stream);
   }
 
-  // The persistent Ex path (above): its workspace and this plan's reserve space.
+  // Our own kernels: their reduction workspace (the convolutions' shared one).
   size_t plan(const Plan& p) override {
-    // The same for every plan: a change of NetState::bn_persistent or of the types replans all.
-    persistent_ = s_.bn_persistent && s_.is_half(in()) && s_.readers[static_cast<size_t>(in())] == 1;
-    if (reserve_bytes_.size() <= static_cast<size_t>(p.index)) reserve_bytes_.resize(static_cast<size_t>(p.index) + 1);
-    if (!persistent_) return 0;
-    size_t fw = 0, bw = 0, rs = 0;
-    cudnnCheck(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-        s_.cudnn, kPersistent, CUDNN_BATCHNORM_OPS_BN, xd(p), nullptr, yd(p), chan_->get(), nullptr, &fw));
-    cudnnCheck(cudnnGetBatchNormalizationBackwardExWorkspaceSize(s_.cudnn, kPersistent, CUDNN_BATCHNORM_OPS_BN, xd(p),
-                                                                 yd(p), yd(p), nullptr, xd(p), chan_->get(), nullptr,
-                                                                 &bw));
-    cudnnCheck(
-        cudnnGetBatchNormalizationTrainingExReserveSpaceSize(s_.cudnn, kPersistent, CUDNN_BATCHNORM_OPS_BN, nullptr,
-                                                             xd(p), &rs));
-    if (rs > reserve_.size()) {
-      cudaCheck(cudaStreamSynchronize(s_.stream));  // no step still uses the old one
-      reserve_.alloc(rs, s_.stream);
-    }
-    reserve_bytes_[static_cast<size_t>(p.index)] = rs;
-    return std::max(fw, bw);
+    own_ = s_.bn_own && s_.is_half(in());  // the same for every plan: a change replans all
+    if (!own_) return 0;
+    return bn::workspace_bytes(rows(p), nd_.in.c, true);
   }
 
   // Parameters: weight, bias, running_mean, running_var, num_batches_tracked.
   void forward(const Plan& p, const StepContext& ctx, bool eval) override {
-    const float* x = s_.data[in()];
-    float* y = s_.data[out()];
     if (!eval) {
       if (!ctx.training) throw std::logic_error("batch-norm: forward_backward needs StepContext::training");
       // --sync-bn is CPU-only (the Trainer refuses it for a device model with a UserError).
       if (ctx.sum_across_ranks) throw std::logic_error("batch-norm: global statistics are not implemented on the GPU");
-      if (persistent_) {
-        cudnnCheck(cudnnBatchNormalizationForwardTrainingEx(
-            s_.cudnn, kPersistent, CUDNN_BATCHNORM_OPS_BN, &kOne, &kZero, xd(p), x, nullptr, nullptr, yd(p), y,
-            chan_->get(), s_.P(nd_, 0), s_.P(nd_, 1), kBnMomentum, s_.P(nd_, 2), s_.P(nd_, 3), kBnEps,
-            save_mean_.get(), save_inv_var_.get(), nullptr, s_.workspace.get(), s_.workspace.size(), reserve_.get(),
-            reserve_bytes_[static_cast<size_t>(p.index)]));
+    }
+    if (own_) {
+      const NetState::BnFusion f = fusion();
+      const bf16_t* z = f.z >= 0 ? s_.hdata(f.z) : nullptr;
+      if (eval)
+        bn::forward_eval(s_.hdata(in()), z, s_.hdata(f.out), rows(p), nd_.in.c, stats(), kBnEps, f.relu,
+                         s_.workspace.get(), s_.stream);
+      else {
+        bn::forward_train(s_.hdata(in()), z, s_.hdata(f.out), rows(p), nd_.in.c, stats(), kBnMomentum, kBnEps,
+                          save_mean_.get(), save_inv_var_.get(), f.relu, s_.workspace.get(), s_.stream);
         increment(s_.P(nd_, 4), s_.stream);
-        return;
       }
+      return;
+    }
+    const float* x = s_.data[in()];
+    float* y = s_.data[out()];
+    if (!eval) {
       cudnnCheck(cudnnBatchNormalizationForwardTraining(
           s_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xd(p), x, yd(p), y, chan_->get(), s_.P(nd_, 0),
           s_.P(nd_, 1), kBnMomentum, s_.P(nd_, 2), s_.P(nd_, 3), kBnEps, save_mean_.get(), save_inv_var_.get()));
@@ -84,15 +73,16 @@ class BatchNorm final : public Layer {
   }
 
   // The data gradient too (always written: the input's diff buffer exists even for the
-  // network input).
+  // network input), and a fused residual's.
   void backward_params(const Plan& p) override {
     const float* beta = s_.beta_for(in());
-    if (persistent_) {
-      cudnnCheck(cudnnBatchNormalizationBackwardEx(
-          s_.cudnn, kPersistent, CUDNN_BATCHNORM_OPS_BN, &kOne, beta, &kOne, &kZero, xd(p), s_.data[in()], nullptr,
-          nullptr, yd(p), s_.diff[out()], nullptr, nullptr, xd(p), s_.diff[in()], chan_->get(), s_.P(nd_, 0), nullptr,
-          s_.G(nd_, 0), s_.G(nd_, 1), kBnEps, save_mean_.get(), save_inv_var_.get(), nullptr, s_.workspace.get(),
-          s_.workspace.size(), reserve_.get(), reserve_bytes_[static_cast<size_t>(p.index)]));
+    if (own_) {
+      const NetState::BnFusion f = fusion();
+      bf16_t* dz = f.z >= 0 ? s_.hdiff(f.z) : nullptr;
+      const bool dz_accumulate = f.z >= 0 && *s_.beta_for(f.z) != 0.f;
+      bn::backward(s_.hdata(in()), f.relu ? s_.hdata(f.out) : nullptr, s_.hdiff(f.out), s_.hdiff(in()), *beta != 0.f,
+                   dz, dz_accumulate, rows(p), nd_.in.c, s_.P(nd_, 0), save_mean_.get(), save_inv_var_.get(),
+                   s_.G(nd_, 0), s_.G(nd_, 1), f.relu, s_.workspace.get(), s_.stream);
       return;
     }
     cudnnCheck(cudnnBatchNormalizationBackward(s_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, beta, &kOne, &kZero, xd(p),
@@ -104,11 +94,19 @@ class BatchNorm final : public Layer {
   void backward_data(const Plan& /*p*/) override {}  // done in backward_params
 
  private:
+  int64_t rows(const Plan& p) const { return p.n * nd_.in.h * nd_.in.w; }
+  bn::Stats stats() const { return {s_.P(nd_, 0), s_.P(nd_, 1), s_.P(nd_, 2), s_.P(nd_, 3)}; }
+  // What this layer writes (NetState::bn_fusion); unfused: its own output, no ReLU.
+  NetState::BnFusion fusion() const {
+    NetState::BnFusion f;
+    if (!s_.bn_fusion.empty()) f = s_.bn_fusion[static_cast<size_t>(nd_.index)];
+    if (f.out < 0) f.out = out();
+    return f;
+  }
+
   std::unique_ptr<TensorDesc> chan_;          // 1×C×1×1: scale, bias, running statistics
-  DevArray<float> save_mean_, save_inv_var_;  // training forward → backward
-  bool persistent_ = false;                   // the Ex path in CUDNN_BATCHNORM_SPATIAL_PERSISTENT (plan())
-  DevArray<char> reserve_;                    // its reserve space, training forward → backward
-  std::vector<size_t> reserve_bytes_;         // per plan
+  DevArray<float> save_mean_, save_inv_var_;  // training forward → backward (ours: 1/sqrt(var+eps) too)
+  bool own_ = false;                          // our own NHWC kernels (plan())
 };
 
 }  // namespace
