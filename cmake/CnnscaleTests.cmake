@@ -3,7 +3,8 @@ include(GoogleTest)
 set(CNNSCALE_MPIEXEC ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe --bind-to none)
 
 # cnnscale_gtest(name SOURCES ... LIBS ... [MPI_MAIN|GPU_MAIN]) builds a GoogleTest executable.
-# GPU_MAIN: a main that exits 77 when every test skipped (tests/common/gpu_gtest_main.cpp).
+# GPU_MAIN: a main that exits 77 when every test skipped and turns a failed CUDA/cuDNN/
+# cuBLAS check into a failed test case (tests/common/gpu_gtest_main.cpp); CUDA builds only.
 function(cnnscale_gtest name)
   cmake_parse_arguments(A "MPI_MAIN;GPU_MAIN" "" "SOURCES;LIBS" ${ARGN})
   if(A_MPI_MAIN)
@@ -11,7 +12,7 @@ function(cnnscale_gtest name)
     target_link_libraries(${name} PRIVATE GTest::gtest ${A_LIBS})
   elseif(A_GPU_MAIN)
     add_executable(${name} ${A_SOURCES} ${PROJECT_SOURCE_DIR}/tests/common/gpu_gtest_main.cpp)
-    target_link_libraries(${name} PRIVATE GTest::gtest ${A_LIBS})
+    target_link_libraries(${name} PRIVATE GTest::gtest cnnscale_util cnnscale::cuda_stack ${A_LIBS})
   else()
     add_executable(${name} ${A_SOURCES})
     target_link_libraries(${name} PRIVATE GTest::gtest GTest::gtest_main ${A_LIBS})

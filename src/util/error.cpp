@@ -31,10 +31,11 @@ std::mutex g_words_mutex;
 LastWords g_words;
 }  // namespace
 
+// Not a fixed buffer: a cuDNN call's text alone can pass 512 characters, and the H100
+// run of 2026-11-27 lost the library's own error string to the cut ("CUDNN_STATUS_E").
 std::string failed_call_message(const char* call, const char* file, int line, const char* what) {
-  char where[512];
-  std::snprintf(where, sizeof(where), "%s failed at %s:%d on rank %d: %s", call, file, line, log_rank(), what);
-  return where;
+  return std::string(call) + " failed at " + file + ":" + std::to_string(line) + " on rank " +
+         std::to_string(log_rank()) + ": " + (what ? what : "(no description)");
 }
 
 void set_fatal_error_handler(FatalErrorHandler handler) { g_fatal_handler.store(handler); }

@@ -82,7 +82,11 @@ std::string failed_call_message(const char* call, const char* file, int line, co
 // aborts every rank (launch/mpi_check.hpp), so no rank is left waiting.
 [[noreturn]] void fatal_error(const std::string& message, int status = 3);
 
-// What fatal_error hands over to (it must not return); nullptr: print and exit.
+// What fatal_error hands over to, after the last words; nullptr: print and exit. It must
+// not return: it ends the process (launch's abort_job) or throws (the single-process GPU
+// test main, tests/common/gpu_test_guard.hpp, so that a failed CUDA/cuDNN/cuBLAS call
+// fails one test case, not the test binary). fatal_error is [[noreturn]], which leaving
+// by an exception satisfies; a handler that throws must not when called during unwinding.
 using FatalErrorHandler = void (*)(const std::string& message, int status);
 void set_fatal_error_handler(FatalErrorHandler handler);
 

@@ -10,6 +10,9 @@
 // and cuBLAS. The convolution algorithm choice (--cudnn-benchmark on and off) over a
 // sweep of kernel, stride, padding, channels, batch and non-square maps, and
 // set_tuning(tuning()) reproducing a model's steps bitwise. SKIPs without a device.
+// A failed CUDA/cuDNN/cuBLAS check fails its case only and the next cases run
+// (tests/common/gpu_test_guard.hpp): no case may leave process-wide state behind when
+// it throws (ScopedEnv, threads joined).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -18,8 +21,10 @@
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
+#include <exception>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -61,12 +66,39 @@ constexpr double kGradTol = 5e-3;
 // samples amplifies; first and third GPU runs); losses and logits keep 2e-2.
 constexpr double kTf32GradTol = 0.5;
 
-// The GPU model in full fp32 (--tf32 off), for the 1e-4 comparisons.
+// The GPU model in full fp32 (--tf32 off), for the 1e-4 comparisons. The algorithm
+// choice is cuDNN's benchmark (the default) unless CNNSCALE_TEST_CUDNN_BENCHMARK=0 asks
+// for its heuristic ranking: sanitizer_gpu.sh does, as under compute-sanitizer every
+// candidate algorithm's kernels are instrumented and run (cases that set the choice
+// themselves keep it).
 ModelOptions fp32_only() {
   ModelOptions o;
   o.tf32 = false;
+  const char* b = std::getenv("CNNSCALE_TEST_CUDNN_BENCHMARK");
+  if (b && std::string(b) == "0") o.cudnn_benchmark = false;
   return o;
 }
+
+// An environment variable set for a scope, the previous value (or its absence) restored,
+// also when the case throws (a failed check: gpu_test_guard.hpp) and the next case runs.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* v = std::getenv(name)) had_ = true, old_ = v;
+    setenv(name, value, 1);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  ~ScopedEnv() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
 
 struct Data : test::RandomBatch {  // sample ids 1000 + 7i
   Data(int64_t n, const SampleShape& s, int classes, uint64_t seed = 3) : RandomBatch(n, s, classes, seed, 1000, 7) {}
@@ -225,13 +257,14 @@ TEST(CudaModels, Tf32OnNhwcCopies) {
   const int64_t n = 8;
   const Data d(n, s, 10, 6);
   auto run = [&](bool nchw) {
-    if (nchw) setenv("CNNSCALE_TF32_NCHW", "1", 1);
+    std::optional<ScopedEnv> env;  // read by prepare() only
+    if (nchw) env.emplace("CNNSCALE_TF32_NCHW", "1");
     ModelOptions o;  // TF32 on (the default)
     o.cudnn_benchmark = false;
     auto m = make_cuda_model("resnet20", s, 10, 0, o);
     m->init_params(4);
     m->prepare(n, Precision::fp32);
-    unsetenv("CNNSCALE_TF32_NCHW");
+    env.reset();
     std::pair<double, std::vector<float>> r;
     r.first = m->forward_backward(d.x.data(), d.y.data(), n, ctx_for(d, n, 0), {});
     r.second.resize(m->param_count());
@@ -704,12 +737,27 @@ TEST(CudaStaging, StagingFarAheadAndFromAnotherThread) {
   auto threaded = fresh(spec, s, 3);
   std::vector<int64_t> t2(b.size(), -1);
   std::vector<std::atomic<bool>> ready(b.size());
+  // A failed check throws (gpu_test_guard.hpp): on the producer it is caught there and
+  // rethrown here (one leaving the thread's function would terminate the binary), and
+  // a throw here joins the producer first (a joinable std::thread's destructor terminates).
+  std::exception_ptr producer_error;
   std::thread producer([&] {
-    for (size_t k = 0; k < b.size(); ++k) {
-      t2[k] = threaded->stage(b[k].x.data(), b[k].y.data(), b[k].ids.data(), sizes[k]);
-      ready[k].store(true);
+    try {
+      for (size_t k = 0; k < b.size(); ++k) {
+        t2[k] = threaded->stage(b[k].x.data(), b[k].y.data(), b[k].ids.data(), sizes[k]);
+        ready[k].store(true);
+      }
+    } catch (...) {
+      producer_error = std::current_exception();
+      for (auto& r : ready) r.store(true);  // the steps go on unstaged (ticket -1)
     }
   });
+  struct Join {
+    std::thread& t;
+    ~Join() {
+      if (t.joinable()) t.join();
+    }
+  } join{producer};
   StagedRun got;
   for (size_t k = 0; k < b.size(); ++k) {
     while (!ready[k].load()) std::this_thread::yield();
@@ -722,6 +770,7 @@ TEST(CudaStaging, StagingFarAheadAndFromAnotherThread) {
     threaded->copy_params_to_host(got.params.back().data());
   }
   producer.join();
+  if (producer_error) std::rethrow_exception(producer_error);
   expect_bitwise(got, want, "staged from another thread");
   EXPECT_GE(threaded->staged_steps(), 8);
 }
@@ -832,26 +881,6 @@ namespace {
 // little wider: the GPU's convolutions also round their outputs to bf16), and not
 // bitwise the GPU's fp32 result. A wrong layout or a transposed operand gives errors of
 // order 1, far outside these.
-// An environment variable set for a scope, the previous value (or its absence) restored.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* v = std::getenv(name)) had_ = true, old_ = v;
-    setenv(name, value, 1);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-  ~ScopedEnv() {
-    if (had_) setenv(name_, old_.c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
-
 // store: the bf16 activation store (the default) or, false, CNNSCALE_GPU_BF16_STORE=0
 // (fp32 activations, conversions per convolution); bn_own: its batch-norm layers on our
 // own NHWC kernels fused with the ReLU / residual add after them (CNNSCALE_GPU_BN=own).
