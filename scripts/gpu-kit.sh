@@ -16,7 +16,7 @@
 #   tar xzf cnnscale-gpu-kit.tar.gz && source cnnscale-kit/kit-env.sh
 #   cnnscale-kit/kit-check.sh                      # every library found? (names what is not)
 #   cnnscale env; bench/gpu-first-run.sh --out DIR # (the kit's copy: cnnscale-kit/src/bench)
-# Layout: bin/ (cnnscale, mpiexec → orterun, orted, ompi_info, h5diff, h5dump),
+# Layout: bin/ (cnnscale, mpiexec → orterun, orted, ompi_info, h5diff, h5dump, bn_kernel_bench),
 # tests/ (the gpu test programs and their helpers, as build/tests), lib/ (the libraries;
 # lib/openmpi, lib/pmix: components), share/, etc/, src/ (tests/ and bench/ scripts),
 # tests.tsv (the `gpu` label's tests as CTest defines them, paths made kit-relative),
@@ -67,6 +67,8 @@ cp "$MPIEXEC_REAL" "$K/bin/orterun"
 ln -s orterun "$K/bin/mpiexec"; ln -s orterun "$K/bin/mpirun"
 for p in orted ompi_info; do [ -x "$OMPI_BIN/$p" ] && cp "$(readlink -f "$OMPI_BIN/$p")" "$K/bin/$p"; done
 for p in h5diff h5dump; do cp "$(readlink -f "$(command -v $p)")" "$K/bin/$p" || die "$p not found (hdf5-tools)"; done
+# The kernels' development benches (bench/kernels/, GPU-KERNELS.md), run by gpu-first-run.sh.
+for p in bn_kernel_bench; do [ -x "$BUILD/bin/$p" ] && cp "$BUILD/bin/$p" "$K/bin/$p"; done
 (cd "$BUILD" && ctest -L gpu -LE slurm --show-only=json-v1) >"$STAGE/ctest.json"
 helpers=$(grep -rhoE 'CNNSCALE_BUILD/tests/[A-Za-z0-9_]+' "$ROOT/tests" | sed 's|.*/||' | sort -u)
 progs=$(python3 - "$STAGE/ctest.json" "$BUILD" <<'PY'
