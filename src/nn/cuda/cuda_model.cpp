@@ -94,6 +94,7 @@ class CudaNet final : public DeviceModel {
       prof_->write(s_.stream, g_,
                    name_ +
                        (s_.bf16   ? (s_.bf16_store() ? " bf16 (bf16 NHWC activations)" : " bf16 (per-convolution conversions)")
+                        : s_.store32 ? " fp32 (TF32 allowed, fp32 NHWC activations)"
                         : s_.tf32 ? " fp32 (TF32 allowed)"
                                   : " fp32 (--tf32 off)") +
                        " on " +
@@ -211,11 +212,15 @@ class CudaNet final : public DeviceModel {
     const bool nhwc32 = !bf16 && s_.tf32 && cc_major_ >= 8 && !(nchw && std::string(nchw) == "1");
     // bf16 keeps its activations in bf16 NHWC (NetState::half) unless CNNSCALE_GPU_BF16_STORE=0.
     const char* st = std::getenv("CNNSCALE_GPU_BF16_STORE");
-    const bool store = bf16 && !(st && std::string(st) == "0");
+    // TF32 keeps the same tensors in fp32 NHWC (NetState::store32) with
+    // CNNSCALE_GPU_NHWC_STORE=1: not yet run on a GPU, so not the default.
+    const char* n32 = std::getenv("CNNSCALE_GPU_NHWC_STORE");
+    const bool store32 = nhwc32 && n32 && std::string(n32) == "1";
+    const bool store = (bf16 && !(st && std::string(st) == "0")) || store32;
     // The store's batch norms on our own fused NHWC kernels: CNNSCALE_GPU_BN=own (layer_bn.cpp;
     // not yet run on a GPU, so not the default); "cudnn" or unset: cuDNN.
     const bool bn_own = store && bn_choice() == "own";
-    const bool retype = store != s_.bf16_store();
+    const bool retype = store != s_.nhwc_store() || store32 != s_.store32;
     if (bf16 != s_.bf16 || nhwc32 != s_.nhwc32 || retype || bn_own != s_.bn_own) {
       cudaCheck(cudaStreamSynchronize(s_.stream));
       s_.bf16 = bf16;
@@ -224,6 +229,7 @@ class CudaNet final : public DeviceModel {
       plans_.clear();
       set_cublas_math();
       if (retype) {  // the activation buffers change type (and size): allocated anew
+        s_.store32 = store32;
         assign_types(store);
         max_batch = std::max(max_batch, max_batch_);
         max_batch_ = 0;
@@ -344,7 +350,7 @@ class CudaNet final : public DeviceModel {
     s_.needs_diff[0] = false;
     for (const Node& nd : g_.nodes) {
       const int in = nd.inputs[0], out = nd.index + 1;
-      if (nd.op == Op::flatten && s_.readers[in] == 1 && !s_.is_half(in)) {
+      if (nd.op == Op::flatten && s_.readers[in] == 1 && !s_.is_nhwc(in)) {
         s_.alias[out] = true;
         s_.needs_diff[out] = s_.needs_diff[in];
       }
@@ -367,7 +373,8 @@ class CudaNet final : public DeviceModel {
   //   bn → relu          (the relu's input its only reader)      → relu(bn(x))
   //   bn → add → relu    (the add's output read by the relu only) → relu(bn(x) + z)
   // An add that another batch norm already absorbed leaves this one unfused (the
-  // downsampling batch norm of a ResNet block, whose output is then z).
+  // downsampling batch norm of a ResNet block, whose output is then z); so does an add of
+  // the batch norm's own input (z = x: dz and dx would be one gradient, written twice).
   // ready_after_[i]: every gradient of the flat range [0, value) is final once the layer
   // at order_[i] has run its backward (the flat layout is reverse registration order, so
   // in plain reverse node order this is each node's flat_end).
@@ -388,17 +395,17 @@ class CudaNet final : public DeviceModel {
         return &g_.nodes[static_cast<size_t>(reader[static_cast<size_t>(t)])];
       };
       for (const Node& b : g_.nodes) {
-        if (b.op != Op::bn || !s_.is_half(b.inputs[0])) continue;
+        if (b.op != Op::bn || !s_.is_nhwc(b.inputs[0])) continue;
         const Node* r = only_reader(b.index + 1);
         if (!r || s_.absorbed[static_cast<size_t>(r->index)]) continue;
         NetState::BnFusion& f = s_.bn_fusion[static_cast<size_t>(b.index)];
-        if (r->op == Op::relu && s_.is_half(r->index + 1)) {
+        if (r->op == Op::relu && s_.is_nhwc(r->index + 1)) {
           f = {r->index + 1, -1, true};
           s_.absorbed[static_cast<size_t>(r->index)] = 1;
         } else if (r->op == Op::add && r->inputs.size() == 2) {
           const int z = r->inputs[0] == b.index + 1 ? r->inputs[1] : r->inputs[0];
           const Node* r2 = only_reader(r->index + 1);
-          if (z == b.index + 1 || !s_.is_half(z) || !r2 || r2->op != Op::relu || !s_.is_half(r2->index + 1)) continue;
+          if (z == b.index + 1 || z == b.inputs[0] || !s_.is_nhwc(z) || !r2 || r2->op != Op::relu || !s_.is_nhwc(r2->index + 1)) continue;
           f = {r2->index + 1, z, true};
           s_.absorbed[static_cast<size_t>(r->index)] = s_.absorbed[static_cast<size_t>(r2->index)] = 1;
           place[static_cast<size_t>(b.index)] = r->index;
@@ -523,8 +530,9 @@ class CudaNet final : public DeviceModel {
         plan->t.push_back(tensor_desc(n, g_.input.channels, g_.input.height, g_.input.width));
       } else {
         const Shape& s = g_.nodes[t - 1].out;
-        if (s_.is_half(t))
-          plan->t.push_back(tensor_desc(n, s.c, s.h, s.w, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16));
+        if (s_.is_nhwc(t))
+          plan->t.push_back(tensor_desc(n, s.c, s.h, s.w, CUDNN_TENSOR_NHWC,
+                                        s_.is_half(t) ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT));
         else
           plan->t.push_back(tensor_desc(n, s.c, s.flat ? 1 : s.h, s.flat ? 1 : s.w));
       }

@@ -278,8 +278,9 @@ void from_bf16_nhwc(const bf16_t* x, float* y, int64_t n, int64_t c, int64_t hw,
   transpose(x, y, n, hw, c, ToFloat{accumulate}, s);  // per image: hw×c → c×hw
 }
 
-void to_nhwc(const float* x, float* y, int64_t n, int64_t c, int64_t hw, cudaStream_t s) {
-  transpose(x, y, n, c, hw, Copy{}, s);
+void to_nhwc(const float* x, float* y, int64_t n, int64_t c, int64_t hw, cudaStream_t s, bool accumulate) {
+  if (accumulate) transpose(x, y, n, c, hw, ToFloat{true}, s);
+  else transpose(x, y, n, c, hw, Copy{}, s);
 }
 
 void from_nhwc(const float* x, float* y, int64_t n, int64_t c, int64_t hw, bool accumulate, cudaStream_t s) {

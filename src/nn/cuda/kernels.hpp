@@ -38,8 +38,9 @@ void to_bf16_nhwc(const float* x, bf16_t* y, int64_t n, int64_t c, int64_t hw, c
 // The inverse: x NHWC bf16 → y NCHW fp32, y = widened x, or y += widened x (accumulate).
 void from_bf16_nhwc(const bf16_t* x, float* y, int64_t n, int64_t c, int64_t hw, bool accumulate, cudaStream_t s);
 // The same layout changes for fp32 data, values unchanged (TF32 convolutions on NHWC
-// copies, NetState::nhwc32); the same grid limit.
-void to_nhwc(const float* x, float* y, int64_t n, int64_t c, int64_t hw, cudaStream_t s);
+// copies, NetState::nhwc32); the same grid limit. accumulate: y += x (flatten's backward
+// into an fp32 NHWC store tensor with another reader).
+void to_nhwc(const float* x, float* y, int64_t n, int64_t c, int64_t hw, cudaStream_t s, bool accumulate = false);
 void from_nhwc(const float* x, float* y, int64_t n, int64_t c, int64_t hw, bool accumulate, cudaStream_t s);
 // count values, no layout change (linear layers' row-major operands).
 void to_bf16(const float* x, bf16_t* y, int64_t count, cudaStream_t s);

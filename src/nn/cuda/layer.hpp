@@ -76,11 +76,18 @@ struct NetState {
   const int64_t* sample_ids = nullptr;  // the batch's global sample ids (dropout; the current input slot)
   DevArray<char> workspace;      // convolutions
   bool bf16 = false;             // --precision bf16 (CudaNet::prepare)
-  // The bf16 activation store (above): per tensor id, 1 = bf16 NHWC (data and diff point
-  // at bf16 elements then: hdata/hdiff); empty without it (fp32, or the store off).
+  // The activation store (above): per tensor id, 1 = kept NHWC between layers, in bf16
+  // (data and diff point at bf16 elements then: hdata/hdiff) or, with store32, in fp32;
+  // empty without it (fp32 NCHW, or the store off).
   std::vector<char> half;
-  bool is_half(int t) const { return !half.empty() && half[static_cast<size_t>(t)]; }
-  bool bf16_store() const { return !half.empty(); }  // the store is on (only ever under bf16)
+  // The fp32 NHWC store (issue 37 item 2; CNNSCALE_GPU_NHWC_STORE=1 under TF32, with
+  // nhwc32; NOT YET RUN ON A GPU): the same tensors kept NHWC in fp32, so the TF32
+  // convolutions read and write them without the per-call layout copies.
+  bool store32 = false;
+  bool is_nhwc(int t) const { return !half.empty() && half[static_cast<size_t>(t)]; }  // either store
+  bool is_half(int t) const { return !store32 && is_nhwc(t); }                         // the bf16 store's
+  bool nhwc_store() const { return !half.empty(); }
+  bool bf16_store() const { return !half.empty() && !store32; }  // only ever under bf16
   // CNNSCALE_GPU_BN=own (layer_bn.cpp, batchnorm_nhwc.hpp): the batch norms of the store's
   // tensors run our own NHWC kernels, fused with the ReLU or the residual add + ReLU after
   // them (bn_fusion); otherwise cuDNN. Read by CudaNet::prepare; a change replans.

@@ -6,8 +6,8 @@
 //    bf16 NHWC descriptors for x, y, dy and dx with the fp32 1×C×1×1 descriptor for scale,
 //    bias and statistics. Measured on the H100 (2026-11-27): 473 of a 499 ms ResNet-50
 //    step, cuDNN's legacy training kernels being NCHW/stride-generic.
-//  - CNNSCALE_GPU_BN=own (NetState::bn_own): the store's batch norms run our own NHWC
-//    kernels (batchnorm_nhwc.hpp), fused with the ReLU or the residual add + ReLU that
+//  - CNNSCALE_GPU_BN=own (NetState::bn_own): the store's batch norms (bf16, or fp32 with
+//    the fp32 NHWC store) run our own NHWC kernels (batchnorm_nhwc.hpp), fused with the ReLU or the residual add + ReLU that
 //    follow (NetState::bn_fusion, decided by CudaNet): the batch norm then writes the
 //    ReLU's output, and its backward masks with it and writes the residual's gradient.
 //    NOT YET RUN ON A GPU: opt-in until the kit's first run has checked and measured it.
@@ -33,9 +33,9 @@ class BatchNorm final : public Layer {
 
   // Our own kernels: their reduction workspace (the convolutions' shared one).
   size_t plan(const Plan& p) override {
-    own_ = s_.bn_own && s_.is_half(in());  // the same for every plan: a change replans all
+    own_ = s_.bn_own && s_.is_nhwc(in());  // the same for every plan: a change replans all
     if (!own_) return 0;
-    return bn::workspace_bytes(rows(p), nd_.in.c, true);
+    return bn::workspace_bytes(rows(p), nd_.in.c, s_.is_half(in()));
   }
 
   // Parameters: weight, bias, running_mean, running_var, num_batches_tracked.
@@ -46,16 +46,9 @@ class BatchNorm final : public Layer {
       if (ctx.sum_across_ranks) throw std::logic_error("batch-norm: global statistics are not implemented on the GPU");
     }
     if (own_) {
-      const NetState::BnFusion f = fusion();
-      const bf16_t* z = f.z >= 0 ? s_.hdata(f.z) : nullptr;
-      if (eval)
-        bn::forward_eval(s_.hdata(in()), z, s_.hdata(f.out), rows(p), nd_.in.c, stats(), kBnEps, f.relu,
-                         s_.workspace.get(), s_.stream);
-      else {
-        bn::forward_train(s_.hdata(in()), z, s_.hdata(f.out), rows(p), nd_.in.c, stats(), kBnMomentum, kBnEps,
-                          save_mean_.get(), save_inv_var_.get(), f.relu, s_.workspace.get(), s_.stream);
-        increment(s_.P(nd_, 4), s_.stream);
-      }
+      if (s_.is_half(in())) own_forward<bf16_t>(p, eval);
+      else own_forward<float>(p, eval);
+      if (!eval) increment(s_.P(nd_, 4), s_.stream);
       return;
     }
     const float* x = s_.data[in()];
@@ -77,12 +70,8 @@ class BatchNorm final : public Layer {
   void backward_params(const Plan& p) override {
     const float* beta = s_.beta_for(in());
     if (own_) {
-      const NetState::BnFusion f = fusion();
-      bf16_t* dz = f.z >= 0 ? s_.hdiff(f.z) : nullptr;
-      const bool dz_accumulate = f.z >= 0 && *s_.beta_for(f.z) != 0.f;
-      bn::backward(s_.hdata(in()), f.relu ? s_.hdata(f.out) : nullptr, s_.hdiff(f.out), s_.hdiff(in()), *beta != 0.f,
-                   dz, dz_accumulate, rows(p), nd_.in.c, s_.P(nd_, 0), save_mean_.get(), save_inv_var_.get(),
-                   s_.G(nd_, 0), s_.G(nd_, 1), f.relu, s_.workspace.get(), s_.stream);
+      if (s_.is_half(in())) own_backward<bf16_t>(p, *beta != 0.f);
+      else own_backward<float>(p, *beta != 0.f);
       return;
     }
     cudnnCheck(cudnnBatchNormalizationBackward(s_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, beta, &kOne, &kZero, xd(p),
@@ -94,6 +83,33 @@ class BatchNorm final : public Layer {
   void backward_data(const Plan& /*p*/) override {}  // done in backward_params
 
  private:
+  // Our kernels on the store's element type T (bf16, or fp32 with NetState::store32).
+  template <class T>
+  static T* as(float* p) {
+    return reinterpret_cast<T*>(p);
+  }
+  template <class T>
+  void own_forward(const Plan& p, bool eval) {
+    const NetState::BnFusion f = fusion();
+    const T* x = as<T>(s_.data[in()]);
+    const T* z = f.z >= 0 ? as<T>(s_.data[f.z]) : nullptr;
+    T* y = as<T>(s_.data[f.out]);
+    if (eval)
+      bn::forward_eval(x, z, y, rows(p), nd_.in.c, stats(), kBnEps, f.relu, s_.workspace.get(), s_.stream);
+    else
+      bn::forward_train(x, z, y, rows(p), nd_.in.c, stats(), kBnMomentum, kBnEps, save_mean_.get(),
+                        save_inv_var_.get(), f.relu, s_.workspace.get(), s_.stream);
+  }
+  template <class T>
+  void own_backward(const Plan& p, bool dx_accumulate) {
+    const NetState::BnFusion f = fusion();
+    T* dz = f.z >= 0 ? as<T>(s_.diff[f.z]) : nullptr;
+    const bool dz_accumulate = f.z >= 0 && *s_.beta_for(f.z) != 0.f;
+    bn::backward(as<T>(s_.data[in()]), f.relu ? as<T>(s_.data[f.out]) : nullptr, as<T>(s_.diff[f.out]),
+                 as<T>(s_.diff[in()]), dx_accumulate, dz, dz_accumulate, rows(p), nd_.in.c, s_.P(nd_, 0),
+                 save_mean_.get(), save_inv_var_.get(), s_.G(nd_, 0), s_.G(nd_, 1), f.relu, s_.workspace.get(),
+                 s_.stream);
+  }
   int64_t rows(const Plan& p) const { return p.n * nd_.in.h * nd_.in.w; }
   bn::Stats stats() const { return {s_.P(nd_, 0), s_.P(nd_, 1), s_.P(nd_, 2), s_.P(nd_, 3)}; }
   // What this layer writes (NetState::bn_fusion); unfused: its own output, no ReLU.

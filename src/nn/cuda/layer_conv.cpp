@@ -20,6 +20,10 @@
 // written in place (dx into bf_a and summed when the input has an earlier gradient
 // writer), the filter is converted once per forward into wbf_, and a bias is added to
 // and reduced from the bf16 output by kernels (bias_add_nhwc_bf16, bias_grad_nhwc_bf16).
+// The fp32 NHWC store (NetState::store32, TF32; not yet run on a GPU) is the same with fp32
+// tensors: x, dy read and y, dx written in place (dx with cuDNN's beta when the input has
+// an earlier gradient writer), the filter converted to fp32 KRSC per call as on the copies,
+// the bias by cudnnAddTensor / cudnnConvolutionBackwardBias on the NHWC descriptors.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -81,8 +85,8 @@ class Conv final : public Layer {
   // bf_a: x's copy when the input is fp32, or dx when the input is bf16 with another
   // reader (summed into its gradient); bf_b: y or dy when the output is fp32; bf_w: dW.
   Bf16Need bf16_need(int64_t n) const override {
-    const bool a = !s_.is_half(in()) || s_.readers[static_cast<size_t>(in())] > 1;
-    return {a ? n * nd_.in.numel() : 0, s_.is_half(out()) ? 0 : n * nd_.out.numel(), filter_count()};
+    const bool a = !s_.is_nhwc(in()) || (s_.is_half(in()) && s_.readers[static_cast<size_t>(in())] > 1);
+    return {a ? n * nd_.in.numel() : 0, s_.is_nhwc(out()) ? 0 : n * nd_.out.numel(), filter_count()};
   }
 
   size_t plan(const Plan& p) override {
@@ -195,11 +199,16 @@ class Conv final : public Layer {
       } else {
         to_nhwc(s_.P(nd_, 0), sw(), nd_.out_channels, nd_.in.c, kk());
       }
-      void* yb = s_.is_half(out()) ? static_cast<void*>(s_.hdata(out())) : sb();
+      void* yb = s_.is_nhwc(out()) ? static_cast<void*>(y) : sb();
       cudnnCheck(cudnnConvolutionForward(s_.cudnn, &kOne, a.xb->get(), x_nhwc(p), filter(), w, a.cfwd->get(), a.fwd,
                                          s_.workspace.get(), s_.workspace.size(), &kZero, a.yb->get(), yb));
       if (s_.is_half(out())) {
         if (nd_.params.size() > 1) bias_add_nhwc_bf16(s_.hdata(out()), s_.P(nd_, 1), p.n * hw_out(), nd_.out.c, s_.stream);
+        return;
+      }
+      if (s_.is_nhwc(out())) {  // fp32 NHWC store: the bias broadcast over the NHWC descriptor
+        if (nd_.params.size() > 1)
+          cudnnCheck(cudnnAddTensor(s_.cudnn, &kOne, chan_->get(), s_.P(nd_, 1), &kOne, yd(p), y));
         return;
       }
       from_nhwc(sb(), y, p.n, nd_.out.c, hw_out(), false);
@@ -224,6 +233,7 @@ class Conv final : public Layer {
                               s_.stream);
         return;
       }
+      // fp32 NHWC store: falls through to cudnnConvolutionBackwardBias on the NHWC descriptor.
     } else {
       cudnnCheck(cudnnConvolutionBackwardFilter(s_.cudnn, &kOne, xd(p), s_.data[in()], yd(p), s_.diff[out()],
                                                 a.cbwd_filter->get(), a.bwd_filter, s_.workspace.get(), s_.workspace.size(),
@@ -243,6 +253,13 @@ class Conv final : public Layer {
       const void* w = sw();
       if (s_.bf16_store()) w = wbf_.get();  // converted by this step's forward
       else to_nhwc(s_.P(nd_, 0), sw(), nd_.out_channels, nd_.in.c, kk());
+      // fp32 NHWC store: dx straight into the input's gradient, blended by cuDNN's beta.
+      if (s_.is_nhwc(in()) && !s_.is_half(in())) {
+        cudnnCheck(cudnnConvolutionBackwardData(s_.cudnn, &kOne, filter(), w, a.yb->get(), dy, a.cbwd_data->get(),
+                                                a.bwd_data, s_.workspace.get(), s_.workspace.size(), beta,
+                                                a.xb->get(), s_.diff[in()]));
+        return;
+      }
       // dx straight into a bf16 input's gradient when it is the first writer; else into
       // bf_a, then summed into it (fp32, one rounding) or widened into the fp32 one.
       const bool direct = s_.is_half(in()) && *beta == 0.f;
@@ -361,16 +378,16 @@ class Conv final : public Layer {
   int64_t hw_out() const { return int64_t{nd_.out.h} * nd_.out.w; }
   int64_t kk() const { return int64_t{nd_.kernel} * nd_.kernel; }
   int64_t filter_count() const { return int64_t{nd_.out_channels} * nd_.in.c * kk(); }
-  // NHWC dy: a bf16 output's own gradient, else sb() (converted once per layer:
+  // NHWC dy: a store output's own gradient, else sb() (converted once per layer:
   // NetState::bf_b_needs).
   const void* dy_nhwc(const Plan& p) {
-    if (s_.is_half(out())) return s_.hdiff(out());
+    if (s_.is_nhwc(out())) return s_.diff[out()];
     if (s_.bf_b_needs(s_.diff[out()])) to_nhwc(s_.diff[out()], sb(), p.n, nd_.out.c, hw_out());
     return sb();
   }
-  // NHWC x: a bf16 input itself, else its copy in sa() (converted now).
+  // NHWC x: a store input itself, else its copy in sa() (converted now).
   const void* x_nhwc(const Plan& p) {
-    if (s_.is_half(in())) return s_.hdata(in());
+    if (s_.is_nhwc(in())) return s_.data[in()];
     to_nhwc(s_.data[in()], sa(), p.n, nd_.in.c, hw_in());
     return sa();
   }

@@ -2,7 +2,8 @@
 // the input has no other reader), else a copy; backward passes the gradient through. A
 // bf16 NHWC input (the activation store, NetState::half) is widened into the fp32 output
 // in PyTorch's C·H·W order (from_bf16_nhwc), and the gradient goes back the other way
-// (to_bf16_nhwc, summing in fp32 where the input has another reader).
+// (to_bf16_nhwc, summing in fp32 where the input has another reader). An fp32 NHWC input
+// (NetState::store32) the same without rounding (from_nhwc / to_nhwc).
 #include "nn/cuda/kernels.hpp"
 #include "nn/cuda/layer.hpp"
 
@@ -16,6 +17,7 @@ class Flatten final : public Layer {
   void forward(const Plan& p, const StepContext& /*ctx*/, bool /*eval*/) override {
     if (s_.is_half(in()))
       return from_bf16_nhwc(s_.hdata(in()), s_.data[out()], p.n, nd_.in.c, hw(), false, s_.stream);
+    if (s_.is_nhwc(in())) return from_nhwc(s_.data[in()], s_.data[out()], p.n, nd_.in.c, hw(), false, s_.stream);
     if (!s_.alias[out()])
       cudaCheck(cudaMemcpyAsync(s_.data[out()], s_.data[in()],
                                 static_cast<size_t>(p.n * nd_.out.numel()) * sizeof(float), cudaMemcpyDeviceToDevice,
@@ -31,6 +33,8 @@ class Flatten final : public Layer {
     if (s_.is_half(in()))
       return to_bf16_nhwc(s_.diff[out()], s_.hdiff(in()), p.n, nd_.in.c, hw(), s_.stream,
                           *s_.beta_for(in()) != 0.f);
+    if (s_.is_nhwc(in()))
+      return to_nhwc(s_.diff[out()], s_.diff[in()], p.n, nd_.in.c, hw(), s_.stream, *s_.beta_for(in()) != 0.f);
     s_.pass_grad(s_.diff[out()], s_.diff[in()], p.n * nd_.out.numel(), s_.beta_for(in()));
   }
 
