@@ -4,6 +4,7 @@
 #include "cli/options.hpp"
 #include "comm/make_communicator.hpp"
 #include "comm/world.hpp"
+#include "launch/rank_cores.hpp"
 #include "nn/threads.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
@@ -62,7 +63,9 @@ int cmd_train(int argc, char** argv) {
       "(seed, epoch, sample index)")(
       "data-threads", po::value(&o.data.data_threads)->default_value(o.data.data_threads),
       "threads per rank that read, augment and normalise each batch (the reader thread and N-1 workers), or "
-      "make the --synthetic batches; the batches are identical for any count")(
+      "make the --synthetic batches; the batches are identical for any count. Default on a rank that trains on "
+      "a GPU: the cores the rank may use (its affinity mask, SLURM_CPUS_PER_TASK, its share of the node) less "
+      "one for the training thread; on the CPU 1 (the cores go to --threads)")(
       "jpeg-decode", po::value(&o.data.jpeg_decode)->default_value(o.data.jpeg_decode),
       "data sets of `prep --store jpeg`: fast (each JPEG decoded at the smallest DCT scale that keeps rrc<S>'s "
       "window at least SxS pixels, as FFCV) | exact (decoded whole: PIL's pixels, torchvision's crop, bit for bit)");
@@ -201,6 +204,12 @@ int cmd_train(int argc, char** argv) {
   wo.timeout_s = o.collective_timeout;
   wo.run_dir = o.run_dir;
   World world = start_world(wo);
+  // A rank that trains on a GPU (the communicator works on device buffers: the Trainer
+  // then builds the GPU model) feeds it from every core it may use but the training
+  // thread's (launch/rank_cores.hpp), unless --data-threads was given (command line or
+  // --config). Each rank decides for itself: the batches are the same for any count.
+  if (parsed.vm["data-threads"].defaulted() && world.comm->device_buffers())
+    o.data.data_threads = gpu_default_data_threads(this_rank_cpus(world.ctx.local_size));
   Trainer trainer(o, world);
   return trainer.run();
 }

@@ -413,6 +413,7 @@ void Trainer::begin() {
            " node(s), backend " + backend_name(comm_.backend()) + ", model " + model_->name() + " (" +
            std::to_string(model_->param_count()) + " parameters), " + precision_name(opt_.precision) + ", batch " +
            std::to_string(opt_.batch_size) + "/rank = " + std::to_string(global_batch_) + " global, " +
+           std::to_string(opt_.data.data_threads) + " data thread(s)/rank, " +
            std::to_string(steps_per_epoch_) + " steps/epoch, " + std::to_string(total_steps_) + " steps, " +
            std::to_string(sync_->buckets().size()) + " gradient bucket(s) summed by " + sync_->method() +
            (world_ > 1 && !no_shm_.empty() ? " (not node shared memory: " + no_shm_ + ")" : "") +
