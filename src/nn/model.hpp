@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,29 @@ struct StepContext {
 // The first call, with ready_end == 0 (nothing final yet), marks the end of forward and
 // the loss, just before backward starts (--timeline's forward/backward boundary).
 using GradReadyFn = std::function<void(size_t ready_end)>;
+
+// Which paths a device model ran and how much device memory it held: run.json's "gpu"
+// object (Trainer::run_record; docs/gpu.md "What run.json says about the GPU"). Read at the
+// end of a run, when the paths have been chosen (Model::prepare) and the memory peaked.
+struct DevicePaths {
+  std::string bn;              // the store's batch norms: "cudnn", or "own" (ours, fused; CNNSCALE_GPU_BN=own)
+  bool nhwc_store32 = false;   // fp32 NHWC activations between layers (TF32, CNNSCALE_GPU_NHWC_STORE=1)
+  bool bf16_store = false;     // bf16 NHWC activations between layers (--precision bf16, CNNSCALE_GPU_BF16_STORE)
+  bool tf32_nhwc = false;      // fp32 convolutions on NHWC copies for the TF32 tensor cores
+  bool cuda_graph = false;     // the step replayed as one CUDA graph (not built yet: always false)
+  // The most bytes the model's own device arrays held at once in this process, in GiB
+  // (2^30): parameters, gradients, activations and their gradients, bf16/NHWC scratch,
+  // the convolution workspace, layer state (batch-norm saves and reserve, dropout
+  // masks), the input slots: every DevArray (nn/cuda/device_array.hpp). Not counted: the
+  // optimiser's state (SGD momentum: one parameter-sized buffer, 0.1 GiB for
+  // ResNet-50), cuDNN's, cuBLAS's and NCCL's own allocations, the CUDA context. The
+  // nearest PyTorch number is torch.cuda.max_memory_allocated() (its caching
+  // allocator's tensors, optimiser state and cuDNN workspace included).
+  double peak_memory_gib = 0;
+  // The whole device's used memory when this is read (cudaMemGetInfo total − free): every
+  // process on the GPU, contexts and library pools included; −1 when it cannot be read.
+  double device_used_gib = -1;
+};
 
 class Model {
  public:
@@ -200,6 +224,10 @@ class Model {
 
   // Host copies of the flat parameters (param_count() floats), synchronous: for
   // checkpoints, replica checks and broadcasts over MPI.
+  // The device paths and memory of a device model (above); none for a host model, whose
+  // run.json then has no "gpu" object.
+  virtual std::optional<DevicePaths> device_paths() const { return std::nullopt; }
+
   virtual void copy_params_to_host(float* host) { std::copy_n(param_data(), param_count(), host); }
   virtual void copy_params_from_host(const float* host) { std::copy_n(host, param_count(), param_data()); }
 };

@@ -10,6 +10,7 @@
 #include <exception>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include "comm/bucket_reducer.hpp"
@@ -105,6 +106,8 @@ struct Trainer::Timings {
   StepParts median_max;                         // each rank's median, then the largest over ranks
   std::vector<double> compute_median_per_rank;  // rank 0 only
   double wall_s = 0;
+  // A device model's paths (rank 0's) and memory (each field the largest over ranks): run.json's "gpu".
+  std::optional<DevicePaths> gpu;
   // The loop's mean input wait over the mean step (> kInputBoundShare: input-bound).
   double data_share() const { return step.mean > 0 ? mean.data / step.mean : 0; }
 };
@@ -1099,6 +1102,18 @@ void Trainer::summarize(const std::string& ended) {
                     spread_of(bn_sync).median,      comm_total.empty() ? -1.0 : spread_of(comm_total).median};
   tm.median_max = medians;
   control_.allreduce_fields(tm.median_max, ReduceOp::max, "the timing summary");
+  // Every rank has a device model or none (the communicator decides for all), so every
+  // rank takes part in this sum or none does.
+  if (model_->on_device()) {
+    tm.gpu = model_->device_paths();
+    if (!tm.gpu) internal_error("a device model without device paths (Model::device_paths)");
+    struct {
+      double peak, used;
+    } mem{tm.gpu->peak_memory_gib, tm.gpu->device_used_gib};
+    control_.allreduce_fields(mem, ReduceOp::max, "the device memory summary");
+    tm.gpu->peak_memory_gib = mem.peak;
+    tm.gpu->device_used_gib = mem.used;
+  }
   // Each rank's median compute time: a straggler (a slower core, a noisy node) shows here,
   // and every other rank waits for it at each step.
   tm.compute_median_per_rank = control_.gather(medians.compute, 0, "the timing summary");
@@ -1232,6 +1247,17 @@ nlohmann::json Trainer::run_record(const Timings& tm, int64_t steps_run) const {
   if (!timeline_written_.empty()) j["timeline"] = timeline_written_;  // --timeline's file (docs/watching.md)
   j["tensorboard"] = tb_ ? nlohmann::json(tb_->path()) : nlohmann::json(nullptr);
   j["tensorboard_records_lost"] = tb_ ? tb_->records_lost() : 0;
+  // A device model only (docs/gpu.md "What run.json says about the GPU"); older run.json
+  // files and host runs have none.
+  if (tm.gpu)
+    j["gpu"] = {{"bn", tm.gpu->bn},
+                {"nhwc_store32", tm.gpu->nhwc_store32},
+                {"bf16_store", tm.gpu->bf16_store},
+                {"tf32_nhwc", tm.gpu->tf32_nhwc},
+                {"cuda_graph", tm.gpu->cuda_graph},
+                {"peak_memory_gib", tm.gpu->peak_memory_gib},
+                {"device_used_gib", tm.gpu->device_used_gib >= 0 ? nlohmann::json(tm.gpu->device_used_gib)
+                                                                 : nlohmann::json(nullptr)}};
   return j;
 }
 

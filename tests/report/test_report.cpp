@@ -408,6 +408,24 @@ TEST(ReportInput, MissingFieldNamesFileAndField) {
   EXPECT_NE(error_of([&] { parse_run(d4, "x.json"); }).find("'images_per_s' must be a number"), std::string::npos);
 }
 
+// run.json's "gpu" object (a device model's paths and memory, docs/gpu.md) is read past:
+// a run with it gives the record of the same run without it (older run.json files), and a
+// gpu object of any shape is no error (the report does not use it).
+TEST(ReportInput, GpuObjectIsToleratedWhateverItsShape) {
+  json plain = run_doc(1, 128, 80, 0, 70, 0, 5);
+  plain["device"] = "cuda:0";
+  json with = plain;
+  with["gpu"] = {{"bn", "cudnn"},          {"nhwc_store32", false}, {"bf16_store", true},   {"tf32_nhwc", false},
+                 {"cuda_graph", false},    {"peak_memory_gib", 12.3}, {"device_used_gib", nullptr}};
+  const RunRecord a = rec(plain, "a"), b = rec(with, "b");
+  EXPECT_EQ(a.images_per_s, b.images_per_s);
+  EXPECT_EQ(a.world_size, b.world_size);
+  EXPECT_EQ(a.precision, b.precision);
+  json odd = plain;
+  odd["gpu"] = "not an object";
+  EXPECT_EQ(error_of([&] { rec(odd, "c"); }), "(no error)");
+}
+
 TEST(ReportInput, DirectoryProblems) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("cnnscale-report-" + std::to_string(::getpid()));

@@ -109,6 +109,7 @@ print("missing", missing)
 print("world", j["world_size"], "global", j["global_batch"], "steps", j["steps"], "acc_is_number", isinstance(j["test_accuracy"], float))
 print("tf32", j.get("tf32"))  # the CPU model never uses TF32, whatever --tf32 says
 print("cudnn_benchmark", j.get("cudnn_benchmark"))  # nor cuDNN
+print("gpu object", "gpu" in j)  # a device model's paths and memory only (docs/gpu.md)
 print("data_threads", j.get("data_threads"))  # the CPU default stays 1 (its cores go to --threads)
 lines = [json.loads(l) for l in open(d + "/metrics.jsonl")]
 steps = [l["step"] for l in lines if "event" not in l]
@@ -118,6 +119,7 @@ expect_grep "run.json has every SPEC field" '^missing \[\]$' "$TMP/fields.txt"
 expect_grep "run.json values" '^world 3 global 48 steps 4 acc_is_number True$' "$TMP/fields.txt"
 expect_grep "run.json records tf32 (false on the CPU)" '^tf32 False$' "$TMP/fields.txt"
 expect_grep "run.json records cudnn_benchmark (false on the CPU)" '^cudnn_benchmark False$' "$TMP/fields.txt"
+expect_grep "run.json has no gpu object on the CPU" '^gpu object False$' "$TMP/fields.txt"
 expect_grep "run.json: --data-threads defaults to 1 on the CPU" '^data_threads 1$' "$TMP/fields.txt"
 expect_grep "the start-up line gives the data threads" '^cnnscale train: 3 rank\(s\) .* 16/rank = 48 global, 1 data thread\(s\)/rank, ' "$TMP/run3.out"
 expect_grep "metrics.jsonl: one object per logged step, one eval" '^metric steps \[2, 4\] eval events 1$' "$TMP/fields.txt"

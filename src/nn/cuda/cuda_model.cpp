@@ -19,6 +19,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <stdexcept>
 #include <thread>
@@ -126,6 +127,24 @@ class CudaNet final : public DeviceModel {
   int device() const override { return device_; }
   void* stream() const override { return s_.stream; }
   int64_t staged_steps() const override { return staged_steps_; }
+
+  // run.json's "gpu" object (model.hpp DevicePaths: what the peak counts).
+  std::optional<DevicePaths> device_paths() const override {
+    DevicePaths d;
+    d.bn = s_.bn_own ? "own" : "cudnn";
+    d.nhwc_store32 = s_.store32;
+    d.bf16_store = s_.bf16_store();
+    d.tf32_nhwc = s_.nhwc32;
+    d.cuda_graph = false;  // no CUDA graph of the step yet
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    d.peak_memory_gib = static_cast<double>(DeviceBytes::peak.load()) / kGiB;
+    size_t free_b = 0, total_b = 0;
+    if (cudaSetDevice(device_) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+      d.device_used_gib = static_cast<double>(total_b - free_b) / kGiB;
+    else
+      cudaGetLastError();  // not sticky: clear it, the number stays −1
+    return d;
+  }
 
   void order_before(void* other) override {
     if (!other) return;

@@ -1,9 +1,10 @@
-// device_array.hpp — RAII holders for the GPU model: device arrays (zero-filled),
-// page-locked host arrays, and cuDNN descriptors.
+// device_array.hpp — RAII holders for the GPU model: device arrays (zero-filled, and
+// counted: DeviceBytes), page-locked host arrays, and cuDNN descriptors.
 #pragma once
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -11,6 +12,21 @@
 #include "util/cuda/check.hpp"
 
 namespace cnnscale::nn::cuda {
+
+// The bytes the GPU model's DevArrays hold in this process, now and at most at once:
+// run.json's gpu.peak_memory_gib (Model::device_paths, which says what is and is not
+// counted). Device memory the model allocates outside a DevArray is not counted: keep
+// every model allocation a DevArray.
+struct DeviceBytes {
+  static inline std::atomic<size_t> live{0}, peak{0};
+  static void add(size_t n) {
+    const size_t now = live.fetch_add(n) + n;
+    size_t p = peak.load();
+    while (now > p && !peak.compare_exchange_weak(p, now)) {
+    }
+  }
+  static void sub(size_t n) { live.fetch_sub(n); }
+};
 
 // Device memory of n elements of T, freed on destruction. alloc() zero-fills it on the
 // given stream (cudaMemsetAsync): the model's queue is non-blocking, so a memset on the
@@ -27,11 +43,15 @@ class DevArray {
     release();
     if (n == 0) return;
     cudaCheck(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
-    cudaCheck(cudaMemsetAsync(p_, 0, n * sizeof(T), stream));
     n_ = n;
+    DeviceBytes::add(n * sizeof(T));
+    cudaCheck(cudaMemsetAsync(p_, 0, n * sizeof(T), stream));
   }
   void release() {
-    if (p_) cudaFree(p_);
+    if (p_) {
+      cudaFree(p_);
+      DeviceBytes::sub(n_ * sizeof(T));
+    }
     p_ = nullptr, n_ = 0;
   }
   T* get() const { return p_; }

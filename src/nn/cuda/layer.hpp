@@ -37,6 +37,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "nn/conv_algo.hpp"
