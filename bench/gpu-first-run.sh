@@ -1,47 +1,86 @@
 #!/usr/bin/env bash
 # gpu-first-run.sh — prove the GPU path on one GPU node, from an unpacked GPU kit
-# (scripts/gpu-kit.sh), in one command of under 9 minutes: the machine, `cnnscale env`,
-# every `gpu` test (each with its own time limit; all run even when one fails; those that
-# need 2 GPUs SKIP on one), 1-rank NCCL training of resnet20 (3×32×32, batch 256) and
-# resnet50 (3×224×224, 1000 classes, batch 128) in fp32 (--tf32 off), TF32 and bf16 (and
-# ResNet-50 bf16 with CNNSCALE_GPU_BF16_STORE=0: the per-convolution conversions that the
-# bf16 activation store replaced, precision "bf16conv"; and with its batch-norm layers in
-# cuDNN's persistent NHWC mode, CNNSCALE_GPU_BN_PERSISTENT=1, precision "bf16bnp"), and
-# the same ResNet-50 in PyTorch on the same GPU (bench/pytorch_gpu_resnet.py: torchvision
-# resnet50, synthetic batch, TF32 and autocast(bfloat16), NCHW and channels_last, same
-# batch, same timing rule). Everything lands under --out DIR; DIR/summary.md says what
-# passed and failed (with each log's last lines) and gives the images/s table with ratios.
+# (scripts/gpu-kit.sh), in one command of at most 9 minutes (the default --budget 510 s
+# plus the summary; a GPU lease of 15 minutes also pays for the machine's start-up and
+# the kit's copy): the machine, `cnnscale env`, 1-rank NCCL training of ResNet-50
+# (3×224×224, 1000 classes, batch 128) in bf16, TF32 and fp32 (--tf32 off) beside the same
+# ResNet-50 in PyTorch on the same GPU (bench/pytorch_gpu_resnet.py: torchvision resnet50,
+# synthetic batch, autocast(bfloat16), TF32 and fp32, NCHW and channels_last, same batch,
+# same timing rule), every `gpu` test of the kit but compute-sanitizer (each with its own
+# time limit, all at once; all run even when one fails; those that need 2 GPUs SKIP on
+# one), the ResNet-50 variants (bf16conv: CNNSCALE_GPU_BF16_STORE=0, the per-convolution
+# conversions that the bf16 activation store replaced; bf16bnp: cuDNN's persistent NHWC
+# batch norm, CNNSCALE_GPU_BN_PERSISTENT=1; and any added with --variant), a
+# CNNSCALE_GPU_PROFILE run of each ResNet-50 precision and variant, resnet20 (3×32×32,
+# batch 256) in the three precisions, and last, alone, the compute-sanitizer test
+# (sanitizer_gpu) with what is left of the budget. Everything lands under --out DIR;
+# DIR/summary.md says what passed and failed (with each log's last lines) and gives the
+# images/s and memory table with the ratios to PyTorch and the GPU paths that ran.
 #
 #   cnnscale-kit/src/bench/gpu-first-run.sh --out DIR [--budget S] [--tests REGEX]
 #       [--no-tests] [--no-bench] [--no-pytorch] [--python PY] [--steps N] [--kit DIR]
-#       [--serial] [--test-limit S] [--benches LIST] [--pytorch-precisions fp32,tf32,bf16]
-#       [--pytorch-formats contiguous,channels_last] [--data-threads N]
+#       [--serial] [--test-limit S] [--benches LIST] [--variant NAME:ENV:ARGS]...
+#       [--pytorch-precisions fp32,tf32,bf16] [--pytorch-formats contiguous,channels_last]
+#       [--data-threads N] [--plan]
 #
-# Order: the machine, the kit, `cnnscale env`; then the gpu tests, all at once (one GPU has
-# room for all of them; --serial runs them one by one), each stopped at --test-limit S
-# (default 210) or its own smaller limit; then, with the GPU to themselves, the
-# benchmarks one after another (ResNet-50 first: the comparison with PyTorch).
-#   --budget S    stop starting checks once S seconds are gone (default 510); a check not
-#                 started is listed as "not run (budget)". Each check has its own limit too.
+# The default order, most important first (--benches takes these names and groups):
+#   resnet50.bf16 resnet50.tf32 pytorch.bf16 pytorch.tf32 resnet50.fp32 pytorch.fp32
+#   tests (the gpu tests but the sanitizer, all at once) variants (resnet50.bf16conv,
+#   resnet50.bf16bnp, then each --variant) profile (profile.resnet50.<tf32, bf16 and
+#   each resnet50 variant>, 12 steps) resnet20 (resnet20.fp32, .tf32, .bf16) sanitizer
+# Each check has a limit sized to its work (--plan prints them): a cnnscale run 2×(8 s +
+# steps × its measured step time) + 30 s; a PyTorch precision (one process per precision:
+# a cut costs one row, not the rest) 2×(8 s import + per format: 2×steps−skip steps at its
+# measured step time + 3 s cudnn.benchmark) + 60 s (a cold first import of torch took
+# 30-66 s on the H100 and H200 nodes; torch is imported once in the background at the
+# start to read it from disk while the cnnscale runs go, and the first PyTorch check
+# waits for that); a gpu test its own limit (below, at most --test-limit); the sanitizer
+# what is left of the budget. --budget S stops starting checks: one not started is
+# "NOT RUN (budget)".
+#
+# Expected time of the default set, from the H100 run of 2026-11-27
+# (docs/gpu-runs/2026-11-27-h100-call*.md; `--plan` computes it for the options given):
+#   kit-check, version, env                            3 s
+#   resnet50.bf16 / .tf32 / .fp32 (measured 30/12/13)  29 + 11 + 16 = 56 s
+#   pytorch.bf16 / .tf32 / .fp32 (the 5 configurations took 46 s in one process on the
+#     warm node; here per process 8 s import + the steps + 3 s per format)  19 + 22 + 21 = 62 s
+#   the tests but the sanitizer, at once (resume_gpu 30 s; the others 0-11 s)  30 s
+#   variants bf16conv (measured 12 s) and bf16bnp (crashed at 9 s; counted as bf16)  11 + 29 = 40 s
+#   profiles tf32 (9), bf16 (14), bf16conv (8), bf16bnp (as bf16)  9 + 15 + 9 + 15 = 48 s
+#   resnet20 ×3 (H200: 2-3 s each)                     6 s
+#   = 245 s before the sanitizer, which gets the rest of the 510 s budget: 265 s. A cold
+#   first torch import (30-66 s) comes on top only where the cnnscale runs before it
+#   were shorter than it.
+#   --budget S    stop starting checks once S seconds are gone (default 510)
 #   --tests REGEX run only the gpu tests whose names match (grep -E)
+#   --test-limit S  at most S seconds for each gpu test but the sanitizer (default 120;
+#                 their own limits: test_cuda_optimizer_gpu 60, bf16_gpu 90)
 #   --python PY   the Python with torch + torchvision for the PyTorch peer (default: the
 #                 first of /opt/torch/.venv/bin/python3 and python3 that imports torch)
-#   --steps N     steps per resnet50 run (default 40; resnet20: 1.5×)
-#   --benches L   which benchmarks, in this order (default resnet50.tf32,resnet50.bf16,
-#                 resnet50.bf16conv,pytorch,resnet50.bf16bnp,resnet50.fp32,resnet20.fp32,
-#                 resnet20.tf32,resnet20.bf16,profile); profile: ResNet-50 in TF32, bf16,
-#                 bf16conv and bf16bnp again, 12 steps, with CNNSCALE_GPU_PROFILE (device ms per layer and direction:
-#                 profile.resnet50.<precision>.txt)
-#   --data-threads N  threads making the synthetic batches (default 4: the GPU must not wait)
+#   --steps N     steps per resnet50 run and PyTorch configuration (default 40; resnet20:
+#                 1.5×; profiles: 12); the limits follow
+#   --variant NAME:ENV:ARGS  one more cnnscale benchmark (repeatable; also the
+#                 ;-separated specs of CNNSCALE_FIRST_RUN_VARIANTS): NAME is
+#                 resnet50.<label> or resnet20.<label>, ENV space-separated VAR=VALUE
+#                 assignments for the rank (may be empty), ARGS train options, e.g.
+#                 --variant 'resnet50.bf16own:CNNSCALE_GPU_BN=own:--precision bf16'.
+#                 It runs in "variants" (and its profile in "profile")
+#   --data-threads N  pass --data-threads N to cnnscale (default: cnnscale's own default,
+#                 on a GPU rank its cores less one; run.json records it)
+#   --plan        print the checks in order with their limits, expected seconds and
+#                 environment, and the expected total against the budget; runs nothing
+#                 (no GPU, no --out needed; the tests from --kit's tests.tsv if given)
 # Exit status: 0 every check that ran passed; 1 a check failed; 2 bad usage or no kit;
 # 4 no usable GPU (summary.md says "no GPU: <reason>"; the gpu tests were still run and
 # SKIP, the training benchmarks were not).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 KIT=${CNNSCALE_KIT:-}
-OUT="" BUDGET=510 TEST_RE="" DO_TESTS=1 DO_BENCH=1 DO_TORCH=1 PY="" STEPS=40 SERIAL=0 TEST_CAP=210
-BENCHES=resnet50.tf32,resnet50.bf16,resnet50.bf16conv,pytorch,resnet50.bf16bnp,resnet50.fp32,resnet20.fp32,resnet20.tf32,resnet20.bf16,profile
-TORCH_PRECISIONS=fp32,tf32,bf16 TORCH_FORMATS=contiguous,channels_last DATA_THREADS=4
+OUT="" BUDGET=510 TEST_RE="" DO_TESTS=1 DO_BENCH=1 DO_TORCH=1 PY="" STEPS=40 SERIAL=0 TEST_CAP=120 PLAN=0
+BENCHES=resnet50.bf16,resnet50.tf32,pytorch.bf16,pytorch.tf32,resnet50.fp32,pytorch.fp32,tests,variants,profile,resnet20,sanitizer
+TORCH_PRECISIONS=fp32,tf32,bf16 TORCH_FORMATS=contiguous,channels_last DATA_THREADS=""
+ADDED=()
+usage() { echo "gpu-first-run.sh: error: $* (see --help)" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
     --out) OUT=$2; shift 2 ;;
@@ -55,41 +94,154 @@ while [ $# -gt 0 ]; do
     --kit) KIT=$2; shift 2 ;;
     --serial) SERIAL=1; shift ;;
     --benches) BENCHES=$2; shift 2 ;;
+    --variant) ADDED+=("$2"); shift 2 ;;
     --pytorch-precisions) TORCH_PRECISIONS=$2; shift 2 ;;
     --pytorch-formats) TORCH_FORMATS=$2; shift 2 ;;
     --data-threads) DATA_THREADS=$2; shift 2 ;;
     --test-limit) TEST_CAP=$2; shift 2 ;;
+    --plan) PLAN=1; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ {print; next} NR > 1 {exit}' "$0"; exit 0 ;;
-    *) echo "gpu-first-run.sh: error: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) usage "unknown option $1" ;;
   esac
 done
-[ -n "$OUT" ] || { echo "gpu-first-run.sh: error: --out DIR is required (where the logs and summary.md go)" >&2; exit 2; }
-case $BUDGET$STEPS$TEST_CAP$DATA_THREADS in *[!0-9]*) echo "gpu-first-run.sh: error: --budget, --steps and --test-limit take whole numbers" >&2; exit 2 ;; esac
-# The kit: given, or the one this script sits in (KIT/src/bench/gpu-first-run.sh).
-[ -z "$KIT" ] && [ -f "$HERE/../../kit-env.sh" ] && KIT=$(cd "$HERE/../.." && pwd)
-if [ -z "$KIT" ] || [ ! -f "$KIT/kit-env.sh" ]; then
-  echo "gpu-first-run.sh: error: no GPU kit here: run the copy inside an unpacked kit (cnnscale-kit/src/bench/), or pass --kit DIR; make one with scripts/gpu-kit.sh" >&2
-  exit 2
+case $BUDGET$STEPS$TEST_CAP$DATA_THREADS in *[!0-9]*) usage "--budget, --steps, --test-limit and --data-threads take whole numbers" ;; esac
+[ "$STEPS" -ge 1 ] || usage "--steps must be at least 1"
+
+# --- the benchmark variants --------------------------------------------------------------
+# NAME:ENV:ARGS (see --variant). The model's shape arguments come from NAME's model.
+VARIANTS=(
+  "resnet50.bf16::--precision bf16"
+  "resnet50.tf32::--precision fp32 --tf32 on"
+  "resnet50.fp32::--precision fp32 --tf32 off"
+  "resnet50.bf16conv:CNNSCALE_GPU_BF16_STORE=0:--precision bf16"   # the design before the bf16 activation store
+  "resnet50.bf16bnp:CNNSCALE_GPU_BN_PERSISTENT=1:--precision bf16"  # batch norm in cuDNN's persistent NHWC mode
+  "resnet20.fp32::--precision fp32 --tf32 off"
+  "resnet20.tf32::--precision fp32 --tf32 on"
+  "resnet20.bf16::--precision bf16"
+)
+if [ -n "${CNNSCALE_FIRST_RUN_VARIANTS:-}" ]; then
+  IFS=';' read -r -a from_env <<<"$CNNSCALE_FIRST_RUN_VARIANTS"
+  for v in "${from_env[@]}"; do [ -n "${v// /}" ] && ADDED+=("$v"); done
 fi
-mkdir -p "$OUT" || exit 2
-OUT=$(cd "$OUT" && pwd)
-[ -z "$(ls -A "$OUT")" ] || { echo "gpu-first-run.sh: error: $OUT is not empty (give a new folder: results are never mixed)" >&2; exit 2; }
-# shellcheck source=/dev/null
-source "$KIT/kit-env.sh" 2>"$OUT/kit-env.txt"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-T0=$(date +%s)
-elapsed() { echo $(($(date +%s) - T0)); }
+declare -A V_ENV V_ARGS
+V_NAMES=()
+define_variant() {  # NAME:ENV:ARGS, checked
+  local spec=$1 name env args a
+  [[ $spec == *:*:* ]] || usage "variant '$spec' is not NAME:ENV:ARGS (e.g. 'resnet50.bf16own:CNNSCALE_GPU_BN=own:--precision bf16')"
+  name=${spec%%:*}; env=${spec#*:}; args=${env#*:}; env=${env%%:*}
+  [[ $name =~ ^resnet(50|20)\.[a-z0-9_]+$ ]] || usage "variant '$spec': NAME must be resnet50.<label> or resnet20.<label> (label: a-z, 0-9, _)"
+  for a in $env; do
+    [[ $a =~ ^[A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*$ ]] || usage "variant '$spec': '$a' is not a VAR=VALUE assignment"
+  done
+  [ -n "${V_ARGS[$name]+x}" ] && usage "variant '$spec': $name is defined already (${V_ENV[$name]:-no env}: ${V_ARGS[$name]})"
+  V_ENV[$name]=$env; V_ARGS[$name]=$args; V_NAMES+=("$name")
+}
+for v in "${VARIANTS[@]}" "${ADDED[@]}"; do define_variant "$v"; done
+ADDED_NAMES=("${V_NAMES[@]:${#VARIANTS[@]}}")
+# Every variable any variant sets is unset for the others: a run gets only its own
+# switches, whatever the caller's environment holds.
+SWITCHES=()
+for n in "${V_NAMES[@]}"; do for a in ${V_ENV[$n]}; do
+  case " ${SWITCHES[*]} " in *" ${a%%=*} "*) ;; *) SWITCHES+=("${a%%=*}") ;; esac
+done; done
+
+# --- expected seconds and limits (H100, 2026-11-27 unless said) ----------------------------
+# ResNet-50 step ms at batch 128 (run.json median): tf32 92, bf16 528 (the batch norm on
+# the activation store's bf16 NHWC tensors: profile 472 of 499 ms), fp32 202, bf16conv 78;
+# bf16bnp crashed and an added variant is unknown: the slowest (528). resnet20 at batch
+# 256: 12 ms (H200). A run adds about 8 s (start, cuDNN's algorithm timing).
+step_ms() {
+  case $1 in
+    resnet50.tf32) echo 92 ;; resnet50.fp32) echo 202 ;; resnet50.bf16conv) echo 78 ;;
+    resnet20.*) echo 12 ;; *) echo 528 ;;
+  esac
+}
+bench_steps() { case $1 in resnet20.*) echo $((STEPS * 3 / 2)) ;; *) echo "$STEPS" ;; esac; }
+expect_bench() {  # NAME (start-up: resnet20 2 s)
+  local start=8; [[ $1 == resnet20.* ]] && start=2
+  echo $((start + $(bench_steps "$1") * $(step_ms "$1") / 1000))
+}
+expect_profile() { echo $((8 + 12 * $(step_ms "resnet50.$1") * 12 / 10000)); }   # LABEL (events: +20 %)
+limit_of() { echo $((2 * $1 + 30)); }                                              # EXPECTED
+# PyTorch ms per step (pytorch_gpu_resnet.py's median): fp32 NCHW 136, TF32 NCHW 72 and
+# channels_last 52, bf16 channels_last 35; bf16 NCHW not brought back (est. 50). Each
+# format runs steps + (steps − skip) steps (the median, then the window).
+torch_ms() {
+  case $1.$2 in
+    fp32.*) echo 136 ;; tf32.contiguous) echo 72 ;; tf32.*) echo 52 ;; bf16.contiguous) echo 50 ;; *) echo 35 ;;
+  esac
+}
+torch_formats() { [ "$1" = fp32 ] && echo contiguous || echo "${TORCH_FORMATS//,/ }"; }  # fp32 runs NCHW only
+expect_torch() {  # PRECISION
+  local f s=8 skip=$((STEPS <= 1 ? 0 : (STEPS / 10 < 1 ? 1 : (STEPS / 10 > 20 ? 20 : STEPS / 10))))
+  for f in $(torch_formats "$1"); do s=$((s + 3 + (2 * STEPS - skip) * $(torch_ms "$1" "$f") / 1000)); done
+  echo "$s"
+}
+limit_torch() { echo $((2 * $1 + 60)); }
+# gpu tests (one GPU: the 2-GPU ones SKIP at once). Measured on the H100: resume_gpu 30 s,
+# bf16_gpu 11, test_cuda_model_gpu 11 (stopped by a failure), test_cuda_optimizer_gpu 1.
+declare -A LIMIT=([test_cuda_optimizer_gpu]=60 [bf16_gpu]=90)
+declare -A EXPECT=([resume_gpu]=30 [bf16_gpu]=11 [test_cuda_model_gpu]=20 [test_cuda_optimizer_gpu]=1)
+
+# --- expand the order ------------------------------------------------------------------------
+PLAN_LIST=()
+for b in ${BENCHES//,/ }; do
+  case $b in
+    pytorch) for p in ${TORCH_PRECISIONS//,/ }; do PLAN_LIST+=("pytorch.$p"); done ;;
+    pytorch.fp32|pytorch.tf32|pytorch.bf16) PLAN_LIST+=("$b") ;;
+    variants) PLAN_LIST+=(resnet50.bf16conv resnet50.bf16bnp "${ADDED_NAMES[@]}") ;;
+    resnet20) PLAN_LIST+=(resnet20.fp32 resnet20.tf32 resnet20.bf16) ;;
+    profile)
+      for n in resnet50.tf32 resnet50.bf16 resnet50.bf16conv resnet50.bf16bnp "${ADDED_NAMES[@]}"; do
+        case $n in resnet50.*) PLAN_LIST+=("profile.${n#resnet50.}") ;; esac
+      done ;;
+    profile.*) [ -n "${V_ARGS[resnet50.${b#profile.}]+x}" ] || usage "unknown benchmark $b (--benches)"; PLAN_LIST+=("$b") ;;
+    tests|sanitizer) PLAN_LIST+=("$b") ;;
+    *) [ -n "${V_ARGS[$b]+x}" ] || usage "unknown benchmark $b (--benches; variants: ${V_NAMES[*]})"; PLAN_LIST+=("$b") ;;
+  esac
+done
+# An old --benches list without them still runs the tests first and the sanitizer last.
+case " ${PLAN_LIST[*]} " in *" tests "*) ;; *) PLAN_LIST=(tests "${PLAN_LIST[@]}") ;; esac
+case " ${PLAN_LIST[*]} " in *" sanitizer "*) ;; *) PLAN_LIST+=(sanitizer) ;; esac
+
+# --- the kit -----------------------------------------------------------------------------------
+[ -z "$KIT" ] && [ -f "$HERE/../../kit-env.sh" ] && KIT=$(cd "$HERE/../.." && pwd)
+if [ $PLAN = 0 ]; then
+  [ -n "$OUT" ] || usage "--out DIR is required (where the logs and summary.md go)"
+  if [ -z "$KIT" ] || [ ! -f "$KIT/kit-env.sh" ]; then
+    echo "gpu-first-run.sh: error: no GPU kit here: run the copy inside an unpacked kit (cnnscale-kit/src/bench/), or pass --kit DIR; make one with scripts/gpu-kit.sh" >&2
+    exit 2
+  fi
+  mkdir -p "$OUT" || exit 2
+  OUT=$(cd "$OUT" && pwd)
+  [ -z "$(ls -A "$OUT")" ] || { echo "gpu-first-run.sh: error: $OUT is not empty (give a new folder: results are never mixed)" >&2; exit 2; }
+  # shellcheck source=/dev/null
+  source "$KIT/kit-env.sh" 2>"$OUT/kit-env.txt"
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+T0=$(date +%s) VCLOCK=0 PLAN_NOT_RUN=0 PLAN_AT_ONCE=0 PLAN_BEFORE_SANITIZER=""
+# --plan: a clock that each check advances by its expected seconds.
+elapsed() { if [ $PLAN = 1 ]; then echo "$VCLOCK"; else echo $(($(date +%s) - T0)); fi; }
 SUMMARY=$OUT/summary.md RESULTS=$OUT/results.tsv
-: >"$RESULTS"
+[ $PLAN = 1 ] || : >"$RESULTS"
 say() { echo "[$(elapsed)s] $*"; }
-# check NAME LIMIT_S COMMAND...: runs it with its log in $OUT/NAME.log; records
-# name, status (PASS FAIL SKIP TIMEOUT), seconds. Status 77 is a SKIP.
+[ $PLAN = 1 ] && printf '%-28s %8s %10s  %s\n' check limit_s expected_s "environment; command"
+# check NAME LIMIT EXPECTED COMMAND...: runs it with its log in $OUT/NAME.log; records
+# name, status (PASS FAIL SKIP TIMEOUT), seconds. Status 77 is a SKIP. --plan: prints it.
 check() {
-  local name=$1 limit=$2 t rc st; shift 2
+  local name=$1 limit=$2 exp=$3 t rc st; shift 3
   if [ $(($(elapsed) + 5)) -gt "$BUDGET" ]; then
+    if [ $PLAN = 1 ]; then printf '%-28s %8s %10s  NOT RUN (budget)\n' "$name" - -; PLAN_NOT_RUN=$((PLAN_NOT_RUN + 1)); return 0; fi
     printf '%s\tNOT RUN (budget)\t0\n' "$name" >>"$RESULTS"; say "$name: not run (budget of ${BUDGET}s spent)"; return 0
   fi
   local left=$((BUDGET - $(elapsed))); [ "$limit" -gt "$left" ] && limit=$left
+  if [ $PLAN = 1 ]; then
+    [ "$exp" -gt "$limit" ] && exp=$limit
+    printf '%-28s %8s %10s  %s\n' "$name" "$limit" "$exp" "${PLAN_WHAT:-$*}"
+    [ "$PLAN_AT_ONCE" = 1 ] || VCLOCK=$((VCLOCK + exp))
+    PLAN_WHAT=""
+    return 0
+  fi
   t=$(date +%s)
   timeout -k 10 "$limit" "$@" >"$OUT/$name.log" 2>&1 </dev/null
   rc=$?
@@ -100,59 +252,119 @@ check() {
 }
 
 # --- the machine and the kit -------------------------------------------------------------
-{
-  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  host: $(hostname)  cores: $(nproc)  load: $(cut -d' ' -f1-3 /proc/loadavg)"
-  grep -m1 PRETTY_NAME /etc/os-release 2>/dev/null
-  cat "$KIT/KIT.txt"
-  echo "CUDA libraries from: ${CNNSCALE_KIT_CUDA_DIRS:-none}${CNNSCALE_KIT_CUDA_MISSING:+ (missing: $CNNSCALE_KIT_CUDA_MISSING)}"
-} >"$OUT/machine.txt" 2>&1
-cat "$OUT/kit-env.txt" >>"$OUT/machine.txt"
-if command -v nvidia-smi >/dev/null; then
-  nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
-  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.sm,power.limit,temperature.gpu,utilization.gpu \
-    --format=csv >>"$OUT/machine.txt" 2>&1
-else
-  echo "nvidia-smi: not on PATH" >"$OUT/nvidia-smi.txt"
-fi
-check kit-check 60 "$KIT/kit-check.sh"
-check version 30 cnnscale --version
-check env 60 cnnscale env
-cat "$OUT/version.log" >>"$OUT/machine.txt"
-
-# A usable GPU? nvidia-smi must list one and cnnscale env must bind rank 0 to it.
 NOGPU=""
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if grep -q 'device=cuda:' "$OUT/env.log"; then
-  :
-elif grep -q '^no GPU on rank' "$OUT/env.log"; then
-  NOGPU=$(grep -m1 '^no GPU on rank' "$OUT/env.log" | sed 's/^no GPU on rank [0-9]*: //')
-elif [ "${gpus:-0}" -lt 1 ]; then
-  NOGPU="nvidia-smi lists no GPU ($(nvidia-smi -L 2>&1 | head -n 1 || true))"
+if [ $PLAN = 1 ]; then
+  check kit-check 60 2 "$KIT/kit-check.sh"
+  check version 30 0 cnnscale --version
+  check env 60 1 cnnscale env
 else
-  NOGPU="cnnscale env did not bind a GPU; see env.log: $(tail -n 2 "$OUT/env.log" | tr '\n' ' ')"
+  {
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  host: $(hostname)  cores: $(nproc)  load: $(cut -d' ' -f1-3 /proc/loadavg)"
+    grep -m1 PRETTY_NAME /etc/os-release 2>/dev/null
+    cat "$KIT/KIT.txt"
+    echo "CUDA libraries from: ${CNNSCALE_KIT_CUDA_DIRS:-none}${CNNSCALE_KIT_CUDA_MISSING:+ (missing: $CNNSCALE_KIT_CUDA_MISSING)}"
+  } >"$OUT/machine.txt" 2>&1
+  cat "$OUT/kit-env.txt" >>"$OUT/machine.txt"
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.sm,power.limit,temperature.gpu,utilization.gpu \
+      --format=csv >>"$OUT/machine.txt" 2>&1
+  else
+    echo "nvidia-smi: not on PATH" >"$OUT/nvidia-smi.txt"
+  fi
+  check kit-check 60 2 "$KIT/kit-check.sh"
+  check version 30 0 cnnscale --version
+  check env 60 1 cnnscale env
+  cat "$OUT/version.log" >>"$OUT/machine.txt"
+  # A usable GPU? nvidia-smi must list one and cnnscale env must bind rank 0 to it.
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  if grep -q 'device=cuda:' "$OUT/env.log"; then
+    :
+  elif grep -q '^no GPU on rank' "$OUT/env.log"; then
+    NOGPU=$(grep -m1 '^no GPU on rank' "$OUT/env.log" | sed 's/^no GPU on rank [0-9]*: //')
+  elif [ "${gpus:-0}" -lt 1 ]; then
+    NOGPU="nvidia-smi lists no GPU ($(nvidia-smi -L 2>&1 | head -n 1 || true))"
+  else
+    NOGPU="cnnscale env did not bind a GPU; see env.log: $(tail -n 2 "$OUT/env.log" | tr '\n' ' ')"
+  fi
+  [ -n "$NOGPU" ] && say "no GPU: $NOGPU"
 fi
-[ -n "$NOGPU" ] && say "no GPU: $NOGPU"
 
-# --- the gpu tests -----------------------------------------------------------------------
-# tests.tsv: name, CTest timeout, skip code, environment, command (@KIT@ = the kit; '-': empty).
-declare -A TLINE
-if [ -f "$KIT/tests.tsv" ]; then
+# --- PyTorch: the interpreter, and torch read from disk in the background -------------------
+TORCH_WARM_PID=""
+torch_wanted() { [ $DO_TORCH = 1 ] && [ $DO_BENCH = 1 ] && [ -z "$NOGPU" ] && [[ " ${PLAN_LIST[*]} " == *" pytorch."* ]]; }
+if [ $PLAN = 0 ] && torch_wanted; then
+  if [ -z "$PY" ]; then
+    for c in /opt/torch/.venv/bin/python3 "$(command -v python3)"; do
+      [ -x "$c" ] && env -u LD_LIBRARY_PATH "$c" -c 'import importlib.util as u, sys; sys.exit(not (u.find_spec("torch") and u.find_spec("torchvision")))' 2>/dev/null && { PY=$c; break; }
+    done
+  fi
+  if [ -n "$PY" ]; then
+    # The first import on a fresh node read torch's libraries from disk: 30-66 s more
+    # than a warm one (H100 and H200 first calls). Done here, beside the cnnscale runs
+    # (disk and one core, no GPU); the first PyTorch check waits for it.
+    ( t=$(date +%s); timeout 180 env -u LD_LIBRARY_PATH "$PY" -c 'import torch, torchvision' >"$OUT/pytorch-import.log" 2>&1
+      echo "exit $? after $(($(date +%s) - t))s" >>"$OUT/pytorch-import.log" ) &
+    TORCH_WARM_PID=$!
+  fi
+fi
+
+# --- the checks ------------------------------------------------------------------------------
+BENCH=$OUT/bench
+[ $PLAN = 1 ] || { mkdir -p "$BENCH"; : >"$BENCH/results.jsonl"; }
+bench_args() {  # NAME: the shape and schedule of its model
+  case $1 in
+    resnet20.*) echo "--model resnet20 --image-size 32 --channels 3 --classes 10 --batch-size 256" ;;
+    resnet50.*) echo "--model resnet50 --image-size 224 --channels 3 --classes 1000 --batch-size 128" ;;
+  esac
+}
+# run_cnnscale CHECK NAME STEPS LIMIT EXPECTED [VAR=VALUE...]: 1-rank NCCL training of variant NAME.
+run_cnnscale() {
+  local chk=$1 name=$2 steps=$3 limit=$4 exp=$5 dir a; shift 5
+  local envs=() xs=() unset=()
+  for a in "${SWITCHES[@]}"; do unset+=(-u "$a"); done
+  for a in ${V_ENV[$name]} "$@"; do envs+=("$a"); xs+=(-x "${a%%=*}"); done
+  dir=$BENCH/${chk#bench.}
+  # shellcheck disable=SC2046,SC2086  # bench_args and V_ARGS are word lists
+  PLAN_WHAT="${V_ENV[$name]:+${V_ENV[$name]} }cnnscale train $(bench_args "$name") ${V_ARGS[$name]} --max-steps $steps" \
+    check "$chk" "$limit" "$exp" env "${unset[@]}" "${envs[@]}" mpiexec -n 1 --bind-to none "${xs[@]}" cnnscale train \
+    --synthetic --backend nccl $(bench_args "$name") ${V_ARGS[$name]} --optimizer sgd --lr 0.01 --momentum 0.9 \
+    --max-steps "$steps" --no-eval --no-tensorboard --log-every 10 ${DATA_THREADS:+--data-threads "$DATA_THREADS"} \
+    --run-dir "$dir"
+  [ $PLAN = 1 ] && return 0
+  [ -f "$dir/run.json" ] && printf '{"impl": "cnnscale", "check": "%s", "name": "%s", "env": "%s", "run_json": "%s"}\n' \
+    "$chk" "$name" "${V_ENV[$name]}" "$dir/run.json" >>"$BENCH/results.jsonl"
+}
+bench_pytorch() {  # PRECISION
+  local p=$1 exp; exp=$(expect_torch "$p")
+  if [ $PLAN = 0 ] && [ -z "$PY" ]; then
+    printf 'bench.pytorch.%s\tNOT RUN (no python with torch and torchvision; --python PY)\t0\n' "$p" >>"$RESULTS"
+    return 0
+  fi
+  if [ -n "$TORCH_WARM_PID" ]; then wait "$TORCH_WARM_PID"; TORCH_WARM_PID=""; fi
+  local formats; formats=$(torch_formats "$p")
+  # PyTorch loads its own CUDA libraries: none of the kit's variables reach it.
+  PLAN_WHAT="pytorch_gpu_resnet.py --precisions $p --formats ${formats// /,} --steps $STEPS" \
+    check "bench.pytorch.$p" "$(limit_torch "$exp")" "$exp" env -u LD_LIBRARY_PATH "$PY" "$KIT/src/bench/pytorch_gpu_resnet.py" \
+    --model resnet50 --batch-size 128 --steps "$STEPS" --precisions "$p" --formats "${formats// /,}"
+  [ $PLAN = 1 ] || grep '^{' "$OUT/bench.pytorch.$p.log" >>"$BENCH/results.jsonl"
+}
+
+# The gpu tests: tests.tsv has name, CTest timeout, skip code, environment, command
+# (@KIT@ = the kit; '-': empty).
+declare -A TLINE=()
+if [ -n "$KIT" ] && [ -f "$KIT/tests.tsv" ]; then
   while IFS=$'\t' read -r name tmo _skip envs cmd; do TLINE[$name]="$tmo"$'\t'"$envs"$'\t'"$cmd"; done <"$KIT/tests.tsv"
 fi
-# Order (--serial): the single-GPU ones first, then the 2-GPU ones (SKIP at once on one
-# GPU), compute-sanitizer last. Limits (s) bound each test here, whatever CTest allows.
-declare -A LIMIT=([test_cuda_optimizer_gpu]=60)
+# The single-GPU ones first (--serial), then the rest (2-GPU ones SKIP at once on one GPU).
 ORDER=(test_cuda_optimizer_gpu test_cuda_model_gpu bf16_gpu resume_gpu)
 for n in $(printf '%s\n' "${!TLINE[@]}" | sort); do
   case " ${ORDER[*]} sanitizer_gpu " in *" $n "*) ;; *) ORDER+=("$n") ;; esac
 done
-ORDER+=(sanitizer_gpu)
-run_test() {  # run_test NAME
-  local n=$1 tmo envs cmd e dir
-  [ -n "${TLINE[$n]:-}" ] || return 0
-  [ -n "$TEST_RE" ] && ! grep -qE -- "$TEST_RE" <<<"$n" && return 0
+test_selected() { [ -n "${TLINE[$1]:-}" ] && { [ -z "$TEST_RE" ] || grep -qE -- "$TEST_RE" <<<"$1"; }; }
+run_test() {  # run_test NAME LIMIT
+  local n=$1 lim=$2 tmo envs cmd e dir x
   IFS=$'\t' read -r tmo envs cmd <<<"${TLINE[$n]}"
-  local lim=${LIMIT[$n]:-$TEST_CAP}
   [ "$tmo" -lt "$lim" ] && lim=$tmo
   local envv=()
   IFS=';' read -r -a e <<<"$envs"
@@ -160,87 +372,81 @@ run_test() {  # run_test NAME
   # The first run keeps compute-sanitizer to a small subset (sanitised kernels are slow);
   # set CNNSCALE_SANITIZER_MODEL_FILTER to choose another.
   [ "$n" = sanitizer_gpu ] && envv+=("CNNSCALE_SANITIZER_MODEL_FILTER=${CNNSCALE_SANITIZER_MODEL_FILTER:-CudaLayers.ConvStridePaddingBiasRelu:CudaLayers.BatchNormTrainingRunningStatsAndEval:CudaBf16.ConversionsRoundToNearestEvenAndTranspose:CudaBf16.StoreKernelsRoundOnce:CudaModels.Lenet5}")
-  dir=$(mktemp -d "${TMPDIR:-/tmp}/gpu-first-run.$n.XXXXXX")
-  check "test.$n" "$lim" env "${envv[@]}" bash -c "cd '$dir' && KIT='$KIT' && eval \"\$0\"" "${cmd//@KIT@/\$KIT}"
-  rm -rf "$dir"
+  if [ $PLAN = 1 ]; then dir=TMPDIR; else dir=$(mktemp -d "${TMPDIR:-/tmp}/gpu-first-run.$n.XXXXXX"); fi
+  check "test.$n" "$lim" "${EXPECT[$n]:-2}" env "${envv[@]}" bash -c "cd '$dir' && KIT='$KIT' && eval \"\$0\"" "${cmd//@KIT@/\$KIT}"
+  [ $PLAN = 1 ] || rm -rf "$dir"
 }
-if [ $DO_TESTS = 1 ]; then
-  [ ${#TLINE[@]} -gt 0 ] || { printf 'tests.tsv\tFAIL (the kit lists no gpu test)\t0\n' >>"$RESULTS"; }
-  say "gpu tests: ${#TLINE[@]} ($([ $SERIAL = 1 ] && echo 'one by one' || echo 'all at once'), each at most ${TEST_CAP}s)"
-  for n in "${ORDER[@]}"; do
-    if [ $SERIAL = 1 ]; then run_test "$n"; else run_test "$n" & fi
-  done
-  wait
-fi
-
-# --- training benchmarks: cnnscale, then PyTorch, on the same GPU ---------------------------
-BENCH=$OUT/bench
-mkdir -p "$BENCH"
-: >"$BENCH/results.jsonl"
-# A benchmark precision: its train options (PREC_ARGS) and the model's switches (PREC_ENV,
-# passed to the rank by mpiexec -x).
-precision_setup() {  # PRECISION
-  local store=1 bnp=0
-  case $1 in
-    fp32) PREC_ARGS=(--precision fp32 --tf32 off) ;;
-    tf32) PREC_ARGS=(--precision fp32 --tf32 on) ;;
-    bf16) PREC_ARGS=(--precision bf16) ;;
-    bf16conv) PREC_ARGS=(--precision bf16); store=0 ;;  # the design before the bf16 activation store
-    bf16bnp) PREC_ARGS=(--precision bf16); bnp=1 ;;     # batch-norm in cuDNN's persistent NHWC mode
-  esac
-  PREC_ENV=(CNNSCALE_GPU_BF16_STORE=$store CNNSCALE_GPU_BN_PERSISTENT=$bnp)
-}
-PREC_X=(-x CNNSCALE_GPU_BF16_STORE -x CNNSCALE_GPU_BN_PERSISTENT)
-bench_cnnscale() {  # CONFIG PRECISION
-  local cfg=$1 prec=$2 args steps=$STEPS
-  case $cfg in
-    resnet20) args=(--model resnet20 --image-size 32 --channels 3 --classes 10 --batch-size 256); steps=$((STEPS * 3 / 2)) ;;
-    resnet50) args=(--model resnet50 --image-size 224 --channels 3 --classes 1000 --batch-size 128) ;;
-  esac
-  precision_setup "$prec"
-  check "bench.$cfg.$prec" 90 env "${PREC_ENV[@]}" mpiexec -n 1 --bind-to none "${PREC_X[@]}" cnnscale train \
-    --synthetic --backend nccl "${args[@]}" "${PREC_ARGS[@]}" --optimizer sgd --lr 0.01 --momentum 0.9 \
-    --max-steps "$steps" --no-eval --no-tensorboard --log-every 10 --data-threads "$DATA_THREADS" --run-dir "$BENCH/$cfg.$prec"
-  local ips
-  ips=$(grep -o '"images_per_s": *[0-9.eE+-]*' "$BENCH/$cfg.$prec/run.json" 2>/dev/null | head -n 1 | sed 's/.*: *//')
-  [ -n "$ips" ] && echo "{\"impl\": \"cnnscale\", \"model\": \"$cfg\", \"precision\": \"$prec\", \"images_per_s\": $ips}" >>"$BENCH/results.jsonl"
-}
-bench_pytorch() {
-  if [ -z "$PY" ]; then
-    for c in /opt/torch/.venv/bin/python3 "$(command -v python3)"; do
-      [ -x "$c" ] && env -u LD_LIBRARY_PATH "$c" -c 'import torch, torchvision' 2>/dev/null && { PY=$c; break; }
-    done
-  fi
-  if [ -z "$PY" ]; then
-    printf 'bench.pytorch\tNOT RUN (no python with torch and torchvision; --python PY)\t0\n' >>"$RESULTS"
+run_tests() {
+  local n lim phase=0 sel=()
+  [ $DO_TESTS = 1 ] || return 0
+  if [ ${#TLINE[@]} -eq 0 ]; then
+    if [ $PLAN = 1 ]; then
+      check "test.* (the kit's)" "$TEST_CAP" 30 "every gpu test of tests.tsv but sanitizer_gpu, all at once (--kit DIR lists them)"
+    else
+      printf 'tests.tsv\tFAIL (the kit lists no gpu test)\t0\n' >>"$RESULTS"
+    fi
     return 0
   fi
-  # PyTorch loads its own CUDA libraries: none of the kit's variables reach it.
-  check bench.pytorch 150 env -u LD_LIBRARY_PATH "$PY" "$KIT/src/bench/pytorch_gpu_resnet.py" --model resnet50 \
-    --batch-size 128 --steps "$STEPS" --precisions "$TORCH_PRECISIONS" --formats "$TORCH_FORMATS"
-  grep '^{' "$OUT/bench.pytorch.log" >>"$BENCH/results.jsonl"
+  for n in "${ORDER[@]}"; do test_selected "$n" && sel+=("$n"); done
+  [ $PLAN = 1 ] || say "gpu tests: ${#sel[@]} ($([ $SERIAL = 1 ] && echo 'one by one' || echo 'all at once'), each at most ${TEST_CAP}s)"
+  for n in "${sel[@]}"; do
+    lim=${LIMIT[$n]:-$TEST_CAP}; [ "$lim" -gt "$TEST_CAP" ] && lim=$TEST_CAP
+    if [ $PLAN = 1 ]; then
+      # At once: the phase takes its longest test; --plan charges that once.
+      local te=${EXPECT[$n]:-2}
+      [ "$te" -gt "$phase" ] && phase=$te
+      PLAN_AT_ONCE=$((1 - SERIAL)) run_test "$n" "$lim"
+    elif [ $SERIAL = 1 ]; then run_test "$n" "$lim"
+    else run_test "$n" "$lim" & fi
+  done
+  wait
+  [ $PLAN = 1 ] && [ $SERIAL = 0 ] && { VCLOCK=$((VCLOCK + phase)); printf '%-28s %8s %10s  %s\n' "(the tests at once)" "" "$phase" "the longest of them"; }
+  return 0
 }
+run_sanitizer() {
+  [ $DO_TESTS = 1 ] || return 0
+  if [ $PLAN = 1 ] && [ -z "${TLINE[sanitizer_gpu]:-}" ]; then
+    TLINE[sanitizer_gpu]=$'3600\t-\ttests/nn/sanitizer_gpu.sh'
+  fi
+  test_selected sanitizer_gpu || return 0
+  local left=$((BUDGET - $(elapsed)))
+  [ "$left" -lt 1 ] && left=1
+  PLAN_BEFORE_SANITIZER=$(elapsed)
+  EXPECT[sanitizer_gpu]=$left
+  PLAN_WHAT="compute-sanitizer, alone: the rest of the budget" run_test sanitizer_gpu "$left"
+}
+
 if [ -n "$NOGPU" ]; then
+  # No GPU: the tests still run (each SKIPs, saying why); no benchmark.
+  run_tests
+  run_sanitizer
   [ $DO_BENCH = 1 ] && printf 'benchmarks\tNOT RUN (no GPU)\t0\n' >>"$RESULTS"
-elif [ $DO_BENCH = 1 ]; then
-  for b in ${BENCHES//,/ }; do
+else
+  for b in "${PLAN_LIST[@]}"; do
     case $b in
-      resnet20.fp32|resnet20.tf32|resnet20.bf16|resnet20.bf16conv|resnet20.bf16bnp|resnet50.fp32|resnet50.tf32|resnet50.bf16|resnet50.bf16conv|resnet50.bf16bnp)
-        bench_cnnscale "${b%.*}" "${b#*.}" ;;
-      pytorch) [ $DO_TORCH = 1 ] && bench_pytorch ;;
-      profile)
-        for prec in tf32 bf16 bf16conv bf16bnp; do
-          precision_setup "$prec"
-          check "profile.resnet50.$prec" 60 env CNNSCALE_GPU_PROFILE="$OUT/profile.resnet50.$prec.txt" \
-            "${PREC_ENV[@]}" mpiexec -n 1 --bind-to none -x CNNSCALE_GPU_PROFILE "${PREC_X[@]}" cnnscale train \
-            --synthetic --backend nccl --model resnet50 \
-            --image-size 224 --channels 3 --classes 1000 --batch-size 128 "${PREC_ARGS[@]}" --optimizer sgd --lr 0.01 \
-            --momentum 0.9 --max-steps 12 --no-eval --no-tensorboard --log-every 4 --data-threads "$DATA_THREADS" \
-            --run-dir "$BENCH/profile.$prec"
-        done ;;
-      *) echo "gpu-first-run.sh: warning: unknown benchmark $b (--benches)" >&2 ;;
+      tests) run_tests ;;
+      sanitizer) run_sanitizer ;;
+      pytorch.*) [ $DO_BENCH = 1 ] && [ $DO_TORCH = 1 ] && bench_pytorch "${b#pytorch.}" ;;
+      profile.*)
+        [ $DO_BENCH = 1 ] || continue
+        ex=$(expect_profile "${b#profile.}")
+        run_cnnscale "profile.resnet50.${b#profile.}" "resnet50.${b#profile.}" 12 "$(limit_of "$ex")" "$ex" \
+          CNNSCALE_GPU_PROFILE="$OUT/profile.resnet50.${b#profile.}.txt" ;;
+      *)
+        [ $DO_BENCH = 1 ] || continue
+        ex=$(expect_bench "$b")
+        run_cnnscale "bench.$b" "$b" "$(bench_steps "$b")" "$(limit_of "$ex")" "$ex" ;;
     esac
   done
+fi
+# (bounded by its own 180 s from the start; waited for only when no PyTorch check did)
+[ -n "$TORCH_WARM_PID" ] && wait "$TORCH_WARM_PID" 2>/dev/null
+
+if [ $PLAN = 1 ]; then
+  before=${PLAN_BEFORE_SANITIZER:-$VCLOCK}
+  echo "expected before the sanitizer: ${before} s of the ${BUDGET} s budget (H100 2026-11-27 step times, --steps $STEPS);" \
+    "the sanitizer's limit: $((VCLOCK - before)) s; not run (budget): $PLAN_NOT_RUN"
+  exit 0
 fi
 
 # --- summary --------------------------------------------------------------------------------
@@ -253,42 +459,64 @@ fi
   echo "| check | result | seconds |"
   echo "|---|---|---|"
   awk -F'\t' '{printf "| %s | %s | %s |\n", $1, $2, $3}' "$RESULTS"
+  [ -s "$OUT/pytorch-import.log" ] && { echo; echo "PyTorch's first import (in the background): $(tail -n 1 "$OUT/pytorch-import.log")"; }
   echo
   if [ -s "$BENCH/results.jsonl" ] && PYT=$(command -v python3 || echo "$PY") && [ -n "$PYT" ]; then
-    echo "## images/s (one GPU, one rank; cnnscale: run.json median; PyTorch: the better of its formats and timings)"
-    echo
     env -u LD_LIBRARY_PATH "$PYT" - "$BENCH/results.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-cn = {(r["model"], r["precision"]): r["images_per_s"] for r in rows if r["impl"] == "cnnscale"}
-pt = {}
+runs = {}  # check → (row, run.json)
+for r in rows:
+    if r["impl"] != "cnnscale": continue
+    try: runs[r["check"]] = (r, json.load(open(r["run_json"])))
+    except (OSError, ValueError): pass
+def gib(v): return f"{v:.2f}" if isinstance(v, (int, float)) and v >= 0 else "–"
+pt = {}  # (model, precision) → the faster format's row
 for r in rows:
     if r["impl"] != "pytorch": continue
-    v = max(r["images_per_s"], r.get("images_per_s_window", 0))
+    r["best"] = max(r["images_per_s"], r.get("images_per_s_window", 0))
     k = (r["model"], r["precision"])
-    if v > pt.get(k, (0, ""))[0]: pt[k] = (v, r["format"])
-print("| model | precision | cnnscale | PyTorch (format) | cnnscale / PyTorch |")
-print("|---|---|---|---|---|")
-for m in ("resnet20", "resnet50"):
-    for p in ("fp32", "tf32", "bf16"):
-        c = cn.get((m, p)); t = pt.get((m, p))
-        cs = f"{c:.0f}" if c else "–"
-        ts = f"{t[0]:.0f} ({t[1]})" if t else "–"
-        rs = f"{c / t[0]:.2f}×" if c and t else "–"
-        print(f"| {m} | {p} | {cs} | {ts} | {rs} |")
+    if r["best"] > pt.get(k, {"best": 0})["best"]: pt[k] = r
+print("## images/s and device memory (one GPU, one rank; cnnscale: run.json median and gpu.peak_memory_gib; "
+      "PyTorch: the faster of its formats and timings, torch.cuda.max_memory_allocated)")
 print()
-for m in ("resnet20", "resnet50"):
-    b = cn.get((m, "bf16")); t = cn.get((m, "tf32")); f = cn.get((m, "fp32"))
-    if b and t and f: print(f"cnnscale {m}: TF32/fp32 {t / f:.2f}×, bf16/TF32 {b / t:.2f}×  ")
-    c = cn.get((m, "bf16conv")); q = cn.get((m, "bf16bnp"))
-    if b and c:
-        print(f"cnnscale {m} bf16: activation store {b:.0f} images/s vs per-convolution conversions "
-              f"(CNNSCALE_GPU_BF16_STORE=0) {c:.0f}: {b / c:.2f}×  ")
-    if b and q:
-        print(f"cnnscale {m} bf16: batch-norm persistent NHWC (CNNSCALE_GPU_BN_PERSISTENT=1) {q:.0f} images/s: "
-              f"{q / b:.2f}× the default  ")
+print("| model | precision | cnnscale | cnnscale peak GiB | PyTorch (format) | PyTorch max GiB | cnnscale / PyTorch |")
+print("|---|---|---|---|---|---|---|")
+for m in ("resnet50", "resnet20"):
+    for p in ("bf16", "tf32", "fp32"):
+        run = runs.get("bench.%s.%s" % (m, p), (None, {}))[1]
+        c = run.get("images_per_s"); t = pt.get((m, p))
+        cs = "%.0f" % c if c else "–"
+        ts = "%.0f (%s)" % (t["best"], t["format"]) if t else "–"
+        tm = gib(t.get("max_memory_gib")) if t else "–"
+        rs = "%.2f×" % (c / t["best"]) if c and t else "–"
+        print("| %s | %s | %s | %s | %s | %s | %s |" % (m, p, cs, gib((run.get("gpu") or {}).get("peak_memory_gib")), ts, tm, rs))
+print()
+print("## Every cnnscale run: the paths that ran (run.json gpu) and its step")
+print()
+print("| check | env | images/s | step ms (median) | data threads | peak GiB | device used GiB | gpu paths |")
+print("|---|---|---|---|---|---|---|---|")
+for chk, (r, j) in runs.items():
+    g = j.get("gpu") or {}
+    paths = ("bn " + str(g.get("bn")) + "".join(", " + k for k in ("bn_persistent", "bf16_store", "tf32_nhwc", "cuda_graph") if g.get(k))
+             if g else "– (no gpu object: not a device model, or a cnnscale before it)")
+    ips = j.get("images_per_s")
+    print("| %s | %s | %s | %.1f | %s | %s | %s | %s |" % (chk, r["env"] or "–", "%.0f" % ips if ips else "–",
+          (j.get("step_ms") or {}).get("median", 0), j.get("data_threads", "–"), gib(g.get("peak_memory_gib")),
+          gib(g.get("device_used_gib")), paths))
+print()
+base = {p: runs.get(f"bench.resnet50.{p}", (None, {}))[1].get("images_per_s") for p in ("bf16", "tf32", "fp32")}
+if base["bf16"] and base["tf32"] and base["fp32"]:
+    print("cnnscale resnet50: TF32/fp32 %.2f×, bf16/TF32 %.2f×  " % (base["tf32"] / base["fp32"], base["bf16"] / base["tf32"]))
+for chk, (r, j) in runs.items():
+    name = r["name"]
+    if not chk.startswith("bench.resnet50.") or name.split(".")[1] in ("bf16", "tf32", "fp32"): continue
+    ips = j.get("images_per_s"); prec = j.get("precision", "")
+    ref = base.get("bf16" if prec == "bf16" else ("tf32" if j.get("tf32") else "fp32"))
+    if ips and ref:
+        print("cnnscale %s (%s): %.0f images/s, %.2f× the default %s  " % (name, r["env"] or "no env", ips, ips / ref, prec))
+print()
 PY
-    echo
     echo "Step breakdown of the cnnscale runs (run.json breakdown_median_ms):"
     echo
     for d in "$BENCH"/resnet*/run.json; do
