@@ -9,8 +9,11 @@
 # same timing rule), every `gpu` test of the kit but compute-sanitizer (each with its own
 # time limit, all at once; all run even when one fails; those that need 2 GPUs SKIP on
 # one), the ResNet-50 variants (bf16conv: CNNSCALE_GPU_BF16_STORE=0, the per-convolution
-# conversions that the bf16 activation store replaced; bf16bnp: cuDNN's persistent NHWC
-# batch norm, CNNSCALE_GPU_BN_PERSISTENT=1; and any added with --variant), a
+# conversions that the bf16 activation store replaced; bf16own: our fused NHWC batch norm,
+# CNNSCALE_GPU_BN=own; tf32own: the fp32 NHWC store under TF32 with it,
+# CNNSCALE_GPU_NHWC_STORE=1 CNNSCALE_GPU_BN=own; and any added with --variant), the
+# batch-norm kernels' development bench (bn_kernel_bench: cuDNN, naive and ours on
+# ResNet-50's 53 batch norms, checked and timed; its tables go into the summary), a
 # CNNSCALE_GPU_PROFILE run of each ResNet-50 precision and variant, resnet20 (3×32×32,
 # batch 256) in the three precisions, and last, alone, the compute-sanitizer test
 # (sanitizer_gpu) with what is left of the budget. Everything lands under --out DIR;
@@ -25,8 +28,9 @@
 #
 # The default order, most important first (--benches takes these names and groups):
 #   resnet50.bf16 resnet50.tf32 pytorch.bf16 pytorch.tf32 resnet50.fp32 pytorch.fp32
-#   tests (the gpu tests but the sanitizer, all at once) variants (resnet50.bf16conv,
-#   resnet50.bf16bnp, then each --variant) profile (profile.resnet50.<tf32, bf16 and
+#   tests (the gpu tests but the sanitizer, all at once) kernels (kernels.bn:
+#   bn_kernel_bench) variants (resnet50.bf16own, resnet50.tf32own, resnet50.bf16conv, then
+#   each --variant) profile (profile.resnet50.<tf32, bf16 and
 #   each resnet50 variant>, 12 steps) resnet20 (resnet20.fp32, .tf32, .bf16) sanitizer
 # Each check has a limit sized to its work (--plan prints them): a cnnscale run 2×(8 s +
 # steps × its measured step time) + 30 s; a PyTorch precision (one process per precision:
@@ -45,10 +49,14 @@
 #   pytorch.bf16 / .tf32 / .fp32 (the 5 configurations took 46 s in one process on the
 #     warm node; here per process 8 s import + the steps + 3 s per format)  19 + 22 + 21 = 62 s
 #   the tests but the sanitizer, at once (resume_gpu 30 s; the others 0-11 s)  30 s
-#   variants bf16conv (measured 12 s) and bf16bnp (crashed at 9 s; counted as bf16)  11 + 29 = 40 s
-#   profiles tf32 (9), bf16 (14), bf16conv (8), bf16bnp (as bf16)  9 + 15 + 9 + 15 = 48 s
+#   kernels.bn (not yet run: estimated)                40 s
+#   variants bf16own, tf32own (not yet run: 100 ms steps assumed), bf16conv (measured 12 s)
+#                                                      12 + 12 + 11 = 35 s
+#   profiles tf32 (9), bf16 (14), bf16own, tf32own (as 100 ms), bf16conv (8)
+#                                                      9 + 15 + 9 + 9 + 9 = 51 s
 #   resnet20 ×3 (H200: 2-3 s each)                     6 s
-#   = 245 s before the sanitizer, which gets the rest of the 510 s budget: 265 s. A cold
+#   = 283 s before the sanitizer, which gets the rest of the 510 s budget: 227 s (it
+#   keeps to its own 150 s). A cold
 #   first torch import (30-66 s) comes on top only where the cnnscale runs before it
 #   were shorter than it.
 #   --budget S    stop starting checks once S seconds are gone (default 510)
@@ -77,7 +85,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 KIT=${CNNSCALE_KIT:-}
 OUT="" BUDGET=510 TEST_RE="" DO_TESTS=1 DO_BENCH=1 DO_TORCH=1 PY="" STEPS=40 SERIAL=0 TEST_CAP=120 PLAN=0
-BENCHES=resnet50.bf16,resnet50.tf32,pytorch.bf16,pytorch.tf32,resnet50.fp32,pytorch.fp32,tests,variants,profile,resnet20,sanitizer
+BENCHES=resnet50.bf16,resnet50.tf32,pytorch.bf16,pytorch.tf32,resnet50.fp32,pytorch.fp32,tests,kernels,variants,profile,resnet20,sanitizer
 TORCH_PRECISIONS=fp32,tf32,bf16 TORCH_FORMATS=contiguous,channels_last DATA_THREADS=""
 ADDED=()
 usage() { echo "gpu-first-run.sh: error: $* (see --help)" >&2; exit 2; }
@@ -113,8 +121,9 @@ VARIANTS=(
   "resnet50.bf16::--precision bf16"
   "resnet50.tf32::--precision fp32 --tf32 on"
   "resnet50.fp32::--precision fp32 --tf32 off"
+  "resnet50.bf16own:CNNSCALE_GPU_BN=own:--precision bf16"          # our fused NHWC batch norm (not yet run on a GPU)
+  "resnet50.tf32own:CNNSCALE_GPU_NHWC_STORE=1 CNNSCALE_GPU_BN=own:--precision fp32 --tf32 on"  # fp32 NHWC store + ours
   "resnet50.bf16conv:CNNSCALE_GPU_BF16_STORE=0:--precision bf16"   # the design before the bf16 activation store
-  "resnet50.bf16bnp:CNNSCALE_GPU_BN_PERSISTENT=1:--precision bf16"  # batch norm in cuDNN's persistent NHWC mode
   "resnet20.fp32::--precision fp32 --tf32 off"
   "resnet20.tf32::--precision fp32 --tf32 on"
   "resnet20.bf16::--precision bf16"
@@ -148,11 +157,14 @@ done; done
 # --- expected seconds and limits (H100, 2026-11-27 unless said) ----------------------------
 # ResNet-50 step ms at batch 128 (run.json median): tf32 92, bf16 528 (the batch norm on
 # the activation store's bf16 NHWC tensors: profile 472 of 499 ms), fp32 202, bf16conv 78;
-# bf16bnp crashed and an added variant is unknown: the slowest (528). resnet20 at batch
+# bf16own and tf32own have not run: 100 ms assumed (the limit then allows 2×(8 + 4) + 30 s:
+# a run at the old bf16's 528 ms would be cut, which the summary shows as TIMEOUT); an
+# added variant is unknown: the slowest (528). resnet20 at batch
 # 256: 12 ms (H200). A run adds about 8 s (start, cuDNN's algorithm timing).
 step_ms() {
   case $1 in
     resnet50.tf32) echo 92 ;; resnet50.fp32) echo 202 ;; resnet50.bf16conv) echo 78 ;;
+    resnet50.bf16own|resnet50.tf32own) echo 100 ;;
     resnet20.*) echo 12 ;; *) echo 528 ;;
   esac
 }
@@ -189,14 +201,14 @@ for b in ${BENCHES//,/ }; do
   case $b in
     pytorch) for p in ${TORCH_PRECISIONS//,/ }; do PLAN_LIST+=("pytorch.$p"); done ;;
     pytorch.fp32|pytorch.tf32|pytorch.bf16) PLAN_LIST+=("$b") ;;
-    variants) PLAN_LIST+=(resnet50.bf16conv resnet50.bf16bnp "${ADDED_NAMES[@]}") ;;
+    variants) PLAN_LIST+=(resnet50.bf16own resnet50.tf32own resnet50.bf16conv "${ADDED_NAMES[@]}") ;;
     resnet20) PLAN_LIST+=(resnet20.fp32 resnet20.tf32 resnet20.bf16) ;;
     profile)
-      for n in resnet50.tf32 resnet50.bf16 resnet50.bf16conv resnet50.bf16bnp "${ADDED_NAMES[@]}"; do
+      for n in resnet50.tf32 resnet50.bf16 resnet50.bf16own resnet50.tf32own resnet50.bf16conv "${ADDED_NAMES[@]}"; do
         case $n in resnet50.*) PLAN_LIST+=("profile.${n#resnet50.}") ;; esac
       done ;;
     profile.*) [ -n "${V_ARGS[resnet50.${b#profile.}]+x}" ] || usage "unknown benchmark $b (--benches)"; PLAN_LIST+=("$b") ;;
-    tests|sanitizer) PLAN_LIST+=("$b") ;;
+    tests|sanitizer|kernels) PLAN_LIST+=("$b") ;;
     *) [ -n "${V_ARGS[$b]+x}" ] || usage "unknown benchmark $b (--benches; variants: ${V_NAMES[*]})"; PLAN_LIST+=("$b") ;;
   esac
 done
@@ -369,9 +381,10 @@ run_test() {  # run_test NAME LIMIT
   local envv=()
   IFS=';' read -r -a e <<<"$envs"
   for x in "${e[@]}"; do [ -n "$x" ] && [ "$x" != - ] && envv+=("${x//@KIT@/$KIT}"); done
-  # The first run keeps compute-sanitizer to a small subset (sanitised kernels are slow);
-  # set CNNSCALE_SANITIZER_MODEL_FILTER to choose another.
-  [ "$n" = sanitizer_gpu ] && envv+=("CNNSCALE_SANITIZER_MODEL_FILTER=${CNNSCALE_SANITIZER_MODEL_FILTER:-CudaLayers.ConvStridePaddingBiasRelu:CudaLayers.BatchNormTrainingRunningStatsAndEval:CudaBf16.ConversionsRoundToNearestEvenAndTranspose:CudaBf16.StoreKernelsRoundOnce:CudaModels.Lenet5}")
+  # compute-sanitizer's cases and budget are sanitizer_gpu.sh's own (a small subset within
+  # 150 s); CNNSCALE_SANITIZER_MODEL_FILTER, when set, chooses others.
+  [ "$n" = sanitizer_gpu ] && [ -n "${CNNSCALE_SANITIZER_MODEL_FILTER:-}" ] &&
+    envv+=("CNNSCALE_SANITIZER_MODEL_FILTER=$CNNSCALE_SANITIZER_MODEL_FILTER")
   if [ $PLAN = 1 ]; then dir=TMPDIR; else dir=$(mktemp -d "${TMPDIR:-/tmp}/gpu-first-run.$n.XXXXXX"); fi
   check "test.$n" "$lim" "${EXPECT[$n]:-2}" env "${envv[@]}" bash -c "cd '$dir' && KIT='$KIT' && eval \"\$0\"" "${cmd//@KIT@/\$KIT}"
   [ $PLAN = 1 ] || rm -rf "$dir"
@@ -426,6 +439,10 @@ else
     case $b in
       tests) run_tests ;;
       sanitizer) run_sanitizer ;;
+      kernels)  # the kernels' development benches (bench/kernels/): their own checks and timings
+        [ $DO_BENCH = 1 ] || continue
+        PLAN_WHAT="bn_kernel_bench --iters 10 (ResNet-50's batch norms: cuDNN, naive, ours; bf16 and fp32)" \
+          check kernels.bn 150 40 "$KIT/bin/bn_kernel_bench" --iters 10 ;;
       pytorch.*) [ $DO_BENCH = 1 ] && [ $DO_TORCH = 1 ] && bench_pytorch "${b#pytorch.}" ;;
       profile.*)
         [ $DO_BENCH = 1 ] || continue
@@ -498,7 +515,7 @@ print("| check | env | images/s | step ms (median) | data threads | peak GiB | d
 print("|---|---|---|---|---|---|---|---|")
 for chk, (r, j) in runs.items():
     g = j.get("gpu") or {}
-    paths = ("bn " + str(g.get("bn")) + "".join(", " + k for k in ("bn_persistent", "bf16_store", "tf32_nhwc", "cuda_graph") if g.get(k))
+    paths = ("bn " + str(g.get("bn")) + "".join(", " + k for k in ("nhwc_store32", "bf16_store", "tf32_nhwc", "cuda_graph") if g.get(k))
              if g else "– (no gpu object: not a device model, or a cnnscale before it)")
     ips = j.get("images_per_s")
     print("| %s | %s | %s | %.1f | %s | %s | %s | %s |" % (chk, r["env"] or "–", "%.0f" % ips if ips else "–",
@@ -523,6 +540,12 @@ PY
       [ -f "$d" ] || continue
       echo "    $(basename "$(dirname "$d")"): $(tr -d '\n ' <"$d" | grep -o '"breakdown_median_ms":{[^}]*}' | head -n 1)"
     done
+    echo
+  fi
+  if [ -s "$OUT/kernels.bn.log" ]; then
+    echo "## Batch-norm kernels (bn_kernel_bench)"
+    echo
+    grep -E '^(##|###|\||[a-z0-9]+ totals|all versions|\*\*a version)' "$OUT/kernels.bn.log" | sed 's/^## /### /'
     echo
   fi
   for f in "$OUT"/profile.*.txt; do
