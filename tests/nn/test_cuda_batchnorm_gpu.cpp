@@ -106,13 +106,15 @@ struct Case {
 };
 
 // One case: forward_train, backward, forward_eval against the reference; twice, bitwise.
+// misalign: every activation one element past a 256-byte boundary, so the kernels take
+// one-element accesses whatever the channel count.
 template <class T>
-void check_case(const Case& k, bool relu, bool res, bool accumulate) {
+void check_case(const Case& k, bool relu, bool res, bool accumulate, bool misalign = false) {
   using E = Elem<T>;
   using H = typename E::H;
   SCOPED_TRACE(std::string(E::name) + " rows=" + std::to_string(k.rows) + " c=" + std::to_string(k.c) +
                " offset=" + std::to_string(k.offset) + (relu ? " relu" : "") + (res ? " +z" : "") +
-               (accumulate ? " accumulate" : ""));
+               (accumulate ? " accumulate" : "") + (misalign ? " misaligned" : ""));
   const int64_t R = k.rows;
   const int C = k.c;
   const size_t N = static_cast<size_t>(R) * C;
@@ -128,7 +130,11 @@ void check_case(const Case& k, bool relu, bool res, bool accumulate) {
     gamma[c] = float(r.uniform(0.5, 1.5)), beta[c] = float(r.uniform(-0.5, 0.5)), rm[c] = float(r.uniform(-1, 1)),
     rv[c] = float(r.uniform(0.5, 2));
 
-  Dev<T> dx_(N), dz_(N), dy_(N), y_(N), x_(N), z_(N), dxv(N), dzv(N);
+  const size_t off = misalign ? 1 : 0;
+  Dev<T> dx_b(N + 1), dz_b(N + 1), dy_b(N + 1), y_b(N + 1), x_b(N + 1), z_b(N + 1);
+  struct {
+    T* p;
+  } dx_{dx_b.p + off}, dz_{dz_b.p + off}, dy_{dy_b.p + off}, y_{y_b.p + off}, x_{x_b.p + off}, z_{z_b.p + off};
   Dev<float> g_(C), b_(C), rm_(C), rv_(C), sm_(C), si_(C), dg_(C), db_(C);
   Dev<char> ws(nn::cuda::bn::workspace_bytes(R, C, sizeof(T) == 2));
   upload<T>(x_.p, x), upload<T>(z_.p, z), upload<T>(dy_.p, dy);
@@ -234,6 +240,7 @@ void check_all() {
   for (const Case& k : kCases)
     for (int f = 0; f < 3; ++f)
       for (bool acc : {false, true}) check_case<T>(k, f >= 1, f == 2, acc);
+  check_case<T>({1000, 64, 0.0}, true, true, true, true);  // the one-element access path
 }
 
 }  // namespace
@@ -250,7 +257,8 @@ TEST(CudaBatchNormNhwc, Fp32AgainstDoubleReference) {
 }
 
 // A NaN in one channel's input makes that channel's output NaN (through the fused ReLU
-// too: PyTorch's ReLU keeps NaN) and leaves the other channels finite.
+// too: PyTorch's ReLU keeps NaN) and its backward's dx and dγ NaN, and leaves the other
+// channels finite.
 TEST(CudaBatchNormNhwc, NanReachesTheOutputOfItsChannelOnly) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device visible";
   const int64_t R = 100;
@@ -271,5 +279,20 @@ TEST(CudaBatchNormNhwc, NanReachesTheOutputOfItsChannelOnly) {
     for (int c = 0; c < C; ++c) {
       if (c == 3) EXPECT_TRUE(std::isnan(y[i * C + c])) << "row " << i;
       else EXPECT_TRUE(std::isfinite(y[i * C + c])) << "row " << i << " channel " << c;
+    }
+  // Backward: that channel's dx and dγ NaN (its mean is), the others finite.
+  Dev<float> dy_(R * C), dx_(R * C), dg_(C), db_(C);
+  upload<float>(dy_.p, random_tensor<float>(R * C, 10, 0, 1));
+  nn::cuda::bn::backward<float>(x_.p, y_.p, dy_.p, dx_.p, false, nullptr, false, R, C, g_.p, sm_.p, si_.p, dg_.p,
+                                db_.p, true, ws.p, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto dx = download<float>(dx_.p, R * C), dg = download<float>(dg_.p, C);
+  EXPECT_TRUE(std::isnan(dg[3]));
+  for (int c = 0; c < C; ++c)
+    if (c != 3) EXPECT_TRUE(std::isfinite(dg[c])) << "dγ of channel " << c;
+  for (int64_t i = 0; i < R; ++i)
+    for (int c = 0; c < C; ++c) {
+      if (c == 3) EXPECT_TRUE(std::isnan(dx[i * C + c])) << "dx row " << i;
+      else EXPECT_TRUE(std::isfinite(dx[i * C + c])) << "dx row " << i << " channel " << c;
     }
 }

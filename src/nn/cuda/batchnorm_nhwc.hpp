@@ -15,15 +15,19 @@
 // - Arithmetic in fp32, each result rounded once to T (bf16: to nearest, ties to even).
 //   The per-channel sums: per thread in fp32 over its rows, shifted by the channel's
 //   value in row 0 (x − x[0][ch]: no cancellation when |mean| ≫ std), per block in fp32 by
-//   a fixed tree, across blocks in double in block order.
-// - Deterministic: the launch geometry depends only on (rows, c, T), never on the GPU,
-//   and every sum has a fixed order; the same inputs give the same bits on every run.
+//   a fixed tree, across blocks in double in block order. The mean is then kept as a float
+//   (as cuDNN's and PyTorch's saved mean): with |mean| ≫ std its rounding shifts every
+//   normalised value by up to half an ulp of the mean, divided by std.
+// - Deterministic: the launch geometry depends only on (rows, c, T) and the pointers'
+//   alignment (the access width; the model's buffers are all 256-byte aligned), never on
+//   the GPU, and every sum has a fixed order: the same inputs give the same bits on every run.
 // - Training forward: biased batch variance for normalising; running_mean/running_var
 //   updated with momentum and the unbiased variance (as PyTorch and the CPU model);
 //   save_mean and save_invstd = 1/sqrt(var + eps) for the backward.
 // - Fusion: y = relu?(bn(x) + z?) — `z` (nullable) is a residual added before the ReLU.
-//   The backward masks dy with y > 0 when relu (a NaN y passes no gradient, as
-//   PyTorch's threshold_backward), writes that masked gradient to dz when z was fused,
+//   The backward masks dy with y > 0 when relu (a NaN y passes no gradient, as our
+//   unfused ReLU kernels; PyTorch's threshold_backward would pass it: the step is lost
+//   to --on-nan either way), writes that masked gradient to dz when z was fused,
 //   and computes dx from it. A NaN in x reaches y (no fmax: the ReLU keeps NaN).
 // - Accumulate flags blend into an existing gradient (a tensor with several readers):
 //   the sum in fp32, rounded once.
