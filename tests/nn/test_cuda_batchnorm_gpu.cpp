@@ -289,7 +289,9 @@ TEST(CudaBatchNormNhwc, NanReachesTheOutputOfItsChannelOnly) {
   const auto dx = download<float>(dx_.p, R * C), dg = download<float>(dg_.p, C);
   EXPECT_TRUE(std::isnan(dg[3]));
   for (int c = 0; c < C; ++c)
-    if (c != 3) EXPECT_TRUE(std::isfinite(dg[c])) << "dγ of channel " << c;
+    if (c != 3) {
+      EXPECT_TRUE(std::isfinite(dg[c])) << "dγ of channel " << c;
+    }
   for (int64_t i = 0; i < R; ++i)
     for (int c = 0; c < C; ++c) {
       if (c == 3) EXPECT_TRUE(std::isnan(dx[i * C + c])) << "dx row " << i;
