@@ -13,7 +13,11 @@
 # CNNSCALE_GPU_BN=own; tf32own: the fp32 NHWC store under TF32 with it,
 # CNNSCALE_GPU_NHWC_STORE=1 CNNSCALE_GPU_BN=own; and any added with --variant), the
 # batch-norm kernels' development bench (bn_kernel_bench: cuDNN, naive and ours on
-# ResNet-50's 53 batch norms, checked and timed; its tables go into the summary), a
+# ResNet-50's 53 batch norms, checked and timed; its tables go into the summary), ResNet-50
+# from JPEG files (jpeg: photo-like JPEGs made on the node by the kit's
+# cnnscale_imagefolder_tool, `prep --store jpeg 320`, training with --augment rrc224,hflip
+# and the default --data-threads, with the bf16own variant's switches; the summary sets its
+# images/s beside the same variant's synthetic figure, with the input-bound share), a
 # CNNSCALE_GPU_PROFILE run of each ResNet-50 precision and variant, resnet20 (3×32×32,
 # batch 256) in the three precisions, and last, alone, the compute-sanitizer test
 # (sanitizer_gpu) with what is left of the budget. Everything lands under --out DIR;
@@ -30,7 +34,7 @@
 #   resnet50.bf16 resnet50.tf32 pytorch.bf16 pytorch.tf32 resnet50.fp32 pytorch.fp32
 #   tests (the gpu tests but the sanitizer, all at once) kernels (kernels.bn:
 #   bn_kernel_bench) variants (resnet50.bf16own, resnet50.tf32own, resnet50.bf16conv, then
-#   each --variant) profile (profile.resnet50.<tf32, bf16 and
+#   each --variant) jpeg (jpeg.photos, jpeg.prep, bench.resnet50.jpeg) profile (profile.resnet50.<tf32, bf16 and
 #   each resnet50 variant>, 12 steps) resnet20 (resnet20.fp32, .tf32, .bf16) sanitizer
 # Each check has a limit sized to its work (--plan prints them): a cnnscale run 2×(8 s +
 # steps × its measured step time) + 30 s; a PyTorch precision (one process per precision:
@@ -50,12 +54,14 @@
 #     warm node; here per process 8 s import + the steps + 3 s per format)  19 + 22 + 21 = 62 s
 #   the tests but the sanitizer, at once (resume_gpu 30 s; the others 0-11 s)  30 s
 #   kernels.bn (not yet run: estimated)                40 s
+#   jpeg: 1280 photos (7 ms each here: 9 s), prep (16 threads: 3 s), 40 steps (as bf16own)
+#                                                      9 + 3 + 12 = 24 s
 #   variants bf16own, tf32own (not yet run: 100 ms steps assumed), bf16conv (measured 12 s)
 #                                                      12 + 12 + 11 = 35 s
 #   profiles tf32 (9), bf16 (14), bf16own, tf32own (as 100 ms), bf16conv (8)
 #                                                      9 + 15 + 9 + 9 + 9 = 51 s
 #   resnet20 ×3 (H200: 2-3 s each)                     6 s
-#   = 283 s before the sanitizer, which gets the rest of the 510 s budget: 227 s (it
+#   = 307 s before the sanitizer, which gets the rest of the 510 s budget: 203 s (it
 #   keeps to its own 150 s). A cold
 #   first torch import (30-66 s) comes on top only where the cnnscale runs before it
 #   were shorter than it.
@@ -85,7 +91,10 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 KIT=${CNNSCALE_KIT:-}
 OUT="" BUDGET=510 TEST_RE="" DO_TESTS=1 DO_BENCH=1 DO_TORCH=1 PY="" STEPS=40 SERIAL=0 TEST_CAP=120 PLAN=0
-BENCHES=resnet50.bf16,resnet50.tf32,pytorch.bf16,pytorch.tf32,resnet50.fp32,pytorch.fp32,tests,kernels,variants,profile,resnet20,sanitizer
+BENCHES=resnet50.bf16,resnet50.tf32,pytorch.bf16,pytorch.tf32,resnet50.fp32,pytorch.fp32,tests,kernels,variants,jpeg,profile,resnet20,sanitizer
+# The switches and precision of the JPEG input run (a variant's name; the summary compares
+# it with that variant's synthetic run).
+JPEG_VARIANT=${CNNSCALE_FIRST_RUN_JPEG_VARIANT:-resnet50.bf16own}
 TORCH_PRECISIONS=fp32,tf32,bf16 TORCH_FORMATS=contiguous,channels_last DATA_THREADS=""
 ADDED=()
 usage() { echo "gpu-first-run.sh: error: $* (see --help)" >&2; exit 2; }
@@ -208,7 +217,7 @@ for b in ${BENCHES//,/ }; do
         case $n in resnet50.*) PLAN_LIST+=("profile.${n#resnet50.}") ;; esac
       done ;;
     profile.*) [ -n "${V_ARGS[resnet50.${b#profile.}]+x}" ] || usage "unknown benchmark $b (--benches)"; PLAN_LIST+=("$b") ;;
-    tests|sanitizer|kernels) PLAN_LIST+=("$b") ;;
+    tests|sanitizer|kernels|jpeg) PLAN_LIST+=("$b") ;;
     *) [ -n "${V_ARGS[$b]+x}" ] || usage "unknown benchmark $b (--benches; variants: ${V_NAMES[*]})"; PLAN_LIST+=("$b") ;;
   esac
 done
@@ -347,6 +356,32 @@ run_cnnscale() {
   [ -f "$dir/run.json" ] && printf '{"impl": "cnnscale", "check": "%s", "name": "%s", "env": "%s", "run_json": "%s"}\n' \
     "$chk" "$name" "${V_ENV[$name]}" "$dir/run.json" >>"$BENCH/results.jsonl"
 }
+# ResNet-50 from JPEG files: photos made here, prepped as a JPEG store, trained with the
+# augmentation a real ImageNet run uses and --data-threads' GPU default (the rank's cores
+# less one), with JPEG_VARIANT's switches; the run joins results.jsonl as "jpeg".
+run_jpeg() {
+  [ -n "${V_ARGS[$JPEG_VARIANT]+x}" ] || { printf 'jpeg\tFAIL (no variant %s)\t0\n' "$JPEG_VARIANT" >>"$RESULTS"; return 0; }
+  local photos=$OUT/photos data=$OUT/photos-data dir=$BENCH/resnet50.jpeg a envs=() xs=() unset=()
+  local tool=$KIT/tests/cnnscale_imagefolder_tool
+  PLAN_WHAT="cnnscale_imagefolder_tool photos (1280 JPEGs of about 400×300, 10 classes)" \
+    check jpeg.photos 60 9 "$tool" photos "$photos" 1280 10 400 300
+  PLAN_WHAT="cnnscale prep --format imagefolder --store jpeg 320 --threads \$(nproc)" \
+    check jpeg.prep 60 3 cnnscale prep --format imagefolder --input "$photos" --store jpeg 320 --threads "$(nproc)" \
+    --shards 8 --output "$data"
+  for a in "${SWITCHES[@]}"; do unset+=(-u "$a"); done
+  for a in ${V_ENV[$JPEG_VARIANT]}; do envs+=("$a"); xs+=(-x "${a%%=*}"); done
+  local ex; ex=$(expect_bench "$JPEG_VARIANT")
+  # shellcheck disable=SC2086  # V_ARGS is a word list
+  PLAN_WHAT="${V_ENV[$JPEG_VARIANT]:+${V_ENV[$JPEG_VARIANT]} }cnnscale train --data (the JPEG store) --augment rrc224,hflip --model resnet50 --batch-size 128 ${V_ARGS[$JPEG_VARIANT]} --max-steps $STEPS" \
+    check bench.resnet50.jpeg "$(limit_of "$ex")" "$ex" env "${unset[@]}" "${envs[@]}" mpiexec -n 1 --bind-to none "${xs[@]}" \
+    cnnscale train --data "$data" --augment rrc224,hflip --model resnet50 --batch-size 128 ${V_ARGS[$JPEG_VARIANT]} \
+    --backend nccl --optimizer sgd --lr 0.01 --momentum 0.9 --max-steps "$STEPS" --no-eval --no-tensorboard \
+    --log-every 10 ${DATA_THREADS:+--data-threads "$DATA_THREADS"} --run-dir "$dir"
+  [ $PLAN = 1 ] && return 0
+  [ -f "$dir/run.json" ] && printf '{"impl": "cnnscale", "check": "bench.resnet50.jpeg", "name": "%s", "env": "%s", "jpeg": true, "run_json": "%s"}\n' \
+    "$JPEG_VARIANT" "${V_ENV[$JPEG_VARIANT]}" "$dir/run.json" >>"$BENCH/results.jsonl"
+  rm -rf "$photos"  # the prepped store stays (its size is in the summary)
+}
 bench_pytorch() {  # PRECISION
   local p=$1 exp; exp=$(expect_torch "$p")
   if [ $PLAN = 0 ] && [ -z "$PY" ]; then
@@ -439,6 +474,7 @@ else
     case $b in
       tests) run_tests ;;
       sanitizer) run_sanitizer ;;
+      jpeg) [ $DO_BENCH = 1 ] && run_jpeg ;;
       kernels)  # the kernels' development benches (bench/kernels/): their own checks and timings
         [ $DO_BENCH = 1 ] || continue
         PLAN_WHAT="bn_kernel_bench --iters 10 (ResNet-50's batch norms: cuDNN, naive, ours; bf16 and fp32)" \
@@ -526,8 +562,16 @@ base = {p: runs.get(f"bench.resnet50.{p}", (None, {}))[1].get("images_per_s") fo
 if base["bf16"] and base["tf32"] and base["fp32"]:
     print("cnnscale resnet50: TF32/fp32 %.2f×, bf16/TF32 %.2f×  " % (base["tf32"] / base["fp32"], base["bf16"] / base["tf32"]))
 for chk, (r, j) in runs.items():
+    if not r.get("jpeg"): continue
+    syn = runs.get("bench." + r["name"], (None, {}))[1].get("images_per_s")
+    ips = j.get("images_per_s"); bd = j.get("breakdown_median_ms") or {}; step = (j.get("step_ms") or {}).get("median")
+    share = "%.0f %%" % (100 * bd.get("data", 0) / step) if step else "–"
+    print("ResNet-50 from JPEG files (%s, --augment rrc224,hflip, %s data threads): %s images/s%s; input wait %s of the "
+          "step (breakdown data)  " % (r["env"] or "no env", j.get("data_threads", "–"), "%.0f" % ips if ips else "–",
+          ", %.0f %% of its synthetic %.0f" % (100 * ips / syn, syn) if ips and syn else "", share))
+for chk, (r, j) in runs.items():
     name = r["name"]
-    if not chk.startswith("bench.resnet50.") or name.split(".")[1] in ("bf16", "tf32", "fp32"): continue
+    if r.get("jpeg") or not chk.startswith("bench.resnet50.") or name.split(".")[1] in ("bf16", "tf32", "fp32"): continue
     ips = j.get("images_per_s"); prec = j.get("precision", "")
     ref = base.get("bf16" if prec == "bf16" else ("tf32" if j.get("tf32") else "fp32"))
     if ips and ref:

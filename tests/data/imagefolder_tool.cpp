@@ -14,10 +14,19 @@
 //   imagefolder_tool bomb-jpeg FILE W H
 //       a real 16×16 baseline JPEG (libjpeg) whose SOF0 marker is patched to claim W×H
 //       (at most 65500 each); likewise.
+//   imagefolder_tool photos ROOT N CLASSES W H [SEED]
+//       N photo-like RGB JPEGs (quality 90) of about W×H (each side varied by up to -20 %,
+//       some portrait) in ROOT/<class>/<index>.jpg, classes round robin: smooth colour
+//       fields (a few random waves and a gradient per image) with a little grain, so that
+//       they compress and decode as photos do (~1.7 bits per pixel: ~20 KB at 360×270),
+//       not as noise.
+//       For the GPU first run's JPEG input benchmark (bench/gpu-first-run.sh), which has no
+//       Python imaging library on the GPU node to count on.
 #include <png.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -87,10 +96,71 @@ int fashion(const std::string& src, const std::string& root, long n_train, long 
 
 }  // namespace
 
+// The photos: see the header.
+int photos(const std::string& root, long n, int classes, int w0, int h0, uint32_t seed) {
+  if (n < 1 || classes < 1 || w0 < 16 || h0 < 16) throw std::runtime_error("photos: N, CLASSES >= 1, W, H >= 16");
+  uint32_t s = seed * 2654435761u + 12345u;
+  auto next = [&s]() {
+    s = s * 1664525u + 1013904223u;
+    return s;
+  };
+  auto uni = [&]() { return static_cast<float>(next() >> 8) / 16777216.f; };  // [0, 1)
+  for (int c = 0; c < classes; ++c) std::filesystem::create_directories(root + "/" + std::to_string(c));
+  std::vector<uint8_t> px;
+  for (long i = 0; i < n; ++i) {
+    int w = static_cast<int>(w0 * (0.8f + 0.2f * uni())), h = static_cast<int>(h0 * (0.8f + 0.2f * uni()));
+    if (next() % 4 == 0) std::swap(w, h);  // portrait
+    px.assign(static_cast<size_t>(w) * h * 3, 0);
+    float fx[3][3], fy[3][3], ph[3][3], amp[3][3], base[3], gx[3], gy[3];
+    for (int ch = 0; ch < 3; ++ch) {
+      base[ch] = 60 + 130 * uni(), gx[ch] = 60 * (uni() - 0.5f), gy[ch] = 60 * (uni() - 0.5f);
+      for (int k = 0; k < 3; ++k)
+        fx[ch][k] = 12 * uni() / w, fy[ch][k] = 12 * uni() / h, ph[ch][k] = 6.283f * uni(), amp[ch][k] = 40 * uni();
+    }
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x)
+        for (int ch = 0; ch < 3; ++ch) {
+          float v = base[ch] + gx[ch] * x / w + gy[ch] * y / h;
+          for (int k = 0; k < 3; ++k) v += amp[ch][k] * std::sin(6.283f * (fx[ch][k] * x + fy[ch][k] * y) + ph[ch][k]);
+          v += 6 * (uni() - 0.5f);  // grain
+          px[(static_cast<size_t>(y) * w + x) * 3 + ch] = static_cast<uint8_t>(std::clamp(v, 0.f, 255.f));
+        }
+    jpeg_compress_struct c;
+    jpeg_error_mgr err;
+    c.err = jpeg_std_error(&err);
+    jpeg_create_compress(&c);
+    unsigned char* mem = nullptr;
+    unsigned long size = 0;
+    jpeg_mem_dest(&c, &mem, &size);
+    c.image_width = static_cast<JDIMENSION>(w);
+    c.image_height = static_cast<JDIMENSION>(h);
+    c.input_components = 3;
+    c.in_color_space = JCS_RGB;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, 90, TRUE);
+    jpeg_start_compress(&c, TRUE);
+    for (int y = 0; y < h; ++y) {
+      JSAMPROW r = px.data() + static_cast<size_t>(y) * w * 3;
+      jpeg_write_scanlines(&c, &r, 1);
+    }
+    jpeg_finish_compress(&c);
+    std::vector<uint8_t> bytes(mem, mem + size);
+    std::free(mem);
+    jpeg_destroy_compress(&c);
+    char name[32];
+    std::snprintf(name, sizeof name, "/%06ld.jpg", i);
+    write_bytes(root + "/" + std::to_string(i % classes) + name, bytes);
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const std::string cmd = argc > 1 ? argv[1] : "";
   try {
     if (cmd == "fashion" && argc == 6) return fashion(argv[2], argv[3], std::atol(argv[4]), std::atol(argv[5]));
+    if (cmd == "photos" && (argc == 7 || argc == 8))
+      return photos(argv[2], std::atol(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]), std::atoi(argv[6]),
+                    argc == 8 ? static_cast<uint32_t>(std::atol(argv[7])) : 1u);
     if (cmd == "png" && (argc == 6 || argc == 7)) {
       const int w = std::atoi(argv[3]), h = std::atoi(argv[4]), ch = std::atoi(argv[5]);
       uint32_t s = argc == 7 ? static_cast<uint32_t>(std::atol(argv[6])) : 1u;
@@ -160,6 +230,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::fprintf(stderr, "usage: imagefolder_tool fashion SRC ROOT N_TRAIN N_TEST | png FILE W H C [SEED] | "
-                       "bomb-png FILE W H | bomb-jpeg FILE W H\n");
+                       "bomb-png FILE W H | bomb-jpeg FILE W H | photos ROOT N CLASSES W H [SEED]\n");
   return 2;
 }
