@@ -35,7 +35,8 @@ int cmd_train(int argc, char** argv) {
   // The templates export OMP_NUM_THREADS=--cpus-per-task: that is the default, as docs/models.md says.
   o.threads = nn::default_threads();
   // Choices are read as text here and parsed into o's enums below.
-  std::string precision = precision_name(o.precision), backend = "auto", resume = "auto", on_nan = "stop";
+  std::string precision = precision_name(o.precision), backend = "auto", resume = "auto", on_nan = "stop",
+              device = "auto";
   std::string tf32 = o.model_options.tf32 ? "on" : "off";
   std::string cudnn_benchmark = o.model_options.cudnn_benchmark ? "on" : "off";
   po::options_description input("Input");
@@ -115,6 +116,10 @@ int cmd_train(int argc, char** argv) {
   par.add_options()("backend", po::value(&backend)->default_value(backend),
                     "auto|mpi|nccl|gloo (auto: NCCL on GPUs, else MPI under srun/mpirun; Gloo on CPUs when started by "
                     "torchrun-style variables or TF_CONFIG, meeting at MASTER_ADDR:MASTER_PORT; docs/launch.md)")(
+      "device", po::value(&device)->default_value(device),
+      "auto|cuda|cpu: where each rank trains. auto: a GPU with NCCL (one GPU per rank), else the CPU. cuda with "
+      "--backend mpi or gloo: GPU ranks over a host data plane (gradients staged through pinned host memory; ranks "
+      "may share a GPU; not yet run on a GPU: docs/gpu.md). cpu: the CPU model whatever GPUs there are")(
       "bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb), "gradient bucket size (MiB)")(
       "first-bucket-mb", po::value(&o.first_bucket_mb)->default_value(o.first_bucket_mb),
       "size of the first bucket, started earliest in backward (MiB)")(
@@ -201,6 +206,7 @@ int cmd_train(int argc, char** argv) {
 
   WorldOptions wo;
   wo.backend = o.backend;
+  wo.device = parse_device(device);
   wo.timeout_s = o.collective_timeout;
   wo.run_dir = o.run_dir;
   World world = start_world(wo);

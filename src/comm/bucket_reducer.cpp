@@ -34,7 +34,7 @@ class AllreduceReducer final : public BucketReducer {
     complete();  // an older round that end_round() left in flight
     settle(pending_, launched_);
   }
-  bool device_ordered() const override { return comm_.device_buffers() && comm_.stream() != nullptr; }
+  bool device_ordered() const override { return comm_.device_buffers() && comm_.sums_on_stream(); }
   void end_round() override {
     if (!device_ordered()) return finish();
     complete();

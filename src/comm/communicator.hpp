@@ -86,9 +86,15 @@ class Communicator {
   // buffer until it completes, and the peers start every bucket this rank started before
   // they can block (node-shared memory skips its collective frees while unwinding).
   virtual void abort() {}
-  // The device queue the communicator works on (NCCL's cudaStream_t), nullptr for MPI.
-  // A device model orders its gradients before it with Model::order_before(stream()).
+  // The device queue the communicator works on (NCCL's cudaStream_t, the staged host
+  // plane's copy stream), nullptr for MPI. A device model orders its gradients before it
+  // with Model::order_before(stream()).
   virtual void* stream() const { return nullptr; }
+  // True when a started sum completes on stream() without the host (NCCL): the caller may
+  // order its readers after stream() and never wait (a device-ordered round,
+  // comm/bucket_reducer.hpp). False for host transports and for the staged host plane
+  // (comm/staged_communicator.hpp), whose sums finish in PendingReduce::wait().
+  virtual bool sums_on_stream() const { return stream() != nullptr; }
  private:
   std::vector<float> ranges_scratch_;  // broadcast_ranges' packed message, reused every step
 };

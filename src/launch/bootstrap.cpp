@@ -154,13 +154,14 @@ ProcessContext bootstrap(const BootstrapOptions& opts) {
     if (mine.ids.empty()) ctx.gpu_problem = explain_no_gpu(probe_cuda(), read_nvidia_kernel_version());
   }
   std::vector<VisibleDevices> local = gather_views(mine, ctx.local_comm);
-  apply_device_choice(choose_device(local, ctx.local_rank, ctx.host), ctx);
+  apply_device_choice(choose_device(local, ctx.local_rank, ctx.host, opts.share_gpu), ctx);
   return ctx;
 }
 
 void apply_device_choice(const DeviceChoice& choice, ProcessContext& ctx) {
   ctx.device = choice.device;
   ctx.device_id = choice.id;
+  ctx.gpu_sharing = choice.device < 0 ? 1 : choice.sharing;
   ctx.device_label = device_name(ctx.device);
 }
 

@@ -21,6 +21,9 @@ namespace cnnscale {
 
 struct BootstrapOptions {
   bool use_gpu = true;  // false: always bind the CPU (e.g. --backend mpi --device cpu)
+  // Ranks may share a GPU (--device cuda over a host data plane, --backend mpi or gloo:
+  // device_binding.hpp choose_device's allow_sharing).
+  bool share_gpu = false;
   // Join through the rendezvous store (launch/rendezvous_bootstrap.cpp) instead of
   // MPI: the gloo backend, or NCCL with a GPU on every rank. MPI is still initialised, as a singleton under torchrun or
   // TF_CONFIG (its world of 1 is then only this process).
@@ -39,6 +42,7 @@ struct ProcessContext {
   int device = -1;  // CUDA ordinal, -1 = CPU
   std::string device_label = "cpu";
   std::string device_id;               // the bound GPU's UUID (else "pci:<bus id>"), "" for the CPU
+  int gpu_sharing = 1;                 // local ranks on this rank's GPU (> 1 only with share_gpu)
   std::string gpu_problem;             // why this rank has no GPU (launch/gpu_diagnosis.hpp explain_no_gpu);
                                        // "" when it has one or use_gpu is false
   std::string cuda_error;              // cudaGetErrorString of device enumeration, "" when it worked

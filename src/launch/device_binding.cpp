@@ -57,7 +57,8 @@ std::string join_ranks(const std::vector<int>& ranks) {
 
 }  // namespace
 
-DeviceChoice choose_device(const std::vector<VisibleDevices>& local, int my_local_rank, const std::string& host) {
+DeviceChoice choose_device(const std::vector<VisibleDevices>& local, int my_local_rank, const std::string& host,
+                           bool allow_sharing) {
   const size_t me = static_cast<size_t>(my_local_rank);
   if (local.at(me).ids.empty()) return {};  // CPU
 
@@ -77,7 +78,7 @@ DeviceChoice choose_device(const std::vector<VisibleDevices>& local, int my_loca
   }
   auto id_of = [&](size_t r) { return ordinal[r] < 0 ? std::string() : local[r].ids[static_cast<size_t>(ordinal[r])]; };
 
-  for (size_t r = 0; r < local.size(); ++r) {
+  for (size_t r = 0; r < local.size() && !allow_sharing; ++r) {
     if (ordinal[r] < 0 || load[id_of(r)] < 2) continue;
     std::vector<int> group;
     std::set<std::string> distinct;
@@ -97,12 +98,14 @@ DeviceChoice choose_device(const std::vector<VisibleDevices>& local, int my_loca
          "each (srun --ntasks-per-node=",
          m, " --gres=gpu:", m,
          ", without --gpus-per-task/--gpu-bind; cnnscale picks one GPU per rank), make Slurm give each task a "
-         "different GPU, or train on the CPU with --backend mpi");
+         "different GPU, share the GPUs over a host data plane with --device cuda --backend mpi (or gloo), "
+         "or train on the CPU with --backend mpi");
   }
 
   DeviceChoice choice;
   choice.device = ordinal[me];
   choice.id = id_of(me);
+  choice.sharing = load[choice.id];
   return choice;
 }
 

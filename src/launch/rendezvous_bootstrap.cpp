@@ -43,7 +43,7 @@ std::string rank_list(const std::vector<int>& r) {
 // 0..n-1 (n ranks on the host; torchrun sets LOCAL_RANK/LOCAL_WORLD_SIZE per node), else
 // the order of the ranks on the host (TF_CONFIG, hand-started ranks without LOCAL_RANK).
 void bind_device_through_store(ProcessContext& ctx, RendezvousStore& store, const std::vector<std::string>& hosts,
-                               std::chrono::milliseconds timeout) {
+                               std::chrono::milliseconds timeout, bool share_gpu) {
   const LaunchInfo& li = ctx.launch;
   ctx.gpu_hints = gpu_presence_hints(process_env(), list_nvidia_dev_entries());
   VisibleDevices mine = query_visible_devices();
@@ -81,7 +81,7 @@ void bind_device_through_store(ProcessContext& ctx, RendezvousStore& store, cons
     log_warn("the ranks on " + ctx.host + " do not carry LOCAL_RANK 0.." + std::to_string(views.size() - 1) +
              " (torchrun's per-node numbering); their GPUs are assigned in rank order instead");
   }
-  apply_device_choice(choose_device(views, ctx.local_rank, ctx.host), ctx);
+  apply_device_choice(choose_device(views, ctx.local_rank, ctx.host, share_gpu), ctx);
 }
 
 // Where and how this rank meets the others (rendezvous_store.hpp): torchrun's agent store
@@ -228,7 +228,7 @@ ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& 
          "(not a name that resolves to 127.x on rank 0's host), or set GLOO_SOCKET_IFNAME to that interface");
   ctx.device = -1;  // the CPU model unless a GPU is bound below
   ctx.device_label = "cpu";
-  if (opts.use_gpu) bind_device_through_store(ctx, store, hosts, ms);
+  if (opts.use_gpu) bind_device_through_store(ctx, store, hosts, ms, opts.share_gpu);
   return ctx;
 }
 

@@ -2,7 +2,9 @@
 # env_gpu_reason.sh — where no GPU is usable, `cnnscale env` says why (CUDA's own error
 # text, driver and runtime versions, the fix), --backend nccl fails with that reason, and
 # --backend auto warns once (rank 0) when the environment says GPUs exist but the CPU is
-# chosen. SKIPs where a GPU is actually usable. (issue 18, item 1)
+# chosen; `train --device` (issue 38): cuda over a host plane fails naming the rank and
+# CUDA's reason once, cpu with nccl is refused, cpu with auto trains without the warning.
+# SKIPs where a GPU is actually usable. (issue 18, item 1)
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
@@ -62,4 +64,32 @@ expect_eq "auto+hints: warned once" 1 "$(grep -c 'cnnscale: warning:' "$TMP/auto
 timeout 120 $M -n 2 -x SLURM_JOB_GPUS=0,1 "$CNNSCALE" env --backend mpi >"$TMP/mpi.out" 2>"$TMP/mpi.err"
 expect_eq "mpi: status" 0 "$?"
 expect_eq "mpi: no warning" "" "$(grep 'cnnscale: warning' "$TMP/mpi.err")"
+
+# train --device (issue 38).
+T="train --synthetic --model mnist_cnn --batch-size 8 --max-steps 2 --no-eval --no-tensorboard"
+# shellcheck disable=SC2086
+timeout 120 $M -n 2 "$CNNSCALE" $T --device cuda --backend mpi >"$TMP/dc.out" 2>&1
+expect_eq "train --device cuda --backend mpi without a GPU: status" 2 "$?"
+if [ "$cuda_build" = 1 ]; then
+  expect_grep "--device cuda: the rank, its host and CUDA's reason" \
+    "cnnscale: error: --device cuda needs a GPU on every rank, but rank 0 on $(hostname): cudaGetDeviceCount failed" \
+    "$TMP/dc.out"
+  expect_grep "--device cuda: the way out" "train on the CPU with --device cpu" "$TMP/dc.out"
+else
+  expect_grep "--device cuda: a build without CUDA says so" "cnnscale: error: .*without CUDA" "$TMP/dc.out"
+fi
+expect_eq "--device cuda: printed once" 1 "$(grep -c 'cnnscale: error:' "$TMP/dc.out")"
+# shellcheck disable=SC2086
+timeout 120 $M -n 2 "$CNNSCALE" $T --device cpu --backend nccl >"$TMP/dcn.out" 2>&1
+expect_eq "train --device cpu --backend nccl: status" 2 "$?"
+expect_grep "--device cpu --backend nccl: refused with the ways out" \
+  "cnnscale: error: --device cpu with --backend nccl: NCCL sums device buffers; use --backend mpi" "$TMP/dcn.out"
+# shellcheck disable=SC2086
+timeout 60 "$CNNSCALE" $T --device gpu >"$TMP/dbad.out" 2>&1
+expect_eq "train --device gpu: status" 2 "$?"
+expect_grep "--device gpu: names the choices" "cnnscale: error: --device takes auto, cuda or cpu, not 'gpu'" "$TMP/dbad.out"
+# shellcheck disable=SC2086
+timeout 120 $M -n 2 -x SLURM_JOB_GPUS=0,1 "$CNNSCALE" $T --device cpu >"$TMP/dcpu.out" 2>"$TMP/dcpu.err"
+expect_eq "train --device cpu (auto backend, GPU hints): status" 0 "$?"
+expect_eq "--device cpu: no 'trains on the CPU' warning" "" "$(grep 'cnnscale: warning' "$TMP/dcpu.err")"
 finish

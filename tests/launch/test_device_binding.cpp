@@ -1,6 +1,8 @@
 // GPU choice among local ranks from injected device lists (physical ids by ordinal):
 // node-wide sets, one GPU per task, a GPU two tasks would share, more ranks than GPUs,
-// always refused (no option allows it), no GPU at all.
+// refused for NCCL (naming the fixes, the host data plane among them) and allowed, spread
+// evenly and counted, for the host data plane (allow_sharing: --device cuda --backend
+// mpi|gloo), no GPU at all.
 #include <gtest/gtest.h>
 
 #include "launch/device_binding.hpp"
@@ -100,9 +102,40 @@ TEST(DeviceBinding, MoreRanksThanGpusIsAnError) {
   EXPECT_EQ(choose_device(mixed, 1, "h").device, -1);
 }
 
-TEST(DeviceBinding, TwoRanksOnOneGpuAreAlwaysRefused) {
-  // --allow-gpu-sharing is gone (issue 28 item 4): no option lets this through.
+TEST(DeviceBinding, TwoRanksOnOneGpuAreRefusedForNccl) {
+  // --allow-gpu-sharing is gone (issue 28 item 4): for NCCL no option lets this through;
+  // the message names the host data plane that allows it.
   std::vector<VisibleDevices> local(2, VisibleDevices{{"GPU-aaaa"}});
   EXPECT_NE(error_of(local, 1, "h").find("local ranks 0 and 1 on h would share one GPU (GPU-aaaa)"), std::string::npos);
   EXPECT_NE(error_of(local, 1, "h").find("--backend mpi"), std::string::npos);
+  EXPECT_NE(error_of(local, 1, "h").find("--device cuda --backend mpi (or gloo)"), std::string::npos);
+}
+
+TEST(DeviceBinding, HostDataPlaneSharesGpusEvenly) {
+  // Two ranks, one GPU: both on it, each told it is shared by 2.
+  std::vector<VisibleDevices> one(2, VisibleDevices{{"GPU-aaaa"}});
+  for (int r = 0; r < 2; ++r) {
+    const DeviceChoice c = choose_device(one, r, "h", true);
+    EXPECT_EQ(c.device, 0);
+    EXPECT_EQ(c.id, "GPU-aaaa");
+    EXPECT_EQ(c.sharing, 2);
+  }
+  // Five ranks, two GPUs: 3 + 2, distinct ones first (local rank i ordinal i), then the
+  // least loaded.
+  std::vector<VisibleDevices> five(5, VisibleDevices{{"GPU-aaaa", "GPU-bbbb"}});
+  int on_a = 0;
+  for (int r = 0; r < 5; ++r) {
+    const DeviceChoice c = choose_device(five, r, "h", true);
+    on_a += c.id == "GPU-aaaa";
+    EXPECT_EQ(c.sharing, c.id == "GPU-aaaa" ? 3 : 2) << "rank " << r;
+  }
+  EXPECT_EQ(on_a, 3);
+  EXPECT_EQ(choose_device(five, 0, "h", true).device, 0);
+  EXPECT_EQ(choose_device(five, 1, "h", true).device, 1);
+  // A GPU of its own each: nothing shared.
+  std::vector<VisibleDevices> node(4, VisibleDevices{kNode});
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(choose_device(node, r, "h", true).sharing, 1);
+  // No GPU: the CPU, whatever is allowed.
+  std::vector<VisibleDevices> none(2);
+  EXPECT_EQ(choose_device(none, 0, "h", true).device, -1);
 }
