@@ -17,7 +17,10 @@
 # from JPEG files (jpeg: photo-like JPEGs made on the node by the kit's
 # cnnscale_imagefolder_tool, `prep --store jpeg 320`, training with --augment rrc224,hflip
 # and the default --data-threads, with the bf16own variant's switches; the summary sets its
-# images/s beside the same variant's synthetic figure, with the input-bound share), a
+# images/s beside the same variant's synthetic figure, with the input-bound share),
+# ResNet-50 with 2 ranks sharing the one GPU over the host data plane (hostplane:
+# --device cuda --backend mpi, TF32, batch 64 per rank; the summary sets its images/s
+# beside the 1-rank TF32 run and gives run.json's exposed communication per step), a
 # CNNSCALE_GPU_PROFILE run of each ResNet-50 precision and variant, resnet20 (3×32×32,
 # batch 256) in the three precisions, and last, alone, the compute-sanitizer test
 # (sanitizer_gpu) with what is left of the budget. Everything lands under --out DIR;
@@ -34,7 +37,8 @@
 #   resnet50.bf16 resnet50.tf32 pytorch.bf16 pytorch.tf32 resnet50.fp32 pytorch.fp32
 #   tests (the gpu tests but the sanitizer, all at once) kernels (kernels.bn:
 #   bn_kernel_bench) variants (resnet50.bf16own, resnet50.tf32own, resnet50.bf16conv, then
-#   each --variant) jpeg (jpeg.photos, jpeg.prep, bench.resnet50.jpeg) profile (profile.resnet50.<tf32, bf16 and
+#   each --variant) jpeg (jpeg.photos, jpeg.prep, bench.resnet50.jpeg) hostplane
+#   (bench.resnet50.tf32.hostplane2) profile (profile.resnet50.<tf32, bf16 and
 #   each resnet50 variant>, 12 steps) resnet20 (resnet20.fp32, .tf32, .bf16) sanitizer
 # Each check has a limit sized to its work (--plan prints them): a cnnscale run 2×(8 s +
 # steps × its measured step time) + 30 s; a PyTorch precision (one process per precision:
@@ -61,7 +65,9 @@
 #   profiles tf32 (9), bf16 (14), bf16own, tf32own (as 100 ms), bf16conv (8)
 #                                                      9 + 15 + 9 + 9 + 9 = 51 s
 #   resnet20 ×3 (H200: 2-3 s each)                     6 s
-#   = 307 s before the sanitizer, which gets the rest of the 510 s budget: 203 s (it
+#   hostplane: 2 ranks × 40 steps of batch 64 on one GPU (not yet run: 2 × 92 ms assumed)
+#                                                      8 + 40 × 184 / 1000 = 15 s
+#   = 322 s before the sanitizer, which gets the rest of the 510 s budget: 188 s (it
 #   keeps to its own 150 s). A cold
 #   first torch import (30-66 s) comes on top only where the cnnscale runs before it
 #   were shorter than it.
@@ -91,7 +97,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 KIT=${CNNSCALE_KIT:-}
 OUT="" BUDGET=510 TEST_RE="" DO_TESTS=1 DO_BENCH=1 DO_TORCH=1 PY="" STEPS=40 SERIAL=0 TEST_CAP=120 PLAN=0
-BENCHES=resnet50.bf16,resnet50.tf32,pytorch.bf16,pytorch.tf32,resnet50.fp32,pytorch.fp32,tests,kernels,variants,jpeg,profile,resnet20,sanitizer
+BENCHES=resnet50.bf16,resnet50.tf32,pytorch.bf16,pytorch.tf32,resnet50.fp32,pytorch.fp32,tests,kernels,variants,jpeg,hostplane,profile,resnet20,sanitizer
 # The switches and precision of the JPEG input run (a variant's name; the summary compares
 # it with that variant's synthetic run).
 JPEG_VARIANT=${CNNSCALE_FIRST_RUN_JPEG_VARIANT:-resnet50.bf16own}
@@ -217,7 +223,7 @@ for b in ${BENCHES//,/ }; do
         case $n in resnet50.*) PLAN_LIST+=("profile.${n#resnet50.}") ;; esac
       done ;;
     profile.*) [ -n "${V_ARGS[resnet50.${b#profile.}]+x}" ] || usage "unknown benchmark $b (--benches)"; PLAN_LIST+=("$b") ;;
-    tests|sanitizer|kernels|jpeg) PLAN_LIST+=("$b") ;;
+    tests|sanitizer|kernels|jpeg|hostplane) PLAN_LIST+=("$b") ;;
     *) [ -n "${V_ARGS[$b]+x}" ] || usage "unknown benchmark $b (--benches; variants: ${V_NAMES[*]})"; PLAN_LIST+=("$b") ;;
   esac
 done
@@ -382,6 +388,22 @@ run_jpeg() {
     "$JPEG_VARIANT" "${V_ENV[$JPEG_VARIANT]}" "$dir/run.json" >>"$BENCH/results.jsonl"
   rm -rf "$photos"  # the prepped store stays (its size is in the summary)
 }
+# 2 ranks on the one GPU over the host data plane (issue 38): ResNet-50 in TF32 (the default
+# path, so that only the plane differs from bench.resnet50.tf32), the global batch 128 as
+# two halves; joins results.jsonl as "hostplane".
+run_hostplane() {
+  local dir=$BENCH/resnet50.tf32.hostplane2 a unset=() ex=$((8 + STEPS * 184 / 1000))
+  for a in "${SWITCHES[@]}"; do unset+=(-u "$a"); done
+  PLAN_WHAT="mpiexec -n 2 cnnscale train --device cuda --backend mpi --model resnet50 --batch-size 64 (per rank) --precision fp32 --tf32 on --max-steps $STEPS" \
+    check bench.resnet50.tf32.hostplane2 "$(limit_of "$ex")" "$ex" env "${unset[@]}" mpiexec -n 2 --oversubscribe \
+    --bind-to none cnnscale train --synthetic --device cuda --backend mpi --model resnet50 --image-size 224 \
+    --channels 3 --classes 1000 --batch-size 64 --precision fp32 --tf32 on --optimizer sgd --lr 0.01 --momentum 0.9 \
+    --max-steps "$STEPS" --no-eval --no-tensorboard --log-every 10 ${DATA_THREADS:+--data-threads "$DATA_THREADS"} \
+    --run-dir "$dir"
+  [ $PLAN = 1 ] && return 0
+  [ -f "$dir/run.json" ] && printf '{"impl": "cnnscale", "check": "bench.resnet50.tf32.hostplane2", "name": "resnet50.tf32", "env": "2 ranks, --device cuda --backend mpi", "hostplane": true, "run_json": "%s"}\n' \
+    "$dir/run.json" >>"$BENCH/results.jsonl"
+}
 bench_pytorch() {  # PRECISION
   local p=$1 exp; exp=$(expect_torch "$p")
   if [ $PLAN = 0 ] && [ -z "$PY" ]; then
@@ -475,6 +497,7 @@ else
       tests) run_tests ;;
       sanitizer) run_sanitizer ;;
       jpeg) [ $DO_BENCH = 1 ] && run_jpeg ;;
+      hostplane) [ $DO_BENCH = 1 ] && run_hostplane ;;
       kernels)  # the kernels' development benches (bench/kernels/): their own checks and timings
         [ $DO_BENCH = 1 ] || continue
         PLAN_WHAT="bn_kernel_bench --iters 10 (ResNet-50's batch norms: cuDNN, naive, ours; bf16 and fp32)" \
@@ -562,6 +585,13 @@ base = {p: runs.get(f"bench.resnet50.{p}", (None, {}))[1].get("images_per_s") fo
 if base["bf16"] and base["tf32"] and base["fp32"]:
     print("cnnscale resnet50: TF32/fp32 %.2f×, bf16/TF32 %.2f×  " % (base["tf32"] / base["fp32"], base["bf16"] / base["tf32"]))
 for chk, (r, j) in runs.items():
+    if not r.get("hostplane"): continue
+    one = runs.get("bench.resnet50.tf32", (None, {}))[1].get("images_per_s")
+    ips = j.get("images_per_s"); bd = j.get("breakdown_median_ms") or {}; step = (j.get("step_ms") or {}).get("median")
+    print("ResNet-50 TF32, 2 ranks on one GPU over the host data plane (%s): %s images/s%s; exposed communication "
+          "%.1f ms of a %.1f ms step (breakdown comm_exposed)  " % (j.get("backend", "?"), "%.0f" % ips if ips else "–",
+          ", %.2f× the 1-rank %.0f" % (ips / one, one) if ips and one else "", bd.get("comm_exposed", 0), step or 0))
+for chk, (r, j) in runs.items():
     if not r.get("jpeg"): continue
     syn = runs.get("bench." + r["name"], (None, {}))[1].get("images_per_s")
     ips = j.get("images_per_s"); bd = j.get("breakdown_median_ms") or {}; step = (j.get("step_ms") or {}).get("median")
@@ -571,7 +601,7 @@ for chk, (r, j) in runs.items():
           ", %.0f %% of its synthetic %.0f" % (100 * ips / syn, syn) if ips and syn else "", share))
 for chk, (r, j) in runs.items():
     name = r["name"]
-    if r.get("jpeg") or not chk.startswith("bench.resnet50.") or name.split(".")[1] in ("bf16", "tf32", "fp32"): continue
+    if r.get("jpeg") or r.get("hostplane") or not chk.startswith("bench.resnet50.") or name.split(".")[1] in ("bf16", "tf32", "fp32"): continue
     ips = j.get("images_per_s"); prec = j.get("precision", "")
     ref = base.get("bf16" if prec == "bf16" else ("tf32" if j.get("tf32") else "fp32"))
     if ips and ref:

@@ -16,7 +16,7 @@ expect_eq "--plan exit status" 0 "$?"
 order=$(awk 'NR > 1 && $1 ~ /^(bench|test|profile|kernels)\./ {print $1}' "$TMP/plan.out" | tr '\n' ' ')
 expect_eq "the default order" "bench.resnet50.bf16 bench.resnet50.tf32 bench.pytorch.bf16 bench.pytorch.tf32 \
 bench.resnet50.fp32 bench.pytorch.fp32 test.* kernels.bn bench.resnet50.bf16own bench.resnet50.tf32own \
-bench.resnet50.bf16conv bench.resnet50.jpeg profile.resnet50.tf32 profile.resnet50.bf16 profile.resnet50.bf16own profile.resnet50.tf32own \
+bench.resnet50.bf16conv bench.resnet50.jpeg bench.resnet50.tf32.hostplane2 profile.resnet50.tf32 profile.resnet50.bf16 profile.resnet50.bf16own profile.resnet50.tf32own \
 profile.resnet50.bf16conv bench.resnet20.fp32 bench.resnet20.tf32 bench.resnet20.bf16 test.sanitizer_gpu " "$order"
 expect_eq "nothing NOT RUN (budget) by default" 0 "$(grep -c 'NOT RUN' "$TMP/plan.out")"
 line=$(tail -n 1 "$TMP/plan.out")
@@ -37,6 +37,8 @@ expect_grep "tf32own: the fp32 NHWC store with our batch norm" \
   '^bench\.resnet50\.tf32own .*CNNSCALE_GPU_NHWC_STORE=1 CNNSCALE_GPU_BN=own cnnscale train .*--tf32 on' "$TMP/plan.out"
 expect_grep "the batch-norm kernel bench" '^kernels\.bn +150 ' "$TMP/plan.out"
 expect_grep "JPEG input: photos made on the node" '^jpeg\.photos .*cnnscale_imagefolder_tool photos' "$TMP/plan.out"
+expect_grep "2 ranks on one GPU over the host data plane" \
+  '^bench\.resnet50\.tf32\.hostplane2 .*mpiexec -n 2 cnnscale train --device cuda --backend mpi' "$TMP/plan.out"
 expect_grep "JPEG input: a JPEG store" '^jpeg\.prep .*--store jpeg 320' "$TMP/plan.out"
 expect_grep "JPEG input: trained with augmentation and bf16own's switches" \
   '^bench\.resnet50\.jpeg .*CNNSCALE_GPU_BN=own cnnscale train --data .*--augment rrc224,hflip .*--precision bf16' "$TMP/plan.out"
