@@ -219,7 +219,7 @@ void Trainer::setup() {
            "(backend ",
            backend_name(comm_.backend()),
            "); drop --sync-bn (each GPU then normalises with its own "
-           "batch and the running statistics follow rank 0's, as DDP's default), or pass --backend mpi to train on "
+           "batch and the running statistics follow rank 0's, as DDP's default), or pass --device cpu to train on "
            "the CPUs");
     // Blocking sums on the control plane: a communicator of their own, so they never
     // interleave with the gradient buckets in flight on the data plane.
