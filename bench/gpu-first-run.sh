@@ -38,7 +38,7 @@
 #   tests (the gpu tests but the sanitizer, all at once) kernels (kernels.bn:
 #   bn_kernel_bench) variants (resnet50.bf16own, resnet50.tf32own, resnet50.bf16conv, then
 #   each --variant) jpeg (jpeg.photos, jpeg.prep, bench.resnet50.jpeg) hostplane
-#   (bench.resnet50.tf32.hostplane2) profile (profile.resnet50.<tf32, bf16 and
+#   (allreduce.hostplane2, bench.resnet50.tf32.hostplane2) profile (profile.resnet50.<tf32, bf16 and
 #   each resnet50 variant>, 12 steps) resnet20 (resnet20.fp32, .tf32, .bf16) sanitizer
 # Each check has a limit sized to its work (--plan prints them): a cnnscale run 2×(8 s +
 # steps × its measured step time) + 30 s; a PyTorch precision (one process per precision:
@@ -65,9 +65,10 @@
 #   profiles tf32 (9), bf16 (14), bf16own, tf32own (as 100 ms), bf16conv (8)
 #                                                      9 + 15 + 9 + 9 + 9 = 51 s
 #   resnet20 ×3 (H200: 2-3 s each)                     6 s
-#   hostplane: 2 ranks × 40 steps of batch 64 on one GPU (not yet run: 2 × 92 ms assumed)
-#                                                      8 + 40 × 184 / 1000 = 15 s
-#   = 322 s before the sanitizer, which gets the rest of the 510 s budget: 188 s (it
+#   hostplane: cnnscale allreduce, 2 ranks, GPU buffers over MPI, 8 B to 64 MiB, checked
+#   (not yet run: 5 s); 2 ranks × 40 steps of batch 64 on one GPU (2 × 92 ms assumed)
+#                                                      5 + 8 + 40 × 184 / 1000 = 20 s
+#   = 327 s before the sanitizer, which gets the rest of the 510 s budget: 183 s (it
 #   keeps to its own 150 s). A cold
 #   first torch import (30-66 s) comes on top only where the cnnscale runs before it
 #   were shorter than it.
@@ -394,6 +395,9 @@ run_jpeg() {
 run_hostplane() {
   local dir=$BENCH/resnet50.tf32.hostplane2 a unset=() ex=$((8 + STEPS * 184 / 1000))
   for a in "${SWITCHES[@]}"; do unset+=(-u "$a"); done
+  # The staged sums themselves, every size checked exactly (a wrong element fails).
+  check allreduce.hostplane2 60 5 mpiexec -n 2 --oversubscribe --bind-to none cnnscale allreduce --device cuda \
+    --backend mpi -b 8 -e 64M -f 4
   PLAN_WHAT="mpiexec -n 2 cnnscale train --device cuda --backend mpi --model resnet50 --batch-size 64 (per rank) --precision fp32 --tf32 on --max-steps $STEPS" \
     check bench.resnet50.tf32.hostplane2 "$(limit_of "$ex")" "$ex" env "${unset[@]}" mpiexec -n 2 --oversubscribe \
     --bind-to none cnnscale train --synthetic --device cuda --backend mpi --model resnet50 --image-size 224 \

@@ -35,6 +35,9 @@ int cmd_allreduce(int argc, char** argv) {
       "datatype,d", po::value<std::string>()->default_value("float"), "float|bfloat16")(
       "backend", po::value<std::string>()->default_value("auto"),
       "auto|mpi|nccl|gloo (auto: MPI under srun/mpirun, Gloo under torchrun-style variables or TF_CONFIG)")(
+      "device", po::value<std::string>()->default_value("auto"),
+      "auto|cuda|cpu, as `cnnscale train --device`: cuda with --backend mpi or gloo times the host data plane of GPU "
+      "ranks (device buffers staged through pinned host memory; --level world only; not yet run on a GPU)")(
       "collective-timeout", po::value<double>()->default_value(300),
       "seconds the gloo rendezvous and each of its collectives may wait for a rank")(
       "level", po::value<std::string>()->default_value("world"),
@@ -69,6 +72,11 @@ int cmd_allreduce(int argc, char** argv) {
          "equal local rank)");
   WorldOptions wo;
   wo.backend = parse_backend(vm["backend"].as<std::string>());
+  wo.device = parse_device(vm["device"].as<std::string>());
+  if (wo.device == DeviceRequest::cuda && (wo.backend == Backend::mpi || wo.backend == Backend::gloo) &&
+      level_opt != "world")
+    fail("--level ", level_opt, " with --device cuda --backend ", backend_name(wo.backend),
+         ": the host data plane of GPU ranks is timed over the whole world only; drop --level or --device cuda");
   wo.timeout_s = vm["collective-timeout"].as<double>();
   if (!(wo.timeout_s > 0)) fail("--collective-timeout must be positive (seconds)");
   World world = start_world(wo);
@@ -92,8 +100,11 @@ int cmd_allreduce(int argc, char** argv) {
   const bool root = ctx.rank == 0;
   if (root) {
     if (level == "world")
-      std::printf("# cnnscale allreduce: %d ranks on %d node(s), backend %s, in-place sum, %s\n", comm->size(),
-                  ctx.num_nodes, backend_name(comm->backend()), o.check ? "checked" : "not checked");
+      std::printf("# cnnscale allreduce: %d ranks on %d node(s), backend %s%s, in-place sum, %s\n", comm->size(),
+                  ctx.num_nodes, backend_name(comm->backend()),
+                  comm->device_buffers() && comm->backend() != Backend::nccl ? " (GPU buffers over the host data plane)"
+                                                                             : "",
+                  o.check ? "checked" : "not checked");
     else
       std::printf("# cnnscale allreduce --level %s: sums over %d ranks each (launch: %d ranks on %d node(s)), "
                   "backend %s, in-place sum, %s\n",

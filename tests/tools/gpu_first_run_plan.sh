@@ -37,6 +37,7 @@ expect_grep "tf32own: the fp32 NHWC store with our batch norm" \
   '^bench\.resnet50\.tf32own .*CNNSCALE_GPU_NHWC_STORE=1 CNNSCALE_GPU_BN=own cnnscale train .*--tf32 on' "$TMP/plan.out"
 expect_grep "the batch-norm kernel bench" '^kernels\.bn +150 ' "$TMP/plan.out"
 expect_grep "JPEG input: photos made on the node" '^jpeg\.photos .*cnnscale_imagefolder_tool photos' "$TMP/plan.out"
+expect_grep "the host data plane's sums, checked" '^allreduce\.hostplane2 .*cnnscale allreduce --device cuda --backend mpi' "$TMP/plan.out"
 expect_grep "2 ranks on one GPU over the host data plane" \
   '^bench\.resnet50\.tf32\.hostplane2 .*mpiexec -n 2 cnnscale train --device cuda --backend mpi' "$TMP/plan.out"
 expect_grep "JPEG input: a JPEG store" '^jpeg\.prep .*--store jpeg 320' "$TMP/plan.out"
