@@ -1,0 +1,344 @@
+// test_bn_emulated.cpp — the NHWC batch norm's kernels and launch sequence
+// (src/nn/cuda/batchnorm_nhwc_impl.cuh, the very code the GPU runs) executed on the CPU by
+// an emulator of CUDA's execution model, against a host reference in double: GPU minutes
+// are scarce (../shared/GPU-KERNELS.md), so indexing, the reduction trees, the shared
+// memory, the finalize arithmetic, the fusion flags, the access widths and the geometry
+// are checked here, in every CI run, before a GPU sees them. The emulator: each block's
+// threads are fibers (ucontext) on one host thread that meet at __syncthreads() (every
+// live fiber runs to the barrier or its end before any goes on), blocks one after
+// another, `__shared__` arrays static (one block runs at a time), the dynamic shared
+// memory a per-launch buffer filled with NaN (a read of a word no thread wrote shows up as
+// a NaN in the result). What it cannot show: races between blocks (there are none by
+// design: blocks write disjoint partials), the GPU's memory model, misaligned vector
+// accesses faulting (x86 tolerates them; vector_width is checked by the cases instead),
+// performance. The GPU's own check is tests/nn/test_cuda_batchnorm_gpu.cpp.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>  // dim3, uint3, cudaStream_t: host types only, nothing of the runtime is called
+#include <gtest/gtest.h>
+
+#include <ucontext.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+// ---- what nvcc provides, for emulated threads ----
+// Every thread of a block is a fiber (ucontext) on this one host thread; __syncthreads()
+// returns to the scheduler, which runs every fiber of the block up to the barrier (or its
+// end) before any goes on: CUDA's barrier semantics, deterministic, without OS threads.
+uint3 threadIdx, blockIdx;
+dim3 blockDim, gridDim;
+namespace emu {
+struct Fiber {
+  ucontext_t ctx;
+  std::vector<char> stack;
+  uint3 idx;
+  bool done = false;
+};
+ucontext_t scheduler;
+Fiber* current = nullptr;
+std::function<void()> body;               // the kernel call of the running launch
+float* dynamic_shared_memory = nullptr;  // the running block's (one block at a time)
+inline void run_fiber() {
+  body();
+  current->done = true;  // then uc_link returns to the scheduler
+}
+// The fibers of a block of n threads: stacks allocated once for the largest block (1024
+// threads × 64 KiB) and reused by every launch.
+inline std::vector<Fiber>& fibers(size_t n) {
+  static std::vector<Fiber> pool(1024);
+  static bool ready = false;
+  if (!ready) {
+    for (auto& f : pool) f.stack.resize(64 * 1024);
+    ready = true;
+  }
+  (void)n;
+  return pool;
+}
+// A fiber ready to run the kernel from its start (not inlined into the launch loop:
+// getcontext returns twice).
+[[gnu::noinline]] inline void prepare(Fiber& f, uint3 idx) {
+  f.idx = idx;
+  f.done = false;
+  getcontext(&f.ctx);
+  f.ctx.uc_stack.ss_sp = f.stack.data();
+  f.ctx.uc_stack.ss_size = f.stack.size();
+  f.ctx.uc_link = &scheduler;
+  makecontext(&f.ctx, run_fiber, 0);
+}
+}  // namespace emu
+inline void __syncthreads() { swapcontext(&emu::current->ctx, &emu::scheduler); }
+#undef __shared__
+#define __shared__ static
+#define __launch_bounds__(...)
+#define CNNSCALE_BN_EMULATED 1
+namespace cnnscale::nn::cuda::bn::detail {
+namespace {
+inline float* dynamic_shared() { return emu::dynamic_shared_memory; }
+}  // namespace
+}  // namespace cnnscale::nn::cuda::bn::detail
+#include "nn/cuda/batchnorm_nhwc_impl.cuh"  // its #pragma unroll: -Wno-unknown-pragmas (CMakeLists.txt)
+
+#include "nn/rng.hpp"
+#include "util/bf16.hpp"
+
+using namespace cnnscale;
+using nn::cuda::bf16_t;
+namespace bnd = nn::cuda::bn::detail;
+
+namespace {
+
+struct EmuLaunch {
+  static inline int launches = 0, blocks = 0;
+  template <class... P, class... A>
+  static void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared, cudaStream_t /*stream*/,
+                     A&&... args) {
+    const unsigned threads = block.x * block.y * block.z;
+    if (threads == 0 || threads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
+        grid.z > 65535 || shared > 48 * 1024)
+      throw std::logic_error("an impossible launch: grid " + std::to_string(grid.x) + "x" + std::to_string(grid.y) +
+                             "x" + std::to_string(grid.z) + ", block of " + std::to_string(threads) + ", " +
+                             std::to_string(shared) + " B of dynamic shared memory");
+    ++launches;
+    std::vector<float> shm(shared / sizeof(float) + 1);
+    std::vector<emu::Fiber>& pool = emu::fibers(threads);
+    emu::body = [&] { kernel(args...); };
+    gridDim = grid, blockDim = block;
+    for (unsigned bz = 0; bz < grid.z; ++bz)
+      for (unsigned by = 0; by < grid.y; ++by)
+        for (unsigned bx = 0; bx < grid.x; ++bx) {
+          ++blocks;
+          std::fill(shm.begin(), shm.end(), std::numeric_limits<float>::quiet_NaN());
+          emu::dynamic_shared_memory = shm.data();
+          blockIdx = {bx, by, bz};
+          size_t t = 0;
+          for (unsigned tz = 0; tz < block.z; ++tz)
+            for (unsigned ty = 0; ty < block.y; ++ty)
+              for (unsigned tx = 0; tx < block.x; ++tx) emu::prepare(pool[t++], {tx, ty, tz});
+          // Rounds: every live fiber runs to the next barrier or its end.
+          for (bool live = true; live;) {
+            live = false;
+            for (size_t i = 0; i < threads; ++i) {
+              emu::Fiber& f = pool[i];
+              if (f.done) continue;
+              emu::current = &f;
+              threadIdx = f.idx;
+              swapcontext(&emu::scheduler, &f.ctx);
+              live |= !f.done;
+            }
+          }
+        }
+  }
+};
+
+template <class T>
+struct Elem;
+template <>
+struct Elem<float> {
+  static float from(double v) { return static_cast<float>(v); }
+  static double to(float v) { return v; }
+  static constexpr double tol = 1e-4;  // as test_cuda_batchnorm_gpu.cpp
+  static constexpr const char* name = "fp32";
+};
+template <>
+struct Elem<bf16_t> {
+  static bf16_t from(double v) { return __float2bfloat16_rn(static_cast<float>(v)); }
+  static double to(bf16_t v) { return __bfloat162float(v); }
+  static constexpr double tol = 8e-3;
+  static constexpr const char* name = "bf16";
+};
+
+template <class T>
+std::vector<T> random_tensor(size_t count, uint64_t seed, double offset, double scale) {
+  nn::SplitMix64 r(seed);
+  std::vector<T> h(count);
+  for (auto& v : h) v = Elem<T>::from(offset + scale * r.uniform(-1, 1));
+  return h;
+}
+
+template <class T>
+double rel_err(const std::vector<T>& got, const std::vector<double>& want) {
+  double err = 0, scale = 1e-30;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double g = Elem<T>::to(got[i]);
+    err = std::max(err, std::isnan(g) ? std::numeric_limits<double>::infinity() : std::fabs(g - want[i]));
+    scale = std::max(scale, std::fabs(want[i]));
+  }
+  return err / scale;
+}
+double rel_errf(const std::vector<float>& got, const std::vector<double>& want) {
+  double err = 0, scale = 1e-30;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err = std::max(err, std::isnan(got[i]) ? std::numeric_limits<double>::infinity()
+                                           : std::fabs(double(got[i]) - want[i]));
+    scale = std::max(scale, std::fabs(want[i]));
+  }
+  return err / scale;
+}
+
+struct Case {
+  int64_t rows;
+  int c;
+  double offset;
+};
+
+// As test_cuda_batchnorm_gpu.cpp's check_case: training forward and backward against
+// double, twice (bitwise), then evaluation; `misalign` moves every activation one element
+// off its vector alignment (one-element accesses).
+template <class T>
+void check_case(const Case& k, bool relu, bool res, bool accumulate, bool misalign = false) {
+  using E = Elem<T>;
+  SCOPED_TRACE(std::string(E::name) + " rows=" + std::to_string(k.rows) + " c=" + std::to_string(k.c) +
+               " offset=" + std::to_string(k.offset) + (relu ? " relu" : "") + (res ? " +z" : "") +
+               (accumulate ? " accumulate" : "") + (misalign ? " misaligned" : ""));
+  const int64_t R = k.rows;
+  const int C = k.c;
+  const size_t N = static_cast<size_t>(R) * C, off = misalign ? 1 : 0;
+  const double eps = 1e-5, momentum = 0.1;
+  const auto x0 = random_tensor<T>(N, 1 + R + C, k.offset, 2.0), z0 = random_tensor<T>(N, 2 + R, 0.0, 1.0),
+             dy0 = random_tensor<T>(N, 3 + C, 0.0, 1.0), dx0 = random_tensor<T>(N, 4, 0.0, 1.0),
+             dz0 = random_tensor<T>(N, 6, 0.0, 1.0);
+  // 16-byte aligned storage (as cudaMalloc's 256), offset by `off` elements when misaligned.
+  auto buf = [&](const std::vector<T>& init) {
+    std::vector<T> v(N + 16);
+    const size_t skew = (16 - reinterpret_cast<uintptr_t>(v.data()) % 16) % 16 / sizeof(T) + off;
+    std::copy(init.begin(), init.end(), v.begin() + static_cast<std::ptrdiff_t>(skew));
+    return std::make_pair(std::move(v), skew);
+  };
+  auto [xv, xs] = buf(x0);
+  auto [zv, zs] = buf(z0);
+  auto [dyv, dys] = buf(dy0);
+  auto [yv, ys] = buf(std::vector<T>(N, E::from(0)));
+  auto [dxv, dxs] = buf(dx0);
+  auto [dzv, dzs] = buf(dz0);
+  T *x = xv.data() + xs, *z = zv.data() + zs, *dy = dyv.data() + dys, *y = yv.data() + ys, *dx = dxv.data() + dxs,
+    *dz = dzv.data() + dzs;
+  if (!misalign) {
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(x) % 16, 0u);
+  }
+  std::vector<float> gamma(C), beta(C), rm(C), rv(C), sm(C), si(C), dg(C), db(C);
+  nn::SplitMix64 r(7);
+  for (int c = 0; c < C; ++c)
+    gamma[c] = float(r.uniform(0.5, 1.5)), beta[c] = float(r.uniform(-0.5, 0.5)), rm[c] = float(r.uniform(-1, 1)),
+    rv[c] = float(r.uniform(0.5, 2));
+  const std::vector<float> rm0 = rm, rv0 = rv;
+  std::vector<char> ws(bnd::workspace_bytes_impl(R, C, sizeof(T) == 2));
+
+  std::vector<double> mean(C, 0), var(C, 0), invstd(C);
+  for (size_t e = 0; e < N; ++e) mean[e % C] += E::to(x0[e]);
+  for (int c = 0; c < C; ++c) mean[c] /= double(R);
+  for (size_t e = 0; e < N; ++e) var[e % C] += std::pow(E::to(x0[e]) - mean[e % C], 2);
+  for (int c = 0; c < C; ++c) var[c] /= double(R), invstd[c] = 1 / std::sqrt(var[c] + eps);
+  auto forward_ref = [&](const std::vector<double>& m, const std::vector<double>& is) {
+    std::vector<double> out(N);
+    for (size_t e = 0; e < N; ++e) {
+      const int c = static_cast<int>(e % C);
+      const double v = (E::to(x0[e]) - m[c]) * is[c] * gamma[c] + beta[c] + (res ? E::to(z0[e]) : 0.0);
+      out[e] = relu ? std::max(v, 0.0) : v;
+    }
+    return out;
+  };
+  const std::vector<double> y_ref = forward_ref(mean, invstd);
+
+  std::vector<T> first_y, first_dx;
+  for (int run = 0; run < 2; ++run) {
+    rm = rm0, rv = rv0;
+    std::copy(dx0.begin(), dx0.end(), dx), std::copy(dz0.begin(), dz0.end(), dz);
+    const nn::cuda::bn::Stats st{gamma.data(), beta.data(), rm.data(), rv.data()};
+    bnd::forward_train_impl<EmuLaunch, T>(x, res ? z : nullptr, y, R, C, st, momentum, eps, sm.data(), si.data(), relu,
+                                          ws.data(), nullptr);
+    bnd::backward_impl<EmuLaunch, T>(x, relu ? y : nullptr, dy, dx, accumulate, res ? dz : nullptr, accumulate, R, C,
+                                     gamma.data(), sm.data(), si.data(), dg.data(), db.data(), relu, ws.data(), nullptr);
+    std::vector<T> yo(y, y + N), dxo(dx, dx + N), dzo(dz, dz + N);
+    if (run == 1) {
+      EXPECT_EQ(std::memcmp(yo.data(), first_y.data(), N * sizeof(T)), 0) << "forward not reproducible";
+      EXPECT_EQ(std::memcmp(dxo.data(), first_dx.data(), N * sizeof(T)), 0) << "backward not reproducible";
+      break;
+    }
+    first_y = yo, first_dx = dxo;
+    EXPECT_LT(rel_err<T>(yo, y_ref), E::tol) << "y";
+    std::vector<double> rm_ref(C), rv_ref(C);
+    for (int c = 0; c < C; ++c) {
+      rm_ref[c] = (1 - momentum) * rm0[c] + momentum * mean[c];
+      rv_ref[c] = (1 - momentum) * rv0[c] + momentum * var[c] * (R > 1 ? double(R) / (R - 1) : 1.0);
+    }
+    EXPECT_LT(rel_errf(sm, mean), 2e-5) << "saved mean";
+    EXPECT_LT(rel_errf(si, invstd), 2e-5) << "saved 1/std";
+    EXPECT_LT(rel_errf(rm, rm_ref), 2e-5) << "running mean";
+    EXPECT_LT(rel_errf(rv, rv_ref), 2e-5) << "running variance";
+    std::vector<double> g(N), sg(C, 0), sgx(C, 0);
+    for (size_t e = 0; e < N; ++e) {
+      const int c = static_cast<int>(e % C);
+      g[e] = relu && !(E::to(yo[e]) > 0) ? 0.0 : E::to(dy0[e]);
+      sg[c] += g[e];
+      sgx[c] += g[e] * (E::to(x0[e]) - mean[c]) * invstd[c];
+    }
+    std::vector<double> dx_ref(N), dz_ref(N);
+    for (size_t e = 0; e < N; ++e) {
+      const int c = static_cast<int>(e % C);
+      const double xh = (E::to(x0[e]) - mean[c]) * invstd[c];
+      dx_ref[e] = gamma[c] * invstd[c] * (g[e] - sg[c] / R - xh * sgx[c] / R) + (accumulate ? E::to(dx0[e]) : 0.0);
+      dz_ref[e] = g[e] + (accumulate ? E::to(dz0[e]) : 0.0);
+    }
+    EXPECT_LT(rel_errf(db, sg), 1e-5) << "dβ";
+    EXPECT_LT(rel_errf(dg, sgx), 1e-4) << "dγ";
+    EXPECT_LT(rel_err<T>(dxo, dx_ref), E::tol * 2) << "dx";
+    if (res) EXPECT_LT(rel_err<T>(dzo, dz_ref), E::tol) << "dz";
+    else EXPECT_EQ(std::memcmp(dzo.data(), dz0.data(), N * sizeof(T)), 0) << "dz written without a residual";
+  }
+  // Evaluation: the running statistics as updated by the (second) training forward.
+  std::vector<double> em(C), eis(C);
+  for (int c = 0; c < C; ++c) em[c] = rm[c], eis[c] = 1 / std::sqrt(double(rv[c]) + eps);
+  const std::vector<double> ye_ref = forward_ref(em, eis);
+  const std::vector<float> rm_before = rm;
+  bnd::forward_eval_impl<EmuLaunch, T>(x, res ? z : nullptr, y, R, C, {gamma.data(), beta.data(), rm.data(), rv.data()},
+                                       eps, relu, ws.data(), nullptr);
+  EXPECT_LT(rel_err<T>(std::vector<T>(y, y + N), ye_ref), E::tol) << "evaluation y";
+  EXPECT_EQ(rm, rm_before) << "evaluation changed the running mean";
+}
+
+// Channel counts for every access width (64: 16-byte accesses in both types; 12, 6, 5),
+// one row chunk and many (20000 rows: 78 chunks), many channel blocks (2048), a mean of
+// 1000 (the shifted sums), the 3-row minimum case.
+const Case kCases[] = {{1000, 64, 0.0}, {777, 12, 0.5}, {301, 6, -1.0}, {3, 5, 0.0},
+                       {20000, 64, 0.0}, {300, 2048, 0.0}, {2000, 32, 1000.0}};
+
+template <class T>
+void check_all() {
+  for (const Case& k : kCases)
+    for (int f = 0; f < 3; ++f)
+      for (bool acc : {false, true}) check_case<T>(k, f >= 1, f == 2, acc);
+  check_case<T>({1000, 64, 0.0}, true, true, true, true);
+}
+
+}  // namespace
+
+TEST(EmulatedBatchNormNhwc, Bf16AgainstDoubleReference) {
+  check_all<bf16_t>();
+  EXPECT_GT(EmuLaunch::blocks, 0);
+}
+
+TEST(EmulatedBatchNormNhwc, Fp32AgainstDoubleReference) { check_all<float>(); }
+
+// The launch geometry: at most 512 blocks per reduction whatever the shape, enough rows
+// per thread, the same geometry for the same shape (determinism: never the GPU's size).
+TEST(EmulatedBatchNormNhwc, GeometryBounded) {
+  for (const int64_t rows : {int64_t{1}, int64_t{3}, int64_t{6272}, int64_t{401408}, int64_t{1605632}})
+    for (const int c : {1, 5, 64, 256, 2048})
+      for (const int V : {1, 2, 4, 8}) {
+        if (c % V) continue;
+        const auto g = bnd::geometry(rows, c, V);
+        EXPECT_LE(int64_t{g.grid.x} * g.grid.y, 512 + int64_t{g.grid.x}) << rows << " " << c << " " << V;
+        EXPECT_GE(int64_t{g.grid.y} * g.chunk, rows);
+        EXPECT_LT(int64_t{g.grid.y - 1} * g.chunk, rows) << "an empty row chunk";
+        EXPECT_LE(g.block.x * g.block.y, 256u);
+        EXPECT_LE(g.shared_bytes(), 48u * 1024u);
+        const auto h = bnd::geometry(rows, c, V);
+        EXPECT_EQ(h.grid.y, g.grid.y);
+        EXPECT_EQ(h.chunk, g.chunk);
+      }
+}
