@@ -64,6 +64,34 @@ require_gpus() {
   echo "SKIP: needs $1 CUDA device(s) (nvidia-smi lists ${gpus:-0})${2:+; $2}"
   exit 77
 }
+# gpu_plane: how a 2-rank GPU test's ranks sum their gradients here (issue 38), with
+# require semantics: no CUDA device (nvidia-smi lists none) SKIPs (exit 77); else
+#  - 2 or more devices: NCCL, one GPU per rank, as before (GPU_PLANE=nccl,
+#    GPU_BACKEND=nccl, GPU_BACKEND_ARGS=(--backend nccl));
+#  - exactly 1 (or CNNSCALE_TEST_GPU_PLANE=host with more): the host data plane, both
+#    ranks on one GPU, gradients staged through pinned host memory and summed by MPI
+#    (GPU_PLANE=host, GPU_BACKEND=mpi, GPU_BACKEND_ARGS=(--device cuda --backend mpi)):
+#    NCCL refuses two ranks on one GPU.
+# GPU_BACKEND is what the start line and run.json then say ("backend $GPU_BACKEND");
+# GPU_PLANE_NAME words the choice for messages; $gpus is set as require_gpus sets it.
+# Prints a note saying which plane and why.
+# shellcheck disable=SC2034  # the GPU_* variables are for the test that sources this
+gpu_plane() {
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  if [ "${gpus:-0}" -lt 1 ]; then
+    echo "SKIP: needs a CUDA device (nvidia-smi lists ${gpus:-0}): 2 GPUs for NCCL, or 1 shared over the host data plane"
+    exit 77
+  fi
+  if [ "$gpus" -ge 2 ] && [ "${CNNSCALE_TEST_GPU_PLANE:-}" != host ]; then
+    GPU_PLANE=nccl GPU_BACKEND=nccl GPU_BACKEND_ARGS=(--backend nccl)
+    GPU_PLANE_NAME="NCCL, one GPU per rank ($gpus GPUs)"
+  else
+    GPU_PLANE=host GPU_BACKEND=mpi GPU_BACKEND_ARGS=(--device cuda --backend mpi)
+    GPU_PLANE_NAME="the host data plane (--device cuda --backend mpi), ranks sharing one GPU"
+    [ "$gpus" -ge 2 ] && GPU_PLANE_NAME="the host data plane (--device cuda --backend mpi; CNNSCALE_TEST_GPU_PLANE=host)"
+  fi
+  echo "note: $gpus GPU(s): 2-rank runs over $GPU_PLANE_NAME"
+}
 # Running as the unprivileged user nobody (root only; the one place tests change user,
 # tests/tools/closed_checkout.sh checks that). nobody cannot enter a checkout under /root
 # (mode 700) or under any other closed folder, so nothing it runs or reads may live there:

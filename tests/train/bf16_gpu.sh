@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# --precision bf16 on the GPU through `cnnscale train` (issue 18, item 6): resnet20 +
-# AdamW on synthetic 3×32×32 images with --backend nccl, on 1 GPU (1 rank) and, where 2
-# GPUs exist, on 2 (2 ranks, --check-replicas 1). 10 steps, checkpoints every 4,
+# bf16_gpu.sh — --precision bf16 on the GPU through `cnnscale train` (issue 18, item 6;
+# issue 38): resnet20 + AdamW on synthetic 3×32×32 images, 1 rank (--backend nccl) and 2
+# ranks (--check-replicas 1): over NCCL on 2 GPUs where they exist, else over the host
+# data plane on the one GPU (--device cuda --backend mpi: tests/lib.sh gpu_plane; bf16
+# keeps fp32 gradients, so the staged sums are fp32). 10 steps, checkpoints every 4,
 # --cudnn-benchmark off (deterministic algorithm choice run to run).
-#  - the run says bf16 and backend nccl; run.json "precision": "bf16", "tf32": false (no
+#  - the run says bf16 and its backend (nccl, or mpi over the host plane, which it says it
+#    runs); run.json "precision": "bf16", "tf32": false (no
 #    fp32 convolution or matmul is left for TF32); the checkpoint's algorithm record
 #    has math=bf16 problems;
 #  - its first loss is within 2e-2 of the same run in fp32 (--tf32 off; same
@@ -14,22 +17,26 @@
 # SKIP (77) without a CUDA device.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
-require_gpus 1
+gpu_plane
 M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
 N=10 K=4
 LAST=$(printf 'checkpoints/step-%08d.h5' $N) KTH=$(printf 'checkpoints/step-%08d.h5' $K)
-nps=(1)
-if [ "$gpus" -ge 2 ]; then nps=(1 2); else echo "note: 1 GPU: the 2-rank case is left out"; fi
-train() {  # NAME NP RUNDIR PRECISION extra args...
+nps=(1 2)
+train() {  # NAME NP RUNDIR PRECISION extra args...: 1 rank on NCCL, 2 over gpu_plane's choice
   local name=$1 np=$2 dir=$3 prec=$4; shift 4
-  local extra=(); [ "$np" -ge 2 ] && extra=(--check-replicas 1)
-  timeout 600 $M -n "$np" "$CNNSCALE" train --synthetic --backend nccl --model resnet20 --image-size 32 --channels 3 \
+  local extra=() plane=(--backend nccl) be=nccl
+  [ "$np" -ge 2 ] && extra=(--check-replicas 1) plane=("${GPU_BACKEND_ARGS[@]}") be=$GPU_BACKEND
+  timeout 600 $M -n "$np" "$CNNSCALE" train --synthetic "${plane[@]}" --model resnet20 --image-size 32 --channels 3 \
     --classes 10 --optimizer adamw --lr 1e-3 --weight-decay 1e-2 --seed 9 --no-eval --no-tensorboard --log-every 1 \
     --cudnn-benchmark off --batch-size $((32 / np)) --precision "$prec" --run-dir "$dir" "${extra[@]}" "$@" \
     >"$TMP/$name.out" 2>&1
   expect_eq "$name: exit status" 0 "$?"
-  expect_grep "$name: backend nccl" "rank\(s\) on 1 node\(s\), backend nccl" "$TMP/$name.out"
+  expect_grep "$name: backend $be" "$np rank\(s\) on 1 node\(s\), backend $be" "$TMP/$name.out"
   [ "$np" -ge 2 ] && expect_grep "$name: replicas bitwise identical" "replicas identical at all" "$TMP/$name.out"
+  if [ "$np" -ge 2 ] && [ "$GPU_PLANE" = host ]; then
+    expect_grep "$name: the GPU model over the host data plane" 'GPU ranks over the host data plane \(mpi\)' \
+      "$TMP/$name.out"
+  fi
 }
 for np in "${nps[@]}"; do
   c=np$np

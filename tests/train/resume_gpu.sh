@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Bitwise resume on the GPU (issue 18, "Tests that must exist"): the CUDA model with
-# --backend nccl, resnet20 + AdamW (batch norm buffers) and mnist_cnn + SGD momentum
-# (dropout masks from the step-seeded hash), on 1 GPU (1 rank) and, where 2 GPUs exist,
-# on 2 (2 ranks). N = 10 steps, checkpoints every 4.
+# resume_gpu.sh — bitwise resume on the GPU (issue 18, "Tests that must exist"; issue 38):
+# the CUDA model, resnet20 + AdamW (batch norm buffers) and mnist_cnn + SGD momentum
+# (dropout masks from the step-seeded hash), with 1 rank (--backend nccl, 1 GPU) and 2
+# ranks: over NCCL on 2 GPUs where they exist, else over the host data plane on the one
+# GPU (--device cuda --backend mpi: tests/lib.sh gpu_plane). N = 10 steps, checkpoints
+# every 4.
 #  - X: 10 steps straight;
 #  - R: X's step-4 checkpoint copied into a fresh run directory, --resume auto to 10:
 #       bitwise X's step 10 (h5diff of /model and /optimizer);
@@ -15,34 +17,40 @@
 # from the checkpoint, which must make the continuation bitwise X's.
 # The checkpoint's root attribute "tuning" holds the algorithms (one line per distinct
 # convolution and direction); run.json records cudnn_benchmark.
-# Not vacuous: every run says backend nccl, R and Y say where they resumed, and the
-# parameters moved between step 4 and step 10.
+# Not vacuous: every run says its backend (nccl; mpi for the host plane, whose runs also
+# say they share the GPU over it), R and Y say where they resumed, and the parameters
+# moved between step 4 and step 10.
 # SKIP (77) without a CUDA device.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
-require_gpus 1
+gpu_plane
 M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
 N=10 K=4
 LAST=$(printf 'checkpoints/step-%08d.h5' $N) KTH=$(printf 'checkpoints/step-%08d.h5' $K)
 settings=(default)
 if "$CNNSCALE" train --help 2>/dev/null | grep -q -- '--cudnn-benchmark'; then settings=(on off); fi
-nps=(1)
-if [ "$gpus" -ge 2 ]; then nps=(1 2); else echo "note: 1 GPU: the 2-rank cases are left out"; fi
-train() {  # NAME NP RUNDIR extra args...
+nps=(1 2)
+train() {  # NAME NP RUNDIR extra args...: 1 rank on NCCL, 2 over gpu_plane's choice
   local name=$1 np=$2 dir=$3; shift 3
-  timeout 600 $M -n "$np" "$CNNSCALE" train "${COMMON[@]}" --batch-size $((32 / np)) --run-dir "$dir" "$@" \
-    >"$TMP/$name.out" 2>&1
+  local plane=(--backend nccl) be=nccl
+  [ "$np" -ge 2 ] && plane=("${GPU_BACKEND_ARGS[@]}") be=$GPU_BACKEND
+  timeout 600 $M -n "$np" "$CNNSCALE" train "${COMMON[@]}" "${plane[@]}" --batch-size $((32 / np)) --run-dir "$dir" \
+    "$@" >"$TMP/$name.out" 2>&1
   expect_eq "$name: exit status" 0 "$?"
-  expect_grep "$name: backend nccl" "rank\(s\) on 1 node\(s\), backend nccl" "$TMP/$name.out"
+  expect_grep "$name: backend $be" "$np rank\(s\) on 1 node\(s\), backend $be" "$TMP/$name.out"
+  if [ "$np" -ge 2 ] && [ "$GPU_PLANE" = host ]; then
+    expect_grep "$name: the GPU model over the host data plane" 'GPU ranks over the host data plane \(mpi\)' \
+      "$TMP/$name.out"
+  fi
 }
 for bench in "${settings[@]}"; do
   bopt=(); [ "$bench" != default ] && bopt=(--cudnn-benchmark "$bench")
   for np in "${nps[@]}"; do
     for m in resnet20 mnist_cnn; do
       case $m in
-        resnet20) COMMON=(--synthetic --backend nccl --model resnet20 --image-size 32 --channels 3 --classes 10
+        resnet20) COMMON=(--synthetic --model resnet20 --image-size 32 --channels 3 --classes 10
                           --optimizer adamw --lr 1e-3 --weight-decay 1e-2) ;;
-        mnist_cnn) COMMON=(--synthetic --backend nccl --model mnist_cnn --optimizer sgd --lr 0.05 --momentum 0.9
+        mnist_cnn) COMMON=(--synthetic --model mnist_cnn --optimizer sgd --lr 0.05 --momentum 0.9
                            --weight-decay 1e-4) ;;
       esac
       COMMON+=(--seed 9 --no-eval --no-tensorboard --log-every 1 "${bopt[@]}")
