@@ -48,13 +48,11 @@ class StagedCommunicator final : public Communicator {
     if (host_->device_buffers()) throw std::logic_error("staged communicator over a device communicator");
   }
   ~StagedCommunicator() override {
-    // No check here: a destructor must not abort the job (the copier's own destructor
-    // releases its queue). Staging buffers outlive every copy into or out of them.
-    try {
-      copier_->synchronize();
-    } catch (...) {
-    }
-    for (auto& [key, p] : staging_) copier_->free_host(p);
+    // No check here: a destructor must not end the job. Staging buffers outlive every
+    // copy into or out of them.
+    copier_->quiesce();
+    for (auto& [dev, buf] : staging_) copier_->free_host(buf.p);
+    if (ranges_.p) copier_->free_host(ranges_.p);
   }
 
   Backend backend() const override { return host_->backend(); }
@@ -72,14 +70,22 @@ class StagedCommunicator final : public Communicator {
   }
   void allreduce_sum(void* buf, size_t count, DType t) override { allreduce_sum_async(buf, count, t)->wait(); }
 
+  // A transient staging buffer, freed once its copy back is done (the parameter broadcast:
+  // once per run, the whole model).
   void broadcast(void* buf, size_t bytes, int root) override {
-    void* h = staging(buf, bytes);
-    if (rank() == root) {
-      copier_->to_host(h, buf, bytes);
+    void* h = copier_->alloc_host(bytes == 0 ? 1 : bytes);
+    try {
+      if (rank() == root) copier_->to_host(h, buf, bytes);
       copier_->mark()->wait();
+      host_->broadcast(h, bytes, root);
+      if (rank() != root) copier_->to_device(buf, h, bytes);
+      copier_->mark()->wait();
+    } catch (...) {
+      copier_->quiesce();
+      copier_->free_host(h);
+      throw;
     }
-    host_->broadcast(h, bytes, root);
-    if (rank() != root) copier_->to_device(buf, h, bytes);
+    copier_->free_host(h);
   }
 
   // The ranges packed into one host message (one broadcast), as the host transports do.
@@ -88,14 +94,19 @@ class StagedCommunicator final : public Communicator {
     for (auto [b, e] : float_ranges) total += e - b;
     if (total == 0) return;
     float* f = static_cast<float*>(base);
-    // Keyed by the end of the buffer (not its start, which a whole-buffer broadcast of
-    // the same base may use with another size).
-    auto* packed = static_cast<float*>(staging(f + float_ranges.back().second, total * sizeof(float)));
+    // Its own staging buffer (the batch-norm buffers: the same ranges every step), grown
+    // only when a call needs more.
+    if (ranges_.bytes < total * sizeof(float)) {
+      copier_->mark()->wait();  // no copy of the old one in flight
+      if (ranges_.p) copier_->free_host(ranges_.p);
+      ranges_ = {copier_->alloc_host(total * sizeof(float)), total * sizeof(float)};
+    }
+    auto* packed = static_cast<float*>(ranges_.p);
     if (rank() == root) {
       size_t off = 0;
       for (auto [b, e] : float_ranges) copier_->to_host(packed + off, f + b, (e - b) * sizeof(float)), off += e - b;
-      copier_->mark()->wait();
     }
+    copier_->mark()->wait();  // root: the ranges are here; others: the last call's copies back are done
     host_->broadcast(packed, total * sizeof(float), root);
     if (rank() == root) return;
     size_t off = 0;
@@ -111,21 +122,30 @@ class StagedCommunicator final : public Communicator {
   Communicator& host() { return *host_; }
 
  private:
-  // The pinned host buffer of (device buffer, bytes), made on first use and kept: a
-  // step's buckets are the same every step. Reuse is safe in queue order: a buffer's
-  // copy back is enqueued before the next copy into it.
+  // The pinned host buffer of a sum's device buffer, made on first use and kept (a step's
+  // buckets are the same every step); replaced when the same device buffer comes with
+  // another size (the allreduce benchmark's sweep), after the queue has passed every copy
+  // of the old one. Reuse is safe in queue order: a buffer's copy back is enqueued before
+  // the next copy into it, and the host writes it (the sum) only after that copy's mark.
+  struct HostBuf {
+    void* p = nullptr;
+    size_t bytes = 0;
+  };
   void* staging(const void* dev, size_t bytes) {
-    auto key = std::make_pair(dev, bytes);
-    auto it = staging_.find(key);
-    if (it != staging_.end()) return it->second;
-    void* p = copier_->alloc_host(bytes == 0 ? 1 : bytes);
-    staging_.emplace(key, p);
-    return p;
+    HostBuf& b = staging_[dev];
+    if (b.p && b.bytes == bytes) return b.p;
+    if (b.p) {
+      copier_->mark()->wait();
+      copier_->free_host(b.p);
+    }
+    b = {copier_->alloc_host(bytes == 0 ? 1 : bytes), bytes};
+    return b.p;
   }
 
   std::unique_ptr<Communicator> host_;
   std::unique_ptr<DeviceCopier> copier_;
-  std::map<std::pair<const void*, size_t>, void*> staging_;
+  std::map<const void*, HostBuf> staging_;  // per sum's device buffer
+  HostBuf ranges_;                          // broadcast_ranges' packed message
 };
 
 void StagedPending::wait() {
@@ -138,24 +158,54 @@ void StagedPending::wait() {
   done_ = true;
 }
 
+// memcpy as the device side: at once, or deferred to the waits (see the header).
 class HostCopier final : public DeviceCopier {
  public:
+  explicit HostCopier(bool deferred) : deferred_(deferred) {}
   void* stream() const override { return const_cast<HostCopier*>(this); }
   void* alloc_host(size_t bytes) override {
     void* p = std::malloc(bytes);
     if (!p) throw std::bad_alloc();
+    std::memset(p, 0xff, bytes);  // NaN floats: a read before the copy shows
     return p;
   }
   void free_host(void* p) override { std::free(p); }
-  void to_host(void* host, const void* device, size_t bytes) override { std::memmove(host, device, bytes); }
-  void to_device(void* device, const void* host, size_t bytes) override { std::memmove(device, host, bytes); }
+  void to_host(void* host, const void* device, size_t bytes) override { enqueue(host, device, bytes); }
+  void to_device(void* device, const void* host, size_t bytes) override { enqueue(device, host, bytes); }
   std::unique_ptr<Mark> mark() override {
-    struct Done final : Mark {
-      void wait() override {}
+    class Upto final : public Mark {
+     public:
+      Upto(HostCopier& c, size_t n) : c_(c), n_(n) {}
+      void wait() override { c_.run(n_); }
+
+     private:
+      HostCopier& c_;
+      size_t n_;
     };
-    return std::make_unique<Done>();
+    return std::make_unique<Upto>(*this, done_ + queue_.size());
   }
-  void synchronize() override {}
+  void synchronize() override { run(done_ + queue_.size()); }
+  void quiesce() noexcept override { run(done_ + queue_.size()); }
+
+ private:
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  void enqueue(void* dst, const void* src, size_t bytes) {
+    if (!deferred_) return static_cast<void>(std::memmove(dst, src, bytes));
+    queue_.push_back({dst, src, bytes});
+  }
+  void run(size_t upto) noexcept {  // the copies up to the upto-th ever enqueued, in order
+    size_t i = 0;
+    for (; i < queue_.size() && done_ + i < upto; ++i) std::memmove(queue_[i].dst, queue_[i].src, queue_[i].bytes);
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(i));
+    done_ += i;
+  }
+  bool deferred_;
+  std::vector<Copy> queue_;
+  size_t done_ = 0;  // copies run so far
 };
 
 }  // namespace
@@ -165,6 +215,6 @@ std::unique_ptr<Communicator> make_staged_communicator(std::unique_ptr<Communica
   return std::make_unique<StagedCommunicator>(std::move(host), std::move(copier));
 }
 
-std::unique_ptr<DeviceCopier> make_host_copier() { return std::make_unique<HostCopier>(); }
+std::unique_ptr<DeviceCopier> make_host_copier(bool deferred) { return std::make_unique<HostCopier>(deferred); }
 
 }  // namespace cnnscale

@@ -16,7 +16,11 @@
 //   device goes on with backward, and a later bucket's copy overlaps an earlier bucket's
 //   host sum.
 // - allreduce_sum, broadcast and broadcast_ranges return with the result on the device
-//   queue (enqueued); a staging buffer is reused only after its copy back, in queue order.
+//   queue (enqueued). A staging buffer is written by the host only after the queue has
+//   passed every copy out of it (a mark waited for first), and by the queue only after its
+//   earlier copies, in queue order. Staging: one pinned buffer per gradient bucket (the
+//   same every step), one for the buffer broadcasts, a transient one per broadcast()
+//   (freed once its copy back is done: the parameter broadcast happens once).
 // - The device side is a DeviceCopier: CUDA in a CUDA build (comm/cuda/staged_copier.cpp,
 //   polling events, never blocking inside CUDA), or plain memcpy (make_host_copier), with
 //   which the whole staging logic is tested on machines without a GPU
@@ -48,6 +52,8 @@ class DeviceCopier {
   };
   virtual std::unique_ptr<Mark> mark() = 0;
   virtual void synchronize() = 0;  // the queue is idle
+  // The same without error checks, for destructors (a destructor must not end the job).
+  virtual void quiesce() noexcept = 0;
 };
 
 // host: the transport (MPI, Gloo); copier: the device side. Throws std::logic_error
@@ -56,10 +62,14 @@ std::unique_ptr<Communicator> make_staged_communicator(std::unique_ptr<Communica
                                                        std::unique_ptr<DeviceCopier> copier);
 
 // CUDA device `device`: a non-blocking copy stream of its own, cudaMallocHost, events
-// polled (comm/cuda/staged_copier.cpp). A build without CUDA: UserError.
-std::unique_ptr<DeviceCopier> make_cuda_copier(int device);
+// polled (comm/cuda/staged_copier.cpp). sharing: the local ranks on that GPU; more than
+// one on a GPU in exclusive-process compute mode is a UserError naming the fix. A build
+// without CUDA: UserError.
+std::unique_ptr<DeviceCopier> make_cuda_copier(int device, int sharing = 1);
 
-// "Device" memory that is host memory, copies that are memcpy (tests without a GPU).
-std::unique_ptr<DeviceCopier> make_host_copier();
+// "Device" memory that is host memory, copies that are memcpy (tests without a GPU):
+// done at once, or, deferred, only when a mark is waited for or the queue synchronised (a
+// copy's effect then shows only where the contract says it may be relied on).
+std::unique_ptr<DeviceCopier> make_host_copier(bool deferred = false);
 
 }  // namespace cnnscale

@@ -65,7 +65,7 @@ void stage_on_gpus(World& w) {
              (most > 1 ? "; up to " + std::to_string(most) + " ranks share one GPU (each its own CUDA context and stream)"
                        : std::string()) +
              " (docs/gpu.md, \"GPU ranks over a host data plane\"; not yet run on a GPU)");
-  w.comm = make_staged_communicator(std::move(w.comm), make_cuda_copier(w.ctx.device));
+  w.comm = make_staged_communicator(std::move(w.comm), make_cuda_copier(w.ctx.device, w.ctx.gpu_sharing));
 }
 
 }  // namespace

@@ -219,8 +219,8 @@ void Trainer::setup() {
            "(backend ",
            backend_name(comm_.backend()),
            "); drop --sync-bn (each GPU then normalises with its own "
-           "batch and the running statistics follow rank 0's, as DDP's default), or pass --device cpu to train on "
-           "the CPUs");
+           "batch and the running statistics follow rank 0's, as DDP's default), or train on the CPUs with --device "
+           "cpu (and --backend auto, mpi or gloo)");
     // Blocking sums on the control plane: a communicator of their own, so they never
     // interleave with the gradient buckets in flight on the data plane.
     sctx_.sum_across_ranks = [this](double* v, size_t n) {
@@ -1257,7 +1257,13 @@ nlohmann::json Trainer::run_record(const Timings& tm, int64_t steps_run) const {
                 {"cuda_graph", tm.gpu->cuda_graph},
                 {"peak_memory_gib", tm.gpu->peak_memory_gib},
                 {"device_used_gib", tm.gpu->device_used_gib >= 0 ? nlohmann::json(tm.gpu->device_used_gib)
-                                                                 : nlohmann::json(nullptr)}};
+                                                                 : nlohmann::json(nullptr)},
+                // How the gradients travel between GPU ranks: "device" (NCCL, on the GPUs) or "host"
+                // (--device cuda over MPI/Gloo, staged through pinned host memory), and how many
+                // local ranks share rank 0's GPU (> 1 only over the host plane): a scaling study
+                // must not read 2 ranks on one GPU as 2 GPUs.
+                {"data_plane", comm_.sums_on_stream() ? "device" : "host"},
+                {"ranks_per_gpu", ctx_.gpu_sharing}};
   return j;
 }
 

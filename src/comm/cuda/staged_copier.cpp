@@ -11,6 +11,7 @@
 
 #include "comm/staged_communicator.hpp"
 #include "util/cuda/check.hpp"
+#include "util/error.hpp"
 
 namespace cnnscale {
 namespace {
@@ -27,7 +28,14 @@ void poll(cudaEvent_t ev) {
 
 class CudaCopier final : public DeviceCopier {
  public:
-  explicit CudaCopier(int device) : device_(device) {
+  CudaCopier(int device, int sharing) : device_(device) {
+    int mode = cudaComputeModeDefault;
+    cudaCheck(cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, device_));
+    if (sharing > 1 && (mode == cudaComputeModeExclusiveProcess || mode == cudaComputeModeProhibited))
+      fail("GPU ", device_, " is in ", mode == cudaComputeModeProhibited ? "prohibited" : "exclusive-process",
+           " compute mode, so the ", sharing,
+           " ranks given it cannot share it: run one rank per GPU, ask for the default compute mode or MPS (Slurm: "
+           "--gpu-mode or the site's MPS option; nvidia-smi -c DEFAULT as root), or start fewer ranks");
     cudaCheck(cudaSetDevice(device_));
     cudaCheck(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
@@ -66,6 +74,10 @@ class CudaCopier final : public DeviceCopier {
     return std::make_unique<Event>(stream_);
   }
   void synchronize() override { mark()->wait(); }
+  void quiesce() noexcept override {
+    cudaSetDevice(device_);
+    cudaStreamSynchronize(stream_);
+  }
 
  private:
   int device_;
@@ -74,6 +86,8 @@ class CudaCopier final : public DeviceCopier {
 
 }  // namespace
 
-std::unique_ptr<DeviceCopier> make_cuda_copier(int device) { return std::make_unique<CudaCopier>(device); }
+std::unique_ptr<DeviceCopier> make_cuda_copier(int device, int sharing) {
+  return std::make_unique<CudaCopier>(device, sharing);
+}
 
 }  // namespace cnnscale

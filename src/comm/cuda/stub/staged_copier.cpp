@@ -5,7 +5,7 @@
 
 namespace cnnscale {
 
-std::unique_ptr<DeviceCopier> make_cuda_copier(int /*device*/) {
+std::unique_ptr<DeviceCopier> make_cuda_copier(int /*device*/, int /*sharing*/) {
   fail("--device cuda: this cnnscale was built without CUDA (-DCNNSCALE_CUDA=OFF or no toolkit found); use --device "
        "cpu or rebuild with the CUDA toolkit");
 }
