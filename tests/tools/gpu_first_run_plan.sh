@@ -9,7 +9,7 @@
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 S=$CNNSCALE_SOURCE/bench/gpu-first-run.sh
 plan() { env -u CNNSCALE_KIT -u CNNSCALE_FIRST_RUN_VARIANTS bash "$S" --plan "$@"; }
-col() { awk -v n="$2" -v c="$3" '$1 == n {print $c}' "$1"; }  # FILE CHECK COLUMN
+column_of() { awk -v n="$2" -v c="$3" '$1 == n {print $c}' "$1"; }  # FILE CHECK COLUMN
 
 plan >"$TMP/plan.out" 2>&1
 expect_eq "--plan exit status" 0 "$?"
@@ -26,7 +26,7 @@ expect_eq "the expected total before the sanitizer leaves the sanitizer its 150 
 expect_eq "the sanitizer gets the rest of the budget (at least its own 150 s)" 1 "$([ "${san:-0}" -ge 150 ] && echo 1)"
 expect_eq "before + sanitizer = the budget" 540 "$((${before:-0} + ${san:-0}))"
 expect_eq "the header comment states the same total" 1 "$(grep -c "^#   = ${before:-x} s before the sanitizer" "$S")"
-expect_eq "the sanitizer's limit in its row" "${san:-x}" "$(col "$TMP/plan.out" test.sanitizer_gpu 2)"
+expect_eq "the sanitizer's limit in its row" "${san:-x}" "$(column_of "$TMP/plan.out" test.sanitizer_gpu 2)"
 # Every limit covers its expected time; a PyTorch precision is one process of its own.
 expect_eq "every limit at least its expected time" "" \
   "$(awk 'NR > 1 && $1 ~ /^(bench|profile)\./ && $2 + 0 < $3 + 0 {print $1}' "$TMP/plan.out")"
@@ -46,10 +46,10 @@ expect_grep "JPEG input: trained with augmentation and bf16own's switches" \
 
 # --steps: the limits follow the work (ResNet-50 bf16: 2 × (8 + steps × 0.528 s) + 30).
 plan --steps 80 >"$TMP/plan80.out" 2>&1
-expect_eq "--steps 80: bf16's limit" $((2 * (8 + 80 * 528 / 1000) + 30)) "$(col "$TMP/plan80.out" bench.resnet50.bf16 2)"
-expect_eq "--steps 40: bf16's limit" $((2 * (8 + 40 * 528 / 1000) + 30)) "$(col "$TMP/plan.out" bench.resnet50.bf16 2)"
+expect_eq "--steps 80: bf16's limit" $((2 * (8 + 80 * 528 / 1000) + 30)) "$(column_of "$TMP/plan80.out" bench.resnet50.bf16 2)"
+expect_eq "--steps 40: bf16's limit" $((2 * (8 + 40 * 528 / 1000) + 30)) "$(column_of "$TMP/plan.out" bench.resnet50.bf16 2)"
 expect_eq "--steps 80: PyTorch's limits grow" 1 \
-  "$([ "$(col "$TMP/plan80.out" bench.pytorch.fp32 2)" -gt "$(col "$TMP/plan.out" bench.pytorch.fp32 2)" ] && echo 1)"
+  "$([ "$(column_of "$TMP/plan80.out" bench.pytorch.fp32 2)" -gt "$(column_of "$TMP/plan.out" bench.pytorch.fp32 2)" ] && echo 1)"
 
 # Added variants: --variant and the environment, each benchmarked and profiled with its switches.
 plan --variant 'resnet50.bf16big:CNNSCALE_GPU_BN=own:--precision bf16 --batch-size 256' >"$TMP/own.out" 2>&1
