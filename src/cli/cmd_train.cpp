@@ -127,7 +127,8 @@ int cmd_train(int argc, char** argv) {
       "every N steps verify that all ranks hold bitwise-identical parameters (0: off)")(
       "sync-bn", po::bool_switch(&o.sync_bn),
       "batch-norm statistics over the global batch, as torch.nn.SyncBatchNorm: one small sum over ranks per BN "
-      "layer in forward and one in backward (CPU model only; an error with the NCCL backend). Without it each rank "
+      "layer in forward and one in backward (the CPU model; on GPUs only with CNNSCALE_GPU_BN=own, not yet run on "
+      "a GPU: docs/gpu.md). Without it each rank "
       "normalises with its own batch and "
       "the running statistics follow rank 0's, as DDP's broadcast_buffers=True");
   po::options_description out("Output, checkpoints and faults");

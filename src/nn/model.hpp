@@ -189,6 +189,10 @@ class Model {
   // True when param_data()/grad_data() are CUDA device pointers (the GPU model,
   // nn/cuda_model.hpp); the CPU model's buffers are host memory.
   virtual bool on_device() const { return false; }
+  // Batch norm over the global batch (StepContext::sum_across_ranks, --sync-bn) at this
+  // precision: the host model always; the GPU model with its own NHWC batch norm
+  // (CNNSCALE_GPU_BN=own on the activation store; nn/cuda/batchnorm_nhwc.hpp).
+  virtual bool supports_sync_bn(Precision /*precision*/) const { return !on_device(); }
 
   // The device queue the model enqueues its work on (the GPU model's cudaStream_t), or
   // nullptr. Work that others enqueue on it (the CUDA optimizer) is ordered with the

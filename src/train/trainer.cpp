@@ -214,11 +214,12 @@ void Trainer::setup() {
   }
   if (opt_.sync_bn) {
     // The same on every rank (the backend is agreed), so every rank fails alike.
-    if (model_->on_device())
-      fail("--sync-bn: batch norm across ranks is implemented for the CPU model only, and this run trains on GPUs "
-           "(backend ",
+    if (!model_->supports_sync_bn(opt_.precision))
+      fail("--sync-bn: batch norm across ranks runs on the GPU only in cnnscale's own NHWC batch norm "
+           "(CNNSCALE_GPU_BN=own, with --precision bf16, or TF32 with CNNSCALE_GPU_NHWC_STORE=1; not yet run on a "
+           "GPU: docs/gpu.md), and this run (backend ",
            backend_name(comm_.backend()),
-           "); drop --sync-bn (each GPU then normalises with its own "
+           ") would normalise with cuDNN; set those, drop --sync-bn (each GPU then normalises with its own "
            "batch and the running statistics follow rank 0's, as DDP's default), or train on the CPUs with --device "
            "cpu (and --backend auto, mpi or gloo)");
     // Blocking sums on the control plane: a communicator of their own, so they never

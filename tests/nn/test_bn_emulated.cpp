@@ -342,3 +342,80 @@ TEST(EmulatedBatchNormNhwc, GeometryBounded) {
         EXPECT_EQ(h.chunk, g.chunk);
       }
 }
+
+// --sync-bn: a batch split over two "ranks" (two halves of its rows, each its own passes,
+// the per-channel sums added on the host as ControlComm would) gives the one-batch result:
+// outputs, saved statistics, running statistics, dx and dz; each half's dγ, dβ its own
+// share (their sum the whole batch's). Fused ReLU and residual, bf16 and fp32.
+template <class T>
+void check_sync(int64_t R1, int64_t R2, int C) {
+  using E = Elem<T>;
+  SCOPED_TRACE(std::string(E::name) + " rows " + std::to_string(R1) + "+" + std::to_string(R2) + " c=" +
+               std::to_string(C));
+  const int64_t R = R1 + R2;
+  const size_t N = static_cast<size_t>(R) * C, N1 = static_cast<size_t>(R1) * C;
+  auto x = random_tensor<T>(N, 11, 0.3, 2.0), z = random_tensor<T>(N, 12, 0, 1), dy = random_tensor<T>(N, 13, 0, 1);
+  std::vector<float> gamma(C, 1.25f), beta(C, -0.1f);
+  // One batch.
+  std::vector<T> y(N), dx(N), dz(N);
+  std::vector<float> rm(C, 0.f), rv(C, 1.f), sm(C), si(C), dg(C), db(C);
+  std::vector<char> ws(bnd::workspace_bytes_impl(R, C, sizeof(T) == 2));
+  bnd::forward_train_impl<EmuLaunch, T>(x.data(), z.data(), y.data(), R, C, {gamma.data(), beta.data(), rm.data(),
+                                        rv.data()}, 0.1, 1e-5, sm.data(), si.data(), true, ws.data(), nullptr);
+  bnd::backward_impl<EmuLaunch, T>(x.data(), y.data(), dy.data(), dx.data(), false, dz.data(), false, R, C,
+                                   gamma.data(), sm.data(), si.data(), dg.data(), db.data(), true, ws.data(), nullptr);
+  // Two halves.
+  std::vector<T> y2(N), dx2(N), dz2(N);
+  std::vector<float> rm2(C, 0.f), rv2(C, 1.f), sm2(C), si2(C), dg_a(C), db_a(C), dg_b(C), db_b(C);
+  std::vector<double> sa(2 * static_cast<size_t>(C)), sb(sa.size()), sum(sa.size());
+  const size_t off[2] = {0, N1};
+  const int64_t rows[2] = {R1, R2};
+  for (int h = 0; h < 2; ++h)
+    bnd::forward_local_sums_impl<EmuLaunch, T>(x.data() + off[h], rows[h], C, ws.data(), h ? sb.data() : sa.data(),
+                                               nullptr);
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] = sa[i] + sb[i];
+  for (int h = 0; h < 2; ++h) {
+    std::vector<float> rmh(C, 0.f), rvh(C, 1.f);  // each rank updates its own copy alike
+    bnd::forward_global_impl<EmuLaunch, T>(x.data() + off[h], z.data() + off[h], y2.data() + off[h], rows[h], C,
+                                           sum.data(), double(R), {gamma.data(), beta.data(), rmh.data(), rvh.data()},
+                                           0.1, 1e-5, sm2.data(), si2.data(), true, ws.data(), nullptr);
+    rm2 = rmh, rv2 = rvh;
+  }
+  std::vector<double> la(sa.size()), lb(sa.size()), gsum(sa.size());
+  for (int h = 0; h < 2; ++h)
+    bnd::backward_local_sums_impl<EmuLaunch, T>(x.data() + off[h], y2.data() + off[h], dy.data() + off[h],
+                                                dz2.data() + off[h], false, rows[h], C, sm2.data(), true, ws.data(),
+                                                h ? lb.data() : la.data(), nullptr);
+  for (size_t i = 0; i < gsum.size(); ++i) gsum[i] = la[i] + lb[i];
+  for (int h = 0; h < 2; ++h)
+    bnd::backward_global_impl<EmuLaunch, T>(x.data() + off[h], y2.data() + off[h], dy.data() + off[h],
+                                            dx2.data() + off[h], false, rows[h], C, gamma.data(), sm2.data(),
+                                            si2.data(), h ? lb.data() : la.data(), gsum.data(), double(R),
+                                            h ? dg_b.data() : dg_a.data(), h ? db_b.data() : db_a.data(), true,
+                                            ws.data(), nullptr);
+  auto as_double = [](const std::vector<T>& v) {
+    std::vector<double> d(v.size());
+    for (size_t i = 0; i < v.size(); ++i) d[i] = Elem<T>::to(v[i]);
+    return d;
+  };
+  auto f2d = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+  EXPECT_LT(rel_err<T>(y2, as_double(y)), E::tol) << "y";
+  EXPECT_LT(rel_errf(sm2, f2d(sm)), 1e-5) << "saved mean";
+  EXPECT_LT(rel_errf(si2, f2d(si)), 1e-5) << "saved 1/std";
+  EXPECT_LT(rel_errf(rm2, f2d(rm)), 1e-5) << "running mean";
+  EXPECT_LT(rel_errf(rv2, f2d(rv)), 1e-5) << "running variance (unbiased over the global batch)";
+  EXPECT_LT(rel_err<T>(dx2, as_double(dx)), 2 * E::tol) << "dx";
+  EXPECT_LT(rel_err<T>(dz2, as_double(dz)), E::tol) << "dz";
+  std::vector<float> dgs(C), dbs(C);
+  for (int c = 0; c < C; ++c) dgs[c] = dg_a[c] + dg_b[c], dbs[c] = db_a[c] + db_b[c];
+  EXPECT_LT(rel_errf(dgs, f2d(dg)), 1e-4) << "dγ of the halves summed";
+  EXPECT_LT(rel_errf(dbs, f2d(db)), 1e-5) << "dβ of the halves summed";
+  EXPECT_GT(rel_errf(dg_a, f2d(dg)), 1e-3) << "a half's dγ is its own share, not the whole batch's";
+}
+
+TEST(EmulatedBatchNormNhwc, SyncOverTwoRanksEqualsOneBatch) {
+  check_sync<float>(700, 300, 64);
+  check_sync<float>(5, 4, 6);
+  check_sync<bf16_t>(700, 300, 64);
+  check_sync<bf16_t>(300, 301, 12);
+}

@@ -31,6 +31,11 @@
 #    of hp's step N; on 1 GPU rank mnist_cnn ends within 1e-5 of hp's step N (another
 #    world size, the same global batch: docs/checkpoints.md), resnet20 (other batch-norm
 #    populations) trains on with finite losses and moves its parameters.
+#  - --sync-bn over the 2 GPU ranks (our batch norm, CNNSCALE_GPU_BN=own, bf16; its sums on
+#    the host): resnet20 2 × 16 vs 1 GPU rank × 32 with the same batch norm, every loss
+#    within relative 3e-2 (bf16: per-layer rounding, and cuDNN's algorithms for 16 and 32
+#    images differ) and the running statistics within 3e-2; --sync-bn with cuDNN's batch
+#    norm is refused naming CNNSCALE_GPU_BN=own.
 # With several GPUs visible the runs are kept to the first one (CUDA_VISIBLE_DEVICES).
 # SKIP (77) without a CUDA device. NOT YET RUN ON A GPU.
 set -u
@@ -133,6 +138,24 @@ for m in mnist_cnn resnet20; do
     expect_grep "$m: resumed on 1 GPU rank: the parameters moved from step $K" 'identical 0' "$TMP/$m.g1moved"
   fi
 done
+# --sync-bn over GPU ranks (issue 38): statistics of the global batch.
+COMMON=(--synthetic --synthetic-samples 512 --model resnet20 --seed 11 --optimizer sgd --lr 0.05 --momentum 0.9
+  --weight-decay 1e-4 --precision bf16 --cudnn-benchmark off --no-eval --no-tensorboard --log-every 1)
+timeout 300 $M -n 2 "$CNNSCALE" train "${COMMON[@]}" --device cuda --backend mpi --batch-size 16 --max-steps 1 \
+  --sync-bn --run-dir "$TMP/sync.refused" >"$TMP/sync.refused.out" 2>&1
+expect_eq "--sync-bn with cuDNN's batch norm: status 2" 2 "$?"
+expect_grep "--sync-bn with cuDNN's batch norm: names CNNSCALE_GPU_BN=own" \
+  "cnnscale: error: --sync-bn: .*CNNSCALE_GPU_BN=own" "$TMP/sync.refused.out"
+export CNNSCALE_GPU_BN=own
+run sync.hp 2 hp --max-steps $N --checkpoint-every $N --sync-bn
+run sync.g1 1 g1 --max-steps $N --checkpoint-every $N
+unset CNNSCALE_GPU_BN
+expect_grep "sync.hp: run.json gpu bn own" '"bn": *"own"' "$TMP/sync.hp/run.json"
+expect_grep "sync.hp: replicas bitwise identical" "replicas identical at all $N check" "$TMP/sync.hp.out"
+cmp_losses "--sync-bn: 2 GPU ranks x 16 vs 1 GPU rank x 32, every loss within 3e-2" sync.hp sync.g1 3e-2
+expect_ckpt_close "--sync-bn: 2 x 16 vs 1 x 32, parameters and running statistics" "$TMP/sync.g1/$LAST" \
+  "$TMP/sync.hp/$LAST" 3e-2
+echo "ckpt_diff sync g1 hp: $CKPT_DIFF_OUT"
 if [ "$_fail" -gt 0 ]; then
   cat "$TMP"/cmp.* 2>/dev/null
   for f in "$TMP"/*.out; do echo "    --- $f"; tail -8 "$f" | sed 's/^/    | /'; done

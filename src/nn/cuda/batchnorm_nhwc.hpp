@@ -75,4 +75,30 @@ void backward(const T* x, const T* y, const T* dy, T* dx, bool dx_accumulate, T*
               int c, const float* gamma, const float* save_mean, const float* save_invstd, float* dgamma, float* dbeta,
               bool relu, void* workspace, cudaStream_t s);
 
+// --sync-bn (torch.nn.SyncBatchNorm): the passes above split where the per-channel sums
+// are summed over ranks by the caller (on the host, StepContext::sum_across_ranks), as the
+// CPU model's SyncBatchNorm does. sums / local / global: 2c doubles on the device.
+//   forward:  forward_local_sums → sums = [Σx | Σx²] of this rank's rows (double; from the
+//             shifted fp32 sums) → the caller sums them over ranks, n = the global count →
+//             forward_global: mean and biased variance of the global batch (Σx²/n − mean²,
+//             in double, as the CPU model), running statistics with n/(n−1), the apply.
+//   backward: backward_local_sums → local = [Σg | Σg·(x − mean)] of this rank's rows (dz
+//             written when fused) → the caller sums a copy over ranks (global) →
+//             backward_global: dγ, dβ from the local sums (the parameter gradients, which
+//             the gradient buckets then sum), dx from the global sums over n.
+template <class T>
+void forward_local_sums(const T* x, int64_t rows, int c, void* workspace, double* sums, cudaStream_t s);
+template <class T>
+void forward_global(const T* x, const T* z, T* y, int64_t rows, int c, const double* sums, double n, const Stats& st,
+                    double momentum, double eps, float* save_mean, float* save_invstd, bool relu, void* workspace,
+                    cudaStream_t s);
+template <class T>
+void backward_local_sums(const T* x, const T* y, const T* dy, T* dz, bool dz_accumulate, int64_t rows, int c,
+                         const float* save_mean, bool relu, void* workspace, double* local, cudaStream_t s);
+template <class T>
+void backward_global(const T* x, const T* y, const T* dy, T* dx, bool dx_accumulate, int64_t rows, int c,
+                     const float* gamma, const float* save_mean, const float* save_invstd, const double* local,
+                     const double* global, double n, float* dgamma, float* dbeta, bool relu, void* workspace,
+                     cudaStream_t s);
+
 }  // namespace cnnscale::nn::cuda::bn

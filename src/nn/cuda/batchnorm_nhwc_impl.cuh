@@ -239,6 +239,61 @@ __global__ void forward_finalize_kernel(const T* x, const float* part, int chunk
   coef[2 * c + ch] = st.beta[ch];
 }
 
+// --sync-bn: this rank's Σx and Σx² per channel in double (the shifted sums unshifted:
+// Σx = s1 + n·k, Σx² = s2 + 2k·s1 + n·k²) into sums[0..2c).
+template <class T>
+__global__ void local_sums_kernel(const T* x, const float* part, int chunks, int64_t rows, int c, double* sums) {
+  double s1, s2;
+  if (!chunk_totals(part, chunks, c, s1, s2)) return;
+  const int ch = blockIdx.x * kFinalChannels + threadIdx.x;
+  const double n = double(rows), k = double(widen(x[ch]));
+  sums[ch] = s1 + n * k;
+  sums[c + ch] = s2 + 2 * k * s1 + n * k * k;
+}
+
+// The backward's per-block sums (Σg, Σg·(x − mean)) totalled in double into sums[0..2c).
+__global__ void plain_sums_kernel(const float* part, int chunks, int c, double* sums) {
+  double s1, s2;
+  if (!chunk_totals(part, chunks, c, s1, s2)) return;
+  const int ch = blockIdx.x * kFinalChannels + threadIdx.x;
+  sums[ch] = s1, sums[c + ch] = s2;
+}
+
+// --sync-bn forward: mean and biased variance from the global Σx, Σx² over n samples (as
+// the CPU model's SyncBatchNorm), then as forward_finalize_kernel.
+__global__ void global_finalize_kernel(const double* sums, double n, int c, Stats st, double momentum, double eps,
+                                       float* save_mean, float* save_invstd, float* coef) {
+  const int ch = blockIdx.x * blockDim.x + threadIdx.x;
+  if (ch >= c) return;
+  const double mean = sums[ch] / n;
+  double var = sums[c + ch] / n - mean * mean;
+  if (var < 0) var = 0;
+  const double invstd = 1.0 / sqrt(var + eps), unbiased = n > 1 ? var * n / (n - 1) : var;
+  save_mean[ch] = float(mean);
+  save_invstd[ch] = float(invstd);
+  st.running_mean[ch] = float((1 - momentum) * st.running_mean[ch] + momentum * mean);
+  st.running_var[ch] = float((1 - momentum) * st.running_var[ch] + momentum * unbiased);
+  coef[ch] = float(mean);
+  coef[c + ch] = float(st.gamma[ch] * invstd);
+  coef[2 * c + ch] = st.beta[ch];
+}
+
+// --sync-bn backward: dγ, dβ from this rank's sums (the parameter gradients the buckets
+// then sum over ranks), dx's coefficients from the global ones over n samples.
+__global__ void global_backward_finalize_kernel(const double* local, const double* global, double n, int c,
+                                                const float* gamma, const float* save_mean, const float* save_invstd,
+                                                float* dgamma, float* dbeta, float* coef) {
+  const int ch = blockIdx.x * blockDim.x + threadIdx.x;
+  if (ch >= c) return;
+  const double invstd = save_invstd[ch], A = double(gamma[ch]) * invstd;
+  dbeta[ch] = float(local[ch]);
+  dgamma[ch] = float(local[c + ch] * invstd);
+  coef[ch] = save_mean[ch];
+  coef[c + ch] = float(A);
+  coef[2 * c + ch] = float(-A * invstd * invstd * global[c + ch] / n);
+  coef[3 * c + ch] = float(-A * global[ch] / n);
+}
+
 __global__ void eval_coef_kernel(int c, Stats st, double eps, float* coef) {
   const int ch = blockIdx.x * blockDim.x + threadIdx.x;
   if (ch >= c) return;
@@ -436,6 +491,80 @@ void backward_impl(const T* x, const T* y, const T* dy, T* dx, bool dx_accumulat
   });
   L::launch(backward_finalize_kernel, finalize_grid(c), kFinalBlock, 0, s, part, g.chunks(), rows, c, gamma, save_mean,
             save_invstd, dgamma, dbeta, coef);
+  with_width<T>(g.V, [&](auto v) {
+    constexpr int V = decltype(v)::value;
+    if (relu)
+      L::launch(backward_apply_kernel<T, V, true>, g.grid, g.block, 0, s, x, y, dy, dx, dx_accumulate, rows, c, g.chunk,
+                coef);
+    else
+      L::launch(backward_apply_kernel<T, V, false>, g.grid, g.block, 0, s, x, y, dy, dx, dx_accumulate, rows, c,
+                g.chunk, coef);
+  });
+}
+
+// ---- --sync-bn: the same passes with the per-channel sums summed over ranks between ----
+
+// Forward, first half: this rank's Σx, Σx² (2c doubles, device) for the sum over ranks.
+template <class L, class T>
+void forward_local_sums_impl(const T* x, int64_t rows, int c, void* workspace, double* sums, cudaStream_t s) {
+  check_shape(rows, c);
+  const Geometry g = geometry(rows, c, vector_width<T>(c, {x}));
+  float* part = static_cast<float*>(workspace);
+  with_width<T>(g.V, [&](auto v) {
+    constexpr int V = decltype(v)::value;
+    L::launch(stats_kernel<T, V>, g.grid, g.block, g.shared_bytes(), s, x, rows, c, g.chunk, part);
+  });
+  L::launch(local_sums_kernel<T>, finalize_grid(c), kFinalBlock, 0, s, x, part, g.chunks(), rows, c, sums);
+}
+
+// Forward, second half: normalise with the global sums over n samples.
+template <class L, class T>
+void forward_global_impl(const T* x, const T* z, T* y, int64_t rows, int c, const double* sums, double n,
+                         const Stats& st, double momentum, double eps, float* save_mean, float* save_invstd, bool relu,
+                         void* workspace, cudaStream_t s) {
+  check_shape(rows, c);
+  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, z, y}));
+  float* coef = static_cast<float*>(workspace) + 2 * size_t(g.chunks()) * size_t(c);
+  L::launch(global_finalize_kernel, static_cast<unsigned>((c + 255) / 256), 256, 0, s, sums, n, c, st, momentum, eps,
+            save_mean, save_invstd, coef);
+  with_width<T>(g.V, [&](auto v) {
+    constexpr int V = decltype(v)::value;
+    with_flags(relu, z != nullptr, [&](auto r, auto res) {
+      L::launch(apply_kernel<T, V, decltype(r)::value, decltype(res)::value>, g.grid, g.block, 0, s, x, z, y, rows, c,
+                g.chunk, coef);
+    });
+  });
+}
+
+// Backward, first half: this rank's Σg, Σg·(x − mean) (2c doubles, device); dz written.
+template <class L, class T>
+void backward_local_sums_impl(const T* x, const T* y, const T* dy, T* dz, bool dz_accumulate, int64_t rows, int c,
+                              const float* save_mean, bool relu, void* workspace, double* sums, cudaStream_t s) {
+  check_shape(rows, c);
+  if (relu && !y) fail("batch-norm backward with a fused ReLU needs the forward's output");
+  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, y, dy, dz}));
+  float* part = static_cast<float*>(workspace);
+  with_width<T>(g.V, [&](auto v) {
+    constexpr int V = decltype(v)::value;
+    with_flags(relu, dz != nullptr, [&](auto r, auto res) {
+      L::launch(backward_reduce_kernel<T, V, decltype(r)::value, decltype(res)::value>, g.grid, g.block,
+                g.shared_bytes(), s, x, y, dy, dz, dz_accumulate, rows, c, g.chunk, save_mean, part);
+    });
+  });
+  L::launch(plain_sums_kernel, finalize_grid(c), kFinalBlock, 0, s, part, g.chunks(), c, sums);
+}
+
+// Backward, second half: dγ, dβ from the local sums, dx from the global ones over n.
+template <class L, class T>
+void backward_global_impl(const T* x, const T* y, const T* dy, T* dx, bool dx_accumulate, int64_t rows, int c,
+                          const float* gamma, const float* save_mean, const float* save_invstd, const double* local,
+                          const double* global, double n, float* dgamma, float* dbeta, bool relu, void* workspace,
+                          cudaStream_t s) {
+  check_shape(rows, c);
+  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, y, dy, dx}));
+  float* coef = static_cast<float*>(workspace) + 2 * size_t(g.chunks()) * size_t(c);
+  L::launch(global_backward_finalize_kernel, static_cast<unsigned>((c + 255) / 256), 256, 0, s, local, global, n, c,
+            gamma, save_mean, save_invstd, dgamma, dbeta, coef);
   with_width<T>(g.V, [&](auto v) {
     constexpr int V = decltype(v)::value;
     if (relu)

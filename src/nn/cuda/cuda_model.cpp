@@ -224,21 +224,8 @@ class CudaNet final : public DeviceModel {
     if (bf16 && cc_major_ < 8)
       fail("--precision bf16 on the GPU needs bf16 tensor cores (compute capability 8.0, A100, or later); GPU ", device_,
            " is ", device_name_, " (sm_", cc_major_, cc_minor_, "): use --precision fp32");
-    // TF32 convolutions on NHWC copies where TF32 tensor cores exist (NetState::nhwc32);
-    // CNNSCALE_TF32_NCHW=1 keeps them on the NCHW tensors (for comparison). Decided here:
-    // a model used without prepare() (tests) keeps NCHW.
-    const char* nchw = std::getenv("CNNSCALE_TF32_NCHW");
-    const bool nhwc32 = !bf16 && s_.tf32 && cc_major_ >= 8 && !(nchw && std::string(nchw) == "1");
-    // bf16 keeps its activations in bf16 NHWC (NetState::half) unless CNNSCALE_GPU_BF16_STORE=0.
-    const char* st = std::getenv("CNNSCALE_GPU_BF16_STORE");
-    // TF32 keeps the same tensors in fp32 NHWC (NetState::store32) with
-    // CNNSCALE_GPU_NHWC_STORE=1: not yet run on a GPU, so not the default.
-    const char* n32 = std::getenv("CNNSCALE_GPU_NHWC_STORE");
-    const bool store32 = nhwc32 && n32 && std::string(n32) == "1";
-    const bool store = (bf16 && !(st && std::string(st) == "0")) || store32;
-    // The store's batch norms on our own fused NHWC kernels: CNNSCALE_GPU_BN=own (layer_bn.cpp;
-    // not yet run on a GPU, so not the default); "cudnn" or unset: cuDNN.
-    const bool bn_own = store && bn_choice() == "own";
+    const Paths pp = paths_for(precision);
+    const bool nhwc32 = pp.nhwc32, store32 = pp.store32, store = pp.store, bn_own = pp.bn_own;
     const bool retype = store != s_.nhwc_store() || store32 != s_.store32;
     if (bf16 != s_.bf16 || nhwc32 != s_.nhwc32 || retype || bn_own != s_.bn_own) {
       cudaCheck(cudaStreamSynchronize(s_.stream));
@@ -375,6 +362,35 @@ class CudaNet final : public DeviceModel {
       }
     }
   }
+
+  // Which GPU paths a precision takes here (decided by prepare; supports_sync_bn asks before).
+  struct Paths {
+    bool nhwc32 = false, store32 = false, store = false, bn_own = false;
+  };
+  Paths paths_for(Precision precision) const {
+    const bool bf16 = precision == Precision::bf16;
+    Paths p;
+    // TF32 convolutions on NHWC copies where TF32 tensor cores exist (NetState::nhwc32);
+    // CNNSCALE_TF32_NCHW=1 keeps them on the NCHW tensors (for comparison). Decided in
+    // prepare: a model used without prepare() (tests) keeps NCHW.
+    const char* nchw = std::getenv("CNNSCALE_TF32_NCHW");
+    p.nhwc32 = !bf16 && s_.tf32 && cc_major_ >= 8 && !(nchw && std::string(nchw) == "1");
+    // bf16 keeps its activations in bf16 NHWC (NetState::half) unless CNNSCALE_GPU_BF16_STORE=0.
+    const char* st = std::getenv("CNNSCALE_GPU_BF16_STORE");
+    // TF32 keeps the same tensors in fp32 NHWC (NetState::store32) with
+    // CNNSCALE_GPU_NHWC_STORE=1: not yet run on a GPU, so not the default.
+    const char* n32 = std::getenv("CNNSCALE_GPU_NHWC_STORE");
+    p.store32 = p.nhwc32 && n32 && std::string(n32) == "1";
+    p.store = (bf16 && !(st && std::string(st) == "0")) || p.store32;
+    // The store's batch norms on our own fused NHWC kernels: CNNSCALE_GPU_BN=own (layer_bn.cpp;
+    // not yet run on a GPU, so not the default); "cudnn" or unset: cuDNN.
+    p.bn_own = p.store && bn_choice() == "own";
+    return p;
+  }
+
+  // --sync-bn runs in our batch norm only: every batch norm must read a store tensor (a
+  // batch norm on an fp32 NCHW tensor would be cuDNN's, which it refuses at its forward).
+  bool supports_sync_bn(Precision precision) const override { return paths_for(precision).bn_own; }
 
   static std::string bn_choice() {
     const char* v = std::getenv("CNNSCALE_GPU_BN");

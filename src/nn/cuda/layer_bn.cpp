@@ -11,9 +11,15 @@
 //    follow (NetState::bn_fusion, decided by CudaNet): the batch norm then writes the
 //    ReLU's output, and its backward masks with it and writes the residual's gradient.
 //    NOT YET RUN ON A GPU: opt-in until the kit's first run has checked and measured it.
+//    --sync-bn (StepContext::sum_across_ranks): our kernels only, split where the
+//    per-channel sums go over ranks (batchnorm_nhwc.hpp): forward [Σx | Σx² | count] and
+//    backward [Σg | Σg·(x − mean)] in double, copied to the host (a stream
+//    synchronisation), summed by the callback, copied back. NOT YET RUN ON A GPU.
 // (CNNSCALE_GPU_BN_PERSISTENT, cuDNN's persistent NHWC mode, was removed: on the H100 its
 // backward failed and training segfaulted; cuDNN documents that mode for HALF only.)
 #include <stdexcept>
+
+#include "util/error.hpp"
 
 #include "nn/cuda/batchnorm_nhwc.hpp"
 #include "nn/cuda/kernels.hpp"
@@ -31,6 +37,8 @@ class BatchNorm final : public Layer {
     save_inv_var_.alloc(static_cast<size_t>(nd.in.c), s.stream);
   }
 
+  ~BatchNorm() override = default;
+
   // Our own kernels: their reduction workspace (the convolutions' shared one).
   size_t plan(const Plan& p) override {
     own_ = s_.bn_own && s_.is_nhwc(in());  // the same for every plan: a change replans all
@@ -42,9 +50,14 @@ class BatchNorm final : public Layer {
   void forward(const Plan& p, const StepContext& ctx, bool eval) override {
     if (!eval) {
       if (!ctx.training) throw std::logic_error("batch-norm: forward_backward needs StepContext::training");
-      // --sync-bn is CPU-only (the Trainer refuses it for a device model with a UserError).
-      if (ctx.sum_across_ranks) throw std::logic_error("batch-norm: global statistics are not implemented on the GPU");
+      // --sync-bn: our kernels only (the Trainer asks Model::supports_sync_bn first).
+      if (ctx.sum_across_ranks && !own_)
+        fail("--sync-bn on the GPU: batch norm ", nd_.index, " reads an fp32 NCHW tensor, which cuDNN normalises "
+             "per rank; global statistics need our batch norm on the NHWC activations (CNNSCALE_GPU_BN=own with "
+             "--precision bf16, or TF32 with CNNSCALE_GPU_NHWC_STORE=1)");
     }
+    synced_ = !eval && own_ && static_cast<bool>(ctx.sum_across_ranks);
+    if (synced_) sum_ = &ctx.sum_across_ranks;
     if (own_) {
       if (s_.is_half(in())) own_forward<bf16_t>(p, eval);
       else own_forward<float>(p, eval);
@@ -96,15 +109,52 @@ class BatchNorm final : public Layer {
     T* y = as<T>(s_.data[f.out]);
     if (eval)
       bn::forward_eval(x, z, y, rows(p), nd_.in.c, stats(), kBnEps, f.relu, s_.workspace.get(), s_.stream);
-    else
+    else if (!synced_)
       bn::forward_train(x, z, y, rows(p), nd_.in.c, stats(), kBnMomentum, kBnEps, save_mean_.get(),
                         save_inv_var_.get(), f.relu, s_.workspace.get(), s_.stream);
+    else {
+      const size_t C = static_cast<size_t>(nd_.in.c);
+      bn::forward_local_sums(x, rows(p), nd_.in.c, s_.workspace.get(), sums_.get(), s_.stream);
+      double* msg = to_host(sums_.get(), 2 * C, 2 * C + 1);
+      msg[2 * C] = static_cast<double>(rows(p));
+      (*sum_)(msg, 2 * C + 1);
+      n_total_ = msg[2 * C];
+      cudaCheck(cudaMemcpyAsync(global_.get(), msg, 2 * C * sizeof(double), cudaMemcpyHostToDevice, s_.stream));
+      bn::forward_global(x, z, y, rows(p), nd_.in.c, global_.get(), n_total_, stats(), kBnMomentum, kBnEps,
+                         save_mean_.get(), save_inv_var_.get(), f.relu, s_.workspace.get(), s_.stream);
+    }
+  }
+  // n doubles of dev to the pinned message buffer (room for `room`), the stream drained.
+  double* to_host(const double* dev, size_t n, size_t room) {
+    if (!msg_.get() || msg_room_ < room) {
+      cudaCheck(cudaStreamSynchronize(s_.stream));  // no copy from the old one in flight
+      msg_.alloc(room);
+      msg_room_ = room;
+    }
+    cudaCheck(cudaMemcpyAsync(msg_.get(), dev, n * sizeof(double), cudaMemcpyDeviceToHost, s_.stream));
+    cudaCheck(cudaStreamSynchronize(s_.stream));
+    return msg_.get();
   }
   template <class T>
   void own_backward(const Plan& p, bool dx_accumulate) {
     const NetState::BnFusion f = fusion();
     T* dz = f.z >= 0 ? as<T>(s_.diff[f.z]) : nullptr;
     const bool dz_accumulate = f.z >= 0 && *s_.beta_for(f.z) != 0.f;
+    if (synced_) {
+      const size_t C = static_cast<size_t>(nd_.in.c);
+      const T* x = as<T>(s_.data[in()]);
+      const T* y = f.relu ? as<T>(s_.data[f.out]) : nullptr;
+      const T* dy = as<T>(s_.diff[f.out]);
+      bn::backward_local_sums(x, y, dy, dz, dz_accumulate, rows(p), nd_.in.c, save_mean_.get(), f.relu,
+                              s_.workspace.get(), sums_.get(), s_.stream);
+      double* msg = to_host(sums_.get(), 2 * C, 2 * C + 1);
+      (*sum_)(msg, 2 * C);
+      cudaCheck(cudaMemcpyAsync(global_.get(), msg, 2 * C * sizeof(double), cudaMemcpyHostToDevice, s_.stream));
+      bn::backward_global(x, y, dy, as<T>(s_.diff[in()]), dx_accumulate, rows(p), nd_.in.c, s_.P(nd_, 0),
+                          save_mean_.get(), save_inv_var_.get(), sums_.get(), global_.get(), n_total_, s_.G(nd_, 0),
+                          s_.G(nd_, 1), f.relu, s_.workspace.get(), s_.stream);
+      return;
+    }
     bn::backward(as<T>(s_.data[in()]), f.relu ? as<T>(s_.data[f.out]) : nullptr, as<T>(s_.diff[f.out]),
                  as<T>(s_.diff[in()]), dx_accumulate, dz, dz_accumulate, rows(p), nd_.in.c, s_.P(nd_, 0),
                  save_mean_.get(), save_inv_var_.get(), s_.G(nd_, 0), s_.G(nd_, 1), f.relu, s_.workspace.get(),
@@ -123,6 +173,20 @@ class BatchNorm final : public Layer {
   std::unique_ptr<TensorDesc> chan_;          // 1×C×1×1: scale, bias, running statistics
   DevArray<float> save_mean_, save_inv_var_;  // training forward → backward (ours: 1/sqrt(var+eps) too)
   bool own_ = false;                          // our own NHWC kernels (plan())
+  // --sync-bn (this step's forward had StepContext::sum_across_ranks): the callback, kept
+  // for the backward; this rank's sums (device), the global ones (device), the message
+  // buffer (pinned) and the global count.
+  bool synced_ = false;
+  const std::function<void(double*, size_t)>* sum_ = nullptr;
+  DevArray<double> sums_ = sized(2), global_ = sized(2);
+  Pinned<double> msg_;
+  size_t msg_room_ = 0;
+  double n_total_ = 0;
+  DevArray<double> sized(int per_channel) const {
+    DevArray<double> a;
+    a.alloc(static_cast<size_t>(per_channel) * static_cast<size_t>(nd_.in.c), s_.stream);
+    return a;
+  }
 };
 
 }  // namespace
