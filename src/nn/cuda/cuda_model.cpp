@@ -237,10 +237,13 @@ class CudaNet final : public DeviceModel {
       if (retype) {  // the activation buffers change type (and size): allocated anew
         s_.store32 = store32;
         assign_types(store);
+      }
+      const std::vector<char> was_dead = s_.dead;
+      assign_fusion();
+      if (retype || s_.dead != was_dead) {  // which tensors have buffers changed too
         max_batch = std::max(max_batch, max_batch_);
         max_batch_ = 0;
       }
-      assign_fusion();
     }
     ensure_capacity(max_batch);
     plan_for(max_batch_);
@@ -417,6 +420,7 @@ class CudaNet final : public DeviceModel {
     const size_t N = g_.nodes.size();
     s_.bn_fusion.clear();
     s_.absorbed.clear();
+    s_.dead.clear();
     std::vector<int> reader(static_cast<size_t>(g_.tensor_count()), -1);  // the last reader of each tensor
     for (const Node& nd : g_.nodes)
       for (int t : nd.inputs) reader[static_cast<size_t>(t)] = nd.index;
@@ -437,12 +441,15 @@ class CudaNet final : public DeviceModel {
         if (r->op == Op::relu && s_.is_nhwc(r->index + 1)) {
           f = {r->index + 1, -1, true};
           s_.absorbed[static_cast<size_t>(r->index)] = 1;
+          mark_dead(b.index + 1);
         } else if (r->op == Op::add && r->inputs.size() == 2) {
           const int z = r->inputs[0] == b.index + 1 ? r->inputs[1] : r->inputs[0];
           const Node* r2 = only_reader(r->index + 1);
           if (z == b.index + 1 || z == b.inputs[0] || !s_.is_nhwc(z) || !r2 || r2->op != Op::relu || !s_.is_nhwc(r2->index + 1)) continue;
           f = {r2->index + 1, z, true};
           s_.absorbed[static_cast<size_t>(r->index)] = s_.absorbed[static_cast<size_t>(r2->index)] = 1;
+          mark_dead(b.index + 1);
+          mark_dead(r->index + 1);
           place[static_cast<size_t>(b.index)] = r->index;
         }
       }
@@ -465,6 +472,11 @@ class CudaNet final : public DeviceModel {
         if (!done[k] && !g_.nodes[k].params.empty()) ready = std::min(ready, g_.nodes[k].flat_begin);
       ready_after_[i] = ready;
     }
+  }
+
+  void mark_dead(int t) {
+    if (s_.dead.empty()) s_.dead.assign(static_cast<size_t>(g_.tensor_count()), 0);
+    s_.dead[static_cast<size_t>(t)] = 1;
   }
 
   // Activation buffers, masks, input slots and staging for batches of up to n samples.
@@ -495,6 +507,7 @@ class CudaNet final : public DeviceModel {
         for (auto& a : in_images_) a.alloc(static_cast<size_t>(n * numel(0)), s_.stream);
         s_.data[0] = in_images_[cur_].get();
       }
+      if (s_.is_dead(t)) continue;  // a fused batch norm writes past it: no buffers
       // A bf16 tensor (NetState::half) takes half the floats, rounded up.
       const int64_t floats = s_.is_half(t) ? (n * numel(t) + 1) / 2 : n * numel(t);
       if (t > 0) s_.data[t] = make(floats);

@@ -103,6 +103,10 @@ struct NetState {
   };
   std::vector<BnFusion> bn_fusion;  // empty without bn_own
   std::vector<char> absorbed;       // empty without bn_own
+  // Per tensor id: never written nor read because a fused batch norm writes past it (its
+  // own output, an absorbed add's): no buffers (CudaNet::ensure_capacity); empty: none.
+  std::vector<char> dead;
+  bool is_dead(int t) const { return !dead.empty() && dead[static_cast<size_t>(t)]; }
   bf16_t* hdata(int t) const { return reinterpret_cast<bf16_t*>(data[static_cast<size_t>(t)]); }
   bf16_t* hdiff(int t) const { return reinterpret_cast<bf16_t*>(diff[static_cast<size_t>(t)]); }
   DevArray<bf16_t> bf_a, bf_b, bf_w;  // bf16 scratch (see above), allocated only under bf16
