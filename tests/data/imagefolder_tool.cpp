@@ -96,6 +96,33 @@ int fashion(const std::string& src, const std::string& root, long n_train, long 
 
 }  // namespace
 
+// w×h RGB pixels (row-major, 3 bytes each) as a baseline JPEG (libjpeg, in memory).
+std::vector<uint8_t> encode_jpeg(const uint8_t* rgb, int w, int h, int quality) {
+  jpeg_compress_struct c;
+  jpeg_error_mgr err;
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* mem = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &mem, &size);
+  c.image_width = static_cast<JDIMENSION>(w);
+  c.image_height = static_cast<JDIMENSION>(h);
+  c.input_components = 3;
+  c.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&c);
+  jpeg_set_quality(&c, quality, TRUE);
+  jpeg_start_compress(&c, TRUE);
+  for (int y = 0; y < h; ++y) {
+    JSAMPROW r = const_cast<uint8_t*>(rgb) + static_cast<size_t>(y) * w * 3;
+    jpeg_write_scanlines(&c, &r, 1);
+  }
+  jpeg_finish_compress(&c);
+  std::vector<uint8_t> bytes(mem, mem + size);
+  std::free(mem);
+  jpeg_destroy_compress(&c);
+  return bytes;
+}
+
 // The photos: see the header.
 int photos(const std::string& root, long n, int classes, int w0, int h0, uint32_t seed) {
   if (n < 1 || classes < 1 || w0 < 16 || h0 < 16) throw std::runtime_error("photos: N, CLASSES >= 1, W, H >= 16");
@@ -125,28 +152,7 @@ int photos(const std::string& root, long n, int classes, int w0, int h0, uint32_
           v += 6 * (uni() - 0.5f);  // grain
           px[(static_cast<size_t>(y) * w + x) * 3 + ch] = static_cast<uint8_t>(std::clamp(v, 0.f, 255.f));
         }
-    jpeg_compress_struct c;
-    jpeg_error_mgr err;
-    c.err = jpeg_std_error(&err);
-    jpeg_create_compress(&c);
-    unsigned char* mem = nullptr;
-    unsigned long size = 0;
-    jpeg_mem_dest(&c, &mem, &size);
-    c.image_width = static_cast<JDIMENSION>(w);
-    c.image_height = static_cast<JDIMENSION>(h);
-    c.input_components = 3;
-    c.in_color_space = JCS_RGB;
-    jpeg_set_defaults(&c);
-    jpeg_set_quality(&c, 90, TRUE);
-    jpeg_start_compress(&c, TRUE);
-    for (int y = 0; y < h; ++y) {
-      JSAMPROW r = px.data() + static_cast<size_t>(y) * w * 3;
-      jpeg_write_scanlines(&c, &r, 1);
-    }
-    jpeg_finish_compress(&c);
-    std::vector<uint8_t> bytes(mem, mem + size);
-    std::free(mem);
-    jpeg_destroy_compress(&c);
+    const std::vector<uint8_t> bytes = encode_jpeg(px.data(), w, h, 90);
     char name[32];
     std::snprintf(name, sizeof name, "/%06ld.jpg", i);
     write_bytes(root + "/" + std::to_string(i % classes) + name, bytes);
@@ -192,28 +198,8 @@ int main(int argc, char** argv) {
     }
     if (cmd == "bomb-jpeg" && argc == 5) {
       const int w = std::atoi(argv[3]), h = std::atoi(argv[4]);
-      jpeg_compress_struct c;
-      jpeg_error_mgr err;
-      c.err = jpeg_std_error(&err);
-      jpeg_create_compress(&c);
-      unsigned char* mem = nullptr;
-      unsigned long size = 0;
-      jpeg_mem_dest(&c, &mem, &size);
-      c.image_width = 16;
-      c.image_height = 16;
-      c.input_components = 3;
-      c.in_color_space = JCS_RGB;
-      jpeg_set_defaults(&c);
-      jpeg_start_compress(&c, TRUE);
-      std::vector<uint8_t> rowbuf(16 * 3, 128);
-      for (int y = 0; y < 16; ++y) {
-        JSAMPROW r = rowbuf.data();
-        jpeg_write_scanlines(&c, &r, 1);
-      }
-      jpeg_finish_compress(&c);
-      std::vector<uint8_t> v(mem, mem + size);
-      std::free(mem);
-      jpeg_destroy_compress(&c);
+      const std::vector<uint8_t> grey(16 * 16 * 3, 128);
+      std::vector<uint8_t> v = encode_jpeg(grey.data(), 16, 16, 75);  // libjpeg's default quality
       for (size_t i = 0; i + 9 < v.size(); ++i)
         if (v[i] == 0xFF && v[i + 1] == 0xC0) {  // SOF0: FF C0, length (2), precision, height (2), width (2)
           v[i + 5] = static_cast<uint8_t>(h >> 8);

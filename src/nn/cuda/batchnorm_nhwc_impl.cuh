@@ -435,19 +435,24 @@ inline size_t workspace_bytes_impl(int64_t rows, int c, bool bf16) {
   return most * sizeof(float);
 }
 
+// ---- the passes, each over the geometry its caller chose ----
+
+// The apply's coefficients: in the workspace after the partial sums.
+inline float* coef_of(const Geometry& g, void* workspace, int c) {
+  return static_cast<float*>(workspace) + 2 * size_t(g.chunks()) * size_t(c);
+}
+
 template <class L, class T>
-void forward_train_impl(const T* x, const T* z, T* y, int64_t rows, int c, const Stats& st, double momentum, double eps,
-                        float* save_mean, float* save_invstd, bool relu, void* workspace, cudaStream_t s) {
-  check_shape(rows, c);
-  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, z, y}));
-  float* part = static_cast<float*>(workspace);
-  float* coef = part + 2 * size_t(g.chunks()) * size_t(c);
+void stats_pass(const Geometry& g, const T* x, int64_t rows, int c, float* part, cudaStream_t s) {
   with_width<T>(g.V, [&](auto v) {
     constexpr int V = decltype(v)::value;
     L::launch(stats_kernel<T, V>, g.grid, g.block, g.shared_bytes(), s, x, rows, c, g.chunk, part);
   });
-  L::launch(forward_finalize_kernel<T>, finalize_grid(c), kFinalBlock, 0, s, x, part, g.chunks(), rows, c, st, momentum,
-            eps, save_mean, save_invstd, coef);
+}
+
+template <class L, class T>
+void apply_pass(const Geometry& g, const T* x, const T* z, T* y, int64_t rows, int c, const float* coef, bool relu,
+                cudaStream_t s) {
   with_width<T>(g.V, [&](auto v) {
     constexpr int V = decltype(v)::value;
     with_flags(relu, z != nullptr, [&](auto r, auto res) {
@@ -458,30 +463,9 @@ void forward_train_impl(const T* x, const T* z, T* y, int64_t rows, int c, const
 }
 
 template <class L, class T>
-void forward_eval_impl(const T* x, const T* z, T* y, int64_t rows, int c, const Stats& st, double eps, bool relu,
-                       void* workspace, cudaStream_t s) {
-  check_shape(rows, c);
-  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, z, y}));
-  float* coef = static_cast<float*>(workspace) + 2 * size_t(g.chunks()) * size_t(c);
-  L::launch(eval_coef_kernel, static_cast<unsigned>((c + 255) / 256), 256, 0, s, c, st, eps, coef);
-  with_width<T>(g.V, [&](auto v) {
-    constexpr int V = decltype(v)::value;
-    with_flags(relu, z != nullptr, [&](auto r, auto res) {
-      L::launch(apply_kernel<T, V, decltype(r)::value, decltype(res)::value>, g.grid, g.block, 0, s, x, z, y, rows, c,
-                g.chunk, coef);
-    });
-  });
-}
-
-template <class L, class T>
-void backward_impl(const T* x, const T* y, const T* dy, T* dx, bool dx_accumulate, T* dz, bool dz_accumulate,
-                   int64_t rows, int c, const float* gamma, const float* save_mean, const float* save_invstd,
-                   float* dgamma, float* dbeta, bool relu, void* workspace, cudaStream_t s) {
-  check_shape(rows, c);
+void reduce_pass(const Geometry& g, const T* x, const T* y, const T* dy, T* dz, bool dz_accumulate, int64_t rows, int c,
+                 const float* save_mean, float* part, bool relu, cudaStream_t s) {
   if (relu && !y) fail("batch-norm backward with a fused ReLU needs the forward's output");
-  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, y, dy, dx, dz}));
-  float* part = static_cast<float*>(workspace);
-  float* coef = part + 2 * size_t(g.chunks()) * size_t(c);
   with_width<T>(g.V, [&](auto v) {
     constexpr int V = decltype(v)::value;
     with_flags(relu, dz != nullptr, [&](auto r, auto res) {
@@ -489,8 +473,11 @@ void backward_impl(const T* x, const T* y, const T* dy, T* dx, bool dx_accumulat
                 g.shared_bytes(), s, x, y, dy, dz, dz_accumulate, rows, c, g.chunk, save_mean, part);
     });
   });
-  L::launch(backward_finalize_kernel, finalize_grid(c), kFinalBlock, 0, s, part, g.chunks(), rows, c, gamma, save_mean,
-            save_invstd, dgamma, dbeta, coef);
+}
+
+template <class L, class T>
+void backward_apply_pass(const Geometry& g, const T* x, const T* y, const T* dy, T* dx, bool dx_accumulate,
+                         int64_t rows, int c, const float* coef, bool relu, cudaStream_t s) {
   with_width<T>(g.V, [&](auto v) {
     constexpr int V = decltype(v)::value;
     if (relu)
@@ -502,6 +489,47 @@ void backward_impl(const T* x, const T* y, const T* dy, T* dx, bool dx_accumulat
   });
 }
 
+inline dim3 channel_grid(int c) { return dim3(static_cast<unsigned>((c + 255) / 256)); }
+
+// ---- the operations ----
+
+template <class L, class T>
+void forward_train_impl(const T* x, const T* z, T* y, int64_t rows, int c, const Stats& st, double momentum, double eps,
+                        float* save_mean, float* save_invstd, bool relu, void* workspace, cudaStream_t s) {
+  check_shape(rows, c);
+  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, z, y}));
+  float* part = static_cast<float*>(workspace);
+  float* coef = coef_of(g, workspace, c);
+  stats_pass<L>(g, x, rows, c, part, s);
+  L::launch(forward_finalize_kernel<T>, finalize_grid(c), kFinalBlock, 0, s, x, part, g.chunks(), rows, c, st, momentum,
+            eps, save_mean, save_invstd, coef);
+  apply_pass<L>(g, x, z, y, rows, c, coef, relu, s);
+}
+
+template <class L, class T>
+void forward_eval_impl(const T* x, const T* z, T* y, int64_t rows, int c, const Stats& st, double eps, bool relu,
+                       void* workspace, cudaStream_t s) {
+  check_shape(rows, c);
+  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, z, y}));
+  float* coef = coef_of(g, workspace, c);
+  L::launch(eval_coef_kernel, channel_grid(c), 256, 0, s, c, st, eps, coef);
+  apply_pass<L>(g, x, z, y, rows, c, coef, relu, s);
+}
+
+template <class L, class T>
+void backward_impl(const T* x, const T* y, const T* dy, T* dx, bool dx_accumulate, T* dz, bool dz_accumulate,
+                   int64_t rows, int c, const float* gamma, const float* save_mean, const float* save_invstd,
+                   float* dgamma, float* dbeta, bool relu, void* workspace, cudaStream_t s) {
+  check_shape(rows, c);
+  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, y, dy, dx, dz}));
+  float* part = static_cast<float*>(workspace);
+  float* coef = coef_of(g, workspace, c);
+  reduce_pass<L>(g, x, y, dy, dz, dz_accumulate, rows, c, save_mean, part, relu, s);
+  L::launch(backward_finalize_kernel, finalize_grid(c), kFinalBlock, 0, s, part, g.chunks(), rows, c, gamma, save_mean,
+            save_invstd, dgamma, dbeta, coef);
+  backward_apply_pass<L>(g, x, y, dy, dx, dx_accumulate, rows, c, coef, relu, s);
+}
+
 // ---- --sync-bn: the same passes with the per-channel sums summed over ranks between ----
 
 // Forward, first half: this rank's Σx, Σx² (2c doubles, device) for the sum over ranks.
@@ -510,10 +538,7 @@ void forward_local_sums_impl(const T* x, int64_t rows, int c, void* workspace, d
   check_shape(rows, c);
   const Geometry g = geometry(rows, c, vector_width<T>(c, {x}));
   float* part = static_cast<float*>(workspace);
-  with_width<T>(g.V, [&](auto v) {
-    constexpr int V = decltype(v)::value;
-    L::launch(stats_kernel<T, V>, g.grid, g.block, g.shared_bytes(), s, x, rows, c, g.chunk, part);
-  });
+  stats_pass<L>(g, x, rows, c, part, s);
   L::launch(local_sums_kernel<T>, finalize_grid(c), kFinalBlock, 0, s, x, part, g.chunks(), rows, c, sums);
 }
 
@@ -524,16 +549,10 @@ void forward_global_impl(const T* x, const T* z, T* y, int64_t rows, int c, cons
                          void* workspace, cudaStream_t s) {
   check_shape(rows, c);
   const Geometry g = geometry(rows, c, vector_width<T>(c, {x, z, y}));
-  float* coef = static_cast<float*>(workspace) + 2 * size_t(g.chunks()) * size_t(c);
-  L::launch(global_finalize_kernel, static_cast<unsigned>((c + 255) / 256), 256, 0, s, sums, n, c, st, momentum, eps,
-            save_mean, save_invstd, coef);
-  with_width<T>(g.V, [&](auto v) {
-    constexpr int V = decltype(v)::value;
-    with_flags(relu, z != nullptr, [&](auto r, auto res) {
-      L::launch(apply_kernel<T, V, decltype(r)::value, decltype(res)::value>, g.grid, g.block, 0, s, x, z, y, rows, c,
-                g.chunk, coef);
-    });
-  });
+  float* coef = coef_of(g, workspace, c);
+  L::launch(global_finalize_kernel, channel_grid(c), 256, 0, s, sums, n, c, st, momentum, eps, save_mean, save_invstd,
+            coef);
+  apply_pass<L>(g, x, z, y, rows, c, coef, relu, s);
 }
 
 // Backward, first half: this rank's Σg, Σg·(x − mean) (2c doubles, device); dz written.
@@ -541,16 +560,9 @@ template <class L, class T>
 void backward_local_sums_impl(const T* x, const T* y, const T* dy, T* dz, bool dz_accumulate, int64_t rows, int c,
                               const float* save_mean, bool relu, void* workspace, double* sums, cudaStream_t s) {
   check_shape(rows, c);
-  if (relu && !y) fail("batch-norm backward with a fused ReLU needs the forward's output");
   const Geometry g = geometry(rows, c, vector_width<T>(c, {x, y, dy, dz}));
   float* part = static_cast<float*>(workspace);
-  with_width<T>(g.V, [&](auto v) {
-    constexpr int V = decltype(v)::value;
-    with_flags(relu, dz != nullptr, [&](auto r, auto res) {
-      L::launch(backward_reduce_kernel<T, V, decltype(r)::value, decltype(res)::value>, g.grid, g.block,
-                g.shared_bytes(), s, x, y, dy, dz, dz_accumulate, rows, c, g.chunk, save_mean, part);
-    });
-  });
+  reduce_pass<L>(g, x, y, dy, dz, dz_accumulate, rows, c, save_mean, part, relu, s);
   L::launch(plain_sums_kernel, finalize_grid(c), kFinalBlock, 0, s, part, g.chunks(), c, sums);
 }
 
@@ -562,18 +574,10 @@ void backward_global_impl(const T* x, const T* y, const T* dy, T* dx, bool dx_ac
                           cudaStream_t s) {
   check_shape(rows, c);
   const Geometry g = geometry(rows, c, vector_width<T>(c, {x, y, dy, dx}));
-  float* coef = static_cast<float*>(workspace) + 2 * size_t(g.chunks()) * size_t(c);
-  L::launch(global_backward_finalize_kernel, static_cast<unsigned>((c + 255) / 256), 256, 0, s, local, global, n, c,
-            gamma, save_mean, save_invstd, dgamma, dbeta, coef);
-  with_width<T>(g.V, [&](auto v) {
-    constexpr int V = decltype(v)::value;
-    if (relu)
-      L::launch(backward_apply_kernel<T, V, true>, g.grid, g.block, 0, s, x, y, dy, dx, dx_accumulate, rows, c, g.chunk,
-                coef);
-    else
-      L::launch(backward_apply_kernel<T, V, false>, g.grid, g.block, 0, s, x, y, dy, dx, dx_accumulate, rows, c,
-                g.chunk, coef);
-  });
+  float* coef = coef_of(g, workspace, c);
+  L::launch(global_backward_finalize_kernel, channel_grid(c), 256, 0, s, local, global, n, c, gamma, save_mean,
+            save_invstd, dgamma, dbeta, coef);
+  backward_apply_pass<L>(g, x, y, dy, dx, dx_accumulate, rows, c, coef, relu, s);
 }
 
 }  // namespace
