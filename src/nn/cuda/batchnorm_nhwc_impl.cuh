@@ -218,6 +218,31 @@ __device__ bool chunk_totals(const float* part, int chunks, int c, double& t1, d
   return true;
 }
 
+// A channel's batch mean and biased variance over n samples: saved for the backward, the
+// running statistics (momentum, unbiased variance), the apply's coefficients [mean][a][β].
+__device__ void finish_statistics(int ch, int c, double mean, double var, double n, const Stats& st, double momentum,
+                                  double eps, float* save_mean, float* save_invstd, float* coef) {
+  if (var < 0) var = 0;  // rounding; a NaN stays NaN
+  const double invstd = 1.0 / sqrt(var + eps), unbiased = n > 1 ? var * n / (n - 1) : var;
+  save_mean[ch] = float(mean);
+  save_invstd[ch] = float(invstd);
+  st.running_mean[ch] = float((1 - momentum) * st.running_mean[ch] + momentum * mean);
+  st.running_var[ch] = float((1 - momentum) * st.running_var[ch] + momentum * unbiased);
+  coef[ch] = float(mean);
+  coef[c + ch] = float(st.gamma[ch] * invstd);
+  coef[2 * c + ch] = st.beta[ch];
+}
+
+// dx's coefficients for a channel (coef = [mean][A][B][E]) from the sums over n samples.
+__device__ void finish_backward(int ch, int c, double sum_g, double sum_gx, double n, const float* gamma,
+                                const float* save_mean, const float* save_invstd, float* coef) {
+  const double invstd = save_invstd[ch], A = double(gamma[ch]) * invstd;
+  coef[ch] = save_mean[ch];
+  coef[c + ch] = float(A);
+  coef[2 * c + ch] = float(-A * invstd * invstd * sum_gx / n);
+  coef[3 * c + ch] = float(-A * sum_g / n);
+}
+
 template <class T>
 __global__ void forward_finalize_kernel(const T* x, const float* part, int chunks, int64_t rows, int c, Stats st,
                                         double momentum, double eps, float* save_mean, float* save_invstd,
@@ -226,17 +251,8 @@ __global__ void forward_finalize_kernel(const T* x, const float* part, int chunk
   if (!chunk_totals(part, chunks, c, s1, s2)) return;
   const int ch = blockIdx.x * kFinalChannels + threadIdx.x;
   const double n = double(rows), d = s1 / n;
-  double var = s2 / n - d * d;
-  if (var < 0) var = 0;  // rounding; a NaN stays NaN
-  const double mean = double(widen(x[ch])) + d, invstd = 1.0 / sqrt(var + eps);
-  const double unbiased = rows > 1 ? var * n / (n - 1) : var;
-  save_mean[ch] = float(mean);
-  save_invstd[ch] = float(invstd);
-  st.running_mean[ch] = float((1 - momentum) * st.running_mean[ch] + momentum * mean);
-  st.running_var[ch] = float((1 - momentum) * st.running_var[ch] + momentum * unbiased);
-  coef[ch] = float(mean);
-  coef[c + ch] = float(st.gamma[ch] * invstd);
-  coef[2 * c + ch] = st.beta[ch];
+  finish_statistics(ch, c, double(widen(x[ch])) + d, s2 / n - d * d, n, st, momentum, eps, save_mean, save_invstd,
+                    coef);
 }
 
 // --sync-bn: this rank's Σx and Σx² per channel in double (the shifted sums unshifted:
@@ -266,16 +282,7 @@ __global__ void global_finalize_kernel(const double* sums, double n, int c, Stat
   const int ch = blockIdx.x * blockDim.x + threadIdx.x;
   if (ch >= c) return;
   const double mean = sums[ch] / n;
-  double var = sums[c + ch] / n - mean * mean;
-  if (var < 0) var = 0;
-  const double invstd = 1.0 / sqrt(var + eps), unbiased = n > 1 ? var * n / (n - 1) : var;
-  save_mean[ch] = float(mean);
-  save_invstd[ch] = float(invstd);
-  st.running_mean[ch] = float((1 - momentum) * st.running_mean[ch] + momentum * mean);
-  st.running_var[ch] = float((1 - momentum) * st.running_var[ch] + momentum * unbiased);
-  coef[ch] = float(mean);
-  coef[c + ch] = float(st.gamma[ch] * invstd);
-  coef[2 * c + ch] = st.beta[ch];
+  finish_statistics(ch, c, mean, sums[c + ch] / n - mean * mean, n, st, momentum, eps, save_mean, save_invstd, coef);
 }
 
 // --sync-bn backward: dγ, dβ from this rank's sums (the parameter gradients the buckets
@@ -285,13 +292,9 @@ __global__ void global_backward_finalize_kernel(const double* local, const doubl
                                                 float* dgamma, float* dbeta, float* coef) {
   const int ch = blockIdx.x * blockDim.x + threadIdx.x;
   if (ch >= c) return;
-  const double invstd = save_invstd[ch], A = double(gamma[ch]) * invstd;
   dbeta[ch] = float(local[ch]);
-  dgamma[ch] = float(local[c + ch] * invstd);
-  coef[ch] = save_mean[ch];
-  coef[c + ch] = float(A);
-  coef[2 * c + ch] = float(-A * invstd * invstd * global[c + ch] / n);
-  coef[3 * c + ch] = float(-A * global[ch] / n);
+  dgamma[ch] = float(local[c + ch] * save_invstd[ch]);
+  finish_backward(ch, c, global[ch], global[c + ch], n, gamma, save_mean, save_invstd, coef);
 }
 
 __global__ void eval_coef_kernel(int c, Stats st, double eps, float* coef) {
@@ -378,13 +381,9 @@ __global__ void backward_finalize_kernel(const float* part, int chunks, int64_t 
   double s1, s2;
   if (!chunk_totals(part, chunks, c, s1, s2)) return;
   const int ch = blockIdx.x * kFinalChannels + threadIdx.x;
-  const double n = double(rows), invstd = save_invstd[ch], A = double(gamma[ch]) * invstd;
   dbeta[ch] = float(s1);
-  dgamma[ch] = float(s2 * invstd);
-  coef[ch] = save_mean[ch];
-  coef[c + ch] = float(A);
-  coef[2 * c + ch] = float(-A * invstd * invstd * s2 / n);
-  coef[3 * c + ch] = float(-A * s1 / n);
+  dgamma[ch] = float(s2 * save_invstd[ch]);
+  finish_backward(ch, c, s1, s2, double(rows), gamma, save_mean, save_invstd, coef);
 }
 
 template <class T, int V, bool Relu>
