@@ -50,13 +50,24 @@ class Watchdog {
   void set_step(int64_t step) { step_.store(step, std::memory_order_relaxed); }
 
   // Marks the training thread as blocked in a collective (RAII).
+  // Scopes nest: an inner wait (a --sync-bn sum inside a device model's step) is watched
+  // on its own, then the outer one is watched again, its clock restarted (the inner wait
+  // was its own; restarting never fires early).
   class Scope {
    public:
-    Scope(Watchdog& w, const char* what) : w_(w) { w_.enter(what); }
-    ~Scope() { w_.leave(); }
+    Scope(Watchdog& w, const char* what)
+        : w_(w), outer_(w.what_.load()), had_outer_(w.entered_at_.load() >= 0) {
+      w_.enter(what);
+    }
+    ~Scope() {
+      if (had_outer_) w_.enter(outer_);
+      else w_.leave();
+    }
 
    private:
     Watchdog& w_;
+    const char* outer_;
+    bool had_outer_;
   };
 
   void enter(const char* what);

@@ -71,8 +71,8 @@ struct StepContext {
   // model never talks to MPI itself: the training loop builds it from its control plane
   // (ControlComm::sum_in_rank_order). Doubles: the forward message holds sums of
   // squares, whose float rounding would be amplified by E[x^2] - mean^2. Empty: each
-  // rank's batch-norm uses its own batch (DDP's default). The CPU model only; the GPU
-  // model throws if it is set.
+  // rank's batch-norm uses its own batch (DDP's default). The GPU model only in its own
+  // NHWC batch norm (Model::supports_sync_bn; a batch norm left to cuDNN refuses it).
   std::function<void(double* data, size_t n)> sum_across_ranks;
   // Called by a device model between polls while the host waits for the device (the
   // loss of forward_backward): the device queue may be waiting for another queue's work

@@ -213,9 +213,10 @@ void Trainer::setup() {
     buffer_ranges_ = std::move(merged);
   }
   if (opt_.sync_bn) {
-    // The same on every rank (the backend is agreed), so every rank fails alike.
-    if (!model_->supports_sync_bn(opt_.precision))
-      fail("--sync-bn: batch norm across ranks runs on the GPU only in cnnscale's own NHWC batch norm "
+    // Agreed (the switches are each rank's environment): every rank fails alike, named once.
+    if (!control_.allreduce(model_->supports_sync_bn(opt_.precision) ? 1 : 0, ReduceOp::min,
+                            "the --sync-bn support agreement"))
+      fail_collective(rank_, "--sync-bn: batch norm across ranks runs on the GPU only in cnnscale's own NHWC batch norm "
            "(CNNSCALE_GPU_BN=own, with --precision bf16, or TF32 with CNNSCALE_GPU_NHWC_STORE=1; not yet run on a "
            "GPU: docs/gpu.md), and this run (backend ",
            backend_name(comm_.backend()),

@@ -1062,6 +1062,61 @@ TEST(CudaBf16, LayersAndModelsCloseToCpuFp32) {
   compare_bf16("resnet18", {3, 38, 70}, 10, 4, true, true, true);
 }
 
+// --sync-bn in the GPU model (our batch norm, CNNSCALE_GPU_BN=own): a sum over "ranks"
+// that doubles every message (two identical ranks) normalises as one rank does — the same
+// mean and variance, dx from sums over twice the samples, dγ, dβ local — so loss and
+// gradients equal the unsynced step's up to rounding; the callback is called once per
+// batch norm and direction, with 2c+1 doubles forward (the count last) and 2c backward;
+// the running variance is updated with the doubled count's n/(n−1).
+TEST(CudaBf16, SyncBnOverTwoIdenticalRanksEqualsOneRank) {
+  REQUIRE_BF16_GPU();
+  const std::string spec = "resnet20";
+  const SampleShape shape{3, 16, 16};
+  const int64_t n = 8;
+  const ScopedEnv bn("CNNSCALE_GPU_BN", "own");
+  auto plain = make_cuda_model(spec, shape, 10, 0), synced = make_cuda_model(spec, shape, 10, 0);
+  ASSERT_TRUE(synced->supports_sync_bn(Precision::bf16));
+  for (Model* m : {static_cast<Model*>(plain.get()), static_cast<Model*>(synced.get())}) {
+    m->init_params(5);
+    m->prepare(n, Precision::bf16);
+  }
+  const Data d(n, shape, 10, 3);
+  StepContext ctx = ctx_for(d, n, 0);
+  const double lp = plain->forward_backward(d.x.data(), d.y.data(), n, ctx, {});
+  int forward_calls = 0, backward_calls = 0;
+  size_t bad_sizes = 0;
+  ctx.sum_across_ranks = [&](double* v, size_t count) {
+    if (count % 2 == 1) ++forward_calls, bad_sizes += v[count - 1] < double(n);  // the count: n·h·w rows
+    else ++backward_calls;
+    for (size_t i = 0; i < count; ++i) v[i] *= 2;
+  };
+  const double ls = synced->forward_backward(d.x.data(), d.y.data(), n, ctx, {});
+  int bns = 0;
+  for (const ParamInfo& pi : plain->params()) bns += pi.name.find("running_mean") != std::string::npos;
+  EXPECT_EQ(forward_calls, bns) << "one forward sum per batch norm";
+  EXPECT_EQ(backward_calls, bns) << "one backward sum per batch norm";
+  EXPECT_EQ(bad_sizes, 0u);
+  EXPECT_NEAR(ls, lp, 1e-3 * std::fabs(lp)) << "loss";
+  const size_t P = plain->param_count();
+  std::vector<float> gp(P), gs(P), pp(P), ps(P);
+  plain->download_grads(gp.data());
+  synced->download_grads(gs.data());
+  EXPECT_LT(rel_l2(gs.data(), gp.data(), P), 1e-2) << "gradients";
+  plain->copy_params_to_host(pp.data());
+  synced->copy_params_to_host(ps.data());
+  for (const ParamInfo& pi : plain->params()) {
+    if (pi.name.find("running_mean") != std::string::npos) {
+      EXPECT_LT(rel_l2(ps.data() + pi.offset, pp.data() + pi.offset, pi.numel), 1e-4) << pi.name;
+    }
+    if (pi.name.find("running_var") != std::string::npos) {
+      EXPECT_LT(rel_l2(ps.data() + pi.offset, pp.data() + pi.offset, pi.numel), 2e-2) << pi.name;
+    }
+  }
+  // With cuDNN's batch norm the model says it cannot.
+  const ScopedEnv cudnn("CNNSCALE_GPU_BN", "cudnn");
+  EXPECT_FALSE(make_cuda_model(spec, shape, 10, 0)->supports_sync_bn(Precision::bf16));
+}
+
 // The bf16 activation store's kernels (kernels.hpp) against a host reference, bitwise:
 // relu forward (a NaN passes, -0 becomes +0) and backward (overwrite and accumulate),
 // add (one rounding of the fp32 sum, also in place), each with one value per access and

@@ -17,7 +17,10 @@
 //    synchronisation), summed by the callback, copied back. NOT YET RUN ON A GPU.
 // (CNNSCALE_GPU_BN_PERSISTENT, cuDNN's persistent NHWC mode, was removed: on the H100 its
 // backward failed and training segfaulted; cuDNN documents that mode for HALF only.)
+#include <chrono>
+#include <functional>
 #include <stdexcept>
+#include <thread>
 
 #include "util/error.hpp"
 
@@ -37,7 +40,9 @@ class BatchNorm final : public Layer {
     save_inv_var_.alloc(static_cast<size_t>(nd.in.c), s.stream);
   }
 
-  ~BatchNorm() override = default;
+  ~BatchNorm() override {
+    if (copied_) cudaEventDestroy(copied_);  // no check: a destructor must not end the job
+  }
 
   // Our own kernels: their reduction workspace (the convolutions' shared one).
   size_t plan(const Plan& p) override {
@@ -57,7 +62,7 @@ class BatchNorm final : public Layer {
              "--precision bf16, or TF32 with CNNSCALE_GPU_NHWC_STORE=1)");
     }
     synced_ = !eval && own_ && static_cast<bool>(ctx.sum_across_ranks);
-    if (synced_) sum_ = &ctx.sum_across_ranks;
+    if (synced_) sum_ = &ctx.sum_across_ranks, while_waiting_ = &ctx.while_waiting;
     if (own_) {
       if (s_.is_half(in())) own_forward<bf16_t>(p, eval);
       else own_forward<float>(p, eval);
@@ -124,16 +129,31 @@ class BatchNorm final : public Layer {
                          save_mean_.get(), save_inv_var_.get(), f.relu, s_.workspace.get(), s_.stream);
     }
   }
-  // n doubles of dev to the pinned message buffer (room for `room`), the stream drained.
+  // n doubles of dev to the pinned message buffer (room for `room`), then a host wait for
+  // the copy: polled, never inside CUDA (the model's queue may wait for the previous
+  // step's NCCL sums, whose failure no CUDA call reports), StepContext::while_waiting
+  // between polls, as the model's loss wait (cuda_model.cpp).
   double* to_host(const double* dev, size_t n, size_t room) {
     if (!msg_.get() || msg_room_ < room) {
-      cudaCheck(cudaStreamSynchronize(s_.stream));  // no copy from the old one in flight
+      drain();  // no copy from the old one in flight
       msg_.alloc(room);
       msg_room_ = room;
     }
     cudaCheck(cudaMemcpyAsync(msg_.get(), dev, n * sizeof(double), cudaMemcpyDeviceToHost, s_.stream));
-    cudaCheck(cudaStreamSynchronize(s_.stream));
+    drain();
     return msg_.get();
+  }
+  void drain() {
+    if (!copied_) cudaCheck(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
+    cudaCheck(cudaEventRecord(copied_, s_.stream));
+    for (int64_t polls = 0;; ++polls) {
+      const cudaError_t q = cudaEventQuery(copied_);
+      if (q == cudaSuccess) return;
+      if (q != cudaErrorNotReady) cudaCheck(q);
+      if (while_waiting_ && *while_waiting_) (*while_waiting_)();
+      if (polls < 1000) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
   }
   template <class T>
   void own_backward(const Plan& p, bool dx_accumulate) {
@@ -178,6 +198,8 @@ class BatchNorm final : public Layer {
   // buffer (pinned) and the global count.
   bool synced_ = false;
   const std::function<void(double*, size_t)>* sum_ = nullptr;
+  const std::function<void()>* while_waiting_ = nullptr;
+  cudaEvent_t copied_ = nullptr;  // to_host's wait
   DevArray<double> sums_ = sized(2), global_ = sized(2);
   Pinned<double> msg_;
   size_t msg_room_ = 0;
