@@ -283,7 +283,8 @@ TEST(CudaModels, Tf32OnNhwcCopies) {
 // copies it replaces, with cuDNN's batch norm and with ours (CNNSCALE_GPU_BN=own): the loss
 // and evaluation logits within TF32's 2e-2, gradients within kTf32GradTol, the running
 // statistics within 1e-2; a rerun bitwise; resnet20 (identity shortcuts) and resnet18
-// (downsampling shortcuts, padded stem pool, flatten of a non-square gap).
+// (downsampling shortcuts, padded stem pool, flatten of a non-square gap), a biased
+// convolution on the store, a convolution after a dropout (an fp32 NCHW input).
 TEST(CudaModels, Tf32NhwcStoreMatchesCopies) {
   REQUIRE_GPU();
   int major = 0;
@@ -294,7 +295,11 @@ TEST(CudaModels, Tf32NhwcStoreMatchesCopies) {
     SampleShape shape;
     int64_t n;
   };
-  for (const Net& net : {Net{"resnet20", {3, 16, 16}, 8}, Net{"resnet18", {3, 38, 70}, 4}}) {
+  // Also a biased convolution writing the store (the bias on NHWC descriptors) and one
+  // whose input is an fp32 NCHW tensor (after a dropout: its dx through the NHWC copy).
+  for (const Net& net : {Net{"resnet20", {3, 16, 16}, 8}, Net{"resnet18", {3, 38, 70}, 4},
+                         Net{"conv(8,3,1,1) bn relu conv(8,3,1,1) relu flatten linear(10)", {2, 8, 8}, 6},
+                         Net{"conv(4,3) relu dropout(0.5) conv(4,3) bn relu flatten linear(10)", {1, 8, 8}, 6}}) {
     const Data d(net.n, net.shape, 10, 6);
     const Data e(net.n, net.shape, 10, 61);
     struct Result {
