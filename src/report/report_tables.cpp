@@ -9,8 +9,14 @@
 namespace cnnscale::report {
 
 namespace {
-std::string devices(const GroupAnalysis& ga, int ranks) {
-  return std::to_string(ranks) + (ga.group.device_kind == "gpu" ? " GPU" : " CPU") + (ranks == 1 ? "" : "s");
+// The devices a row's ranks ran on: one each, except GPU ranks sharing GPUs over the host
+// data plane (run.json gpu.ranks_per_gpu), which say so: a scaling study must not read 2
+// ranks on one GPU as 2 GPUs.
+std::string devices(const GroupAnalysis& ga, const ScalingRow& r) {
+  const bool gpu = ga.group.device_kind == "gpu";
+  const int n = gpu && r.ranks_per_gpu > 1 ? (r.ranks + r.ranks_per_gpu - 1) / r.ranks_per_gpu : r.ranks;
+  return std::to_string(n) + (gpu ? " GPU" : " CPU") + (n == 1 ? "" : "s") +
+         (gpu && r.ranks_per_gpu > 1 ? " (" + std::to_string(r.ranks_per_gpu) + " ranks each)" : "");
 }
 std::string i2s(long v) { return std::to_string(v); }
 }  // namespace
@@ -29,7 +35,7 @@ TextTable measured_table(const GroupAnalysis& ga) {
   for (const auto& r : ga.rows) {
     std::vector<std::string> row = {i2s(r.ranks) + (r.repeats > 1 ? " (" + i2s(r.repeats) + " runs)" : ""),
                                     i2s(r.nodes),
-                                    devices(ga, r.ranks),
+                                    devices(ga, r),
                                     i2s(r.batch_per_rank),
                                     i2s(r.global_batch),
                                     fmt_num(r.images_per_s, 4),

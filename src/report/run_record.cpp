@@ -111,6 +111,10 @@ RunRecord parse_run(const json& doc, const std::string& file) {
   r.ranks_per_node = static_cast<int>(f.count(doc, "", "ranks_per_node", 1, kMaxRanks));
   r.backend = f.text(doc, "", "backend");
   r.device = f.text(doc, "", "device");
+  if (auto g = doc.find("gpu"); g != doc.end() && g->is_object())  // read past whatever else it holds
+    if (auto k = g->find("ranks_per_gpu"); k != g->end() && k->is_number_integer() && k->get<long>() >= 1 &&
+                                           k->get<long>() <= kMaxRanks)
+      r.ranks_per_gpu = static_cast<int>(k->get<long>());
   r.model = f.text(doc, "", "model");
   r.precision = f.text(doc, "", "precision");
   // A GPU run with TF32 convolutions and matmuls (run.json "tf32", train --tf32) computes

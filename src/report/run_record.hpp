@@ -38,6 +38,9 @@ struct RunRecord {
   int nodes = 1;
   int ranks_per_node = 1;
   std::string backend, device, model, precision;
+  // Local ranks sharing one GPU (run.json gpu.ranks_per_gpu: > 1 only for GPU ranks over
+  // the host data plane, issue 38); 1 when absent (older files, CPU runs, NCCL).
+  int ranks_per_gpu = 1;
   long batch_per_rank = 0;
   long global_batch = 0;
   long steps = 0;

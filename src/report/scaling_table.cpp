@@ -39,6 +39,7 @@ std::vector<ScalingRow> scaling_rows(const RunGroup& g) {
     row.ranks = r.world_size;
     row.nodes = r.nodes;
     row.ranks_per_node = r.ranks_per_node;
+    row.ranks_per_gpu = r.ranks_per_gpu;
     row.repeats = g.repeats.empty() ? 1 : g.repeats[i];
     row.batch_per_rank = r.batch_per_rank;
     row.global_batch = r.global_batch;

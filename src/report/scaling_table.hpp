@@ -17,6 +17,7 @@ struct ScalingRow {
   int ranks = 1;
   int nodes = 1;
   int ranks_per_node = 1;
+  int ranks_per_gpu = 1;  // > 1: ranks sharing GPUs (the host data plane); devices = ranks / this
   int repeats = 1;
   long batch_per_rank = 0;
   long global_batch = 0;

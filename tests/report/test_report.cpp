@@ -426,6 +426,31 @@ TEST(ReportInput, GpuObjectIsToleratedWhateverItsShape) {
   EXPECT_EQ(error_of([&] { rec(odd, "c"); }), "(no error)");
 }
 
+// GPU ranks sharing GPUs over the host data plane (run.json gpu.ranks_per_gpu): the
+// measured table counts GPUs, not ranks, and says how many ranks share each; absent or
+// 1 (NCCL, older files): one GPU per rank as before.
+TEST(ReportTables, RanksSharingAGpuAreNotCountedAsGpus) {
+  json one = run_doc(1, 64, 80, 0, 70, 0, 5), two = run_doc(2, 64, 150, 0, 130, 10, 5);
+  for (json* d : {&one, &two}) (*d)["device"] = "cuda:0", (*d)["backend"] = "mpi";
+  two["gpu"] = {{"ranks_per_gpu", 2}, {"data_plane", "host"}};
+  const RunRecord a = rec(one, "g1"), b = rec(two, "g2");
+  EXPECT_EQ(a.ranks_per_gpu, 1);
+  EXPECT_EQ(b.ranks_per_gpu, 2);
+  const Report rep = analyze_runs(opts(), {a, b});
+  ASSERT_EQ(rep.groups.size(), 1u);
+  const TextTable t = measured_table(rep.groups[0]);
+  ASSERT_EQ(t.rows.size(), 2u);
+  EXPECT_EQ(t.rows[0][2], "1 GPU");
+  EXPECT_EQ(t.rows[1][2], "1 GPU (2 ranks each)");
+  json nccl = two;
+  nccl.erase("gpu");
+  const Report rep2 = analyze_runs(opts(), {a, rec(nccl, "g3")});
+  EXPECT_EQ(measured_table(rep2.groups[0]).rows[1][2], "2 GPUs");
+  json bad = two;
+  bad["gpu"]["ranks_per_gpu"] = "two";  // read past, as the rest of the gpu object
+  EXPECT_EQ(rec(bad, "g4").ranks_per_gpu, 1);
+}
+
 TEST(ReportInput, DirectoryProblems) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("cnnscale-report-" + std::to_string(::getpid()));
