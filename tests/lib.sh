@@ -16,6 +16,18 @@ expect_grep() {
 # expect_ckpt_close LABEL A.h5 B.h5 [TOL]: tests/ckpt_diff of two checkpoints exits 0 and
 # their largest relative difference is below TOL (1e-5); ckpt_diff's line is left in
 # $CKPT_DIFF_OUT (field 6: max abs, field 8: relative).
+# report_lines FILE [PREFIX]: a Python check's "ok …" / "FAIL …" lines as this test's
+# checks (PREFIX before each name), any other line echoed indented.
+report_lines() {
+  local line
+  while read -r line; do
+    case $line in
+      ok\ *) ok "${2:-}${line#ok }" ;;
+      FAIL\ *) bad "${2:-}${line#FAIL }" ;;
+      *) echo "    | $line" ;;
+    esac
+  done <"$1"
+}
 expect_ckpt_close() {
   local label=$1 tol=${4:-1e-5} st rel
   CKPT_DIFF_OUT=$("$CNNSCALE_BUILD/tests/ckpt_diff" "$2" "$3" 2>&1)

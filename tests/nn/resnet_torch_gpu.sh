@@ -309,13 +309,7 @@ if any(r.startswith("bf16") for r in runs):
 PYEOF
 st=$?
 echo "python: $(awk -v a="$t" -v b="$(now)" 'BEGIN {printf "%.1f", b - a}') s; whole test $(awk -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.1f", b - a}') s"
-while read -r line; do
-  case $line in
-    ok\ *) ok "${line#ok }" ;;
-    FAIL\ *) bad "${line#FAIL }" ;;
-    *) echo "    | $line" ;;
-  esac
-done <"$d/result"
+report_lines "$d/result"
 expect_eq "python comparison exit status" 0 "$st"
 # 1 layout + per run 2 (SGD: running statistics kept, the step exact) + fp32 5 + per bf16
 # run 6 + own 1 (GPU).

@@ -186,13 +186,7 @@ report(f"--zero-init-residual zeroes torchvision's {len(zeros_tv)} weights", zer
        f"ours {zeros_ours[:3]}..., torchvision {zeros_tv[:3]}...")
 PYEOF
   expect_eq "$m: python check ran" 0 "$?"
-  while read -r line; do
-    case $line in
-      ok\ *) ok "$m: ${line#ok }" ;;
-      FAIL\ *) bad "$m: ${line#FAIL }" ;;
-      *) echo "    | $line" ;;
-    esac
-  done <"$d/result"
+  report_lines "$d/result" "$m: "
   [ "$_fail" -eq 0 ] || { sed 's/^/    train| /' "$d/train.log" | tail -5; sed 's/^/    eval| /' "$d/eval.log" | tail -5; }
 }
 

@@ -1,30 +1,19 @@
 // staged_copier.cpp — the CUDA side of the staged host data plane (staged_communicator.hpp):
 // a non-blocking copy stream of its own on the rank's device, page-locked host memory
-// (cudaMallocHost), marks that are events polled from the host (yielding, then sleeping
-// 50 us between polls, as NcclCommunicator's waits: never blocking inside CUDA, so a wait
-// stays interruptible by the watchdog). NOT YET RUN ON A GPU.
+// (cudaMallocHost), marks that are events polled from the host (util/cuda/event_wait.hpp:
+// never blocking inside CUDA, so a wait stays interruptible by the watchdog), taken from a
+// pool of the copier's (a mark per bucket per step creates no event). NOT YET RUN ON A GPU.
 #include <cuda_runtime.h>
 
-#include <chrono>
-#include <cstdint>
-#include <thread>
+#include <vector>
 
 #include "comm/staged_communicator.hpp"
 #include "util/cuda/check.hpp"
+#include "util/cuda/event_wait.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale {
 namespace {
-
-void poll(cudaEvent_t ev) {
-  for (int64_t polls = 0;; ++polls) {
-    const cudaError_t q = cudaEventQuery(ev);
-    if (q == cudaSuccess) return;
-    if (q != cudaErrorNotReady) cudaCheck(q);
-    if (polls < 1000) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-}
 
 class CudaCopier final : public DeviceCopier {
  public:
@@ -42,6 +31,7 @@ class CudaCopier final : public DeviceCopier {
   ~CudaCopier() override {  // no checks: a destructor must not abort the job
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
+    for (cudaEvent_t e : free_) cudaEventDestroy(e);
     cudaStreamDestroy(stream_);
   }
   void* stream() const override { return stream_; }
@@ -57,21 +47,29 @@ class CudaCopier final : public DeviceCopier {
   void to_device(void* device, const void* host, size_t bytes) override {
     cudaCheck(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_));
   }
+  // An event recorded on the stream now; it goes back to the pool with the mark (marks
+  // never outlive the copier: the communicator owns both and waits its sums first).
   std::unique_ptr<Mark> mark() override {
     class Event final : public Mark {
      public:
-      explicit Event(cudaStream_t s) {
-        cudaCheck(cudaEventCreateWithFlags(&ev_, cudaEventDisableTiming));
-        cudaCheck(cudaEventRecord(ev_, s));
-      }
-      ~Event() override { cudaEventDestroy(ev_); }
-      void wait() override { poll(ev_); }
+      Event(CudaCopier& c, cudaEvent_t ev) : c_(c), ev_(ev) {}
+      ~Event() override { c_.free_.push_back(ev_); }
+      void wait() override { wait_event_polling(ev_); }
 
      private:
-      cudaEvent_t ev_ = nullptr;
+      CudaCopier& c_;
+      cudaEvent_t ev_;
     };
     cudaCheck(cudaSetDevice(device_));
-    return std::make_unique<Event>(stream_);
+    cudaEvent_t ev = nullptr;
+    if (free_.empty()) {
+      cudaCheck(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    } else {
+      ev = free_.back();
+      free_.pop_back();
+    }
+    cudaCheck(cudaEventRecord(ev, stream_));
+    return std::make_unique<Event>(*this, ev);
   }
   void synchronize() override { mark()->wait(); }
   void quiesce() noexcept override {
@@ -82,6 +80,7 @@ class CudaCopier final : public DeviceCopier {
  private:
   int device_;
   cudaStream_t stream_ = nullptr;
+  std::vector<cudaEvent_t> free_;  // events no mark holds
 };
 
 }  // namespace

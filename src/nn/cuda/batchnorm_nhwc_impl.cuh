@@ -68,6 +68,15 @@ __device__ __forceinline__ bf16_t narrow<bf16_t>(float v) {
   return __float2bfloat16_rn(v);
 }
 
+// The gradient a batch norm's backward works from: dy, masked by the fused ReLU's output
+// (y > 0; a NaN y passes none) when there is one (y is then read, else ignored).
+template <bool Relu, class T>
+__device__ __forceinline__ float masked_grad(T dy, T y) {
+  if constexpr (Relu)
+    if (!(widen(y) > 0.f)) return 0.f;
+  return widen(dy);
+}
+
 // ReLU that keeps a NaN (as CUDNN_PROPAGATE_NAN and PyTorch); relu(-0) = +0.
 __device__ __forceinline__ float relu_nan(float v) { return v > 0.f || v != v ? v : 0.f; }
 
@@ -354,15 +363,13 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (int64_t r = blockIdx.y * chunk + threadIdx.y; r < r1; r += blockDim.y) {
       const int64_t k = r * cv + j;
       const P xv = reinterpret_cast<const P*>(x)[k], dv = reinterpret_cast<const P*>(dy)[k];
-      P yv, zv;
+      P yv{}, zv;
       if constexpr (Relu) yv = reinterpret_cast<const P*>(y)[k];
       if constexpr (Res)
         if (dz_accumulate) zv = reinterpret_cast<const P*>(dz)[k];
 #pragma unroll
       for (int i = 0; i < V; ++i) {
-        float g = widen(dv.v[i]);
-        if constexpr (Relu)
-          if (!(widen(yv.v[i]) > 0.f)) g = 0.f;
+        const float g = masked_grad<Relu>(dv.v[i], yv.v[i]);
         if constexpr (Res) zv.v[i] = narrow<T>(dz_accumulate ? widen(zv.v[i]) + g : g);
         s1[i] += g;
         s2[i] = fmaf(g, widen(xv.v[i]) - m[i], s2[i]);
@@ -404,14 +411,12 @@ __global__ void __launch_bounds__(kBlockThreads)
   for (int64_t r = blockIdx.y * chunk + threadIdx.y; r < r1; r += blockDim.y) {
     const int64_t k = r * cv + j;
     const P xv = reinterpret_cast<const P*>(x)[k], dv = reinterpret_cast<const P*>(dy)[k];
-    P yv, out;
+    P yv{}, out;
     if constexpr (Relu) yv = reinterpret_cast<const P*>(y)[k];
     if (dx_accumulate) out = reinterpret_cast<const P*>(dx)[k];
 #pragma unroll
     for (int i = 0; i < V; ++i) {
-      float g = widen(dv.v[i]);
-      if constexpr (Relu)
-        if (!(widen(yv.v[i]) > 0.f)) g = 0.f;
+      const float g = masked_grad<Relu>(dv.v[i], yv.v[i]);
       float v = fmaf(A[i], g, fmaf(B[i], widen(xv.v[i]) - m[i], E[i]));
       if (dx_accumulate) v += widen(out.v[i]);
       out.v[i] = narrow<T>(v);

@@ -32,6 +32,7 @@
 #include "nn/cuda/layer_profile.hpp"
 #include "nn/graph.hpp"
 #include "util/cuda/check.hpp"
+#include "util/cuda/event_wait.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale {
@@ -328,14 +329,9 @@ class CudaNet final : public DeviceModel {
   // sleeps 50 us between polls, leaving the core to the data loader (as
   // NcclCommunicator::wait_event).
   static void wait_event(cudaEvent_t ev, const StepContext& ctx) {
-    for (int64_t polls = 0;; ++polls) {
-      const cudaError_t q = cudaEventQuery(ev);
-      if (q == cudaSuccess) return;
-      if (q != cudaErrorNotReady) cudaCheck(q);
+    wait_event_polling(ev, [&] {
       if (ctx.while_waiting) ctx.while_waiting();
-      if (polls < 1000) std::this_thread::yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    });
   }
 
   void download(const float* dev, float* host) {

@@ -17,16 +17,15 @@
 //    synchronisation), summed by the callback, copied back. NOT YET RUN ON A GPU.
 // (CNNSCALE_GPU_BN_PERSISTENT, cuDNN's persistent NHWC mode, was removed: on the H100 its
 // backward failed and training segfaulted; cuDNN documents that mode for HALF only.)
-#include <chrono>
 #include <functional>
 #include <stdexcept>
-#include <thread>
 
 #include "util/error.hpp"
 
 #include "nn/cuda/batchnorm_nhwc.hpp"
 #include "nn/cuda/kernels.hpp"
 #include "nn/cuda/layer.hpp"
+#include "util/cuda/event_wait.hpp"
 
 namespace cnnscale::nn::cuda {
 namespace {
@@ -146,14 +145,9 @@ class BatchNorm final : public Layer {
   void drain() {
     if (!copied_) cudaCheck(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
     cudaCheck(cudaEventRecord(copied_, s_.stream));
-    for (int64_t polls = 0;; ++polls) {
-      const cudaError_t q = cudaEventQuery(copied_);
-      if (q == cudaSuccess) return;
-      if (q != cudaErrorNotReady) cudaCheck(q);
+    wait_event_polling(copied_, [&] {
       if (while_waiting_ && *while_waiting_) (*while_waiting_)();
-      if (polls < 1000) std::this_thread::yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    });
   }
   template <class T>
   void own_backward(const Plan& p, bool dx_accumulate) {
