@@ -83,6 +83,7 @@ inline float* dynamic_shared() { return emu::dynamic_shared_memory; }
 }  // namespace cnnscale::nn::cuda::bn::detail
 #include "nn/cuda/batchnorm_nhwc_impl.cuh"  // its #pragma unroll: -Wno-unknown-pragmas (CMakeLists.txt)
 
+#include "bn_reference.hpp"
 #include "nn/rng.hpp"
 #include "util/bf16.hpp"
 
@@ -228,21 +229,17 @@ void check_case(const Case& k, bool relu, bool res, bool accumulate, bool misali
   const std::vector<float> rm0 = rm, rv0 = rv;
   std::vector<char> ws(bnd::workspace_bytes_impl(R, C, sizeof(T) == 2));
 
-  std::vector<double> mean(C, 0), var(C, 0), invstd(C);
-  for (size_t e = 0; e < N; ++e) mean[e % C] += E::to(x0[e]);
-  for (int c = 0; c < C; ++c) mean[c] /= double(R);
-  for (size_t e = 0; e < N; ++e) var[e % C] += std::pow(E::to(x0[e]) - mean[e % C], 2);
-  for (int c = 0; c < C; ++c) var[c] /= double(R), invstd[c] = 1 / std::sqrt(var[c] + eps);
-  auto forward_ref = [&](const std::vector<double>& m, const std::vector<double>& is) {
-    std::vector<double> out(N);
-    for (size_t e = 0; e < N; ++e) {
-      const int c = static_cast<int>(e % C);
-      const double v = (E::to(x0[e]) - m[c]) * is[c] * gamma[c] + beta[c] + (res ? E::to(z0[e]) : 0.0);
-      out[e] = relu ? std::max(v, 0.0) : v;
-    }
-    return out;
+  auto doubles = [](const std::vector<T>& v) {
+    std::vector<double> d(v.size());
+    for (size_t i = 0; i < v.size(); ++i) d[i] = E::to(v[i]);
+    return d;
   };
-  const std::vector<double> y_ref = forward_ref(mean, invstd);
+  const std::vector<double> xd = doubles(x0), zd = doubles(z0), dyd = doubles(dy0), dx0d = doubles(dx0),
+                            dz0d = doubles(dz0);
+  const test::BnStatistics ref = test::bn_statistics(xd, R, C, eps);
+  const std::vector<double>& mean = ref.mean;
+  const std::vector<double>& invstd = ref.invstd;
+  const std::vector<double> y_ref = test::bn_forward(xd, res ? &zd : nullptr, mean, invstd, gamma, beta, relu);
 
   std::vector<T> first_y, first_dx;
   for (int run = 0; run < 2; ++run) {
@@ -261,31 +258,17 @@ void check_case(const Case& k, bool relu, bool res, bool accumulate, bool misali
     }
     first_y = yo, first_dx = dxo;
     EXPECT_LT(rel_err<T>(yo, y_ref), E::tol) << "y";
-    std::vector<double> rm_ref(C), rv_ref(C);
-    for (int c = 0; c < C; ++c) {
-      rm_ref[c] = (1 - momentum) * rm0[c] + momentum * mean[c];
-      rv_ref[c] = (1 - momentum) * rv0[c] + momentum * var[c] * (R > 1 ? double(R) / (R - 1) : 1.0);
-    }
+    std::vector<double> rm_ref, rv_ref;
+    test::bn_running(ref, R, momentum, rm0, rv0, &rm_ref, &rv_ref);
     EXPECT_LT(rel_errf(sm, mean), 2e-5) << "saved mean";
     EXPECT_LT(rel_errf(si, invstd), 2e-5) << "saved 1/std";
     EXPECT_LT(rel_errf(rm, rm_ref), 2e-5) << "running mean";
     EXPECT_LT(rel_errf(rv, rv_ref), 2e-5) << "running variance";
-    std::vector<double> g(N), sg(C, 0), sgx(C, 0);
-    for (size_t e = 0; e < N; ++e) {
-      const int c = static_cast<int>(e % C);
-      g[e] = relu && !(E::to(yo[e]) > 0) ? 0.0 : E::to(dy0[e]);
-      sg[c] += g[e];
-      sgx[c] += g[e] * (E::to(x0[e]) - mean[c]) * invstd[c];
-    }
-    std::vector<double> dx_ref(N), dz_ref(N);
-    for (size_t e = 0; e < N; ++e) {
-      const int c = static_cast<int>(e % C);
-      const double xh = (E::to(x0[e]) - mean[c]) * invstd[c];
-      dx_ref[e] = gamma[c] * invstd[c] * (g[e] - sg[c] / R - xh * sgx[c] / R) + (accumulate ? E::to(dx0[e]) : 0.0);
-      dz_ref[e] = g[e] + (accumulate ? E::to(dz0[e]) : 0.0);
-    }
-    EXPECT_LT(rel_errf(db, sg), 1e-5) << "dβ";
-    EXPECT_LT(rel_errf(dg, sgx), 1e-4) << "dγ";
+    const test::BnGradients gr = test::bn_backward(xd, dyd, doubles(yo), ref, gamma, relu, accumulate ? &dx0d : nullptr,
+                                                   accumulate ? &dz0d : nullptr);
+    const std::vector<double>&dx_ref = gr.dx, &dz_ref = gr.dz;
+    EXPECT_LT(rel_errf(db, gr.dbeta), 1e-5) << "dβ";
+    EXPECT_LT(rel_errf(dg, gr.dgamma), 1e-4) << "dγ";
     EXPECT_LT(rel_err<T>(dxo, dx_ref), E::tol * 2) << "dx";
     if (res) EXPECT_LT(rel_err<T>(dzo, dz_ref), E::tol) << "dz";
     else EXPECT_EQ(std::memcmp(dzo.data(), dz0.data(), N * sizeof(T)), 0) << "dz written without a residual";
@@ -293,7 +276,7 @@ void check_case(const Case& k, bool relu, bool res, bool accumulate, bool misali
   // Evaluation: the running statistics as updated by the (second) training forward.
   std::vector<double> em(C), eis(C);
   for (int c = 0; c < C; ++c) em[c] = rm[c], eis[c] = 1 / std::sqrt(double(rv[c]) + eps);
-  const std::vector<double> ye_ref = forward_ref(em, eis);
+  const std::vector<double> ye_ref = test::bn_forward(xd, res ? &zd : nullptr, em, eis, gamma, beta, relu);
   const std::vector<float> rm_before = rm;
   bnd::forward_eval_impl<EmuLaunch, T>(x, res ? z : nullptr, y, R, C, {gamma.data(), beta.data(), rm.data(), rv.data()},
                                        eps, relu, ws.data(), nullptr);

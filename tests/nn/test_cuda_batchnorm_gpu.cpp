@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bn_reference.hpp"
 #include "nn/cuda/batchnorm_nhwc.hpp"
 #include "nn/rng.hpp"
 #include "util/bf16.hpp"
@@ -142,23 +143,17 @@ void check_case(const Case& k, bool relu, bool res, bool accumulate, bool misali
   ASSERT_EQ(cudaMemcpy(b_.p, beta.data(), C * 4, cudaMemcpyHostToDevice), cudaSuccess);
 
   // The reference, in double, from the values the kernels see.
-  std::vector<double> mean(C, 0), var(C, 0), invstd(C);
-  for (int64_t i = 0; i < R; ++i)
-    for (int c = 0; c < C; ++c) mean[c] += E::to(x[i * C + c]);
-  for (int c = 0; c < C; ++c) mean[c] /= double(R);
-  for (int64_t i = 0; i < R; ++i)
-    for (int c = 0; c < C; ++c) var[c] += std::pow(E::to(x[i * C + c]) - mean[c], 2);
-  for (int c = 0; c < C; ++c) var[c] /= double(R), invstd[c] = 1 / std::sqrt(var[c] + eps);
-  std::vector<double> y_ref(N);
-  auto forward_ref = [&](const std::vector<double>& m, const std::vector<double>& is) {
-    for (int64_t i = 0; i < R; ++i)
-      for (int c = 0; c < C; ++c) {
-        const size_t e = static_cast<size_t>(i * C + c);
-        double v = (E::to(x[e]) - m[c]) * is[c] * gamma[c] + beta[c] + (res ? E::to(z[e]) : 0.0);
-        y_ref[e] = relu ? std::max(v, 0.0) : v;
-      }
+  auto doubles = [](const std::vector<H>& v) {
+    std::vector<double> d(v.size());
+    for (size_t i = 0; i < v.size(); ++i) d[i] = E::to(v[i]);
+    return d;
   };
-  forward_ref(mean, invstd);
+  const std::vector<double> xd = doubles(x), zd = doubles(z), dyd = doubles(dy), dx0d = doubles(dx0),
+                            dz0d = doubles(dz0);
+  const test::BnStatistics ref = test::bn_statistics(xd, R, C, eps);
+  const std::vector<double>& mean = ref.mean;
+  const std::vector<double>& invstd = ref.invstd;
+  const std::vector<double> y_ref = test::bn_forward(xd, res ? &zd : nullptr, mean, invstd, gamma, beta, relu);
 
   std::vector<H> first_y, first_dx, first_dz;
   std::vector<float> first_dg;
@@ -185,34 +180,19 @@ void check_case(const Case& k, bool relu, bool res, bool accumulate, bool misali
     EXPECT_LT(rel_err<H>(y, y_ref, E::to), E::tol) << "y";
     const auto sm = download<float>(sm_.p, C), si = download<float>(si_.p, C);
     const auto rm2 = download<float>(rm_.p, C), rv2 = download<float>(rv_.p, C);
-    std::vector<double> rm_ref(C), rv_ref(C);
-    for (int c = 0; c < C; ++c) {
-      rm_ref[c] = (1 - momentum) * rm[c] + momentum * mean[c];
-      rv_ref[c] = (1 - momentum) * rv[c] + momentum * var[c] * (R > 1 ? double(R) / (R - 1) : 1.0);
-    }
+    std::vector<double> rm_ref, rv_ref;
+    test::bn_running(ref, R, momentum, rm, rv, &rm_ref, &rv_ref);
     EXPECT_LT(rel_err<float>(sm, mean, to_f), 2e-5) << "saved mean";
     EXPECT_LT(rel_err<float>(si, invstd, to_f), 2e-5) << "saved 1/std";
     EXPECT_LT(rel_err<float>(rm2, rm_ref, to_f), 2e-5) << "running mean";
     EXPECT_LT(rel_err<float>(rv2, rv_ref, to_f), 2e-5) << "running variance (unbiased)";
 
     // Backward reference: g masked by the kernels' own y (a value rounded to 0 masks).
-    std::vector<double> g(N), sg(C, 0), sgx(C, 0);
-    for (size_t e = 0; e < N; ++e) {
-      g[e] = relu && !(E::to(y[e]) > 0) ? 0.0 : E::to(dy[e]);
-      const int c = static_cast<int>(e % C);
-      sg[c] += g[e];
-      sgx[c] += g[e] * (E::to(x[e]) - mean[c]) * invstd[c];
-    }
-    std::vector<double> dx_ref(N), dz_ref(N), dg_ref(C), db_ref(C);
-    for (int c = 0; c < C; ++c) dg_ref[c] = sgx[c], db_ref[c] = sg[c];
-    for (size_t e = 0; e < N; ++e) {
-      const int c = static_cast<int>(e % C);
-      const double xh = (E::to(x[e]) - mean[c]) * invstd[c];
-      dx_ref[e] = gamma[c] * invstd[c] * (g[e] - sg[c] / R - xh * sgx[c] / R) + (accumulate ? E::to(dx0[e]) : 0.0);
-      dz_ref[e] = g[e] + (accumulate ? E::to(dz0[e]) : 0.0);
-    }
-    EXPECT_LT(rel_err<float>(db, db_ref, to_f), 1e-5) << "dβ";
-    EXPECT_LT(rel_err<float>(dg, dg_ref, to_f), 1e-4) << "dγ";
+    const test::BnGradients gr = test::bn_backward(xd, dyd, doubles(y), ref, gamma, relu, accumulate ? &dx0d : nullptr,
+                                                   accumulate ? &dz0d : nullptr);
+    const std::vector<double>&dx_ref = gr.dx, &dz_ref = gr.dz;
+    EXPECT_LT(rel_err<float>(db, gr.dbeta, to_f), 1e-5) << "dβ";
+    EXPECT_LT(rel_err<float>(dg, gr.dgamma, to_f), 1e-4) << "dγ";
     EXPECT_LT(rel_err<H>(dx, dx_ref, E::to), E::tol * 2) << "dx";
     if (res) EXPECT_LT(rel_err<H>(dz, dz_ref, E::to), E::tol) << "dz";
     else EXPECT_EQ(std::memcmp(dz.data(), dz0.data(), N * sizeof(H)), 0) << "dz written without a residual";
@@ -222,11 +202,11 @@ void check_case(const Case& k, bool relu, bool res, bool accumulate, bool misali
   const auto rmd = download<float>(rm_.p, C), rvd = download<float>(rv_.p, C);
   std::vector<double> em(C), eis(C);
   for (int c = 0; c < C; ++c) em[c] = rmd[c], eis[c] = 1 / std::sqrt(double(rvd[c]) + eps);
-  forward_ref(em, eis);
+  const std::vector<double> ye_ref = test::bn_forward(xd, res ? &zd : nullptr, em, eis, gamma, beta, relu);
   const nn::cuda::bn::Stats st{g_.p, b_.p, rm_.p, rv_.p};
   nn::cuda::bn::forward_eval<T>(x_.p, res ? z_.p : nullptr, y_.p, R, C, st, eps, relu, ws.p, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_LT(rel_err<H>(download<H>(y_.p, N), y_ref, E::to), E::tol) << "evaluation y";
+  EXPECT_LT(rel_err<H>(download<H>(y_.p, N), ye_ref, E::to), E::tol) << "evaluation y";
   EXPECT_EQ(download<float>(rm_.p, C), rmd) << "evaluation changed the running mean";
 }
 
