@@ -8,10 +8,11 @@
 # synthetic batch, autocast(bfloat16), TF32 and fp32, NCHW and channels_last, same batch,
 # same timing rule), every `gpu` test of the kit but compute-sanitizer (each with its own
 # time limit, all at once; all run even when one fails; those that need 2 GPUs SKIP on
-# one), the ResNet-50 variants (bf16conv: CNNSCALE_GPU_BF16_STORE=0, the per-convolution
-# conversions that the bf16 activation store replaced; bf16own: our fused NHWC batch norm,
-# CNNSCALE_GPU_BN=own; tf32own: the fp32 NHWC store under TF32 with it,
-# CNNSCALE_GPU_NHWC_STORE=1 CNNSCALE_GPU_BN=own; and any added with --variant), the
+# one), the ResNet-50 variants (bf16own: our fused NHWC batch norm, CNNSCALE_GPU_BN=own;
+# tf32own: the fp32 NHWC store under TF32 with it, CNNSCALE_GPU_NHWC_STORE=1
+# CNNSCALE_GPU_BN=own; bf16graph: bf16own's step replayed as CUDA graphs,
+# CNNSCALE_GPU_GRAPH=1; and any added with --variant; bf16conv, the per-convolution
+# conversions that the bf16 activation store replaced, only when asked for), the
 # batch-norm kernels' development bench (bn_kernel_bench: cuDNN, naive and ours on
 # ResNet-50's 53 batch norms, checked and timed; its tables go into the summary), ResNet-50
 # from JPEG files (jpeg: photo-like JPEGs made on the node by the kit's
@@ -21,8 +22,9 @@
 # ResNet-50 with 2 ranks sharing the one GPU over the host data plane (hostplane:
 # --device cuda --backend mpi, TF32, batch 64 per rank; the summary sets its images/s
 # beside the 1-rank TF32 run and gives run.json's exposed communication per step), a
-# CNNSCALE_GPU_PROFILE run of each ResNet-50 precision and variant, resnet20 (3×32×32,
-# batch 256) in the three precisions, and last, alone, the compute-sanitizer test
+# CNNSCALE_GPU_PROFILE run of each ResNet-50 precision and variant but the graph's (a
+# profile runs without graphs), resnet20 (3×32×32, batch 256) in the three precisions and
+# as bf16graph (a short step, where launches count), and last, alone, the compute-sanitizer test
 # (sanitizer_gpu) with what is left of the budget. Everything lands under --out DIR;
 # DIR/summary.md says what passed and failed (with each log's last lines) and gives the
 # images/s and memory table with the ratios to PyTorch and the GPU paths that ran.
@@ -36,7 +38,7 @@
 # The default order, most important first (--benches takes these names and groups):
 #   resnet50.bf16 resnet50.tf32 pytorch.bf16 pytorch.tf32 resnet50.fp32 pytorch.fp32
 #   tests (the gpu tests but the sanitizer, all at once) kernels (kernels.bn:
-#   bn_kernel_bench) variants (resnet50.bf16own, resnet50.tf32own, resnet50.bf16conv, then
+#   bn_kernel_bench) variants (resnet50.bf16own, resnet50.tf32own, resnet50.bf16graph, then
 #   each --variant) jpeg (jpeg.photos, jpeg.prep, bench.resnet50.jpeg) hostplane
 #   (allreduce.hostplane2, bench.resnet50.tf32.hostplane2) profile (profile.resnet50.<tf32, bf16 and
 #   each resnet50 variant>, 12 steps) resnet20 (resnet20.fp32, .tf32, .bf16) sanitizer
@@ -62,15 +64,15 @@
 #   kernels.bn (not yet run: estimated)                40 s
 #   jpeg: 1280 photos (7 ms each here: 9 s), prep (16 threads: 3 s), 40 steps (as bf16own)
 #                                                      9 + 3 + 12 = 24 s
-#   variants bf16own, tf32own (not yet run: 100 ms steps assumed), bf16conv (measured 12 s)
-#                                                      12 + 12 + 11 = 35 s
-#   profiles tf32 (9), bf16 (14), bf16own, tf32own (as 100 ms), bf16conv (8)
-#                                                      9 + 15 + 9 + 9 + 9 = 51 s
-#   resnet20 ×3 (H200: 2-3 s each)                     6 s
+#   variants bf16own, tf32own, bf16graph (not yet run: 100 ms steps assumed)
+#                                                      12 + 12 + 12 = 36 s
+#   profiles tf32 (9), bf16 (14), bf16own, tf32own (as 100 ms)
+#                                                      9 + 15 + 9 + 9 = 42 s
+#   resnet20 ×3 and bf16graph (H200: 2-3 s each)       8 s
 #   hostplane: cnnscale allreduce, 2 ranks, GPU buffers over MPI, 8 B to 64 MiB, checked
 #   (not yet run: 5 s); 2 ranks × 40 steps of batch 64 on one GPU (2 × 92 ms assumed)
 #                                                      5 + 8 + 40 × 184 / 1000 = 20 s
-#   = 387 s before the sanitizer, which gets the rest of the 540 s budget: 153 s (it
+#   = 381 s before the sanitizer, which gets the rest of the 540 s budget: 159 s (it
 #   keeps to its own 150 s). A cold
 #   first torch import (30-66 s) comes on top only where the cnnscale runs before it
 #   were shorter than it.
@@ -141,10 +143,12 @@ VARIANTS=(
   "resnet50.fp32::--precision fp32 --tf32 off"
   "resnet50.bf16own:CNNSCALE_GPU_BN=own:--precision bf16"          # our fused NHWC batch norm (not yet run on a GPU)
   "resnet50.tf32own:CNNSCALE_GPU_NHWC_STORE=1 CNNSCALE_GPU_BN=own:--precision fp32 --tf32 on"  # fp32 NHWC store + ours
-  "resnet50.bf16conv:CNNSCALE_GPU_BF16_STORE=0:--precision bf16"   # the design before the bf16 activation store
+  "resnet50.bf16graph:CNNSCALE_GPU_BN=own CNNSCALE_GPU_GRAPH=1:--precision bf16"  # bf16own as CUDA graphs (not yet run)
+  "resnet50.bf16conv:CNNSCALE_GPU_BF16_STORE=0:--precision bf16"   # the design before the bf16 store (only when asked)
   "resnet20.fp32::--precision fp32 --tf32 off"
   "resnet20.tf32::--precision fp32 --tf32 on"
   "resnet20.bf16::--precision bf16"
+  "resnet20.bf16graph:CNNSCALE_GPU_BN=own CNNSCALE_GPU_GRAPH=1:--precision bf16"  # a short step as CUDA graphs
 )
 if [ -n "${CNNSCALE_FIRST_RUN_VARIANTS:-}" ]; then
   IFS=';' read -r -a from_env <<<"$CNNSCALE_FIRST_RUN_VARIANTS"
@@ -182,7 +186,7 @@ done; done
 step_ms() {
   case $1 in
     resnet50.tf32) echo 92 ;; resnet50.fp32) echo 202 ;; resnet50.bf16conv) echo 78 ;;
-    resnet50.bf16own|resnet50.tf32own) echo 100 ;;
+    resnet50.bf16own|resnet50.tf32own|resnet50.bf16graph) echo 100 ;;
     resnet20.*) echo 12 ;; *) echo 528 ;;
   esac
 }
@@ -214,7 +218,7 @@ declare -A LIMIT=([test_cuda_optimizer_gpu]=60 [bf16_gpu]=90)
 # Not yet run (estimates): the host-plane forms of the 2-rank tests on one GPU, the new tests.
 declare -A EXPECT=([resume_gpu]=60 [bf16_gpu]=22 [test_cuda_model_gpu]=30 [test_cuda_optimizer_gpu]=1
   [host_plane_gpu]=90 [resnet_torch_gpu]=60 [test_cuda_batchnorm_gpu]=20 [overlap_stress_gpu]=40 [rank_error_gpu]=20
-  [bad_label_gpu]=20 [nccl_rendezvous_gpu]=40 [nan_weights_gpu]=30 [test_cuda_ddp_gpu_np2]=20)
+  [bad_label_gpu]=20 [nccl_rendezvous_gpu]=40 [nan_weights_gpu]=30 [test_cuda_ddp_gpu_np2]=20 [graph_gpu]=40)
 
 # --- expand the order ------------------------------------------------------------------------
 PLAN_LIST=()
@@ -222,10 +226,10 @@ for b in ${BENCHES//,/ }; do
   case $b in
     pytorch) for p in ${TORCH_PRECISIONS//,/ }; do PLAN_LIST+=("pytorch.$p"); done ;;
     pytorch.fp32|pytorch.tf32|pytorch.bf16) PLAN_LIST+=("$b") ;;
-    variants) PLAN_LIST+=(resnet50.bf16own resnet50.tf32own resnet50.bf16conv "${ADDED_NAMES[@]}") ;;
-    resnet20) PLAN_LIST+=(resnet20.fp32 resnet20.tf32 resnet20.bf16) ;;
+    variants) PLAN_LIST+=(resnet50.bf16own resnet50.tf32own resnet50.bf16graph "${ADDED_NAMES[@]}") ;;
+    resnet20) PLAN_LIST+=(resnet20.fp32 resnet20.tf32 resnet20.bf16 resnet20.bf16graph) ;;
     profile)
-      for n in resnet50.tf32 resnet50.bf16 resnet50.bf16own resnet50.tf32own resnet50.bf16conv "${ADDED_NAMES[@]}"; do
+      for n in resnet50.tf32 resnet50.bf16 resnet50.bf16own resnet50.tf32own "${ADDED_NAMES[@]}"; do
         case $n in resnet50.*) PLAN_LIST+=("profile.${n#resnet50.}") ;; esac
       done ;;
     profile.*) [ -n "${V_ARGS[resnet50.${b#profile.}]+x}" ] || usage "unknown benchmark $b (--benches)"; PLAN_LIST+=("$b") ;;
@@ -584,6 +588,7 @@ print("|---|---|---|---|---|---|---|---|")
 for chk, (r, j) in runs.items():
     g = j.get("gpu") or {}
     paths = ("bn " + str(g.get("bn")) + "".join(", " + k for k in ("nhwc_store32", "bf16_store", "tf32_nhwc", "cuda_graph") if g.get(k))
+             + (" (graph: " + g["cuda_graph_note"].replace("|", "/") + ")" if g.get("cuda_graph_note") else "")
              if g else "– (no gpu object: not a device model, or a cnnscale before it)")
     ips = j.get("images_per_s")
     print("| %s | %s | %s | %.1f | %s | %s | %s | %s |" % (chk, r["env"] or "–", "%.0f" % ips if ips else "–",

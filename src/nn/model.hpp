@@ -82,6 +82,10 @@ struct StepContext {
   // collective ends the job with NCCL's message instead of a wait that never returns.
   // May throw or end the job; empty: nothing to check. Host models never call it.
   std::function<void()> while_waiting;
+  // The training loop lets a device model replay its step as a CUDA graph
+  // (CNNSCALE_GPU_GRAPH=1, nn/cuda/step_graph.hpp): set for one rank, where nothing waits
+  // for the grad-ready calls during backward (a graph's come after it, all at once).
+  bool step_graph = false;
 };
 
 // Called during backward each time more gradients are final: all gradients with flat
@@ -99,7 +103,12 @@ struct DevicePaths {
   bool nhwc_store32 = false;   // fp32 NHWC activations between layers (TF32, CNNSCALE_GPU_NHWC_STORE=1)
   bool bf16_store = false;     // bf16 NHWC activations between layers (--precision bf16, CNNSCALE_GPU_BF16_STORE)
   bool tf32_nhwc = false;      // fp32 convolutions on NHWC copies for the TF32 tensor cores
-  bool cuda_graph = false;     // the step replayed as one CUDA graph (not built yet: always false)
+  // The step (forward, loss, backward) replayed as CUDA graphs (CNNSCALE_GPU_GRAPH=1,
+  // nn/cuda/step_graph.hpp): true when at least one step ran as a graph; how many did;
+  // and what happened in words (empty when not asked for: the graphs, or why none ran).
+  bool cuda_graph = false;
+  int64_t cuda_graph_steps = 0;
+  std::string cuda_graph_note;
   // The most bytes the model's own device arrays held at once in this process, in GiB
   // (2^30): parameters, gradients, activations and their gradients, bf16/NHWC scratch,
   // the convolution workspace, layer state (batch-norm saves and reserve, dropout

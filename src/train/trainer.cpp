@@ -452,6 +452,7 @@ void Trainer::begin() {
   sctx_.seed = opt_.seed;
   sctx_.training = true;
   sctx_.loss_scale = 1.0f / static_cast<float>(global_batch_);
+  sctx_.step_graph = comm_.size() == 1;  // more ranks: their sums overlap backward, which a graph would not
   // A device model's loss wait may be a wait for the previous step's gradient sums (its
   // queue waits for the communicator's): check the transport's asynchronous errors
   // between its polls. No-op for host transports; never called by a host model.
@@ -1257,6 +1258,8 @@ nlohmann::json Trainer::run_record(const Timings& tm, int64_t steps_run) const {
                 {"bf16_store", tm.gpu->bf16_store},
                 {"tf32_nhwc", tm.gpu->tf32_nhwc},
                 {"cuda_graph", tm.gpu->cuda_graph},
+                {"cuda_graph_steps", tm.gpu->cuda_graph_steps},
+                {"cuda_graph_note", tm.gpu->cuda_graph_note},
                 {"peak_memory_gib", tm.gpu->peak_memory_gib},
                 {"device_used_gib", tm.gpu->device_used_gib >= 0 ? nlohmann::json(tm.gpu->device_used_gib)
                                                                  : nlohmann::json(nullptr)},

@@ -32,12 +32,15 @@
 #include <vector>
 
 #include "nn/conv_algo.hpp"
+#include "nn/cuda/device_array.hpp"
 #include "nn/cuda/kernels.hpp"
+#include "nn/cuda/step_graph.hpp"
 #include "nn/cuda_model.hpp"
 #include "nn/dropout_mask.hpp"
 #include "nn/model.hpp"
 #include "nn/rng.hpp"
 #include "util/bf16.hpp"
+#include "util/cuda/check.hpp"
 #include "util/error.hpp"
 #include "random_batch.hpp"
 
@@ -645,6 +648,7 @@ StagedRun run_steps(DeviceModel& m, const std::vector<test::RandomBatch>& b, con
     const int64_t n = static_cast<int64_t>(b[k].y.size());
     StepContext ctx = test::ctx_for(b[k], 8, first_step + static_cast<int64_t>(k));
     ctx.staged = tickets.empty() ? -1 : tickets[k];
+    ctx.step_graph = true;  // as the training loop on one rank (only CNNSCALE_GPU_GRAPH=1 models use it)
     r.loss.push_back(m.forward_backward(b[k].x.data(), b[k].y.data(), n, ctx, {}));
     r.grads.emplace_back(P);
     m.download_grads(r.grads.back().data());
@@ -1421,4 +1425,217 @@ TEST(CudaBf16, BatchSizesChangeAndGrow) {
   gpu->forward_eval(e.x.data(), 19, zg.data());
   EXPECT_LT(rel_l2(zg.data(), zc.data(), zc.size()), 2e-2) << "chunked evaluation logits";
   EXPECT_NE(gpu->tuning().find("fwd n=12 "), std::string::npos) << gpu->tuning();
+}
+
+// ---- the step as CUDA graphs (CNNSCALE_GPU_GRAPH=1, nn/cuda/step_graph.hpp) ----
+
+namespace {
+
+// A stream and one device float that the "step" below adds 2 to (two kernels).
+struct GraphBench {
+  cudaStream_t st = nullptr;
+  nn::cuda::DevArray<float> counter;
+  int calls = 0;
+  GraphBench() {
+    cudaCheck(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    counter.alloc(1, st);
+  }
+  ~GraphBench() {
+    cudaStreamSynchronize(st);
+    counter.release();
+    cudaStreamDestroy(st);
+  }
+  void step() {
+    ++calls;
+    nn::cuda::increment(counter.get(), st);
+    nn::cuda::increment(counter.get(), st);
+  }
+  float value() {
+    float v = 0;
+    cudaCheck(cudaMemcpyAsync(&v, counter.get(), sizeof v, cudaMemcpyDeviceToHost, st));
+    cudaCheck(cudaStreamSynchronize(st));
+    return v;
+  }
+  bool capturing() {
+    cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
+    cudaCheck(cudaStreamIsCapturing(st, &c));
+    return c != cudaStreamCaptureStatusNone;
+  }
+};
+
+}  // namespace
+
+// StepGraphs' contract: a key runs as is the first time, is captured and launched the
+// second, replayed (without calling enqueue) after; a device allocation or free drops
+// every graph (their addresses may be gone) and the key starts over; the least recently
+// used graph goes beyond kMaxGraphs. Counted on the device: every step adds 2 once.
+TEST(CudaGraph, CapturedOnSecondSightReplayedAndDroppedWhenMemoryMoves) {
+  REQUIRE_GPU();
+  GraphBench t;
+  nn::cuda::StepGraphs g(true);
+  const auto step = [&] { t.step(); };
+  using Key = nn::cuda::StepGraphs::Key;
+  const Key a{8, 0, 0, 0}, b{8, 1, 0, 0};
+  EXPECT_FALSE(g.run(a, t.st, step)) << "first sight: as is";
+  EXPECT_TRUE(g.run(a, t.st, step)) << "second: captured and launched";
+  EXPECT_EQ(t.calls, 2);
+  EXPECT_TRUE(g.run(a, t.st, step));
+  EXPECT_EQ(t.calls, 2) << "a replay does not enqueue";
+  EXPECT_EQ(t.value(), 6.f) << "three steps, each once";
+  EXPECT_FALSE(g.run(b, t.st, step)) << "another input slot: another key";
+  {
+    nn::cuda::DevArray<float> moved;
+    moved.alloc(4, t.st);
+  }
+  EXPECT_FALSE(g.run(a, t.st, step)) << "memory moved: the graph of a is dropped";
+  EXPECT_TRUE(g.run(a, t.st, step));
+  EXPECT_EQ(t.calls, 5);
+  EXPECT_EQ(t.value(), 12.f);
+  EXPECT_EQ(g.captures(), 2);
+  EXPECT_EQ(g.replays(), 3);
+  EXPECT_NE(g.note().find("3 steps from 2 captured graphs"), std::string::npos) << g.note();
+
+  // More keys than graphs kept: each captured once; the oldest is captured again later.
+  nn::cuda::StepGraphs lru(true);
+  const int64_t keys = static_cast<int64_t>(nn::cuda::StepGraphs::kMaxGraphs) + 1;
+  for (int round = 0; round < 2; ++round)
+    for (int64_t n = 1; n <= keys; ++n) lru.run(Key{n, 0, 0, 0}, t.st, step);
+  EXPECT_EQ(lru.captures(), keys) << "round 2 captures every key once";
+  EXPECT_TRUE(lru.run(Key{1, 0, 0, 0}, t.st, step));
+  EXPECT_EQ(lru.captures(), keys + 1) << "key 1 was the least recently used: dropped, captured again";
+  EXPECT_TRUE(lru.run(Key{keys, 0, 0, 0}, t.st, step));
+  EXPECT_EQ(lru.captures(), keys + 1) << "the newest is kept";
+  EXPECT_FALSE(t.capturing());
+}
+
+// A step CUDA cannot capture (a host synchronisation inside it): the check inside the
+// capture throws CaptureFailed instead of ending the job, the capture ends, the step runs
+// as is (its work exactly once), no later step tries again, and note() says why. An
+// exception that is not a library call's failure leaves the capture and passes on.
+TEST(CudaGraph, UncapturableStepRunsAsIsAndIsNeverTriedAgain) {
+  REQUIRE_GPU();
+  GraphBench t;
+  nn::cuda::StepGraphs g(true);
+  const auto step = [&] {
+    t.step();
+    cudaCheck(cudaStreamSynchronize(t.st));  // not capturable
+  };
+  const nn::cuda::StepGraphs::Key k{4, 0, 0, 0};
+  EXPECT_FALSE(g.run(k, t.st, step));
+  EXPECT_FALSE(g.run(k, t.st, step)) << "the capture failed";
+  EXPECT_FALSE(t.capturing());
+  EXPECT_EQ(t.value(), 4.f) << "each step once: the failed capture ran nothing, the step as is did";
+  EXPECT_FALSE(g.run(k, t.st, step));
+  EXPECT_EQ(t.calls, 4) << "first, the failed capture, as is after it, and the next step";
+  EXPECT_EQ(t.value(), 6.f);
+  EXPECT_EQ(g.captures(), 0);
+  EXPECT_EQ(g.note().rfind("capture failed: ", 0), 0u) << g.note();
+  EXPECT_NE(g.note().find("cudaStreamSynchronize"), std::string::npos) << g.note();
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+
+  nn::cuda::StepGraphs h(true);
+  bool thrown = false;
+  const auto user_error = [&] {
+    t.step();
+    if (cnnscale::CaptureScope::open()) throw UserError("not a CUDA failure");
+  };
+  EXPECT_FALSE(h.run(k, t.st, user_error));
+  try {
+    h.run(k, t.st, user_error);
+  } catch (const UserError&) {
+    thrown = true;
+  }
+  EXPECT_TRUE(thrown);
+  EXPECT_FALSE(t.capturing()) << "the capture was ended before the exception left";
+  EXPECT_EQ(t.value(), 8.f) << "only the step as is ran";
+  nn::cuda::StepGraphs off(false);
+  EXPECT_FALSE(off.run(k, t.st, step));
+  EXPECT_FALSE(off.run(k, t.st, step));
+  EXPECT_EQ(off.note(), "");
+}
+
+namespace {
+
+struct GraphRun {
+  StagedRun r;
+  DevicePaths paths;
+};
+
+// spec on s (3 classes) at `precision` with heuristic algorithms (bitwise comparable),
+// graphs as asked; every other step staged when `stage`; step_graph as the trainer sets it
+// for one rank unless `many_ranks`.
+GraphRun run_graph_case(const std::string& spec, const SampleShape& s, Precision precision, bool graphs,
+                        const std::vector<test::RandomBatch>& b, bool stage, bool many_ranks = false) {
+  std::optional<ScopedEnv> env;
+  env.emplace("CNNSCALE_GPU_GRAPH", graphs ? "1" : "0");  // read by the constructor
+  ModelOptions o;
+  o.cudnn_benchmark = false;
+  auto m = make_cuda_model(spec, s, 3, 0, o);
+  env.reset();
+  m->init_params(5);
+  m->prepare(8, precision);
+  GraphRun g;
+  for (size_t k = 0; k < b.size(); ++k) {
+    const int64_t n = static_cast<int64_t>(b[k].y.size());
+    StepContext ctx = test::ctx_for(b[k], 8, static_cast<int64_t>(k));
+    ctx.step_graph = !many_ranks;
+    if (stage && k % 2 == 1) ctx.staged = m->stage(b[k].x.data(), b[k].y.data(), b[k].ids.data(), n);
+    g.r.loss.push_back(m->forward_backward(b[k].x.data(), b[k].y.data(), n, ctx, {}));
+    g.r.grads.emplace_back(m->param_count());
+    m->download_grads(g.r.grads.back().data());
+    g.r.params.emplace_back(m->param_count());
+    m->copy_params_to_host(g.r.params.back().data());
+  }
+  g.paths = m->device_paths().value();
+  return g;
+}
+
+}  // namespace
+
+// The model's step as graphs is bitwise its step as is, every step: batch sizes 8 and 5
+// in both input slots (a graph per size and slot), staged and unstaged input, then a
+// batch of 12 that grows every buffer (all graphs dropped; replaying one would read freed
+// memory) and 8 again. fp32 with cuDNN's batch norm; bf16 with the activation store and
+// our batch norm fused with ReLU and residual add (resnet20). A model with dropout and a
+// step offered for more ranks run as is, saying why.
+TEST(CudaGraph, ModelStepsAsGraphsEqualStepsAsIsBitwise) {
+  REQUIRE_GPU();
+  const SampleShape s{3, 12, 12};
+  const std::vector<int64_t> sizes = {8, 8, 8, 8, 8, 8, 5, 8, 5, 8, 5, 8, 12, 8, 8, 8, 8};
+  const auto b = staged_batches(s, 3, sizes);
+  struct Case {
+    const char* spec;
+    Precision precision;
+    const char* bn;
+  };
+  std::vector<Case> cases = {{"conv(4,3) bn relu maxpool(2) flatten linear(3)", Precision::fp32, "cudnn"}};
+  if (bf16_tensor_cores()) cases.push_back({"resnet20", Precision::bf16, "own"});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.spec) + " bn=" + c.bn);
+    ScopedEnv bn("CNNSCALE_GPU_BN", c.bn);
+    const GraphRun want = run_graph_case(c.spec, s, c.precision, false, b, false);
+    EXPECT_FALSE(want.paths.cuda_graph);
+    EXPECT_EQ(want.paths.cuda_graph_note, "");
+    const GraphRun got = run_graph_case(c.spec, s, c.precision, true, b, true);
+    expect_bitwise(got.r, want.r, "graphs");
+    // 17 steps; at least: sizes 8 in both slots captured at steps 2 and 3, replayed to
+    // step 11, and 5 from step 8; after the growth, 8 captured again at steps 15 and 16.
+    EXPECT_TRUE(got.paths.cuda_graph) << got.paths.cuda_graph_note;
+    EXPECT_GE(got.paths.cuda_graph_steps, 8) << got.paths.cuda_graph_note;
+    EXPECT_NE(got.paths.cuda_graph_note.find("captured graphs"), std::string::npos) << got.paths.cuda_graph_note;
+    std::cout << "[graph] " << c.spec << ": " << got.paths.cuda_graph_note << "\n";
+  }
+  {
+    const std::string spec = "conv(4,3) bn relu dropout(0.25) maxpool(2) flatten linear(3)";
+    const std::vector<test::RandomBatch> few(b.begin(), b.begin() + 4);
+    const GraphRun want = run_graph_case(spec, s, Precision::fp32, false, few, false);
+    const GraphRun got = run_graph_case(spec, s, Precision::fp32, true, few, false);
+    expect_bitwise(got.r, want.r, "dropout");
+    EXPECT_FALSE(got.paths.cuda_graph);
+    EXPECT_NE(got.paths.cuda_graph_note.find("dropout"), std::string::npos) << got.paths.cuda_graph_note;
+    const GraphRun ranks = run_graph_case(cases[0].spec, s, Precision::fp32, true, few, false, true);
+    EXPECT_FALSE(ranks.paths.cuda_graph);
+    EXPECT_NE(ranks.paths.cuda_graph_note.find("more than one rank"), std::string::npos)
+        << ranks.paths.cuda_graph_note;
+  }
 }

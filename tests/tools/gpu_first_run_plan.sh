@@ -16,8 +16,8 @@ expect_eq "--plan exit status" 0 "$?"
 order=$(awk 'NR > 1 && $1 ~ /^(bench|test|profile|kernels)\./ {print $1}' "$TMP/plan.out" | tr '\n' ' ')
 expect_eq "the default order" "bench.resnet50.bf16 bench.resnet50.tf32 bench.pytorch.bf16 bench.pytorch.tf32 \
 bench.resnet50.fp32 bench.pytorch.fp32 test.* kernels.bn bench.resnet50.bf16own bench.resnet50.tf32own \
-bench.resnet50.bf16conv bench.resnet50.jpeg bench.resnet50.tf32.hostplane2 profile.resnet50.tf32 profile.resnet50.bf16 profile.resnet50.bf16own profile.resnet50.tf32own \
-profile.resnet50.bf16conv bench.resnet20.fp32 bench.resnet20.tf32 bench.resnet20.bf16 test.sanitizer_gpu " "$order"
+bench.resnet50.bf16graph bench.resnet50.jpeg bench.resnet50.tf32.hostplane2 profile.resnet50.tf32 profile.resnet50.bf16 profile.resnet50.bf16own profile.resnet50.tf32own \
+bench.resnet20.fp32 bench.resnet20.tf32 bench.resnet20.bf16 bench.resnet20.bf16graph test.sanitizer_gpu " "$order"
 expect_eq "nothing NOT RUN (budget) by default" 0 "$(grep -c 'NOT RUN' "$TMP/plan.out")"
 line=$(tail -n 1 "$TMP/plan.out")
 before=$(sed -n 's/^expected before the sanitizer: \([0-9]*\) s of the 540 s budget.*/\1/p' <<<"$line")
@@ -32,7 +32,12 @@ expect_eq "every limit at least its expected time" "" \
   "$(awk 'NR > 1 && $1 ~ /^(bench|profile)\./ && $2 + 0 < $3 + 0 {print $1}' "$TMP/plan.out")"
 expect_grep "PyTorch bf16 runs both formats" '^bench\.pytorch\.bf16 .*--precisions bf16 --formats contiguous,channels_last' "$TMP/plan.out"
 expect_grep "PyTorch fp32 runs NCHW only" '^bench\.pytorch\.fp32 .*--precisions fp32 --formats contiguous --steps 40' "$TMP/plan.out"
-expect_grep "a variant's environment is shown" '^bench\.resnet50\.bf16conv .*CNNSCALE_GPU_BF16_STORE=0 cnnscale train' "$TMP/plan.out"
+expect_grep "a variant's environment is shown" '^bench\.resnet50\.bf16graph .*CNNSCALE_GPU_BN=own CNNSCALE_GPU_GRAPH=1 cnnscale train' "$TMP/plan.out"
+expect_eq "bf16graph is not profiled (a profile runs without graphs)" 0 "$(grep -c '^profile\.resnet50\.bf16graph ' "$TMP/plan.out")"
+expect_grep "resnet20 as CUDA graphs too" '^bench\.resnet20\.bf16graph .*CNNSCALE_GPU_GRAPH=1 cnnscale train --model resnet20 .*--precision bf16' "$TMP/plan.out"
+expect_eq "bf16conv only when asked" 0 "$(grep -c '^bench\.resnet50\.bf16conv ' "$TMP/plan.out")"
+plan --benches resnet50.bf16conv >"$TMP/conv.out" 2>&1
+expect_grep "bf16conv when asked, with its environment" '^bench\.resnet50\.bf16conv .*CNNSCALE_GPU_BF16_STORE=0 cnnscale train' "$TMP/conv.out"
 expect_grep "tf32own: the fp32 NHWC store with our batch norm" \
   '^bench\.resnet50\.tf32own .*CNNSCALE_GPU_NHWC_STORE=1 CNNSCALE_GPU_BN=own cnnscale train .*--tf32 on' "$TMP/plan.out"
 expect_grep "the batch-norm kernel bench" '^kernels\.bn +150 ' "$TMP/plan.out"
@@ -58,8 +63,8 @@ expect_grep "--variant: its benchmark, with its environment" \
   '^bench\.resnet50\.bf16big .*CNNSCALE_GPU_BN=own cnnscale train .*--precision bf16 --batch-size 256 --max-steps 40' "$TMP/own.out"
 expect_grep "--variant: its profile" '^profile\.resnet50\.bf16big .*CNNSCALE_GPU_BN=own .*--max-steps 12' "$TMP/own.out"
 expect_eq "--variant: after the default variants, before the profiles" \
-  "bench.resnet50.bf16conv bench.resnet50.bf16big bench.resnet50.jpeg" \
-  "$(awk '$1 ~ /^(bench|profile)\./ {print $1}' "$TMP/own.out" | grep -A2 '^bench.resnet50.bf16conv$' | tr '\n' ' ' | sed 's/ $//')"
+  "bench.resnet50.bf16graph bench.resnet50.bf16big bench.resnet50.jpeg" \
+  "$(awk '$1 ~ /^(bench|profile)\./ {print $1}' "$TMP/own.out" | grep -A2 '^bench.resnet50.bf16graph$' | tr '\n' ' ' | sed 's/ $//')"
 CNNSCALE_FIRST_RUN_VARIANTS='resnet50.a:X=1 Y=2:--precision bf16;resnet20.b::--precision fp32' \
   bash "$S" --plan >"$TMP/envv.out" 2>&1
 expect_eq "CNNSCALE_FIRST_RUN_VARIANTS: exit status" 0 "$?"

@@ -30,6 +30,7 @@
 #include "nn/cuda/kernels.hpp"
 #include "nn/cuda/layer.hpp"
 #include "nn/cuda/layer_profile.hpp"
+#include "nn/cuda/step_graph.hpp"
 #include "nn/graph.hpp"
 #include "util/cuda/check.hpp"
 #include "util/cuda/event_wait.hpp"
@@ -85,6 +86,13 @@ class CudaNet final : public DeviceModel {
     assign_fusion();
     for (const Node& nd : g_.nodes) layers_.push_back(make_layer(nd, s_));
     if (const char* p = std::getenv("CNNSCALE_GPU_PROFILE"); p && *p) prof_ = std::make_unique<LayerProfile>(p);
+    for (const Node& nd : g_.nodes) has_dropout_ = has_dropout_ || nd.op == Op::dropout;
+    if (graphs_.requested()) {
+      // cuBLAS's own workspace, so that a captured matmul never allocates (before CUDA
+      // 12.2 each capture took a new one; PyTorch sets it too); 32 MiB, as PyTorch on Hopper.
+      cublas_ws_.alloc(size_t{32} << 20, s_.stream);
+      cublasCheck(cublasSetWorkspace(s_.cublas, cublas_ws_.get(), cublas_ws_.size()));
+    }
   }
 
   ~CudaNet() override {
@@ -103,6 +111,7 @@ class CudaNet final : public DeviceModel {
                        device_name_,
                    max_batch_);
     prof_.reset();
+    graphs_.clear();
     plans_.clear();
     layers_.clear();
     if (s_.cublas) cublasDestroy(s_.cublas);
@@ -136,7 +145,9 @@ class CudaNet final : public DeviceModel {
     d.nhwc_store32 = s_.store32;
     d.bf16_store = s_.bf16_store();
     d.tf32_nhwc = s_.nhwc32;
-    d.cuda_graph = false;  // no CUDA graph of the step yet
+    d.cuda_graph = graphs_.replays() > 0;
+    d.cuda_graph_steps = graphs_.replays();
+    d.cuda_graph_note = graphs_.note();
     constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
     d.peak_memory_gib = static_cast<double>(DeviceBytes::peak.load()) / kGiB;
     size_t free_b = 0, total_b = 0;
@@ -212,7 +223,7 @@ class CudaNet final : public DeviceModel {
     // Plans again, in the same order (the layers keep per-plan state by plan index).
     std::vector<int64_t> sizes;
     for (const auto& p : plans_) sizes.push_back(p->n);
-    plans_.clear();
+    drop_plans();
     for (int64_t n : sizes) plan_for(n);
   }
 
@@ -233,7 +244,7 @@ class CudaNet final : public DeviceModel {
       s_.bf16 = bf16;
       s_.nhwc32 = nhwc32;
       s_.bn_own = bn_own;
-      plans_.clear();
+      drop_plans();
       set_cublas_math();
       if (retype) {  // the activation buffers change type (and size): allocated anew
         s_.store32 = store32;
@@ -259,41 +270,86 @@ class CudaNet final : public DeviceModel {
     cudaCheck(cudaSetDevice(device_));
     ensure_capacity(n);
     const Plan& plan = plan_for(n);
-    if (prof_) prof_->begin_step(s_.stream);
     take_input(images, labels, ctx, n);
-    for (int k : order_) {
-      if (prof_) prof_->mark(s_.stream, k, LayerProfile::kForward);
-      layers_[static_cast<size_t>(k)]->forward(plan, ctx, false);
-    }
-
-    const int out = g_.output;
-    if (prof_) prof_->mark(s_.stream, -1, LayerProfile::kLoss);
-    softmax_ce(s_.data[out], in_labels_[cur_].get(), n, C, ctx.loss_scale, s_.diff[out], d_loss_.get(), d_total_.get(),
-               s_.stream);
-    cudaCheck(cudaMemcpyAsync(h_total_.get(), d_total_.get(), sizeof(double), cudaMemcpyDeviceToHost, s_.stream));
-    cudaCheck(cudaEventRecord(loss_ev_, s_.stream));
-
-    s_.written.assign(g_.tensor_count(), 0);
-    s_.written[out] = 1;
-    size_t reported = 0;
-    if (on_ready) on_ready(0);  // backward begins (enqueued: --timeline shows host times)
-    for (size_t i = order_.size(); i-- > 0;) {
-      const size_t k = static_cast<size_t>(order_[i]);
-      s_.bf_b_holds = nullptr;  // bf16: only a layer's own backward_params leaves its dy there
-      if (prof_) prof_->mark(s_.stream, static_cast<int>(k), LayerProfile::kBackwardParams);
-      layers_[k]->backward_params(plan);
-      if (ready_after_[i] > reported) {
-        reported = ready_after_[i];
-        if (on_ready) on_ready(reported);
+    // The device work of forward, loss and backward: enqueued as is, or captured into a
+    // CUDA graph and replayed (CNNSCALE_GPU_GRAPH=1, step_graph.hpp). `report` receives
+    // the grad-ready points as backward reaches them (as is) or not at all (captured: the
+    // caller reports them after the launch).
+    const auto enqueue = [&](const GradReadyFn& report) {
+      if (prof_) prof_->begin_step(s_.stream);
+      for (int k : order_) {
+        if (prof_) prof_->mark(s_.stream, k, LayerProfile::kForward);
+        layers_[static_cast<size_t>(k)]->forward(plan, ctx, false);
       }
-      if (prof_) prof_->mark(s_.stream, static_cast<int>(k), LayerProfile::kBackwardData);
-      layers_[k]->backward_data(plan);
+      const int out = g_.output;
+      if (prof_) prof_->mark(s_.stream, -1, LayerProfile::kLoss);
+      softmax_ce(s_.data[out], in_labels_[cur_].get(), n, C, ctx.loss_scale, s_.diff[out], d_loss_.get(),
+                 d_total_.get(), s_.stream);
+      cudaCheck(cudaMemcpyAsync(h_total_.get(), d_total_.get(), sizeof(double), cudaMemcpyDeviceToHost, s_.stream));
+      // Captured: an external event record node, which the host can wait for after the
+      // launch (a plain record in a capture is only an ordering between streams).
+      if (CaptureScope::open()) cudaCheck(cudaEventRecordWithFlags(loss_ev_, s_.stream, cudaEventRecordExternal));
+      else cudaCheck(cudaEventRecord(loss_ev_, s_.stream));
+      s_.written.assign(g_.tensor_count(), 0);
+      s_.written[out] = 1;
+      size_t reported = 0;
+      if (report) report(0);  // backward begins (enqueued: --timeline shows host times)
+      for (size_t i = order_.size(); i-- > 0;) {
+        const size_t k = static_cast<size_t>(order_[i]);
+        s_.bf_b_holds = nullptr;  // bf16: only a layer's own backward_params leaves its dy there
+        if (prof_) prof_->mark(s_.stream, static_cast<int>(k), LayerProfile::kBackwardParams);
+        layers_[k]->backward_params(plan);
+        if (ready_after_[i] > reported) {
+          reported = ready_after_[i];
+          if (report) report(reported);
+        }
+        if (prof_) prof_->mark(s_.stream, static_cast<int>(k), LayerProfile::kBackwardData);
+        layers_[k]->backward_data(plan);
+      }
+      if (prof_) prof_->end_step(s_.stream);
+      if (reported < g_.param_count && report) report(g_.param_count);
+    };
+    const char* no_graph = graphs_.requested() ? graph_refusal(ctx) : nullptr;
+    if (no_graph) graphs_.decline(no_graph);
+    bool graphed = false;
+    if (graphs_.requested() && !no_graph) {
+      uint32_t scale_bits = 0;
+      std::memcpy(&scale_bits, &ctx.loss_scale, sizeof scale_bits);
+      const StepGraphs::Key key{n, cur_, scale_bits, plans_gen_};
+      // While captured (CaptureScope open) nothing is reported: the caller's grad-ready
+      // work (order_before, the sums) is not the graph's.
+      graphed = graphs_.run(key, s_.stream, [&] { enqueue(CaptureScope::open() ? GradReadyFn() : on_ready); });
+    } else {
+      enqueue(on_ready);
     }
-    if (prof_) prof_->end_step(s_.stream);
-    if (reported < g_.param_count && on_ready) on_ready(g_.param_count);
+    if (graphed && on_ready) {  // every gradient is final once the graph has run: report them now
+      on_ready(0);
+      size_t reported = 0;
+      for (size_t i = ready_after_.size(); i-- > 0;)  // backward order, as enqueue reports them
+        if (ready_after_[i] > reported) on_ready(reported = ready_after_[i]);
+      if (reported < g_.param_count) on_ready(g_.param_count);
+    }
     cudaCheck(cudaEventRecord(in_free_[cur_], s_.stream));  // the last reader of the input slot (conv1's dW)
     wait_event(loss_ev_, ctx);
     return *h_total_.get();
+  }
+
+  // Every plan goes (a new precision, path or tuning) and every step graph with them:
+  // they baked in the plans' algorithms and descriptors (step_graph.hpp's key).
+  void drop_plans() {
+    plans_.clear();
+    ++plans_gen_;
+    graphs_.clear();
+  }
+
+  // Why this step is not offered to the graph (step_graph.hpp), or nullptr.
+  const char* graph_refusal(const StepContext& ctx) const {
+    if (!ctx.step_graph) return "more than one rank (the gradient sums would wait for the whole backward)";
+    if (ctx.sum_across_ranks) return "--sync-bn (host sums between layers)";
+    if (!ctx.training) return "evaluation";
+    if (has_dropout_) return "the model has dropout (a seed per step)";
+    if (prof_) return "CNNSCALE_GPU_PROFILE (per-layer events)";
+    return nullptr;
   }
 
   void forward_eval(const float* images, int64_t n, float* logits) override {
@@ -757,6 +813,15 @@ class CudaNet final : public DeviceModel {
   Pinned<int64_t> h_ids_;
   Pinned<double> h_total_;
   std::vector<std::unique_ptr<Plan>> plans_;
+  uint64_t plans_gen_ = 0;  // drop_plans() calls: part of a step graph's key
+  // CNNSCALE_GPU_GRAPH=1: the step as CUDA graphs (step_graph.hpp; not yet run on a GPU).
+  StepGraphs graphs_{env_is("CNNSCALE_GPU_GRAPH", "1")};
+  DevArray<char> cublas_ws_;  // with graphs only
+  bool has_dropout_ = false;  // no graph: its seed changes every step
+  static bool env_is(const char* name, const char* value) {
+    const char* v = std::getenv(name);
+    return v && std::string(v) == value;
+  }
 };
 
 }  // namespace

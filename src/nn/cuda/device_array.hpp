@@ -17,8 +17,11 @@ namespace cnnscale::nn::cuda {
 // run.json's gpu.peak_memory_gib (Model::device_paths, which says what is and is not
 // counted). Device memory the model allocates outside a DevArray is not counted: keep
 // every model allocation a DevArray.
+// `epoch` counts the allocations and frees: a captured CUDA graph holds the addresses it
+// was captured with, so a step graph (step_graph.hpp) is replayed only while it is unchanged.
 struct DeviceBytes {
   static inline std::atomic<size_t> live{0}, peak{0};
+  static inline std::atomic<uint64_t> epoch{0};
   static void add(size_t n) {
     const size_t now = live.fetch_add(n) + n;
     size_t p = peak.load();
@@ -45,12 +48,14 @@ class DevArray {
     cudaCheck(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
     n_ = n;
     DeviceBytes::add(n * sizeof(T));
+    ++DeviceBytes::epoch;
     cudaCheck(cudaMemsetAsync(p_, 0, n * sizeof(T), stream));
   }
   void release() {
     if (p_) {
       cudaFree(p_);
       DeviceBytes::sub(n_ * sizeof(T));
+      ++DeviceBytes::epoch;
     }
     p_ = nullptr, n_ = 0;
   }
