@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <cstdlib>
 #include <exception>
@@ -1558,14 +1559,21 @@ namespace {
 
 struct GraphRun {
   StagedRun r;
+  std::vector<std::vector<size_t>> ready;  // per step: the grad-ready calls, in order
   DevicePaths paths;
 };
 
+// The loss scale of step k in the graph cases: 1/8, but 1/16 at steps 9 to 11 (a key of
+// its own: a graph replayed with the old scale would give other losses and gradients).
+float graph_case_scale(size_t k) { return k >= 9 && k <= 11 ? 1.f / 16 : 1.f / 8; }
+
 // spec on s (3 classes) at `precision` with heuristic algorithms (bitwise comparable),
 // graphs as asked; every other step staged when `stage`; step_graph as the trainer sets it
-// for one rank unless `many_ranks`.
+// for one rank unless `many_ranks`; before step `replan_at` the model is given its own
+// tuning (set_tuning plans again: every graph must go).
 GraphRun run_graph_case(const std::string& spec, const SampleShape& s, Precision precision, bool graphs,
-                        const std::vector<test::RandomBatch>& b, bool stage, bool many_ranks = false) {
+                        const std::vector<test::RandomBatch>& b, bool stage, bool many_ranks = false,
+                        size_t replan_at = SIZE_MAX) {
   std::optional<ScopedEnv> env;
   env.emplace("CNNSCALE_GPU_GRAPH", graphs ? "1" : "0");  // read by the constructor
   ModelOptions o;
@@ -1576,11 +1584,15 @@ GraphRun run_graph_case(const std::string& spec, const SampleShape& s, Precision
   m->prepare(8, precision);
   GraphRun g;
   for (size_t k = 0; k < b.size(); ++k) {
+    if (k == replan_at) m->set_tuning(m->tuning());
     const int64_t n = static_cast<int64_t>(b[k].y.size());
     StepContext ctx = test::ctx_for(b[k], 8, static_cast<int64_t>(k));
+    ctx.loss_scale = graph_case_scale(k);
     ctx.step_graph = !many_ranks;
     if (stage && k % 2 == 1) ctx.staged = m->stage(b[k].x.data(), b[k].y.data(), b[k].ids.data(), n);
-    g.r.loss.push_back(m->forward_backward(b[k].x.data(), b[k].y.data(), n, ctx, {}));
+    g.ready.emplace_back();
+    g.r.loss.push_back(m->forward_backward(b[k].x.data(), b[k].y.data(), n, ctx,
+                                           [&](size_t end) { g.ready.back().push_back(end); }));
     g.r.grads.emplace_back(m->param_count());
     m->download_grads(g.r.grads.back().data());
     g.r.params.emplace_back(m->param_count());
@@ -1592,16 +1604,18 @@ GraphRun run_graph_case(const std::string& spec, const SampleShape& s, Precision
 
 }  // namespace
 
-// The model's step as graphs is bitwise its step as is, every step: batch sizes 8 and 5
-// in both input slots (a graph per size and slot), staged and unstaged input, then a
-// batch of 12 that grows every buffer (all graphs dropped; replaying one would read freed
-// memory) and 8 again. fp32 with cuDNN's batch norm; bf16 with the activation store and
-// our batch norm fused with ReLU and residual add (resnet20). A model with dropout and a
-// step offered for more ranks run as is, saying why.
+// The model's step as graphs is bitwise its step as is, every step, and makes the same
+// grad-ready calls (0 first, the whole model last): batch sizes 8 and 5 in both input
+// slots (a graph per size and slot), staged and unstaged input, another loss scale for
+// three steps, a batch of 12 that grows every buffer (all graphs dropped; replaying one
+// would read freed memory), new plans (set_tuning) and 8 again. fp32 with cuDNN's batch
+// norm; bf16 with the activation store and our batch norm fused with ReLU and residual
+// add (resnet20). A model with dropout and a step offered for more ranks run as is,
+// saying why.
 TEST(CudaGraph, ModelStepsAsGraphsEqualStepsAsIsBitwise) {
   REQUIRE_GPU();
   const SampleShape s{3, 12, 12};
-  const std::vector<int64_t> sizes = {8, 8, 8, 8, 8, 8, 5, 8, 5, 8, 5, 8, 12, 8, 8, 8, 8};
+  const std::vector<int64_t> sizes = {8, 8, 8, 8, 8, 8, 5, 8, 5, 8, 5, 8, 12, 8, 8, 8, 8, 8, 8, 8, 8};
   const auto b = staged_batches(s, 3, sizes);
   struct Case {
     const char* spec;
@@ -1616,10 +1630,14 @@ TEST(CudaGraph, ModelStepsAsGraphsEqualStepsAsIsBitwise) {
     const GraphRun want = run_graph_case(c.spec, s, c.precision, false, b, false);
     EXPECT_FALSE(want.paths.cuda_graph);
     EXPECT_EQ(want.paths.cuda_graph_note, "");
-    const GraphRun got = run_graph_case(c.spec, s, c.precision, true, b, true);
+    const GraphRun got = run_graph_case(c.spec, s, c.precision, true, b, true, false, 14);
     expect_bitwise(got.r, want.r, "graphs");
-    // 17 steps; at least: sizes 8 in both slots captured at steps 2 and 3, replayed to
-    // step 11, and 5 from step 8; after the growth, 8 captured again at steps 15 and 16.
+    EXPECT_EQ(got.ready, want.ready) << "the grad-ready calls";
+    ASSERT_FALSE(want.ready.empty());
+    EXPECT_EQ(want.ready[0].front(), 0u);
+    // 21 steps. Graph steps: 2-5, 7, 8 (batch 8 in both slots captured at 2 and 3, batch
+    // 5 at 8), 11 (scale 1/16), then after the growth (12) and the new plans (14) 16, 17
+    // captured, 18-20 replayed: 12; at least 8 even if a batch of 5 grows the workspace.
     EXPECT_TRUE(got.paths.cuda_graph) << got.paths.cuda_graph_note;
     EXPECT_GE(got.paths.cuda_graph_steps, 8) << got.paths.cuda_graph_note;
     EXPECT_NE(got.paths.cuda_graph_note.find("captured graphs"), std::string::npos) << got.paths.cuda_graph_note;

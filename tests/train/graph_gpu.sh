@@ -57,7 +57,7 @@ expect_grep "mnist_cnn: run.json says dropout" '^cuda_graph_note=not used: .*dro
 train T 1 2 resnet20 --max-steps 6
 gpu_json "$TMP/T" >"$TMP/T.gpu"
 expect_grep "2 ranks: no graph" '^cuda_graph=False$' "$TMP/T.gpu"
-expect_grep "2 ranks: run.json says why" '^cuda_graph_note=not used: more than one rank' "$TMP/T.gpu"
+expect_grep "2 ranks: run.json says why" '^cuda_graph_note=not used: not offered by the caller: more than one rank' "$TMP/T.gpu"
 if [ "$_fail" -gt 0 ]; then
   cat "$TMP"/*.gpu 2>/dev/null
   for f in "$TMP"/*.out; do echo "    --- $f"; tail -6 "$f" | sed 's/^/    | /'; done

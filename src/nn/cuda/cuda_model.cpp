@@ -270,13 +270,13 @@ class CudaNet final : public DeviceModel {
     cudaCheck(cudaSetDevice(device_));
     ensure_capacity(n);
     const Plan& plan = plan_for(n);
+    if (prof_) prof_->begin_step(s_.stream);  // never with graphs (graph_refusal)
     take_input(images, labels, ctx, n);
     // The device work of forward, loss and backward: enqueued as is, or captured into a
     // CUDA graph and replayed (CNNSCALE_GPU_GRAPH=1, step_graph.hpp). `report` receives
     // the grad-ready points as backward reaches them (as is) or not at all (captured: the
     // caller reports them after the launch).
     const auto enqueue = [&](const GradReadyFn& report) {
-      if (prof_) prof_->begin_step(s_.stream);
       for (int k : order_) {
         if (prof_) prof_->mark(s_.stream, k, LayerProfile::kForward);
         layers_[static_cast<size_t>(k)]->forward(plan, ctx, false);
@@ -344,7 +344,9 @@ class CudaNet final : public DeviceModel {
 
   // Why this step is not offered to the graph (step_graph.hpp), or nullptr.
   const char* graph_refusal(const StepContext& ctx) const {
-    if (!ctx.step_graph) return "more than one rank (the gradient sums would wait for the whole backward)";
+    if (!ctx.step_graph)
+      return "not offered by the caller: more than one rank (the gradient sums would wait for the whole backward), "
+             "or not the training loop";
     if (ctx.sum_across_ranks) return "--sync-bn (host sums between layers)";
     if (!ctx.training) return "evaluation";
     if (has_dropout_) return "the model has dropout (a seed per step)";

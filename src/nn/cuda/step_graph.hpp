@@ -20,6 +20,9 @@
 //   addresses: a graph is replayed only while DeviceBytes::epoch (every DevArray
 //   allocation and free) is what it was at capture; otherwise every graph is dropped
 //   and the key captured again. At most kMaxGraphs graphs (least recently used dropped).
+//   The epoch is process-wide: another model's allocations drop this one's graphs too, and
+//   one made on another thread during a capture fails it (graphs then stay off). The
+//   trainer has one model, on one thread; tests that run models on threads do not use graphs.
 // - A capture that fails (a call CUDA cannot capture: util/cuda/check.hpp CaptureScope
 //   turns the failed check into CaptureFailed; the capture ending invalid; an allocation
 //   during the capture; instantiation refused) ends the capture, runs the step as is and
