@@ -299,4 +299,72 @@ std::vector<char> gpu_bf16_tensors(const Graph& g) {
   return half;
 }
 
+
+FusionPlan plan_gpu_fusion(const Graph& g, const std::vector<char>& nhwc, bool fuse) {
+  const size_t N = g.nodes.size();
+  const size_t T = static_cast<size_t>(g.tensor_count());
+  FusionPlan p;
+  auto is_nhwc = [&](int t) { return !nhwc.empty() && nhwc[static_cast<size_t>(t)]; };
+  auto mark_dead = [&](int t) {
+    if (p.dead.empty()) p.dead.assign(T, 0);
+    p.dead[static_cast<size_t>(t)] = 1;
+  };
+  std::vector<int> readers(T, 0), reader(T, -1);  // how many read each tensor; the last reader
+  for (const Node& nd : g.nodes)
+    for (int t : nd.inputs) {
+      readers[static_cast<size_t>(t)]++;
+      reader[static_cast<size_t>(t)] = nd.index;
+    }
+  std::vector<int> place(N);  // where each node runs, as a node index
+  for (size_t k = 0; k < N; ++k) place[k] = static_cast<int>(k);
+  if (fuse && !nhwc.empty()) {
+    p.bn.assign(N, {});
+    p.absorbed.assign(N, 0);
+    auto only_reader = [&](int t) -> const Node* {  // t's one reader, none if several or the output
+      if (t == g.output || readers[static_cast<size_t>(t)] != 1) return nullptr;
+      return &g.nodes[static_cast<size_t>(reader[static_cast<size_t>(t)])];
+    };
+    for (const Node& b : g.nodes) {
+      if (b.op != Op::bn || !is_nhwc(b.inputs[0])) continue;
+      const Node* r = only_reader(b.index + 1);
+      if (!r || p.absorbed[static_cast<size_t>(r->index)]) continue;
+      BnFusion& f = p.bn[static_cast<size_t>(b.index)];
+      if (r->op == Op::relu && is_nhwc(r->index + 1)) {
+        f = {r->index + 1, -1, true};
+        p.absorbed[static_cast<size_t>(r->index)] = 1;
+        mark_dead(b.index + 1);
+      } else if (r->op == Op::add && r->inputs.size() == 2) {
+        const int z = r->inputs[0] == b.index + 1 ? r->inputs[1] : r->inputs[0];
+        const Node* r2 = only_reader(r->index + 1);
+        if (z == b.index + 1 || z == b.inputs[0] || !is_nhwc(z) || !r2 || r2->op != Op::relu ||
+            !is_nhwc(r2->index + 1))
+          continue;
+        f = {r2->index + 1, z, true};
+        p.absorbed[static_cast<size_t>(r->index)] = p.absorbed[static_cast<size_t>(r2->index)] = 1;
+        mark_dead(b.index + 1);
+        mark_dead(r->index + 1);
+        place[static_cast<size_t>(b.index)] = r->index;
+      }
+    }
+  }
+  for (size_t k = 0; k < N; ++k) {
+    if (!p.absorbed.empty() && p.absorbed[k]) {
+      for (size_t b = 0; b < N; ++b)  // the batch norms moved here (at most one)
+        if (place[b] == static_cast<int>(k) && b != k) p.order.push_back(static_cast<int>(b));
+      continue;
+    }
+    if (place[k] == static_cast<int>(k)) p.order.push_back(static_cast<int>(k));
+  }
+  p.ready_after.assign(p.order.size(), 0);
+  std::vector<char> done(N, 0);
+  for (size_t i = p.order.size(); i-- > 0;) {
+    done[static_cast<size_t>(p.order[i])] = 1;
+    size_t ready = g.param_count;  // the lowest flat offset of a node still to run
+    for (size_t k = 0; k < N; ++k)
+      if (!done[k] && !g.nodes[k].params.empty()) ready = std::min(ready, g.nodes[k].flat_begin);
+    p.ready_after[i] = ready;
+  }
+  return p;
+}
+
 }  // namespace cnnscale::nn

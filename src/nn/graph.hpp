@@ -143,6 +143,42 @@ ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape&
 // only, which the GPU converts anyway.
 std::vector<char> gpu_bf16_tensors(const Graph& g);
 
+// The GPU model's batch-norm fusion (CNNSCALE_GPU_BN=own; docs/gpu.md; CudaNet::
+// assign_fusion runs it, the CUDA layers follow it; planned here so that the CPU tests
+// check it on every model). Given `nhwc`, per tensor id whether the tensor is kept in the
+// NHWC activation store (gpu_bf16_tensors, or the fp32 store; empty: none), and `fuse`:
+//  - which batch norms absorb the layers after them (bn: per node, `out` the tensor the
+//    batch norm writes, -1 its own; `z` the residual it adds before the ReLU, -1 none;
+//    `relu`), where the store's tensors allow and the batch norm's output has one reader
+//    that is not the network's output:
+//      bn → relu          (the relu's input its only reader)      → relu(bn(x))
+//      bn → add → relu    (the add's output read by the relu only) → relu(bn(x) + z)
+//    An add that another batch norm already absorbed leaves this one unfused (the
+//    downsampling batch norm of a ResNet block, whose output is then z); so does an add of
+//    the batch norm's own input (z = x: dz and dx would be one gradient, written twice);
+//  - absorbed: per node, whether a fused batch norm does its work (it runs nothing);
+//  - dead: per tensor id, never written nor read (a fused batch norm writes past its own
+//    output and an absorbed add's): no buffers; empty when none;
+//  - order: the nodes that run, in forward order: node order without the absorbed nodes,
+//    a batch norm that absorbed an add moved to the add's place, where z is ready
+//    (backward runs it reversed);
+//  - ready_after[i]: every gradient of the flat range [0, value) is final once the node
+//    at order[i] has run its backward (the flat layout is reverse registration order, so
+//    in plain reverse node order this is each node's flat_end).
+// Without `fuse` (or without a store): no batch norm fused, every node in node order.
+struct BnFusion {
+  int out = -1, z = -1;
+  bool relu = false;
+};
+struct FusionPlan {
+  std::vector<BnFusion> bn;          // per node; empty without fusion
+  std::vector<char> absorbed;        // per node; empty without fusion
+  std::vector<char> dead;            // per tensor id; empty: none
+  std::vector<int> order;            // node indices
+  std::vector<size_t> ready_after;   // per order position
+};
+FusionPlan plan_gpu_fusion(const Graph& g, const std::vector<char>& nhwc, bool fuse);
+
 // Initialises one parameter as PyTorch does by default (see model.hpp), from seed
 // (init.cpp): the CPU and the GPU model start from the same bits.
 void init_param(const ParamDef& p, uint64_t seed, float* data);

@@ -472,3 +472,149 @@ TEST(Dropout, KernelMatchesDropoutKeep) {
     EXPECT_GT(dropped, 0);
   }
 }
+
+// The GPU model's batch-norm fusion plan (nn::plan_gpu_fusion, CNNSCALE_GPU_BN=own) on the
+// bf16 store of every ResNet: the fusions a ResNet's structure allows (stem and inner
+// batch norms absorb their ReLU, each block's last its residual add and ReLU, the
+// downsampling ones stay unfused); the run order is a forward order of the rewritten
+// graph (every tensor a running node reads — its input, a fused batch norm's residual z —
+// written before it and not dead; nothing written twice; absorbed nodes never run; every
+// other node once; the logits written last); dead tensors are exactly the fused batch
+// norms' own outputs and the absorbed adds'; and the grad-ready points are right and
+// tight (a flat offset below ready_after[i] belongs to a node whose backward has run
+// once order[i]'s has; the lowest offset of those still to run is the point). Without
+// fusion, node order. Planned on the CPU so that CI checks what the GPU runs.
+namespace {
+
+struct FusionCounts {
+  int relu = 0, add = 0, unfused = 0;
+};
+
+FusionCounts check_fusion_plan(const std::string& spec, const SampleShape& in) {
+  SCOPED_TRACE(spec);
+  const nn::Graph g = nn::build_model_graph(spec, in, 10).graph;
+  const size_t N = g.nodes.size(), T = static_cast<size_t>(g.tensor_count());
+  const std::vector<char> half = nn::gpu_bf16_tensors(g);
+  const nn::FusionPlan p = nn::plan_gpu_fusion(g, half, true);
+  FusionCounts c;
+  EXPECT_EQ(p.bn.size(), N);
+  EXPECT_EQ(p.absorbed.size(), N);
+  std::vector<char> dead_want(T, 0);
+  size_t absorbed_want = 0;
+  for (const nn::Node& nd : g.nodes) {
+    if (nd.op != nn::Op::bn) {
+      EXPECT_EQ(p.bn[static_cast<size_t>(nd.index)].out, -1) << "node " << nd.index << " is not a batch norm";
+      continue;
+    }
+    const nn::BnFusion& f = p.bn[static_cast<size_t>(nd.index)];
+    if (f.out < 0) {
+      ++c.unfused;
+      continue;
+    }
+    EXPECT_TRUE(f.relu);
+    EXPECT_TRUE(half[static_cast<size_t>(f.out)]) << "a fused batch norm writes a store tensor";
+    dead_want[static_cast<size_t>(nd.index + 1)] = 1;
+    if (f.z < 0) {
+      ++c.relu;
+      ++absorbed_want;
+      EXPECT_EQ(g.nodes[static_cast<size_t>(f.out - 1)].op, nn::Op::relu);
+      EXPECT_EQ(g.nodes[static_cast<size_t>(f.out - 1)].inputs[0], nd.index + 1);
+    } else {
+      ++c.add;
+      absorbed_want += 2;
+      const nn::Node& relu = g.nodes[static_cast<size_t>(f.out - 1)];
+      EXPECT_EQ(relu.op, nn::Op::relu);
+      const nn::Node& add = g.nodes[static_cast<size_t>(relu.inputs[0] - 1)];
+      EXPECT_EQ(add.op, nn::Op::add);
+      EXPECT_TRUE((add.inputs[0] == nd.index + 1 && add.inputs[1] == f.z) ||
+                  (add.inputs[1] == nd.index + 1 && add.inputs[0] == f.z));
+      EXPECT_NE(f.z, nd.inputs[0]);
+      dead_want[static_cast<size_t>(add.index + 1)] = 1;
+    }
+  }
+  size_t absorbed = 0;
+  for (char a : p.absorbed) absorbed += a != 0;
+  EXPECT_EQ(absorbed, absorbed_want);
+  EXPECT_EQ(p.dead.empty() ? std::vector<char>(T, 0) : p.dead, dead_want) << "dead tensors";
+
+  // Forward: every read written before and alive; each node once; absorbed ones never.
+  std::vector<char> written(T, 0), ran(N, 0);
+  written[0] = 1;
+  std::vector<size_t> pos(N, SIZE_MAX);
+  for (size_t i = 0; i < p.order.size(); ++i) {
+    const size_t k = static_cast<size_t>(p.order[i]);
+    const nn::Node& nd = g.nodes[k];
+    EXPECT_FALSE(p.absorbed[k]) << "absorbed node " << k << " runs";
+    EXPECT_FALSE(ran[k]) << "node " << k << " runs twice";
+    ran[k] = 1;
+    pos[k] = i;
+    std::vector<int> reads = nd.inputs;
+    if (p.bn[k].z >= 0) reads.push_back(p.bn[k].z);
+    for (int t : reads) {
+      EXPECT_TRUE(written[static_cast<size_t>(t)]) << "node " << k << " reads tensor " << t << " before it is written";
+      EXPECT_FALSE(dead_want[static_cast<size_t>(t)]) << "node " << k << " reads dead tensor " << t;
+    }
+    const int out = p.bn[k].out >= 0 ? p.bn[k].out : static_cast<int>(k) + 1;
+    EXPECT_FALSE(written[static_cast<size_t>(out)]) << "tensor " << out << " written twice";
+    EXPECT_FALSE(dead_want[static_cast<size_t>(out)]);
+    written[static_cast<size_t>(out)] = 1;
+  }
+  for (size_t k = 0; k < N; ++k) EXPECT_EQ(ran[k] != 0, p.absorbed[k] == 0) << "node " << k;
+  EXPECT_TRUE(written[static_cast<size_t>(g.output)]) << "the logits";
+
+  // Grad-ready points: right and tight, 0..param_count.
+  EXPECT_EQ(p.ready_after.size(), p.order.size());
+  if (p.ready_after.size() != p.order.size()) return c;
+  EXPECT_EQ(p.ready_after.front(), g.param_count);
+  for (size_t i = 0; i < p.order.size(); ++i) {
+    size_t lowest_to_run = g.param_count;
+    for (size_t k = 0; k < N; ++k) {
+      if (g.nodes[k].params.empty() || !ran[k]) continue;
+      if (pos[k] < i) lowest_to_run = std::min(lowest_to_run, g.nodes[k].flat_begin);
+      if (g.nodes[k].flat_begin < p.ready_after[i]) {
+        EXPECT_GE(pos[k], i) << "node " << k << "'s gradients reported final before its backward (position " << i << ")";
+      }
+    }
+    EXPECT_EQ(p.ready_after[i], lowest_to_run) << "position " << i;
+  }
+  for (size_t k = 0; k < N; ++k) {
+    if (p.absorbed[k]) {
+      EXPECT_TRUE(g.nodes[k].params.empty()) << "an absorbed node with parameters";
+    }
+  }
+
+  // Without fusion: node order, nothing fused or dead.
+  const nn::FusionPlan q = nn::plan_gpu_fusion(g, half, false);
+  EXPECT_TRUE(q.bn.empty() && q.absorbed.empty() && q.dead.empty());
+  EXPECT_EQ(q.order.size(), N);
+  for (size_t k = 0; k < N && k < q.order.size(); ++k) EXPECT_EQ(q.order[k], static_cast<int>(k));
+  const nn::FusionPlan none = nn::plan_gpu_fusion(g, {}, true);
+  EXPECT_TRUE(none.bn.empty() && none.dead.empty()) << "no store, no fusion";
+  return c;
+}
+
+}  // namespace
+
+TEST(GpuBnFusion, ResNetsFuseAsTheirStructureAllows) {
+  // ResNet-50: the stem and 2 per bottleneck absorb their ReLU (1 + 32), each of the 16
+  // bottlenecks' last its add + ReLU, the 4 downsampling batch norms stay: 53 in all.
+  FusionCounts c = check_fusion_plan("resnet50", {3, 224, 224});
+  EXPECT_EQ(c.relu, 33);
+  EXPECT_EQ(c.add, 16);
+  EXPECT_EQ(c.unfused, 4);
+  // ResNet-18: stem + 8 basic blocks' first; 8 blocks' second with the add; 3 downsampling.
+  c = check_fusion_plan("resnet18", {3, 64, 64});
+  EXPECT_EQ(c.relu, 9);
+  EXPECT_EQ(c.add, 8);
+  EXPECT_EQ(c.unfused, 3);
+  // resnet20 (1×1 convolution + batch norm shortcuts where the shape changes, as
+  // torchvision's blocks): the stem and 9 blocks' first; 9 blocks' second with the add; 2
+  // downsampling.
+  c = check_fusion_plan("resnet20", {3, 32, 32});
+  EXPECT_EQ(c.relu, 10);
+  EXPECT_EQ(c.add, 9);
+  EXPECT_EQ(c.unfused, 2);
+  c = check_fusion_plan("conv(4,3) bn relu maxpool(2) conv(4,3) bn flatten linear(10)", {1, 12, 12});
+  EXPECT_EQ(c.relu, 1);
+  EXPECT_EQ(c.unfused, 1) << "a batch norm read by flatten stays";
+}

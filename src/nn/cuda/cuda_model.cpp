@@ -458,79 +458,16 @@ class CudaNet final : public DeviceModel {
   }
 
   // With NetState::bn_own, which batch norms absorb the layers after them
-  // (NetState::bn_fusion), and the order the layers run in (order_: node order, without
-  // the absorbed nodes, a batch norm that absorbed an add moved to the add's place, where
-  // the residual is ready; backward runs it reversed). Fused, where the store's tensors
-  // allow and the batch norm's output has one reader that is not the network's output:
-  //   bn → relu          (the relu's input its only reader)      → relu(bn(x))
-  //   bn → add → relu    (the add's output read by the relu only) → relu(bn(x) + z)
-  // An add that another batch norm already absorbed leaves this one unfused (the
-  // downsampling batch norm of a ResNet block, whose output is then z); so does an add of
-  // the batch norm's own input (z = x: dz and dx would be one gradient, written twice).
-  // ready_after_[i]: every gradient of the flat range [0, value) is final once the layer
-  // at order_[i] has run its backward (the flat layout is reverse registration order, so
-  // in plain reverse node order this is each node's flat_end).
+  // (NetState::bn_fusion), which tensors need no buffers (NetState::dead), the order the
+  // layers run in (order_) and the grad-ready points (ready_after_): nn::plan_gpu_fusion
+  // (graph.hpp says how; its CPU tests check every model).
   void assign_fusion() {
-    const size_t N = g_.nodes.size();
-    s_.bn_fusion.clear();
-    s_.absorbed.clear();
-    s_.dead.clear();
-    std::vector<int> reader(static_cast<size_t>(g_.tensor_count()), -1);  // the last reader of each tensor
-    for (const Node& nd : g_.nodes)
-      for (int t : nd.inputs) reader[static_cast<size_t>(t)] = nd.index;
-    std::vector<int> place(N);  // where each node runs, as a node index
-    for (size_t k = 0; k < N; ++k) place[k] = static_cast<int>(k);
-    if (s_.bn_own) {
-      s_.bn_fusion.assign(N, {});
-      s_.absorbed.assign(N, 0);
-      auto only_reader = [&](int t) -> const Node* {  // t's one reader, none if several or the output
-        if (t == g_.output || s_.readers[static_cast<size_t>(t)] != 1) return nullptr;
-        return &g_.nodes[static_cast<size_t>(reader[static_cast<size_t>(t)])];
-      };
-      for (const Node& b : g_.nodes) {
-        if (b.op != Op::bn || !s_.is_nhwc(b.inputs[0])) continue;
-        const Node* r = only_reader(b.index + 1);
-        if (!r || s_.absorbed[static_cast<size_t>(r->index)]) continue;
-        NetState::BnFusion& f = s_.bn_fusion[static_cast<size_t>(b.index)];
-        if (r->op == Op::relu && s_.is_nhwc(r->index + 1)) {
-          f = {r->index + 1, -1, true};
-          s_.absorbed[static_cast<size_t>(r->index)] = 1;
-          mark_dead(b.index + 1);
-        } else if (r->op == Op::add && r->inputs.size() == 2) {
-          const int z = r->inputs[0] == b.index + 1 ? r->inputs[1] : r->inputs[0];
-          const Node* r2 = only_reader(r->index + 1);
-          if (z == b.index + 1 || z == b.inputs[0] || !s_.is_nhwc(z) || !r2 || r2->op != Op::relu || !s_.is_nhwc(r2->index + 1)) continue;
-          f = {r2->index + 1, z, true};
-          s_.absorbed[static_cast<size_t>(r->index)] = s_.absorbed[static_cast<size_t>(r2->index)] = 1;
-          mark_dead(b.index + 1);
-          mark_dead(r->index + 1);
-          place[static_cast<size_t>(b.index)] = r->index;
-        }
-      }
-    }
-    order_.clear();
-    for (size_t k = 0; k < N; ++k) {
-      if (!s_.absorbed.empty() && s_.absorbed[k]) {
-        for (size_t b = 0; b < N; ++b)  // the batch norms moved here (at most one)
-          if (place[b] == static_cast<int>(k) && b != k) order_.push_back(static_cast<int>(b));
-        continue;
-      }
-      if (place[k] == static_cast<int>(k)) order_.push_back(static_cast<int>(k));
-    }
-    ready_after_.assign(order_.size(), 0);
-    std::vector<char> done(N, 0);
-    for (size_t i = order_.size(); i-- > 0;) {
-      done[static_cast<size_t>(order_[i])] = 1;
-      size_t ready = g_.param_count;  // the lowest flat offset of a node still to run
-      for (size_t k = 0; k < N; ++k)
-        if (!done[k] && !g_.nodes[k].params.empty()) ready = std::min(ready, g_.nodes[k].flat_begin);
-      ready_after_[i] = ready;
-    }
-  }
-
-  void mark_dead(int t) {
-    if (s_.dead.empty()) s_.dead.assign(static_cast<size_t>(g_.tensor_count()), 0);
-    s_.dead[static_cast<size_t>(t)] = 1;
+    nn::FusionPlan p = plan_gpu_fusion(g_, s_.half, s_.bn_own);
+    s_.bn_fusion = std::move(p.bn);
+    s_.absorbed = std::move(p.absorbed);
+    s_.dead = std::move(p.dead);
+    order_ = std::move(p.order);
+    ready_after_ = std::move(p.ready_after);
   }
 
   // Activation buffers, masks, input slots and staging for batches of up to n samples.

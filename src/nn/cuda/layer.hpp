@@ -97,10 +97,7 @@ struct NetState {
   // the tensor it writes (the ReLU's output when fused; -1: its own), `z` the residual it
   // adds before the ReLU (-1: none) — and, per node, whether a fused batch norm does the
   // node's work (the relu and add it absorbed; CudaNet runs neither pass of theirs).
-  struct BnFusion {
-    int out = -1, z = -1;
-    bool relu = false;
-  };
+  using BnFusion = nn::BnFusion;     // nn/graph.hpp plan_gpu_fusion
   std::vector<BnFusion> bn_fusion;  // empty without bn_own
   std::vector<char> absorbed;       // empty without bn_own
   // Per tensor id: never written nor read because a fused batch norm writes past it (its
