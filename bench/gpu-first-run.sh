@@ -24,7 +24,8 @@
 # beside the 1-rank TF32 run and gives run.json's exposed communication per step), a
 # CNNSCALE_GPU_PROFILE run of each ResNet-50 precision and variant but the graph's (a
 # profile runs without graphs), resnet20 (3×32×32, batch 256) in the three precisions and
-# as bf16graph (a short step, where launches count), and last, alone, the compute-sanitizer test
+# as bf16own and bf16graph (a short step, where launches count), and last, alone, the
+# compute-sanitizer test
 # (sanitizer_gpu) with what is left of the budget. Everything lands under --out DIR;
 # DIR/summary.md says what passed and failed (with each log's last lines) and gives the
 # images/s and memory table with the ratios to PyTorch and the GPU paths that ran.
@@ -68,11 +69,11 @@
 #                                                      12 + 12 + 12 = 36 s
 #   profiles tf32 (9), bf16 (14), bf16own, tf32own (as 100 ms)
 #                                                      9 + 15 + 9 + 9 = 42 s
-#   resnet20 ×3 and bf16graph (H200: 2-3 s each)       8 s
+#   resnet20 ×3, bf16own and bf16graph (H200: 2-3 s each)  10 s
 #   hostplane: cnnscale allreduce, 2 ranks, GPU buffers over MPI, 8 B to 64 MiB, checked
 #   (not yet run: 5 s); 2 ranks × 40 steps of batch 64 on one GPU (2 × 92 ms assumed)
 #                                                      5 + 8 + 40 × 184 / 1000 = 20 s
-#   = 381 s before the sanitizer, which gets the rest of the 540 s budget: 159 s (it
+#   = 383 s before the sanitizer, which gets the rest of the 540 s budget: 157 s (it
 #   keeps to its own 150 s). A cold
 #   first torch import (30-66 s) comes on top only where the cnnscale runs before it
 #   were shorter than it.
@@ -148,6 +149,7 @@ VARIANTS=(
   "resnet20.fp32::--precision fp32 --tf32 off"
   "resnet20.tf32::--precision fp32 --tf32 on"
   "resnet20.bf16::--precision bf16"
+  "resnet20.bf16own:CNNSCALE_GPU_BN=own:--precision bf16"                          # bf16graph's step as is
   "resnet20.bf16graph:CNNSCALE_GPU_BN=own CNNSCALE_GPU_GRAPH=1:--precision bf16"  # a short step as CUDA graphs
 )
 if [ -n "${CNNSCALE_FIRST_RUN_VARIANTS:-}" ]; then
@@ -227,7 +229,7 @@ for b in ${BENCHES//,/ }; do
     pytorch) for p in ${TORCH_PRECISIONS//,/ }; do PLAN_LIST+=("pytorch.$p"); done ;;
     pytorch.fp32|pytorch.tf32|pytorch.bf16) PLAN_LIST+=("$b") ;;
     variants) PLAN_LIST+=(resnet50.bf16own resnet50.tf32own resnet50.bf16graph "${ADDED_NAMES[@]}") ;;
-    resnet20) PLAN_LIST+=(resnet20.fp32 resnet20.tf32 resnet20.bf16 resnet20.bf16graph) ;;
+    resnet20) PLAN_LIST+=(resnet20.fp32 resnet20.tf32 resnet20.bf16 resnet20.bf16own resnet20.bf16graph) ;;
     profile)
       for n in resnet50.tf32 resnet50.bf16 resnet50.bf16own resnet50.tf32own "${ADDED_NAMES[@]}"; do
         case $n in resnet50.*) PLAN_LIST+=("profile.${n#resnet50.}") ;; esac
@@ -620,6 +622,12 @@ for chk, (r, j) in runs.items():
     ref = base.get("bf16" if prec == "bf16" else ("tf32" if j.get("tf32") else "fp32"))
     if ips and ref:
         print("cnnscale %s (%s): %.0f images/s, %.2f× the default %s  " % (name, r["env"] or "no env", ips, ips / ref, prec))
+for g_name, as_is in (("resnet50.bf16graph", "resnet50.bf16own"), ("resnet20.bf16graph", "resnet20.bf16own")):
+    g_j = runs.get("bench." + g_name, (None, {}))[1]; a_j = runs.get("bench." + as_is, (None, {}))[1]
+    gi, ai = g_j.get("images_per_s"), a_j.get("images_per_s")
+    if gi and ai:
+        note = (g_j.get("gpu") or {}).get("cuda_graph_note") or "no note"
+        print("CUDA graphs: %s %.0f images/s, %.2f× %s as is (%.0f); %s  " % (g_name, gi, gi / ai, as_is, ai, note))
 print()
 PY
     echo "Step breakdown of the cnnscale runs (run.json breakdown_median_ms):"

@@ -17,7 +17,7 @@ order=$(awk 'NR > 1 && $1 ~ /^(bench|test|profile|kernels)\./ {print $1}' "$TMP/
 expect_eq "the default order" "bench.resnet50.bf16 bench.resnet50.tf32 bench.pytorch.bf16 bench.pytorch.tf32 \
 bench.resnet50.fp32 bench.pytorch.fp32 test.* kernels.bn bench.resnet50.bf16own bench.resnet50.tf32own \
 bench.resnet50.bf16graph bench.resnet50.jpeg bench.resnet50.tf32.hostplane2 profile.resnet50.tf32 profile.resnet50.bf16 profile.resnet50.bf16own profile.resnet50.tf32own \
-bench.resnet20.fp32 bench.resnet20.tf32 bench.resnet20.bf16 bench.resnet20.bf16graph test.sanitizer_gpu " "$order"
+bench.resnet20.fp32 bench.resnet20.tf32 bench.resnet20.bf16 bench.resnet20.bf16own bench.resnet20.bf16graph test.sanitizer_gpu " "$order"
 expect_eq "nothing NOT RUN (budget) by default" 0 "$(grep -c 'NOT RUN' "$TMP/plan.out")"
 line=$(tail -n 1 "$TMP/plan.out")
 before=$(sed -n 's/^expected before the sanitizer: \([0-9]*\) s of the 540 s budget.*/\1/p' <<<"$line")
