@@ -19,7 +19,8 @@
 //   generation (CudaNet bumps it whenever it replans: precision, tuning). Device
 //   addresses: a graph is replayed only while DeviceBytes::epoch (every DevArray
 //   allocation and free) is what it was at capture; otherwise every graph is dropped
-//   and the key captured again. At most kMaxGraphs graphs (least recently used dropped).
+//   and every key starts over (as is once, then captured). At most kMaxGraphs graphs
+//   (least recently used dropped; its key is captured again when next seen).
 //   The epoch is process-wide: another model's allocations drop this one's graphs too, and
 //   one made on another thread during a capture fails it (graphs then stay off). The
 //   trainer has one model, on one thread; tests that run models on threads do not use graphs.
