@@ -4,6 +4,7 @@
 # defines no such macro any more, so an #ifdef on it would silently take the CPU side),
 # CUDA headers included only under cuda/ (or by the gpu tests, their main
 # tests/common/gpu_gtest_main.cpp and its CUDA-build-only test tests/nn/test_gpu_test_main.cpp,
+# the CUDA-build-only tests of src/*/cuda/ code under tests/*/cuda/,
 # the batch-norm kernels' CPU emulation tests/nn/test_bn_emulated.cpp,
 # and the kernels' development benches bench/kernels/*.cu, GPU-KERNELS.md's method), and nn
 # includes neither data nor comm nor launch.
