@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -97,6 +98,12 @@ int report_user_error(const std::string& what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A write to a socket whose peer is gone (a rank that died, over Gloo's TCP pairs or
+  // the rendezvous store) must fail that write with EPIPE, which the transport reports
+  // as an error naming the collective, not kill this rank with SIGPIPE and no word
+  // (torchrun then showed "exitcode: -13" for the survivor). Python, and so PyTorch's
+  // workers, ignore SIGPIPE the same way.
+  std::signal(SIGPIPE, SIG_IGN);
   if (argc < 2) {
     usage(stderr);
     return cnnscale::kUserErrorStatus;
