@@ -103,10 +103,9 @@ struct DevicePaths {
   bool nhwc_store32 = false;   // fp32 NHWC activations between layers (TF32, CNNSCALE_GPU_NHWC_STORE=1)
   bool bf16_store = false;     // bf16 NHWC activations between layers (--precision bf16, CNNSCALE_GPU_BF16_STORE)
   bool tf32_nhwc = false;      // fp32 convolutions on NHWC copies for the TF32 tensor cores
-  // The step (forward, loss, backward) replayed as CUDA graphs (CNNSCALE_GPU_GRAPH=1,
-  // nn/cuda/step_graph.hpp): true when at least one step ran as a graph; how many did;
-  // and what happened in words (empty when not asked for: the graphs, or why none ran).
-  bool cuda_graph = false;
+  // The steps (forward, loss, backward) replayed as CUDA graphs (CNNSCALE_GPU_GRAPH=1,
+  // nn/cuda/step_graph.hpp; run.json's cuda_graph is cuda_graph_steps > 0), and what
+  // happened in words (empty when not asked for: the graphs, or why none ran).
   int64_t cuda_graph_steps = 0;
   std::string cuda_graph_note;
   // The most bytes the model's own device arrays held at once in this process, in GiB

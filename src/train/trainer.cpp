@@ -1257,7 +1257,7 @@ nlohmann::json Trainer::run_record(const Timings& tm, int64_t steps_run) const {
                 {"nhwc_store32", tm.gpu->nhwc_store32},
                 {"bf16_store", tm.gpu->bf16_store},
                 {"tf32_nhwc", tm.gpu->tf32_nhwc},
-                {"cuda_graph", tm.gpu->cuda_graph},
+                {"cuda_graph", tm.gpu->cuda_graph_steps > 0},
                 {"cuda_graph_steps", tm.gpu->cuda_graph_steps},
                 {"cuda_graph_note", tm.gpu->cuda_graph_note},
                 {"peak_memory_gib", tm.gpu->peak_memory_gib},

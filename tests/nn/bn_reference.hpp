@@ -12,6 +12,15 @@
 
 namespace cnnscale::test {
 
+// A tensor of the kernels' element type in double: E::to widens one element (bf16 or
+// float; each test's own element traits).
+template <class E, class H>
+std::vector<double> to_doubles(const std::vector<H>& v) {
+  std::vector<double> d(v.size());
+  for (size_t i = 0; i < v.size(); ++i) d[i] = E::to(v[i]);
+  return d;
+}
+
 struct BnStatistics {
   std::vector<double> mean, var, invstd;  // biased variance
 };

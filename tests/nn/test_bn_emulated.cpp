@@ -229,11 +229,7 @@ void check_case(const Case& k, bool relu, bool res, bool accumulate, bool misali
   const std::vector<float> rm0 = rm, rv0 = rv;
   std::vector<char> ws(bnd::workspace_bytes_impl(R, C, sizeof(T) == 2));
 
-  auto doubles = [](const std::vector<T>& v) {
-    std::vector<double> d(v.size());
-    for (size_t i = 0; i < v.size(); ++i) d[i] = E::to(v[i]);
-    return d;
-  };
+  const auto doubles = [](const std::vector<T>& v) { return test::to_doubles<E>(v); };
   const std::vector<double> xd = doubles(x0), zd = doubles(z0), dyd = doubles(dy0), dx0d = doubles(dx0),
                             dz0d = doubles(dz0);
   const test::BnStatistics ref = test::bn_statistics(xd, R, C, eps);
@@ -376,11 +372,7 @@ void check_sync(int64_t R1, int64_t R2, int C) {
                                             si2.data(), h ? lb.data() : la.data(), gsum.data(), double(R),
                                             h ? dg_b.data() : dg_a.data(), h ? db_b.data() : db_a.data(), true,
                                             ws.data(), nullptr);
-  auto as_double = [](const std::vector<T>& v) {
-    std::vector<double> d(v.size());
-    for (size_t i = 0; i < v.size(); ++i) d[i] = Elem<T>::to(v[i]);
-    return d;
-  };
+  const auto as_double = [](const std::vector<T>& v) { return test::to_doubles<E>(v); };
   auto f2d = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
   EXPECT_LT(rel_err<T>(y2, as_double(y)), E::tol) << "y";
   EXPECT_LT(rel_errf(sm2, f2d(sm)), 1e-5) << "saved mean";

@@ -143,11 +143,7 @@ void check_case(const Case& k, bool relu, bool res, bool accumulate, bool misali
   ASSERT_EQ(cudaMemcpy(b_.p, beta.data(), C * 4, cudaMemcpyHostToDevice), cudaSuccess);
 
   // The reference, in double, from the values the kernels see.
-  auto doubles = [](const std::vector<H>& v) {
-    std::vector<double> d(v.size());
-    for (size_t i = 0; i < v.size(); ++i) d[i] = E::to(v[i]);
-    return d;
-  };
+  const auto doubles = [](const std::vector<H>& v) { return test::to_doubles<E>(v); };
   const std::vector<double> xd = doubles(x), zd = doubles(z), dyd = doubles(dy), dx0d = doubles(dx0),
                             dz0d = doubles(dz0);
   const test::BnStatistics ref = test::bn_statistics(xd, R, C, eps);

@@ -145,7 +145,6 @@ class CudaNet final : public DeviceModel {
     d.nhwc_store32 = s_.store32;
     d.bf16_store = s_.bf16_store();
     d.tf32_nhwc = s_.nhwc32;
-    d.cuda_graph = graphs_.replays() > 0;
     d.cuda_graph_steps = graphs_.replays();
     d.cuda_graph_note = graphs_.note();
     constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
