@@ -46,12 +46,16 @@ BackendDecision decide_backend(Backend requested, const BackendFacts& f) {
   const char* cpu_flag = f.rendezvous ? "--backend gloo" : "--backend mpi";
   d.backend = cpu;
   if (requested == Backend::nccl) {
+    // --device cuda asked for this NCCL: name that switch, and the way to the CPU is --device
+    // cpu (a host backend with --device cuda still needs the GPUs).
+    const char* asked = f.device_cuda ? "--device cuda" : "--backend nccl";
+    const char* to_cpu = f.device_cuda ? "--device cpu" : cpu_flag;
     if (!f.built_with_cuda)
-      fail_collective(f.rank, "--backend nccl: this cnnscale was built without CUDA/NCCL (-DCNNSCALE_CUDA=OFF or no "
-                              "toolkit found); use ", cpu_flag, " or rebuild with the CUDA toolkit");
+      fail_collective(f.rank, asked, ": this cnnscale was built without CUDA/NCCL (-DCNNSCALE_CUDA=OFF or no "
+                              "toolkit found); use ", to_cpu, " or rebuild with the CUDA toolkit");
     if (f.rank_without_gpu >= 0)
-      fail_collective(f.rank, "--backend nccl needs a GPU on every rank, but rank ", f.rank_without_gpu, " on ",
-                      f.its_host, " has none: ", f.its_problem, "; or use ", cpu_flag, " for a CPU run");
+      fail_collective(f.rank, asked, " needs a GPU on every rank, but rank ", f.rank_without_gpu, " on ",
+                      f.its_host, " has none: ", f.its_problem, "; or use ", to_cpu, " for a CPU run");
   }
   if (f.built_with_cuda && f.rank_without_gpu < 0) {
     d.backend = Backend::nccl;
@@ -144,11 +148,12 @@ BackendFacts combine_rank_facts(const std::vector<RankGpuFacts>& ranks, int rank
   return f;
 }
 
-Backend resolve_backend(Backend requested, const ProcessContext& ctx, double timeout_s) {
+Backend resolve_backend(Backend requested, const ProcessContext& ctx, double timeout_s, bool device_cuda) {
   if (ctx.store) {  // the ranks met at a rendezvous store: nccl or gloo
     if (requested == Backend::gloo) return Backend::gloo;
     if (requested == Backend::mpi) internal_error("--backend mpi after a rendezvous");
-    const BackendFacts f = combine_rank_facts(exchange_facts(ctx, timeout_s), ctx.rank, built_with_cuda());
+    BackendFacts f = combine_rank_facts(exchange_facts(ctx, timeout_s), ctx.rank, built_with_cuda());
+    f.device_cuda = device_cuda;
     const BackendDecision d = decide_backend(requested, f);
     if (!d.warning.empty()) log_warn(d.warning);  // rank 0 prints
     return d.backend;
@@ -158,6 +163,7 @@ Backend resolve_backend(Backend requested, const ProcessContext& ctx, double tim
   BackendFacts f;
   f.rank = ctx.rank;
   f.built_with_cuda = built_with_cuda();
+  f.device_cuda = device_cuda;
   std::string problem = ctx.gpu_problem;
   if (ctx.device < 0 && problem.empty()) problem = "no GPU was bound to it";
   f.rank_without_gpu = first_rank_with(ctx.device < 0, problem, ctx.host, &f.its_problem, &f.its_host);
@@ -172,8 +178,9 @@ Backend resolve_backend(Backend requested, const ProcessContext& ctx, double tim
   return d.backend;
 }
 
-std::unique_ptr<Communicator> make_communicator(Backend requested, const ProcessContext& ctx, double timeout_s) {
-  Backend b = resolve_backend(requested, ctx, timeout_s);
+std::unique_ptr<Communicator> make_communicator(Backend requested, const ProcessContext& ctx, double timeout_s,
+                                                bool device_cuda) {
+  Backend b = resolve_backend(requested, ctx, timeout_s, device_cuda);
   if (b == Backend::gloo)
     return make_gloo_communicator(make_gloo_context(*ctx.store, "data", ctx.rank, ctx.size, timeout_s), timeout_s);
   if (b == Backend::nccl && ctx.store)

@@ -31,6 +31,9 @@ struct BackendFacts {
   // The ranks met at a rendezvous store (torchrun-style, TF_CONFIG): the CPU backend is
   // gloo, not mpi (decide_backend returns gloo where it would return mpi).
   bool rendezvous = false;
+  // The request came as `--device cuda` (with --backend auto), not as --backend nccl: the
+  // errors name the switch the user typed and the way to the CPU (--device cpu).
+  bool device_cuda = false;
 };
 
 // One rank's contribution to BackendFacts, as exchanged through the rendezvous store.
@@ -56,11 +59,13 @@ BackendDecision decide_backend(Backend requested, const BackendFacts& facts);
 // after a rendezvous through its store, each rank's facts under cnnscale/backend/<rank>);
 // prints decide_backend's warning once per process on rank 0. After a rendezvous:
 // gloo for --backend gloo, else decide_backend with facts.rendezvous (nccl or gloo).
-Backend resolve_backend(Backend requested, const ProcessContext& ctx, double timeout_s = 300);
+// device_cuda: the request is --device cuda's NCCL (BackendFacts::device_cuda).
+Backend resolve_backend(Backend requested, const ProcessContext& ctx, double timeout_s = 300,
+                        bool device_cuda = false);
 
 // timeout_s: the gloo backend's deadline for every collective (--collective-timeout).
 std::unique_ptr<Communicator> make_communicator(Backend requested, const ProcessContext& ctx,
-                                                double timeout_s = 300);
+                                                double timeout_s = 300, bool device_cuda = false);
 
 // A communicator over one level of the hierarchical gradient sum (comm/shm_allreduce.hpp),
 // for `cnnscale allreduce --level`: "node" = the ranks of this rank's node; "cross" = the

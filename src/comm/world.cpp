@@ -96,19 +96,20 @@ World start_world(const WorldOptions& opts) {
   // --device cuda with --backend auto: NCCL, which says which rank has no GPU; --device
   // cpu with auto: the host transport, without auto's "GPUs seen but not used" warning.
   Backend requested = opts.backend;
-  if (opts.device == DeviceRequest::cuda && opts.backend == Backend::automatic) requested = Backend::nccl;
+  const bool device_cuda_nccl = opts.device == DeviceRequest::cuda && opts.backend == Backend::automatic;
+  if (device_cuda_nccl) requested = Backend::nccl;
   if (opts.device == DeviceRequest::cpu && opts.backend == Backend::automatic)
     requested = w.ctx.store ? Backend::gloo : Backend::mpi;
   if (w.ctx.store) {
     // Data plane: NCCL when every rank has a GPU of its own (auto, nccl), else Gloo;
     // the control plane is always Gloo on the CPU.
-    w.comm = make_communicator(requested, w.ctx, opts.timeout_s);
+    w.comm = make_communicator(requested, w.ctx, opts.timeout_s, device_cuda_nccl);
     w.control = std::make_unique<ControlComm>(
         make_gloo_control(make_gloo_context(*w.ctx.store, "control", w.ctx.rank, w.ctx.size, opts.timeout_s),
                           opts.timeout_s));
   } else {
     // NCCL (and the GPU model) when every rank has a GPU, else MPI.
-    w.comm = make_communicator(requested, w.ctx);
+    w.comm = make_communicator(requested, w.ctx, opts.timeout_s, device_cuda_nccl);
     w.control = std::make_unique<ControlComm>(MPI_COMM_WORLD);
   }
   if (staged) stage_on_gpus(w);

@@ -79,6 +79,21 @@ else
   expect_grep "--device cuda: a build without CUDA says so" "cnnscale: error: .*without CUDA" "$TMP/dc.out"
 fi
 expect_eq "--device cuda: printed once" 1 "$(grep -c 'cnnscale: error:' "$TMP/dc.out")"
+# --device cuda alone (backend auto: NCCL): the error names the switch typed and --device cpu,
+# not --backend nccl / --backend mpi (which would keep --device cuda and fail again).
+# shellcheck disable=SC2086
+timeout 120 $M -n 2 "$CNNSCALE" $T --device cuda >"$TMP/dca.out" 2>&1
+expect_eq "train --device cuda without a GPU: status" 2 "$?"
+if [ "$cuda_build" = 1 ]; then
+  expect_grep "--device cuda (auto backend): the switch typed, rank, host" \
+    "cnnscale: error: --device cuda needs a GPU on every rank, but rank 0 on $(hostname) has none: cudaGetDeviceCount failed" \
+    "$TMP/dca.out"
+else
+  expect_grep "--device cuda (auto backend): a build without CUDA says so" \
+    "cnnscale: error: --device cuda: this cnnscale was built without CUDA" "$TMP/dca.out"
+fi
+expect_grep "--device cuda (auto backend): the way out is --device cpu" "or use --device cpu for a CPU run" "$TMP/dca.out"
+expect_eq "--device cuda (auto backend): no --backend advice" "" "$(grep -o 'use --backend [a-z]*' "$TMP/dca.out")"
 # shellcheck disable=SC2086
 timeout 120 $M -n 2 "$CNNSCALE" $T --device cpu --backend nccl >"$TMP/dcn.out" 2>&1
 expect_eq "train --device cpu --backend nccl: status" 2 "$?"

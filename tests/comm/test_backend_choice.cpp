@@ -95,6 +95,24 @@ TEST(BackendChoice, NcclWithoutGpuNamesCudasReason) {
   EXPECT_TRUE(has(error_of(Backend::nccl, nobuild), "built without CUDA/NCCL"));
 }
 
+// `--device cuda` (backend auto) resolves to NCCL; its errors name the switch the user typed
+// and --device cpu (--backend mpi would keep --device cuda and fail again).
+TEST(BackendChoice, DeviceCudaWithoutGpuNamesDeviceSwitch) {
+  BackendFacts f = no_gpu_on_rank(1, false);
+  f.device_cuda = true;
+  const std::string m = error_of(Backend::nccl, f);
+  EXPECT_TRUE(has(m, "--device cuda needs a GPU on every rank, but rank 1 on gpu07 has none: cudaGetDeviceCount"))
+      << m;
+  EXPECT_TRUE(has(m, "or use --device cpu for a CPU run")) << m;
+  EXPECT_FALSE(has(m, "--backend")) << m;
+  BackendFacts nobuild = gpus_everywhere();
+  nobuild.built_with_cuda = false;
+  nobuild.device_cuda = true;
+  const std::string b = error_of(Backend::nccl, nobuild);
+  EXPECT_TRUE(has(b, "--device cuda: this cnnscale was built without CUDA/NCCL")) << b;
+  EXPECT_TRUE(has(b, "use --device cpu")) << b;
+}
+
 TEST(BackendChoice, CombineRankFacts) {
   std::vector<RankGpuFacts> r(4);
   const char* hosts[] = {"n0", "n1", "n2", "n3"};
