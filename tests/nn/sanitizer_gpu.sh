@@ -16,8 +16,9 @@
 #   finished and the one it was in; a run with under 10 s left is a failure "not run
 #   (budget)". So the script ends within the budget plus a few seconds, below the first
 #   run's 210 s and CTest's limit.
-# - The runs, most useful first: memcheck of the model cases, memcheck of every optimiser
-#   case, initcheck of one optimiser case, initcheck of one model case.
+# - The runs, most useful first: memcheck of the model cases, memcheck of our NHWC batch
+#   norm's kernels (test_cuda_batchnorm_gpu on its small shapes), memcheck of every
+#   optimiser case, initcheck of one optimiser case, initcheck of one model case.
 # - The model cases run with CNNSCALE_TEST_CUDNN_BENCHMARK=0 (the test's own switch):
 #   cuDNN's heuristic algorithm choice instead of cudnnFind, which runs (and the tool
 #   instruments) every candidate algorithm's kernels. The kernels that run are still
@@ -52,9 +53,14 @@ BUDGET=${CNNSCALE_SANITIZER_BUDGET:-150}
 case $BUDGET in '' | *[!0-9]*) echo "sanitizer_gpu.sh: CNNSCALE_SANITIZER_BUDGET must be whole seconds, got '$BUDGET'" >&2; exit 2 ;; esac
 MODEL_FILTER=${CNNSCALE_SANITIZER_MODEL_FILTER:-'CudaLayers.ConvStridePaddingBiasRelu:CudaLayers.BatchNormTrainingRunningStatsAndEval:CudaLayers.ResidualAddAndDropout:CudaBf16.ConversionsRoundToNearestEvenAndTranspose:CudaBf16.StoreKernelsRoundOnce'}
 INIT_FILTER=${CNNSCALE_SANITIZER_INITCHECK_FILTER:-'CudaLayers.BatchNormTrainingRunningStatsAndEval'}
+# Our NHWC batch norm's kernels (CNNSCALE_GPU_BN=own, issue 37): every case of
+# test_cuda_batchnorm_gpu on its small shapes (CNNSCALE_BN_TEST_CASES=small, set for every
+# run: the other binaries ignore it).
+BN_FILTER=${CNNSCALE_SANITIZER_BN_FILTER:-'CudaBatchNormNhwc.*'}
 RESERVE=20  # seconds kept for each later run
 # bin tool filter, in order
 RUNS=("test_cuda_model_gpu memcheck $MODEL_FILTER"
+      "test_cuda_batchnorm_gpu memcheck $BN_FILTER"
       "test_cuda_optimizer_gpu memcheck *"
       "test_cuda_optimizer_gpu initcheck CudaOptimizer.AdamW"
       "test_cuda_model_gpu initcheck $INIT_FILTER")
@@ -75,7 +81,7 @@ for i in "${!RUNS[@]}"; do
   log="$TMP/$bin.$tool.out"
   t0=$SECONDS
   # timeout signals the whole process group: the tool and the test binary under it.
-  CNNSCALE_TEST_CUDNN_BENCHMARK=0 timeout -k 5 "$limit" "$SAN" --tool "$tool" --error-exitcode 99 --print-limit 50 \
+  CNNSCALE_TEST_CUDNN_BENCHMARK=0 CNNSCALE_BN_TEST_CASES=small timeout -k 5 "$limit" "$SAN" --tool "$tool" --error-exitcode 99 --print-limit 50 \
     "$CNNSCALE_BUILD/tests/$bin" --gtest_color=no --gtest_filter="$filter" >"$log" 2>&1
   rc=$?
   secs=$((SECONDS - t0))
