@@ -77,7 +77,16 @@ expect_eq "a resnet20 variant is not profiled" 0 "$(grep -c '^profile\.resnet50\
 plan --budget 100 >"$TMP/small.out" 2>&1
 expect_grep "--budget 100: the first checks run" '^bench\.resnet50\.bf16 +88 +29 ' "$TMP/small.out"
 expect_grep "--budget 100: the later ones NOT RUN (budget)" '^bench\.resnet20\.bf16 +- +- +NOT RUN \(budget\)' "$TMP/small.out"
-expect_eq "--budget 100: the sanitizer too" 1 "$(grep -c '^test\.sanitizer_gpu .*NOT RUN (budget)' "$TMP/small.out")"
+expect_eq "--budget 100: the sanitizer too" 1 "$(grep -c '^test\.sanitizer_gpu .*NOT RUN (budget' "$TMP/small.out")"
+# 7 minutes (the developers' guide's size of one call): the sanitizer, with under 60 s left,
+# is not started (it would be cut mid-run and read as a failure); the default gives its
+# runs what is left less 10 s, at most its own 150 s.
+plan --budget 420 >"$TMP/seven.out" 2>&1
+expect_grep "--budget 420: the sanitizer not started, saying why" \
+  '^test\.sanitizer_gpu +- +- +NOT RUN \(budget: [0-9]+ s left, needs 60\)' "$TMP/seven.out"
+expect_grep "--budget 420: the checks before it all planned" '^bench\.resnet20\.bf16graph +[0-9]+ +[0-9]+ ' "$TMP/seven.out"
+expect_grep "the default: the sanitizer's runs get its limit less 10 s, at most 150" \
+  "^test\.sanitizer_gpu +157 +157 .*its runs: 147 s" "$TMP/plan.out"
 
 # --benches picks (old names still work; the tests first and the sanitizer last all the same).
 plan --benches resnet50.tf32,pytorch >"$TMP/pick.out" 2>&1
