@@ -13,8 +13,9 @@
 # CNNSCALE_GPU_BN=own; bf16graph: bf16own's step replayed as CUDA graphs,
 # CNNSCALE_GPU_GRAPH=1; and any added with --variant; bf16conv, the per-convolution
 # conversions that the bf16 activation store replaced, only when asked for), the
-# batch-norm kernels' development bench (bn_kernel_bench: cuDNN, naive and ours on
-# ResNet-50's 53 batch norms, checked and timed; its tables go into the summary), ResNet-50
+# batch-norm kernels' development bench (bn_kernel_bench: cuDNN, naive and ours, and ours
+# aiming at 256/1024/2048 blocks, on ResNet-50's 53 batch norms, checked and timed; its
+# tables go into the summary), ResNet-50
 # from JPEG files (jpeg: photo-like JPEGs made on the node by the kit's
 # cnnscale_imagefolder_tool, `prep --store jpeg 320`, training with --augment rrc224,hflip
 # and the default --data-threads, with the bf16own variant's switches; the summary sets its
@@ -533,7 +534,7 @@ else
       hostplane) [ $DO_BENCH = 1 ] && run_hostplane ;;
       kernels)  # the kernels' development benches (bench/kernels/): their own checks and timings
         [ $DO_BENCH = 1 ] || continue
-        PLAN_WHAT="bn_kernel_bench --iters 10 (ResNet-50's batch norms: cuDNN, naive, ours; bf16 and fp32)" \
+        PLAN_WHAT="bn_kernel_bench --iters 10 (ResNet-50's batch norms: cuDNN, naive, ours at 512/256/1024/2048 blocks; bf16 and fp32)" \
           check kernels.bn 150 40 "$KIT/bin/bn_kernel_bench" --iters 10 ;;
       pytorch.*) [ $DO_BENCH = 1 ] && [ $DO_TORCH = 1 ] && bench_pytorch "${b#pytorch.}" ;;
       profile.*)

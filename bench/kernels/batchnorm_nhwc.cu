@@ -5,7 +5,11 @@
 //   version 0  cuDNN's legacy spatial calls on NHWC descriptors (the default today; no
 //              fusion: the ReLU and add it leaves are separate passes, not timed here)
 //   version 1  naive: one block per channel, strided loads, sums in double (obviously right)
-//   version 2  the product's kernels (src/nn/cuda/batchnorm_nhwc.cu)
+//   version 2  the product's kernels (src/nn/cuda/batchnorm_nhwc.cu; its reductions aim at
+//              512 blocks)
+//   versions 3-5  the same kernels and launch sequence (batchnorm_nhwc_impl.cuh) aiming at
+//              256, 1024 and 2048 blocks: what the geometry constant costs or gains, from
+//              the same call (checked against naive at the real size, and timed)
 // Correctness: every version against a host reference in double at batch 2 (every layer's
 // channels and fusion), and version 2 against version 1 at batch 128 (the real geometry).
 // Time: CUDA events around `--iters` calls after warm-up, per layer and direction; GB/s of
@@ -26,9 +30,11 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/cuda/batchnorm_nhwc.hpp"
+#include "nn/cuda/batchnorm_nhwc_impl.cuh"
 #include "nn/rng.hpp"
 #include "util/bf16.hpp"
 
@@ -55,6 +61,26 @@ namespace bn = cnnscale::nn::cuda::bn;
 namespace {
 
 constexpr double kEps = 1e-5, kMomentum = 0.1;
+
+// Versions 3.. : the product's kernels with another block target (kTuned[v - 3]).
+constexpr int kTuned[] = {256, 1024, 2048};
+constexpr int kVersions = 3 + int(sizeof(kTuned) / sizeof(kTuned[0]));
+template <int B>
+struct TunedLaunch {
+  static constexpr int kTargetBlocks = B;
+  template <class... P, class... A>
+  static void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared, cudaStream_t s, A&&... args) {
+    kernel<<<grid, block, shared, s>>>(std::forward<A>(args)...);
+  }
+};
+// f(TunedLaunch<kTuned[i]>{}) for version 3 + i.
+template <class F>
+void with_tuned(int v, F&& f) {
+  if (v == 3) f(TunedLaunch<kTuned[0]>{});
+  else if (v == 4) f(TunedLaunch<kTuned[1]>{});
+  else f(TunedLaunch<kTuned[2]>{});
+}
+std::string version_name(int v) { return v == 0 ? "cudnn" : v == 1 ? "naive" : v == 2 ? "ours" : "ours@" + std::to_string(kTuned[v - 3]); }
 
 // ---- ResNet-50's batch norms (torchvision, stride in the 3×3 conv) ----
 struct Layer {
@@ -192,6 +218,7 @@ struct Buffers {
     for (float** p : {&gamma, &beta, &rm, &rv, &mean, &invstd, &dgamma, &dbeta}) CK(cudaMalloc(p, C * sizeof(float)));
     CK(cudaMalloc(&coef, 4 * C * sizeof(float)));
     ws_bytes = std::max<size_t>(bn::workspace_bytes(R, C, sizeof(T) == 2), 1);
+    for (int t : kTuned) ws_bytes = std::max(ws_bytes, bn::detail::workspace_bytes_impl(R, C, sizeof(T) == 2, t));
     CK(cudaMalloc(&ws, ws_bytes));
   }
   ~Buffers() {
@@ -253,9 +280,14 @@ void forward(int v, Buffers<T>& b, const Layer& L, Cudnn& dnn) {
   } else if (v == 1) {
     naive_stats<T><<<b.C, 256>>>(b.x, b.R, b.C, b.gamma, b.beta, b.rm, b.rv, b.mean, b.invstd, b.coef);
     naive_apply<T><<<2048, 256>>>(b.x, z, b.y, int64_t(b.N), b.C, b.coef, L.relu);
-  } else {
+  } else if (v == 2) {
     bn::forward_train<T>(b.x, z, b.y, b.R, b.C, {b.gamma, b.beta, b.rm, b.rv}, kMomentum, kEps, b.mean, b.invstd,
                          L.relu, b.ws, nullptr);
+  } else {
+    with_tuned(v, [&](auto l) {
+      bn::detail::forward_train_impl<decltype(l), T>(b.x, z, b.y, b.R, b.C, {b.gamma, b.beta, b.rm, b.rv}, kMomentum,
+                                                     kEps, b.mean, b.invstd, L.relu, b.ws, nullptr);
+    });
   }
   CK(cudaGetLastError());
 }
@@ -272,9 +304,14 @@ void backward(int v, Buffers<T>& b, const Layer& L, Cudnn& dnn) {
     naive_bwd_reduce<T><<<b.C, 256>>>(b.x, b.y, b.dy, dz, b.R, b.C, b.gamma, b.mean, b.invstd, b.dgamma, b.dbeta,
                                       b.coef, L.relu);
     naive_bwd_apply<T><<<2048, 256>>>(b.x, b.y, b.dy, b.dx, int64_t(b.N), b.C, b.coef, L.relu);
-  } else {
+  } else if (v == 2) {
     bn::backward<T>(b.x, L.relu ? b.y : nullptr, b.dy, b.dx, false, dz, false, b.R, b.C, b.gamma, b.mean, b.invstd,
                     b.dgamma, b.dbeta, L.relu, b.ws, nullptr);
+  } else {
+    with_tuned(v, [&](auto l) {
+      bn::detail::backward_impl<decltype(l), T>(b.x, L.relu ? b.y : nullptr, b.dy, b.dx, false, dz, false, b.R, b.C,
+                                                b.gamma, b.mean, b.invstd, b.dgamma, b.dbeta, L.relu, b.ws, nullptr);
+    });
   }
   CK(cudaGetLastError());
 }
@@ -373,8 +410,12 @@ bool bench_type(const std::vector<Layer>& layers, int batch, int iters, double p
               "tensor's largest, at batch 2 against double, and ours against naive at batch %d)\n\n",
               Ty<T>::name, batch, batch);
   std::printf("| n | h=w | c | fusion | floor µs | cudnn fwd/bwd | naive fwd/bwd | ours fwd/bwd | ours GB/s (%% of peak) "
-              "| err cudnn / naive / ours | ours vs naive |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
-  double total[3] = {0, 0, 0}, floor_total = 0;
+              "| err cudnn / naive / ours | ours vs naive |");
+  for (int v = 3; v < kVersions; ++v) std::printf(" %s fwd+bwd (vs naive) |", version_name(v).c_str());
+  std::printf("\n|---|---|---|---|---|---|---|---|---|---|---|");
+  for (int v = 3; v < kVersions; ++v) std::printf("---|");
+  std::printf("\n");
+  double total[kVersions] = {}, floor_total = 0;
   for (const Layer& L : layers) {
     const int64_t R = int64_t(batch) * L.hw * L.hw;
     // Floor: forward reads x twice, writes y; backward reads x, dy twice, writes dx.
@@ -406,30 +447,44 @@ bool bench_type(const std::vector<Layer>& layers, int batch, int iters, double p
     Buffers<T> b(R, L.c);
     b.fill(5 + L.c);
     CKDNN(cudnnSetTensor4dDescriptor(dnn.xd, CUDNN_TENSOR_NHWC, Ty<T>::dnn, batch, L.c, L.hw, L.hw));
-    Timing t[3];
-    for (int v = 0; v < 3; ++v) t[v] = run_version(v, b, L, dnn, v == 1 ? std::max(1, iters / 4) : iters);
-    // Ours against naive at the full size: one fresh forward + backward of each.
+    Timing t[kVersions];
+    for (int v = 0; v < kVersions; ++v) t[v] = run_version(v, b, L, dnn, v == 1 ? std::max(1, iters / 4) : iters);
+    // Ours (and its tuned versions) against naive at the full size: one fresh forward +
+    // backward of each.
     b.reset_stats();
     forward(1, b, L, dnn), backward(1, b, L, dnn);
     const auto ny = b.get(b.y), ndx = b.get(b.dx);
-    b.reset_stats();
-    forward(2, b, L, dnn), backward(2, b, L, dnn);
-    const double vs = std::max(max_rel(b.get(b.y), ny), max_rel(b.get(b.dx), ndx));
-    const bool pass = err[0] < Ty<T>::tol && err[1] < Ty<T>::tol && err[2] < Ty<T>::tol && vs < 2 * Ty<T>::tol;
+    double vs_of[kVersions] = {};
+    for (int v = 2; v < kVersions; ++v) {
+      b.reset_stats();
+      forward(v, b, L, dnn), backward(v, b, L, dnn);
+      vs_of[v] = std::max(max_rel(b.get(b.y), ny), max_rel(b.get(b.dx), ndx));
+    }
+    const double vs = vs_of[2];
+    bool pass = err[0] < Ty<T>::tol && err[1] < Ty<T>::tol && err[2] < Ty<T>::tol && vs < 2 * Ty<T>::tol;
+    for (int v = 3; v < kVersions; ++v) pass = pass && vs_of[v] < 2 * Ty<T>::tol;
     ok = ok && pass;
     const double our_us = t[2].fwd_us + t[2].bwd_us;
     std::printf("| %d | %d | %d | %s | %.1f | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.0f (%.0f%%) | %.1e / %.1e / "
-                "%.1e | %.1e%s |\n",
+                "%.1e | %.1e%s |",
                 L.count, L.hw, L.c, L.res ? "add+relu" : L.relu ? "relu" : "-", floor_us, t[0].fwd_us, t[0].bwd_us,
                 t[1].fwd_us, t[1].bwd_us, t[2].fwd_us, t[2].bwd_us, our_bytes / (our_us * 1e-6) / 1e9,
                 100 * our_bytes / (our_us * 1e-6) / 1e9 / peak, err[0], err[1], err[2], vs, pass ? "" : " **FAIL**");
-    for (int v = 0; v < 3; ++v) total[v] += L.count * (t[v].fwd_us + t[v].bwd_us);
+    for (int v = 3; v < kVersions; ++v) std::printf(" %.1f (%.1e) |", t[v].fwd_us + t[v].bwd_us, vs_of[v]);
+    std::printf("\n");
+    for (int v = 0; v < kVersions; ++v) total[v] += L.count * (t[v].fwd_us + t[v].bwd_us);
     floor_total += L.count * floor_us;
   }
   std::printf("\n%s totals over ResNet-50's 53 batch norms, ms per step (forward + backward): cudnn %.2f (no ReLU/add "
               "fused) · naive %.2f · ours %.2f (fused) · floor %.2f at %.0f GB/s · target 12 (issue 37) · copy rate "
               "%.0f GB/s\n",
               Ty<T>::name, total[0] / 1e3, total[1] / 1e3, total[2] / 1e3, floor_total / 1e3, peak, copy);
+  std::printf("%s totals of our kernels by block target, ms per step:", Ty<T>::name);
+  for (int v = 2; v < kVersions; ++v) std::printf(" %s %.2f%s", version_name(v).c_str(), total[v] / 1e3, v + 1 < kVersions ? " ·" : "");
+  int best = 2;
+  for (int v = 3; v < kVersions; ++v)
+    if (total[v] < total[best]) best = v;
+  std::printf(" (fastest: %s)\n", version_name(best).c_str());
   return ok;
 }
 

@@ -190,7 +190,7 @@ struct Case {
 // As test_cuda_batchnorm_gpu.cpp's check_case: training forward and backward against
 // double, twice (bitwise), then evaluation; `misalign` moves every activation one element
 // off its vector alignment (one-element accesses).
-template <class T>
+template <class T, class L = EmuLaunch>
 void check_case(const Case& k, bool relu, bool res, bool accumulate, bool misalign = false) {
   using E = Elem<T>;
   SCOPED_TRACE(std::string(E::name) + " rows=" + std::to_string(k.rows) + " c=" + std::to_string(k.c) +
@@ -227,7 +227,7 @@ void check_case(const Case& k, bool relu, bool res, bool accumulate, bool misali
     gamma[c] = float(r.uniform(0.5, 1.5)), beta[c] = float(r.uniform(-0.5, 0.5)), rm[c] = float(r.uniform(-1, 1)),
     rv[c] = float(r.uniform(0.5, 2));
   const std::vector<float> rm0 = rm, rv0 = rv;
-  std::vector<char> ws(bnd::workspace_bytes_impl(R, C, sizeof(T) == 2));
+  std::vector<char> ws(bnd::workspace_bytes_impl(R, C, sizeof(T) == 2, bnd::TargetOf<L>::value));
 
   const auto doubles = [](const std::vector<T>& v) { return test::to_doubles<E>(v); };
   const std::vector<double> xd = doubles(x0), zd = doubles(z0), dyd = doubles(dy0), dx0d = doubles(dx0),
@@ -242,9 +242,9 @@ void check_case(const Case& k, bool relu, bool res, bool accumulate, bool misali
     rm = rm0, rv = rv0;
     std::copy(dx0.begin(), dx0.end(), dx), std::copy(dz0.begin(), dz0.end(), dz);
     const nn::cuda::bn::Stats st{gamma.data(), beta.data(), rm.data(), rv.data()};
-    bnd::forward_train_impl<EmuLaunch, T>(x, res ? z : nullptr, y, R, C, st, momentum, eps, sm.data(), si.data(), relu,
+    bnd::forward_train_impl<L, T>(x, res ? z : nullptr, y, R, C, st, momentum, eps, sm.data(), si.data(), relu,
                                           ws.data(), nullptr);
-    bnd::backward_impl<EmuLaunch, T>(x, relu ? y : nullptr, dy, dx, accumulate, res ? dz : nullptr, accumulate, R, C,
+    bnd::backward_impl<L, T>(x, relu ? y : nullptr, dy, dx, accumulate, res ? dz : nullptr, accumulate, R, C,
                                      gamma.data(), sm.data(), si.data(), dg.data(), db.data(), relu, ws.data(), nullptr);
     std::vector<T> yo(y, y + N), dxo(dx, dx + N), dzo(dz, dz + N);
     if (run == 1) {
@@ -274,7 +274,7 @@ void check_case(const Case& k, bool relu, bool res, bool accumulate, bool misali
   for (int c = 0; c < C; ++c) em[c] = rm[c], eis[c] = 1 / std::sqrt(double(rv[c]) + eps);
   const std::vector<double> ye_ref = test::bn_forward(xd, res ? &zd : nullptr, em, eis, gamma, beta, relu);
   const std::vector<float> rm_before = rm;
-  bnd::forward_eval_impl<EmuLaunch, T>(x, res ? z : nullptr, y, R, C, {gamma.data(), beta.data(), rm.data(), rv.data()},
+  bnd::forward_eval_impl<L, T>(x, res ? z : nullptr, y, R, C, {gamma.data(), beta.data(), rm.data(), rv.data()},
                                        eps, relu, ws.data(), nullptr);
   EXPECT_LT(rel_err<T>(std::vector<T>(y, y + N), ye_ref), E::tol) << "evaluation y";
   EXPECT_EQ(rm, rm_before) << "evaluation changed the running mean";
@@ -320,6 +320,37 @@ TEST(EmulatedBatchNormNhwc, GeometryBounded) {
         EXPECT_EQ(h.grid.y, g.grid.y);
         EXPECT_EQ(h.chunk, g.chunk);
       }
+}
+
+// A launcher that names kTargetBlocks (the development bench's versions 3-5,
+// bench/kernels/batchnorm_nhwc.cu) gets that geometry, and its workspace size, in every
+// pass; the others get the product's 512.
+struct EmuTarget3 : EmuLaunch {
+  static constexpr int kTargetBlocks = 3;
+};
+TEST(EmulatedBatchNormNhwc, LauncherBlockTargetHonoured) {
+  static_assert(bnd::TargetOf<EmuLaunch>::value == bnd::kTargetBlocks);
+  static_assert(bnd::TargetOf<EmuTarget3>::value == 3);
+  const auto g = bnd::geometry(6000, 8, 4, 3), d = bnd::geometry(6000, 8, 4);
+  EXPECT_EQ(g.grid.y, 3u);
+  EXPECT_GT(d.grid.y, 3u);
+  EXPECT_LT(bnd::workspace_bytes_impl(6000, 8, false, 3), bnd::workspace_bytes_impl(6000, 8, false));
+  {  // one training forward: stats (3 blocks), finalize (1), apply (3)
+    const int64_t R = 6000;
+    const int C = 8;
+    std::vector<float> x = random_tensor<float>(R * C, 5, 0.0, 1.0), y(R * C), g(C, 1.f), b(C, 0.f), rm(C, 0.f),
+                       rv(C, 1.f), sm(C), si(C);
+    std::vector<char> ws(bnd::workspace_bytes_impl(R, C, false, 3));
+    const int b0 = EmuLaunch::blocks;
+    bnd::forward_train_impl<EmuTarget3, float>(x.data(), nullptr, y.data(), R, C, {g.data(), b.data(), rm.data(),
+                                               rv.data()}, 0.1, 1e-5, sm.data(), si.data(), false, ws.data(), nullptr);
+    EXPECT_EQ(EmuLaunch::blocks - b0, 3 + 1 + 3);
+  }
+  const int before = EmuLaunch::blocks;
+  // fp32, c = 8: 2 channel vectors × 128 rows per block; 3 row chunks.
+  for (int f = 0; f < 3; ++f) check_case<float, EmuTarget3>({6000, 8, 0.5}, f >= 1, f == 2, f == 1);
+  check_case<bf16_t, EmuTarget3>({3001, 16, 0.0}, true, true, false);
+  EXPECT_GT(EmuLaunch::blocks, before);
 }
 
 // --sync-bn: a batch split over two "ranks" (two halves of its rows, each its own passes,

@@ -90,14 +90,16 @@ struct Geometry {
   size_t shared_bytes() const { return 2 * size_t{block.x} * block.y * V * sizeof(float); }
 };
 
-inline Geometry geometry(int64_t rows, int c, int V) {
+// target: the blocks a reduction aims at (kTargetBlocks; the development bench,
+// bench/kernels/batchnorm_nhwc.cu, times others through its launcher's kTargetBlocks).
+inline Geometry geometry(int64_t rows, int c, int V, int target = kTargetBlocks) {
   Geometry g;
   g.V = V;
   g.cv = c / V;
   const int ct = std::min(g.cv, 32);
   const int rt = std::max(1, kBlockThreads / ct);
   const int gx = (g.cv + ct - 1) / ct;
-  int64_t G = std::max<int64_t>(1, (kTargetBlocks + gx - 1) / gx);
+  int64_t G = std::max<int64_t>(1, (target + gx - 1) / gx);
   G = std::min<int64_t>(G, std::max<int64_t>(1, rows / (int64_t{rt} * kMinRowsPerThread)));
   G = std::min<int64_t>(G, 65535);
   g.chunk = (rows + G - 1) / G;
@@ -432,10 +434,21 @@ inline void check_shape(int64_t rows, int c) {
 inline dim3 finalize_grid(int c) { return dim3(static_cast<unsigned>((c + kFinalChannels - 1) / kFinalChannels)); }
 const dim3 kFinalBlock(kFinalChannels, kFinalLanes);
 
-inline size_t workspace_bytes_impl(int64_t rows, int c, bool bf16) {
+// The blocks a launcher L's reductions aim at: L::kTargetBlocks where it says, else
+// kTargetBlocks (the product's launcher and the emulator's do not say).
+template <class L, class = void>
+struct TargetOf {
+  static constexpr int value = kTargetBlocks;
+};
+template <class L>
+struct TargetOf<L, std::void_t<decltype(L::kTargetBlocks)>> {
+  static constexpr int value = L::kTargetBlocks;
+};
+
+inline size_t workspace_bytes_impl(int64_t rows, int c, bool bf16, int target = kTargetBlocks) {
   size_t most = 0;
   for (int V = bf16 ? 8 : 4; V >= 1; V /= 2)
-    if (c % V == 0) most = std::max(most, workspace_floats(geometry(rows, c, V), c));
+    if (c % V == 0) most = std::max(most, workspace_floats(geometry(rows, c, V, target), c));
   return most * sizeof(float);
 }
 
@@ -501,7 +514,7 @@ template <class L, class T>
 void forward_train_impl(const T* x, const T* z, T* y, int64_t rows, int c, const Stats& st, double momentum, double eps,
                         float* save_mean, float* save_invstd, bool relu, void* workspace, cudaStream_t s) {
   check_shape(rows, c);
-  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, z, y}));
+  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, z, y}), TargetOf<L>::value);
   float* part = static_cast<float*>(workspace);
   float* coef = coef_of(g, workspace, c);
   stats_pass<L>(g, x, rows, c, part, s);
@@ -514,7 +527,7 @@ template <class L, class T>
 void forward_eval_impl(const T* x, const T* z, T* y, int64_t rows, int c, const Stats& st, double eps, bool relu,
                        void* workspace, cudaStream_t s) {
   check_shape(rows, c);
-  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, z, y}));
+  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, z, y}), TargetOf<L>::value);
   float* coef = coef_of(g, workspace, c);
   L::launch(eval_coef_kernel, channel_grid(c), 256, 0, s, c, st, eps, coef);
   apply_pass<L>(g, x, z, y, rows, c, coef, relu, s);
@@ -525,7 +538,7 @@ void backward_impl(const T* x, const T* y, const T* dy, T* dx, bool dx_accumulat
                    int64_t rows, int c, const float* gamma, const float* save_mean, const float* save_invstd,
                    float* dgamma, float* dbeta, bool relu, void* workspace, cudaStream_t s) {
   check_shape(rows, c);
-  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, y, dy, dx, dz}));
+  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, y, dy, dx, dz}), TargetOf<L>::value);
   float* part = static_cast<float*>(workspace);
   float* coef = coef_of(g, workspace, c);
   reduce_pass<L>(g, x, y, dy, dz, dz_accumulate, rows, c, save_mean, part, relu, s);
@@ -540,7 +553,7 @@ void backward_impl(const T* x, const T* y, const T* dy, T* dx, bool dx_accumulat
 template <class L, class T>
 void forward_local_sums_impl(const T* x, int64_t rows, int c, void* workspace, double* sums, cudaStream_t s) {
   check_shape(rows, c);
-  const Geometry g = geometry(rows, c, vector_width<T>(c, {x}));
+  const Geometry g = geometry(rows, c, vector_width<T>(c, {x}), TargetOf<L>::value);
   float* part = static_cast<float*>(workspace);
   stats_pass<L>(g, x, rows, c, part, s);
   L::launch(local_sums_kernel<T>, finalize_grid(c), kFinalBlock, 0, s, x, part, g.chunks(), rows, c, sums);
@@ -552,7 +565,7 @@ void forward_global_impl(const T* x, const T* z, T* y, int64_t rows, int c, cons
                          const Stats& st, double momentum, double eps, float* save_mean, float* save_invstd, bool relu,
                          void* workspace, cudaStream_t s) {
   check_shape(rows, c);
-  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, z, y}));
+  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, z, y}), TargetOf<L>::value);
   float* coef = coef_of(g, workspace, c);
   L::launch(global_finalize_kernel, channel_grid(c), 256, 0, s, sums, n, c, st, momentum, eps, save_mean, save_invstd,
             coef);
@@ -564,7 +577,7 @@ template <class L, class T>
 void backward_local_sums_impl(const T* x, const T* y, const T* dy, T* dz, bool dz_accumulate, int64_t rows, int c,
                               const float* save_mean, bool relu, void* workspace, double* sums, cudaStream_t s) {
   check_shape(rows, c);
-  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, y, dy, dz}));
+  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, y, dy, dz}), TargetOf<L>::value);
   float* part = static_cast<float*>(workspace);
   reduce_pass<L>(g, x, y, dy, dz, dz_accumulate, rows, c, save_mean, part, relu, s);
   L::launch(plain_sums_kernel, finalize_grid(c), kFinalBlock, 0, s, part, g.chunks(), c, sums);
@@ -577,7 +590,7 @@ void backward_global_impl(const T* x, const T* y, const T* dy, T* dx, bool dx_ac
                           const double* global, double n, float* dgamma, float* dbeta, bool relu, void* workspace,
                           cudaStream_t s) {
   check_shape(rows, c);
-  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, y, dy, dx}));
+  const Geometry g = geometry(rows, c, vector_width<T>(c, {x, y, dy, dx}), TargetOf<L>::value);
   float* coef = coef_of(g, workspace, c);
   L::launch(global_backward_finalize_kernel, channel_grid(c), 256, 0, s, local, global, n, c, gamma, save_mean,
             save_invstd, dgamma, dbeta, coef);
