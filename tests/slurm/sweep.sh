@@ -25,6 +25,11 @@ for d in "$OUT"/nodes-*-job-*; do
   expect_file "run.json in $(basename "$d")" "$d/run.json"
 done
 expect_file "report.md after the report job" "$OUT/report/report.md"
+# (a missing report: the report job's own output, and its state, say why)
+if [ ! -s "$OUT/report/report.md" ]; then
+  echo "    report job $rjob: $(job_field "$rjob" JobState) exit $(job_field "$rjob" ExitCode)"
+  show_out "$(ls "$OUT"/logs/report-*.out 2>/dev/null | head -n 1)"
+fi
 expect_grep "report: strong scaling" 'strong scaling' "$OUT/report/report.md"
 expect_grep "report row for 1 node" '^\| 1 +\| +1 ' "$OUT/report/report.md"
 expect_grep "report row for 2 ranks on 2 nodes" '^\| 2 +\| +2 ' "$OUT/report/report.md"
