@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <exception>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "nn/cuda/device_array.hpp"
 #include "util/cuda/check.hpp"
@@ -28,6 +30,28 @@ void StepGraphs::fail(const std::string& why) {
   std::cerr << "cnnscale: warning: the training step could not be captured into a CUDA graph (" << why
             << "); it runs without one (CNNSCALE_GPU_GRAPH=1 is not yet run on a GPU: docs/gpu.md)\n";
 }
+
+namespace {
+// A captured allocation or free (a library's cudaMallocAsync / cudaFreeAsync on the stream):
+// a graph whose allocation is not freed inside it fails its second launch, which would end
+// the job (replays are not under CaptureScope). Such a graph is not kept: "" when none.
+std::string unreplayable_nodes(cudaGraph_t graph) {
+  size_t count = 0;
+  if (cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) return "cudaGraphGetNodes failed";
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (count && cudaGraphGetNodes(graph, nodes.data(), &count) != cudaSuccess) return "cudaGraphGetNodes failed";
+  int allocs = 0, frees = 0;
+  for (cudaGraphNode_t n : nodes) {
+    cudaGraphNodeType t{};
+    if (cudaGraphNodeGetType(n, &t) != cudaSuccess) return "cudaGraphNodeGetType failed";
+    allocs += t == cudaGraphNodeTypeMemAlloc;
+    frees += t == cudaGraphNodeTypeMemFree;
+  }
+  if (allocs + frees == 0) return "";
+  return "the captured step holds " + std::to_string(allocs) + " memory allocation and " + std::to_string(frees) +
+         " free node(s) (a library allocated on the stream while captured)";
+}
+}  // namespace
 
 bool StepGraphs::run(const Key& key, cudaStream_t stream, const std::function<void()>& enqueue) {
   if (!requested_ || failed_) {
@@ -70,6 +94,7 @@ bool StepGraphs::run(const Key& key, cudaStream_t stream, const std::function<vo
   const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
   if (why.empty() && ended != cudaSuccess) why = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended);
   if (why.empty() && DeviceBytes::epoch.load() != epoch) why = "the step allocated device memory while captured";
+  if (why.empty()) why = unreplayable_nodes(graph);
   cudaGraphExec_t exec = nullptr;
   if (why.empty()) {
     const cudaError_t rc = cudaGraphInstantiateWithFlags(&exec, graph, 0);
