@@ -214,11 +214,23 @@ for pair in "INT INT" "TERM INT"; do
 done
 for pair in "TERM TERM" "INT TERM"; do  # within the second: one stop
   read -r first second <<<"$pair"
-  held_prep "dup$first$second" "$TMP/d$first"
-  kill -"$first" "$pid"
-  for _ in $(seq 1 600); do pending "$pid" "$first" || break; sleep 0.01; done
-  kill -"$second" "$pid"
-  for _ in $(seq 1 600); do pending "$pid" "$second" || break; sleep 0.01; done
+  # The time from sending the first signal to seeing the second taken bounds the time
+  # between prep's two handlers from above: under 1 s the pair is "within a second" for
+  # prep too. On a loaded machine (ctest -j) this test's own polling can take longer; such
+  # a try proves nothing and is made again (at most 5 tries).
+  for try in 1 2 3 4 5; do
+    held_prep "dup$first$second" "$TMP/d$first"
+    t0=$(date +%s%N)
+    kill -"$first" "$pid"
+    for _ in $(seq 1 600); do pending "$pid" "$first" || break; sleep 0.01; done
+    kill -"$second" "$pid"
+    for _ in $(seq 1 600); do pending "$pid" "$second" || break; sleep 0.01; done
+    gap_ms=$((($(date +%s%N) - t0) / 1000000))
+    [ "$gap_ms" -lt 1000 ] && break
+    echo "note: SIG$first then SIG$second took up to $gap_ms ms to be taken here (loaded machine): try $try again"
+    release_prep "dup$first$second"
+    rm -rf "$TMP/d$first"*
+  done
   sleep 0.3
   expect_eq "SIG$first then SIG$second within a second: prep is still held (one stop)" no \
     "$(ended "$pid" && echo yes || echo no)"
