@@ -64,7 +64,8 @@ constexpr double kEps = 1e-5, kMomentum = 0.1;
 
 // Versions 3.. : the product's kernels with another block target (kTuned[v - 3]).
 constexpr int kTuned[] = {256, 1024, 2048};
-constexpr int kVersions = 3 + int(sizeof(kTuned) / sizeof(kTuned[0]));
+constexpr int kNumTuned = int(sizeof(kTuned) / sizeof(kTuned[0]));
+constexpr int kVersions = 3 + kNumTuned;
 template <int B>
 struct TunedLaunch {
   static constexpr int kTargetBlocks = B;
@@ -73,12 +74,14 @@ struct TunedLaunch {
     kernel<<<grid, block, shared, s>>>(std::forward<A>(args)...);
   }
 };
-// f(TunedLaunch<kTuned[i]>{}) for version 3 + i.
+// f(TunedLaunch<kTuned[i]>{}) for version 3 + i (one launcher per entry of kTuned).
+template <class F, size_t... I>
+void with_tuned(int v, F&& f, std::index_sequence<I...>) {
+  ((v == 3 + int(I) ? f(TunedLaunch<kTuned[I]>{}) : void()), ...);
+}
 template <class F>
 void with_tuned(int v, F&& f) {
-  if (v == 3) f(TunedLaunch<kTuned[0]>{});
-  else if (v == 4) f(TunedLaunch<kTuned[1]>{});
-  else f(TunedLaunch<kTuned[2]>{});
+  with_tuned(v, f, std::make_index_sequence<kNumTuned>{});
 }
 std::string version_name(int v) { return v == 0 ? "cudnn" : v == 1 ? "naive" : v == 2 ? "ours" : "ours@" + std::to_string(kTuned[v - 3]); }
 
