@@ -55,6 +55,25 @@ for l in open(sys.argv[1]):
     j = json.loads(l)
     if "loss" in j and "step" in j: print(j["step"], repr(j["loss"]))' "$1"
 }
+# onednn_isas: the instruction sets the gradient cross-checks run oneDNN's CPU kernels
+# with (issue 47: a wrong gradient must not hide behind one CPU's ISA), in $ISAS: this
+# CPU's own (ONEDNN_MAX_CPU_ISA unset: "native") and a second one forced through
+# ONEDNN_MAX_CPU_ISA: AVX2 on an AVX-512 CPU (the AMD EPYC Zen 2/3 class of nodes), SSE41 on
+# an AVX2 one (oneDNN's other kernel family there). $ISA_NATIVE is what oneDNN runs here.
+# with_isa ISA CMD...: CMD with that ISA ("native": the environment as it is).
+onednn_isas() {
+  ISA_NATIVE=$(env -u ONEDNN_MAX_CPU_ISA "$CNNSCALE_BUILD/tests/cnnscale_resnet_tool" isa)
+  case $ISA_NATIVE in
+    avx512*) ISAS=(native AVX2) ;;
+    *) ISAS=(native SSE41) ;;
+  esac
+  echo "note: oneDNN's ISA here: $ISA_NATIVE; the cross-checks run with it and with ONEDNN_MAX_CPU_ISA=${ISAS[1]}"
+}
+with_isa() {
+  local isa=$1
+  shift
+  if [ "$isa" = native ]; then env -u ONEDNN_MAX_CPU_ISA "$@"; else ONEDNN_MAX_CPU_ISA=$isa "$@"; fi
+}
 expect_file() { if [ -s "$2" ]; then ok "$1"; else bad "$1 (missing or empty: $2)"; fi; }
 # require_python "MODULES" "PACKAGES": $PY becomes the first of python3 and
 # /usr/bin/python3 that runs `import MODULES` (comma-separated, as import takes them);

@@ -370,6 +370,17 @@ void Net::test_nan(Plan& plan, int node) {
                nan_covered_[static_cast<size_t>(node + 1)] ? " (covered: it cannot hold a NaN its inputs did not)" : "");
 }
 
+void Net::capture(Plan& plan, size_t k) {
+  captured_.resize(graph_.nodes.size());
+  const Tensor& t = *plan.tensors[k + 1];
+  const md_t plain = plain_md(t.dims);
+  std::vector<float>& v = captured_[k];
+  v.assign(plain.get_size() / sizeof(float), 0.f);
+  dnnl::memory src(t.md, eng_, t.mem.get_data_handle()), dst(plain, eng_, v.data());
+  dnnl::reorder(src, dst).execute(stream_, src, dst);
+  stream_.wait();
+}
+
 double Net::forward_backward(const float* images, const int32_t* labels, int64_t n, const StepContext& ctx,
                              const GradReadyFn& on_ready) {
   if (n <= 0) fail("forward_backward: empty batch");
@@ -387,6 +398,7 @@ double Net::forward_backward(const float* images, const int32_t* labels, int64_t
           non_finite_where_ = "a NaN in the input of " + op_text(k) +
                               (t == 0 ? " (the input images)" : ", the output of " + op_text(static_cast<size_t>(t - 1)));
     plan.execs[k]->forward(c);
+    if (capture_) capture(plan, k);
     if (static_cast<int>(k) == test_nan_node_ && ctx.step == test_nan_step_) test_nan(plan, static_cast<int>(k));
     if (non_finite_where_.empty() && plan.execs[k]->saw_non_finite())
       non_finite_where_ = "a NaN or Inf in the input of " + op_text(k) + " (its batch statistics are not finite)";

@@ -53,6 +53,13 @@ class Net : public Model {
   // The memory of the plan for batch size n (built by prepare / forward_backward);
   // CNNSCALE_PLAN_MEMORY=1 prints it to stderr when a plan is built.
   const PlanMemory& plan_memory(int64_t n) const;
+  // Tests (the torch cross-checks, tests/nn/torch_reference.py): when on, every training
+  // forward keeps a plain-layout f32 copy of each node's output as it was right after
+  // that node ran (a fused conv's or batch-norm's output is its ReLU's), so that a
+  // reference can follow this forward's own decisions where they are ties in float32
+  // (a ReLU input or a max-pool pair within rounding of each other). Off: no cost.
+  void set_capture(bool on) { capture_ = on; }
+  const std::vector<float>& captured(int node) const { return captured_.at(static_cast<size_t>(node)); }
 
  private:
   struct Plan {
@@ -75,6 +82,8 @@ class Net : public Model {
   Precision precision_ = Precision::fp32;
   int64_t max_batch_ = 0;
   std::map<int64_t, std::unique_ptr<Plan>> plans_;
+  bool capture_ = false;
+  std::vector<std::vector<float>> captured_;  // by node, when capture_
   // NaN guard (issue 28 item 2): oneDNN's ReLU (alone or fused into a conv) and max-pool
   // turn a NaN input into 0 or step over it, where PyTorch propagates it. Before node k
   // runs forward, the tensors nan_checks_[k] are scanned (its input, when k drops NaN and
@@ -89,6 +98,7 @@ class Net : public Model {
   // images, before the first node); a line on stderr says where, and whether that
   // tensor is covered (a NaN cannot arise there by itself).
   void test_nan(Plan& plan, int node);
+  void capture(Plan& plan, size_t node);
   int64_t test_nan_step_ = -1;
   int test_nan_node_ = -2;       // -2: none
   int test_nan_grad_node_ = -2;  // STEP:gNODE: into node NODE's parameter gradients, after its backward

@@ -1,6 +1,9 @@
 // resnet_tool.cpp — the cnnscale side of the torchvision ResNet cross-checks
 // (tests/nn/resnet_torchvision.sh, bf16_torch.sh on the CPU model; resnet_torch_gpu.sh on
 // the GPU model):
+//   resnet_tool isa
+//     prints the instruction set oneDNN runs its CPU kernels with here (after
+//     ONEDNN_MAX_CPU_ISA): sse41, avx, avx2, avx512_core, avx512_core_bf16, ...
 //   resnet_tool init MODEL C H W CLASSES SEED DIR [--zero-init-residual]
 //     writes the freshly initialised model as a checkpoint (DIR/step-00000000.h5;
 //     DIR "-": only the counts)
@@ -30,6 +33,11 @@
 //   --tf32 on|off     the GPU model's TF32 (ModelOptions::tf32; default on, as cnnscale)
 //   --cudnn-benchmark on|off  the GPU model's algorithm choice (default off here:
 //                     cuDNN's heuristic; one step does not repay timing every candidate)
+//   --capture DIR     grad on the CPU model only: writes DIR/graph.txt (a line per node:
+//                     "K OP inputs=T,.. out=C[,H,W] kernel=K,KW stride=S pad=P p=P params=NAME,..";
+//                     tensor 0 is the input, tensor K+1 node K's output) and DIR/node-K.f32,
+//                     node K's output right after it ran, plain float32 (Net::set_capture):
+//                     what tests/nn/torch_reference.py follows at float32 ties
 //   --params P.f32    after CKPT, the parameters and buffers from P.f32 instead
 //                     (param_count() raw floats in the flat layout, as dump writes them):
 //                     a peer without HDF5 can hand over changed weights
@@ -43,6 +51,7 @@
 
 #include "nn/cuda_model.hpp"
 #include "nn/model.hpp"
+#include "nn/net.hpp"
 #include "train/checkpoint.hpp"
 #include "train/optimizer.hpp"
 
@@ -52,12 +61,13 @@ namespace {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: resnet_tool init MODEL C H W CLASSES SEED DIR [--zero-init-residual]\n"
+               "usage: resnet_tool isa\n"
+               "       resnet_tool init MODEL C H W CLASSES SEED DIR [--zero-init-residual]\n"
                "       resnet_tool dump MODEL C H W CLASSES CKPT OUT.f32\n"
                "       resnet_tool eval MODEL C H W CLASSES CKPT IN.f32 N OUT.f32 [OPTIONS]\n"
                "       resnet_tool grad MODEL C H W CLASSES CKPT IN.f32 N OUT.f32 LABELS.i32 [OPTIONS] "
                "[--sgd LR,MOMENTUM,WD]\n"
-               "OPTIONS: --bf16 --device N --tf32 on|off --cudnn-benchmark on|off --params P.f32\n");
+               "OPTIONS: --bf16 --device N --tf32 on|off --cudnn-benchmark on|off --params P.f32 --capture DIR\n");
   return 2;
 }
 
@@ -87,14 +97,72 @@ std::vector<float> host_grads(Model& m) {
   return h;
 }
 
+const char* isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+
+const char* op_text(nn::Op op) {
+  switch (op) {
+    case nn::Op::conv: return "conv";
+    case nn::Op::relu: return "relu";
+    case nn::Op::maxpool: return "maxpool";
+    case nn::Op::avgpool: return "avgpool";
+    case nn::Op::dropout: return "dropout";
+    case nn::Op::flatten: return "flatten";
+    case nn::Op::linear: return "linear";
+    case nn::Op::bn: return "bn";
+    case nn::Op::add: return "add";
+  }
+  return "?";
+}
+
+// --capture: the graph and every node's output of the forward that just ran.
+bool write_capture(const nn::Net& net, const std::string& dir) {
+  const nn::Graph& g = net.graph();
+  std::ofstream txt(dir + "/graph.txt");
+  for (const nn::Node& nd : g.nodes) {
+    txt << nd.index << ' ' << op_text(nd.op) << " inputs=";
+    for (size_t i = 0; i < nd.inputs.size(); ++i) txt << (i ? "," : "") << nd.inputs[i];
+    txt << " out=" << nd.out.c;
+    if (!nd.out.flat) txt << ',' << nd.out.h << ',' << nd.out.w;
+    txt << " kernel=" << nd.kernel << ',' << (nd.kernel_w ? nd.kernel_w : nd.kernel) << " stride=" << nd.stride
+        << " pad=" << nd.pad << " p=" << nd.p << " params=";
+    for (size_t i = 0; i < nd.params.size(); ++i) txt << (i ? "," : "") << g.params[nd.params[i]].info.name;
+    txt << '\n';
+    const std::vector<float>& v = net.captured(nd.index);
+    std::ofstream o(dir + "/node-" + std::to_string(nd.index) + ".f32", std::ios::binary);
+    write_floats(o, v);
+    if (!o) break;
+  }
+  if (!txt) {
+    std::fprintf(stderr, "resnet_tool: cannot write the capture into %s\n", dir.c_str());
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
   const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "isa" && argc == 2) {
+    std::printf("%s\n", isa_name(dnnl::get_effective_cpu_isa()));
+    return 0;
+  }
   std::vector<std::string> pos;
   bool bf16 = false, zero_init_residual = false, tf32 = true, bench = false, device_opts = false, sgd = false;
   int device = -1;
-  std::string params_file;
+  std::string params_file, capture_dir;
   OptimizerOptions sgd_opts;
   double lr = 0;
   for (int i = 2; i < argc; ++i) {
@@ -118,6 +186,8 @@ int main(int argc, char** argv) try {
     } else if (a == "--params" && has_value) {
       params_file = argv[++i];
       device_opts = true;
+    } else if (a == "--capture" && has_value) {
+      capture_dir = argv[++i];
     } else if (a == "--sgd" && has_value) {
       if (std::sscanf(argv[++i], "%lf,%lf,%lf", &lr, &sgd_opts.momentum, &sgd_opts.weight_decay) != 3) return usage();
       sgd = true;
@@ -131,7 +201,7 @@ int main(int argc, char** argv) try {
   const bool shape_ok = (mode == "init" && np == 7) || (mode == "dump" && np == 7) ||
                         (mode == "eval" && np == 9) || (mode == "grad" && np == 10);
   if (!shape_ok || (zero_init_residual && mode != "init") || (device_opts && mode != "eval" && mode != "grad") ||
-      (sgd && mode != "grad"))
+      (sgd && mode != "grad") || (!capture_dir.empty() && (mode != "grad" || device >= 0)))
     return usage();
   // pos[k] is argv's word k + 2 of the forms above (MODEL is pos[0]).
   const SampleShape shape{std::atoi(pos[1].c_str()), std::atoi(pos[2].c_str()), std::atoi(pos[3].c_str())};
@@ -201,7 +271,10 @@ int main(int argc, char** argv) try {
     StepContext ctx;
     ctx.sample_ids = ids.data();
     ctx.loss_scale = 1.f / static_cast<float>(n);
+    auto* net = dynamic_cast<nn::Net*>(model.get());
+    if (!capture_dir.empty()) net->set_capture(true);
     const double loss = model->forward_backward(x.data(), labels.data(), n, ctx, {});
+    if (!capture_dir.empty() && !write_capture(*net, capture_dir)) return 1;
     model->synchronize();  // a device model's backward may still be running
     std::printf("loss %.9g\n", loss / static_cast<double>(n));
     print_params();
