@@ -74,6 +74,32 @@ with_isa() {
   shift
   if [ "$isa" = native ]; then env -u ONEDNN_MAX_CPU_ISA "$@"; else ONEDNN_MAX_CPU_ISA=$isa "$@"; fi
 }
+# bf16_runs [ISA]: whether cnnscale runs --precision bf16 with that oneDNN ISA ("native",
+# the default: this CPU's): only on AVX512-BF16 or AMX; elsewhere it refuses, and the bf16
+# tests check that refusal instead of skipping (issue 47).
+bf16_runs() {
+  case $(with_isa "${1:-native}" "$CNNSCALE_BUILD/tests/cnnscale_resnet_tool" isa) in
+    avx512_core_bf16 | avx512_core_amx) return 0 ;;
+    *) return 1 ;;
+  esac
+}
+# expect_bf16_refused LABEL RUN_DIR CMD...: CMD (a `cnnscale train ... --precision bf16
+# --run-dir RUN_DIR`) exits 2 with cnnscale's refusal, which names the ISA oneDNN runs
+# and the fix, and leaves no checkpoint, run.json or metrics in RUN_DIR.
+expect_bf16_refused() {
+  local label=$1 dir=$2 out st
+  shift 2
+  out=$("$@" 2>&1)
+  st=$?
+  expect_eq "$label: --precision bf16 refused (exit 2)" 2 "$st"
+  if grep -qE "^cnnscale: error: --precision bf16: this processor \(or ONEDNN_MAX_CPU_ISA\) lacks native bf16 support \(oneDNN runs [a-z0-9_]+ here; bf16 needs AVX512-BF16 or AMX\); use --precision fp32$" <<<"$out"; then
+    ok "$label: the refusal names the ISA oneDNN runs and the fix"
+  else
+    bad "$label: the refusal names the ISA oneDNN runs and the fix (got: $(head -c 400 <<<"$out"))"
+  fi
+  expect_eq "$label: nothing trained or written" "" \
+    "$(find "$dir" \( -name 'step-*.h5' -o -name run.json -o -name metrics.jsonl \) 2>/dev/null | head -3)"
+}
 expect_file() { if [ -s "$2" ]; then ok "$1"; else bad "$1 (missing or empty: $2)"; fi; }
 # require_python "MODULES" "PACKAGES": $PY becomes the first of python3 and
 # /usr/bin/python3 that runs `import MODULES` (comma-separated, as import takes them);

@@ -156,11 +156,25 @@ void Convert::init_into(const md_t& have, const dnnl::memory& to, const dnnl::en
   call.arg(DNNL_ARG_TO, to);
 }
 
+const char* cpu_isa_name() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+
 void require_bf16() {
   const auto isa = dnnl::get_effective_cpu_isa();
   if (isa != dnnl::cpu_isa::avx512_core_bf16 && isa != dnnl::cpu_isa::avx512_core_amx)
-    fail("--precision bf16: this processor (or ONEDNN_MAX_CPU_ISA) lacks native bf16 support "
-         "(needs AVX512-BF16 or AMX); use --precision fp32");
+    fail("--precision bf16: this processor (or ONEDNN_MAX_CPU_ISA) lacks native bf16 support (oneDNN runs ",
+         cpu_isa_name(), " here; bf16 needs AVX512-BF16 or AMX); use --precision fp32");
 }
 
 std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in, Tensor* out, const ExecEnv& env,

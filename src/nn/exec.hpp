@@ -203,5 +203,9 @@ std::unique_ptr<Exec> make_add(const Node&, Tensor* a, Tensor* b, Tensor* out, c
 
 // Throws UserError when bf16 compute is not supported by this processor.
 void require_bf16();
+// The instruction set oneDNN runs its CPU kernels with here (after ONEDNN_MAX_CPU_ISA):
+// "sse41", "avx", "avx2", "avx2_vnni", "avx512_core", "avx512_core_vnni", "avx512_core_bf16",
+// "avx512_core_amx" (or "other").
+const char* cpu_isa_name();
 
 }  // namespace cnnscale::nn

@@ -97,20 +97,6 @@ std::vector<float> host_grads(Model& m) {
   return h;
 }
 
-const char* isa_name(dnnl::cpu_isa isa) {
-  switch (isa) {
-    case dnnl::cpu_isa::sse41: return "sse41";
-    case dnnl::cpu_isa::avx: return "avx";
-    case dnnl::cpu_isa::avx2: return "avx2";
-    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    default: return "other";
-  }
-}
-
 const char* op_text(nn::Op op) {
   switch (op) {
     case nn::Op::conv: return "conv";
@@ -156,7 +142,7 @@ bool write_capture(const nn::Net& net, const std::string& dir) {
 int main(int argc, char** argv) try {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "isa" && argc == 2) {
-    std::printf("%s\n", isa_name(dnnl::get_effective_cpu_isa()));
+    std::printf("%s\n", nn::cpu_isa_name());
     return 0;
   }
   std::vector<std::string> pos;

@@ -7,7 +7,8 @@
 # × the parameter's largest gradient, floored at 1e-2 × the model's largest: the conv
 # biases before a batch norm have gradient 0, and ours are a few fp32 ulps);
 # running_mean/running_var (rel 1e-5: unbiased global variance, momentum 0.1) and
-# num_batches_tracked. SKIP (77) without torch.
+# num_batches_tracked. All of it with oneDNN's kernels for this CPU and again with
+# ONEDNN_MAX_CPU_ISA forcing a second family (lib.sh, onednn_isas). SKIP (77) without torch.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 PY=""
@@ -18,9 +19,13 @@ if [ -z "$PY" ]; then
   echo "SKIP: python3 cannot import torch (Debian: apt-get install python3-torch)"
   exit 77
 fi
-"$CNNSCALE_BUILD/tests/sync_bn_tool" "$TMP"
-expect_eq "sync_bn_tool exit status" 0 "$?"
-"$PY" - "$TMP" >"$TMP/result.txt" 2>&1 <<'PYEOF'
+onednn_isas
+for isa in "${ISAS[@]}"; do
+D="$TMP/$isa"
+mkdir -p "$D"
+with_isa "$isa" "$CNNSCALE_BUILD/tests/sync_bn_tool" "$D"
+expect_eq "$isa: sync_bn_tool exit status" 0 "$?"
+"$PY" - "$D" >"$D/result.txt" 2>&1 <<'PYEOF'
 import sys
 
 import torch
@@ -77,7 +82,8 @@ for name, t in net.state_dict().items():
         check(name, after[name].item() == t.item(), f"{after[name].item()} vs {t.item()}")
 print("torch checks failed:", bad)
 PYEOF
-expect_eq "python exit status" 0 "$?"
-cat "$TMP/result.txt"
-expect_grep "torch agrees on loss, gradients and running statistics" "torch checks failed: 0" "$TMP/result.txt"
+expect_eq "$isa: python exit status" 0 "$?"
+cat "$D/result.txt"
+expect_grep "$isa: torch agrees on loss, gradients and running statistics" "torch checks failed: 0" "$D/result.txt"
+done
 finish

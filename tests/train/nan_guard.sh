@@ -47,10 +47,20 @@ sweep() {  # MODEL NODES LABEL TRAIN_ARGS...
     "$(tr ' ' '\n' <<<"$ops" | grep -vE '^(bn|relu|maxpool|conv|add|flatten|dropout)?$' | sort -u | tr '\n' ' ')"
   echo "$label: $covered covered, $open not"
 }
+# bf16 sweeps where cnnscale runs bf16; elsewhere (no AVX512-BF16 or AMX) it refuses
+# --precision bf16 before a step, so no NaN can be injected: that refusal is checked.
+bf16_sweep() {  # as sweep, for --precision bf16
+  if bf16_runs; then
+    sweep "$@" --precision bf16
+  else
+    expect_bf16_refused "$3 (no native bf16 here)" "$TMP/refused-$1" "$CNNSCALE" train --synthetic --model "$1" \
+      --batch-size 4 --max-steps 2 --seed 3 "${@:4}" --precision bf16 --run-dir "$TMP/refused-$1"
+  fi
+}
 sweep mnist_cnn 11 "mnist_cnn fp32"
-sweep mnist_cnn 11 "mnist_cnn bf16" --precision bf16
+bf16_sweep mnist_cnn 11 "mnist_cnn bf16"
 sweep resnet20 73 "resnet20 fp32" --image-size 32 --channels 3
-sweep resnet18 69 "resnet18 bf16" --image-size 32 --channels 3 --precision bf16
+bf16_sweep resnet18 69 "resnet18 bf16" --image-size 32 --channels 3
 
 # 1b. A NaN born in backward (STEP:gNODE: into a layer's parameter gradients after its
 #     backward): the step stops before the update, naming the layer.
