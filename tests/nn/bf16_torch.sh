@@ -39,7 +39,7 @@ refused() {  # refused ISA
   expect_grep "$1: ... saying why" 'lacks native bf16 support \(oneDNN runs [a-z0-9_]+ here' "$TMP/refused-$1.tool"
 }
 refused AVX2
-if ! bf16_runs; then
+if ! bf16_runs native; then
   refused native
   echo "note: oneDNN runs $("$TOOL" isa) here, without native bf16: cnnscale refuses --precision bf16 (checked); the comparison with torch.autocast runs on an AVX512-BF16 or AMX CPU"
   finish

@@ -50,7 +50,7 @@ sweep() {  # MODEL NODES LABEL TRAIN_ARGS...
 # bf16 sweeps where cnnscale runs bf16; elsewhere (no AVX512-BF16 or AMX) it refuses
 # --precision bf16 before a step, so no NaN can be injected: that refusal is checked.
 bf16_sweep() {  # as sweep, for --precision bf16
-  if bf16_runs; then
+  if bf16_runs native; then
     sweep "$@" --precision bf16
   else
     expect_bf16_refused "$3 (no native bf16 here)" "$TMP/refused-$1" "$CNNSCALE" train --synthetic --model "$1" \
