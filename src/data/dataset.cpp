@@ -11,6 +11,8 @@
 #include "data/h5util.hpp"
 #include "util/error.hpp"
 #include "util/hdf5_lock.hpp"
+#include "util/json_bounded.hpp"
+#include <iterator>
 
 namespace cnnscale {
 namespace fs = std::filesystem;
@@ -195,7 +197,7 @@ DatasetInfo load_dataset(const std::string& dir_in) {
          "leaves only a .tmp directory); run `cnnscale prep --output ", dir, "`");
   json j;
   try {
-    j = json::parse(in);
+    j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}));
   } catch (const json::exception& e) {
     fail(json_path, " is not valid JSON (", e.what(), "); ", kRerun);
   }

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
+#include "util/json_bounded.hpp"
 
 namespace cnnscale {
 
@@ -61,7 +62,7 @@ bool slurm_step(const EnvLookup& env) {
 void read_tf_config(const std::string& text, LaunchInfo& info) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = parse_json(text);
   } catch (const std::exception& e) {
     fail("TF_CONFIG is not valid JSON (", e.what(), "); it must look like "
          "{\"cluster\": {\"worker\": [\"host0:port\", \"host1:port\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}}");

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "util/error.hpp"
+#include "util/json_bounded.hpp"
 
 namespace cnnscale::report {
 namespace {
@@ -44,7 +45,7 @@ nlohmann::json read_json_file(const std::string& path, const std::string& cannot
                               const std::string& malformed_suffix) {
   const std::string text = read_input_text(path, cannot_read, malformed_suffix);
   try {
-    return nlohmann::json::parse(text);
+    return parse_json(text);
   } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e400
     fail(path, ": malformed JSON (", e.what(), ")", malformed_suffix);
   }

@@ -17,6 +17,7 @@
 #include "report/json_file.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
+#include "util/json_bounded.hpp"
 
 namespace cnnscale::report {
 namespace fs = std::filesystem;
@@ -54,7 +55,7 @@ std::string field(const nlohmann::json& j, const char* key, const std::string& d
 // run.lock's text as its holder record (a JSON object), or null when it is not one.
 nlohmann::json holder_record(const std::string& lock_text) {
   try {
-    nlohmann::json h = nlohmann::json::parse(lock_text);
+    nlohmann::json h = parse_json(lock_text);
     if (h.is_object()) return h;
   } catch (const nlohmann::json::exception&) {
   }
@@ -179,7 +180,7 @@ void MetricsTail::take(const char* data, size_t n, const std::function<void(Metr
       continue;  // a blank line
     } else {
       try {
-        l.record = nlohmann::json::parse(partial_);
+        l.record = parse_json(partial_);
       } catch (const nlohmann::json::exception&) {
         l.error = "not JSON: " + brief(partial_);
       }
@@ -262,7 +263,7 @@ bool run_ended(const std::string& run_dir, const nlohmann::json& start, nlohmann
   // Written whole (util/atomic_file.hpp): a file that does not parse is damaged, not half-written.
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(read_input_text(path, path + ": cannot be read"));
+    j = parse_json(read_input_text(path, path + ": cannot be read"));
   } catch (const UserError& e) {
     return cannot_tell(e.what());
   } catch (const nlohmann::json::exception& e) {
@@ -303,7 +304,7 @@ MetricsEnd read_metrics_end(const std::string& run_dir) {
   while (std::getline(in, line)) {
     nlohmann::json r;
     try {
-      r = nlohmann::json::parse(line);
+      r = parse_json(line);
     } catch (const nlohmann::json::exception&) {
       continue;
     }

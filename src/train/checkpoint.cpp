@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "nn/conv_algo.hpp"
 #include "nn/host_params.hpp"
@@ -20,6 +21,7 @@
 #include "util/error.hpp"
 #include "util/finite.hpp"
 #include "util/hdf5_lock.hpp"
+#include "util/log.hpp"
 
 namespace fs = std::filesystem;
 
@@ -355,6 +357,23 @@ CheckpointMeta read_checkpoint(const std::string& path, Model& model, Optimizer&
   if (g < 0) fail("checkpoint '", path, "' has no /model group");
   for (const auto& info : model.params())
     throw_if(read_dataset(g, info.name, info.shape, params.data() + info.offset), path, "/model");
+  // A variance is never negative: one that is came from an edited or damaged file, and
+  // would be carried into every later checkpoint (issue 48 item 8).
+  for (const auto& info : model.params()) {
+    const std::string suffix = "running_var";
+    if (info.name.size() < suffix.size() || info.name.compare(info.name.size() - suffix.size(), suffix.size(), suffix))
+      continue;
+    const float* v = params.data() + info.offset;
+    for (size_t i = 0; i < info.numel; ++i)
+      if (v[i] < 0.f) {
+        std::ostringstream msg;
+        msg << "checkpoint '" << path << "' holds a negative batch-norm running variance: /model/" << info.name
+            << "[" << i << "] is " << v[i]
+            << " (the file was edited or damaged); refusing to resume from it (nothing was loaded or changed): "
+               "resume from an earlier checkpoint with --resume PATH, or start over with --resume none";
+        throw CheckpointNonFinite(msg.str());  // refused as a NaN is: not damage to fall back past
+      }
+  }
   auto state = opt.state();
   std::vector<std::vector<float>> states(state.size(), std::vector<float>(model.param_count(), 0.f));
   for (size_t s = 0; s < state.size(); ++s) {
@@ -377,11 +396,23 @@ std::vector<std::string> checkpoint_candidates(const std::string& dir) {
   std::vector<std::string> out;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return out;
-  std::ifstream latest(dir + "/latest");
-  std::string name;
-  if (latest && std::getline(latest, name) && !name.empty() && name.find('/') == std::string::npos &&
-      fs::exists(dir + "/" + name))
-    out.push_back(dir + "/" + name);
+  // `latest` holds one short line, "step-N.h5". At most 64 bytes are read (a huge file
+  // costs nothing), and anything but a step-N.h5 name is ignored with a warning: the
+  // step-N.h5 files below decide then (issue 48 item 9: a 300-byte name ended the run with
+  // an internal error, a 64 MiB file was read whole).
+  if (std::ifstream latest(dir + "/latest", std::ios::binary); latest) {
+    char buf[65] = {};
+    latest.read(buf, 64);
+    const std::string text(buf, static_cast<size_t>(latest.gcount()));
+    const std::string name = text.substr(0, text.find('\n'));
+    int64_t step = -1;
+    if (parse_checkpoint_step(name, step) && (text.size() < 64 || text.find('\n') != std::string::npos)) {
+      if (fs::exists(dir + "/" + name, ec)) out.push_back(dir + "/" + name);
+    } else if (!text.empty()) {
+      log_warn(dir + "/latest does not hold a checkpoint name (step-N.h5); ignoring it "
+               "and resuming from the newest step-N.h5 in that folder");
+    }
+  }
   std::vector<std::pair<int64_t, std::string>> steps;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string n = e.path().filename().string();

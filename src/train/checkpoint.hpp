@@ -55,7 +55,8 @@ class CheckpointMismatch : public UserError {
 };
 
 // A checkpoint whose parameters, buffers or optimiser state hold a NaN or ±Inf (a run
-// that diverged, or an edited file; issue 39 item 1). Refused when read, never written.
+// that diverged, or an edited file; issue 39 item 1), or a value no run writes (a negative
+// batch-norm running variance; issue 48 item 8). Refused when read, never written.
 // Like a mismatch it ends resume's search: falling back to an older checkpoint would
 // overwrite this one's step later, and which one to continue from is the user's choice.
 class CheckpointNonFinite : public UserError {

@@ -22,6 +22,8 @@
 #include "util/error.hpp"
 #include "util/log.hpp"
 #include "util/process.hpp"
+#include "util/json_bounded.hpp"
+#include <iterator>
 
 namespace fs = std::filesystem;
 
@@ -223,7 +225,7 @@ std::string LockHolder::to_json_text() const {
 LockHolder LockHolder::parse(const std::string& text) {
   LockHolder h;
   try {
-    const auto j = nlohmann::json::parse(text);
+    const auto j = parse_json(text);
     h.host = j.value("host", std::string());
     h.pid = j.value("pid", 0L);
     h.job_id = j.value("job_id", std::string());
@@ -439,7 +441,7 @@ RunDir::RunDir(const TrainOptions& o, ControlComm& control, const std::string& h
       std::ifstream in(dir_ + "/run.json");
       if (in) {
         try {
-          previous_ = nlohmann::json::parse(in);
+          previous_ = parse_json(std::string(std::istreambuf_iterator<char>(in), {}));
           // A stopped or killed run's record (train/run_end.hpp) is no finished run: its
           // checkpoints say where to continue.
           if (run_json_finished(previous_)) recorded_steps_ = previous_.value("steps", int64_t{0});

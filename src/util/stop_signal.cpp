@@ -46,16 +46,18 @@ void install_stop_signal_handlers(StopSignals which) {
   const bool prep = which == StopSignals::prep;
   struct sigaction old {};
   const bool interrupt = prep && sigaction(SIGINT, nullptr, &old) == 0 && old.sa_handler != SIG_IGN;
+  const bool hangup = prep && sigaction(SIGHUP, nullptr, &old) == 0 && old.sa_handler != SIG_IGN;
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   if (prep)  // one stop signal handled at a time (the first's time is written once)
-    for (const int sig : {SIGUSR1, SIGTERM, SIGINT}) sigaddset(&sa.sa_mask, sig);
+    for (const int sig : {SIGUSR1, SIGTERM, SIGINT, SIGHUP}) sigaddset(&sa.sa_mask, sig);
   g_escalate = prep ? 1 : 0;
   sigaction(SIGUSR1, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   if (interrupt) sigaction(SIGINT, &sa, nullptr);
+  if (hangup) sigaction(SIGHUP, &sa, nullptr);
 }
 
 int stop_signal_received() { return static_cast<int>(g_signal); }
@@ -63,7 +65,11 @@ int stop_signal_received() { return static_cast<int>(g_signal); }
 int stop_signal_fd() { return g_pipe[0]; }
 
 const char* stop_signal_name(int sig) {
-  return sig == SIGTERM ? "SIGTERM" : sig == SIGUSR1 ? "SIGUSR1" : sig == SIGINT ? "SIGINT" : "a signal";
+  return sig == SIGTERM ? "SIGTERM"
+         : sig == SIGUSR1 ? "SIGUSR1"
+         : sig == SIGINT  ? "SIGINT"
+         : sig == SIGHUP  ? "SIGHUP"
+                          : "a signal";
 }
 
 }  // namespace cnnscale

@@ -22,7 +22,8 @@ enum class StopSignals {
   // SIGUSR1 and SIGTERM set the flag, each time: the trainer stops at its next step
   // boundary, whatever else arrives before it (a launcher's SIGKILL ends it sooner).
   train,
-  // SIGINT (Ctrl-C) too, unless it is ignored (a shell's background job): `cnnscale prep`
+  // SIGINT (Ctrl-C) and SIGHUP (a closed terminal or ssh session; issue 48) too, each
+  // unless it is ignored (a shell's background job, nohup): `cnnscale prep`
   // cleans its partial output up on any of them at its next block of samples, which can
   // be far off (a long decode; a stdout nobody reads). A stop signal arriving 1 s or more
   // after the first ends the process at once, the default way, leaving what a SIGKILL
@@ -35,7 +36,7 @@ enum class StopSignals {
 void install_stop_signal_handlers(StopSignals which = StopSignals::train);
 // The signal number received (0 if none).
 int stop_signal_received();
-// "SIGTERM", "SIGUSR1", "SIGINT", or "a signal".
+// "SIGTERM", "SIGUSR1", "SIGINT", "SIGHUP", or "a signal".
 const char* stop_signal_name(int sig);
 // Readable (poll POLLIN) once a stop signal arrived; -1 before install_stop_signal_handlers().
 int stop_signal_fd();

@@ -3,7 +3,7 @@
 # --force, --verify, and every bad input ends with exit 2 and one `cnnscale: error:`
 # line naming the file at fault (missing dir/shard, disagreeing dataset.json, labels
 # out of range, truncated and bit-flipped shards, empty splits).
-# Stopped by a signal while it writes (issue 39): SIGTERM and SIGINT end it with one error
+# Stopped by a signal while it writes (issue 39): SIGTERM, SIGINT and SIGHUP end it with one error
 # line saying what was stopped, status 128 + the signal, its temporary directory removed and
 # no output; a second signal before prep reaches its next block of samples ends it at once
 # (SIGINT then SIGINT, SIGTERM then SIGINT: killed by the second, OUTPUT.tmp-PID left); what
@@ -173,7 +173,7 @@ release_prep() {  # NAME: empties the pipe, waits for prep; $st
   cat <&3 >/dev/null & drained=$!  # the lines prep printed after the filler, if any
   sleep 0.2; kill "$drained" 2>/dev/null; wait "$drained" 2>/dev/null
 }
-for sig in TERM INT; do
+for sig in TERM INT HUP; do  # HUP: a closed terminal or ssh session (issue 48 item 15)
   held_prep "sig$sig" "$TMP/s$sig"
   kill -"$sig" "$pid"
   release_prep "sig$sig"

@@ -272,4 +272,25 @@ row 110 0.3 >>"$D/metrics.jsonl"
 expect_grep "resumed: the new segment's start" "4 rank\(s\), global batch 64, .*\(resumed at step 100\)" "$TMP/resumed"
 expect_grep "resumed: still running" "^running: step 110/100" "$TMP/resumed"
 expect_eq "resumed: the new segment's rows only" "110" "$(grep -E '^ +[0-9]+ +1 ' "$TMP/resumed" | awk '{print $1}' | xargs)"
+
+# ---- deeply nested JSON (issue 48 item 10): a metrics line of 300,000 nested '[' (under
+# the 1 MiB line cap) and a run.json of 100,000 killed watch with SIGSEGV (copying the
+# parsed line recursed once per level). Now: JSON nested deeper than 64 levels is refused
+# as malformed, naming the file; report refuses such a run.json the same way.
+N="$TMP/nested"
+mkdir -p "$N"
+cp "$D/metrics.jsonl" "$N/"
+python3 -c "print('{\"step\": 120, \"loss\": ' + '[' * 300000 + ']' * 300000 + '}')" >>"$N/metrics.jsonl"
+"$C" watch "$N" --once >"$TMP/nested.out" 2>&1
+st=$?
+expect_ne "nested metrics line: no crash (exit $st)" 139 "$st"
+expect_grep "nested metrics line: skipped as not JSON, line named" "line [0-9]+: not JSON: \{\"step\": 120, \"loss\": \[\[" "$TMP/nested.out"
+python3 -c "print('{\"deep\": ' + '[' * 100000 + ']' * 100000 + '}')" >"$N/run.json"
+"$C" watch "$N" --once >"$TMP/nested2.out" 2>&1
+st=$?
+expect_ne "nested run.json: no crash (exit $st)" 139 "$st"
+expect_grep "nested run.json: named, with the limit" "$N/run.json: not JSON \(.*nested deeper than 64 levels \(100001\)\)" "$TMP/nested2.out"
+"$C" report "$N" --output "$TMP/nested-report" >"$TMP/nested3.out" 2>&1
+expect_eq "nested run.json: report exits 2" 2 "$?"
+expect_grep "nested run.json: report names the file" "^cnnscale: error: .*$N/run.json: malformed JSON \(.*nested deeper than 64 levels" "$TMP/nested3.out"
 finish

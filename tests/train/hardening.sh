@@ -88,4 +88,21 @@ OMP_NUM_THREADS=2 "$CNNSCALE" train "${ARGS[@]}" --max-steps 2 --threads 1 --run
 expect_eq "--threads wins over OMP_NUM_THREADS" 1 "$(threads_of "$TMP/omp2t1")"
 (unset OMP_NUM_THREADS; "$CNNSCALE" train "${ARGS[@]}" --max-steps 2 --run-dir "$TMP/omp0" >"$TMP/omp0.out" 2>&1)
 expect_eq "neither: 1 thread" 1 "$(threads_of "$TMP/omp0")"
+
+# 6. checkpoints/latest that names no checkpoint (issue 48 item 9): a name of 300 bytes
+#    (an internal error before), 64 MiB of text (read whole before): a warning, and the
+#    newest step-N.h5 of the folder resumes.
+R="$TMP/latest"
+"$CNNSCALE" train "${ARGS[@]}" --max-steps 2 --run-dir "$R" >"$TMP/latest0.out" 2>&1
+expect_eq "latest: first run" 0 "$?"
+n=2
+for what in long huge; do
+  if [ $what = long ]; then printf 'step-%0300d.h5\n' 3 >"$R/checkpoints/latest"; else head -c 67108864 /dev/zero | tr '\0' 7 >"$R/checkpoints/latest"; fi
+  "$CNNSCALE" train "${ARGS[@]}" --max-steps $((n + 2)) --resume auto --run-dir "$R" >"$TMP/latest-$what.out" 2>&1
+  expect_eq "latest ($what): resumed run status" 0 "$?"
+  expect_grep "latest ($what): warned" "cnnscale: warning: $R/checkpoints/latest does not hold a checkpoint name \(step-N.h5\); ignoring it" "$TMP/latest-$what.out"
+  expect_grep "latest ($what): resumed from the newest checkpoint" "resumed from $R/checkpoints/$(printf 'step-%08d.h5' $n) at step $n" "$TMP/latest-$what.out"
+  expect_eq "latest ($what): trained on, latest rewritten" "$(printf 'step-%08d.h5' $((n + 2)))" "$(cat "$R/checkpoints/latest")"
+  n=$((n + 2))
+done
 finish

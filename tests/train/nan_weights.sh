@@ -31,7 +31,7 @@ MNIST=(--synthetic --model mnist_cnn --batch-size 16 --seed 5)
 RESNET=(--synthetic --model resnet20 --image-size 32 --channels 3 --batch-size 8 --seed 5)
 
 # poison FILE DATASET VALUE: every element of DATASET in checkpoint FILE becomes VALUE
-# (nan or inf), written with h5py as a user's edit would be (checksums recomputed).
+# (nan, inf or a number), written with h5py as a user's edit would be (checksums recomputed).
 poison() {
   "$PY" - "$1" "$2" "$3" <<'EOF'
 import sys, h5py, numpy as np
@@ -58,8 +58,10 @@ refuse_case() {  # LABEL NP DATASET VALUE RESUME_MODE TRAIN_ARGS...
     >"$dir.out" 2>&1
   st=$?
   expect_eq "$label: resuming from the checkpoint with a $value in $dataset: exit status 2" 2 "$st"
+  local want="is not finite: $dataset: .*refusing to resume"
+  [ "$value" = -0.5 ] && want=$NEGVAR_RE
   expect_grep "$label: the error names the file and the tensor" \
-    "^cnnscale: error: .*checkpoint '[^']*step-00000004.h5' is not finite: $dataset: .*refusing to resume" "$dir.out"
+    "^cnnscale: error: .*checkpoint '[^']*step-00000004.h5' $want" "$dir.out"
   expect_eq "$label: said once (rank 0), not once per rank" 1 "$(grep -c '^cnnscale: error:' "$dir.out")"
   expect_eq "$label: checkpoints, latest and run.json untouched" "$before" "$(fingerprint "$dir")"
   expect_eq "$label: no later checkpoint" "" "$(ls "$dir/checkpoints" | grep -E 'step-0000000[68]')"
@@ -71,6 +73,10 @@ refuse_case momentum-inf 1 /optimizer/momentum_buffer/fc2.bias inf auto "${MNIST
 refuse_case adamw-inf 1 /optimizer/exp_avg_sq/conv2.weight inf auto "${MNIST[@]}" --optimizer adamw --lr 0.001
 refuse_case running-var-nan 2 /model/bn1.running_var nan auto "${RESNET[@]}"
 refuse_case running-mean-ninf 1 /model/layer2.1.bn2.running_mean -inf auto "${RESNET[@]}"
+# A negative running variance (issue 48 item 8: loaded and carried on before), named with
+# its element, refused as a NaN is.
+NEGVAR_RE="holds a negative batch-norm running variance: /model/layer1.0.bn1.running_var\[0\] is -0.5 .*refusing to resume"
+refuse_case running-var-negative 1 /model/layer1.0.bn1.running_var -0.5 auto "${RESNET[@]}"
 
 # 2. An update that writes a NaN stops every rank ----------------------------------------
 update_case() {  # LABEL NP INJECT EXPECT_STEP CKPTS_LEFT TRAIN_ARGS... (CKPTS_LEFT: "-" = no run dir)
