@@ -227,8 +227,19 @@ DatasetInfo load_dataset(const std::string& dir_in) {
   info.std = get_field<std::vector<double>>(norm, "std", json_path + " normalization");
   if (info.mean.size() != static_cast<size_t>(info.shape.channels) || info.std.size() != info.mean.size())
     fail(json_path, ": normalization mean/std need one value per channel (", info.shape.channels, "); ", kRerun);
-  for (double s : info.std)
+  // Pixels are normalised as (x/255 − mean) / std: a mean outside [0, 1] or a std outside
+  // [0.001, 1] (values beyond ±1000) is no data set's, and used to reach training as a
+  // NaN loss that blamed --lr (issue 48 item 12).
+  for (size_t c = 0; c < info.mean.size(); ++c) {
+    const double m = info.mean[c], s = info.std[c];
+    if (!(m >= 0 && m <= 1))
+      fail(json_path, ": normalization.mean[", c, "] is ", m, ", but pixels are normalised as x/255 in [0, 1], so a ",
+           "mean must be in [0, 1]; ", kRerun);
     if (!(s > 0)) fail(json_path, ": normalization std must be positive (constant images?); ", kRerun);
+    if (!(s >= 1e-3 && s <= 1))
+      fail(json_path, ": normalization.std[", c, "] is ", s, ", but a std of pixels x/255 in [0, 1] must be in ",
+           "[0.001, 1] (outside it the normalised values pass ±1000 or mean nothing); ", kRerun);
+  }
   const std::string layout = j.value("sample_layout", std::string("fixed"));
   if (layout == "ragged" || layout == "jpeg") {
     info.ragged = true;

@@ -135,6 +135,20 @@ PY
 run empty prep --verify "$TMP/b8"
 expect_error empty "split 'train' of $TMP/b8 is empty"
 
+# Implausible normalization (issue 48 item 12: accepted by --verify, and train then blamed --lr).
+norm_case() {  # NAME FIELD VALUE EXPECTED
+  copy_good "$1"; python3 - "$TMP/$1/dataset.json" "$2" "$3" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1])); j["normalization"][sys.argv[2]][0] = float(sys.argv[3]); json.dump(j, open(sys.argv[1], "w"))
+PY
+  run "$1" prep --verify "$TMP/$1"
+  expect_error "$1" "$4"
+  run "$1-train" train --data "$TMP/$1" --max-steps 1 --run-dir "$TMP/$1-run"
+  expect_error "$1-train" "$4"
+}
+norm_case nmean mean 1e308 "$TMP/nmean/dataset.json: normalization.mean\\[0\\] is 1e\\+308, but pixels are normalised as x/255 in \\[0, 1\\], so a mean must be in \\[0, 1\\]"
+norm_case nstd std 1e-30 "$TMP/nstd/dataset.json: normalization.std\\[0\\] is 1e-30, but a std of pixels x/255 in \\[0, 1\\] must be in \\[0.001, 1\\]"
+
 copy_good b9; echo '{"format": "cnnscale-dataset", ' >"$TMP/b9/dataset.json"
 run json prep --verify "$TMP/b9"
 expect_error json "$TMP/b9/dataset.json is not valid JSON"
