@@ -215,6 +215,25 @@ CheckpointMeta read_meta(hid_t f, const std::string& path) {
     }
   }
   if (format != kFormat) fail("checkpoint '", path, "' has format ", format, "; this cnnscale reads format ", kFormat);
+  // The position, each against the others (issue 48 item 13: a step of -3 gave a NaN
+  // message that blamed divergence, 2^62 "nothing to train", a world size of 0 resumed).
+  // A run writes 0 <= optimizer_steps <= step, 0 <= step_in_epoch <= step, 0 <= epoch <=
+  // step + 1, world_size >= 1, global_batch >= 0 (0: a checkpoint written outside training,
+  // as tests' init ones); the bounds above those are far beyond
+  // any run (10^12 steps, 2^24 ranks, 2^40 samples a step).
+  const auto check = [&](const char* name, int64_t v, int64_t lo, int64_t hi, const std::string& why) {
+    if (v < lo || v > hi)
+      fail("checkpoint '", path, "' has attribute ", name, " = ", v, ", which no run writes (", why,
+           "): the file was edited or damaged; resume from another checkpoint with --resume PATH, or start over "
+           "with --resume none");
+  };
+  constexpr int64_t kMaxSteps = 1'000'000'000'000;
+  check("step", m.step, 0, kMaxSteps, "0 to 10^12");
+  check("optimizer_steps", m.optimizer_steps, 0, m.step, "0 to step, " + std::to_string(m.step));
+  check("step_in_epoch", m.step_in_epoch, 0, m.step, "0 to step, " + std::to_string(m.step));
+  check("epoch", epoch, 0, m.step + 1, "0 to step + 1, " + std::to_string(m.step + 1));
+  check("world_size", world, 1, int64_t{1} << 24, "1 to 2^24");
+  check("global_batch", m.global_batch, 0, int64_t{1} << 40, "0 (not recorded) to 2^40");
   m.epoch = static_cast<int>(epoch);
   m.world_size = static_cast<int>(world);
   m.seed = static_cast<uint64_t>(seed);

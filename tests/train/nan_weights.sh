@@ -148,4 +148,30 @@ for np in 1 2; do
   h5diff -q "$dir/checkpoints/step-00000002.h5" "$dir/checkpoints/step-00000003.h5" /model /model >/dev/null 2>&1
   expect_eq "skip-step, $np rank(s): step 3 trained (not vacuous)" 1 "$?"
 done
+
+# 6. Position attributes no run writes (issue 48 item 13) --------------------------------
+#    step -3 (a NaN message blamed divergence), step 2^62 ("nothing to train", exit 0),
+#    step_in_epoch 10^12 and world_size 0 (resumed silently): each refused by --resume
+#    PATH naming the file and the attribute, and skipped (with a warning) by --resume auto,
+#    which resumes from the checkpoint before it.
+dir="$TMP/attrs"
+"$CNNSCALE" train "${MNIST[@]}" --max-steps 4 --checkpoint-every 2 --run-dir "$dir" >"$dir.first" 2>&1
+expect_eq "attributes: the first run finishes" 0 "$?"
+cp "$dir/checkpoints/step-00000004.h5" "$TMP/good4.h5"
+for spec in step=-3 step=4611686018427387904 step_in_epoch=1000000000000 world_size=0; do
+  cp "$TMP/good4.h5" "$dir/checkpoints/step-00000004.h5"
+  "$PY" -c 'import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r+") as f: f.attrs.modify(sys.argv[2], np.int64(int(sys.argv[3])))' \
+    "$dir/checkpoints/step-00000004.h5" "${spec%=*}" "${spec#*=}"
+  "$CNNSCALE" train "${MNIST[@]}" --max-steps 6 --resume "$dir/checkpoints/step-00000004.h5" --run-dir "$dir" \
+    >"$dir.$spec" 2>&1
+  expect_eq "$spec: --resume PATH refused (exit 2)" 2 "$?"
+  expect_grep "$spec: the error names the file and the attribute" \
+    "^cnnscale: error: .*checkpoint '[^']*step-00000004.h5' has attribute ${spec%=*} = ${spec#*=}, which no run writes" \
+    "$dir.$spec"
+done
+"$CNNSCALE" train "${MNIST[@]}" --max-steps 6 --resume auto --run-dir "$dir" >"$dir.auto" 2>&1
+expect_eq "world_size=0, --resume auto: resumes from the one before (exit 0)" 0 "$?"
+expect_grep "... saying which it skipped and why" "skipping checkpoint: .*step-00000004.h5' has attribute world_size = 0" "$dir.auto"
+expect_grep "... and from which it resumed" "resumed from $dir/checkpoints/step-00000002.h5 at step 2" "$dir.auto"
 finish
