@@ -4,11 +4,15 @@
 #include "data/prep.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -138,6 +142,57 @@ void rename_or_fail(const std::string& from, const std::string& to) {
   fs::rename(from, to, ec);
   if (ec) fail("cannot rename ", from, " to ", to, ": ", ec.message());
 }
+
+// The lock that makes one prep at a time write an output (issue 48 item 11: two preps of
+// one --output both printed "wrote" and the first to start silently replaced the second's
+// data set). "<out>.prep-lock" beside the output holds the holder's "pid host"; it is
+// flock()ed for the whole prep and removed at its end. A killed prep's file is unlocked
+// and taken over. The inode is checked after locking: a file a finishing prep removed
+// while this one waited on it is no lock.
+class OutputLock {
+ public:
+  explicit OutputLock(const std::string& out) : path_(out + ".prep-lock") {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+      if (fd_ < 0)
+        fail("cannot create the lock ", path_, " beside --output: ", std::strerror(errno),
+             " (a link or another user's file there is refused); check the folder's permissions");
+      if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+        char buf[128] = {};
+        const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+        std::string holder = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+        while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+        ::close(fd_);
+        fd_ = -1;
+        fail("another `cnnscale prep` is writing --output ", out,
+             holder.empty() ? std::string() : " (pid and host: " + holder + ")",
+             "; wait for it to finish, or choose another --output");
+      }
+      struct stat a {}, b {};
+      if (::fstat(fd_, &a) == 0 && ::stat(path_.c_str(), &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
+        const std::string me = std::to_string(::getpid()) + " " + this_host() + "\n";
+        if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) < 0) {
+          // The lock holds without the text; the text only names the holder to others.
+        }
+        return;
+      }
+      ::close(fd_);  // removed by the prep that held it: lock a new one
+      fd_ = -1;
+    }
+    fail("cannot take the lock ", path_, " beside --output: it keeps being replaced");
+  }
+  ~OutputLock() {
+    if (fd_ < 0) return;
+    ::unlink(path_.c_str());  // while still holding it: a waiter then sees another inode
+    ::close(fd_);
+  }
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
 
 std::string strip_slashes(std::string p) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
@@ -269,17 +324,18 @@ PrepResult run_prep(const PrepOptions& o) {
     if (classes < 2) fail("the labels of ", train->describe(), " hold a single class; nothing to learn");
   }
 
-  // Output: refuse to overwrite a non-empty directory unless --force.
+  // Output: one prep at a time; refuse to overwrite a non-empty directory unless --force.
   const std::string out = strip_slashes(o.output);
+  const fs::path parent = fs::absolute(out).parent_path();
+  std::error_code ec;
+  fs::create_directories(parent, ec);  // the lock lives beside the output
+  if (ec) fail("cannot create the parent directory ", parent.string(), " of --output: ", ec.message());
+  const OutputLock output_lock(out);
   if (fs::exists(out)) {
     if (!fs::is_directory(out)) fail("--output ", out, " exists and is not a directory; choose another --output");
     if (!fs::is_empty(out) && !o.force)
       fail("--output ", out, " exists and is not empty; pass --force to replace it or choose another --output");
   }
-  const fs::path parent = fs::absolute(out).parent_path();
-  std::error_code ec;
-  fs::create_directories(parent, ec);
-  if (ec) fail("cannot create the parent directory ", parent.string(), " of --output: ", ec.message());
   name_leftovers(out);
   const std::string tmp = out + ".tmp-" + std::to_string(::getpid());
   // From here a stop signal is read between blocks of samples (prep.hpp): the partial

@@ -198,6 +198,22 @@ for sig in TERM INT HUP; do  # HUP: a closed terminal or ssh session (issue 48 i
   expect_eq "SIG$sig during prep: one error line" 1 "$(grep -c '^cnnscale: error:' "$TMP/sig$sig.err")"
   expect_eq "SIG$sig during prep: no output, no temporary directory" "" "$(ls -d "$TMP/s$sig"* 2>/dev/null)"
 done
+
+# ---- two preps of one --output (issue 48 item 11: the second to start finished first, then
+# the first replaced its output; both said "wrote"). While one holds OUTPUT.prep-lock the
+# other is refused at once, naming the holder, with --force too; the first then finishes.
+held_prep lock1 "$TMP/locked"
+for force in "" --force; do
+  run "lock2$force" prep --format idx --input "$TMP/sigidx" --output "$TMP/locked" $force
+  expect_error "lock2$force" "another \`cnnscale prep\` is writing --output $TMP/locked \(pid and host: $pid [^)]*\); wait for it to finish, or choose another --output"
+done
+release_prep lock1
+expect_eq "the held prep then finishes" 0 "$st"
+expect_file "... with its data set" "$TMP/locked/dataset.json"
+expect_eq "... and no lock left beside it" "" "$(ls -d "$TMP/locked.prep-lock" 2>/dev/null)"
+ln -s /nonexistent/target "$TMP/linked.prep-lock"
+run locklink prep --format idx --input "$TMP/sigidx" --output "$TMP/linked"
+expect_error locklink "cannot create the lock $TMP/linked.prep-lock beside --output: .*a link or another user's file there is refused"
 # A second signal 1 s or more after the first, while prep is still held (it reaches no next
 # block while the pipe is full), ends it at once, the default way — a second Ctrl-C used to
 # wait for that block (review of issue 39) — leaving OUTPUT.tmp-PID as a SIGKILL does. One
@@ -224,7 +240,7 @@ for pair in "INT INT" "TERM INT"; do
   release_prep "two$first"
   expect_eq "... killed by SIG$second" "$((128 + $(kill -l "$second")))" "$st"
   expect_eq "... no error line" 0 "$(grep -c '^cnnscale: error:' "$TMP/two$first.err")"
-  expect_eq "... OUTPUT.tmp-PID left" "$TMP/t$first.tmp-$pid" "$(ls -d "$TMP/t$first"* 2>/dev/null)"
+  expect_eq "... OUTPUT.tmp-PID left" "$TMP/t$first.tmp-$pid" "$(ls -d "$TMP/t$first"* 2>/dev/null | grep -v "\.prep-lock$")"
 done
 for pair in "TERM TERM" "INT TERM"; do  # within the second: one stop
   read -r first second <<<"$pair"
@@ -259,11 +275,13 @@ kill -KILL "$pid"
 release_prep kill
 expect_eq "SIGKILL during prep: killed" 137 "$st"
 killed=$pid
-expect_eq "SIGKILL leaves OUTPUT.tmp-PID" "$TMP/sk.tmp-$killed" "$(ls -d "$TMP/sk"* 2>/dev/null)"
+expect_eq "SIGKILL leaves OUTPUT.tmp-PID" "$TMP/sk.tmp-$killed" "$(ls -d "$TMP/sk"* 2>/dev/null | grep -v "\.prep-lock$")"
 run after prep --format idx --input "$TMP/sigidx" --output "$TMP/sk" --shards 2 --test-shards 1
 expect_eq "the next prep of that output: status" 0 "$st"
 expect_grep "the next prep names the leftover" \
   "^cnnscale: warning: $TMP/sk.tmp-$killed is the partial output of a prep that did not finish \(no process $killed runs on this host\): it is not a data set; remove it \(rm -r $TMP/sk.tmp-$killed\)" \
   "$TMP/after.err"
+expect_eq "the killed prep's lock (unlocked) is taken over and removed by the next" "" \
+  "$(ls -d "$TMP/sk.prep-lock" 2>/dev/null)"
 exec 3<&-
 finish
