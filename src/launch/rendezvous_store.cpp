@@ -33,6 +33,12 @@ constexpr size_t kHelloLen = 8;
 // one round trip; issue 39 item 2: at 10 s, 100 strangers that never finished held the store).
 constexpr double kHandshakeS = 2;
 constexpr double kStalledS = 10;    // a client that reads none of its reply for this long is dropped
+// While the handshake pool is full and more connections wait, one that has sent no byte
+// for this long makes room (issue 48 item 4): a rank's hello is sent right after its
+// connect, a stranger that holds connections open without a word is dropped. At the 2 s
+// handshake deadline, 1,000 such strangers kept a rank out for 1000/64 × 2 s; now the
+// queue drains at 64 per 0.25 s, and a rank behind 1,000 of them gets in within ~4 s.
+constexpr double kSilentS = 0.25;
 constexpr double kWarnEveryS = 10;  // each kind of refusal is warned about at once, then at most this often
 
 // The hello's flags (what the client holds) and the server's answer (mode).
@@ -278,9 +284,12 @@ class RendezvousStore::Server {
     add(other_version, "dropped # client(s) of another cnnscale version", "run the same cnnscale build on every rank");
     add(stranger,
         token_.empty()
-            ? "dropped # connection(s) that did not complete the handshake within 2 s or spoke another protocol"
-            : "dropped # connection(s) that did not prove the job's rendezvous token within 2 s",
-        "strangers are connecting to its port (they never take a rank's place)");
+            ? "dropped # connection(s) that did not complete the handshake within 2 s (or sent nothing for 0.25 s "
+              "while others waited) or spoke another protocol"
+            : "dropped # connection(s) that did not prove the job's rendezvous token within 2 s (or sent nothing "
+              "for 0.25 s while others waited)",
+        "strangers are connecting to its port (the handshake pool drops connections silent for 0.25 s when "
+        "others wait, so ranks still get in)");
     add(busy,
         "refused # connection(s) beyond the " + std::to_string(lim_.max_connections) + " a world of " +
             std::to_string(world_) + " needs",
@@ -308,6 +317,7 @@ class RendezvousStore::Server {
     Nonce snonce{}, cnonce{};
     Clock::time_point accepted, last_sent;
     size_t counted = 0;  // in.size() + out.size() as in_flight_ counts them
+    size_t received = 0;  // bytes received in all (0: a silent connection)
     bool close_after_send = false, drop = false;
     bool pending() const { return out_off < out.size(); }
   };
@@ -356,6 +366,17 @@ class RendezvousStore::Server {
     }
   }
 
+  // The connection of the handshake pool that has sent nothing for the longest, at least
+  // kSilentS since it was accepted; end() when there is none.
+  std::vector<Conn>::iterator oldest_silent(std::vector<Conn>& conns) const {
+    auto best = conns.end();
+    for (auto it = conns.begin(); it != conns.end(); ++it)
+      if (it->state == Conn::hello && it->received == 0 && !it->drop && since(it->accepted) >= kSilentS &&
+          (best == conns.end() || it->accepted < best->accepted))
+        best = it;
+    return best;
+  }
+
   void accept_one(std::vector<Conn>& conns, char* buf) {
     sockaddr_storage ss{};
     socklen_t len = sizeof(ss);
@@ -399,6 +420,7 @@ class RendezvousStore::Server {
     } else if (k > 0 && in_flight_ + static_cast<size_t>(k) > lim_.max_in_flight) {
       drop_over_in_flight(c);
     } else if (k > 0) {
+      c.received += static_cast<size_t>(k);
       c.in.append(buf, static_cast<size_t>(k));
       handle(c);
     }
@@ -614,13 +636,16 @@ class RendezvousStore::Server {
     std::vector<char> buf(65536);
     for (;;) {
       // Connections in their handshake have a pool of their own (issue 39 item 2): while it
-      // is full, new ones wait in the kernel's queue, in order, and never take a rank's place.
+      // is full, new ones wait in the kernel's queue, in order, unless a connection of the
+      // pool has been silent for kSilentS: it then makes room for the next (issue 48 item 4).
       size_t pending = 0;
       trusted_ = 0;
       for (const auto& c : conns) (c.state == Conn::hello ? pending : trusted_) += 1;
-      fds.assign({{wake_[0], POLLIN, 0}, {listen_fd_, static_cast<short>(pending < lim_.max_pending ? POLLIN : 0), 0}});
+      const bool room = pending < lim_.max_pending || oldest_silent(conns) != conns.end();
+      // Full of connections that are not yet silent long enough: look again within kSilentS.
+      fds.assign({{wake_[0], POLLIN, 0}, {listen_fd_, static_cast<short>(room ? POLLIN : 0), 0}});
       for (const auto& c : conns) fds.push_back({c.fd, static_cast<short>(c.pending() ? POLLOUT : POLLIN), 0});
-      if (::poll(fds.data(), fds.size(), 200) < 0) {
+      if (::poll(fds.data(), fds.size(), room ? 200 : static_cast<int>(kSilentS * 1000 / 2)) < 0) {
         if (errno == EINTR) continue;
         break;
       }
@@ -661,7 +686,20 @@ class RendezvousStore::Server {
           conns.erase(conns.begin() + static_cast<long>(i));
         }
       if (fds[1].revents & POLLIN)
-        for (; pending < lim_.max_pending; ++pending) {  // a burst of connections; the rest on the next turn
+        for (;; ++pending) {  // a burst of connections; the rest on the next turn
+          if (pending >= lim_.max_pending) {
+            const auto quiet = oldest_silent(conns);
+            if (quiet == conns.end()) break;
+            note(stranger, quiet->peer, [&] {
+              return "dropped a connection from " + quiet->peer + " that sent nothing for " +
+                     std::to_string(static_cast<int>(kSilentS * 1000)) +
+                     " ms while others waited (a stranger holding the port?)";
+            });
+            in_flight_ -= quiet->counted;
+            ::close(quiet->fd);
+            conns.erase(quiet);
+            --pending;
+          }
           const size_t before = conns.size();
           try {
             accept_one(conns, buf.data());

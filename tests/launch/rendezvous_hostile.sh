@@ -15,6 +15,8 @@
 #     at once when closed (they used to hold all 72 connections a world of 2 may have, and
 #     both ranks failed blaming the address or WORLD_SIZE): with the token set, rank 1
 #     still joins and both train; rank 0 warns about the strangers.
+#  7. (run before 6) Issue 48 item 4: 900 connections that never send a byte, reconnecting
+#     when dropped: rank 1 joins within seconds (silent ones make room after 0.25 s).
 #  6. Issue 39 items 2, 3: rank 0 alone, met by a rank 1 with another token, one without a
 #     token, and a flood of strangers: it warns about each as it happens, and its final
 #     error names each (with the address) before the advice about WORLD_SIZE.
@@ -79,12 +81,14 @@ PY
 cat >"$TMP/flood.py" <<'PY'
 import selectors, socket, sys, time
 port, n, ready = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+silent = len(sys.argv) > 4 and sys.argv[4] == "silent"  # not a byte, ever
 sel = selectors.DefaultSelector()
 def half_open():
     while True:
         try:
             s = socket.create_connection(("127.0.0.1", port), timeout=5)
-            s.sendall(b"CNSTORE")  # the start of a hello, never the rest
+            if not silent:
+                s.sendall(b"CNSTORE")  # the start of a hello, never the rest
             sel.register(s, selectors.EVENT_READ)
             return
         except OSError:  # the store is not up yet
@@ -181,6 +185,29 @@ expect_grep "flood: rank 0 warned about the strangers" \
   "^cnnscale: warning: rendezvous store: dropped a connection from 127.0.0.1 that did not prove the job's rendezvous token within 2 s" \
   "$TMP/h0.out"
 
+# 7. Issue 48 item 4: 900 connections that never send a byte and reconnect at once when
+#    dropped (the 64-slot handshake pool served the kernel's queue in order, 2 s a slot, and
+#    1,000 of them kept rank 1 out past --collective-timeout 30): rank 1 joins within
+#    seconds, both train, and rank 0 says what it dropped.
+port=$(free_port)
+rank 0 "$port" "$TMP/s0.out" "$TOK" -- "${TRAIN[@]}" --collective-timeout 30 &
+r0=$!
+python3 "$TMP/flood.py" "$port" 900 "$TMP/flood7.ready" silent >"$TMP/flood7.out" 2>&1 &
+flood=$!
+wait_for "$TMP/flood7.ready"
+t0=$(date +%s)
+rank 1 "$port" "$TMP/s1.out" "$TOK" -- "${TRAIN[@]}" --collective-timeout 30
+expect_eq "silent flood: rank 1 joins and trains" 0 "$?"
+took=$(($(date +%s) - t0))
+wait $r0
+expect_eq "silent flood: rank 0 trains" 0 "$?"
+kill $flood
+wait $flood 2>/dev/null
+expect_eq "silent flood: rank 1 was in and done within 20 s (took $took s)" 1 "$([ "$took" -le 20 ] && echo 1)"
+expect_grep "silent flood: rank 0 says what it dropped" \
+  "^cnnscale: warning: rendezvous store: dropped a connection from 127.0.0.1 that sent nothing for 250 ms while others waited" \
+  "$TMP/s0.out"
+
 # 6. Rank 0 alone: a rank 1 with another token, one without, strangers; rank 0 names each.
 port=$(free_port)
 rank 0 "$port" "$TMP/a0.out" "$TOK" -- "${TRAIN[@]}" --collective-timeout 12 &
@@ -206,6 +233,6 @@ expect_grep "rank 0 alone: its error names the other token, the address and the 
 expect_grep "rank 0 alone: its error names the missing token" \
   "^cnnscale: error: .*refused 1 client\(s\) that presented no rendezvous token \(from 127.0.0.1\)" "$TMP/a0.out"
 expect_grep "rank 0 alone: its error names the strangers" \
-  "^cnnscale: error: .*dropped [0-9]+ connection\(s\) that did not prove the job's rendezvous token within 2 s \(the last from 127.0.0.1\): strangers are connecting" \
+  "^cnnscale: error: .*dropped [0-9]+ connection\(s\) that did not prove the job's rendezvous token within 2 s \(or sent nothing for 0.25 s while others waited\) \(the last from 127.0.0.1\): strangers are connecting" \
   "$TMP/a0.out"
 finish
