@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hostile_shards_cli.sh — shards edited as an attacker would (issue 48 item 5), on
+# hostile_shards_cli.sh — shards edited as an attacker would (issue 48 items 5 and 7), on
 # PNGs written by cnnscale_imagefolder_tool, prepped, then edited with h5py (every
 # checksum made consistent), so that only the readers' own checks can tell:
 #  - a shifted /chunk_addresses in file order: row c set to chunk c+1's offset and
@@ -10,7 +10,11 @@
 #    HDF5's, for fixed-size (--chunk 2) and --store original-max shards; the same with only
 #    the tail shifted (rows from 3 on), where row 0 is right and the last row is not;
 #  - the intact sets still train, and prep's lists anchor (row 0 and the last row are
-#    HDF5's offsets, the rows back to back).
+#    HDF5's offsets, the rows back to back);
+#  - two stored JPEGs of different sizes swapped in a --store jpeg shard (/offsets moved
+#    with them, /shapes kept, checksums recomputed): `train --jpeg-decode exact` and
+#    `fast` (three seeds), `data-bench` refuse it with exit 2 naming the shard, the sample
+#    and the header's size against the recorded one; `prep --verify` names it too.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 require_python "h5py, numpy" "python3-h5py python3-numpy"
@@ -100,4 +104,47 @@ for set in fx om; do
   done
 done
 
+# 7. Two stored JPEGs of different sizes swapped, /offsets moved with them, /shapes kept.
+run pjprep "$C" "${PREP[@]}" --output "$TMP/pj" --store jpeg 64
+expect_eq "prep --store jpeg 64 exit status" 0 "$st"
+run pjgood "$C" "${TRAIN[@]}" --seed 4 --data "$TMP/pj" --run-dir "$TMP/r-pjgood"
+expect_eq "--store jpeg: train on the intact set: exit status" 0 "$st"
+cp -r "$TMP/pj" "$TMP/sw"
+SIZES=$("$PY" - "$TMP/sw/$SHARD" <<'PY'
+import sys, h5py, numpy as np
+path = sys.argv[1]
+with h5py.File(path, "r+") as f:
+    o, sh, im = f["offsets"][...], f["shapes"][...], f["images"]
+    a = next(i for i in range(len(sh) - 1) if (sh[i, 1:] != sh[i + 1, 1:]).all())
+    b = a + 1
+    ja, jb = im[o[a]:o[a + 1]], im[o[b]:o[b + 1]]
+    im[o[a]:o[b + 1]] = np.concatenate([jb, ja])  # HDF5 rewrites the chunks' Fletcher32
+    o[b] = o[a] + len(jb); f["offsets"][...] = o
+    f.flush()
+    t = f["chunk_addresses"]; rows = t[...]
+    with open(path, "rb") as raw:  # the list's copy of each chunk's checksum, from the file
+        for c in range(rows.shape[0]):
+            info = im.id.get_chunk_info(c); raw.seek(info.byte_offset + info.size - 4)
+            rows[c, 1] = int.from_bytes(raw.read(4), "little")
+    t[...] = rows
+    # sample a now holds b's JPEG (b's size), recorded as a's size; and the reverse
+    print(a, "%dx%d" % (sh[b, 2], sh[b, 1]), "%dx%d" % (sh[a, 2], sh[a, 1]), b)
+PY
+)
+read -r A HA RA B <<<"$SIZES"
+expect_grep "two samples of different sizes swapped (sample $A: a ${HA:-?} JPEG recorded ${RA:-?})" \
+  "^[0-9]+ [0-9]+x[0-9]+ [0-9]+x[0-9]+ [0-9]+$" <(echo "$SIZES")
+# Either sample may be met first: sample A holds a HA JPEG recorded RA, sample B the reverse.
+SWMSG="shard $TMP/sw/$SHARD: sample ($A \(train sample $A\): a stored JPEG of $TMP/sw is a $HA JPEG by its header but its /shapes entry says $RA|$B \(train sample $B\): a stored JPEG of $TMP/sw is a $RA JPEG by its header but its /shapes entry says $HA); the shard is damaged — copy it again or re-create the data set with \`cnnscale prep\`"
+for mode in exact fast; do
+  for seed in 1 2 3; do  # each run reads all 24 train samples (3 batches of 8)
+    run "sw$mode$seed" "$C" "${TRAIN[@]}" --data "$TMP/sw" --jpeg-decode "$mode" --seed "$seed" \
+      --run-dir "$TMP/r-sw$mode$seed"
+    expect_error "sw$mode$seed" "$SWMSG"
+  done
+done
+run swbench "$C" data-bench --data "$TMP/sw" --augment rrc32,hflip --batch-size 8 --batches 3
+expect_error swbench "$SWMSG"
+run swverify "$C" prep --verify "$TMP/sw"
+expect_error swverify "shard $TMP/sw/$SHARD: sample ($A|$B) \(train sample ($A|$B)\) is a [0-9]+x[0-9]+ JPEG but its /shapes entry says"
 finish
