@@ -14,7 +14,8 @@
 #  - two stored JPEGs of different sizes swapped in a --store jpeg shard (/offsets moved
 #    with them, /shapes kept, checksums recomputed): `train --jpeg-decode exact` and
 #    `fast` (three seeds), `data-bench` refuse it with exit 2 naming the shard, the sample
-#    and the header's size against the recorded one; `prep --verify` names it too.
+#    and the header's size against the recorded one; `prep --verify` names it too; swapped
+#    in the test split, the evaluation at the epoch's end refuses it the same way.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 require_python "h5py, numpy" "python3-h5py python3-numpy"
@@ -109,13 +110,16 @@ run pjprep "$C" "${PREP[@]}" --output "$TMP/pj" --store jpeg 64
 expect_eq "prep --store jpeg 64 exit status" 0 "$st"
 run pjgood "$C" "${TRAIN[@]}" --seed 4 --data "$TMP/pj" --run-dir "$TMP/r-pjgood"
 expect_eq "--store jpeg: train on the intact set: exit status" 0 "$st"
-cp -r "$TMP/pj" "$TMP/sw"
-SIZES=$("$PY" - "$TMP/sw/$SHARD" <<'PY'
+# swap_jpegs SHARD: the first two adjacent samples of different sizes swapped (their bytes,
+# /offsets with them; /shapes and labels kept; every checksum recomputed). Prints
+# "A WxH(header of A now) WxH(recorded for A) B".
+swap_jpegs() {
+  "$PY" - "$1" <<'PY'
 import sys, h5py, numpy as np
 path = sys.argv[1]
 with h5py.File(path, "r+") as f:
     o, sh, im = f["offsets"][...], f["shapes"][...], f["images"]
-    a = next(i for i in range(len(sh) - 1) if (sh[i, 1:] != sh[i + 1, 1:]).all())
+    a = next(i for i in range(len(sh) - 1) if (sh[i, 1:] != sh[i + 1, 1:]).any())
     b = a + 1
     ja, jb = im[o[a]:o[a + 1]], im[o[b]:o[b + 1]]
     im[o[a]:o[b + 1]] = np.concatenate([jb, ja])  # HDF5 rewrites the chunks' Fletcher32
@@ -130,7 +134,9 @@ with h5py.File(path, "r+") as f:
     # sample a now holds b's JPEG (b's size), recorded as a's size; and the reverse
     print(a, "%dx%d" % (sh[b, 2], sh[b, 1]), "%dx%d" % (sh[a, 2], sh[a, 1]), b)
 PY
-)
+}
+cp -r "$TMP/pj" "$TMP/sw"
+SIZES=$(swap_jpegs "$TMP/sw/$SHARD")
 read -r A HA RA B <<<"$SIZES"
 expect_grep "two samples of different sizes swapped (sample $A: a ${HA:-?} JPEG recorded ${RA:-?})" \
   "^[0-9]+ [0-9]+x[0-9]+ [0-9]+x[0-9]+ [0-9]+$" <(echo "$SIZES")
@@ -147,4 +153,11 @@ run swbench "$C" data-bench --data "$TMP/sw" --augment rrc32,hflip --batch-size 
 expect_error swbench "$SWMSG"
 run swverify "$C" prep --verify "$TMP/sw"
 expect_error swverify "shard $TMP/sw/$SHARD: sample ($A|$B) \(train sample ($A|$B)\) is a [0-9]+x[0-9]+ JPEG but its /shapes entry says"
+# The same in the test split: evaluation (at the epoch's end) decodes whole, and refuses it.
+cp -r "$TMP/pj" "$TMP/swt"
+TSHARD=test-00000-of-00001.h5
+read -r A HA RA B <<<"$(swap_jpegs "$TMP/swt/$TSHARD")"
+run swteval "$C" train --model "flatten linear(3)" --augment rrc32,hflip --batch-size 8 --max-steps 3 \
+  --no-tensorboard --seed 1 --data "$TMP/swt" --run-dir "$TMP/r-swteval"
+expect_error swteval "shard $TMP/swt/$TSHARD: sample ($A \(test sample $A\): a stored JPEG of $TMP/swt is a $HA JPEG by its header but its /shapes entry says $RA|$B \(test sample $B\): a stored JPEG of $TMP/swt is a $RA JPEG by its header but its /shapes entry says $HA); the shard is damaged"
 finish
