@@ -20,9 +20,15 @@
 // rows are not each past the end of the chunk before is refused at open, however it was
 // reordered (issue 39: two rows swapped, the list's own checksum made right, read as good
 // data; then the offsets swapped with the rows' indices kept), as is a row whose index is
-// not its own; and the chunk found at a listed offset must carry the checksum the list
-// holds for it: a list that a rewrite of the file (h5repack) made stale is named as such,
-// never read as data or as damage; a checksum failure with a listed address is checked
+// not its own. Rows in order can still all be shifted (issue 48 item 5: row c holding chunk
+// c+1's offset and checksum, the last row a copy of the last chunk appended to the file), so
+// the list is also anchored to HDF5's own index (H5Dget_chunk_info_by_coord): its first and
+// last rows, and both rows around any place where two rows are not back to back (prep's
+// chunks are, so a list as prep writes it costs two lookups), must give HDF5's offsets —
+// between anchors, back-to-back rows are then HDF5's chunks; a row that disagrees is refused
+// at open ("row R says file offset X, HDF5 says Y"). And the chunk found at a listed offset
+// must carry the checksum the list holds for it: a list that a rewrite of the file
+// (h5repack) made stale is named as such, never read as data or as damage; a checksum failure with a listed address is checked
 // against HDF5's lookup first. A list of an older prep (two columns, no index) in file
 // order is used the same way; one out of order, or one that cannot be read (its own
 // Fletcher32 fails), is ignored: the chunks are looked up, and chunk_list() says why for

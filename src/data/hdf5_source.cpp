@@ -454,7 +454,7 @@ class ShardedHdf5Source : public BatchSource {
       win.height = std::max(1, std::min(hi(d.top + d.h), sh) - win.top);
       win.width = std::max(1, std::min(hi(d.left + d.w), sw) - win.left);
       const int h = win.height, w = win.width;
-      decode_stored_jpeg(src, len, m, g, planes, &dec, &win);
+      decode_stored_jpeg(src, len, m, g, stored, planes, &dec, &win);
       const int top = win.top, left = win.left;
       if (top < 0 || left < 0 || top + h > dec.height || left + w > dec.width)
         internal_error("JPEG window ", w, "x", h, "+", left, "+", top, " outside its decoded part ", dec.width, "x",
@@ -475,7 +475,7 @@ class ShardedHdf5Source : public BatchSource {
         augment_.apply_from(next, crop.data(), cropped, a.data(), epoch, g, scratch);
       }
     } else {
-      decode_stored_jpeg(src, len, 8, g, planes, &dec);
+      decode_stored_jpeg(src, len, 8, g, stored, planes, &dec);
       const double t1 = thread_cpu_seconds();
       clocks_.add(t, StageClocks::decode, t1 - t0);
       t0 = t1;
@@ -487,14 +487,16 @@ class ShardedHdf5Source : public BatchSource {
     clocks_.add(t, StageClocks::normalize, thread_cpu_seconds() - t1);
   }
 
-  // decode_jpeg_planes; the sample's index is added to the message only when it fails (no
-  // string is built per sample).
-  void decode_stored_jpeg(const uint8_t* src, int64_t len, int m, int64_t g, std::vector<uint8_t>& planes,
-                          SampleShape* dec, JpegWindow* win = nullptr) const {
+  // decode_jpeg_planes of train sample g, whose /shapes entry is `recorded` (a JPEG of
+  // another size is refused from its header); the shard and the sample's index are added to
+  // the message only when it fails (no string is built per sample).
+  void decode_stored_jpeg(const uint8_t* src, int64_t len, int m, int64_t g, SampleShape recorded,
+                          std::vector<uint8_t>& planes, SampleShape* dec, JpegWindow* win = nullptr) const {
     try {
-      decode_jpeg_planes(src, static_cast<size_t>(len), m, jpeg_what_, planes, dec, win);
+      decode_jpeg_planes(src, static_cast<size_t>(len), m, jpeg_what_, planes, dec, win, &recorded);
     } catch (const UserError& e) {
-      fail("sample ", g, ": ", e.what());
+      const ShardInfo& sh = info_->train.shards[info_->train.shard_of(g)];
+      fail("shard ", sh.path, ": sample ", g - sh.first_index, " (train sample ", g, "): ", e.what());
     }
   }
 
@@ -575,10 +577,14 @@ class Hdf5EvalSource : public ContiguousEvalSource {
       SampleShape in = shapes[static_cast<size_t>(first + j)];
       if (info_->jpeg) {  // evaluation decodes whole: PIL's pixels, torchvision's Resize and CenterCrop
         std::vector<uint8_t>& planes = decoded_[static_cast<size_t>(t)];
+        const SampleShape recorded = in;
         try {
-          decode_jpeg_planes(src, static_cast<size_t>(at[j + 1] - at[j]), 8, jpeg_what_, planes, &in);
+          decode_jpeg_planes(src, static_cast<size_t>(at[j + 1] - at[j]), 8, jpeg_what_, planes, &in, nullptr,
+                             &recorded);
         } catch (const UserError& e) {
-          fail("sample ", first + j, " (", split_.name, " split): ", e.what());
+          const ShardInfo& sh = split_.shards[split_.shard_of(first + j)];
+          fail("shard ", sh.path, ": sample ", first + j - sh.first_index, " (", split_.name, " sample ", first + j,
+               "): ", e.what());
         }
         src = planes.data();
       }

@@ -90,10 +90,12 @@ std::string decode_memory_error(const std::string& path, int64_t w, int64_t h) {
 // and plain chroma upsampling, and only the window's rows (jpeg_skip_scanlines above it,
 // jpeg_abort_decompress below) and columns (jpeg_crop_scanline, which widens them to whole
 // iMCUs: start() gets the first column kept) decoded.
+// With `recorded` (stored JPEGs: the sample's /shapes entry), a header whose size differs
+// is a UserError naming both sizes, raised before anything is allocated or decoded.
 template <typename Src, typename Start, typename Row>
 void decode_jpeg_core(Src src, const std::string& path, const char* fix, int64_t max_pixels, int scale_num,
-                      const JpegWindow* win, std::vector<uint8_t>& row, std::vector<uint8_t>& rgb, Start start,
-                      Row on_row) {
+                      const JpegWindow* win, const SampleShape* recorded, std::vector<uint8_t>& row,
+                      std::vector<uint8_t>& rgb, Start start, Row on_row) {
   jpeg_decompress_struct cinfo;
   JpegError err;
   cinfo.err = jpeg_errors_to(err);
@@ -105,6 +107,11 @@ void decode_jpeg_core(Src src, const std::string& path, const char* fix, int64_t
   src(&cinfo);
   jpeg_read_header(&cinfo, TRUE);
   const int64_t jw = cinfo.image_width, jh = cinfo.image_height;
+  if (recorded && (jw != recorded->width || jh != recorded->height)) {
+    jpeg_destroy_decompress(&cinfo);
+    fail(path, " is a ", jw, "x", jh, " JPEG by its header but its /shapes entry says ", recorded->width, "x",
+         recorded->height, "; ", fix);
+  }
   if (max_pixels > 0 && jw * jh > max_pixels) {  // before any pixel is decoded or allocated
     jpeg_destroy_decompress(&cinfo);
     too_many_pixels(path, jw, jh, max_pixels);
@@ -180,7 +187,7 @@ void decode_jpeg_core(Src src, const std::string& path, const char* fix, int64_t
 void decode_jpeg(std::FILE* f, const std::string& path, RgbImage& img, std::vector<uint8_t>& row, int64_t max_pixels) {
   std::vector<uint8_t> rgb;
   decode_jpeg_core([f](j_decompress_ptr c) { jpeg_stdio_src(c, f); }, path, "replace or remove the file", max_pixels, 8,
-                   nullptr, row, rgb,
+                   nullptr, nullptr, row, rgb,
                    [&](int w, int h, int, int) {
                      img.width = w;
                      img.height = h;
@@ -336,14 +343,15 @@ RgbImage center_crop(const RgbImage& in_img, int size) {
 bool is_jpeg(const uint8_t* data, size_t n) { return n >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF; }
 
 void decode_jpeg_planes(const uint8_t* data, size_t len, int scale_num, const std::string& what,
-                        std::vector<uint8_t>& planes, SampleShape* shape, JpegWindow* win) {
+                        std::vector<uint8_t>& planes, SampleShape* shape, JpegWindow* win,
+                        const SampleShape* recorded) {
   if (scale_num < 1 || scale_num > 8) internal_error("JPEG scale ", scale_num, "/8");
   thread_local std::vector<uint8_t> row, rgb;
   int64_t plane = 0;
   int width = 0;
   decode_jpeg_core([&](j_decompress_ptr c) { jpeg_mem_src(c, data, static_cast<unsigned long>(len)); }, what,
                    "the shard is damaged — copy it again or re-create the data set with `cnnscale prep`", 0, scale_num,
-                   win, row, rgb,
+                   win, recorded, row, rgb,
                    [&](int w, int h, int x0, int y0) {
                      if (win) {  // where the decoded part starts in the scaled image
                        win->left -= x0;

@@ -62,11 +62,17 @@ bool is_jpeg(const uint8_t* data, size_t n);
 // widened to whole iMCU columns, are decoded (the rows below it only Huffman-decoded, to
 // the end of the data, so that damage there is an error as in the whole decode); on return
 // `shape` is the decoded part and top/left say where the window starts in it.
+// With `recorded` (the reader: the sample's /shapes entry; width and height compared, not
+// the channels: greyscale and CMYK decode to 3), a JPEG whose header gives another size (bytes
+// of another sample, its checksums made right: issue 48 item 7) is a UserError naming
+// `what` and both sizes, raised from the header, before anything is decoded: a window
+// drawn on the recorded size is never cut from an image of another.
 struct JpegWindow {
   int top = 0, left = 0, height = 0, width = 0;
 };
 void decode_jpeg_planes(const uint8_t* data, size_t len, int scale_num, const std::string& what,
-                        std::vector<uint8_t>& planes, SampleShape* shape, JpegWindow* win = nullptr);
+                        std::vector<uint8_t>& planes, SampleShape* shape, JpegWindow* win = nullptr,
+                        const SampleShape* recorded = nullptr);
 std::vector<uint8_t> encode_jpeg(const RgbImage& img, int quality);
 // `prep --verify` of a stored JPEG: its header must give width × height (a UserError naming
 // `what` and both sizes, before anything is decoded), then all of its entropy-coded data is

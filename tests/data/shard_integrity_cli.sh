@@ -161,7 +161,7 @@ for mode in fast exact; do
   for seed in 1 2; do  # two runs of 160 samples (20 epochs of the 24 train samples' 3 batches)
     run "pj$mode$seed" "$C" train --data "$TMP/pj" --model "flatten linear(3)" --augment rrc32,hflip --batch-size 8 \
       --max-steps 20 --seed "$seed" --no-tensorboard --no-eval --jpeg-decode "$mode" --run-dir "$TMP/r-pj$mode$seed"
-    expect_error "pj$mode$seed" "sample 5: a stored JPEG of $TMP/pj is not a readable JPEG \(Corrupt JPEG data"
+    expect_error "pj$mode$seed" "shard $TMP/pj/$SHARD: sample 5 \(train sample 5\): a stored JPEG of $TMP/pj is not a readable JPEG \(Corrupt JPEG data"
   done
 done
 run pjverify "$C" prep --verify "$TMP/pj"

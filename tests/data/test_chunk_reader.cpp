@@ -9,9 +9,10 @@
 //    chunk and Fletcher32, as HDF5 refuses it; ranges elsewhere still read;
 //  - a checksum stored byte-pair-swapped (HDF5 before 1.6.3) is accepted, as HDF5 does;
 //  - the shard's /chunk_addresses (prep's list: file offset, stored checksum and index per
-//    chunk, in file order) equals HDF5's own lookups; a list gone stale (entries pointing
-//    at the next valid chunks, or at no chunk) is named as stale — never read as data,
-//    never as damage;
+//    chunk, in file order) equals HDF5's own lookups; a list gone stale or shifted in file
+//    order (entries pointing at the next valid chunks, every row or from row 2 on, or at
+//    no chunk: issue 48 item 5) is refused when the shard is opened, naming the row that
+//    is not HDF5's (the first or the last) — never read as data, never as damage;
 //  - two rows of the list swapped (issue 39: read as good data), and two rows' offsets and
 //    checksums swapped with their indices kept, are refused when the shard is opened;
 //  - a list of an older prep (no index column) in file order is used (the bytes are
@@ -226,12 +227,12 @@ TEST_F(ChunkReaderTest, GzipShardsKeepHdf5sPath) {
 }
 
 namespace {
-// Rewrites the offset column of a shard's /chunk_addresses (the rest as it is).
-void set_list_offsets(const std::string& path, const std::vector<uint64_t>& offsets) {
+// Rewrites column `col` of a shard's /chunk_addresses (0: the offsets; the rest as it is).
+void set_list_offsets(const std::string& path, const std::vector<uint64_t>& offsets, hsize_t col = 0) {
   H5Id f(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
   H5Id d = h5_dataset(H5Dopen2(f, "/chunk_addresses", H5P_DEFAULT));
   H5Id fs_ = h5_space(H5Dget_space(d));
-  const hsize_t start[2] = {0, 0}, count[2] = {offsets.size(), 1};
+  const hsize_t start[2] = {0, col}, count[2] = {offsets.size(), 1};
   H5Sselect_hyperslab(fs_, H5S_SELECT_SET, start, nullptr, count, nullptr);
   H5Id ms = h5_space(H5Screate_simple(2, count, nullptr));
   ASSERT_GE(H5Dwrite(d, H5T_NATIVE_UINT64, ms, fs_, H5P_DEFAULT, offsets.data()), 0);
@@ -270,33 +271,61 @@ TEST_F(ChunkReaderTest, TheShardsChunkListIsHdf5sAndAStaleOneIsNamed) {
   for (int64_t c = 1; c < n; ++c)  // as prep writes them: in file order, back to back
     EXPECT_EQ(rows[static_cast<size_t>(3 * c)], rows[static_cast<size_t>(3 * c - 3)] + kRaggedChunk + 4) << c;
   // The entries of chunks 2.. pointing at the chunk after (valid chunks, the wrong ones; in
-  // file order, as a list left behind by a rewrite of the file can be): named stale.
+  // file order, as a list left behind by a rewrite of the file can be, or as issue 48 item
+  // 5 shifted one): the last row is not HDF5's, refused when the shard is opened.
+  const auto refused_at_open = [&](int64_t row, uint64_t says, uint64_t hdf5) {
+    s = open_shard(path);
+    try {
+      DirectChunkReader::open(path, s.images);
+      ADD_FAILURE() << "a list whose row " << row << " is not HDF5's was taken";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("has a /chunk_addresses list that does not match its chunks (row " +
+                                           std::to_string(row) + " says file offset " + std::to_string(says) +
+                                           ", HDF5 says " + std::to_string(hdf5) + ": the list was edited or damaged)"),
+                std::string::npos)
+          << e.what();
+    }
+    s = Shard();
+  };
+  const uint64_t last = rows[static_cast<size_t>(3 * (n - 1))];
   std::vector<uint64_t> offsets(static_cast<size_t>(n));
   for (int64_t c = 0; c < n; ++c)
     offsets[static_cast<size_t>(c)] = rows[static_cast<size_t>(3 * c)] + (c >= 2 ? kRaggedChunk + 4 : 0);
   set_list_offsets(path, offsets);
+  refused_at_open(n - 1, last + kRaggedChunk + 4, last);
+  // Every row shifted by one chunk (the first row too): row 0 is named.
+  for (int64_t c = 0; c < n; ++c) offsets[static_cast<size_t>(c)] = rows[static_cast<size_t>(3 * c)] + kRaggedChunk + 4;
+  set_list_offsets(path, offsets);
+  refused_at_open(0, rows[0] + kRaggedChunk + 4, rows[0]);
+  // Pointing at no chunk (a byte past each, from chunk 2 on): the last row is not HDF5's.
+  for (int64_t c = 0; c < n; ++c) offsets[static_cast<size_t>(c)] = rows[static_cast<size_t>(3 * c)] + (c >= 2);
+  set_list_offsets(path, offsets);
+  refused_at_open(n - 1, last + 1, last);
+  // The offsets right again: the list is taken and reads as HDF5 reads.
+  for (int64_t c = 0; c < n; ++c) offsets[static_cast<size_t>(c)] = rows[static_cast<size_t>(3 * c)];
+  set_list_offsets(path, offsets);
   s = open_shard(path);
   auto r = DirectChunkReader::open(path, s.images);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->chunk_list(), DirectChunkReader::ChunkList::used);
+  EXPECT_EQ(direct_read(*r, 0, static_cast<int64_t>(s.bytes.size())), s.bytes);
+  r.reset();
+  s = Shard();
+  // Row 2 holding chunk 3's checksum (its offset right): the chunk found there is not the
+  // one listed, named as the list's fault when it is read, never read as data.
+  std::vector<uint64_t> sums(static_cast<size_t>(n));
+  for (int64_t c = 0; c < n; ++c) sums[static_cast<size_t>(c)] = rows[static_cast<size_t>(3 * c + 1)];
+  sums[2] = rows[3 * 3 + 1];
+  set_list_offsets(path, sums, 1);
+  s = open_shard(path);
+  r = DirectChunkReader::open(path, s.images);
   ASSERT_NE(r, nullptr);
   EXPECT_NE(
       read_error(*r, 2 * kRaggedChunk, 2 * kRaggedChunk + 10)
           .find("has a /chunk_addresses list that does not match its chunks (another chunk lies where chunk 2 was"),
-      std::string::npos)
-      << "chunk 3's bytes read as chunk 2's?";
+      std::string::npos);
   EXPECT_EQ(direct_read(*r, 0, 2 * kRaggedChunk),  // chunks 0 and 1 are listed right
             std::vector<uint8_t>(s.bytes.begin(), s.bytes.begin() + 2 * kRaggedChunk));
-  r.reset();
-  s = Shard();
-  // Pointing at no chunk (a byte past each): the checksum fails, HDF5's lookup disagrees
-  // with the list, so the list is named, not the data.
-  for (int64_t c = 0; c < n; ++c) offsets[static_cast<size_t>(c)] = rows[static_cast<size_t>(3 * c)] + (c >= 2);
-  set_list_offsets(path, offsets);
-  s = open_shard(path);
-  r = DirectChunkReader::open(path, s.images);
-  EXPECT_NE(read_error(*r, 2 * kRaggedChunk, 2 * kRaggedChunk + 10)
-                .find("has a /chunk_addresses list that does not match its chunks (chunk 2 is elsewhere"),
-            std::string::npos)
-      << "a list entry pointing at the superblock unnoticed?";
 }
 
 namespace {

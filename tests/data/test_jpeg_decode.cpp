@@ -7,7 +7,9 @@
 //  - the fast mode stays close to the exact decode (mean absolute difference < 2 levels);
 //  - bytes that are not a JPEG are a UserError naming the sample;
 //  - a JPEG damaged in its entropy-coded data is that error in the fast mode too, for a
-//    window above, over or below the damage (libjpeg warns only at the end of the data).
+//    window above, over or below the damage (libjpeg warns only at the end of the data);
+//  - a JPEG whose header gives another size than the recorded (/shapes) one is a UserError
+//    naming both sizes, before anything is decoded.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -165,4 +167,33 @@ TEST(JpegDecode, ADamagedJpegIsAnErrorInTheFastModeWhereverTheWindowIs) {
           << "scale " << m << "/8, window rows " << t << ".." << t + win.height - 1 << " of " << H
           << " delivered without an error";
     }
+}
+
+// Issue 48 item 7: another sample's JPEG (two samples' bytes swapped, checksums made
+// right) was decoded as this one: the exact decode trained on it, the fast mode cut a
+// window drawn on the recorded size from it (an internal error, or silently wrong pixels).
+// With the recorded size, a header of another size is a UserError naming both sizes, at
+// every scale and window; the recorded size itself decodes as before.
+TEST(JpegDecode, AJpegOfAnotherSizeThanRecordedIsAnError) {
+  const std::vector<uint8_t> bytes = encode_jpeg(photo(64, 57, 3), 90);
+  std::vector<uint8_t> planes;
+  SampleShape sh;
+  const SampleShape recorded{3, 64, 39}, right{3, 57, 64};
+  JpegWindow win{0, 5, 30, 30};
+  for (JpegWindow* w : {static_cast<JpegWindow*>(nullptr), &win}) {
+    try {
+      decode_jpeg_planes(bytes.data(), bytes.size(), 8, "sample 1 of D", planes, &sh, w, &recorded);
+      FAIL() << "a 64x57 JPEG decoded as the 39x64 sample it replaced" << (w ? " (window)" : "");
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("sample 1 of D is a 64x57 JPEG by its header but its /shapes entry says "
+                                           "39x64; the shard is damaged"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  JpegWindow ok{0, 5, 30, 30};
+  decode_jpeg_planes(bytes.data(), bytes.size(), 8, "sample 1 of D", planes, &sh, &ok, &right);
+  decode_jpeg_planes(bytes.data(), bytes.size(), 4, "sample 1 of D", planes, &sh, nullptr, &right);
+  EXPECT_EQ(sh.width, 32);
+  EXPECT_EQ(sh.height, 29);
 }
