@@ -22,7 +22,7 @@
 # appended to or truncated.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
-can_be_nobody || { echo "SKIP: needs root and setpriv (nobody plants the links)"; exit 77; }
+can_be_nobody || { echo "SKIP: nobody plants the links: needs tests/lib.sh can_be_nobody (root, util-linux)"; exit 77; }
 C="$CNNSCALE"
 nobody_dir >/dev/null || { bad "cannot make \$TMP passable for nobody"; finish; }
 SH="$TMP/shared" ROOTONLY="$TMP/rootonly"
