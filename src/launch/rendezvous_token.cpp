@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "util/atomic_file.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
 
@@ -72,8 +73,9 @@ std::string write_token_file(const std::string& path) {
   if (ec)
     fail("rank 0 cannot create the run directory ", p.parent_path().string(), " for the rendezvous token: ",
          ec.message(), "; choose a --run-dir this user can write");
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  // A random temporary name, O_EXCL | O_NOFOLLOW (util/atomic_file.hpp; issue 48).
+  std::string tmp;
+  const int fd = create_temporary(path, 0600, &tmp);
   if (fd < 0)
     fail("rank 0 cannot write the rendezvous token file ", tmp, ": ", std::strerror(errno),
          "; choose a --run-dir this user can write, or set CNNSCALE_RENDEZVOUS_TOKEN on every rank");

@@ -39,7 +39,8 @@ std::optional<std::string> token_from_env();
 std::string token_file_for_run_dir(const std::string& run_dir);
 
 // Rank 0: a fresh random token written to `path` (mode 0600, written to a temporary
-// name and renamed, the directory created if missing); returns the token. UserError
+// file — util/atomic_file.hpp create_temporary: a random name, O_EXCL | O_NOFOLLOW —
+// and renamed, the directory created if missing); returns the token. UserError
 // naming the path when it cannot be written.
 std::string write_token_file(const std::string& path);
 

@@ -90,11 +90,14 @@ std::optional<std::string> input_bound_note(const RunRecord& r, double threshold
 void check_report_options(const ReportOptions& options);
 
 // Writes report.md, report.html, scaling.csv and report.json into options.output_dir
-// (util/atomic_file.hpp: each replaced whole, written through a symbolic link; UserError
-// before any is written when one of them is a directory, a device, a FIFO, ...).
+// (util/atomic_file.hpp: each replaced whole, written through a symbolic link the
+// output-file rule allows; UserError before any is written when one of them is a
+// directory, a device, a FIFO, another user's link in /tmp, ...).
 void write_report(const Report& report);
-// UserError when --output DIR exists as something else than a directory, or when one of
-// the four files there is something write_report would refuse. Before the analysis.
+// UserError when --output DIR exists as something else than a directory, when it
+// belongs to another user than the caller or root (issue 48: its owner controls every
+// name in it), or when one of the four files there is something write_report would
+// refuse. Before the analysis.
 void check_report_output(const std::string& output_dir);
 
 }  // namespace cnnscale::report

@@ -17,6 +17,9 @@ void check_report_output(const std::string& output_dir) {
   if (fs::exists(output_dir, ec) && !fs::is_directory(output_dir, ec))
     fail("cannot write the report into --output '", output_dir,
          "': it exists and is not a directory; give --output a new or existing folder");
+  // Four files written one by one into a folder: its owner must be trusted (issue 48).
+  check_own_directory(output_dir, "the report's --output folder",
+                      "choose an --output folder you own (one that does not exist yet is created for you)");
   for (const char* f : kFiles) output_target((fs::path(output_dir) / f).string());
 }
 

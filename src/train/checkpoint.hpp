@@ -10,9 +10,10 @@
 //     algorithms, nn/conv_algo.hpp; absent for the CPU model and in older checkpoints;
 //     a resumed run reapplies it so that it runs the algorithms of the run it continues)
 // Datasets are chunked with HDF5's fletcher32 checksum, so a flipped bit is detected
-// on read. Rank 0 writes "<name>.tmp", fsyncs, renames, then rewrites `latest`
-// atomically: a crash at any moment leaves the previous checkpoint intact and
-// `latest` naming a complete file. The sample order is a pure function of (seed,
+// on read. Rank 0 writes a temporary file beside it (util/atomic_file.hpp: a random
+// name, created exclusively), fsyncs, renames, then rewrites `latest` atomically: a
+// crash at any moment leaves the previous checkpoint intact and `latest` naming a
+// complete file. The sample order is a pure function of (seed,
 // epoch), so (epoch, step_in_epoch) is the whole sampler state; dropout is a pure
 // function of (seed, step, sample), so there is no other RNG state to save.
 #pragma once

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -243,14 +244,60 @@ std::string LockHolder::describe() const {
   return s;
 }
 
+void check_run_directory(const std::string& dir) {
+  resolve_links(dir, "cannot use the run directory (--run-dir)");
+  check_own_directory(dir, "run directory (--run-dir)",
+                      "choose a --run-dir you own (a path that does not exist yet is created for you)");
+  const uid_t me = ::geteuid();
+  // in_place: a file written where it is (not replaced by a rename), so a hard link matters.
+  auto check_entry = [&](const std::string& path, bool in_place) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return;
+    if (S_ISLNK(st.st_mode)) {
+      std::error_code ec;
+      const fs::path to = fs::read_symlink(path, ec);
+      fail("run directory (--run-dir) '", dir, "' holds a symbolic link '", path, "'",
+           ec ? std::string() : " (to '" + to.string() + "')", ", made by ", describe_uid(st.st_uid),
+           ": a training writes its files into the run directory itself, never through links (a link there could "
+           "send run.json, metrics.jsonl, run.lock or checkpoints onto other files); remove the link (rm '",
+           path, "'), or choose a --run-dir you own that holds none");
+    }
+    if (st.st_uid != me && st.st_uid != 0)
+      fail("run directory (--run-dir) '", dir, "' holds '", path, "', which belongs to ", describe_uid(st.st_uid),
+           ", not to you (you are ", describe_uid(me),
+           "): a training would write or replace it; choose a --run-dir you own, or remove it if it is not needed");
+    if (in_place && S_ISREG(st.st_mode) && st.st_nlink > 1)
+      fail("run directory (--run-dir) '", dir, "' holds '", path, "', which has ", st.st_nlink - 1,
+           " other hard link(s): a training writes it in place, so every name of it would change; remove it (rm '",
+           path, "') or choose another --run-dir");
+  };
+  check_entry(dir + "/" + kRunLockFile, true);
+  check_entry(dir + "/metrics.jsonl", true);
+  for (const char* name : {"run.json", "checkpoints", "tb"}) check_entry(dir + "/" + name, false);
+  struct stat st {};
+  const std::string ckpt = dir + "/checkpoints";
+  if (::lstat(ckpt.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(ckpt, ec)) {
+      const std::string n = e.path().filename().string();
+      const bool step_file = n.rfind("step-", 0) == 0 && n.size() > 8 && n.substr(n.size() - 3) == ".h5";
+      if (n == "latest" || step_file) check_entry(e.path().string(), false);
+    }
+  }
+}
+
 RunDirLock RunDirLock::acquire(const std::string& dir, const LockHolder& me, std::string* unsupported) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail("cannot create run directory (--run-dir) '", dir, "': ", ec.message(), "; choose a writable location");
+  check_run_directory(dir);
   const std::string path = dir + "/" + kRunLockFile;
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: a link put there after the check is not followed (issue 48).
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0)
-    fail("cannot open the run directory's lock file '", path, "': ", std::strerror(errno),
+    fail("cannot open the run directory's lock file '", path, "': ",
+         errno == ELOOP ? std::string("it is a symbolic link, which cnnscale does not follow there; remove it")
+                        : std::string(std::strerror(errno)),
          "; choose a writable --run-dir");
   RunDirLock lock;
   // `cnnscale watch` takes a shared lock for an instant to see whether a run still holds
@@ -264,11 +311,11 @@ RunDirLock RunDirLock::acquire(const std::string& dir, const LockHolder& me, std
   }
   if (rc != 0) {
     if (err == EWOULDBLOCK) {
-      std::ifstream in(path);
-      std::stringstream text;
-      text << in.rdbuf();
+      std::string text(4096, '\0');  // from the file opened (not the path again)
+      const ssize_t got = ::pread(fd, text.data(), text.size(), 0);
+      text.resize(got > 0 ? static_cast<size_t>(got) : 0);
       ::close(fd);
-      const LockHolder holder = LockHolder::parse(text.str());
+      const LockHolder holder = LockHolder::parse(text);
       // The lock outlived the training it records (issue 39); util/process.hpp tells a
       // training in its own pid namespace, which records the pid it has there, from that.
       if (const std::string who = lock_taken_by_other(path, holder.host, holder.pid); !who.empty()) {

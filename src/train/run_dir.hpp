@@ -83,12 +83,30 @@ struct LockHolder {
   std::string describe() const;  // "pid 123 on node1 (Slurm job 45), since 2026-11-23T15:30:00Z"
 };
 
+// Rank 0, before anything is written there (RunDirLock::acquire calls it; issue 48): a
+// run directory must be one its caller can trust with what a training writes into it,
+// else UserError naming the directory (or the entry), the owner and the fix (choose a
+// --run-dir you own):
+//  - it belongs to the caller or to root (util/atomic_file.hpp check_own_directory): the
+//    owner of a directory can rename, replace or link any name in it at any moment;
+//  - the symbolic links on its path pass the output-file rule (resolve_links: none
+//    planted by another user in a sticky folder anyone can write, such as /tmp);
+//  - no symbolic link at a name a training writes — run.lock, run.json, metrics.jsonl,
+//    checkpoints, tb, checkpoints/latest, checkpoints/step-*.h5 — and no entry there of
+//    another user (root's are fine): cnnscale writes its run files into the directory
+//    itself, never through links;
+//  - run.lock and metrics.jsonl, written in place, have no other hard link.
+// run.lock and metrics.jsonl are also opened with O_NOFOLLOW, so a link put there after
+// this check is not followed either.
+void check_run_directory(const std::string& dir);
+
 // Holds RUN_DIR/run.lock (created with the directory) until destroyed. Move-only.
 class RunDirLock {
  public:
   RunDirLock() = default;
-  // Throws UserError naming the holder when another process holds the lock, and when
-  // the directory or the lock file cannot be created. On a file system without
+  // Throws UserError naming the holder when another process holds the lock, when
+  // the directory or the lock file cannot be created, and when check_run_directory
+  // refuses the directory. On a file system without
   // locks, *unsupported (when given) says why and an unlocked handle is returned.
   static RunDirLock acquire(const std::string& dir, const LockHolder& me, std::string* unsupported = nullptr);
   ~RunDirLock();

@@ -28,7 +28,12 @@ void MetricsLog::open(const std::string& run_dir) {
   if (run_dir.empty()) return;
   ensure_directory(run_dir, "run directory (--run-dir)");
   path_ = run_dir + "/metrics.jsonl";
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: appended to in place, so never through a link (issue 48; RunDir checked
+  // the directory, this covers a link put there since).
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd_ < 0 && errno == ELOOP)
+    fail("cannot write '", path_, "': it is a symbolic link, and cnnscale appends to metrics.jsonl only in the run "
+         "directory itself; remove the link, or choose a --run-dir you own");
   if (fd_ < 0) fail("cannot write '", path_, "': ", std::strerror(errno), "; choose a writable --run-dir");
 }
 

@@ -21,7 +21,8 @@ class MetricsLog {
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
-  // Opens run_dir/metrics.jsonl for appending (creates run_dir); no-op when run_dir is empty.
+  // Opens run_dir/metrics.jsonl for appending (creates run_dir), never through a symbolic
+  // link (O_NOFOLLOW; UserError naming it); no-op when run_dir is empty.
   void open(const std::string& run_dir);
   void append(const nlohmann::json& record);  // thread-safe (rank 0's end record, train/run_end.hpp)
   int64_t lines_lost() const { return lost_; }

@@ -6,8 +6,9 @@
 #     boundary: checkpoint, status 75, like SIGUSR1;
 #  3. SIGTERM to mpirun reaches the ranks only after Open MPI's odls_base_sigkill_timeout
 #     (docs/checkpoints.md): with that set, the checkpoint is written all the same;
-#  4. metrics.jsonl lines that cannot be written (/dev/full) are a warning, a count in
-#     run.json and a non-zero status, never silent loss;
+#  4. metrics.jsonl lines that cannot be written (a full device: metrics.jsonl made with
+#     mknod as /dev/full's twin; a link to /dev/full is refused since issue 48) are a
+#     warning, a count in run.json and a non-zero status, never silent loss;
 #  5. --threads 0 is an error, not a silent 1; without --threads, OMP_NUM_THREADS (what the
 #     Slurm templates export from --cpus-per-task) is the thread count, and run.json says it.
 set -u
@@ -68,14 +69,20 @@ expect_eq "no temporary file left" "" "$(find "$R/checkpoints" -name '*.tmp.*')"
 
 # 4. metrics.jsonl on a full device.
 R="$TMP/full"
-mkdir -p "$R" && ln -s /dev/full "$R/metrics.jsonl"
-timeout 300 $M -n 2 "$CNNSCALE" train "${ARGS[@]}" --log-every 1 --max-steps 5 --run-dir "$R" >"$TMP/full.out" 2>&1
-expect_ne "lost metrics: non-zero status" 0 "$?"
-expect_grep "lost metrics: warned when it happened" "cnnscale: warning: cannot append to $R/metrics.jsonl: No space left on device" "$TMP/full.out"
-expect_grep "lost metrics: error at the end" "cnnscale: error: ([0-9]+) of \1 lines could not be written to $R/metrics.jsonl \(No space left on device\)" "$TMP/full.out"
-lost=$(sed -n 's/.*error: \([0-9]*\) of .*/\1/p' "$TMP/full.out")
-expect_eq "run.json counts them (at least the 5 step lines)" "$lost yes" \
-  "$(python3 -c "import json; n = json.load(open('$R/run.json')).get('metrics_lines_lost'); print(n, 'yes' if (n or 0) >= 5 else 'no')" 2>&1)"
+mkdir -p "$R"
+# metrics.jsonl is opened with O_NOFOLLOW and a run directory holding links is refused
+# (issue 48): a device node of its own, as root; without mknod (not root) this part skips.
+if ! mknod "$R/metrics.jsonl" c "0x$(stat -c '%t' /dev/full)" "0x$(stat -c '%T' /dev/full)" 2>/dev/null; then
+  echo "note: part 4 (metrics on a full device) skipped: mknod needs root (CAP_MKNOD)"
+else
+  timeout 300 $M -n 2 "$CNNSCALE" train "${ARGS[@]}" --log-every 1 --max-steps 5 --run-dir "$R" >"$TMP/full.out" 2>&1
+  expect_ne "lost metrics: non-zero status" 0 "$?"
+  expect_grep "lost metrics: warned when it happened" "cnnscale: warning: cannot append to $R/metrics.jsonl: No space left on device" "$TMP/full.out"
+  expect_grep "lost metrics: error at the end" "cnnscale: error: ([0-9]+) of \1 lines could not be written to $R/metrics.jsonl \(No space left on device\)" "$TMP/full.out"
+  lost=$(sed -n 's/.*error: \([0-9]*\) of .*/\1/p' "$TMP/full.out")
+  expect_eq "run.json counts them (at least the 5 step lines)" "$lost yes" \
+    "$(python3 -c "import json; n = json.load(open('$R/run.json')).get('metrics_lines_lost'); print(n, 'yes' if (n or 0) >= 5 else 'no')" 2>&1)"
+fi
 
 # 5. --threads 0.
 "$CNNSCALE" train --synthetic --max-steps 1 --threads 0 >"$TMP/t0.out" 2>&1

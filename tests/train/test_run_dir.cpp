@@ -1,9 +1,14 @@
 // test_run_dir.cpp — the run-directory rules without MPI: the run's identity (what is
 // in it, what is not, naming differences), the lock (a second holder is refused and
 // named; a killed holder releases it), --resume none / --force-new plans, moving an
-// old run aside, run.json across segments, and checkpoint pruning by step.
+// old run aside, run.json across segments, and checkpoint pruning by step. Issue 48, as
+// root: a run directory of another user (uid 65534), one reached through another user's
+// link in a sticky folder, or one holding links (or another user's files) at the names a
+// training writes is refused before anything is written; run.lock and metrics.jsonl are
+// never opened through a link.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +21,7 @@
 #include "train/optimizer.hpp"
 #include "train/run_dir.hpp"
 #include "train/run_end.hpp"
+#include "train/run_files.hpp"
 #include "util/error.hpp"
 
 namespace fs = std::filesystem;
@@ -406,4 +412,135 @@ TEST(CheckpointTuning, OptionalAttributeRoundTripsAndIsValidated) {
               std::string::npos)
         << e.what();
   }
+}
+
+// ---- issue 48: a run directory another user controls ----
+
+namespace {
+
+constexpr uid_t kNobody = 65534;
+
+// Root's private file (0600, "secret") beside the run directories of a test.
+struct Hostile {
+  TempDir t;
+  std::string priv = t.path + "/private.txt";
+  Hostile() {
+    std::ofstream(priv) << "secret";
+    chmod(priv.c_str(), 0600);
+  }
+  void expect_private_untouched() const {
+    EXPECT_EQ(slurp(priv), "secret");
+    struct stat st {};
+    ASSERT_EQ(stat(priv.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0600u);
+  }
+  // `link` -> `to`, owned by uid 65534 (as nobody's `ln -s` makes it).
+  static void strangers_link(const std::string& to, const std::string& link) {
+    fs::create_symlink(to, link);
+    ASSERT_EQ(lchown(link.c_str(), kNobody, kNobody), 0);
+  }
+};
+
+std::string acquire_error(const std::string& dir) {
+  try {
+    RunDirLock l = RunDirLock::acquire(dir, LockHolder{});
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(RunDirTrust, AnotherUsersDirectoryIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (chown)";
+  Hostile h;
+  const std::string dir = h.t.path + "/run";  // `mkdir -m 777` by nobody
+  ASSERT_EQ(mkdir(dir.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(dir.c_str(), 0777), 0);
+  ASSERT_EQ(chown(dir.c_str(), kNobody, kNobody), 0);
+  const std::string e = acquire_error(dir);
+  EXPECT_NE(e.find("run directory (--run-dir) '" + dir + "' belongs to "), std::string::npos) << e;
+  EXPECT_NE(e.find("uid 65534), not to you (you are root (uid 0))"), std::string::npos) << e;
+  EXPECT_NE(e.find("choose a --run-dir you own"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(dir + "/run.lock"));
+  // Root's own directory, mode 777 or not, is the caller's.
+  ASSERT_EQ(chown(dir.c_str(), 0, 0), 0);
+  EXPECT_EQ(acquire_error(dir), "");
+}
+
+TEST(RunDirTrust, LinksAtTheNamesATrainingWritesAreRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (lchown)";
+  Hostile h;
+  for (const std::string name : {"run.lock", "run.json", "metrics.jsonl", "checkpoints", "tb", "checkpoints/latest",
+                                 "checkpoints/step-00000004.h5"}) {
+    const std::string dir = h.t.path + "/run-" + std::to_string(std::hash<std::string>()(name));
+    fs::create_directories(dir + "/checkpoints");
+    if (name == "checkpoints") fs::remove(dir + "/checkpoints");
+    Hostile::strangers_link(name == "checkpoints" ? h.t.path : h.priv, dir + "/" + name);
+    const std::string e = acquire_error(dir);
+    EXPECT_NE(e.find("run directory (--run-dir) '" + dir + "' holds a symbolic link '" + dir + "/" + name + "' (to '"),
+              std::string::npos)
+        << name << ": " << e;
+    EXPECT_NE(e.find("remove the link (rm '" + dir + "/" + name + "'), or choose a --run-dir you own"),
+              std::string::npos)
+        << name << ": " << e;
+    h.expect_private_untouched();
+  }
+  // The caller's own link is no better there: metrics.jsonl and run.lock are written in place.
+  const std::string own = h.t.path + "/own";
+  fs::create_directories(own);
+  fs::create_symlink(h.priv, own + "/metrics.jsonl");
+  EXPECT_NE(acquire_error(own).find("holds a symbolic link '" + own + "/metrics.jsonl'"), std::string::npos);
+  h.expect_private_untouched();
+}
+
+TEST(RunDirTrust, AnotherUsersFilesAndHardLinksAreRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (chown)";
+  Hostile h;
+  const std::string dir = h.t.path + "/run";
+  fs::create_directories(dir);
+  touch(dir + "/run.json", "{}");
+  ASSERT_EQ(chown((dir + "/run.json").c_str(), kNobody, kNobody), 0);
+  const std::string e = acquire_error(dir);
+  EXPECT_NE(e.find("holds '" + dir + "/run.json', which belongs to "), std::string::npos) << e;
+  fs::remove(dir + "/run.json");
+  fs::create_hard_link(h.priv, dir + "/run.lock");  // root's own file, a second name in the run directory
+  const std::string l = acquire_error(dir);
+  EXPECT_NE(l.find("holds '" + dir + "/run.lock', which has 1 other hard link(s)"), std::string::npos) << l;
+  h.expect_private_untouched();
+}
+
+TEST(RunDirTrust, AStrangersLinkToTheRunDirectoryInASharedFolderIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (lchown)";
+  Hostile h;
+  const std::string shared = h.t.path + "/shared", real = h.t.path + "/root-run";
+  fs::create_directories(shared);
+  ASSERT_EQ(chmod(shared.c_str(), 01777), 0);
+  fs::create_directories(real);
+  Hostile::strangers_link(real, shared + "/run");
+  const std::string e = acquire_error(shared + "/run");
+  EXPECT_NE(e.find("cannot use the run directory (--run-dir) '" + shared + "/run': it is a symbolic link owned by"),
+            std::string::npos)
+      << e;
+  EXPECT_TRUE(fs::is_empty(real));
+}
+
+TEST(RunDirTrust, RunLockAndMetricsAreNeverOpenedThroughALink) {
+  Hostile h;
+  const std::string dir = h.t.path + "/run";
+  fs::create_directories(dir);
+  // Put there after RunDir's check (the race it cannot close): the open itself refuses.
+  fs::create_symlink(h.priv, dir + "/metrics.jsonl");
+  MetricsLog m;
+  try {
+    m.open(dir);
+    m.append({{"step", 1}});
+    ADD_FAILURE() << "metrics.jsonl was opened through a link";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot write '" + dir + "/metrics.jsonl': it is a symbolic link"),
+              std::string::npos)
+        << e.what();
+  }
+  h.expect_private_untouched();
 }
