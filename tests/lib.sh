@@ -100,6 +100,24 @@ expect_bf16_refused() {
   expect_eq "$label: nothing trained or written" "" \
     "$(find "$dir" \( -name 'step-*.h5' -o -name run.json -o -name metrics.jsonl \) 2>/dev/null | head -3)"
 }
+# run NAME CMD...: runs CMD, its stdout and stderr in $TMP/NAME.out and $TMP/NAME.err, its
+# status in $st. expect_error NAME REGEX: that run exited 2 with exactly one
+# `cnnscale: error:` line, matching REGEX. (A test may define its own run, as prep_cli.sh.)
+run() { local n=$1; shift; "$@" >"$TMP/$n.out" 2>"$TMP/$n.err"; st=$?; }
+expect_error() {
+  expect_eq "$1 exit status" 2 "$st"
+  expect_grep "$1 message" "^cnnscale: error: .*$2" "$TMP/$1.err"
+  expect_eq "$1 one error line" 1 "$(grep -c '^cnnscale: error:' "$TMP/$1.err")"
+}
+# photo_folder DIR: 30 PNG photos of 40-89 × 40-89 pixels in DIR/c0..c2 (an image folder).
+photo_folder() {
+  local i
+  for i in $(seq 1 30); do
+    mkdir -p "$1/c$((i % 3))"
+    "$CNNSCALE_BUILD/tests/cnnscale_imagefolder_tool" png "$1/c$((i % 3))/$i.png" $((40 + i * 13 % 50)) \
+      $((40 + i * 7 % 50)) 3 "$i"
+  done
+}
 expect_file() { if [ -s "$2" ]; then ok "$1"; else bad "$1 (missing or empty: $2)"; fi; }
 # require_python "MODULES" "PACKAGES": $PY becomes the first of python3 and
 # /usr/bin/python3 that runs `import MODULES` (comma-separated, as import takes them);

@@ -19,12 +19,6 @@ DIFF="$CNNSCALE_BUILD/tests/ckpt_diff"
 M=("$MPIEXEC" --allow-run-as-root --oversubscribe --bind-to none)
 C="$CNNSCALE"
 SMALL="conv(16,3,1,1) relu maxpool(2) conv(32,3,1,1) relu maxpool(2) flatten linear(10)"
-run() { local n=$1; shift; "$@" >"$TMP/$n.out" 2>"$TMP/$n.err"; st=$?; }
-expect_error() {  # NAME REGEX: exit 2, exactly one error line, matching REGEX
-  expect_eq "$1 exit status" 2 "$st"
-  expect_grep "$1 message" "^cnnscale: error: .*$2" "$TMP/$1.err"
-  expect_eq "$1 one error line" 1 "$(grep -c '^cnnscale: error:' "$TMP/$1.err")"
-}
 
 python3 "$CNNSCALE_SOURCE/tests/data/make_cifar.py" /usr/share/datasets/fashion-mnist \
   "$TMP/dl/cifar-10-batches-bin" 1200 1000

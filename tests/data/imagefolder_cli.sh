@@ -15,12 +15,6 @@ set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 TOOL="$CNNSCALE_BUILD/tests/cnnscale_imagefolder_tool"
 C="$CNNSCALE"
-run() { local n=$1; shift; "$@" >"$TMP/$n.out" 2>"$TMP/$n.err"; st=$?; }
-expect_error() {  # NAME REGEX: exit 2, exactly one error line, matching REGEX
-  expect_eq "$1 exit status" 2 "$st"
-  expect_grep "$1 message" "^cnnscale: error: .*$2" "$TMP/$1.err"
-  expect_eq "$1 one error line" 1 "$(grep -c '^cnnscale: error:' "$TMP/$1.err")"
-}
 R="$TMP/root"
 mkdir -p "$R"/train/{cat,dog} "$R"/val/{cat,dog}
 i=0

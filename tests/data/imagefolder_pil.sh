@@ -11,12 +11,6 @@ set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 C="$CNNSCALE"
 require_python "torchvision, PIL" "python3-torchvision"
-run() { local n=$1; shift; "$@" >"$TMP/$n.out" 2>"$TMP/$n.err"; st=$?; }
-expect_error() {
-  expect_eq "$1 exit status" 2 "$st"
-  expect_grep "$1 message" "^cnnscale: error: .*$2" "$TMP/$1.err"
-  expect_eq "$1 one error line" 1 "$(grep -c '^cnnscale: error:' "$TMP/$1.err")"
-}
 "$PY" "$CNNSCALE_SOURCE/tests/data/make_imagefolder.py" "$TMP" 24 "$TMP/exp" >"$TMP/make.out" 2>&1
 expect_eq "make_imagefolder.py exit status" 0 "$?"
 expect_grep "torchvision's class order" '^classes C_up a_cls b_cls samples 12$' "$TMP/make.out"

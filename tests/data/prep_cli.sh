@@ -17,11 +17,6 @@ C="$CNNSCALE"
 # run NAME ARGS...: runs cnnscale, keeping stdout/stderr in $TMP/NAME.{out,err}, status in $st
 run() { local n=$1; shift; "$C" "$@" >"$TMP/$n.out" 2>"$TMP/$n.err"; st=$?; }
 # expect_error NAME REGEX: exit 2 and exactly one error line matching REGEX
-expect_error() {
-  expect_eq "$1 exit status" 2 "$st"
-  expect_grep "$1 message" "^cnnscale: error: .*$2" "$TMP/$1.err"
-  expect_eq "$1 one error line" 1 "$(grep -c '^cnnscale: error:' "$TMP/$1.err")"
-}
 
 # ---- IDX: a small raw (uncompressed) MNIST-style directory made from the real files
 mkdir -p "$TMP/idx"

@@ -19,19 +19,9 @@
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 require_python "h5py, numpy" "python3-h5py python3-numpy"
-TOOL="$CNNSCALE_BUILD/tests/cnnscale_imagefolder_tool"
 C="$CNNSCALE"
-run() { local n=$1; shift; "$@" >"$TMP/$n.out" 2>"$TMP/$n.err"; st=$?; }
-expect_error() {  # NAME REGEX: exit 2, exactly one error line, matching REGEX
-  expect_eq "$1 exit status" 2 "$st"
-  expect_grep "$1 message" "^cnnscale: error: .*$2" "$TMP/$1.err"
-  expect_eq "$1 one error line" 1 "$(grep -c '^cnnscale: error:' "$TMP/$1.err")"
-}
 R="$TMP/photos"
-for i in $(seq 1 30); do
-  mkdir -p "$R/c$((i % 3))"
-  "$TOOL" png "$R/c$((i % 3))/$i.png" $((40 + i * 13 % 50)) $((40 + i * 7 % 50)) 3 "$i"
-done
+photo_folder "$R"
 run prep "$C" prep --format imagefolder --input "$R" --output "$TMP/om" --store original-max 64 --shards 1 \
   --val-fraction 0.2 --test-shards 1
 expect_eq "prep --store original-max 64 exit status" 0 "$st"
