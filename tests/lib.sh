@@ -118,6 +118,17 @@ photo_folder() {
       $((40 + i * 7 % 50)) 3 "$i"
   done
 }
+# small_run_json FILE: a run.json of one rank, 50 steps at 100 images/s: enough for report.
+small_run_json() {
+  python3 - "$1" <<'PY'
+import json, sys
+json.dump({"world_size": 1, "nodes": 1, "ranks_per_node": 1, "backend": "mpi", "device": "cpu", "model": "m",
+           "precision": "fp32", "batch_per_rank": 8, "global_batch": 8, "steps": 50, "images_per_s": 100.0,
+           "step_ms": {"median": 80, "p10": 70, "p90": 90},
+           "breakdown_ms": {"data": 1, "compute": 70, "comm_exposed": 0, "optimizer": 9},
+           "train_loss": 0.4, "test_accuracy": None}, open(sys.argv[1], "w"))
+PY
+}
 expect_file() { if [ -s "$2" ]; then ok "$1"; else bad "$1 (missing or empty: $2)"; fi; }
 # require_python "MODULES" "PACKAGES": $PY becomes the first of python3 and
 # /usr/bin/python3 that runs `import MODULES` (comma-separated, as import takes them);

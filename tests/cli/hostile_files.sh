@@ -71,14 +71,7 @@ expect_eq "train --timeline: no file made in root's closed folder" "" "$(ls -A "
 
 # report --output: a run to report on.
 mkdir -p "$TMP/run"
-python3 - "$TMP/run/run.json" <<'PY'
-import json, sys
-json.dump({"world_size": 1, "nodes": 1, "ranks_per_node": 1, "backend": "mpi", "device": "cpu", "model": "m",
-           "precision": "fp32", "batch_per_rank": 8, "global_batch": 8, "steps": 50, "images_per_s": 100.0,
-           "step_ms": {"median": 80, "p10": 70, "p90": 90},
-           "breakdown_ms": {"data": 1, "compute": 70, "comm_exposed": 0, "optimizer": 9},
-           "train_loss": 0.4, "test_accuracy": None}, open(sys.argv[1], "w"))
-PY
+small_run_json "$TMP/run/run.json"
 private report.txt
 as_nobody ln -s "$TMP/report.txt" "$SH/report.md"
 "$C" report "$TMP/run" --output "$SH" --bootstrap 0 >"$TMP/report-shared.out" 2>&1

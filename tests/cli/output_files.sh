@@ -64,14 +64,7 @@ expect_eq "timeline: refused before the training starts" 0 "$(grep -c -- '--time
 
 # report --output DIR: each of its four files by the same rule, none written when one is refused.
 mkdir -p "$TMP/run"
-python3 - "$TMP/run/run.json" <<'PY'
-import json, sys
-json.dump({"world_size": 1, "nodes": 1, "ranks_per_node": 1, "backend": "mpi", "device": "cpu", "model": "m",
-           "precision": "fp32", "batch_per_rank": 8, "global_batch": 8, "steps": 50, "images_per_s": 100.0,
-           "step_ms": {"median": 80, "p10": 70, "p90": 90},
-           "breakdown_ms": {"data": 1, "compute": 70, "comm_exposed": 0, "optimizer": 9},
-           "train_loss": 0.4, "test_accuracy": None}, open(sys.argv[1], "w"))
-PY
+small_run_json "$TMP/run/run.json"
 R="$TMP/rep"
 mkdir -p "$R/out" "$TMP/elsewhere"
 echo old >"$TMP/elsewhere/report.md"

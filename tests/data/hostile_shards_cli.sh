@@ -105,7 +105,9 @@ expect_eq "--store jpeg: train on the intact set: exit status" 0 "$st"
 # "A WxH(header of A now) WxH(recorded for A) B".
 swap_jpegs() {
   "$PY" - "$1" <<'PY'
-import sys, h5py, numpy as np
+import os, sys, h5py, numpy as np
+sys.path.insert(0, os.environ["CNNSCALE_SOURCE"] + "/tests/data")
+from shard_tamper import refresh_chunk_checksums
 path = sys.argv[1]
 with h5py.File(path, "r+") as f:
     o, sh, im = f["offsets"][...], f["shapes"][...], f["images"]
@@ -115,12 +117,7 @@ with h5py.File(path, "r+") as f:
     im[o[a]:o[b + 1]] = np.concatenate([jb, ja])  # HDF5 rewrites the chunks' Fletcher32
     o[b] = o[a] + len(jb); f["offsets"][...] = o
     f.flush()
-    t = f["chunk_addresses"]; rows = t[...]
-    with open(path, "rb") as raw:  # the list's copy of each chunk's checksum, from the file
-        for c in range(rows.shape[0]):
-            info = im.id.get_chunk_info(c); raw.seek(info.byte_offset + info.size - 4)
-            rows[c, 1] = int.from_bytes(raw.read(4), "little")
-    t[...] = rows
+    refresh_chunk_checksums(f, path)
     # sample a now holds b's JPEG (b's size), recorded as a's size; and the reverse
     print(a, "%dx%d" % (sh[b, 2], sh[b, 1]), "%dx%d" % (sh[a, 2], sh[a, 1]), b)
 PY

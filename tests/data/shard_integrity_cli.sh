@@ -133,19 +133,16 @@ run pj "$C" prep --format imagefolder --input "$R" --output "$TMP/pj" --store jp
 expect_eq "prep --store jpeg 64 exit status" 0 "$st"
 in_file_order "--store jpeg" "$TMP/pj"
 "$PY" - "$TMP/pj/$SHARD" 5 <<'PY'
-import sys, h5py
+import os, sys, h5py
+sys.path.insert(0, os.environ["CNNSCALE_SOURCE"] + "/tests/data")
+from shard_tamper import refresh_chunk_checksums
 path, s = sys.argv[1], int(sys.argv[2])
 with h5py.File(path, "r+") as f:
     o, im = f["offsets"][:], f["images"]
     mid = int(o[s]) + (int(o[s + 1]) - int(o[s])) // 2
     seg = im[mid:mid + 64]; seg ^= 0x5A; im[mid:mid + 64] = seg  # HDF5 rewrites the chunks' Fletcher32
     f.flush()
-    t = f["chunk_addresses"]; rows = t[...]
-    with open(path, "rb") as raw:  # the list's copy of each chunk's checksum, from the file
-        for c in range(rows.shape[0]):
-            info = im.id.get_chunk_info(c); raw.seek(info.byte_offset + info.size - 4)
-            rows[c, 1] = int.from_bytes(raw.read(4), "little")
-    t[...] = rows
+    refresh_chunk_checksums(f, path)
 PY
 for mode in fast exact; do
   for seed in 1 2; do  # two runs of 160 samples (20 epochs of the 24 train samples' 3 batches)
