@@ -367,4 +367,19 @@ FusionPlan plan_gpu_fusion(const Graph& g, const std::vector<char>& nhwc, bool f
   return p;
 }
 
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::conv: return "conv";
+    case Op::relu: return "relu";
+    case Op::maxpool: return "maxpool";
+    case Op::avgpool: return "avgpool";
+    case Op::dropout: return "dropout";
+    case Op::flatten: return "flatten";
+    case Op::linear: return "linear";
+    case Op::bn: return "bn";
+    case Op::add: return "add";
+  }
+  return "?";
+}
+
 }  // namespace cnnscale::nn

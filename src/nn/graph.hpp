@@ -76,6 +76,9 @@ struct Graph {
   int tensor_count() const { return static_cast<int>(nodes.size()) + 1; }
 };
 
+// "conv", "relu", "maxpool", ... (messages, tools).
+const char* op_name(Op op);
+
 // Builds a Graph node by node. Each call returns the id of the tensor it produces.
 // Shape mistakes throw UserError (a spec-level caller adds the position).
 class GraphBuilder {

@@ -18,21 +18,6 @@ namespace cnnscale::nn {
 
 namespace {
 
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::conv: return "conv";
-    case Op::relu: return "relu";
-    case Op::maxpool: return "maxpool";
-    case Op::avgpool: return "avgpool";
-    case Op::dropout: return "dropout";
-    case Op::flatten: return "flatten";
-    case Op::linear: return "linear";
-    case Op::bn: return "bn";
-    case Op::add: return "add";
-  }
-  return "?";
-}
-
 // Whether a tensor's data (any layout; padding is zero) holds a NaN.
 bool tensor_has_nan(const Tensor& t) {
   const size_t bytes = t.md.get_size();

@@ -97,27 +97,12 @@ std::vector<float> host_grads(Model& m) {
   return h;
 }
 
-const char* op_text(nn::Op op) {
-  switch (op) {
-    case nn::Op::conv: return "conv";
-    case nn::Op::relu: return "relu";
-    case nn::Op::maxpool: return "maxpool";
-    case nn::Op::avgpool: return "avgpool";
-    case nn::Op::dropout: return "dropout";
-    case nn::Op::flatten: return "flatten";
-    case nn::Op::linear: return "linear";
-    case nn::Op::bn: return "bn";
-    case nn::Op::add: return "add";
-  }
-  return "?";
-}
-
 // --capture: the graph and every node's output of the forward that just ran.
 bool write_capture(const nn::Net& net, const std::string& dir) {
   const nn::Graph& g = net.graph();
   std::ofstream txt(dir + "/graph.txt");
   for (const nn::Node& nd : g.nodes) {
-    txt << nd.index << ' ' << op_text(nd.op) << " inputs=";
+    txt << nd.index << ' ' << nn::op_name(nd.op) << " inputs=";
     for (size_t i = 0; i < nd.inputs.size(); ++i) txt << (i ? "," : "") << nd.inputs[i];
     txt << " out=" << nd.out.c;
     if (!nd.out.flat) txt << ',' << nd.out.h << ',' << nd.out.w;
