@@ -100,6 +100,8 @@ int cmd_prep(int argc, char** argv) {
   if (vm.count("verify")) {
     const std::string dir = vm["verify"].as<std::string>();
     DatasetInfo info = load_dataset(dir);
+    if (const std::string w = unbound_warning(info); !w.empty())
+      std::fprintf(stderr, "cnnscale: warning: %s\n", w.c_str());
     int64_t last = 0;
     verify_dataset(info, [&](int64_t done, int64_t total) {
       if (total >= 10000 && done * 10 / total != last) {
@@ -108,9 +110,10 @@ int cmd_prep(int argc, char** argv) {
       }
     });
     std::printf("verify: %s is complete: %lld train + %lld test samples in %zu + %zu shards, %d classes, all "
-                "checksums match\n",
+                "checksums match%s\n",
                 info.dir.c_str(), static_cast<long long>(info.train.samples), static_cast<long long>(info.test.samples),
-                info.train.shards.size(), info.test.shards.size(), info.classes);
+                info.train.shards.size(), info.test.shards.size(), info.classes,
+                info.unbound_shards ? "" : ", every shard the one dataset.json records");
     return 0;
   }
   PrepOptions o;

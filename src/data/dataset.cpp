@@ -6,9 +6,13 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
+
+#include <map>
 #include <tuple>
 
 #include "data/h5util.hpp"
+#include "data/shard_digest.hpp"
 #include "util/error.hpp"
 #include "util/hdf5_lock.hpp"
 #include "util/json_bounded.hpp"
@@ -47,16 +51,17 @@ T get_field(const json& j, const char* key, const std::string& json_path) {
 
 // A ragged shard: /images is 1-D, /offsets (N+1) and /shapes (N×3) describe the samples
 // back to back; appends them to split.offsets / split.shapes.
+// Leaves the shard's own /offsets and /shapes in off / shp (for its digest).
 void check_ragged_shard(const DatasetInfo& info, SplitInfo& split, const ShardInfo& sh, const std::string& json_path,
-                        hid_t f, hid_t space) {
+                        hid_t f, hid_t space, std::vector<int64_t>& off, std::vector<int32_t>& shp) {
   hsize_t dims[8] = {0};
   if (H5Sget_simple_extent_ndims(space) != 1)
     fail("shard ", sh.path, ": /images is not 1-D as a ragged data set's (", json_path, " says sample_layout ",
          "ragged); ", kRerun);
   H5Sget_simple_extent_dims(space, dims, nullptr);
   const int64_t bytes = static_cast<int64_t>(dims[0]);
-  std::vector<int64_t> off(static_cast<size_t>(sh.samples + 1));
-  std::vector<int32_t> shp(static_cast<size_t>(3 * sh.samples));
+  off.resize(static_cast<size_t>(sh.samples + 1));
+  shp.resize(static_cast<size_t>(3 * sh.samples));
   for (auto [name, rank, want, buf, type] :
        {std::tuple{"/offsets", 1, sh.samples + 1, static_cast<void*>(off.data()), H5T_NATIVE_INT64},
         std::tuple{"/shapes", 2, sh.samples, static_cast<void*>(shp.data()), H5T_NATIVE_INT32}}) {
@@ -90,8 +95,8 @@ void check_ragged_shard(const DatasetInfo& info, SplitInfo& split, const ShardIn
 }
 
 // Opens /images and /labels of one shard and checks them against dataset.json;
-// appends the labels to split.labels.
-void check_shard(const DatasetInfo& info, SplitInfo& split, const ShardInfo& sh, const std::string& json_path) {
+// appends the labels to split.labels. Returns the shard's digest as found in the file.
+std::string check_shard(const DatasetInfo& info, SplitInfo& split, const ShardInfo& sh, const std::string& json_path) {
   if (!fs::exists(sh.path))
     fail("shard ", sh.path, " listed in ", json_path, " does not exist; copy the whole directory again or ", kRerun);
   std::string cause;
@@ -105,8 +110,10 @@ void check_shard(const DatasetInfo& info, SplitInfo& split, const ShardInfo& sh,
   H5Id space = h5_space(H5Dget_space(images));
   hsize_t dims[8] = {0};
   const int rank = H5Sget_simple_extent_ndims(space);
+  std::vector<int64_t> off;
+  std::vector<int32_t> shp;
   if (info.ragged) {
-    check_ragged_shard(info, split, sh, json_path, f, space);
+    check_ragged_shard(info, split, sh, json_path, f, space, off, shp);
   } else if (rank != 4) fail("shard ", sh.path, ": /images has ", rank, " dimensions, expected 4 (N×C×H×W); ", kRerun);
   H5Sget_simple_extent_dims(space, dims, nullptr);
   if (!info.ragged && static_cast<int64_t>(dims[0]) != sh.samples)
@@ -143,6 +150,8 @@ void check_shard(const DatasetInfo& info, SplitInfo& split, const ShardInfo& sh,
            ") is outside [0, ", info.classes, ") declared by ", json_path,
            "; fix the labels of the source data (or its classes) and ", kRerun);
   }
+  return shard_digest(sh.path, images, sh.samples, split.labels.data() + at, info.ragged ? off.data() : nullptr,
+                      info.ragged ? shp.data() : nullptr);
 }
 
 SplitInfo parse_split(const DatasetInfo& info, const json& splits, const std::string& name,
@@ -167,6 +176,12 @@ SplitInfo parse_split(const DatasetInfo& info, const json& splits, const std::st
     sh.path = info.dir + "/" + sh.file;
     sh.samples = get_field<int64_t>(jsh, "samples", where + ".shards[]");
     sh.first_index = jsh.contains("first_index") ? get_field<int64_t>(jsh, "first_index", where) : next;
+    if (jsh.contains("digest")) {
+      sh.digest = get_field<std::string>(jsh, "digest", where + ".shards[]");
+      if (sh.digest.rfind("sha256:", 0) != 0 || sh.digest.size() != 7 + 64)
+        fail(where, ": shard ", sh.file, " has digest '", sh.digest.substr(0, 80),
+             "', which is not \"sha256:\" and 64 hex digits as prep writes it; ", kRerun);
+    }
     if (sh.samples < 0 || sh.first_index != next)
       fail(where, ": shard ", sh.file, " has samples ", sh.samples, " and first_index ", sh.first_index,
            ", which do not follow the previous shards (expected first_index ", next, "); ", kRerun);
@@ -256,13 +271,51 @@ DatasetInfo load_dataset(const std::string& dir_in) {
   info.train = parse_split(info, splits, "train", json_path, true);
   info.test = parse_split(info, splits, "test", json_path, false);
 
+  // One file listed twice (by name, or through a link or a hard link to another listed
+  // file) would be read as two shards' samples: refused by name (issue 48 item 6).
+  std::map<std::pair<dev_t, ino_t>, std::string> seen;
+  for (const auto* split : {&info.train, &info.test})
+    for (const auto& sh : split->shards) {
+      struct stat st{};
+      if (::stat(sh.path.c_str(), &st) != 0) continue;  // check_shard names a missing shard
+      const std::string where = split->name + " shard " + sh.file;
+      const auto [it, fresh] = seen.emplace(std::pair{st.st_dev, st.st_ino}, where);
+      if (!fresh)
+        fail(json_path, " lists one file twice: ", it->second, " and ", where,
+             it->second.substr(it->second.find(" shard ") + 7) == sh.file ? "" : " are the same file (a link)",
+             "; every shard must be a file of its own — ", kRerun);
+    }
+
   Hdf5Lock lock(hdf5_mutex());
   h5_quiet();
   for (auto* split : {&info.train, &info.test}) {
     split->labels.reserve(static_cast<size_t>(split->samples));
-    for (const auto& sh : split->shards) check_shard(info, *split, sh, json_path);
+    for (auto& sh : split->shards) {
+      const std::string found = check_shard(info, *split, sh, json_path);
+      if (sh.digest.empty()) {
+        ++info.unbound_shards;
+        sh.digest = found;
+      } else if (found != sh.digest) {
+        std::string copy_of;  // the listed shard whose recorded digest it has, if any
+        for (const auto* other : {&info.train, &info.test})
+          for (const auto& o : other->shards)
+            if (o.digest == found && copy_of.empty()) copy_of = other->name + " shard " + o.file;
+        fail("shard ", sh.path, " is not the shard ", json_path, " lists: its digest is ", found.substr(0, 23),
+             "… but dataset.json records ", sh.digest.substr(0, 23), "… (",
+             copy_of.empty() ? "a file of another prep run or another data set was put in its place"
+                             : "it is a copy of " + copy_of,
+             "); copy the whole directory again from where it was made, or ", kRerun);
+      }
+    }
   }
   return info;
+}
+
+std::string unbound_warning(const DatasetInfo& info) {
+  if (info.unbound_shards == 0) return "";
+  return info.dir + "/dataset.json records no digest for " + std::to_string(info.unbound_shards) +
+         " shard(s) (an older cnnscale prep's data set): a shard file swapped in goes undetected; re-run " +
+         "`cnnscale prep` to bind the shards to their data set";
 }
 
 }  // namespace cnnscale

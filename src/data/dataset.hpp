@@ -3,7 +3,9 @@
 //
 // load_dataset() reads dataset.json and opens every shard: counts, sample shape and
 // dtype must agree, labels (read whole: 4 bytes per sample) must lie in
-// [0, classes). Images are not read here (verify_dataset() does that, chunk by
+// [0, classes), no file may be listed twice (by name, link or hard link), and each shard's
+// digest (shard_digest.hpp: count, labels, chunk checksums) must be the one dataset.json
+// records — a copy of another shard or another data set's shard is refused by name. Images are not read here (verify_dataset() does that, chunk by
 // chunk, so every fletcher32 checksum is checked). Every failure is a UserError
 // naming the file, the cause and the fix.
 #pragma once
@@ -24,6 +26,9 @@ struct ShardInfo {
   std::string path;  // dir + "/" + file
   int64_t samples = 0;
   int64_t first_index = 0;  // global index (within the split) of the shard's sample 0
+  // Its digest (shard_digest.hpp): as dataset.json records it and load_dataset() found it
+  // in the file; computed only, where dataset.json records none (an older prep's).
+  std::string digest;
 };
 
 struct SplitInfo {
@@ -57,7 +62,13 @@ struct DatasetInfo {
   int64_t chunk_samples = 0;
   std::string compression = "none";
   SplitInfo train, test;  // test.samples == 0: the data set has no test split
+  // Shards whose digest dataset.json does not record (an older prep's data set): not bound
+  // to it, so a file swapped in goes unseen; callers warn (unbound_warning()).
+  int unbound_shards = 0;
 };
+
+// "" when every shard is bound, else the warning that says how many are not and the fix.
+std::string unbound_warning(const DatasetInfo& info);
 
 // Reads and checks `dir`. Throws UserError (see above).
 DatasetInfo load_dataset(const std::string& dir);

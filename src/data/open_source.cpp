@@ -6,6 +6,7 @@
 #include "data/augment.hpp"
 #include "data/hdf5_source.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace cnnscale {
 
@@ -38,6 +39,7 @@ DataSources open_local(const DataOptions& o, int rank, int world) {
     return d;
   }
   auto info = std::make_shared<const DatasetInfo>(load_dataset(o.dir));
+  if (const std::string w = unbound_warning(*info); !w.empty()) log_warn(w);
   ReaderOptions ro;
   ro.batch_per_rank = o.batch_per_rank;
   ro.seed = o.seed;

@@ -389,6 +389,14 @@ PrepResult run_prep(const PrepOptions& o) {
     const std::vector<std::string> names = train->class_names();
     if (!names.empty() && static_cast<int>(names.size()) == classes) j["class_names"] = names;
     write_file_atomic(tmp + "/dataset.json", j.dump(2) + "\n");
+    // Each shard's digest, found by the readers' own check of what was just written
+    // (load_dataset: counts, shapes, labels, then shard_digest), binds the shards to this
+    // dataset.json (issue 48 item 6).
+    const DatasetInfo made = load_dataset(tmp);
+    for (const auto* split : {&made.train, &made.test})
+      for (size_t i = 0; i < split->shards.size(); ++i)
+        j["splits"][split->name]["shards"][i]["digest"] = split->shards[i].digest;
+    write_file_atomic(tmp + "/dataset.json", j.dump(2) + "\n");
     if (stop_signal_received()) stop("after writing every shard, before moving " + tmp + " into place");
     // Into place: an existing (empty, or --force) output is moved aside first.
     if (fs::exists(out)) {

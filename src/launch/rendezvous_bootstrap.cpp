@@ -172,11 +172,19 @@ ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& 
 
   // Announce this rank; a second process claiming the same rank is an error.
   const std::string me = ctx.host + "\n" + std::to_string(ctx.size);
-  if (!store.create("cnnscale/join/" + std::to_string(ctx.rank), me))
-    fail("rank ", ctx.rank, " joined the rendezvous at ", store.where(), " twice: two processes were started with ",
-         li.rank_var, "=", ctx.rank, ". Give every process its own rank (0..", ctx.size - 1, ")");
+  const auto joined_at = std::chrono::steady_clock::now();
+  if (!store.create(kJoinPrefix + std::to_string(ctx.rank), me)) {
+    std::string first;  // the claim that came first: its host
+    store.try_get(kJoinPrefix + std::to_string(ctx.rank), &first);
+    first = first.substr(0, std::min<size_t>(first.find('\n'), 64));
+    fail("rank ", ctx.rank, " joined the rendezvous at ", store.where(), " twice: a process on host '", first,
+         "' had already joined as rank ", ctx.rank, " (", li.rank_var, "=", ctx.rank,
+         "). Two processes were started with that rank, or one that is not this job's claimed it (it holds the job's "
+         "rendezvous token, if one is set; rank 0 names its address). Give every process its own rank (0..",
+         ctx.size - 1, "), stop the other one, and start the job again");
+  }
   std::vector<std::string> keys;
-  for (int r = 0; r < ctx.size; ++r) keys.push_back("cnnscale/join/" + std::to_string(r));
+  for (int r = 0; r < ctx.size; ++r) keys.push_back(kJoinPrefix + std::to_string(r));
   const auto ms = std::chrono::milliseconds(static_cast<long>(timeout * 1000));
   const std::vector<std::string> missing = store.wait(keys, ms);
   if (!missing.empty()) {
@@ -201,6 +209,40 @@ ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& 
     if (size_s != std::to_string(ctx.size))
       fail("rank ", r, " was started with a world size of ", size_s, " but rank ", ctx.rank, " with ", ctx.size, " (",
            li.size_var, "); give every rank the same world size");
+  }
+  // Rank 0 (it serves the store, so it knows who created each join key): a rank that joined
+  // from an address of this host under another host name is no rank of this job on another
+  // node (issue 48 item 14: a holder of the job's token claimed rank 1 before the real one,
+  // and rank 0 blamed MASTER_ADDR through the loopback check below). Rank 0 serves on until
+  // the real rank comes (its claim is refused: "joined twice", at once) or the timeout, then
+  // names the claim(s).
+  for (int r = 1; r < ctx.size; ++r) {
+    const std::string at = store.claim_address(keys[static_cast<size_t>(r)]);
+    const std::string& host = hosts[static_cast<size_t>(r)];
+    const bool this_host = at.rfind("127.", 0) == 0 || at == "::1" || at == store.local_address();
+    if (at.empty() || !this_host || host == ctx.host) continue;
+    const double left =
+        timeout - std::chrono::duration<double>(std::chrono::steady_clock::now() - joined_at).count();
+    const std::string mark = kClaimedTwicePrefix + std::to_string(r);
+    const auto again = store.wait({mark}, std::chrono::milliseconds(static_cast<long>(std::max(0.0, left) * 1000)));
+    const std::string claim = "rank " + std::to_string(r) + " joined the rendezvous at " + store.where() +
+                              " from address " + at + " — an address of this host, which is '" + ctx.host +
+                              "' — but as host '" + host.substr(0, 64) + "'";
+    if (again.empty()) {
+      std::string second;
+      store.try_get(mark, &second);
+      const size_t nl = second.find('\n');
+      fail(claim, "; then a second process claimed rank ", r, ", as host '", second.substr(0, nl), "' at ",
+           nl == std::string::npos ? "?" : second.substr(nl + 1),
+           " (it was refused: \"joined twice\"). The first is not this job's rank ", r,
+           ": a process that holds the job's rendezvous token claimed it. Stop it (on ", ctx.host,
+           ", `ss -tnp` shows who is connected to port ", store.where().substr(store.where().rfind(':') + 1, 5),
+           "), keep the token to this job, and start the job again");
+    }
+    fail(claim, ", and no other process claimed rank ", r, " within ", timeout,
+         " s (--collective-timeout). A process on this host that is not this job's rank ", r,
+         " claimed it (it holds the job's rendezvous token, if one is set), or rank ", r,
+         "'s host name is wrong; MASTER_ADDR is not at fault. Stop that process and start the job again");
   }
   // Topology from the hosts: a node is a host name, numbered in order of its lowest rank.
   std::map<std::string, int> node_of;

@@ -304,6 +304,8 @@ class RendezvousStore::Server {
     add(bad_request, "dropped # client(s) that sent a request beyond its limits", "");
     add(stalled, "dropped # client(s) that did not read their replies", "");
     add(in_flight, "dropped # client(s) beyond the bytes in flight a world needs", "");
+    add(second_claim, "refused # claim(s) of a rank that had already joined",
+        "two processes were started as one rank, or one that is not this job's rank claimed it");
     return out;
   }
 
@@ -336,6 +338,7 @@ class RendezvousStore::Server {
     bad_request,
     stalled,
     in_flight,
+    second_claim,
     kKinds
   };
   struct Incident {
@@ -571,7 +574,10 @@ class RendezvousStore::Server {
     const char op = c.in[0];
     auto it = kv_.find(key);
     const bool absent = it == kv_.end();
-    if (op == 'c' && !absent) return kNo;
+    if (op == 'c' && !absent) {
+      if (key.rfind(kJoinPrefix, 0) == 0) second_claim_of(c, key, it->second);
+      return kNo;
+    }
     const size_t old = absent ? 0 : key.size() + it->second.size();
     const size_t bytes_after = bytes_ - old + key.size() + vlen;
     if ((absent && kv_.size() + 1 > lim_.max_keys) || bytes_after > lim_.max_bytes) {
@@ -604,8 +610,52 @@ class RendezvousStore::Server {
     bytes_ = bytes_after;
     keys_ = kv_.size();
     held_bytes_ = bytes_;
+    if (op == 'c' && key.rfind(kJoinPrefix, 0) == 0) {
+      std::lock_guard<std::mutex> lock(incidents_mu_);
+      claims_[key] = c.peer;
+    }
     return kYes;
   }
+
+  // A rank's join key created a second time (issue 48 item 14: a holder of the job's token
+  // claimed rank 1 first, and the real rank 1 was kept out): warned about at once, naming
+  // both claims, and recorded under cnnscale/claimed-twice/R ("host\naddress" of the
+  // second) so that rank 0, waiting on a claim it doubts, learns of it.
+  void second_claim_of(Conn& c, const std::string& key, const std::string& first_value) {
+    const std::string rank = key.substr(std::strlen(kJoinPrefix));
+    const std::string second_value = c.in.substr(5 + key.size() + 4, get_le(&c.in[5 + key.size()], 4));
+    const auto host = [](const std::string& v) {
+      std::string h(1, '\'');
+      h.append(v, 0, std::min<size_t>(v.find('\n'), 64));
+      h.push_back('\'');
+      return h;
+    };
+    std::string first_at;
+    {
+      std::lock_guard<std::mutex> lock(incidents_mu_);
+      first_at = claims_.count(key) ? claims_[key] : "?";
+    }
+    note(second_claim, c.peer, [&] {
+      return "rank " + rank + " was claimed again, by host " + host(second_value) + " at " + c.peer +
+             "; it had joined from host " + host(first_value) + " at " + first_at +
+             ": two processes were started as rank " + rank + ", or one that is not this job's rank claimed it";
+    });
+    const std::string mark = std::string(kClaimedTwicePrefix) + rank;
+    if (!kv_.count(mark) && kv_.size() < lim_.max_keys + 64) {  // one per rank: bounded by the world
+      kv_[mark] = second_value.substr(0, second_value.find('\n')).substr(0, 256) + "\n" + c.peer;
+      keys_ = kv_.size();
+    }
+  }
+
+ public:
+  // The address of the client that created join key `key` ("" if none did).
+  std::string claim_address(const std::string& key) const {
+    std::lock_guard<std::mutex> lock(incidents_mu_);
+    auto it = claims_.find(key);
+    return it == claims_.end() ? std::string() : it->second;
+  }
+
+ private:
 
   // Sends or receives what is due on c (ev: its poll events).
   void serve(Conn& c, short ev, char* buf) {
@@ -728,6 +778,7 @@ class RendezvousStore::Server {
   std::atomic<size_t> keys_{0}, held_bytes_{0};
   mutable std::mutex incidents_mu_;
   std::array<Incident, kKinds> incidents_{};
+  std::map<std::string, std::string> claims_;  // join key → the address of the client that created it
   int listen_fd_ = -1, wake_[2] = {-1, -1};
   std::thread thread_;
 };
@@ -755,6 +806,10 @@ RendezvousStore::~RendezvousStore() {
 }
 
 RendezvousStore::Held RendezvousStore::held() const { return server_ ? server_->held() : Held{}; }
+
+std::string RendezvousStore::claim_address(const std::string& key) const {
+  return server_ ? server_->claim_address(key) : std::string();
+}
 
 std::string RendezvousStore::refusals() const {
   const std::string r = server_ ? server_->refusals() : std::string();

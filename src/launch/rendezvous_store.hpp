@@ -62,6 +62,11 @@ namespace cnnscale {
 // compacts them; the store holds ~4·W² bytes of them, 64 MiB at 4096 ranks). Larger
 // jobs use srun or mpirun (MPI's own wire-up).
 constexpr int kMaxRendezvousRanks = 4096;
+// The key each rank creates when it joins (+ its rank; value "host\nworld size"), and the key
+// the store sets when a rank's join key is created a second time (+ the rank; value
+// "host\naddress" of the second claim).
+constexpr const char* kJoinPrefix = "cnnscale/join/";
+constexpr const char* kClaimedTwicePrefix = "cnnscale/claimed-twice/";
 
 enum class StoreProtocol { cnnscale, torch };
 
@@ -123,6 +128,9 @@ class RendezvousStore {
   // refused 2 client(s) that presented another rendezvous token (the last from 10.0.0.7):
   // set CNNSCALE_RENDEZVOUS_TOKEN to the same value on every rank; …".
   std::string refusals() const;
+  // The serving rank: the address of the client that created `key` (a key under
+  // kJoinPrefix; "" for others, on other ranks, or when none did).
+  std::string claim_address(const std::string& key) const;
 
  private:
   class Server;

@@ -15,7 +15,9 @@
 #    rows swapped, verify names it and reads ignore it (a warning) and train exactly the same;
 #  - dataset.json's sample_layout changed from ragged to jpeg: --verify names the layout;
 #  - a stored JPEG (--store jpeg) with 64 bytes flipped, its checksums made consistent:
-#    `train --jpeg-decode fast` and `exact`, and --verify, name sample 5.
+#    refused at open (the shard's digest no longer is dataset.json's); with dataset.json's
+#    digests rewritten too (shard_tamper.rebind), `train --jpeg-decode fast` and `exact`,
+#    and --verify, name sample 5.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 require_python "h5py, numpy" "python3-h5py python3-numpy"
@@ -144,6 +146,10 @@ with h5py.File(path, "r+") as f:
     f.flush()
     refresh_chunk_checksums(f, path)
 PY
+run pjdigest "$C" prep --verify "$TMP/pj"
+expect_error pjdigest "shard $TMP/pj/$SHARD is not the shard $TMP/pj/dataset.json lists: its digest is"
+"$PY" -c 'import os, sys; sys.path.insert(0, os.environ["CNNSCALE_SOURCE"] + "/tests/data")
+from shard_tamper import rebind; rebind(sys.argv[1])' "$TMP/pj"
 for mode in fast exact; do
   for seed in 1 2; do  # two runs of 160 samples (20 epochs of the 24 train samples' 3 batches)
     run "pj$mode$seed" "$C" train --data "$TMP/pj" --model "flatten linear(3)" --augment rrc32,hflip --batch-size 8 \

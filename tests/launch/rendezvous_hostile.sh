@@ -20,6 +20,12 @@
 #  6. Issue 39 items 2, 3: rank 0 alone, met by a rank 1 with another token, one without a
 #     token, and a flood of strangers: it warns about each as it happens, and its final
 #     error names each (with the address) before the advice about WORLD_SIZE.
+#  8. Issue 48 item 14: a holder of the job's token claims rank 1 as host 'impostor' from this
+#     host, before the real rank 1 (rank 0 used to blame MASTER_ADDR at once and exit, and the
+#     real rank 1 then waited out its timeout): the real rank 1 gets "joined twice" within
+#     seconds, naming the first claim's host; rank 0 warns at once and its error names both
+#     claims (host and address) and says MASTER_ADDR is not at fault. Alone (no real rank 1),
+#     rank 0 names the claim at its timeout.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -207,6 +213,83 @@ expect_eq "silent flood: rank 1 was in and done within 20 s (took $took s)" 1 "$
 expect_grep "silent flood: rank 0 says what it dropped" \
   "^cnnscale: warning: rendezvous store: dropped a connection from 127.0.0.1 that sent nothing for 250 ms while others waited" \
   "$TMP/s0.out"
+
+# 8. Issue 48 item 14: a token holder claims rank 1 first. The impostor speaks the store's
+#    protocol with the token (HMAC handshake), creates rank 1's join key as host 'impostor'
+#    and holds its connection.
+cat >"$TMP/impostor.py" <<'PY'
+import hashlib, hmac, os, socket, struct, sys, time
+port, token = int(sys.argv[1]), sys.argv[2].encode()
+mac = lambda label, a, b: hmac.new(token, label + a + b, hashlib.sha256).digest()
+deadline = time.time() + 20
+while True:
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        break
+    except OSError:
+        if time.time() > deadline:
+            print("impostor: no store"); sys.exit(1)
+        time.sleep(0.1)
+def recv(n):
+    b = b""
+    while len(b) < n:
+        got = s.recv(n - len(b))
+        if not got: raise SystemExit("impostor: closed")
+        b += got
+    return b
+cn = os.urandom(32)
+s.sendall(b"CNSTORE3\1" + cn + mac(b"cnnscale-hello", cn, bytes(32)))
+back = recv(41)
+assert back[8] == 1, "impostor: mode %d" % back[8]
+sn = back[9:41]
+s.sendall(mac(b"cnnscale-client", sn, cn))
+assert recv(1) == b"\1" and recv(32) == mac(b"cnnscale-server", cn, sn)
+key, val = b"cnnscale/join/1", b"impostor\n2"
+s.sendall(b"c" + struct.pack("<I", len(key)) + key + struct.pack("<I", len(val)) + val)
+print("impostor: claimed rank 1, reply %d" % recv(1)[0], flush=True)
+time.sleep(60)
+PY
+port=$(free_port)
+rank 0 "$port" "$TMP/i0.out" "$TOK" -- "${TRAIN[@]}" --collective-timeout 20 &
+r0=$!
+python3 "$TMP/impostor.py" "$port" "${TOK#*=}" >"$TMP/impostor.out" 2>&1 &
+imp=$!
+for _ in $(seq 100); do grep -q "claimed" "$TMP/impostor.out" && break; sleep 0.1; done
+expect_grep "impostor: holds the token and claimed rank 1" "impostor: claimed rank 1, reply 1" "$TMP/impostor.out"
+sleep 1  # rank 0 has seen every rank join
+t0=$(date +%s)
+rank 1 "$port" "$TMP/i1.out" "$TOK" -- "${TRAIN[@]}" --collective-timeout 20
+expect_eq "impostor: the real rank 1 exit status" 2 "$?"
+took=$(($(date +%s) - t0))
+expect_eq "impostor: the real rank 1 is told within 5 s (took $took s)" 1 "$([ "$took" -le 5 ] && echo 1)"
+expect_grep "impostor: the real rank 1 gets 'joined twice', naming the first claim's host" \
+  "^cnnscale: error: rank 1 joined the rendezvous at 127.0.0.1:$port .* twice: a process on host 'impostor' had already joined as rank 1" \
+  "$TMP/i1.out"
+wait $r0
+expect_eq "impostor: rank 0 exit status" 2 "$?"
+kill $imp 2>/dev/null
+wait $imp 2>/dev/null
+H=$(hostname)
+expect_grep "impostor: rank 0 warned at once, naming both claims" \
+  "^cnnscale: warning: rendezvous store: rank 1 was claimed again, by host '$H' at 127.0.0.1; it had joined from host 'impostor' at 127.0.0.1" \
+  "$TMP/i0.out"
+expect_grep "impostor: rank 0's error names the claim and the second one, not MASTER_ADDR" \
+  "^cnnscale: error: rank 1 joined the rendezvous at .* from address 127.0.0.1 — an address of this host, which is '$H' — but as host 'impostor'; then a second process claimed rank 1, as host '$H' at 127.0.0.1 \(it was refused: \"joined twice\"\). The first is not this job's rank 1" \
+  "$TMP/i0.out"
+expect_eq "impostor: rank 0 does not blame MASTER_ADDR" 0 "$(grep -c 'set MASTER_ADDR' "$TMP/i0.out")"
+# Alone: no real rank 1 comes; rank 0 names the claim at its timeout.
+port=$(free_port)
+rank 0 "$port" "$TMP/j0.out" "$TOK" -- "${TRAIN[@]}" --collective-timeout 4 &
+r0=$!
+python3 "$TMP/impostor.py" "$port" "${TOK#*=}" >"$TMP/impostor2.out" 2>&1 &
+imp=$!
+wait $r0
+expect_eq "impostor alone: rank 0 exit status" 2 "$?"
+kill $imp 2>/dev/null
+wait $imp 2>/dev/null
+expect_grep "impostor alone: rank 0 names the claim and says MASTER_ADDR is not at fault" \
+  "^cnnscale: error: rank 1 joined the rendezvous at .* from address 127.0.0.1 — an address of this host, which is '$H' — but as host 'impostor', and no other process claimed rank 1 within 4 s \(--collective-timeout\)\. .*MASTER_ADDR is not at fault" \
+  "$TMP/j0.out"
 
 # 6. Rank 0 alone: a rank 1 with another token, one without, strangers; rank 0 names each.
 port=$(free_port)
