@@ -94,23 +94,23 @@ int cmd_train(int argc, char** argv) {
       "max-steps", po::value(&o.max_steps)->default_value(0), "stop after this many steps (0: no limit)")(
       "batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "samples per rank per step")(
       "seed", po::value(&o.seed)->default_value(o.seed), "seed for initialisation, sample order and dropout")(
-      "lr", po::value(&o.lr.lr)->default_value(o.lr.lr), "learning rate (for --lr-reference-batch)")(
+      "lr", po::value(&o.lr.lr)->default_value(o.lr.lr, shortest(o.lr.lr)), "learning rate (for --lr-reference-batch)")(
       "lr-scaling", po::value(&o.lr.scaling)->default_value(o.lr.scaling),
       "linear|sqrt|none: scale --lr by global batch / reference batch")(
       "lr-reference-batch", po::value(&o.lr.reference_batch)->default_value(o.lr.reference_batch),
       "the batch --lr was tuned for")("warmup-epochs",
-                                      po::value(&o.lr.warmup_epochs)->default_value(o.lr.warmup_epochs),
+                                      po::value(&o.lr.warmup_epochs)->default_value(o.lr.warmup_epochs, shortest(o.lr.warmup_epochs)),
                                       "ramp from --lr to the scaled lr over this many epochs (Goyal et al.)")(
       "lr-decay", po::value(&o.lr.decay)->default_value(o.lr.decay), "none|step|cosine after warm-up")(
       "lr-step-epochs", po::value(&o.lr.step_epochs)->default_value(o.lr.step_epochs), "epochs per step decay")(
-      "lr-gamma", po::value(&o.lr.gamma)->default_value(o.lr.gamma), "factor per step decay")(
+      "lr-gamma", po::value(&o.lr.gamma)->default_value(o.lr.gamma, shortest(o.lr.gamma)), "factor per step decay")(
       "optimizer", po::value(&o.optimizer.kind)->default_value(o.optimizer.kind), "sgd|adamw")(
-      "momentum", po::value(&o.optimizer.momentum)->default_value(o.optimizer.momentum), "SGD momentum")(
+      "momentum", po::value(&o.optimizer.momentum)->default_value(o.optimizer.momentum, shortest(o.optimizer.momentum)), "SGD momentum")(
       "nesterov", po::bool_switch(&o.optimizer.nesterov), "Nesterov momentum")(
-      "weight-decay", po::value(&o.optimizer.weight_decay)->default_value(o.optimizer.weight_decay),
+      "weight-decay", po::value(&o.optimizer.weight_decay)->default_value(o.optimizer.weight_decay, shortest(o.optimizer.weight_decay)),
       "L2 (SGD) or decoupled (AdamW) weight decay")(
-      "beta1", po::value(&o.optimizer.beta1)->default_value(o.optimizer.beta1), "AdamW beta1")(
-      "beta2", po::value(&o.optimizer.beta2)->default_value(o.optimizer.beta2), "AdamW beta2")(
+      "beta1", po::value(&o.optimizer.beta1)->default_value(o.optimizer.beta1, shortest(o.optimizer.beta1)), "AdamW beta1")(
+      "beta2", po::value(&o.optimizer.beta2)->default_value(o.optimizer.beta2, shortest(o.optimizer.beta2)), "AdamW beta2")(
       "no-eval", po::bool_switch(), "skip test-split evaluation at epoch ends");
   po::options_description par("Parallelism");
   par.add_options()("backend", po::value(&backend)->default_value(backend),
@@ -120,8 +120,8 @@ int cmd_train(int argc, char** argv) {
       "auto|cuda|cpu: where each rank trains. auto: a GPU with NCCL (one GPU per rank), else the CPU. cuda with "
       "--backend mpi or gloo: GPU ranks over a host data plane (gradients staged through pinned host memory; ranks "
       "may share a GPU; not yet run on a GPU: docs/gpu.md). cpu: the CPU model whatever GPUs there are")(
-      "bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb), "gradient bucket size (MiB)")(
-      "first-bucket-mb", po::value(&o.first_bucket_mb)->default_value(o.first_bucket_mb),
+      "bucket-mb", po::value(&o.bucket_mb)->default_value(o.bucket_mb, shortest(o.bucket_mb)), "gradient bucket size (MiB)")(
+      "first-bucket-mb", po::value(&o.first_bucket_mb)->default_value(o.first_bucket_mb, shortest(o.first_bucket_mb)),
       "size of the first bucket, started earliest in backward (MiB)")(
       "check-replicas", po::value(&o.check_replicas)->default_value(0),
       "every N steps verify that all ranks hold bitwise-identical parameters (0: off)")(
@@ -157,7 +157,7 @@ int cmd_train(int argc, char** argv) {
       "with --resume none: move the run already in --run-dir to RUN_DIR/previous-<time>/ and start afresh")(
       "keep-checkpoints", po::value(&o.keep_checkpoints)->default_value(o.keep_checkpoints),
       "newest checkpoints to keep")("collective-timeout",
-                                    po::value(&o.collective_timeout)->default_value(o.collective_timeout),
+                                    po::value(&o.collective_timeout)->default_value(o.collective_timeout, shortest(o.collective_timeout)),
                                     "seconds before a silent rank is reported")(
       "on-nan", po::value(&on_nan)->default_value(on_nan), "stop|skip-step when the loss is not finite (skip-step: the update is skipped and the step "
       "leaves no trace; a NaN it cannot undo — in a parameter, or on the GPU in batch-norm statistics — "

@@ -6,11 +6,24 @@
 // and reports whether --help was asked for (the caller then prints usage).
 #pragma once
 #include <boost/program_options.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <string>
 #include <vector>
 
 namespace cnnscale::cli {
+
+// A default's text in --help: the shortest form that reads back as the same double
+// ("0.1", not Boost's "0.10000000000000001").
+inline std::string shortest(double v) {
+  char buf[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
 
 namespace po = boost::program_options;
 

@@ -38,6 +38,26 @@ std::optional<std::string> input_bound_note(const RunRecord& r, double threshold
          "alone (docs/data.md).";
 }
 
+std::optional<std::string> superlinear_note(const std::vector<ScalingRow>& rows, ScalingMode mode, double margin) {
+  const ScalingRow* worst = nullptr;
+  for (const auto& r : rows)
+    if (&r != &rows.front() && r.efficiency > 1 + margin && (!worst || r.efficiency > worst->efficiency)) worst = &r;
+  if (!worst) return std::nullopt;
+  const ScalingRow& base = rows.front();
+  return "Parallel efficiency above 100% at " + std::to_string(worst->ranks) + " ranks (" +
+         fmt_pct(worst->efficiency) + ", " + fmt_num(worst->images_per_s, 3) + " images/s against " +
+         fmt_num(base.images_per_s, 3) + " at " + std::to_string(base.ranks) + " rank(s)): faster than ideal. " +
+         (mode == ScalingMode::weak
+              ? "With the same work per rank that is not scaling: the baseline run was slower than it should have "
+                "been (a loaded or shared machine, CPU frequency, another job on the node)"
+              : "Strong scaling can gain from a smaller per-rank working set fitting in cache, but the usual cause is a "
+                "baseline run slower than it should have been (a loaded or shared machine, CPU frequency, another "
+                "job on the node)") +
+         ", and every speedup and efficiency here is relative to it. Rerun the " + std::to_string(base.ranks) +
+         "-rank baseline on the same idle nodes, with repeats (several runs at each count: the report takes "
+         "their median), before using these numbers.";
+}
+
 void check_report_options(const ReportOptions& o) {
   check_option("--efficiency-threshold", o.efficiency_threshold, 0, false, 1,
                "the parallel efficiency the recommendation keeps, e.g. 0.8");
@@ -100,6 +120,7 @@ Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& 
     ga.budget = make_budget(g, ga.rows, ga.projections,
                             {options.epochs, options.train_samples, options.node_hour_cost,
                              options.efficiency_threshold, options.target_accuracy});
+    if (auto s = superlinear_note(ga.rows, g.mode)) ga.notes.push_back(*s);
     for (const auto& r : g.runs)
       if (auto s = straggler_note(r)) ga.notes.push_back(*s);
     for (const auto& r : g.runs)

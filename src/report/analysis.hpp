@@ -78,6 +78,13 @@ Report analyze_runs(const ReportOptions& options, const std::vector<RunRecord>& 
 // other rank waits for at each step. nullopt otherwise or without the field.
 std::optional<std::string> straggler_note(const RunRecord& r, double threshold = 0.05);
 
+// A note when a measured row's parallel efficiency exceeds 100 % by more than `margin`
+// (default 5 %): faster than ideal, which in weak scaling only a baseline measured too slow
+// gives (a loaded machine: a demo on a busy 2-core machine showed 125.9 %), and in strong
+// scaling mostly so. Names the row, both rates, and says to rerun the baseline with repeats.
+std::optional<std::string> superlinear_note(const std::vector<ScalingRow>& rows, ScalingMode mode,
+                                            double margin = 0.05);
+
 // A note when the training loop waited for input (run.json breakdown_ms.data, a mean
 // per step) more than `threshold` (default 5 %, as train's progress lines and summary) of the step — step_ms.mean when
 // run.json has it, else the breakdown's sum: the run is input-bound, and more ranks or

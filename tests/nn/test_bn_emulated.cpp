@@ -1,7 +1,7 @@
 // test_bn_emulated.cpp — the NHWC batch norm's kernels and launch sequence
 // (src/nn/cuda/batchnorm_nhwc_impl.cuh, the very code the GPU runs) executed on the CPU by
 // an emulator of CUDA's execution model, against a host reference in double: GPU minutes
-// are scarce (../shared/GPU-KERNELS.md), so indexing, the reduction trees, the shared
+// are scarce (docs/gpu.md), so indexing, the reduction trees, the shared
 // memory, the finalize arithmetic, the fusion flags, the access widths and the geometry
 // are checked here, in every CI run, before a GPU sees them. The emulator: each block's
 // threads are fibers (ucontext) on one host thread that meet at __syncthreads() (every

@@ -556,6 +556,27 @@ TEST(ReportStraggler, SlowRankNamed) {
             std::string::npos);
 }
 
+// Efficiency above 100 %: 1 rank at 100 images/s and 2 at 250 (125 %) gives a note naming
+// the row, both rates and the rerun of the baseline; 2 at 204 (102 %) does not.
+TEST(ReportSuperlinear, AboveIdealNamed) {
+  const Report rep = analyze_runs(opts(), {rec(run_doc(1, 32, 320, 0, 300, 0, 3), "w1"),
+                                           rec(run_doc(2, 32, 256, 0, 240, 10, 3), "w2")});
+  const auto& ga = rep.groups.at(0);
+  ASSERT_EQ(ga.rows.size(), 2u);
+  EXPECT_NEAR(ga.rows[1].efficiency, 1.25, 1e-9);
+  std::string note;
+  for (const auto& n : ga.notes)
+    if (n.find("above 100%") != std::string::npos) note = n;
+  EXPECT_NE(note.find("Parallel efficiency above 100% at 2 ranks (125.0%, 250 images/s against 100 at 1 rank(s))"),
+            std::string::npos)
+      << note;
+  EXPECT_NE(note.find("the baseline run was slower than it should have been"), std::string::npos) << note;
+  EXPECT_NE(note.find("Rerun the 1-rank baseline"), std::string::npos) << note;
+  const Report ok = analyze_runs(opts(), {rec(run_doc(1, 32, 320, 0, 300, 0, 3), "w1"),
+                                          rec(run_doc(2, 32, 313.7, 0, 290, 10, 3), "w2")});
+  for (const auto& n : ok.groups.at(0).notes) EXPECT_EQ(n.find("above 100%"), std::string::npos) << n;
+}
+
 // Input-bound: data wait 30 % of the step gives a note naming the share, both times and
 // --data-threads; 5 % does not; the threshold is a parameter; the note reaches the report.
 TEST(ReportInputBound, DataWaitShareNamed) {
