@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -111,6 +112,74 @@ void Tensor::diff_done(int node) {
   const float* s = scratch_ptr_;
   const size_t n = md.get_size() / sizeof(float);
   for (size_t i = 0; i < n; ++i) d[i] += s[i];
+}
+
+bool channel_sums_supported(const md_t& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked || d.ndims < 3 || d.ndims > 5) return false;
+  if (d.data_type != dnnl_f32 && d.data_type != dnnl_bf16) return false;
+  const auto& bk = d.format_desc.blocking;
+  return bk.inner_nblks == 0 || (bk.inner_nblks == 1 && bk.inner_idxs[0] == 1 && bk.inner_blks[0] <= 16);
+}
+
+namespace {
+// One row (the innermost spatial dim) of a channel block's lanes, summed in float per
+// lane, added to `part` in double. B > 0: the block size known at compile time (vectorised).
+template <int B, class T>
+void row_sums(const T* x, int64_t count, int64_t stride, int64_t lanes, double* part) {
+  const int64_t L = B ? B : lanes;
+  float f[16] = {0};
+  auto load = [](const T& v) {
+    if constexpr (sizeof(T) == 2) {
+      const uint32_t bits = uint32_t{v} << 16;
+      float r;
+      std::memcpy(&r, &bits, 4);
+      return r;
+    } else {
+      return v;
+    }
+  };
+  for (int64_t i = 0; i < count; ++i)
+    for (int64_t l = 0; l < L; ++l) f[l] += load(x[i * stride + l]);
+  for (int64_t l = 0; l < L; ++l) part[l] += f[l];
+}
+
+template <class T>
+void channel_sums_typed(const dnnl_memory_desc_t& d, const T* base, float* out) {
+  const auto& bk = d.format_desc.blocking;
+  const int64_t B = bk.inner_nblks == 1 ? bk.inner_blks[0] : 1;  // channels per block (innermost)
+  const int64_t N = d.dims[0], C = d.dims[1], blocks = (C + B - 1) / B;
+  int64_t sd[3] = {1, 1, 1}, ss[3] = {0, 0, 0};  // spatial sizes and strides (up to 3 dims)
+  const int nsp = d.ndims - 2;
+  for (int i = 0; i < nsp; ++i) {
+    sd[3 - nsp + i] = d.dims[2 + i];
+    ss[3 - nsp + i] = bk.strides[2 + i];
+  }
+  std::vector<double> acc(static_cast<size_t>(blocks * B), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t cb = 0; cb < blocks; ++cb) {
+      double* part = acc.data() + cb * B;
+      const T* x0 = base + n * bk.strides[0] + cb * bk.strides[1];
+      for (int64_t a = 0; a < sd[0]; ++a)
+        for (int64_t b = 0; b < sd[1]; ++b) {
+          const T* row = x0 + a * ss[0] + b * ss[1];
+          if (B == 8) row_sums<8>(row, sd[2], ss[2], B, part);
+          else if (B == 16) row_sums<16>(row, sd[2], ss[2], B, part);
+          else row_sums<0>(row, sd[2], ss[2], B, part);
+        }
+    }
+  for (int64_t c = 0; c < C; ++c) out[c] = static_cast<float>(acc[static_cast<size_t>(c)]);
+}
+}  // namespace
+
+void channel_sums(const dnnl::memory& m, float* out) {
+  const md_t md = m.get_desc();
+  if (!channel_sums_supported(md)) internal_error("channel_sums: unsupported layout");
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.data_type == dnnl_bf16)
+    channel_sums_typed(d, static_cast<const uint16_t*>(m.get_data_handle()) + d.offset0, out);
+  else
+    channel_sums_typed(d, static_cast<const float*>(m.get_data_handle()) + d.offset0, out);
 }
 
 md_t plain_md(const std::vector<int64_t>& dims, dt type) {

@@ -101,6 +101,19 @@ struct Tensor {
 // The plain (PyTorch) layout of a tensor with these dims.
 md_t plain_md(const std::vector<int64_t>& dims, dt type = dt::f32);
 
+// A convolution's bias gradient: out[c] = sum of `m` (N×C×spatial, f32 or bf16) over all
+// but dim 1: each row of the innermost spatial dim summed in float per channel, the rows
+// in double, in a fixed order (the same bits every run). Why not oneDNN 2.6's, inside its
+// backward-weights: it sums in float, and came out further from float64 than torch fp32's
+// (tests/nn/grad_torch.sh, worst relative error per model, oneDNN's → this: spec A 4.0e-4 →
+// 2.1e-4, torch 2.9e-4 / 1.1e-4 in the same runs; mnist_cnn's conv1.bias was its worst
+// tensor at 2.2e-6, now conv1.weight at 1.1e-6); the time is a wash (mnist_cnn's conv1
+// backward-weights 3.25 → 2.6 ms without the bias, this sum ~0.7 ms; AMD EPYC, AVX2).
+// Layouts: plain (any strides) or blocked on channels only (nChw8c, nChw16c); false for
+// any other, where the caller keeps oneDNN's bias.
+bool channel_sums_supported(const md_t& md);
+void channel_sums(const dnnl::memory& m, float* out);
+
 struct Transients;
 
 // Converts between a memory and another layout/type; a no-op (same memory) when equal.

@@ -44,12 +44,15 @@ void GraphBuilder::param(Node& n, const std::string& name, std::vector<int64_t> 
 
 static int out_size(int in, int k, int stride, int pad) { return (in + 2 * pad - k) / stride + 1; }
 
-int GraphBuilder::conv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias) {
+int GraphBuilder::conv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias, int groups) {
   const Shape s = shape(x);
   if (s.flat) fail("conv needs a c×h×w input, got a flat one (conv after flatten/linear)");
   if (s.h + 2 * pad < k || s.w + 2 * pad < k)
     fail("conv kernel ", k, " is larger than its (padded) input ", s.h + 2 * pad, "x", s.w + 2 * pad);
   if (pad >= k) fail("conv padding ", pad, " must be smaller than the kernel ", k);
+  if (groups < 1 || s.c % groups != 0 || out % groups != 0)
+    fail("conv groups ", groups, " must divide both its input channels (", s.c, ") and its output channels (", out,
+         "), as PyTorch's Conv2d requires");
   Node n;
   n.op = Op::conv;
   n.inputs = {x};
@@ -58,9 +61,11 @@ int GraphBuilder::conv(int x, const std::string& name, int out, int k, int strid
   n.stride = stride;
   n.pad = pad;
   n.bias = bias;
-  const int64_t fan_in = int64_t{s.c} * k * k;
-  param(n, name + ".weight", {out, s.c, k, k}, true, true, conv_init_, fan_in);
-  g_.params.back().fan_out = int64_t{out} * k * k;
+  n.groups = groups;
+  // PyTorch's fans of a grouped weight (out × in/groups × k × k): in/groups·k² and out/groups·k².
+  const int64_t fan_in = int64_t{s.c / groups} * k * k;
+  param(n, name + ".weight", {out, s.c / groups, k, k}, true, true, conv_init_, fan_in);
+  g_.params.back().fan_out = int64_t{out / groups} * k * k;
   if (bias) param(n, name + ".bias", {out}, true, false, Init::fan_in_bias, fan_in);
   return push(std::move(n), Shape{out, out_size(s.h, k, stride, pad), out_size(s.w, k, stride, pad), false});
 }

@@ -38,6 +38,7 @@ struct Node {
   Shape in, out;             // in = shape of inputs[0]
   int out_channels = 0;      // conv / linear
   int kernel = 0, stride = 1, pad = 0;
+  int groups = 1;            // conv: channel groups (PyTorch's groups; in.c = depthwise)
   int kernel_w = 0;          // pools: window width (= kernel except gap on a non-square input)
   bool bias = true;          // conv
   double p = 0.0;            // dropout
@@ -87,7 +88,9 @@ class GraphBuilder {
   int input() const { return 0; }
   const Shape& shape(int tensor) const { return shapes_.at(tensor); }
 
-  int conv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias = true);
+  // PyTorch's Conv2d(in, out, k, stride, pad, groups=groups, bias=bias): groups must divide
+  // both channel counts; the weight is out × in/groups × k × k.
+  int conv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias = true, int groups = 1);
   int relu(int x);
   // Pools as PyTorch's MaxPool2d / AvgPool2d(count_include_pad=True): floor output
   // size; max-pool padding acts as -inf, average-pool padding as 0 counted in the window.

@@ -78,14 +78,19 @@ class WeightedExec : public Exec {
     if (conv) {
       src_any = md_t({n, node.in.c, node.in.h, node.in.w}, ct, tag::any);
       dst_any = md_t({n, oc, node.out.h, node.out.w}, ct, tag::any);
-      w_any = md_t({oc, node.in.c, node.kernel, node.kernel}, ct, tag::any);
+      // Grouped (groups > 1): oneDNN's G × OC/G × C/G × k × k weights, whose plain goihw
+      // layout is PyTorch's OC × C/G × k × k bytes.
+      w_any = node.groups > 1 ? md_t({node.groups, oc / node.groups, node.in.c / node.groups, node.kernel, node.kernel},
+                                     ct, tag::any)
+                              : md_t({oc, node.in.c, node.kernel, node.kernel}, ct, tag::any);
     } else {
       src_any = md_t({n, node.in.c}, ct, tag::any);
       dst_any = md_t({n, oc}, dt::f32, tag::nc);  // linear outputs stay plain
       w_any = md_t({oc, node.in.c}, ct, tag::any);
     }
     const md_t b_md({oc}, dt::f32, tag::x);
-    const md_t w_user_md = plain_md(std::vector<int64_t>(wi.shape.begin(), wi.shape.end()));
+    const md_t w_user_md = conv && node.groups > 1 ? md_t(w_any.dims(), dt::f32, tag::goihw)
+                                                   : plain_md(std::vector<int64_t>(wi.shape.begin(), wi.shape.end()));
     w_user_ = dnnl::memory(w_user_md, eng, env.params + wi.offset);
     dw_user_ = dnnl::memory(w_user_md, eng, env.grads + wi.offset);
     if (has_bias) {
@@ -138,9 +143,18 @@ class WeightedExec : public Exec {
     if (has_bias) fwd_.arg(DNNL_ARG_BIAS, b_user_);
     fwd_.arg(DNNL_ARG_DST, fused_out ? fused_out->mem : out->mem);
 
-    // Backward weights.
+    // Backward weights. A convolution's bias gradient is our channel_sums() of diff_dst
+    // (exec.hpp: closer to float64 than oneDNN's float sum), unless diff_dst comes in a
+    // layout that function does not read.
     const md_t dw_any = md_t(w_any.dims(), dt::f32, tag::any);
     auto wpd = tr.bwd_w(md_t(src_any.dims(), ct, tag::any), dw_any, has_bias ? &b_md : nullptr, ddst_any, eng, fpd);
+    if (conv && has_bias) {
+      auto bare = tr.bwd_w(md_t(src_any.dims(), ct, tag::any), dw_any, nullptr, ddst_any, eng, fpd);
+      if (channel_sums_supported(bare.diff_dst_desc())) {
+        wpd = bare;
+        own_bias_ = static_cast<float*>(db_user_.get_data_handle());
+      }
+    }
     ddst_w_cv_.init(out->diff_mem, wpd.diff_dst_desc(), eng, tt);
     src_w_cv_.init(src_cv_.out, wpd.src_desc(), eng, tt);
     dw_cv_.init_into(wpd.diff_weights_desc(), dw_user_, eng, tt);
@@ -148,7 +162,7 @@ class WeightedExec : public Exec {
     bwd_w_.arg(DNNL_ARG_SRC, src_w_cv_.out);
     bwd_w_.arg(DNNL_ARG_DIFF_DST, ddst_w_cv_.out);
     bwd_w_.arg(DNNL_ARG_DIFF_WEIGHTS, dw_cv_.out);
-    if (has_bias) bwd_w_.arg(DNNL_ARG_DIFF_BIAS, db_user_);
+    if (has_bias && !own_bias_) bwd_w_.arg(DNNL_ARG_DIFF_BIAS, db_user_);
 
     // Backward data (not for the network input). All of a node's backward conversions
     // are transients: backward weights' run in backward_params, these in backward_data
@@ -176,6 +190,7 @@ class WeightedExec : public Exec {
     src_w_cv_.run(*c.stream);
     bwd_w_.run(*c.stream);
     dw_cv_.run(*c.stream);
+    if (own_bias_) channel_sums(ddst_w_cv_.out, own_bias_);
   }
 
   void backward_data(const RunCtx& c) override {
@@ -193,6 +208,7 @@ class WeightedExec : public Exec {
   dnnl::memory w_user_, dw_user_, b_user_, db_user_;
   Convert src_cv_, w_cv_, ddst_w_cv_, src_w_cv_, dw_cv_, ddst_d_cv_, w_d_cv_, dsrc_cv_;
   Call fwd_, bwd_w_, bwd_d_;
+  float* own_bias_ = nullptr;  // the bias gradient, when channel_sums() computes it
 };
 
 template <class Traits>

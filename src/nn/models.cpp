@@ -185,7 +185,7 @@ int build_spec(GraphBuilder& b, int x, const std::vector<LayerSpec>& layers, con
     }
     try {
       switch (L.kind) {
-        case LayerKind::conv: x = b.conv(x, name, L.out, L.kernel, L.stride, L.pad); break;
+        case LayerKind::conv: x = b.conv(x, name, L.out, L.kernel, L.stride, L.pad, true, L.groups); break;
         case LayerKind::relu: x = b.relu(x); break;
         case LayerKind::maxpool: x = b.maxpool(x, L.kernel, L.stride, L.pad); break;
         case LayerKind::avgpool: x = b.avgpool(x, L.kernel, L.stride, L.pad); break;

@@ -121,12 +121,13 @@ struct Parser {
         if (a.size() < lo || a.size() > hi) error(b, i - b, std::string("expected ") + usage);
       };
       if (name == "conv") {
-        nargs(2, 4, "conv(out, kernel[, stride[, pad]])");
+        nargs(2, 5, "conv(out, kernel[, stride[, pad[, groups]]])");
         L.kind = LayerKind::conv;
         L.out = as_int(a[0], "out channels", 1);
         L.kernel = as_int(a[1], "kernel size", 1);
         if (a.size() > 2) L.stride = as_int(a[2], "stride", 1);
         if (a.size() > 3) L.pad = as_int(a[3], "padding", 0);
+        if (a.size() > 4) L.groups = as_int(a[4], "groups", 1);
       } else if (name == "maxpool" || name == "avgpool") {
         nargs(1, 3, (name + "(kernel[, stride[, pad]])").c_str());
         L.kind = name == "maxpool" ? LayerKind::maxpool : LayerKind::avgpool;
@@ -186,8 +187,9 @@ std::string format_spec(const std::vector<LayerSpec>& layers) {
     switch (L.kind) {
       case LayerKind::conv:
         os << "conv(" << L.out << ',' << L.kernel;
-        if (L.stride != 1 || L.pad != 0) os << ',' << L.stride;
-        if (L.pad != 0) os << ',' << L.pad;
+        if (L.stride != 1 || L.pad != 0 || L.groups != 1) os << ',' << L.stride;
+        if (L.pad != 0 || L.groups != 1) os << ',' << L.pad;
+        if (L.groups != 1) os << ',' << L.groups;
         os << ')';
         break;
       case LayerKind::maxpool:

@@ -1,6 +1,6 @@
 // spec.hpp — the one-line model spec: its layer list (LayerSpec) and the parser.
 // Grammar (docs/models.md):  spec := layer (WS layer)* ;  layer := NAME [ "(" args ")" ]
-//   conv(out,k[,stride[,pad]])  relu  maxpool(k[,stride[,pad]])  avgpool(k[,stride[,pad]])  gap
+//   conv(out,k[,stride[,pad[,groups]]])  relu  maxpool(k[,stride[,pad]])  avgpool(k[,stride[,pad]])  gap
 //   dropout(p)  flatten  linear(out)  bn  res(spec)   (res: x + spec(x), same shape)
 #pragma once
 #include <string>
@@ -16,6 +16,7 @@ struct LayerSpec {
   int kernel = 0;       // conv, pools
   int stride = 1;       // conv (default 1), pools (default = kernel)
   int pad = 0;          // conv, pools
+  int groups = 1;       // conv (PyTorch's groups)
   double p = 0.0;       // dropout
   std::vector<LayerSpec> body;  // res
   size_t pos = 0;       // column (0-based) of the token in the spec text, for errors

@@ -40,17 +40,21 @@ inline Result forward(const Graph& g, const std::vector<double>& P, const float*
     switch (nd.op) {
       case Op::conv: {
         const int K = nd.kernel;
+        // groups: output channel o sees input channels [g·ci, (g+1)·ci) of its group g
+        // through weight row o (out × ci × k × k, ci = in/groups), as PyTorch's Conv2d.
+        const int ci = is.c / nd.groups, co = os.c / nd.groups;
         for (int64_t b = 0; b < n; ++b)
           for (int o = 0; o < os.c; ++o)
             for (int oy = 0; oy < os.h; ++oy)
               for (int ox = 0; ox < os.w; ++ox) {
                 double s = nd.bias ? P[off(1) + o] : 0.0;
-                for (int i = 0; i < is.c; ++i)
+                for (int j = 0; j < ci; ++j)
                   for (int ky = 0; ky < K; ++ky)
                     for (int kx = 0; kx < K; ++kx) {
+                      const int i = (o / co) * ci + j;
                       const int iy = oy * nd.stride - nd.pad + ky, ix = ox * nd.stride - nd.pad + kx;
                       if (iy < 0 || iy >= is.h || ix < 0 || ix >= is.w) continue;
-                      s += P[off(0) + ((size_t(o) * is.c + i) * K + ky) * K + kx] *
+                      s += P[off(0) + ((size_t(o) * ci + j) * K + ky) * K + kx] *
                            x[((size_t(b) * is.c + i) * is.h + iy) * is.w + ix];
                     }
                 y[((size_t(b) * os.c + o) * os.h + oy) * os.w + ox] = s;

@@ -107,6 +107,9 @@ TEST(GradCheck, PaddedMaxPoolAfterRelu) {
 TEST(GradCheck, PaddedAvgPoolAndNonSquareGap) {
   gradcheck("conv(4,3,1,1) avgpool(3,2,1) relu conv(5,1) gap flatten linear(3)", {2, 5, 8}, 3, 3, 0);
 }
+TEST(GradCheck, GroupedAndDepthwiseConv) {
+  gradcheck("conv(4,3,1,1,2) relu conv(4,3,2,1,4) conv(6,1) flatten linear(3)", {2, 7, 6}, 3, 3, 0);
+}
 TEST(GradCheck, BatchNorm) { gradcheck("conv(4,3,1,1) bn relu flatten linear(3)", {2, 5, 5}, 3, 4, 0); }
 TEST(GradCheck, ResidualAddAndDropout) {
   gradcheck("conv(4,3,1,1) res(conv(4,3,1,1) bn relu conv(4,3,1,1)) relu flatten dropout(0.5) linear(3)", {1, 6, 6},

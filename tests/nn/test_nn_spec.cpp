@@ -65,6 +65,26 @@ TEST(Spec, FullGrammar) {
   EXPECT_EQ(m->params().back().shape, (std::vector<int64_t>{4}));
 }
 
+// Grouped and depthwise convolutions: conv(out, k, stride, pad, groups) round-trips, the
+// weight is out × in/groups × k × k (PyTorch's), and the FLOPs count in/groups inputs.
+TEST(Spec, GroupedConvolution) {
+  const auto layers = nn::parse_spec("conv(8,3) conv(8,3,1,1,8) conv(12,3,2,1,4) conv(6,1)");
+  ASSERT_EQ(layers.size(), 4u);
+  EXPECT_EQ(layers[1].groups, 8);
+  EXPECT_EQ(layers[2].groups, 4);
+  EXPECT_EQ(nn::format_spec(layers), "conv(8,3) conv(8,3,1,1,8) conv(12,3,2,1,4) conv(6,1)");
+  const auto mg = nn::build_model_graph(nn::format_spec(layers) + " gap flatten linear(4)", {3, 13, 9}, 4);
+  const auto& P = mg.graph.params;
+  auto shape_of = [&](const std::string& name) {
+    for (const auto& p : P)
+      if (p.info.name == name) return p.info.shape;
+    return std::vector<int64_t>{};
+  };
+  EXPECT_EQ(shape_of("1.weight"), (std::vector<int64_t>{8, 1, 3, 3}));
+  EXPECT_EQ(shape_of("2.weight"), (std::vector<int64_t>{12, 2, 3, 3}));
+  EXPECT_EQ(mg.graph.nodes[1].groups, 8);
+}
+
 TEST(Spec, PaddedPools) {
   auto layers = nn::parse_spec("conv(8,3) maxpool(3,2,1) avgpool(3, 1, 1) maxpool(2,2,0)");
   ASSERT_EQ(layers.size(), 4u);
@@ -127,6 +147,9 @@ TEST(Spec, RejectsMistakesWithTheirPosition) {
       {"resnet51", 0, "built-in models"},
       {"conv(4,3) maxpool(3,2,2) flatten linear(10)", 10, "at most half"},
       {"conv(4,3) maxpool(3,2,1,1) flatten linear(10)", 10, "maxpool(kernel[, stride[, pad]])"},
+      {"conv(8,3) conv(12,3,1,1,3) flatten linear(10)", 10, "groups 3 must divide both its input channels (8)"},
+      {"conv(8,3,1,0,0) flatten linear(10)", 13, "groups"},
+      {"conv(8,3,1,0,1,1) flatten linear(10)", 0, "conv(out, kernel[, stride[, pad[, groups]]])"},
   };
   for (const auto& b : bad) {
     const std::string msg = error_of(b.spec);

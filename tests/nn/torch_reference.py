@@ -40,6 +40,7 @@ class Capture:
                 "out": [int(v) for v in f["out"].split(",")],  # C,H,W or features
                 "kernel": [int(v) for v in f["kernel"].split(",")],
                 "stride": int(f["stride"]), "pad": int(f["pad"]), "p": float(f["p"]),
+                "groups": int(f.get("groups", "1")),
                 "params": [p for p in f["params"].split(",") if p],
             })
         self.input_shape = list(input_shape)
@@ -173,7 +174,7 @@ def run_graph(cap, params, x, follow, seed=0, step=0, sample_ids=None):
         op, P = nd["op"], [params[p] for p in nd["params"]]
         kh, kw = nd["kernel"]
         if op == "conv":
-            y = F.conv2d(a, P[0], P[1] if len(P) > 1 else None, nd["stride"], nd["pad"])
+            y = F.conv2d(a, P[0], P[1] if len(P) > 1 else None, nd["stride"], nd["pad"], 1, nd["groups"])
         elif op == "linear":
             y = F.linear(a, P[0], P[1] if len(P) > 1 else None)
         elif op == "bn":

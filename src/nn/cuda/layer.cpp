@@ -37,7 +37,13 @@ void Layer::check_output(int64_t n, int on, int oc, int oh, int ow) const {
 
 std::unique_ptr<Layer> make_layer(const Node& nd, NetState& s) {
   switch (nd.op) {
-    case Op::conv: return make_conv(nd, s);
+    case Op::conv:
+      // Grouped convolution has not run on a GPU (issue 49: cuDNN has it, through
+      // cudnnSetConvolutionGroupCount; it stays off until a GPU run checks it).
+      if (nd.groups > 1)
+        fail("--device cuda: layer ", nd.index, " is a grouped convolution (groups ", nd.groups,
+             "), which cnnscale's GPU model does not run yet; train this model with --device cpu");
+      return make_conv(nd, s);
     case Op::relu: return make_relu(nd, s);
     case Op::maxpool:
     case Op::avgpool: return make_pool(nd, s);
