@@ -252,6 +252,7 @@ std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in
     case Op::conv: return make_conv(node, in[0], out, env, fused_out);
     case Op::linear: return make_linear(node, in[0], out, env);
     case Op::relu: return make_relu(node, in[0], out, env);
+    case Op::act: return make_act(node, in[0], out, env);
     case Op::maxpool:
     case Op::avgpool: return make_pool(node, in[0], out, env, fused_out);
     case Op::bn: return make_bn(node, in[0], out, env, fused_out);

@@ -208,6 +208,7 @@ std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in
 std::unique_ptr<Exec> make_conv(const Node&, Tensor* in, Tensor* out, const ExecEnv&, Tensor* fused_out);
 std::unique_ptr<Exec> make_linear(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_relu(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
+std::unique_ptr<Exec> make_act(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_pool(const Node&, Tensor* in, Tensor* out, const ExecEnv&, Tensor* relu_in = nullptr);
 std::unique_ptr<Exec> make_bn(const Node&, Tensor* in, Tensor* out, const ExecEnv&, Tensor* relu_out = nullptr);
 std::unique_ptr<Exec> make_dropout(const Node&, Tensor* in, Tensor* out, const ExecEnv&);

@@ -70,6 +70,14 @@ int GraphBuilder::conv(int x, const std::string& name, int out, int k, int strid
   return push(std::move(n), Shape{out, out_size(s.h, k, stride, pad), out_size(s.w, k, stride, pad), false});
 }
 
+int GraphBuilder::act(int x, Act a) {
+  Node n;
+  n.op = Op::act;
+  n.act = a;
+  n.inputs = {x};
+  return push(std::move(n), shape(x));
+}
+
 int GraphBuilder::relu(int x) {
   Node n;
   n.op = Op::relu;
@@ -265,6 +273,7 @@ std::vector<char> gpu_bf16_tensors(const Graph& g) {
       case Op::conv: half[out] = 1; break;
       case Op::bn:
       case Op::relu:
+      case Op::act:
       case Op::maxpool:
       case Op::avgpool: half[out] = half[n.inputs[0]]; break;
       case Op::add: half[out] = half[n.inputs[0]] && half[n.inputs[1]]; break;
@@ -288,6 +297,7 @@ std::vector<char> gpu_bf16_tensors(const Graph& g) {
         case Op::linear: to_fp32(in); break;
         case Op::bn:
         case Op::relu:
+        case Op::act:
         case Op::maxpool:
         case Op::avgpool:
           if (half[in] != half[out]) to_fp32(in), to_fp32(out);
@@ -383,6 +393,18 @@ const char* op_name(Op op) {
     case Op::linear: return "linear";
     case Op::bn: return "bn";
     case Op::add: return "add";
+    case Op::act: return "act";
+  }
+  return "?";
+}
+
+const char* act_name(Act a) {
+  switch (a) {
+    case Act::relu6: return "relu6";
+    case Act::sigmoid: return "sigmoid";
+    case Act::silu: return "silu";
+    case Act::hardswish: return "hardswish";
+    case Act::gelu: return "gelu";
   }
   return "?";
 }

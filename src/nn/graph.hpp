@@ -11,7 +11,13 @@
 
 namespace cnnscale::nn {
 
-enum class Op { conv, relu, maxpool, avgpool, dropout, flatten, linear, bn, add };
+enum class Op { conv, relu, maxpool, avgpool, dropout, flatten, linear, bn, add, act };
+
+// Element-wise activations other than ReLU (Op::act), with PyTorch's definitions and
+// gradients: ReLU6 (hardtanh(0, 6): gradient where 0 < x < 6), sigmoid, SiLU (x·σ(x)),
+// hard-swish (x·relu6(x+3)/6), GELU (erf form).
+enum class Act { relu6, sigmoid, silu, hardswish, gelu };
+const char* act_name(Act a);  // the spec's and PyTorch's name: "relu6", "silu", ...
 
 // A tensor's per-sample shape: c×h×w, or `flat` features (c = features, h = w = 1).
 struct Shape {
@@ -39,6 +45,7 @@ struct Node {
   int out_channels = 0;      // conv / linear
   int kernel = 0, stride = 1, pad = 0;
   int groups = 1;            // conv: channel groups (PyTorch's groups; in.c = depthwise)
+  Act act = Act::relu6;      // act: which activation
   int kernel_w = 0;          // pools: window width (= kernel except gap on a non-square input)
   bool bias = true;          // conv
   double p = 0.0;            // dropout
@@ -92,6 +99,7 @@ class GraphBuilder {
   // both channel counts; the weight is out × in/groups × k × k.
   int conv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias = true, int groups = 1);
   int relu(int x);
+  int act(int x, Act a);  // an element-wise activation (Op::act)
   // Pools as PyTorch's MaxPool2d / AvgPool2d(count_include_pad=True): floor output
   // size; max-pool padding acts as -inf, average-pool padding as 0 counted in the window.
   int maxpool(int x, int k, int stride, int pad = 0);

@@ -151,10 +151,13 @@ struct Parser {
         no_args(LayerKind::flatten);
       } else if (name == "bn") {
         no_args(LayerKind::bn);
+      } else if (name == "relu6" || name == "sigmoid" || name == "silu" || name == "hardswish" || name == "gelu") {
+        no_args(LayerKind::act);
+        L.act = name;
       } else {
         error(b, name.size(),
               "unknown layer '" + name +
-                  "' (layers: conv relu maxpool avgpool gap dropout flatten linear bn res; "
+                  "' (layers: conv relu relu6 sigmoid silu hardswish gelu maxpool avgpool gap dropout flatten linear bn res; "
                   "built-in models: mnist_cnn lenet5 resnet20 resnet18 resnet34 resnet50 resnet101 resnet152)");
       }
       out.push_back(std::move(L));
@@ -202,6 +205,7 @@ std::string format_spec(const std::vector<LayerSpec>& layers) {
       case LayerKind::dropout: os << "dropout(" << fmt_num(L.p) << ')'; break;
       case LayerKind::linear: os << "linear(" << L.out << ')'; break;
       case LayerKind::relu: os << "relu"; break;
+      case LayerKind::act: os << L.act; break;
       case LayerKind::gap: os << "gap"; break;
       case LayerKind::flatten: os << "flatten"; break;
       case LayerKind::bn: os << "bn"; break;

@@ -2,13 +2,14 @@
 // Grammar (docs/models.md):  spec := layer (WS layer)* ;  layer := NAME [ "(" args ")" ]
 //   conv(out,k[,stride[,pad[,groups]]])  relu  maxpool(k[,stride[,pad]])  avgpool(k[,stride[,pad]])  gap
 //   dropout(p)  flatten  linear(out)  bn  res(spec)   (res: x + spec(x), same shape)
+//   relu6  sigmoid  silu  hardswish  gelu   (activations: PyTorch's)
 #pragma once
 #include <string>
 #include <vector>
 
 namespace cnnscale::nn {
 
-enum class LayerKind { conv, relu, maxpool, avgpool, gap, dropout, flatten, linear, bn, res };
+enum class LayerKind { conv, relu, maxpool, avgpool, gap, dropout, flatten, linear, bn, res, act };
 
 struct LayerSpec {
   LayerKind kind = LayerKind::relu;
@@ -18,6 +19,7 @@ struct LayerSpec {
   int pad = 0;          // conv, pools
   int groups = 1;       // conv (PyTorch's groups)
   double p = 0.0;       // dropout
+  std::string act;      // act: relu6 sigmoid silu hardswish gelu
   std::vector<LayerSpec> body;  // res
   size_t pos = 0;       // column (0-based) of the token in the spec text, for errors
   size_t len = 0;       // length of the token

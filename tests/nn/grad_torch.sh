@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# grad_torch.sh — one training step of mnist_cnn, lenet5 and one-line spec models (one of
-# them with grouped and depthwise convolutions) against
+# grad_torch.sh — one training step of mnist_cnn, lenet5 and one-line spec models (two of
+# them with grouped and depthwise convolutions and the activations relu6, sigmoid, silu,
+# hardswish, gelu) against
 # PyTorch (issue 47): for each model at two input sizes (odd ones, strided convolutions and
 # padded pools over odd inputs), `cnnscale train --synthetic` takes 2 SGD steps (weights no
 # longer at their initialisation, running statistics updated), then one training
@@ -44,6 +45,9 @@ SPEC_B="conv(12,5,2,2) relu conv(12,3,2) bn relu maxpool(2) conv(10,1,1) relu ga
 # Grouped and depthwise convolutions (issue 49: MobileNet's depthwise 3×3 + pointwise 1×1,
 # a grouped strided 3×3, a depthwise one inside a residual block).
 SPEC_C="conv(16,3,2,1) bn relu conv(16,3,1,1,16) bn relu conv(24,1) relu conv(24,3,2,1,4) bn relu res(conv(24,3,1,1,24) bn relu conv(24,1)) relu gap flatten linear(5)"
+# The activations of the CNN zoo (issue 49): SiLU, ReLU6, hard-swish, GELU, sigmoid (on flat
+# features too), after batch norms, depthwise and strided convolutions.
+SPEC_D="conv(16,3,2,1) bn silu conv(16,3,1,1,16) bn relu6 conv(24,1) hardswish conv(24,3,2,1) gelu gap flatten linear(8) sigmoid linear(5)"
 for isa in "${ISAS[@]}"; do
   if [ "$isa" != native ]; then
     got=$(with_isa "$isa" "$TOOL" isa)
@@ -55,5 +59,6 @@ for isa in "${ISAS[@]}"; do
   check "$isa" specA-37x29 "$SPEC_A" 3 37 29 6
   check "$isa" specB-45x33 "$SPEC_B" 3 45 33 4
   check "$isa" specC-41x35 "$SPEC_C" 3 41 35 5
+  check "$isa" specD-39x33 "$SPEC_D" 3 39 33 5
 done
 finish

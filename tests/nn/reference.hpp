@@ -2,6 +2,7 @@
 // loops, no oneDNN), used by the tests to check the oneDNN layers: loss in training
 // mode (batch-norm batch statistics, the same dropout masks) and logits in eval mode.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <vector>
@@ -71,6 +72,18 @@ inline Result forward(const Graph& g, const std::vector<double>& P, const float*
         break;
       case Op::relu:
         for (size_t i = 0; i < y.size(); ++i) y[i] = x[i] > 0 ? x[i] : 0.0;
+        break;
+      case Op::act:  // PyTorch's definitions, written out
+        for (size_t i = 0; i < y.size(); ++i) {
+          const double v = x[i];
+          switch (nd.act) {
+            case Act::relu6: y[i] = std::min(std::max(v, 0.0), 6.0); break;
+            case Act::sigmoid: y[i] = 1 / (1 + std::exp(-v)); break;
+            case Act::silu: y[i] = v / (1 + std::exp(-v)); break;
+            case Act::hardswish: y[i] = v * std::min(std::max(v + 3, 0.0), 6.0) / 6; break;
+            case Act::gelu: y[i] = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); break;
+          }
+        }
         break;
       case Op::maxpool:
       case Op::avgpool:

@@ -110,6 +110,13 @@ TEST(GradCheck, PaddedAvgPoolAndNonSquareGap) {
 TEST(GradCheck, GroupedAndDepthwiseConv) {
   gradcheck("conv(4,3,1,1,2) relu conv(4,3,2,1,4) conv(6,1) flatten linear(3)", {2, 7, 6}, 3, 3, 0);
 }
+TEST(GradCheck, Activations) {
+  // Inputs around the kinks of relu6 (0, 6) and hard-swish (−3, 3): scaled by the
+  // conv weights of init_params, they land away from them at this seed.
+  gradcheck("conv(4,3,1,1) silu conv(4,3,1,1) relu6 conv(4,1) hardswish conv(4,1) gelu conv(3,1) sigmoid flatten "
+            "linear(3)",
+            {2, 5, 5}, 3, 3, 0);
+}
 TEST(GradCheck, BatchNorm) { gradcheck("conv(4,3,1,1) bn relu flatten linear(3)", {2, 5, 5}, 3, 4, 0); }
 TEST(GradCheck, ResidualAddAndDropout) {
   gradcheck("conv(4,3,1,1) res(conv(4,3,1,1) bn relu conv(4,3,1,1)) relu flatten dropout(0.5) linear(3)", {1, 6, 6},

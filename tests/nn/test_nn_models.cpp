@@ -175,6 +175,7 @@ Half store_types(const std::string& spec, const SampleShape& in, int classes = 3
     switch (n.op) {
       case nn::Op::bn:
       case nn::Op::relu:
+      case nn::Op::act:
       case nn::Op::maxpool:
       case nn::Op::avgpool: EXPECT_EQ(in_t, out_t) << spec << " node " << n.index; break;
       case nn::Op::add:

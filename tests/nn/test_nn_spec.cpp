@@ -85,6 +85,18 @@ TEST(Spec, GroupedConvolution) {
   EXPECT_EQ(mg.graph.nodes[1].groups, 8);
 }
 
+// The activations round-trip, build Op::act nodes of their kind, and keep the shape.
+TEST(Spec, Activations) {
+  const std::string spec = "conv(4,3) relu6 sigmoid silu hardswish gelu flatten linear(3)";
+  EXPECT_EQ(nn::format_spec(nn::parse_spec(spec)), spec);
+  const auto mg = nn::build_model_graph(spec, {1, 6, 6}, 3);
+  std::string acts;
+  for (const auto& n : mg.graph.nodes)
+    if (n.op == nn::Op::act) acts += std::string(nn::act_name(n.act)) + " ";
+  EXPECT_EQ(acts, "relu6 sigmoid silu hardswish gelu ");
+  EXPECT_NE(error_of("conv(4,3) silu(2) flatten linear(10)").find("takes no arguments"), std::string::npos);
+}
+
 TEST(Spec, PaddedPools) {
   auto layers = nn::parse_spec("conv(8,3) maxpool(3,2,1) avgpool(3, 1, 1) maxpool(2,2,0)");
   ASSERT_EQ(layers.size(), 4u);

@@ -40,7 +40,7 @@ class Capture:
                 "out": [int(v) for v in f["out"].split(",")],  # C,H,W or features
                 "kernel": [int(v) for v in f["kernel"].split(",")],
                 "stride": int(f["stride"]), "pad": int(f["pad"]), "p": float(f["p"]),
-                "groups": int(f.get("groups", "1")),
+                "groups": int(f.get("groups", "1")), "act": f.get("act", ""),
                 "params": [p for p in f["params"].split(",") if p],
             })
         self.input_shape = list(input_shape)
@@ -177,6 +177,9 @@ def run_graph(cap, params, x, follow, seed=0, step=0, sample_ids=None):
             y = F.conv2d(a, P[0], P[1] if len(P) > 1 else None, nd["stride"], nd["pad"], 1, nd["groups"])
         elif op == "linear":
             y = F.linear(a, P[0], P[1] if len(P) > 1 else None)
+        elif op == "act":
+            y = {"relu6": F.relu6, "sigmoid": torch.sigmoid, "silu": F.silu, "hardswish": F.hardswish,
+                 "gelu": F.gelu}[nd["act"]](a)
         elif op == "bn":
             y = F.batch_norm(a, P[2], P[3], P[0], P[1], training=True, momentum=0.1, eps=1e-5)
             P[4] += 1

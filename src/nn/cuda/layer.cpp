@@ -45,6 +45,9 @@ std::unique_ptr<Layer> make_layer(const Node& nd, NetState& s) {
              "), which cnnscale's GPU model does not run yet; train this model with --device cpu");
       return make_conv(nd, s);
     case Op::relu: return make_relu(nd, s);
+    case Op::act:
+      fail("--device cuda: layer ", nd.index, " is a ", act_name(nd.act),
+           " activation, which cnnscale's GPU model does not run yet; train this model with --device cpu");
     case Op::maxpool:
     case Op::avgpool: return make_pool(nd, s);
     case Op::bn: return make_bn(nd, s);
