@@ -183,6 +183,26 @@ int GraphBuilder::add(int a, int b) {
   return push(std::move(n), sa);
 }
 
+int GraphBuilder::mul(int x, int s) {
+  const Shape sx = shape(x), ss = shape(s);
+  if (sx.flat || ss.flat || ss.c != sx.c || ss.h != 1 || ss.w != 1)
+    fail("a channel scale needs a c×h×w input and a c×1×1 scale, got ", sx.c, "x", sx.h, "x", sx.w, " and ", ss.c,
+         "x", ss.h, "x", ss.w);
+  Node n;
+  n.op = Op::mul;
+  n.inputs = {x, s};
+  return push(std::move(n), sx);
+}
+
+int GraphBuilder::se(int x, const std::string& name, int squeeze) {
+  const Shape s = shape(x);
+  if (s.flat) fail("squeeze-and-excitation needs a c×h×w input, got a flat one");
+  int t = gap(x);
+  t = relu(conv(t, name + ".fc1", squeeze, 1, 1, 0));
+  t = act(conv(t, name + ".fc2", s.c, 1, 1, 0), Act::sigmoid);
+  return mul(x, t);
+}
+
 Graph GraphBuilder::finish(int output, int classes) {
   Shape s = shape(output);
   if (!s.flat && s.h == 1 && s.w == 1) {
@@ -277,6 +297,7 @@ std::vector<char> gpu_bf16_tensors(const Graph& g) {
       case Op::maxpool:
       case Op::avgpool: half[out] = half[n.inputs[0]]; break;
       case Op::add: half[out] = half[n.inputs[0]] && half[n.inputs[1]]; break;
+      case Op::mul: half[out] = 0; break;
       case Op::dropout:
       case Op::flatten:
       case Op::linear: half[out] = 0; break;
@@ -295,6 +316,7 @@ std::vector<char> gpu_bf16_tensors(const Graph& g) {
       switch (n.op) {
         case Op::dropout:
         case Op::linear: to_fp32(in); break;
+        case Op::mul: to_fp32(n.inputs[0]), to_fp32(n.inputs[1]); break;
         case Op::bn:
         case Op::relu:
         case Op::act:
@@ -394,6 +416,7 @@ const char* op_name(Op op) {
     case Op::bn: return "bn";
     case Op::add: return "add";
     case Op::act: return "act";
+    case Op::mul: return "mul";
   }
   return "?";
 }

@@ -11,7 +11,7 @@
 
 namespace cnnscale::nn {
 
-enum class Op { conv, relu, maxpool, avgpool, dropout, flatten, linear, bn, add, act };
+enum class Op { conv, relu, maxpool, avgpool, dropout, flatten, linear, bn, add, act, mul };
 
 // Element-wise activations other than ReLU (Op::act), with PyTorch's definitions and
 // gradients: ReLU6 (hardtanh(0, 6): gradient where 0 < x < 6), sigmoid, SiLU (x·σ(x)),
@@ -110,6 +110,11 @@ class GraphBuilder {
   int linear(int x, const std::string& name, int out);
   int bn(int x, const std::string& name);
   int add(int a, int b);
+  // x (c×h×w) times s (c×1×1) per channel (Op::mul: the scale of squeeze-and-excitation).
+  int mul(int x, int s);
+  // torchvision.ops.SqueezeExcitation(C, squeeze): x · sigmoid(fc2(relu(fc1(gap(x))))),
+  // fc1, fc2 1×1 convolutions with bias, parameters NAME.fc1.*, NAME.fc2.*.
+  int se(int x, const std::string& name, int squeeze);
 
   // Init of the conv weights registered from now on (default: PyTorch's kaiming_uniform;
   // the torchvision ResNets use kaiming_normal_fan_out).

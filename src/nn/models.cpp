@@ -201,6 +201,7 @@ int build_spec(GraphBuilder& b, int x, const std::vector<LayerSpec>& layers, con
         case LayerKind::flatten: x = b.flatten(x); break;
         case LayerKind::linear: x = b.linear(x, name, L.out); break;
         case LayerKind::bn: x = b.bn(x, name); break;
+        case LayerKind::se: x = b.se(x, name, L.out); break;
         case LayerKind::res: break;
       }
     } catch (const UserError& e) {

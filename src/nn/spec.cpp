@@ -139,6 +139,10 @@ struct Parser {
         L.kind = LayerKind::dropout;
         L.p = a[0].value;
         if (!(L.p >= 0 && L.p < 1)) error(a[0].pos, a[0].len, "dropout probability must be in [0, 1)");
+      } else if (name == "se") {
+        nargs(1, 1, "se(squeeze channels)");
+        L.kind = LayerKind::se;
+        L.out = as_int(a[0], "squeeze channels", 1);
       } else if (name == "linear") {
         nargs(1, 1, "linear(out)");
         L.kind = LayerKind::linear;
@@ -157,7 +161,7 @@ struct Parser {
       } else {
         error(b, name.size(),
               "unknown layer '" + name +
-                  "' (layers: conv relu relu6 sigmoid silu hardswish gelu maxpool avgpool gap dropout flatten linear bn res; "
+                  "' (layers: conv relu relu6 sigmoid silu hardswish gelu se maxpool avgpool gap dropout flatten linear bn res; "
                   "built-in models: mnist_cnn lenet5 resnet20 resnet18 resnet34 resnet50 resnet101 resnet152)");
       }
       out.push_back(std::move(L));
@@ -206,6 +210,7 @@ std::string format_spec(const std::vector<LayerSpec>& layers) {
       case LayerKind::linear: os << "linear(" << L.out << ')'; break;
       case LayerKind::relu: os << "relu"; break;
       case LayerKind::act: os << L.act; break;
+      case LayerKind::se: os << "se(" << L.out << ')'; break;
       case LayerKind::gap: os << "gap"; break;
       case LayerKind::flatten: os << "flatten"; break;
       case LayerKind::bn: os << "bn"; break;

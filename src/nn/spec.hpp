@@ -3,17 +3,18 @@
 //   conv(out,k[,stride[,pad[,groups]]])  relu  maxpool(k[,stride[,pad]])  avgpool(k[,stride[,pad]])  gap
 //   dropout(p)  flatten  linear(out)  bn  res(spec)   (res: x + spec(x), same shape)
 //   relu6  sigmoid  silu  hardswish  gelu   (activations: PyTorch's)
+//   se(squeeze)   (squeeze-and-excitation: x · sigmoid(fc2(relu(fc1(gap(x))))))
 #pragma once
 #include <string>
 #include <vector>
 
 namespace cnnscale::nn {
 
-enum class LayerKind { conv, relu, maxpool, avgpool, gap, dropout, flatten, linear, bn, res, act };
+enum class LayerKind { conv, relu, maxpool, avgpool, gap, dropout, flatten, linear, bn, res, act, se };
 
 struct LayerSpec {
   LayerKind kind = LayerKind::relu;
-  int out = 0;          // conv: out channels; linear: out features
+  int out = 0;          // conv: out channels; linear: out features; se: squeeze channels
   int kernel = 0;       // conv, pools
   int stride = 1;       // conv (default 1), pools (default = kernel)
   int pad = 0;          // conv, pools

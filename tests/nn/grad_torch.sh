@@ -46,8 +46,9 @@ SPEC_B="conv(12,5,2,2) relu conv(12,3,2) bn relu maxpool(2) conv(10,1,1) relu ga
 # a grouped strided 3×3, a depthwise one inside a residual block).
 SPEC_C="conv(16,3,2,1) bn relu conv(16,3,1,1,16) bn relu conv(24,1) relu conv(24,3,2,1,4) bn relu res(conv(24,3,1,1,24) bn relu conv(24,1)) relu gap flatten linear(5)"
 # The activations of the CNN zoo (issue 49): SiLU, ReLU6, hard-swish, GELU, sigmoid (on flat
-# features too), after batch norms, depthwise and strided convolutions.
-SPEC_D="conv(16,3,2,1) bn silu conv(16,3,1,1,16) bn relu6 conv(24,1) hardswish conv(24,3,2,1) gelu gap flatten linear(8) sigmoid linear(5)"
+# features too), after batch norms, depthwise and strided convolutions; squeeze-and-excitation
+# (se: x · sigmoid(fc2(relu(fc1(gap(x)))))) after a depthwise conv and after GELU.
+SPEC_D="conv(16,3,2,1) bn silu conv(16,3,1,1,16) bn relu6 se(4) conv(24,1) hardswish conv(24,3,2,1) gelu se(6) gap flatten linear(8) sigmoid linear(5)"
 for isa in "${ISAS[@]}"; do
   if [ "$isa" != native ]; then
     got=$(with_isa "$isa" "$TOOL" isa)

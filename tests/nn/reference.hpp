@@ -73,6 +73,12 @@ inline Result forward(const Graph& g, const std::vector<double>& P, const float*
       case Op::relu:
         for (size_t i = 0; i < y.size(); ++i) y[i] = x[i] > 0 ? x[i] : 0.0;
         break;
+      case Op::mul: {
+        const auto& s = T[static_cast<size_t>(nd.inputs[1])];
+        const size_t hw = size_t(is.h) * is.w;
+        for (size_t i = 0; i < y.size(); ++i) y[i] = x[i] * s[i / hw];
+        break;
+      }
       case Op::act:  // PyTorch's definitions, written out
         for (size_t i = 0; i < y.size(); ++i) {
           const double v = x[i];

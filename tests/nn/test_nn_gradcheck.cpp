@@ -117,6 +117,9 @@ TEST(GradCheck, Activations) {
             "linear(3)",
             {2, 5, 5}, 3, 3, 0);
 }
+TEST(GradCheck, SqueezeExcitation) {
+  gradcheck("conv(8,3,1,1) relu se(2) conv(4,3,2,1) silu se(3) flatten linear(3)", {2, 6, 5}, 3, 3, 0);
+}
 TEST(GradCheck, BatchNorm) { gradcheck("conv(4,3,1,1) bn relu flatten linear(3)", {2, 5, 5}, 3, 4, 0); }
 TEST(GradCheck, ResidualAddAndDropout) {
   gradcheck("conv(4,3,1,1) res(conv(4,3,1,1) bn relu conv(4,3,1,1)) relu flatten dropout(0.5) linear(3)", {1, 6, 6},

@@ -188,6 +188,7 @@ Half store_types(const std::string& spec, const SampleShape& in, int classes = 3
         EXPECT_EQ(out_t, 0) << spec << " node " << n.index;
         break;
       case nn::Op::flatten: EXPECT_EQ(out_t, 0) << spec << " node " << n.index; break;
+      case nn::Op::mul: EXPECT_EQ(out_t, 0) << spec << " node " << n.index; break;
       case nn::Op::conv: break;
     }
   }

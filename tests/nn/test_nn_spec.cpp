@@ -97,6 +97,21 @@ TEST(Spec, Activations) {
   EXPECT_NE(error_of("conv(4,3) silu(2) flatten linear(10)").find("takes no arguments"), std::string::npos);
 }
 
+// se(squeeze): torchvision's SqueezeExcitation — gap, fc1 (1×1 conv), relu, fc2, sigmoid,
+// the scale — with its parameter names under the layer's index.
+TEST(Spec, SqueezeExcitation) {
+  const std::string spec = "conv(8,3) se(2) flatten linear(3)";
+  EXPECT_EQ(nn::format_spec(nn::parse_spec(spec)), spec);
+  const auto mg = nn::build_model_graph(spec, {1, 6, 6}, 3);
+  std::string names;
+  for (const auto& p : mg.graph.params) names += p.info.name + " ";
+  EXPECT_EQ(names, "0.weight 0.bias 1.fc1.weight 1.fc1.bias 1.fc2.weight 1.fc2.bias 3.weight 3.bias ");
+  std::string ops;
+  for (const auto& n : mg.graph.nodes) ops += std::string(nn::op_name(n.op)) + " ";
+  EXPECT_EQ(ops, "conv avgpool conv relu conv act mul flatten linear ");
+  EXPECT_NE(error_of("flatten se(2) linear(10)").find("c×h×w"), std::string::npos);
+}
+
 TEST(Spec, PaddedPools) {
   auto layers = nn::parse_spec("conv(8,3) maxpool(3,2,1) avgpool(3, 1, 1) maxpool(2,2,0)");
   ASSERT_EQ(layers.size(), 4u);

@@ -177,6 +177,8 @@ def run_graph(cap, params, x, follow, seed=0, step=0, sample_ids=None):
             y = F.conv2d(a, P[0], P[1] if len(P) > 1 else None, nd["stride"], nd["pad"], 1, nd["groups"])
         elif op == "linear":
             y = F.linear(a, P[0], P[1] if len(P) > 1 else None)
+        elif op == "mul":
+            y = a * T[nd["inputs"][1]]
         elif op == "act":
             y = {"relu6": F.relu6, "sigmoid": torch.sigmoid, "silu": F.silu, "hardswish": F.hardswish,
                  "gelu": F.gelu}[nd["act"]](a)

@@ -55,6 +55,9 @@ std::unique_ptr<Layer> make_layer(const Node& nd, NetState& s) {
     case Op::flatten: return make_flatten(nd, s);
     case Op::linear: return make_linear(nd, s);
     case Op::add: return make_add(nd, s);
+    case Op::mul:
+      fail("--device cuda: layer ", nd.index, " is a channel scale (squeeze-and-excitation), which cnnscale's GPU ",
+           "model does not run yet; train this model with --device cpu");
   }
   throw std::logic_error("GPU model: no layer for op of node " + std::to_string(nd.index));
 }
