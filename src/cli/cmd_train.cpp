@@ -72,7 +72,7 @@ int cmd_train(int argc, char** argv) {
       "window at least SxS pixels, as FFCV) | exact (decoded whole: PIL's pixels, torchvision's crop, bit for bit)");
   po::options_description model("Model and numerics");
   model.add_options()("model", po::value(&o.model)->default_value(o.model),
-                      "mnist_cnn | lenet5 | resnet20 | resnet18 | resnet34 | resnet50 | resnet101 | resnet152 "
+                      "mnist_cnn | lenet5 | resnet20 | resnet18 | resnet34 | resnet50 | resnet101 | resnet152 | mobilenet_v2 "
                       "(torchvision's) | a one-line spec, e.g. \"conv(32,3) relu maxpool(2) flatten linear(10)\"")(
       "zero-init-residual", po::bool_switch(&o.model_options.zero_init_residual),
       "torchvision ResNets: start each residual block's last batch-norm weight at 0")(

@@ -62,10 +62,11 @@ int GraphBuilder::conv(int x, const std::string& name, int out, int k, int strid
   n.pad = pad;
   n.bias = bias;
   n.groups = groups;
-  // PyTorch's fans of a grouped weight (out × in/groups × k × k): in/groups·k² and out/groups·k².
+  // PyTorch's fans of a weight out × in/groups × k × k (torch.nn.init's
+  // _calculate_fan_in_and_fan_out: dims 1 and 0 times k²): in/groups·k² and out·k².
   const int64_t fan_in = int64_t{s.c / groups} * k * k;
   param(n, name + ".weight", {out, s.c / groups, k, k}, true, true, conv_init_, fan_in);
-  g_.params.back().fan_out = int64_t{out / groups} * k * k;
+  g_.params.back().fan_out = int64_t{out} * k * k;
   if (bias) param(n, name + ".bias", {out}, true, false, Init::fan_in_bias, fan_in);
   return push(std::move(n), Shape{out, out_size(s.h, k, stride, pad), out_size(s.w, k, stride, pad), false});
 }

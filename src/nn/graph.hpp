@@ -29,7 +29,7 @@ struct Shape {
 // kaiming_uniform: PyTorch's default for conv/linear weights (a=√5, bound 1/√fan_in);
 // kaiming_normal_fan_out: torchvision's ResNet convs, kaiming_normal_(mode='fan_out',
 // nonlinearity='relu'), i.e. N(0, 2/fan_out) with fan_out = out·k·k.
-enum class Init { kaiming_uniform, fan_in_bias, ones, zeros, kaiming_normal_fan_out };
+enum class Init { kaiming_uniform, fan_in_bias, ones, zeros, kaiming_normal_fan_out, normal_0_01 };
 
 struct ParamDef {
   ParamInfo info;

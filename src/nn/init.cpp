@@ -4,7 +4,8 @@
 // its own splitmix64 stream keyed by (seed, name), so values do not depend on order.
 // The torchvision ResNets' convs: kaiming_normal_(mode='fan_out', nonlinearity='relu'),
 // N(0, σ²) with σ = √2/√fan_out, normal deviates by Box–Muller over the same stream
-// (both of each pair used; the distribution is torch's, not its bits).
+// (both of each pair used; the distribution is torch's, not its bits). torchvision's
+// MobileNet classifier: N(0, 0.01²) (normal_0_01), its bias 0.
 #include <cmath>
 
 #include "nn/graph.hpp"
@@ -32,8 +33,10 @@ void init_param(const ParamDef& p, uint64_t seed, float* data) {
     case Init::fan_in_bias:
       bound = p.fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(p.fan_in)) : 0.0;
       break;
-    case Init::kaiming_normal_fan_out: {
-      const double sigma = std::sqrt(2.0) / std::sqrt(static_cast<double>(p.fan_out));
+    case Init::kaiming_normal_fan_out:
+    case Init::normal_0_01: {
+      const double sigma =
+          p.init == Init::normal_0_01 ? 0.01 : std::sqrt(2.0) / std::sqrt(static_cast<double>(p.fan_out));
       SplitMix64 rng(hash_combine(mix64(seed), hash_string(p.info.name)));
       const double two_pi = 6.283185307179586476925286766559;
       for (size_t i = 0; i < n; i += 2) {

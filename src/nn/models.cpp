@@ -6,6 +6,7 @@
 
 #include "nn/cuda_model.hpp"
 #include "nn/graph.hpp"
+#include "nn/models_torchvision.hpp"
 #include "nn/net.hpp"
 #include "nn/spec.hpp"
 #include "nn/threads.hpp"
@@ -238,6 +239,7 @@ ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape&
   if (name_or_spec == "mnist_cnn") return mnist_cnn(input, classes);
   if (name_or_spec == "lenet5") return lenet5(input, classes);
   if (name_or_spec == "resnet20") return resnet20(input, classes);
+  if (name_or_spec == "mobilenet_v2") return torchvision_mobilenet_v2(input, classes);
   return spec_graph(name_or_spec, input, classes);
 }
 

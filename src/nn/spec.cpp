@@ -162,7 +162,7 @@ struct Parser {
         error(b, name.size(),
               "unknown layer '" + name +
                   "' (layers: conv relu relu6 sigmoid silu hardswish gelu se maxpool avgpool gap dropout flatten linear bn res; "
-                  "built-in models: mnist_cnn lenet5 resnet20 resnet18 resnet34 resnet50 resnet101 resnet152)");
+                  "built-in models: mnist_cnn lenet5 resnet20 resnet18 resnet34 resnet50 resnet101 resnet152 mobilenet_v2)");
       }
       out.push_back(std::move(L));
     }
