@@ -13,7 +13,7 @@ if cmp -s "$TMP/cli.md" "$DOC"; then
   expect_eq "docs/cli.md is current" same same
 else
   diff -u "$DOC" "$TMP/cli.md" | head -40 | sed 's/^/    | /'
-  expect_eq "docs/cli.md is current (write it again: scripts/cli-doc.sh $CNNSCALE > docs/cli.md)" same differs
+  expect_eq "docs/cli.md is current (to update it: scripts/cli-doc.sh $CNNSCALE > docs/cli.md)" same differs
 fi
 commands=$("$CNNSCALE" --help | awk '/^Commands:/ {on = 1; next} on && /^  [a-z]/ {print $1} on && /^$/ {on = 0}')
 expect_grep "seven commands listed by cnnscale --help" "train prep allreduce data-bench report watch env" \

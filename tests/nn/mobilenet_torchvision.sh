@@ -100,22 +100,22 @@ report_lines "$d/result" "$M 64x64: "
 
 onednn_isas
 for isa in "${ISAS[@]}"; do
-  for size in 64x64 45x53; do
-    h=${size%x*} w=${size#*x} g="$TMP/grad-$isa-$size"
+  for sz in 64x64 45x53; do
+    h=${sz%x*} w=${sz#*x} g="$TMP/grad-$isa-$sz"
     mkdir -p "$g/cap"
-    with_isa "$isa" "$CNNSCALE" train --synthetic --model $M --image-size "$size" --channels 3 --classes 5 \
+    with_isa "$isa" "$CNNSCALE" train --synthetic --model $M --image-size "$sz" --channels 3 --classes 5 \
       --batch-size 4 --synthetic-samples 16 --max-steps 2 --lr 0.05 --momentum 0.9 --seed 3 --run-dir "$g/run" \
       >"$g/train.log" 2>&1
-    expect_eq "$isa $size: cnnscale train --synthetic 2 steps" 0 "$?"
+    expect_eq "$isa $sz: cnnscale train --synthetic 2 steps" 0 "$?"
     cp "$g/run/checkpoints/step-00000002.h5" "$g/ckpt.h5"
     "$PY" -c "import numpy as np; np.random.seed(11); np.random.randn(3, 3, $h, $w).astype(np.float32).tofile('$g/x.f32')"
     "$PY" -c "import numpy as np; np.random.seed(12); np.random.randint(0, 5, 3).astype(np.int32).tofile('$g/y.i32')"
     with_isa "$isa" "$TOOL" grad $M 3 "$h" "$w" 5 "$g/ckpt.h5" "$g/x.f32" 3 "$g/grad.f32" "$g/y.i32" \
       --capture "$g/cap" >"$g/grad.txt" 2>"$g/grad.err"
-    expect_eq "$isa $size: training step with --capture" 0 "$?"
+    expect_eq "$isa $sz: training step with --capture" 0 "$?"
     "$PY" "$CNNSCALE_SOURCE/tests/nn/torch_reference.py" graph $M 3 "$h" "$w" 5 "$g" 3e-4 >"$g/result" 2>&1
-    expect_eq "$isa $size: torch reference ran" 0 "$?"
-    report_lines "$g/result" "$isa $M $size: "
+    expect_eq "$isa $sz: torch reference ran" 0 "$?"
+    report_lines "$g/result" "$isa $M $sz: "
   done
 done
 finish
