@@ -172,7 +172,6 @@ ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& 
 
   // Announce this rank; a second process claiming the same rank is an error.
   const std::string me = ctx.host + "\n" + std::to_string(ctx.size);
-  const auto joined_at = std::chrono::steady_clock::now();
   if (!store.create(kJoinPrefix + std::to_string(ctx.rank), me)) {
     std::string first;  // the claim that came first: its host
     store.try_get(kJoinPrefix + std::to_string(ctx.rank), &first);
@@ -210,40 +209,6 @@ ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& 
       fail("rank ", r, " was started with a world size of ", size_s, " but rank ", ctx.rank, " with ", ctx.size, " (",
            li.size_var, "); give every rank the same world size");
   }
-  // Rank 0 (it serves the store, so it knows who created each join key): a rank that joined
-  // from an address of this host under another host name is no rank of this job on another
-  // node (issue 48 item 14: a holder of the job's token claimed rank 1 before the real one,
-  // and rank 0 blamed MASTER_ADDR through the loopback check below). Rank 0 serves on until
-  // the real rank comes (its claim is refused: "joined twice", at once) or the timeout, then
-  // names the claim(s).
-  for (int r = 1; r < ctx.size; ++r) {
-    const std::string at = store.claim_address(keys[static_cast<size_t>(r)]);
-    const std::string& host = hosts[static_cast<size_t>(r)];
-    const bool this_host = at.rfind("127.", 0) == 0 || at == "::1" || at == store.local_address();
-    if (at.empty() || !this_host || host == ctx.host) continue;
-    const double left =
-        timeout - std::chrono::duration<double>(std::chrono::steady_clock::now() - joined_at).count();
-    const std::string mark = kClaimedTwicePrefix + std::to_string(r);
-    const auto again = store.wait({mark}, std::chrono::milliseconds(static_cast<long>(std::max(0.0, left) * 1000)));
-    const std::string claim = "rank " + std::to_string(r) + " joined the rendezvous at " + store.where() +
-                              " from address " + at + " — an address of this host, which is '" + ctx.host +
-                              "' — but as host '" + host.substr(0, 64) + "'";
-    if (again.empty()) {
-      std::string second;
-      store.try_get(mark, &second);
-      const size_t nl = second.find('\n');
-      fail(claim, "; then a second process claimed rank ", r, ", as host '", second.substr(0, nl), "' at ",
-           nl == std::string::npos ? "?" : second.substr(nl + 1),
-           " (it was refused: \"joined twice\"). The first is not this job's rank ", r,
-           ": a process that holds the job's rendezvous token claimed it. Stop it (on ", ctx.host,
-           ", `ss -tnp` shows who is connected to port ", store.where().substr(store.where().rfind(':') + 1, 5),
-           "), keep the token to this job, and start the job again");
-    }
-    fail(claim, ", and no other process claimed rank ", r, " within ", timeout,
-         " s (--collective-timeout). A process on this host that is not this job's rank ", r,
-         " claimed it (it holds the job's rendezvous token, if one is set), or rank ", r,
-         "'s host name is wrong; MASTER_ADDR is not at fault. Stop that process and start the job again");
-  }
   // Topology from the hosts: a node is a host name, numbered in order of its lowest rank.
   std::map<std::string, int> node_of;
   for (const auto& h : hosts)
@@ -263,11 +228,48 @@ ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& 
   // Gloo offers the address this rank reached the store through; a loopback one (MASTER_ADDR
   // naming rank 0's host via Debian's "127.0.1.1 hostname" line) is unreachable from other hosts.
   const std::string& via = store.local_address();
-  if (ctx.num_nodes > 1 && (via.rfind("127.", 0) == 0 || via == "::1") && !env("GLOO_SOCKET_IFNAME"))
+  if (ctx.num_nodes > 1 && (via.rfind("127.", 0) == 0 || via == "::1") && !env("GLOO_SOCKET_IFNAME")) {
+    // Rank 0 serves the store and knows the address each join came from: a rank that joined
+    // from an address of this host under another host name is named (issue 48 item 14: a
+    // holder of the job's token claimed rank 1 so, and this message blamed MASTER_ADDR
+    // alone). Such a claim may be an impostor's: rank 0 serves a few seconds more, so that
+    // the real rank, arriving, is told "joined twice" at once, and names both claims then.
+    std::string claims;
+    int doubted = -1;
+    for (int r = 1; r < ctx.size; ++r) {
+      const std::string at = store.claim_address(keys[static_cast<size_t>(r)]);
+      const std::string& host = hosts[static_cast<size_t>(r)];
+      if (at.empty() || host == ctx.host || !(at.rfind("127.", 0) == 0 || at == "::1" || at == via)) continue;
+      if (doubted < 0) doubted = r;
+      if (claims.size() < 400)
+        claims += (claims.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " joined as host '" +
+                  host.substr(0, 64) + "' from " + at;
+    }
+    if (doubted >= 0) {
+      const std::string mark = kClaimedTwicePrefix + std::to_string(doubted);
+      const double grace = std::min(5.0, timeout);
+      if (store.wait({mark}, std::chrono::milliseconds(static_cast<long>(grace * 1000))).empty()) {
+        std::string second;
+        store.try_get(mark, &second);
+        const size_t nl = second.find('\n');
+        fail("rank ", doubted, " joined the rendezvous at ", store.where(), " as host '",
+             hosts[static_cast<size_t>(doubted)].substr(0, 64), "' from ",
+             store.claim_address(keys[static_cast<size_t>(doubted)]), " (an address of this host, ", ctx.host,
+             "), then a second process claimed rank ", doubted, " as host '", second.substr(0, nl), "' from ",
+             nl == std::string::npos ? "?" : second.substr(nl + 1),
+             " (refused: \"joined twice\"). Two processes were started as rank ", doubted,
+             ", or the first is not this job's: a process that holds the job's rendezvous token claimed it. Stop "
+             "it (on ", ctx.host, ", `ss -tnp` shows who is connected to the store's port) and start the job again");
+      }
+    }
     fail("rank ", ctx.rank, " on ", ctx.host, " reaches the rendezvous store at ", store.where(),
          " through the loopback address ", via, ", which the ranks on the other ", ctx.num_nodes - 1,
          " host(s) cannot reach: set MASTER_ADDR to rank 0's IP address on the network the hosts share "
-         "(not a name that resolves to 127.x on rank 0's host), or set GLOO_SOCKET_IFNAME to that interface");
+         "(not a name that resolves to 127.x on rank 0's host), or set GLOO_SOCKET_IFNAME to that interface",
+         claims.empty() ? "" : ". Yet " + claims +
+                                   " (this host): if no rank of this job runs here under that name, a process that "
+                                   "holds the job's rendezvous token claimed it");
+  }
   ctx.device = -1;  // the CPU model unless a GPU is bound below
   ctx.device_label = "cpu";
   if (opts.use_gpu) bind_device_through_store(ctx, store, hosts, ms, opts.share_gpu);
