@@ -145,7 +145,7 @@ void row_sums(const T* x, int64_t count, int64_t stride, int64_t lanes, double* 
 }
 
 template <class T>
-void channel_sums_typed(const dnnl_memory_desc_t& d, const T* base, float* out) {
+void channel_sums_typed(const dnnl_memory_desc_t& d, const T* base, float* out, std::vector<double>& acc) {
   const auto& bk = d.format_desc.blocking;
   const int64_t B = bk.inner_nblks == 1 ? bk.inner_blks[0] : 1;  // channels per block (innermost)
   const int64_t N = d.dims[0], C = d.dims[1], blocks = (C + B - 1) / B;
@@ -155,7 +155,7 @@ void channel_sums_typed(const dnnl_memory_desc_t& d, const T* base, float* out) 
     sd[3 - nsp + i] = d.dims[2 + i];
     ss[3 - nsp + i] = bk.strides[2 + i];
   }
-  std::vector<double> acc(static_cast<size_t>(blocks * B), 0.0);
+  acc.assign(static_cast<size_t>(blocks * B), 0.0);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t cb = 0; cb < blocks; ++cb) {
       double* part = acc.data() + cb * B;
@@ -172,14 +172,14 @@ void channel_sums_typed(const dnnl_memory_desc_t& d, const T* base, float* out) 
 }
 }  // namespace
 
-void channel_sums(const dnnl::memory& m, float* out) {
+void channel_sums(const dnnl::memory& m, float* out, std::vector<double>& acc) {
   const md_t md = m.get_desc();
   if (!channel_sums_supported(md)) internal_error("channel_sums: unsupported layout");
   const dnnl_memory_desc_t& d = md.data;
   if (d.data_type == dnnl_bf16)
-    channel_sums_typed(d, static_cast<const uint16_t*>(m.get_data_handle()) + d.offset0, out);
+    channel_sums_typed(d, static_cast<const uint16_t*>(m.get_data_handle()) + d.offset0, out, acc);
   else
-    channel_sums_typed(d, static_cast<const float*>(m.get_data_handle()) + d.offset0, out);
+    channel_sums_typed(d, static_cast<const float*>(m.get_data_handle()) + d.offset0, out, acc);
 }
 
 md_t plain_md(const std::vector<int64_t>& dims, dt type) {

@@ -112,7 +112,8 @@ md_t plain_md(const std::vector<int64_t>& dims, dt type = dt::f32);
 // Layouts: plain (any strides) or blocked on channels only (nChw8c, nChw16c); false for
 // any other, where the caller keeps oneDNN's bias.
 bool channel_sums_supported(const md_t& md);
-void channel_sums(const dnnl::memory& m, float* out);
+// `acc`: the caller's scratch (kept between steps: no allocation per call).
+void channel_sums(const dnnl::memory& m, float* out, std::vector<double>& acc);
 
 struct Transients;
 

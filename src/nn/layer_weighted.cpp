@@ -190,7 +190,7 @@ class WeightedExec : public Exec {
     src_w_cv_.run(*c.stream);
     bwd_w_.run(*c.stream);
     dw_cv_.run(*c.stream);
-    if (own_bias_) channel_sums(ddst_w_cv_.out, own_bias_);
+    if (own_bias_) channel_sums(ddst_w_cv_.out, own_bias_, bias_acc_);
   }
 
   void backward_data(const RunCtx& c) override {
@@ -209,6 +209,7 @@ class WeightedExec : public Exec {
   Convert src_cv_, w_cv_, ddst_w_cv_, src_w_cv_, dw_cv_, ddst_d_cv_, w_d_cv_, dsrc_cv_;
   Call fwd_, bwd_w_, bwd_d_;
   float* own_bias_ = nullptr;  // the bias gradient, when channel_sums() computes it
+  std::vector<double> bias_acc_;  // its scratch
 };
 
 template <class Traits>

@@ -40,19 +40,16 @@ for ck in "$d/init/step-00000000.h5" "$d/run/checkpoints/step-00000002.h5"; do
 done
 "$PY" - "$d" >"$d/result" 2>&1 <<'PYEOF'
 import math
+import os
 import sys
 
-import h5py
 import numpy as np
 import torch
 import torchvision
 
 d = sys.argv[1]
-
-
-def state(path):
-    with h5py.File(path, "r") as f:
-        return {n: torch.as_tensor(np.array(f["model"][n][()])) for n in f["model"]}
+sys.path.insert(0, os.environ["CNNSCALE_SOURCE"] + "/tests/nn")
+from torch_reference import _state as state  # noqa: E402  (the checkpoint's model/ group by name)
 
 
 def report(name, good, detail=""):
