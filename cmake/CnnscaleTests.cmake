@@ -56,8 +56,9 @@ function(cnnscale_gpu_test name)
 endfunction()
 
 # A shell-script test (tests/**/*.sh) that drives the built executable.
+# Arguments after the label are passed to the script.
 function(cnnscale_script_test name script label)
-  add_test(NAME ${name} COMMAND bash ${script})
+  add_test(NAME ${name} COMMAND bash ${script} ${ARGN})
   set_tests_properties(${name} PROPERTIES LABELS ${label} TIMEOUT 900
     ENVIRONMENT "CNNSCALE=$<TARGET_FILE:cnnscale>;CNNSCALE_SOURCE=${PROJECT_SOURCE_DIR};CNNSCALE_BUILD=${CMAKE_BINARY_DIR};MPIEXEC=${MPIEXEC_EXECUTABLE}"
     SKIP_RETURN_CODE 77)

@@ -5,6 +5,7 @@
 #include "comm/make_communicator.hpp"
 #include "comm/world.hpp"
 #include "launch/rank_cores.hpp"
+#include "nn/model.hpp"
 #include "nn/threads.hpp"
 #include "train/trainer.hpp"
 #include "util/error.hpp"
@@ -72,8 +73,10 @@ int cmd_train(int argc, char** argv) {
       "window at least SxS pixels, as FFCV) | exact (decoded whole: PIL's pixels, torchvision's crop, bit for bit)");
   po::options_description model("Model and numerics");
   model.add_options()("model", po::value(&o.model)->default_value(o.model),
-                      "mnist_cnn | lenet5 | resnet20 | resnet18 | resnet34 | resnet50 | resnet101 | resnet152 | mobilenet_v2 "
-                      "(torchvision's) | a one-line spec, e.g. \"conv(32,3) relu maxpool(2) flatten linear(10)\"")(
+                      (builtin_model_list(" | ") +
+                       " (all but the first three are torchvision's) | a one-line spec, "
+                       "e.g. \"conv(32,3) relu maxpool(2) flatten linear(10)\"")
+                          .c_str())(
       "zero-init-residual", po::bool_switch(&o.model_options.zero_init_residual),
       "torchvision ResNets: start each residual block's last batch-norm weight at 0")(
       "precision", po::value(&precision)->default_value(precision),

@@ -88,7 +88,15 @@ int GraphBuilder::relu(int x) {
 
 // PyTorch's pooling output size (floor mode): padding at most half the window, as
 // PyTorch requires (so every window holds at least one real input).
-static Shape pool_shape(const Shape& s, int kh, int kw, int stride, int pad, const char* what) {
+// PyTorch's pooling output size with ceil_mode: ceil instead of floor, but the last
+// window must start inside the input or its left padding.
+static int ceil_out_size(int in, int k, int stride, int pad) {
+  int o = (in + 2 * pad - k + stride - 1) / stride + 1;
+  if ((o - 1) * stride >= in + pad) --o;
+  return o;
+}
+
+static Shape pool_shape(const Shape& s, int kh, int kw, int stride, int pad, const char* what, bool ceil_mode) {
   if (s.flat) fail(what, " needs a c×h×w input, got a flat one");
   if (2 * pad > kh || 2 * pad > kw)
     fail(what, " padding ", pad, " must be at most half the kernel ", kh, " (as PyTorch)");
@@ -96,10 +104,11 @@ static Shape pool_shape(const Shape& s, int kh, int kw, int stride, int pad, con
     if (pad == 0) fail(what, " kernel ", kh, " is larger than its input ", s.h, "x", s.w);
     fail(what, " kernel ", kh, " is larger than its padded input ", s.h + 2 * pad, "x", s.w + 2 * pad);
   }
+  if (ceil_mode) return Shape{s.c, ceil_out_size(s.h, kh, stride, pad), ceil_out_size(s.w, kw, stride, pad), false};
   return Shape{s.c, out_size(s.h, kh, stride, pad), out_size(s.w, kw, stride, pad), false};
 }
 
-int GraphBuilder::pool(Op op, int x, int kh, int kw, int stride, int pad) {
+int GraphBuilder::pool(Op op, int x, int kh, int kw, int stride, int pad, bool ceil_mode) {
   Node n;
   n.op = op;
   n.inputs = {x};
@@ -107,11 +116,14 @@ int GraphBuilder::pool(Op op, int x, int kh, int kw, int stride, int pad) {
   n.kernel_w = kw;
   n.stride = stride;
   n.pad = pad;
-  Shape o = pool_shape(shape(x), kh, kw, stride, pad, op == Op::maxpool ? "maxpool" : "avgpool");
+  n.ceil_mode = ceil_mode;
+  Shape o = pool_shape(shape(x), kh, kw, stride, pad, op == Op::maxpool ? "maxpool" : "avgpool", ceil_mode);
   return push(std::move(n), o);
 }
 
-int GraphBuilder::maxpool(int x, int k, int stride, int pad) { return pool(Op::maxpool, x, k, k, stride, pad); }
+int GraphBuilder::maxpool(int x, int k, int stride, int pad, bool ceil_mode) {
+  return pool(Op::maxpool, x, k, k, stride, pad, ceil_mode);
+}
 
 int GraphBuilder::avgpool(int x, int k, int stride, int pad) { return pool(Op::avgpool, x, k, k, stride, pad); }
 
@@ -147,15 +159,17 @@ int GraphBuilder::linear(int x, const std::string& name, int out) {
   n.inputs = {x};
   n.out_channels = out;
   param(n, name + ".weight", {out, s.c}, true, true, Init::kaiming_uniform, s.c);
+  g_.params.back().fan_out = out;
   param(n, name + ".bias", {out}, true, false, Init::fan_in_bias, s.c);
   return push(std::move(n), Shape{out, 1, 1, true});
 }
 
-int GraphBuilder::bn(int x, const std::string& name) {
+int GraphBuilder::bn(int x, const std::string& name, double momentum) {
   const Shape s = shape(x);
   if (s.flat) fail("bn (batch-norm 2d) needs a c×h×w input, got a flat one");
   Node n;
   n.op = Op::bn;
+  n.momentum = momentum;
   n.inputs = {x};
   param(n, name + ".weight", {s.c}, true, false, Init::ones, 0);
   param(n, name + ".bias", {s.c}, true, false, Init::zeros, 0);
@@ -204,6 +218,26 @@ int GraphBuilder::se(int x, const std::string& name, int squeeze) {
   return mul(x, t);
 }
 
+int GraphBuilder::concat(const std::vector<int>& xs) {
+  if (xs.size() < 2) fail("concat needs at least two inputs, got ", xs.size());
+  const Shape s0 = shape(xs[0]);
+  Shape out = s0;
+  out.c = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    for (size_t j = 0; j < i; ++j)
+      if (xs[j] == xs[i]) fail("concat of one tensor with itself is not supported (input ", i + 1, " repeats input ", j + 1, ")");
+    const Shape s = shape(xs[i]);
+    if (s.flat != s0.flat || s.h != s0.h || s.w != s0.w)
+      fail("concat needs inputs of one height and width, got ", s0.c, "x", s0.h, "x", s0.w, " and ", s.c, "x", s.h,
+           "x", s.w, " (input ", i + 1, ")");
+    out.c += s.c;
+  }
+  Node n;
+  n.op = Op::concat;
+  n.inputs = xs;
+  return push(std::move(n), out);
+}
+
 Graph GraphBuilder::finish(int output, int classes) {
   Shape s = shape(output);
   if (!s.flat && s.h == 1 && s.w == 1) {
@@ -247,7 +281,8 @@ Graph GraphBuilder::finish(int output, int classes) {
     Node& r = g_.nodes[k - 1];
     // Only unpadded square windows that tile the input (kernel == stride): the fused
     // kernel reads no padding and gives each input position to at most one window.
-    if (p.op == Op::maxpool && p.kernel == p.stride && p.kernel_w == p.kernel && p.pad == 0 && r.op == Op::relu &&
+    if (p.op == Op::maxpool && p.kernel == p.stride && p.kernel_w == p.kernel && p.pad == 0 && !p.ceil_mode &&
+        r.op == Op::relu &&
         r.fused_relu && p.inputs[0] == r.index + 1 && readers[r.index + 1] == 1 && r.index + 1 != output) {
       r.relu_into_pool = p.relu_into_pool = true;
     }
@@ -298,7 +333,8 @@ std::vector<char> gpu_bf16_tensors(const Graph& g) {
       case Op::maxpool:
       case Op::avgpool: half[out] = half[n.inputs[0]]; break;
       case Op::add: half[out] = half[n.inputs[0]] && half[n.inputs[1]]; break;
-      case Op::mul: half[out] = 0; break;
+      case Op::mul:
+      case Op::concat: half[out] = 0; break;
       case Op::dropout:
       case Op::flatten:
       case Op::linear: half[out] = 0; break;
@@ -317,7 +353,10 @@ std::vector<char> gpu_bf16_tensors(const Graph& g) {
       switch (n.op) {
         case Op::dropout:
         case Op::linear: to_fp32(in); break;
-        case Op::mul: to_fp32(n.inputs[0]), to_fp32(n.inputs[1]); break;
+        case Op::mul:
+        case Op::concat:
+          for (int t : n.inputs) to_fp32(t);
+          break;
         case Op::bn:
         case Op::relu:
         case Op::act:
@@ -418,6 +457,7 @@ const char* op_name(Op op) {
     case Op::add: return "add";
     case Op::act: return "act";
     case Op::mul: return "mul";
+    case Op::concat: return "concat";
   }
   return "?";
 }

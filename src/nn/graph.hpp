@@ -11,7 +11,7 @@
 
 namespace cnnscale::nn {
 
-enum class Op { conv, relu, maxpool, avgpool, dropout, flatten, linear, bn, add, act, mul };
+enum class Op { conv, relu, maxpool, avgpool, dropout, flatten, linear, bn, add, act, mul, concat };
 
 // Element-wise activations other than ReLU (Op::act), with PyTorch's definitions and
 // gradients: ReLU6 (hardtanh(0, 6): gradient where 0 < x < 6), sigmoid, SiLU (x·σ(x)),
@@ -29,7 +29,21 @@ struct Shape {
 // kaiming_uniform: PyTorch's default for conv/linear weights (a=√5, bound 1/√fan_in);
 // kaiming_normal_fan_out: torchvision's ResNet convs, kaiming_normal_(mode='fan_out',
 // nonlinearity='relu'), i.e. N(0, 2/fan_out) with fan_out = out·k·k.
-enum class Init { kaiming_uniform, fan_in_bias, ones, zeros, kaiming_normal_fan_out, normal_0_01 };
+// kaiming_normal_fan_in: kaiming_normal_() with its defaults (DenseNet's convs), N(0, 2/fan_in);
+// kaiming_uniform_relu: kaiming_uniform_() with its defaults (SqueezeNet's convs),
+// U(±√(6/fan_in)); uniform_fan_out_sigmoid: kaiming_uniform_(mode='fan_out',
+// nonlinearity='sigmoid') (MNASNet's classifier), U(±√(3/fan_out)).
+enum class Init {
+  kaiming_uniform,
+  fan_in_bias,
+  ones,
+  zeros,
+  kaiming_normal_fan_out,
+  normal_0_01,
+  kaiming_normal_fan_in,
+  kaiming_uniform_relu,
+  uniform_fan_out_sigmoid
+};
 
 struct ParamDef {
   ParamInfo info;
@@ -41,14 +55,17 @@ struct ParamDef {
 struct Node {
   Op op = Op::relu;
   std::vector<int> inputs;   // tensor ids: 0 = network input, k+1 = output of node k
+                             // (concat: two or more, distinct)
   Shape in, out;             // in = shape of inputs[0]
   int out_channels = 0;      // conv / linear
   int kernel = 0, stride = 1, pad = 0;
   int groups = 1;            // conv: channel groups (PyTorch's groups; in.c = depthwise)
   Act act = Act::relu6;      // act: which activation
   int kernel_w = 0;          // pools: window width (= kernel except gap on a non-square input)
+  bool ceil_mode = false;    // maxpool: PyTorch's ceil_mode (the output size rounded up)
   bool bias = true;          // conv
   double p = 0.0;            // dropout
+  double momentum = 0.1;     // bn: running-statistics momentum (PyTorch's; MNASNet's is 0.0003)
   int index = 0;             // node index (dropout hash, messages)
   bool fused_relu = false;   // relu: computed by the preceding conv (post-op); conv: has one
   // relu (fused) → maxpool with kernel == stride: the maxpool's backward also applies the
@@ -102,19 +119,24 @@ class GraphBuilder {
   int act(int x, Act a);  // an element-wise activation (Op::act)
   // Pools as PyTorch's MaxPool2d / AvgPool2d(count_include_pad=True): floor output
   // size; max-pool padding acts as -inf, average-pool padding as 0 counted in the window.
-  int maxpool(int x, int k, int stride, int pad = 0);
+  // ceil_mode: PyTorch's MaxPool2d(ceil_mode=True): the output size rounded up, the last
+  // window (which must start inside the input or its left padding) clipped to the input.
+  int maxpool(int x, int k, int stride, int pad = 0, bool ceil_mode = false);
   int avgpool(int x, int k, int stride, int pad = 0);
   int gap(int x);  // AdaptiveAvgPool2d(1): an h×w window, any (also non-square) input
   int dropout(int x, double p);
   int flatten(int x);
   int linear(int x, const std::string& name, int out);
-  int bn(int x, const std::string& name);
+  int bn(int x, const std::string& name, double momentum = 0.1);
   int add(int a, int b);
   // x (c×h×w) times s (c×1×1) per channel (Op::mul: the scale of squeeze-and-excitation).
   int mul(int x, int s);
   // torchvision.ops.SqueezeExcitation(C, squeeze): x · sigmoid(fc2(relu(fc1(gap(x))))),
   // fc1, fc2 1×1 convolutions with bias, parameters NAME.fc1.*, NAME.fc2.*.
   int se(int x, const std::string& name, int squeeze);
+  // torch.cat(xs, dim=1): two or more distinct tensors of one h×w (or all flat), their
+  // channels one after another in the order given (Op::concat).
+  int concat(const std::vector<int>& xs);
 
   // Init of the conv weights registered from now on (default: PyTorch's kaiming_uniform;
   // the torchvision ResNets use kaiming_normal_fan_out).
@@ -127,7 +149,7 @@ class GraphBuilder {
 
  private:
   int push(Node n, Shape out);
-  int pool(Op op, int x, int kh, int kw, int stride, int pad);  // maxpool / avgpool
+  int pool(Op op, int x, int kh, int kw, int stride, int pad, bool ceil_mode = false);  // maxpool / avgpool
   void param(Node& n, const std::string& name, std::vector<int64_t> shape, bool trainable, bool decay, Init init,
              int64_t fan_in);
   Graph g_;

@@ -5,7 +5,9 @@
 // The torchvision ResNets' convs: kaiming_normal_(mode='fan_out', nonlinearity='relu'),
 // N(0, σ²) with σ = √2/√fan_out, normal deviates by Box–Muller over the same stream
 // (both of each pair used; the distribution is torch's, not its bits). torchvision's
-// MobileNet classifier: N(0, 0.01²) (normal_0_01), its bias 0.
+// MobileNet classifier: N(0, 0.01²) (normal_0_01), its bias 0. DenseNet's convs:
+// kaiming_normal_() (fan_in, gain √2); SqueezeNet's: kaiming_uniform_() (a = 0:
+// bound √(6/fan_in)).
 #include <cmath>
 
 #include "nn/graph.hpp"
@@ -30,13 +32,21 @@ void init_param(const ParamDef& p, uint64_t seed, float* data) {
       bound = std::sqrt(3.0) * std_;
       break;
     }
+    case Init::kaiming_uniform_relu:
+      bound = std::sqrt(6.0 / static_cast<double>(p.fan_in));
+      break;
+    case Init::uniform_fan_out_sigmoid:
+      bound = std::sqrt(3.0 / static_cast<double>(p.fan_out));
+      break;
     case Init::fan_in_bias:
       bound = p.fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(p.fan_in)) : 0.0;
       break;
     case Init::kaiming_normal_fan_out:
+    case Init::kaiming_normal_fan_in:
     case Init::normal_0_01: {
-      const double sigma =
-          p.init == Init::normal_0_01 ? 0.01 : std::sqrt(2.0) / std::sqrt(static_cast<double>(p.fan_out));
+      const double sigma = p.init == Init::normal_0_01           ? 0.01
+                           : p.init == Init::kaiming_normal_fan_in ? std::sqrt(2.0 / static_cast<double>(p.fan_in))
+                                                                   : std::sqrt(2.0) / std::sqrt(static_cast<double>(p.fan_out));
       SplitMix64 rng(hash_combine(mix64(seed), hash_string(p.info.name)));
       const double two_pi = 6.283185307179586476925286766559;
       for (size_t i = 0; i < n; i += 2) {

@@ -254,6 +254,11 @@ class Model {
 std::unique_ptr<Model> make_model(const std::string& name_or_spec, const SampleShape& input, int classes,
                                   int device = -1, const ModelOptions& options = {});
 
+// The built-in model names, in the order --help and errors list them (models.cpp).
+const std::vector<std::string>& builtin_models();
+// The same, joined by `sep` ("mnist_cnn | lenet5 | ...").
+std::string builtin_model_list(const std::string& sep);
+
 namespace nn {
 // oneDNN threads per rank (OpenMP); see threads.hpp. Call before prepare().
 void set_threads(int n);

@@ -99,6 +99,10 @@ ModelGraph resnet20(const SampleShape& in, int classes) {
 // 256, 512 planes, stride 2 at the first block of layers 2-4; downsample.0/1 (1×1 conv
 // with the block's stride + bn) where the shape changes; adaptive average pool to 1×1;
 // fc. Names, registration order and shapes are torchvision's state_dict ones.
+// ResNeXt (resnext50_32x4d, resnext101_32x8d/64x4d) and Wide ResNet (wide_resnet50_2,
+// wide_resnet101_2) are the Bottleneck ResNets with torchvision's groups and
+// width_per_group: the block's 1×1 and 3×3 convs are int(planes·width_per_group/64)·groups
+// wide, the 3×3 one grouped.
 // Initialisation as torchvision: convs kaiming_normal_(fan_out, relu), bn 1/0, fc as
 // nn.Linear; zero_init_residual zeroes each block's last bn weight.
 ModelGraph torchvision_resnet(const std::string& name, const SampleShape& in, int classes, const ModelOptions& opt) {
@@ -106,12 +110,18 @@ ModelGraph torchvision_resnet(const std::string& name, const SampleShape& in, in
     const char* name;
     bool bottleneck;
     int blocks[4];
+    int groups = 1, width_per_group = 64;  // ResNeXt / Wide ResNet: the bottleneck's 3×3 conv
   };
   static const Arch archs[] = {{"resnet18", false, {2, 2, 2, 2}},
                                {"resnet34", false, {3, 4, 6, 3}},
                                {"resnet50", true, {3, 4, 6, 3}},
                                {"resnet101", true, {3, 4, 23, 3}},
-                               {"resnet152", true, {3, 8, 36, 3}}};
+                               {"resnet152", true, {3, 8, 36, 3}},
+                               {"resnext50_32x4d", true, {3, 4, 6, 3}, 32, 4},
+                               {"resnext101_32x8d", true, {3, 4, 23, 3}, 32, 8},
+                               {"resnext101_64x4d", true, {3, 4, 23, 3}, 64, 4},
+                               {"wide_resnet50_2", true, {3, 4, 6, 3}, 1, 128},
+                               {"wide_resnet101_2", true, {3, 4, 23, 3}, 1, 128}};
   const Arch* a = nullptr;
   for (const auto& c : archs)
     if (name == c.name) a = &c;
@@ -135,9 +145,11 @@ ModelGraph torchvision_resnet(const std::string& name, const SampleShape& in, in
       int y;
       std::string last_bn;
       if (a->bottleneck) {
-        y = b.conv(x, p + ".conv1", planes, 1, 1, 0, false);
+        // torchvision: width = int(planes · base_width / 64) · groups
+        const int width = planes * a->width_per_group / 64 * a->groups;
+        y = b.conv(x, p + ".conv1", width, 1, 1, 0, false);
         y = b.relu(b.bn(y, p + ".bn1"));
-        y = b.conv(y, p + ".conv2", planes, 3, stride, 1, false);
+        y = b.conv(y, p + ".conv2", width, 3, stride, 1, false, a->groups);
         y = b.relu(b.bn(y, p + ".bn2"));
         y = b.conv(y, p + ".conv3", planes * expansion, 1, 1, 0, false);
         y = b.bn(y, p + ".bn3");
@@ -166,7 +178,9 @@ ModelGraph torchvision_resnet(const std::string& name, const SampleShape& in, in
 }
 
 bool is_torchvision_resnet(const std::string& name) {
-  return name == "resnet18" || name == "resnet34" || name == "resnet50" || name == "resnet101" || name == "resnet152";
+  return name == "resnet18" || name == "resnet34" || name == "resnet50" || name == "resnet101" || name == "resnet152" ||
+         name == "resnext50_32x4d" || name == "resnext101_32x8d" || name == "resnext101_64x4d" ||
+         name == "wide_resnet50_2" || name == "wide_resnet101_2";
 }
 
 // Adds the layers of a spec; names are "<prefix><index>.weight" as nn.Sequential.
@@ -175,6 +189,17 @@ int build_spec(GraphBuilder& b, int x, const std::vector<LayerSpec>& layers, con
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerSpec& L = layers[i];
     const std::string name = prefix + std::to_string(i);
+    if (L.kind == LayerKind::cat) {  // branch k's layers are NAME.k.j
+      std::vector<int> ys;
+      for (size_t k = 0; k < L.branches.size(); ++k)
+        ys.push_back(L.branches[k].empty() ? x : build_spec(b, x, L.branches[k], name + "." + std::to_string(k) + ".", text));
+      try {
+        x = b.concat(ys);
+      } catch (const UserError& e) {
+        spec_error(text, L.pos, L.len, e.what());
+      }
+      continue;
+    }
     if (L.kind == LayerKind::res) {
       const int y = build_spec(b, x, L.body, name + ".", text);
       try {
@@ -195,7 +220,7 @@ int build_spec(GraphBuilder& b, int x, const std::vector<LayerSpec>& layers, con
           x = b.act(x, a);
           break;
         }
-        case LayerKind::maxpool: x = b.maxpool(x, L.kernel, L.stride, L.pad); break;
+        case LayerKind::maxpool: x = b.maxpool(x, L.kernel, L.stride, L.pad, L.ceil_mode); break;
         case LayerKind::avgpool: x = b.avgpool(x, L.kernel, L.stride, L.pad); break;
         case LayerKind::gap: x = b.gap(x); break;
         case LayerKind::dropout: x = b.dropout(x, L.p); break;
@@ -203,7 +228,8 @@ int build_spec(GraphBuilder& b, int x, const std::vector<LayerSpec>& layers, con
         case LayerKind::linear: x = b.linear(x, name, L.out); break;
         case LayerKind::bn: x = b.bn(x, name); break;
         case LayerKind::se: x = b.se(x, name, L.out); break;
-        case LayerKind::res: break;
+        case LayerKind::res:
+        case LayerKind::cat: break;
       }
     } catch (const UserError& e) {
       spec_error(text, L.pos, L.len, e.what());
@@ -235,15 +261,40 @@ ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape&
   if (classes < 2) fail("a classifier needs at least 2 classes, got ", classes);
   if (is_torchvision_resnet(name_or_spec)) return torchvision_resnet(name_or_spec, input, classes, options);
   if (options.zero_init_residual)
-    fail("--zero-init-residual applies to the torchvision ResNets (resnet18/34/50/101/152), not to ", name_or_spec);
+    fail("--zero-init-residual applies to the torchvision ResNets (resnet18/34/50/101/152, resnext*, wide_resnet*), "
+         "not to ", name_or_spec);
   if (name_or_spec == "mnist_cnn") return mnist_cnn(input, classes);
   if (name_or_spec == "lenet5") return lenet5(input, classes);
   if (name_or_spec == "resnet20") return resnet20(input, classes);
   if (name_or_spec == "mobilenet_v2") return torchvision_mobilenet_v2(input, classes);
+  if (is_torchvision_densenet(name_or_spec)) return torchvision_densenet(name_or_spec, input, classes);
+  if (is_torchvision_regnet(name_or_spec)) return torchvision_regnet(name_or_spec, input, classes);
+  if (is_torchvision_mnasnet(name_or_spec)) return torchvision_mnasnet(name_or_spec, input, classes);
+  if (name_or_spec == "squeezenet1_0" || name_or_spec == "squeezenet1_1")
+    return torchvision_squeezenet(name_or_spec, input, classes);
   return spec_graph(name_or_spec, input, classes);
 }
 
 }  // namespace nn
+
+const std::vector<std::string>& builtin_models() {
+  static const std::vector<std::string> names = {
+      "mnist_cnn",       "lenet5",           "resnet20",         "resnet18",        "resnet34",
+      "resnet50",        "resnet101",        "resnet152",        "resnext50_32x4d", "resnext101_32x8d",
+      "resnext101_64x4d", "wide_resnet50_2", "wide_resnet101_2", "mobilenet_v2",    "densenet121",
+      "densenet161",     "densenet169",      "densenet201",      "squeezenet1_0",   "squeezenet1_1",
+      "regnet_y_400mf",  "regnet_y_800mf",   "regnet_y_1_6gf",   "regnet_y_3_2gf",  "regnet_y_8gf",
+      "regnet_y_16gf",   "regnet_y_32gf",    "regnet_x_400mf",   "regnet_x_800mf",  "regnet_x_1_6gf",
+      "regnet_x_3_2gf",  "regnet_x_8gf",     "regnet_x_16gf",    "regnet_x_32gf",   "mnasnet0_5",
+      "mnasnet0_75",     "mnasnet1_0",       "mnasnet1_3"};
+  return names;
+}
+
+std::string builtin_model_list(const std::string& sep) {
+  std::string s;
+  for (const auto& n : builtin_models()) s += (s.empty() ? "" : sep) + n;
+  return s;
+}
 
 std::unique_ptr<Model> make_model(const std::string& name_or_spec, const SampleShape& input, int classes, int device,
                                   const ModelOptions& options) {

@@ -1,7 +1,7 @@
 // models_mobilenet.cpp — torchvision's MobileNetV2 (torchvision.models.mobilenet_v2, width
 // 1.0), built in with its state_dict names, shapes, registration order and initialisation,
 // so that a cnnscale checkpoint loads into torchvision.models.mobilenet_v2(num_classes=K)
-// with load_state_dict(strict=True) (tests/nn/mobilenet_torchvision.sh).
+// with load_state_dict(strict=True) (tests/nn/zoo_torchvision.sh).
 //
 // features.0: Conv2dNormActivation(3, 32, stride 2): conv 3×3 (no bias) .0, bn .1, ReLU6;
 // features.1..17: InvertedResidual blocks of the table (t, c, n, s) = (1,16,1,1) (6,24,2,2)

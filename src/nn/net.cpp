@@ -60,7 +60,7 @@ Net::Net(Graph graph, std::string name, std::string spec)
   // The NaN guard's scans (net.hpp): the input of every node that drops a NaN, unless it
   // cannot hold one that was not seen already: a batch-norm's output (its statistics
   // and γ, β are checked), the output of a node that drops NaNs (its own input is
-  // scanned where needed), and flatten/dropout/add of such tensors (finite inputs give
+  // scanned where needed), and flatten/dropout/add/concat of such tensors (finite inputs give
   // no NaN there). What is left to scan is where a NaN can be born and then dropped: the
   // input images, and conv (without a fused ReLU), linear, avgpool or add outputs
   // feeding a ReLU or max-pool. Each tensor once.
@@ -71,7 +71,7 @@ Net::Net(Graph graph, std::string name, std::string spec)
       case Op::bn: case Op::relu: case Op::maxpool: return true;
       case Op::conv: return p.fused_relu;
       case Op::flatten: case Op::dropout: return covered(p.inputs[0]);
-      case Op::add: return std::all_of(p.inputs.begin(), p.inputs.end(), covered);
+      case Op::add: case Op::concat: return std::all_of(p.inputs.begin(), p.inputs.end(), covered);
       default: return false;
     }
   };
@@ -255,7 +255,7 @@ void Net::plan_gradients(Plan& plan) {
     size_t& e = esize[static_cast<size_t>(node.index + 1)];
     switch (node.op) {
       case Op::conv: e = precision_ == Precision::bf16 ? 2 : 4; break;
-      case Op::dropout: case Op::linear: case Op::mul: e = 4; break;
+      case Op::dropout: case Op::linear: case Op::mul: case Op::concat: e = 4; break;
       default: e = esize[static_cast<size_t>(node.inputs[0])];
     }
   }

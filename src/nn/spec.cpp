@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "nn/model.hpp"
 #include "util/error.hpp"
 
 namespace cnnscale::nn {
@@ -81,17 +82,23 @@ struct Parser {
     return static_cast<int>(a.value);
   }
 
-  std::vector<LayerSpec> layers(bool nested) {
+  // `in`: the construct whose body this is ("" at the top, "res", "cat"): it ends at ')'
+  // and, in a cat, at '|' (the next branch).
+  std::vector<LayerSpec> layers(const std::string& in) {
     std::vector<LayerSpec> out;
     for (;;) {
       skip_ws();
       if (i >= s.size()) {
-        if (nested) error(s.size(), 1, "missing ')' closing res(");
+        if (!in.empty()) error(s.size(), 1, "missing ')' closing " + in + "(");
         break;
       }
       if (s[i] == ')') {
-        if (nested) break;
+        if (!in.empty()) break;
         error(i, 1, "unexpected ')'");
+      }
+      if (s[i] == '|') {
+        if (in == "cat") break;
+        error(i, 1, "'|' separates the branches of cat( | ) only");
       }
       size_t b = i;
       std::string name = word();
@@ -109,9 +116,28 @@ struct Parser {
         if (!has_args) error(b, name.size(), "res needs a body: res(layers...)");
         ++i;
         L.kind = LayerKind::res;
-        L.body = layers(true);
+        L.body = layers("res");
         if (L.body.empty()) error(b, name.size(), "res body is empty");
         ++i;  // ')'
+        out.push_back(std::move(L));
+        continue;
+      }
+      if (name == "cat") {
+        if (!has_args) error(b, name.size(), "cat needs branches: cat(layers... | layers...)");
+        ++i;
+        L.kind = LayerKind::cat;
+        for (;;) {
+          L.branches.push_back(layers("cat"));
+          if (s[i] == ')') break;
+          ++i;  // '|'
+        }
+        ++i;  // ')'
+        L.len = i - b;
+        if (L.branches.size() < 2)
+          error(b, L.len, "cat needs at least two branches separated by '|' (an empty branch is the input itself)");
+        int empty = 0;
+        for (const auto& br : L.branches) empty += br.empty();
+        if (empty > 1) error(b, L.len, "cat has more than one empty branch (the input would be concatenated with itself)");
         out.push_back(std::move(L));
         continue;
       }
@@ -129,11 +155,16 @@ struct Parser {
         if (a.size() > 3) L.pad = as_int(a[3], "padding", 0);
         if (a.size() > 4) L.groups = as_int(a[4], "groups", 1);
       } else if (name == "maxpool" || name == "avgpool") {
-        nargs(1, 3, (name + "(kernel[, stride[, pad]])").c_str());
+        if (name == "maxpool") nargs(1, 4, "maxpool(kernel[, stride[, pad[, ceil_mode 0|1]]])");
+        else nargs(1, 3, "avgpool(kernel[, stride[, pad]])");
         L.kind = name == "maxpool" ? LayerKind::maxpool : LayerKind::avgpool;
         L.kernel = as_int(a[0], "kernel size", 1);
         L.stride = a.size() > 1 ? as_int(a[1], "stride", 1) : L.kernel;
         if (a.size() > 2) L.pad = as_int(a[2], "padding", 0);
+        if (a.size() > 3) {
+          if (a[3].value != 0 && a[3].value != 1) error(a[3].pos, a[3].len, "ceil_mode must be 0 or 1");
+          L.ceil_mode = a[3].value == 1;
+        }
       } else if (name == "dropout") {
         nargs(1, 1, "dropout(p) with 0 <= p < 1");
         L.kind = LayerKind::dropout;
@@ -161,8 +192,9 @@ struct Parser {
       } else {
         error(b, name.size(),
               "unknown layer '" + name +
-                  "' (layers: conv relu relu6 sigmoid silu hardswish gelu se maxpool avgpool gap dropout flatten linear bn res; "
-                  "built-in models: mnist_cnn lenet5 resnet20 resnet18 resnet34 resnet50 resnet101 resnet152 mobilenet_v2)");
+                  "' (layers: conv relu relu6 sigmoid silu hardswish gelu se maxpool avgpool gap dropout flatten linear bn "
+                  "res cat; "
+                  "built-in models: " + builtin_model_list(" ") + ")");
       }
       out.push_back(std::move(L));
     }
@@ -180,7 +212,7 @@ std::string fmt_num(double v) {
 
 std::vector<LayerSpec> parse_spec(const std::string& text) {
   Parser p{text};
-  auto out = p.layers(false);
+  auto out = p.layers("");
   if (out.empty()) spec_error(text, 0, 1, "empty model spec");
   return out;
 }
@@ -202,8 +234,9 @@ std::string format_spec(const std::vector<LayerSpec>& layers) {
       case LayerKind::maxpool:
       case LayerKind::avgpool:
         os << (L.kind == LayerKind::maxpool ? "maxpool(" : "avgpool(") << L.kernel;
-        if (L.stride != L.kernel || L.pad != 0) os << ',' << L.stride;
-        if (L.pad != 0) os << ',' << L.pad;
+        if (L.stride != L.kernel || L.pad != 0 || L.ceil_mode) os << ',' << L.stride;
+        if (L.pad != 0 || L.ceil_mode) os << ',' << L.pad;
+        if (L.ceil_mode) os << ",1";
         os << ')';
         break;
       case LayerKind::dropout: os << "dropout(" << fmt_num(L.p) << ')'; break;
@@ -215,6 +248,14 @@ std::string format_spec(const std::vector<LayerSpec>& layers) {
       case LayerKind::flatten: os << "flatten"; break;
       case LayerKind::bn: os << "bn"; break;
       case LayerKind::res: os << "res(" << format_spec(L.body) << ')'; break;
+      case LayerKind::cat:
+        os << "cat(";
+        for (size_t k = 0; k < L.branches.size(); ++k) {
+          if (k) os << (L.branches[k - 1].empty() ? "| " : " | ");
+          os << format_spec(L.branches[k]);
+        }
+        os << ')';
+        break;
     }
   }
   return os.str();

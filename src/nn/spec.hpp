@@ -1,16 +1,17 @@
 // spec.hpp — the one-line model spec: its layer list (LayerSpec) and the parser.
 // Grammar (docs/models.md):  spec := layer (WS layer)* ;  layer := NAME [ "(" args ")" ]
-//   conv(out,k[,stride[,pad[,groups]]])  relu  maxpool(k[,stride[,pad]])  avgpool(k[,stride[,pad]])  gap
+//   conv(out,k[,stride[,pad[,groups]]])  relu  maxpool(k[,stride[,pad[,ceil_mode]]])  avgpool(k[,stride[,pad]])  gap
 //   dropout(p)  flatten  linear(out)  bn  res(spec)   (res: x + spec(x), same shape)
 //   relu6  sigmoid  silu  hardswish  gelu   (activations: PyTorch's)
 //   se(squeeze)   (squeeze-and-excitation: x · sigmoid(fc2(relu(fc1(gap(x))))))
+//   cat(spec | spec | ...)   (torch.cat([b(x) for b in branches], 1); an empty branch is x)
 #pragma once
 #include <string>
 #include <vector>
 
 namespace cnnscale::nn {
 
-enum class LayerKind { conv, relu, maxpool, avgpool, gap, dropout, flatten, linear, bn, res, act, se };
+enum class LayerKind { conv, relu, maxpool, avgpool, gap, dropout, flatten, linear, bn, res, act, se, cat };
 
 struct LayerSpec {
   LayerKind kind = LayerKind::relu;
@@ -19,9 +20,11 @@ struct LayerSpec {
   int stride = 1;       // conv (default 1), pools (default = kernel)
   int pad = 0;          // conv, pools
   int groups = 1;       // conv (PyTorch's groups)
+  bool ceil_mode = false;  // maxpool (PyTorch's ceil_mode)
   double p = 0.0;       // dropout
   std::string act;      // act: relu6 sigmoid silu hardswish gelu
   std::vector<LayerSpec> body;  // res
+  std::vector<std::vector<LayerSpec>> branches;  // cat (an empty branch: the input itself)
   size_t pos = 0;       // column (0-based) of the token in the spec text, for errors
   size_t len = 0;       // length of the token
 };

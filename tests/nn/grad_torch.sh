@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # grad_torch.sh — one training step of mnist_cnn, lenet5 and one-line spec models (two of
 # them with grouped and depthwise convolutions and the activations relu6, sigmoid, silu,
-# hardswish, gelu) against
+# hardswish, gelu, and one with concatenations and ceil-mode max-pools) against
 # PyTorch (issue 47): for each model at two input sizes (odd ones, strided convolutions and
 # padded pools over odd inputs), `cnnscale train --synthetic` takes 2 SGD steps (weights no
 # longer at their initialisation, running statistics updated), then one training
@@ -49,6 +49,10 @@ SPEC_C="conv(16,3,2,1) bn relu conv(16,3,1,1,16) bn relu conv(24,1) relu conv(24
 # features too), after batch norms, depthwise and strided convolutions; squeeze-and-excitation
 # (se: x · sigmoid(fc2(relu(fc1(gap(x)))))) after a depthwise conv and after GELU.
 SPEC_D="conv(16,3,2,1) bn silu conv(16,3,1,1,16) bn relu6 se(4) conv(24,1) hardswish conv(24,3,2,1) gelu se(6) gap flatten linear(8) sigmoid linear(5)"
+# Concatenation and ceil-mode max-pool (issue 49: a SqueezeNet Fire module, a DenseNet dense
+# block with its transition, a branch that is the input itself); 39×33 puts clipped last
+# windows on the ceil-mode pools.
+SPEC_E="conv(16,3,2) relu maxpool(3,2,0,1) conv(8,1) relu cat(conv(12,1) relu | conv(12,3,1,1) relu) maxpool(3,2,0,1) cat(| bn relu conv(16,1) bn relu conv(8,3,1,1)) bn relu conv(16,1) avgpool(2) gap flatten linear(5)"
 for isa in "${ISAS[@]}"; do
   if [ "$isa" != native ]; then
     got=$(with_isa "$isa" "$TOOL" isa)
@@ -61,5 +65,6 @@ for isa in "${ISAS[@]}"; do
   check "$isa" specB-45x33 "$SPEC_B" 3 45 33 4
   check "$isa" specC-41x35 "$SPEC_C" 3 41 35 5
   check "$isa" specD-39x33 "$SPEC_D" 3 39 33 5
+  check "$isa" specE-39x33 "$SPEC_E" 3 39 33 5
 done
 finish

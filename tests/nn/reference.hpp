@@ -158,6 +158,17 @@ inline Result forward(const Graph& g, const std::vector<double>& P, const float*
         if (training) r.bn[nd.index] = st;
         break;
       }
+      case Op::concat: {
+        size_t at = 0;
+        const size_t out_per = static_cast<size_t>(os.numel());
+        for (int t : nd.inputs) {
+          const size_t per = static_cast<size_t>(shape_of(t).numel());
+          for (int64_t b = 0; b < n; ++b)
+            std::copy_n(T[t].begin() + b * per, per, y.begin() + b * out_per + at);
+          at += per;
+        }
+        break;
+      }
       case Op::add: {
         const auto& x2 = T[nd.inputs[1]];
         for (size_t i = 0; i < y.size(); ++i) y[i] = x[i] + x2[i];

@@ -145,17 +145,17 @@ PYEOF
 # One training step from a 2-step checkpoint trained under ISA, against torchvision in
 # float64 and float32 (tests/nn/torch_reference.py: loss, every gradient, running statistics,
 # ReLU/max-pool decisions; ties followed as it explains).
-grad_check() {  # grad_check ISA MODEL H W CLASSES
-  local isa=$1 m=$2 h=$3 w=$4 k=$5 d="$TMP/grad-$1-$2-$3x$4"
+grad_check() {  # grad_check ISA MODEL H W CLASSES [BATCH (default 3)]
+  local isa=$1 m=$2 h=$3 w=$4 k=$5 n=${6:-3} d="$TMP/grad-$1-$2-$3x$4"
   local name="$isa $m ${h}x$w"
   mkdir -p "$d/cap"
   with_isa "$isa" "$CNNSCALE" train --synthetic --model "$m" --image-size "${h}x$w" --channels 3 --classes "$k" \
     --batch-size 4 --synthetic-samples 16 --max-steps 2 --lr 0.05 --seed 3 --run-dir "$d/run" >"$d/train.log" 2>&1
   expect_eq "$name: cnnscale train --synthetic 2 steps" 0 "$?"
   cp "$d/run/checkpoints/step-00000002.h5" "$d/ckpt.h5"
-  "$PY" -c "import numpy as np; np.random.seed(11); np.random.randn(3, 3, $h, $w).astype(np.float32).tofile('$d/x.f32')"
-  "$PY" -c "import numpy as np; np.random.seed(12); np.random.randint(0, $k, 3).astype(np.int32).tofile('$d/y.i32')"
-  with_isa "$isa" "$TOOL" grad "$m" 3 "$h" "$w" "$k" "$d/ckpt.h5" "$d/x.f32" 3 "$d/grad.f32" "$d/y.i32" \
+  "$PY" -c "import numpy as np; np.random.seed(11); np.random.randn($n, 3, $h, $w).astype(np.float32).tofile('$d/x.f32')"
+  "$PY" -c "import numpy as np; np.random.seed(12); np.random.randint(0, $k, $n).astype(np.int32).tofile('$d/y.i32')"
+  with_isa "$isa" "$TOOL" grad "$m" 3 "$h" "$w" "$k" "$d/ckpt.h5" "$d/x.f32" "$n" "$d/grad.f32" "$d/y.i32" \
     --capture "$d/cap" >"$d/grad.txt" 2>"$d/grad.err"
   expect_eq "$name: training step (grad) from the 2-step checkpoint" 0 "$?"
   "$PY" "$CNNSCALE_SOURCE/tests/nn/torch_reference.py" torchvision "$m" 3 "$h" "$w" "$k" "$d" >"$d/result" 2>&1
@@ -173,9 +173,13 @@ for isa in "${ISAS[@]}"; do
   fi
   # 70×100: the padded max-pool gets 35×50 and the stride-2 stages 9×13 → 5×7 → 3×4 (odd);
   # 45×61: 23×31 → 12×16 → 6×8 → 3×4 → 2×2; resnet50 at 32×32 (1×1 at the end) and 41×53.
+  # resnet50 at 32×32 takes a batch of 8: with 3 its layer4 batch norms normalise 3 rows
+  # per channel (1×1 maps) whose |mean|/std reaches 900, and the step is beyond float32 for
+  # any implementation (torch fp32's own loss 2.6e-5 from float64 on one such checkpoint,
+  # cnnscale's 2.3e-5; one ReLU then goes the other way and every earlier gradient with it).
   grad_check "$isa" resnet18 70 100 5
   grad_check "$isa" resnet18 45 61 7
-  grad_check "$isa" resnet50 32 32 4
+  grad_check "$isa" resnet50 32 32 4 8
   grad_check "$isa" resnet50 41 53 3
 done
 finish

@@ -120,6 +120,16 @@ TEST(GradCheck, Activations) {
 TEST(GradCheck, SqueezeExcitation) {
   gradcheck("conv(8,3,1,1) relu se(2) conv(4,3,2,1) silu se(3) flatten linear(3)", {2, 6, 5}, 3, 3, 0);
 }
+// cat: a tensor read by two branches and by the cat itself (three gradients summed), then
+// a ceil-mode max-pool whose last column window is clipped (6 wide: floor 2, ceil 3).
+TEST(GradCheck, ConcatAndCeilModeMaxPool) {
+  gradcheck("conv(4,3,1,1) relu cat(conv(3,1) | conv(2,3,1,1) relu | ) maxpool(3,2,0,1) flatten linear(3)", {2, 7, 6},
+            3, 3, 0);
+}
+TEST(GradCheck, DenseBlock) {
+  gradcheck("conv(4,3,1,1) cat(| bn relu conv(3,3,1,1)) cat(| bn relu conv(3,1)) bn relu avgpool(2) flatten linear(3)",
+            {1, 6, 6}, 3, 4, 0);
+}
 TEST(GradCheck, BatchNorm) { gradcheck("conv(4,3,1,1) bn relu flatten linear(3)", {2, 5, 5}, 3, 4, 0); }
 TEST(GradCheck, ResidualAddAndDropout) {
   gradcheck("conv(4,3,1,1) res(conv(4,3,1,1) bn relu conv(4,3,1,1)) relu flatten dropout(0.5) linear(3)", {1, 6, 6},

@@ -112,6 +112,50 @@ TEST(Spec, SqueezeExcitation) {
   EXPECT_NE(error_of("flatten se(2) linear(10)").find("c×h×w"), std::string::npos);
 }
 
+// cat(branch | branch | ...): torch.cat of the branches over one input along channels, an
+// empty branch being the input; names K.b.j; canonical text round-trips.
+TEST(Spec, Concat) {
+  const std::string spec = "conv(8,3) cat(conv(4,1) relu | conv(6,3,1,1) | ) flatten linear(3)";
+  EXPECT_EQ(nn::format_spec(nn::parse_spec(spec)), spec);
+  EXPECT_EQ(nn::format_spec(nn::parse_spec("conv(8,3) cat(|relu|conv(2,1))")), "conv(8,3) cat(| relu | conv(2,1))");
+  const auto mg = nn::build_model_graph(spec, {1, 6, 6}, 3);
+  std::string names;
+  for (const auto& p : mg.graph.params) names += p.info.name + " ";
+  EXPECT_EQ(names, "0.weight 0.bias 1.0.0.weight 1.0.0.bias 1.1.0.weight 1.1.0.bias 3.weight 3.bias ");
+  std::string ops;
+  for (const auto& n : mg.graph.nodes) ops += std::string(nn::op_name(n.op)) + " ";
+  EXPECT_EQ(ops, "conv conv relu conv concat flatten linear ");
+  const nn::Node& cat = mg.graph.nodes[4];
+  EXPECT_EQ(cat.inputs, (std::vector<int>{3, 4, 1}));  // relu, conv(6,...), the input of cat
+  EXPECT_EQ(cat.out.c, 4 + 6 + 8);
+  EXPECT_EQ(cat.out.h, 4);
+  EXPECT_EQ(mg.graph.params[6].info.shape, (std::vector<int64_t>{3, 18 * 4 * 4}));
+}
+
+// maxpool(k, stride, pad, 1): PyTorch's ceil_mode output size (rounded up, the last window
+// starting inside the input or its left padding); never the fused relu kernel.
+TEST(Spec, CeilModeMaxPool) {
+  EXPECT_EQ(nn::format_spec(nn::parse_spec("maxpool(3,2,0,1) maxpool(2,2,0,0) maxpool(3,3,0,1)")),
+            "maxpool(3,2,0,1) maxpool(2) maxpool(3,3,0,1)");
+  struct Case {
+    int in, k, stride, pad, floor_out, ceil_out;  // torch.nn.MaxPool2d's, ceil_mode False / True
+  };
+  for (const Case c : {Case{16, 3, 2, 0, 7, 8}, Case{15, 3, 2, 0, 7, 7}, Case{5, 2, 2, 1, 3, 3}, Case{6, 2, 2, 1, 4, 4},
+                       Case{7, 3, 2, 1, 4, 4}, Case{8, 3, 2, 1, 4, 5}, Case{31, 3, 2, 0, 15, 15},
+                       Case{22, 3, 2, 0, 10, 11}}) {
+    for (int ceil = 0; ceil < 2; ++ceil) {
+      const std::string spec = "maxpool(" + std::to_string(c.k) + "," + std::to_string(c.stride) + "," +
+                               std::to_string(c.pad) + "," + std::to_string(ceil) + ") flatten linear(3)";
+      const auto mg = nn::build_model_graph(spec, {1, c.in, c.in}, 3);
+      EXPECT_EQ(mg.graph.nodes[0].out.h, ceil ? c.ceil_out : c.floor_out) << spec << " on " << c.in;
+      EXPECT_EQ(mg.graph.nodes[0].ceil_mode, ceil == 1);
+    }
+  }
+  const auto mg = nn::build_model_graph("conv(4,3) relu maxpool(2,2,0,1) flatten linear(3)", {1, 9, 9}, 3);
+  EXPECT_FALSE(mg.graph.nodes[2].relu_into_pool);
+  EXPECT_EQ(mg.graph.nodes[2].out.h, 4);  // 7 → ceil(5/2)+1
+}
+
 TEST(Spec, PaddedPools) {
   auto layers = nn::parse_spec("conv(8,3) maxpool(3,2,1) avgpool(3, 1, 1) maxpool(2,2,0)");
   ASSERT_EQ(layers.size(), 4u);
@@ -173,7 +217,15 @@ TEST(Spec, RejectsMistakesWithTheirPosition) {
       {"", 0, "empty"},
       {"resnet51", 0, "built-in models"},
       {"conv(4,3) maxpool(3,2,2) flatten linear(10)", 10, "at most half"},
-      {"conv(4,3) maxpool(3,2,1,1) flatten linear(10)", 10, "maxpool(kernel[, stride[, pad]])"},
+      {"conv(4,3) maxpool(3,2,1,2) flatten linear(10)", 24, "ceil_mode must be 0 or 1"},
+      {"conv(4,3) maxpool(3,2,1,1,1) flatten linear(10)", 10, "maxpool(kernel[, stride[, pad[, ceil_mode 0|1]]])"},
+      {"conv(4,3) avgpool(3,2,1,1) flatten linear(10)", 10, "avgpool(kernel[, stride[, pad]])"},
+      {"conv(8,3) cat(conv(4,1)) flatten linear(10)", 10, "at least two branches"},
+      {"conv(8,3) cat(| ) flatten linear(10)", 10, "more than one empty branch"},
+      {"conv(8,3) cat(conv(4,1) | conv(4,3)) flatten linear(10)", 10, "one height and width"},
+      {"conv(8,3) relu | conv(4,1)", 15, "'|' separates the branches of cat"},
+      {"conv(8,3) cat(conv(4,1) | relu", 30, "missing ')' closing cat("},
+      {"conv(8,3) cat flatten linear(10)", 10, "cat needs branches"},
       {"conv(8,3) conv(12,3,1,1,3) flatten linear(10)", 10, "groups 3 must divide both its input channels (8)"},
       {"conv(8,3,1,0,0) flatten linear(10)", 13, "groups"},
       {"conv(8,3,1,0,1,1) flatten linear(10)", 0, "conv(out, kernel[, stride[, pad[, groups]]])"},

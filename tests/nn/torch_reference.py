@@ -41,6 +41,7 @@ class Capture:
                 "kernel": [int(v) for v in f["kernel"].split(",")],
                 "stride": int(f["stride"]), "pad": int(f["pad"]), "p": float(f["p"]),
                 "groups": int(f.get("groups", "1")), "act": f.get("act", ""),
+                "ceil": f.get("ceil", "0") == "1", "momentum": float(f.get("momentum", "0.1")),
                 "params": [p for p in f["params"].split(",") if p],
             })
         self.input_shape = list(input_shape)
@@ -117,7 +118,7 @@ class Follow:
             self.decisions.append(region)
         return torch.where(region == 1, x, torch.where(region == 2, torch.full_like(x, 6.0), torch.zeros_like(x)))
 
-    def maxpool(self, x, kernel, stride, pad):
+    def maxpool(self, x, kernel, stride, pad, ceil_mode=False):
         if self.mode == "replay":
             idx = self.decisions[self.di]
             self.di += 1
@@ -127,11 +128,11 @@ class Follow:
             src = nd["inputs"][0]
             ours_in = self.cap.output(src - 1) if src > 0 else None
             xd = x.detach()
-            _, own = F.max_pool2d(xd, kernel, stride, pad, return_indices=True)
+            _, own = F.max_pool2d(xd, kernel, stride, pad, ceil_mode=ceil_mode, return_indices=True)
             if ours_in is None:
                 idx = own
             else:
-                _, theirs = F.max_pool2d(ours_in, kernel, stride, pad, return_indices=True)
+                _, theirs = F.max_pool2d(ours_in, kernel, stride, pad, ceil_mode=ceil_mode, return_indices=True)
                 flat = xd.flatten(2)
                 v_own = flat.gather(2, own.flatten(2)).view(own.shape)
                 v_theirs = flat.gather(2, theirs.flatten(2)).view(own.shape)
@@ -208,12 +209,12 @@ def run_graph(cap, params, x, follow, seed=0, step=0, sample_ids=None):
             y = {"relu6": F.relu6, "sigmoid": torch.sigmoid, "silu": F.silu, "hardswish": F.hardswish,
                  "gelu": F.gelu}[nd["act"]](a)
         elif op == "bn":
-            y = F.batch_norm(a, P[2], P[3], P[0], P[1], training=True, momentum=0.1, eps=1e-5)
+            y = F.batch_norm(a, P[2], P[3], P[0], P[1], training=True, momentum=nd["momentum"], eps=1e-5)
             P[4] += 1
         elif op == "relu":
             y = follow.relu(a)
         elif op == "maxpool":
-            y = follow.maxpool(a, (kh, kw), nd["stride"], nd["pad"])
+            y = follow.maxpool(a, (kh, kw), nd["stride"], nd["pad"], nd["ceil"])
         elif op == "avgpool":
             y = F.avg_pool2d(a, (kh, kw), nd["stride"], nd["pad"], count_include_pad=True)
         elif op == "dropout":
@@ -225,6 +226,8 @@ def run_graph(cap, params, x, follow, seed=0, step=0, sample_ids=None):
             y = a.flatten(1)
         elif op == "add":
             y = a + T[nd["inputs"][1]]
+        elif op == "concat":
+            y = torch.cat([T[t] for t in nd["inputs"]], 1)
         else:
             raise ValueError(f"torch_reference: no reference for op {op}")
         T.append(y)

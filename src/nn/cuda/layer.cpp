@@ -49,7 +49,11 @@ std::unique_ptr<Layer> make_layer(const Node& nd, NetState& s) {
       fail("--device cuda: layer ", nd.index, " is a ", act_name(nd.act),
            " activation, which cnnscale's GPU model does not run yet; train this model with --device cpu");
     case Op::maxpool:
-    case Op::avgpool: return make_pool(nd, s);
+    case Op::avgpool:
+      if (nd.ceil_mode)
+        fail("--device cuda: layer ", nd.index, " is a max-pool with ceil_mode, which cnnscale's GPU model does not ",
+             "run yet; train this model with --device cpu");
+      return make_pool(nd, s);
     case Op::bn: return make_bn(nd, s);
     case Op::dropout: return make_dropout(nd, s);
     case Op::flatten: return make_flatten(nd, s);
@@ -58,6 +62,9 @@ std::unique_ptr<Layer> make_layer(const Node& nd, NetState& s) {
     case Op::mul:
       fail("--device cuda: layer ", nd.index, " is a channel scale (squeeze-and-excitation), which cnnscale's GPU ",
            "model does not run yet; train this model with --device cpu");
+    case Op::concat:
+      fail("--device cuda: layer ", nd.index, " is a concatenation, which cnnscale's GPU model does not run yet; ",
+           "train this model with --device cpu");
   }
   throw std::logic_error("GPU model: no layer for op of node " + std::to_string(nd.index));
 }

@@ -30,7 +30,7 @@
 namespace cnnscale::nn::cuda {
 namespace {
 
-constexpr double kBnEps = 1e-5, kBnMomentum = 0.1;  // PyTorch's defaults, as the CPU model
+constexpr double kBnEps = 1e-5;  // PyTorch's default, as the CPU model; the momentum is the node's
 
 class BatchNorm final : public Layer {
  public:
@@ -73,7 +73,7 @@ class BatchNorm final : public Layer {
     if (!eval) {
       cudnnCheck(cudnnBatchNormalizationForwardTraining(
           s_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xd(p), x, yd(p), y, chan_->get(), s_.P(nd_, 0),
-          s_.P(nd_, 1), kBnMomentum, s_.P(nd_, 2), s_.P(nd_, 3), kBnEps, save_mean_.get(), save_inv_var_.get()));
+          s_.P(nd_, 1), nd_.momentum, s_.P(nd_, 2), s_.P(nd_, 3), kBnEps, save_mean_.get(), save_inv_var_.get()));
       increment(s_.P(nd_, 4), s_.stream);
     } else {
       cudnnCheck(cudnnBatchNormalizationForwardInference(s_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xd(p), x,
@@ -114,7 +114,7 @@ class BatchNorm final : public Layer {
     if (eval)
       bn::forward_eval(x, z, y, rows(p), nd_.in.c, stats(), kBnEps, f.relu, s_.workspace.get(), s_.stream);
     else if (!synced_)
-      bn::forward_train(x, z, y, rows(p), nd_.in.c, stats(), kBnMomentum, kBnEps, save_mean_.get(),
+      bn::forward_train(x, z, y, rows(p), nd_.in.c, stats(), nd_.momentum, kBnEps, save_mean_.get(),
                         save_inv_var_.get(), f.relu, s_.workspace.get(), s_.stream);
     else {
       const size_t C = static_cast<size_t>(nd_.in.c);
@@ -124,7 +124,7 @@ class BatchNorm final : public Layer {
       (*sum_)(msg, 2 * C + 1);
       n_total_ = msg[2 * C];
       cudaCheck(cudaMemcpyAsync(global_.get(), msg, 2 * C * sizeof(double), cudaMemcpyHostToDevice, s_.stream));
-      bn::forward_global(x, z, y, rows(p), nd_.in.c, global_.get(), n_total_, stats(), kBnMomentum, kBnEps,
+      bn::forward_global(x, z, y, rows(p), nd_.in.c, global_.get(), n_total_, stats(), nd_.momentum, kBnEps,
                          save_mean_.get(), save_inv_var_.get(), f.relu, s_.workspace.get(), s_.stream);
     }
   }

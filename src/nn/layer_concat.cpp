@@ -1,0 +1,80 @@
+// layer_concat.cpp — torch.cat(xs, dim=1) (Op::concat: DenseNet's dense blocks, SqueezeNet's
+// Fire modules, Inception branches, a U-Net's skip connections). Each input is read in plain
+// fp32 NCHW (reordered when its producer chose another layout or bf16; the reorder's bytes
+// are node-local: concat's backward needs no input), the output is plain fp32 NCHW with the
+// inputs' channels one after another; backward copies each input's slice of the output
+// gradient out and reorders it into that input's gradient layout (summed there with the
+// input's other readers). No arithmetic: forward and backward are exact copies.
+#include <cstring>
+#include <vector>
+
+#include "nn/exec.hpp"
+
+namespace cnnscale::nn {
+namespace {
+
+class ConcatExec : public Exec {
+ public:
+  ConcatExec(const Node& node, const std::vector<Tensor*>& in, Tensor* out, const ExecEnv& env)
+      : node_(node), in_(in), out_(out), x_cv_(in.size()), dx_cv_(in.size()) {
+    n_ = out->dims[0];
+    out->alloc(plain_md(out->dims), env.eng);
+    for (size_t i = 0; i < in.size(); ++i) {
+      const auto& d = in[i]->dims;
+      int64_t per = 1;
+      for (size_t k = 1; k < d.size(); ++k) per *= d[k];
+      per_.push_back(per);  // floats per sample of input i (c_i·h·w)
+      x_cv_[i].init(in[i]->mem, plain_md(d), env.eng, env.transients);
+      if (in[i]->needs_diff)
+        dx_cv_[i].init_into(plain_md(d), in[i]->diff_target(node.index), env.eng, env.transients);
+    }
+    for (int64_t p : per_) out_per_ += p;
+  }
+
+  void forward(const RunCtx& c) override {
+    float* y = out_->data_ptr();
+    int64_t at = 0;
+    for (size_t i = 0; i < in_.size(); ++i) {
+      x_cv_[i].run(*c.stream);
+      const float* x = ptr(x_cv_[i].out);
+      const int64_t per = per_[i];
+      for (int64_t b = 0; b < n_; ++b)
+        std::memcpy(y + b * out_per_ + at, x + b * per, static_cast<size_t>(per) * sizeof(float));
+      at += per;
+    }
+  }
+
+  void backward_data(const RunCtx& c) override {
+    const float* dy = out_->diff_ptr();
+    int64_t at = 0;
+    for (size_t i = 0; i < in_.size(); ++i) {
+      const int64_t per = per_[i];
+      if (in_[i]->needs_diff) {
+        float* dx = ptr(dx_cv_[i].out);
+        for (int64_t b = 0; b < n_; ++b)
+          std::memcpy(dx + b * per, dy + b * out_per_ + at, static_cast<size_t>(per) * sizeof(float));
+        dx_cv_[i].run(*c.stream);
+        in_[i]->diff_done(node_.index);
+      }
+      at += per;
+    }
+  }
+
+ private:
+  static float* ptr(const dnnl::memory& m) { return static_cast<float*>(m.get_data_handle()); }
+  const Node& node_;
+  std::vector<Tensor*> in_;
+  Tensor* out_;
+  int64_t n_ = 0, out_per_ = 0;
+  std::vector<int64_t> per_;
+  std::vector<Convert> x_cv_, dx_cv_;
+};
+
+}  // namespace
+
+std::unique_ptr<Exec> make_concat(const Node& node, const std::vector<Tensor*>& in, Tensor* out,
+                                  const ExecEnv& env) {
+  return std::make_unique<ConcatExec>(node, in, out, env);
+}
+
+}  // namespace cnnscale::nn
