@@ -311,8 +311,12 @@ def main(argv):
             buffers[dt] = {k: p.detach().double() for k, p in params.items() if not p.requires_grad}
         losses[dt] = float(loss)
     ref = losses[torch.float64]
+    # 1e-5 relative, or as close as torch's own float32 loss (3×, as the gradients): after 2
+    # steps at lr 0.05 some zoo checkpoints have losses near 18 whose float32 value is 1.3e-5
+    # from float64 in torch too (mnasnet1_0).
+    tol = max(1e-5 * abs(ref) + 1e-6, 3 * abs(losses[torch.float32] - ref))
     report(f"training loss equals the float64 reference's ({our_loss:.9f} vs {ref:.9f}, torch fp32 "
-           f"{losses[torch.float32]:.9f})", abs(our_loss - ref) <= 1e-5 * abs(ref) + 1e-6)
+           f"{losses[torch.float32]:.9f})", abs(our_loss - ref) <= tol)
     print("note " + follow.summary())
     clear = follow.disagree_clear["relu"] + follow.disagree_clear["maxpool"] + follow.disagree_clear["relu6"]
     report(f"cnnscale's ReLU, ReLU6 and max-pool decisions are float64's wherever float64 is not within "
