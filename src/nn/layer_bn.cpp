@@ -547,10 +547,6 @@ class BnExec : public Exec {
       gfwd_.run(*c.stream);
       mean = gmean_buf_.f();
       var = gvar_buf_.f();
-      if (!synced_) {  // the local backward reads them from mean_buf_ / var_buf_
-        std::copy_n(mean, channels_, mean_buf_.f());
-        std::copy_n(var, channels_, var_buf_.f());
-      }
     }
     // Running statistics as PyTorch: unbiased variance, the node's momentum (0.1 but MNASNet).
     const float momentum = static_cast<float>(node_.momentum);
@@ -574,11 +570,11 @@ class BnExec : public Exec {
   void backward_params(const RunCtx& c) override {
     if (!synced_) {  // ours: the sums here, dx in backward_data (local_data_gradient)
       if (onednn_local_) bwd_.run(*c.stream);
-      else exact_param_gradients(mean_buf_.f(), nullptr);
+      else exact_param_gradients();
       return;
     }
     gbwd_.run(*c.stream);
-    exact_param_gradients(mean_.data(), inv_std_.data());
+    exact_param_gradients();
     // This rank's Σdy·x̂ and Σdy, taken before the grad-ready hook hands the gradient
     // buffer to the allreduce.
     if (in_->needs_diff)
@@ -632,9 +628,9 @@ class BnExec : public Exec {
   // features.norm0.weight at batch 8, 64×64: 6.1e-3 vs torch 6.5e-4; the spec
   // "conv(16,7,2,3) bn relu maxpool(3,2,1) bn relu conv(8,1) ..." 1.7e-3 vs 2.7e-5; and those
   // float sums went into its dx too. So the local backward is ours (these sums, then
-  // local_data_gradient: one pass each, as oneDNN's two). inv_std: per channel (--sync-bn),
-  // or nullptr: from var_buf_.
-  void exact_param_gradients(const float* mean, const double* inv_std) {
+  // local_data_gradient: one pass each, as oneDNN's two). With the statistics of this step's
+  // forward (global_statistics: mean_, inv_std_; local or --sync-bn's).
+  void exact_param_gradients() {
     const int C = channels_;
     sdy_.resize(static_cast<size_t>(C));
     sdyx_.resize(static_cast<size_t>(C));
@@ -644,16 +640,12 @@ class BnExec : public Exec {
     const void* y = relu_mask_ ? out_->mem.get_data_handle() : nullptr;
     if (in_->md.data_type() == dt::bf16)
       walk.grad_sums(static_cast<const uint16_t*>(dy), static_cast<const uint16_t*>(x),
-                     static_cast<const uint16_t*>(y), mean, sdy_.data(), sdyx_.data());
+                     static_cast<const uint16_t*>(y), mean_.data(), sdy_.data(), sdyx_.data());
     else
-      walk.grad_sums(static_cast<const float*>(dy), static_cast<const float*>(x), static_cast<const float*>(y), mean,
-                     sdy_.data(), sdyx_.data());
-    local_inv_std_.resize(static_cast<size_t>(C));
+      walk.grad_sums(static_cast<const float*>(dy), static_cast<const float*>(x), static_cast<const float*>(y),
+                     mean_.data(), sdy_.data(), sdyx_.data());
     for (int i = 0; i < C; ++i) {
-      const double is =
-          inv_std ? inv_std[i] : 1.0 / std::sqrt(static_cast<double>(var_buf_.f()[i]) + static_cast<double>(kEps));
-      local_inv_std_[i] = is;
-      dgamma_[i] = static_cast<float>(sdyx_[i] * is);
+      dgamma_[i] = static_cast<float>(sdyx_[i] * inv_std_[i]);
       dbeta_[i] = static_cast<float>(sdy_[i]);
     }
   }
@@ -667,7 +659,7 @@ class BnExec : public Exec {
     k2_.resize(static_cast<size_t>(C));
     const double M = static_cast<double>(count_);
     for (int i = 0; i < C; ++i) {
-      const double is = local_inv_std_[i], g = static_cast<double>(gamma_[i]) * is;
+      const double is = inv_std_[i], g = static_cast<double>(gamma_[i]) * is;
       k0_[i] = static_cast<float>(g);
       k1_[i] = static_cast<float>(g * sdy_[i] / M);
       k2_[i] = static_cast<float>(g * is * is * sdyx_[i] / M);
@@ -679,10 +671,10 @@ class BnExec : public Exec {
     void* dx = in_->diff_target_ptr(node_.index);
     if (in_->md.data_type() == dt::bf16)
       walk.bwd_dx(static_cast<uint16_t*>(dx), static_cast<const uint16_t*>(dy), static_cast<const uint16_t*>(x),
-                  static_cast<const uint16_t*>(y), k0_.data(), k1_.data(), k2_.data(), mean_buf_.f());
+                  static_cast<const uint16_t*>(y), k0_.data(), k1_.data(), k2_.data(), mean_.data());
     else
       walk.bwd_dx(static_cast<float*>(dx), static_cast<const float*>(dy), static_cast<const float*>(x),
-                  static_cast<const float*>(y), k0_.data(), k1_.data(), k2_.data(), mean_buf_.f());
+                  static_cast<const float*>(y), k0_.data(), k1_.data(), k2_.data(), mean_.data());
   }
 
   // Backward of --sync-bn: dx = γσ⁻¹·(dy − (Σdy + x̂·Σdy·x̂)/N) with global sums; oneDNN
@@ -730,7 +722,7 @@ class BnExec : public Exec {
   double global_count_ = 0;
   std::vector<double> fmsg_, bmsg_, inv_std_;
   // Exact weight and bias gradient sums (exact_param_gradients) and oneDNN's float ones.
-  std::vector<double> sdy_, sdyx_, local_inv_std_;
+  std::vector<double> sdy_, sdyx_;
   std::vector<float> mean_, k0_, k1_, k2_;
 };
 

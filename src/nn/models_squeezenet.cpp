@@ -35,33 +35,15 @@ ModelGraph torchvision_squeezenet(const std::string& name, const SampleShape& in
     const int y3 = b.relu(conv(x, p + ".expand3x3", e3, 3, 1, 1));
     return b.concat({y1, y3});
   };
-  int x;
-  if (v10) {
-    x = b.relu(conv(b.input(), "features.0", 96, 7, 2, 0));
-    x = b.maxpool(x, 3, 2, 0, true);
-    x = fire(x, 3, 16, 64, 64);
-    x = fire(x, 4, 16, 64, 64);
-    x = fire(x, 5, 32, 128, 128);
-    x = b.maxpool(x, 3, 2, 0, true);
-    x = fire(x, 7, 32, 128, 128);
-    x = fire(x, 8, 48, 192, 192);
-    x = fire(x, 9, 48, 192, 192);
-    x = fire(x, 10, 64, 256, 256);
-    x = b.maxpool(x, 3, 2, 0, true);
-    x = fire(x, 12, 64, 256, 256);
-  } else {
-    x = b.relu(conv(b.input(), "features.0", 64, 3, 2, 0));
-    x = b.maxpool(x, 3, 2, 0, true);
-    x = fire(x, 3, 16, 64, 64);
-    x = fire(x, 4, 16, 64, 64);
-    x = b.maxpool(x, 3, 2, 0, true);
-    x = fire(x, 6, 32, 128, 128);
-    x = fire(x, 7, 32, 128, 128);
-    x = b.maxpool(x, 3, 2, 0, true);
-    x = fire(x, 9, 48, 192, 192);
-    x = fire(x, 10, 48, 192, 192);
-    x = fire(x, 11, 64, 256, 256);
-    x = fire(x, 12, 64, 256, 256);
+  // features.1..12 after the stem conv (.0) and its ReLU: a squeeze width (each expand is
+  // 4× it), 0 for a ceil-mode max-pool 3×3/2; the Fire modules are named by position.
+  static const int v10_layers[] = {0, 16, 16, 32, 0, 32, 48, 48, 64, 0, 64};
+  static const int v11_layers[] = {0, 16, 16, 0, 32, 32, 0, 48, 48, 64, 64};
+  int x = b.relu(conv(b.input(), "features.0", v10 ? 96 : 64, v10 ? 7 : 3, 2, 0));
+  int f = 2;
+  for (int s : v10 ? v10_layers : v11_layers) {
+    x = s == 0 ? b.maxpool(x, 3, 2, 0, true) : fire(x, f, s, 4 * s, 4 * s);
+    ++f;
   }
   x = b.dropout(x, 0.5);
   x = b.relu(conv(x, "classifier.1", classes, 1, 1, 0));
