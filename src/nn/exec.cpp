@@ -261,6 +261,7 @@ std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in
     case Op::add: return make_add(node, in[0], in[1], out, env);
     case Op::mul: return make_mul(node, in[0], in[1], out, env);
     case Op::concat: return make_concat(node, in, out, env);
+    case Op::stochastic_depth: return make_stochastic_depth(node, in[0], out, env);
   }
   throw std::logic_error("make_exec: unknown op");
 }

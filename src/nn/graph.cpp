@@ -143,6 +143,16 @@ int GraphBuilder::dropout(int x, double p) {
   return push(std::move(n), shape(x));
 }
 
+int GraphBuilder::stochastic_depth(int x, double p) {
+  if (!(p >= 0 && p <= 1)) fail("stochastic depth needs a probability in [0, 1], got ", p);
+  if (shape(x).flat) fail("stochastic depth needs a c×h×w input, got a flat one");
+  Node n;
+  n.op = Op::stochastic_depth;
+  n.inputs = {x};
+  n.p = p;
+  return push(std::move(n), shape(x));
+}
+
 int GraphBuilder::flatten(int x) {
   const Shape s = shape(x);
   Node n;
@@ -164,12 +174,13 @@ int GraphBuilder::linear(int x, const std::string& name, int out) {
   return push(std::move(n), Shape{out, 1, 1, true});
 }
 
-int GraphBuilder::bn(int x, const std::string& name, double momentum) {
+int GraphBuilder::bn(int x, const std::string& name, double momentum, double eps) {
   const Shape s = shape(x);
   if (s.flat) fail("bn (batch-norm 2d) needs a c×h×w input, got a flat one");
   Node n;
   n.op = Op::bn;
   n.momentum = momentum;
+  n.eps = eps;
   n.inputs = {x};
   param(n, name + ".weight", {s.c}, true, false, Init::ones, 0);
   param(n, name + ".bias", {s.c}, true, false, Init::zeros, 0);
@@ -209,12 +220,13 @@ int GraphBuilder::mul(int x, int s) {
   return push(std::move(n), sx);
 }
 
-int GraphBuilder::se(int x, const std::string& name, int squeeze) {
+int GraphBuilder::se(int x, const std::string& name, int squeeze, bool relu_act, Act a, Act gate) {
   const Shape s = shape(x);
   if (s.flat) fail("squeeze-and-excitation needs a c×h×w input, got a flat one");
   int t = gap(x);
-  t = relu(conv(t, name + ".fc1", squeeze, 1, 1, 0));
-  t = act(conv(t, name + ".fc2", s.c, 1, 1, 0), Act::sigmoid);
+  t = conv(t, name + ".fc1", squeeze, 1, 1, 0);
+  t = relu_act ? relu(t) : act(t, a);
+  t = act(conv(t, name + ".fc2", s.c, 1, 1, 0), gate);
   return mul(x, t);
 }
 
@@ -330,6 +342,7 @@ std::vector<char> gpu_bf16_tensors(const Graph& g) {
       case Op::bn:
       case Op::relu:
       case Op::act:
+      case Op::stochastic_depth:
       case Op::maxpool:
       case Op::avgpool: half[out] = half[n.inputs[0]]; break;
       case Op::add: half[out] = half[n.inputs[0]] && half[n.inputs[1]]; break;
@@ -360,6 +373,7 @@ std::vector<char> gpu_bf16_tensors(const Graph& g) {
         case Op::bn:
         case Op::relu:
         case Op::act:
+        case Op::stochastic_depth:
         case Op::maxpool:
         case Op::avgpool:
           if (half[in] != half[out]) to_fp32(in), to_fp32(out);
@@ -458,6 +472,7 @@ const char* op_name(Op op) {
     case Op::act: return "act";
     case Op::mul: return "mul";
     case Op::concat: return "concat";
+    case Op::stochastic_depth: return "stochastic_depth";
   }
   return "?";
 }
@@ -469,6 +484,7 @@ const char* act_name(Act a) {
     case Act::silu: return "silu";
     case Act::hardswish: return "hardswish";
     case Act::gelu: return "gelu";
+    case Act::hardsigmoid: return "hardsigmoid";
   }
   return "?";
 }

@@ -11,12 +11,13 @@
 
 namespace cnnscale::nn {
 
-enum class Op { conv, relu, maxpool, avgpool, dropout, flatten, linear, bn, add, act, mul, concat };
+enum class Op { conv, relu, maxpool, avgpool, dropout, flatten, linear, bn, add, act, mul, concat, stochastic_depth };
 
 // Element-wise activations other than ReLU (Op::act), with PyTorch's definitions and
 // gradients: ReLU6 (hardtanh(0, 6): gradient where 0 < x < 6), sigmoid, SiLU (x·σ(x)),
-// hard-swish (x·relu6(x+3)/6), GELU (erf form).
-enum class Act { relu6, sigmoid, silu, hardswish, gelu };
+// hard-swish (x·relu6(x+3)/6), GELU (erf form), hard-sigmoid (relu6(x+3)/6: gradient 1/6
+// where -3 < x < 3, as hardsigmoid_backward).
+enum class Act { relu6, sigmoid, silu, hardswish, gelu, hardsigmoid };
 const char* act_name(Act a);  // the spec's and PyTorch's name: "relu6", "silu", ...
 
 // A tensor's per-sample shape: c×h×w, or `flat` features (c = features, h = w = 1).
@@ -32,7 +33,8 @@ struct Shape {
 // kaiming_normal_fan_in: kaiming_normal_() with its defaults (DenseNet's convs), N(0, 2/fan_in);
 // kaiming_uniform_relu: kaiming_uniform_() with its defaults (SqueezeNet's convs),
 // U(±√(6/fan_in)); uniform_fan_out_sigmoid: kaiming_uniform_(mode='fan_out',
-// nonlinearity='sigmoid') (MNASNet's classifier), U(±√(3/fan_out)).
+// nonlinearity='sigmoid') (MNASNet's classifier), U(±√(3/fan_out)); uniform_inv_sqrt_fan_out:
+// U(±1/√fan_out) (EfficientNet's classifier: uniform_(-1/√out_features, 1/√out_features)).
 enum class Init {
   kaiming_uniform,
   fan_in_bias,
@@ -42,7 +44,8 @@ enum class Init {
   normal_0_01,
   kaiming_normal_fan_in,
   kaiming_uniform_relu,
-  uniform_fan_out_sigmoid
+  uniform_fan_out_sigmoid,
+  uniform_inv_sqrt_fan_out
 };
 
 struct ParamDef {
@@ -64,8 +67,9 @@ struct Node {
   int kernel_w = 0;          // pools: window width (= kernel except gap on a non-square input)
   bool ceil_mode = false;    // maxpool: PyTorch's ceil_mode (the output size rounded up)
   bool bias = true;          // conv
-  double p = 0.0;            // dropout
+  double p = 0.0;            // dropout; stochastic_depth: the drop probability
   double momentum = 0.1;     // bn: running-statistics momentum (PyTorch's; MNASNet's is 0.0003)
+  double eps = 1e-5;         // bn: PyTorch's eps (MobileNetV3's is 0.001)
   int index = 0;             // node index (dropout hash, messages)
   bool fused_relu = false;   // relu: computed by the preceding conv (post-op); conv: has one
   // relu (fused) → maxpool with kernel == stride: the maxpool's backward also applies the
@@ -127,13 +131,22 @@ class GraphBuilder {
   int dropout(int x, double p);
   int flatten(int x);
   int linear(int x, const std::string& name, int out);
-  int bn(int x, const std::string& name, double momentum = 0.1);
+  int bn(int x, const std::string& name, double momentum = 0.1, double eps = 1e-5);
   int add(int a, int b);
   // x (c×h×w) times s (c×1×1) per channel (Op::mul: the scale of squeeze-and-excitation).
   int mul(int x, int s);
-  // torchvision.ops.SqueezeExcitation(C, squeeze): x · sigmoid(fc2(relu(fc1(gap(x))))),
-  // fc1, fc2 1×1 convolutions with bias, parameters NAME.fc1.*, NAME.fc2.*.
-  int se(int x, const std::string& name, int squeeze);
+  // torchvision.ops.SqueezeExcitation(C, squeeze, activation, scale_activation):
+  // x · gate(fc2(act(fc1(gap(x))))), fc1, fc2 1×1 convolutions with bias, parameters
+  // NAME.fc1.*, NAME.fc2.*; act is ReLU (relu = true) or an Op::act, gate an Op::act
+  // (torchvision's defaults: ReLU and sigmoid; MobileNetV3: hard-sigmoid; EfficientNet: SiLU).
+  int se(int x, const std::string& name, int squeeze, bool relu = true, Act act = Act::silu,
+         Act gate = Act::sigmoid);
+  // torchvision.ops.StochasticDepth(p, "row") (Op::stochastic_depth): in training each
+  // sample is kept with probability 1 − p and then scaled by 1/(1 − p), or zeroed; the
+  // draw is a function of (seed, step, node, global sample id) as dropout's
+  // (dropout_mask.hpp), so a step does not depend on how the batch is split over ranks.
+  // Evaluation, and p = 0: the identity.
+  int stochastic_depth(int x, double p);
   // torch.cat(xs, dim=1): two or more distinct tensors of one h×w (or all flat), their
   // channels one after another in the order given (Op::concat).
   int concat(const std::vector<int>& xs);

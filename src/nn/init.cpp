@@ -38,6 +38,9 @@ void init_param(const ParamDef& p, uint64_t seed, float* data) {
     case Init::uniform_fan_out_sigmoid:
       bound = std::sqrt(3.0 / static_cast<double>(p.fan_out));
       break;
+    case Init::uniform_inv_sqrt_fan_out:
+      bound = 1.0 / std::sqrt(static_cast<double>(p.fan_out));
+      break;
     case Init::fan_in_bias:
       bound = p.fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(p.fan_in)) : 0.0;
       break;

@@ -1,6 +1,6 @@
 // layer_bn.cpp — batch-norm 2d on oneDNN with PyTorch semantics: training uses batch
 // statistics and updates running_mean / running_var (unbiased) with the node's momentum (0.1 as PyTorch's default),
-// eps 1e-5; evaluation uses the running statistics.
+// and the node's eps (1e-5 as PyTorch's default); evaluation uses the running statistics.
 // Types: the activation's (f32, or bf16 under --precision bf16: oneDNN's bf16 batch-norm
 // reads and writes bf16 and keeps the statistics, scale, shift and their gradients in
 // f32, as PyTorch autocast runs batch-norm on a bf16 input with f32 parameters).
@@ -51,7 +51,6 @@
 namespace cnnscale::nn {
 namespace {
 
-constexpr float kEps = 1e-5f;
 
 // Elements of an activation: f32, or bf16 (--precision bf16; util/bf16.hpp's rounding).
 [[gnu::always_inline]] inline float ld(const float* p) { return *p; }
@@ -498,7 +497,7 @@ class BnExec : public Exec {
     // With bn_relu the relu's mask (one bit per element) is the workspace, written by the
     // training forward and read by the backward; the plain and --sync-bn pairs share it.
     const auto flags = nf::use_scale | nf::use_shift | (relu_out ? nf::fuse_norm_relu : nf::none);
-    batch_normalization_forward::primitive_desc fpd({prop_kind::forward_training, in->md, kEps, flags}, env.eng);
+    batch_normalization_forward::primitive_desc fpd({prop_kind::forward_training, in->md, eps_, flags}, env.eng);
     if (relu_out) {
       ws_buf_.resize(fpd.workspace_desc().get_size());
       ws = memory(fpd.workspace_desc(), env.eng, ws_buf_.data());
@@ -512,19 +511,19 @@ class BnExec : public Exec {
     onednn_local_ = od && *od && std::string(od) != "0";
     if (onednn_local_) {
       bind_forward(fwd_, fpd, mean, var);
-      bind_backward(bwd_, {{prop_kind::backward, in->md, in->md, kEps, flags}, env.eng, fpd}, mean, var);
+      bind_backward(bwd_, {{prop_kind::backward, in->md, in->md, eps_, flags}, env.eng, fpd}, mean, var);
     }
 
     const auto gflags = nf::use_global_stats | flags;
-    bind_forward(eval_, {{prop_kind::forward_inference, in->md, kEps, gflags}, env.eng}, rmean, rvar);
+    bind_forward(eval_, {{prop_kind::forward_inference, in->md, eps_, gflags}, env.eng}, rmean, rvar);
 
     // --sync-bn: the same primitives with the statistics as inputs (the global ones).
-    batch_normalization_forward::primitive_desc gfpd({prop_kind::forward_training, in->md, kEps, gflags}, env.eng);
+    batch_normalization_forward::primitive_desc gfpd({prop_kind::forward_training, in->md, eps_, gflags}, env.eng);
     gmean_buf_.resize(gfpd.mean_desc().get_size());
     gvar_buf_.resize(gfpd.variance_desc().get_size());
     memory gmean(gfpd.mean_desc(), env.eng, gmean_buf_.data()), gvar(gfpd.variance_desc(), env.eng, gvar_buf_.data());
     bind_forward(gfwd_, gfpd, gmean, gvar);
-    bind_backward(gbwd_, {{prop_kind::backward, in->md, in->md, kEps, gflags}, env.eng, gfpd}, gmean, gvar);
+    bind_backward(gbwd_, {{prop_kind::backward, in->md, in->md, eps_, gflags}, env.eng, gfpd}, gmean, gvar);
   }
 
   void forward(const RunCtx& c) override {
@@ -614,7 +613,7 @@ class BnExec : public Exec {
       gm[i] = static_cast<float>(m);
       gv[i] = static_cast<float>(v);
       mean_[i] = gm[i];  // what oneDNN normalised with
-      inv_std_[i] = 1.0 / std::sqrt(static_cast<double>(gv[i]) + static_cast<double>(kEps));
+      inv_std_[i] = 1.0 / std::sqrt(static_cast<double>(gv[i]) + static_cast<double>(eps_));
     }
     global_count_ = n;
     return n;
@@ -709,6 +708,7 @@ class BnExec : public Exec {
   Tensor* out_ = nullptr;
   bool relu_mask_ = false;  // bn_relu: dy counts where the relu's output is > 0
   const float *gamma_ = nullptr, *beta_ = nullptr;
+  const float eps_ = static_cast<float>(node_.eps);  // PyTorch's eps (1e-5 but MobileNetV3)
   float *dgamma_ = nullptr, *dbeta_ = nullptr;
   float *running_mean_ = nullptr, *running_var_ = nullptr, *tracked_ = nullptr;
   bool non_finite_ = false;

@@ -215,7 +215,7 @@ int build_spec(GraphBuilder& b, int x, const std::vector<LayerSpec>& layers, con
         case LayerKind::relu: x = b.relu(x); break;
         case LayerKind::act: {
           Act a = Act::relu6;
-          for (Act k : {Act::relu6, Act::sigmoid, Act::silu, Act::hardswish, Act::gelu})
+          for (Act k : {Act::relu6, Act::sigmoid, Act::silu, Act::hardswish, Act::gelu, Act::hardsigmoid})
             if (L.act == act_name(k)) a = k;
           x = b.act(x, a);
           break;
@@ -224,6 +224,7 @@ int build_spec(GraphBuilder& b, int x, const std::vector<LayerSpec>& layers, con
         case LayerKind::avgpool: x = b.avgpool(x, L.kernel, L.stride, L.pad); break;
         case LayerKind::gap: x = b.gap(x); break;
         case LayerKind::dropout: x = b.dropout(x, L.p); break;
+        case LayerKind::sdepth: x = b.stochastic_depth(x, L.p); break;
         case LayerKind::flatten: x = b.flatten(x); break;
         case LayerKind::linear: x = b.linear(x, name, L.out); break;
         case LayerKind::bn: x = b.bn(x, name); break;
@@ -270,6 +271,8 @@ ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape&
   if (is_torchvision_densenet(name_or_spec)) return torchvision_densenet(name_or_spec, input, classes);
   if (is_torchvision_regnet(name_or_spec)) return torchvision_regnet(name_or_spec, input, classes);
   if (is_torchvision_mnasnet(name_or_spec)) return torchvision_mnasnet(name_or_spec, input, classes);
+  if (is_torchvision_mobilenet_v3(name_or_spec)) return torchvision_mobilenet_v3(name_or_spec, input, classes);
+  if (is_torchvision_efficientnet(name_or_spec)) return torchvision_efficientnet(name_or_spec, input, classes);
   if (name_or_spec == "squeezenet1_0" || name_or_spec == "squeezenet1_1")
     return torchvision_squeezenet(name_or_spec, input, classes);
   return spec_graph(name_or_spec, input, classes);
@@ -286,7 +289,9 @@ const std::vector<std::string>& builtin_models() {
       "regnet_y_400mf",  "regnet_y_800mf",   "regnet_y_1_6gf",   "regnet_y_3_2gf",  "regnet_y_8gf",
       "regnet_y_16gf",   "regnet_y_32gf",    "regnet_x_400mf",   "regnet_x_800mf",  "regnet_x_1_6gf",
       "regnet_x_3_2gf",  "regnet_x_8gf",     "regnet_x_16gf",    "regnet_x_32gf",   "mnasnet0_5",
-      "mnasnet0_75",     "mnasnet1_0",       "mnasnet1_3"};
+      "mnasnet0_75",     "mnasnet1_0",       "mnasnet1_3",       "mobilenet_v3_large", "mobilenet_v3_small",
+      "efficientnet_b0", "efficientnet_b1",  "efficientnet_b2",  "efficientnet_b3", "efficientnet_b4",
+      "efficientnet_b5", "efficientnet_b6",  "efficientnet_b7"};
   return names;
 }
 

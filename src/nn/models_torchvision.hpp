@@ -1,6 +1,7 @@
 // models_torchvision.hpp — torchvision's classification models built in, one file per
 // family (models.cpp: the ResNets, ResNeXts and Wide ResNets; models_mobilenet.cpp:
-// MobileNetV2; models_densenet.cpp; models_squeezenet.cpp; models_regnet.cpp; models_mnasnet.cpp), each with
+// MobileNetV2; models_mobilenet_v3.cpp; models_efficientnet.cpp; models_densenet.cpp;
+// models_squeezenet.cpp; models_regnet.cpp; models_mnasnet.cpp), each with
 // torchvision's state_dict names, shapes, registration order and initialisation.
 #pragma once
 #include <string>
@@ -17,6 +18,10 @@ bool is_torchvision_regnet(const std::string& name);  // regnet_y_400mf ... regn
 ModelGraph torchvision_regnet(const std::string& name, const SampleShape& in, int classes);
 bool is_torchvision_mnasnet(const std::string& name);  // mnasnet0_5, 0_75, 1_0, 1_3
 ModelGraph torchvision_mnasnet(const std::string& name, const SampleShape& in, int classes);
+bool is_torchvision_mobilenet_v3(const std::string& name);  // mobilenet_v3_large, mobilenet_v3_small
+ModelGraph torchvision_mobilenet_v3(const std::string& name, const SampleShape& in, int classes);
+bool is_torchvision_efficientnet(const std::string& name);  // efficientnet_b0 ... efficientnet_b7
+ModelGraph torchvision_efficientnet(const std::string& name, const SampleShape& in, int classes);
 // squeezenet1_0 / squeezenet1_1
 ModelGraph torchvision_squeezenet(const std::string& name, const SampleShape& in, int classes);
 

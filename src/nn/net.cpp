@@ -60,7 +60,7 @@ Net::Net(Graph graph, std::string name, std::string spec)
   // The NaN guard's scans (net.hpp): the input of every node that drops a NaN, unless it
   // cannot hold one that was not seen already: a batch-norm's output (its statistics
   // and γ, β are checked), the output of a node that drops NaNs (its own input is
-  // scanned where needed), and flatten/dropout/add/concat of such tensors (finite inputs give
+  // scanned where needed), and flatten/dropout/stochastic depth/add/concat of such tensors (finite inputs give
   // no NaN there). What is left to scan is where a NaN can be born and then dropped: the
   // input images, and conv (without a fused ReLU), linear, avgpool or add outputs
   // feeding a ReLU or max-pool. Each tensor once.
@@ -70,7 +70,7 @@ Net::Net(Graph graph, std::string name, std::string spec)
     switch (p.op) {
       case Op::bn: case Op::relu: case Op::maxpool: return true;
       case Op::conv: return p.fused_relu;
-      case Op::flatten: case Op::dropout: return covered(p.inputs[0]);
+      case Op::flatten: case Op::dropout: case Op::stochastic_depth: return covered(p.inputs[0]);
       case Op::add: case Op::concat: return std::all_of(p.inputs.begin(), p.inputs.end(), covered);
       default: return false;
     }

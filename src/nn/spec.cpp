@@ -170,6 +170,11 @@ struct Parser {
         L.kind = LayerKind::dropout;
         L.p = a[0].value;
         if (!(L.p >= 0 && L.p < 1)) error(a[0].pos, a[0].len, "dropout probability must be in [0, 1)");
+      } else if (name == "stochastic_depth") {
+        nargs(1, 1, "stochastic_depth(p) with 0 <= p <= 1");
+        L.kind = LayerKind::sdepth;
+        L.p = a[0].value;
+        if (!(L.p >= 0 && L.p <= 1)) error(a[0].pos, a[0].len, "stochastic depth probability must be in [0, 1]");
       } else if (name == "se") {
         nargs(1, 1, "se(squeeze channels)");
         L.kind = LayerKind::se;
@@ -186,14 +191,15 @@ struct Parser {
         no_args(LayerKind::flatten);
       } else if (name == "bn") {
         no_args(LayerKind::bn);
-      } else if (name == "relu6" || name == "sigmoid" || name == "silu" || name == "hardswish" || name == "gelu") {
+      } else if (name == "relu6" || name == "sigmoid" || name == "silu" || name == "hardswish" || name == "gelu" ||
+                 name == "hardsigmoid") {
         no_args(LayerKind::act);
         L.act = name;
       } else {
         error(b, name.size(),
               "unknown layer '" + name +
-                  "' (layers: conv relu relu6 sigmoid silu hardswish gelu se maxpool avgpool gap dropout flatten linear bn "
-                  "res cat; "
+                  "' (layers: conv relu relu6 sigmoid silu hardswish gelu hardsigmoid se maxpool avgpool gap dropout "
+                  "stochastic_depth flatten linear bn res cat; "
                   "built-in models: " + builtin_model_list(" ") + ")");
       }
       out.push_back(std::move(L));
@@ -240,6 +246,7 @@ std::string format_spec(const std::vector<LayerSpec>& layers) {
         os << ')';
         break;
       case LayerKind::dropout: os << "dropout(" << fmt_num(L.p) << ')'; break;
+      case LayerKind::sdepth: os << "stochastic_depth(" << fmt_num(L.p) << ')'; break;
       case LayerKind::linear: os << "linear(" << L.out << ')'; break;
       case LayerKind::relu: os << "relu"; break;
       case LayerKind::act: os << L.act; break;

@@ -2,7 +2,8 @@
 // Grammar (docs/models.md):  spec := layer (WS layer)* ;  layer := NAME [ "(" args ")" ]
 //   conv(out,k[,stride[,pad[,groups]]])  relu  maxpool(k[,stride[,pad[,ceil_mode]]])  avgpool(k[,stride[,pad]])  gap
 //   dropout(p)  flatten  linear(out)  bn  res(spec)   (res: x + spec(x), same shape)
-//   relu6  sigmoid  silu  hardswish  gelu   (activations: PyTorch's)
+//   relu6  sigmoid  silu  hardswish  gelu  hardsigmoid   (activations: PyTorch's)
+//   stochastic_depth(p)   (torchvision.ops.StochasticDepth(p, "row"): a sample kept with 1 − p, scaled)
 //   se(squeeze)   (squeeze-and-excitation: x · sigmoid(fc2(relu(fc1(gap(x))))))
 //   cat(spec | spec | ...)   (torch.cat([b(x) for b in branches], 1); an empty branch is x)
 #pragma once
@@ -11,7 +12,7 @@
 
 namespace cnnscale::nn {
 
-enum class LayerKind { conv, relu, maxpool, avgpool, gap, dropout, flatten, linear, bn, res, act, se, cat };
+enum class LayerKind { conv, relu, maxpool, avgpool, gap, dropout, flatten, linear, bn, res, act, se, cat, sdepth };
 
 struct LayerSpec {
   LayerKind kind = LayerKind::relu;
@@ -21,8 +22,8 @@ struct LayerSpec {
   int pad = 0;          // conv, pools
   int groups = 1;       // conv (PyTorch's groups)
   bool ceil_mode = false;  // maxpool (PyTorch's ceil_mode)
-  double p = 0.0;       // dropout
-  std::string act;      // act: relu6 sigmoid silu hardswish gelu
+  double p = 0.0;       // dropout, stochastic_depth
+  std::string act;      // act: relu6 sigmoid silu hardswish gelu hardsigmoid
   std::vector<LayerSpec> body;  // res
   std::vector<std::vector<LayerSpec>> branches;  // cat (an empty branch: the input itself)
   size_t pos = 0;       // column (0-based) of the token in the spec text, for errors

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # grad_torch.sh — one training step of mnist_cnn, lenet5 and one-line spec models (two of
 # them with grouped and depthwise convolutions and the activations relu6, sigmoid, silu,
-# hardswish, gelu, and one with concatenations and ceil-mode max-pools) against
+# hardswish, gelu, one with concatenations and ceil-mode max-pools, one with hard-sigmoid and
+# stochastic depth) against
 # PyTorch (issue 47): for each model at two input sizes (odd ones, strided convolutions and
 # padded pools over odd inputs), `cnnscale train --synthetic` takes 2 SGD steps (weights no
 # longer at their initialisation, running statistics updated), then one training
 # forward/backward of a batch of 3 from that checkpoint (cnnscale_resnet_tool grad --capture)
 # is recomputed by tests/nn/torch_reference.py with torch's functional ops in float64 and in
-# float32 (dropout masks recomputed from their definition): the loss (1e-5), every gradient
+# float32 (dropout and stochastic-depth masks recomputed from their definition): the loss (1e-5), every gradient
 # as close to float64's as torch fp32's (per tensor, 3× + 1e-4), the running statistics
 # (1e-4), and cnnscale's ReLU and max-pool decisions equal to float64's wherever float64 is
 # not within 1e-4 of a tie (at a tie the reference follows cnnscale: torch_reference.py says
@@ -53,6 +54,11 @@ SPEC_D="conv(16,3,2,1) bn silu conv(16,3,1,1,16) bn relu6 se(4) conv(24,1) hards
 # block with its transition, a branch that is the input itself); 39×33 puts clipped last
 # windows on the ceil-mode pools.
 SPEC_E="conv(16,3,2) relu maxpool(3,2,0,1) conv(8,1) relu cat(conv(12,1) relu | conv(12,3,1,1) relu) maxpool(3,2,0,1) cat(| bn relu conv(16,1) bn relu conv(8,3,1,1)) bn relu conv(16,1) avgpool(2) gap flatten linear(5)"
+# MobileNetV3's and EfficientNet's pieces (issue 49): hard-sigmoid, batch norm, a depthwise
+# conv inside residual branches that stochastic depth drops or scales per sample (the checked
+# step draws with seed 0, step 0, samples 0..2: the first branch drops sample 0, the second
+# sample 2, the others are scaled by 2).
+SPEC_F="conv(16,3,2,1) bn hardswish res(conv(16,1) bn relu conv(16,3,1,1,16) bn hardsigmoid stochastic_depth(0.5)) res(conv(16,3,1,1) bn silu stochastic_depth(0.5)) gap flatten linear(5)"
 for isa in "${ISAS[@]}"; do
   if [ "$isa" != native ]; then
     got=$(with_isa "$isa" "$TOOL" isa)
@@ -66,5 +72,6 @@ for isa in "${ISAS[@]}"; do
   check "$isa" specC-41x35 "$SPEC_C" 3 41 35 5
   check "$isa" specD-39x33 "$SPEC_D" 3 39 33 5
   check "$isa" specE-39x33 "$SPEC_E" 3 39 33 5
+  check "$isa" specF-37x31 "$SPEC_F" 3 37 31 5
 done
 finish

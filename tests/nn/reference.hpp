@@ -88,6 +88,7 @@ inline Result forward(const Graph& g, const std::vector<double>& P, const float*
             case Act::silu: y[i] = v / (1 + std::exp(-v)); break;
             case Act::hardswish: y[i] = v * std::min(std::max(v + 3, 0.0), 6.0) / 6; break;
             case Act::gelu: y[i] = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); break;
+            case Act::hardsigmoid: y[i] = std::min(std::max(v + 3, 0.0), 6.0) / 6; break;
           }
         }
         break;
@@ -125,6 +126,18 @@ inline Result forward(const Graph& g, const std::vector<double>& P, const float*
         }
         break;
       }
+      case Op::stochastic_depth: {  // torchvision.ops.StochasticDepth(p, "row")
+        const bool on = training && ctx.training && nd.p > 0;
+        const uint64_t thr = dropout_threshold(nd.p);
+        const int64_t per = os.numel();
+        for (int64_t b = 0; b < n; ++b) {
+          const uint64_t key =
+              dropout_sample_key(ctx.seed, ctx.step, nd.index, ctx.sample_ids ? ctx.sample_ids[b] : b);
+          const double s = !on ? 1.0 : dropout_keep(key, 0, thr) ? 1.0 / (1.0 - nd.p) : 0.0;
+          for (int64_t j = 0; j < per; ++j) y[b * per + j] = x[b * per + j] * s;
+        }
+        break;
+      }
       case Op::flatten:
         y = x;
         break;
@@ -148,7 +161,7 @@ inline Result forward(const Graph& g, const std::vector<double>& P, const float*
           }
           st.mean.push_back(mean);
           st.var.push_back(var);
-          const double inv = 1.0 / std::sqrt(var + 1e-5);
+          const double inv = 1.0 / std::sqrt(var + nd.eps);
           for (int64_t b = 0; b < n; ++b)
             for (int64_t k = 0; k < hw; ++k) {
               const size_t i = (b * is.c + c) * hw + k;

@@ -117,6 +117,14 @@ TEST(GradCheck, Activations) {
             "linear(3)",
             {2, 5, 5}, 3, 3, 0);
 }
+// Hard-sigmoid (MobileNetV3's squeeze-and-excitation gate) and stochastic depth in a
+// residual branch (EfficientNet's MBConv): batch 6 at this step and seed drops some samples'
+// branches and keeps the others' (samples 3, 4 of the first; 2, 3, 5 of the second).
+TEST(GradCheck, HardSigmoidAndStochasticDepth) {
+  gradcheck("conv(4,3,1,1) res(conv(4,3,1,1) hardsigmoid conv(4,1) stochastic_depth(0.5)) relu "
+            "res(conv(4,1) hardswish stochastic_depth(0.4)) flatten linear(3)",
+            {2, 5, 5}, 3, 6, 0);
+}
 TEST(GradCheck, SqueezeExcitation) {
   gradcheck("conv(8,3,1,1) relu se(2) conv(4,3,2,1) silu se(3) flatten linear(3)", {2, 6, 5}, 3, 3, 0);
 }

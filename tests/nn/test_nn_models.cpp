@@ -176,6 +176,7 @@ Half store_types(const std::string& spec, const SampleShape& in, int classes = 3
       case nn::Op::bn:
       case nn::Op::relu:
       case nn::Op::act:
+      case nn::Op::stochastic_depth:
       case nn::Op::maxpool:
       case nn::Op::avgpool: EXPECT_EQ(in_t, out_t) << spec << " node " << n.index; break;
       case nn::Op::add:
@@ -477,6 +478,50 @@ TEST(Dropout, KernelMatchesDropoutKeep) {
     }
     EXPECT_GT(dropped, 0);
   }
+}
+
+// Stochastic depth (torchvision.ops.StochasticDepth(p, "row")): each sample of the batch is
+// either zeroed or scaled by exactly 1/(1 − p) as a whole, as dropout_keep(key, 0) decides
+// from (seed, step, node, global sample id); the same samples come out alike when the batch
+// is run in two halves (two ranks' shares); evaluation is the identity.
+TEST(StochasticDepth, WholeSamplesByGlobalIdAnySplit) {
+  const SampleShape shape{2, 3, 3};
+  const int64_t n = 16, per = shape.numel();
+  const double p = 0.5;
+  Data d(n, shape, 2);
+  auto run = [&](int64_t begin, int64_t count, bool training) {
+    auto m = make_model("conv(2,1) stochastic_depth(0.5) flatten linear(2)", shape, 2);
+    m->init_params(3);
+    m->prepare(count, Precision::fp32);
+    auto& net = dynamic_cast<nn::Net&>(*m);
+    net.set_capture(true);
+    StepContext ctx = test::ctx_for(d, n, 6);
+    ctx.sample_ids = d.ids.data() + begin;
+    ctx.training = training;
+    m->forward_backward(d.x.data() + begin * per, d.y.data() + begin, count, ctx, {});
+    return std::make_pair(net.captured(0), net.captured(1));  // the conv's output, stochastic depth's
+  };
+  const auto [conv, sd] = run(0, n, true);
+  ASSERT_EQ(sd.size(), static_cast<size_t>(n * per));
+  const uint64_t thr = nn::dropout_threshold(p);
+  int kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const bool keep = nn::dropout_keep(nn::dropout_sample_key(11, 6, /*node=*/1, d.ids[size_t(i)]), 0, thr);
+    kept += keep;
+    for (int64_t j = 0; j < per; ++j) {
+      const size_t k = size_t(i * per + j);
+      ASSERT_EQ(sd[k], keep ? conv[k] * 2.f : 0.f) << "sample " << i << " element " << j;
+    }
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, n);
+  const auto [c0, a] = run(0, n / 2, true);
+  const auto [c1, b] = run(n / 2, n / 2, true);
+  std::vector<float> halves(a);
+  halves.insert(halves.end(), b.begin(), b.end());
+  EXPECT_EQ(halves, sd);
+  const auto [ce, e] = run(0, n, false);
+  EXPECT_EQ(e, ce);
 }
 
 // The GPU model's batch-norm fusion plan (nn::plan_gpu_fusion, CNNSCALE_GPU_BN=own) on the

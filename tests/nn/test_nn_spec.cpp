@@ -87,14 +87,28 @@ TEST(Spec, GroupedConvolution) {
 
 // The activations round-trip, build Op::act nodes of their kind, and keep the shape.
 TEST(Spec, Activations) {
-  const std::string spec = "conv(4,3) relu6 sigmoid silu hardswish gelu flatten linear(3)";
+  const std::string spec = "conv(4,3) relu6 sigmoid silu hardswish gelu hardsigmoid flatten linear(3)";
   EXPECT_EQ(nn::format_spec(nn::parse_spec(spec)), spec);
   const auto mg = nn::build_model_graph(spec, {1, 6, 6}, 3);
   std::string acts;
   for (const auto& n : mg.graph.nodes)
     if (n.op == nn::Op::act) acts += std::string(nn::act_name(n.act)) + " ";
-  EXPECT_EQ(acts, "relu6 sigmoid silu hardswish gelu ");
+  EXPECT_EQ(acts, "relu6 sigmoid silu hardswish gelu hardsigmoid ");
   EXPECT_NE(error_of("conv(4,3) silu(2) flatten linear(10)").find("takes no arguments"), std::string::npos);
+}
+
+// stochastic_depth(p): one Op::stochastic_depth node with its p, the shape kept, round-trips;
+// p outside [0, 1] and a flat input are errors.
+TEST(Spec, StochasticDepth) {
+  const std::string spec = "conv(4,3) res(conv(4,3,1,1) stochastic_depth(0.25)) flatten linear(3)";
+  EXPECT_EQ(nn::format_spec(nn::parse_spec(spec)), spec);
+  const auto mg = nn::build_model_graph(spec, {1, 6, 6}, 3);
+  ASSERT_EQ(mg.graph.nodes[2].op, nn::Op::stochastic_depth);
+  EXPECT_EQ(mg.graph.nodes[2].p, 0.25);
+  EXPECT_EQ(mg.graph.nodes[2].out.c, 4);
+  EXPECT_NE(error_of("conv(4,3) stochastic_depth(1.5) flatten linear(3)").find("[0, 1]"), std::string::npos);
+  EXPECT_NE(error_of("conv(4,3) stochastic_depth flatten linear(3)").find("stochastic_depth(p)"), std::string::npos);
+  EXPECT_NE(error_of("flatten stochastic_depth(0.1) linear(3)").find("c×h×w"), std::string::npos);
 }
 
 // se(squeeze): torchvision's SqueezeExcitation — gap, fc1 (1×1 conv), relu, fc2, sigmoid,

@@ -42,6 +42,7 @@ class Capture:
                 "stride": int(f["stride"]), "pad": int(f["pad"]), "p": float(f["p"]),
                 "groups": int(f.get("groups", "1")), "act": f.get("act", ""),
                 "ceil": f.get("ceil", "0") == "1", "momentum": float(f.get("momentum", "0.1")),
+                "eps": float(f.get("eps", "1e-5")),
                 "params": [p for p in f["params"].split(",") if p],
             })
         self.input_shape = list(input_shape)
@@ -207,9 +208,9 @@ def run_graph(cap, params, x, follow, seed=0, step=0, sample_ids=None):
             y = follow.relu6(a)
         elif op == "act":
             y = {"relu6": F.relu6, "sigmoid": torch.sigmoid, "silu": F.silu, "hardswish": F.hardswish,
-                 "gelu": F.gelu}[nd["act"]](a)
+                 "gelu": F.gelu, "hardsigmoid": F.hardsigmoid}[nd["act"]](a)
         elif op == "bn":
-            y = F.batch_norm(a, P[2], P[3], P[0], P[1], training=True, momentum=nd["momentum"], eps=1e-5)
+            y = F.batch_norm(a, P[2], P[3], P[0], P[1], training=True, momentum=nd["momentum"], eps=nd["eps"])
             P[4] += 1
         elif op == "relu":
             y = follow.relu(a)
@@ -222,6 +223,11 @@ def run_graph(cap, params, x, follow, seed=0, step=0, sample_ids=None):
             keep = np.stack([dropout_keep(seed, step, nd["index"], ids[i], per, nd["p"]) for i in range(n)])
             mask = torch.from_numpy(keep).reshape(a.shape).to(a.dtype)
             y = a * mask * (1.0 / (1.0 - nd["p"]))
+        elif op == "stochastic_depth":  # torchvision.ops.StochasticDepth(p, "row"), cnnscale's draw
+            p = nd["p"]
+            keep = np.array([bool(dropout_keep(seed, step, nd["index"], ids[i], 1, p)[0]) for i in range(n)])
+            scale = torch.from_numpy(keep.astype(np.float64)).to(a.dtype).reshape(n, 1, 1, 1)
+            y = a * (scale / (1.0 - p)) if p < 1 else a * 0.0
         elif op == "flatten":
             y = a.flatten(1)
         elif op == "add":

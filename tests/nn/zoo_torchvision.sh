@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # zoo_torchvision.sh MODEL — one of cnnscale's built-in torchvision models (issue 49:
-# mobilenet_v2, resnext50_32x4d, wide_resnet50_2, densenet121, squeezenet1_1, …) against
+# mobilenet_v2, mobilenet_v3_large, efficientnet_b0, resnext50_32x4d, densenet121, …) against
 # torchvision.models.MODEL itself:
 # - trainable parameters at 1000 classes equal torchvision's (computed from torchvision);
 # - checkpoints right after init and after 2 SGD steps of `cnnscale train --synthetic`
@@ -120,7 +120,8 @@ for tag, ck in (("init", f"{d}/init/step-00000000.h5"), ("2 steps", f"{d}/run/ch
 #   ("normal", σ), ("uniform", bound), ("const", value).
 family = ("densenet" if M.startswith("densenet") else "squeezenet" if M.startswith("squeezenet")
           else "mobilenet" if M.startswith("mobilenet") else "regnet" if M.startswith("regnet")
-          else "mnasnet" if M.startswith("mnasnet") else "resnet")
+          else "mnasnet" if M.startswith("mnasnet") else "efficientnet" if M.startswith("efficientnet")
+          else "resnet")
 
 
 def fans(w):
@@ -145,6 +146,8 @@ def rule(mod_name, mod, what):
             return ("uniform", math.sqrt(3.0 / fan_out)) if what == "weight" else ("const", 0.0)
         if family in ("mobilenet", "regnet"):
             return ("normal", 0.01) if what == "weight" else ("const", 0.0)
+        if family == "efficientnet":  # uniform_(-1/√out_features, 1/√out_features), bias 0
+            return ("uniform", 1.0 / math.sqrt(fan_out)) if what == "weight" else ("const", 0.0)
         if family == "densenet" and what == "bias":
             return ("const", 0.0)
         return ("uniform", 1.0 / math.sqrt(fan_in))  # nn.Linear's default, weight and bias

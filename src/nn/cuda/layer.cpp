@@ -65,6 +65,9 @@ std::unique_ptr<Layer> make_layer(const Node& nd, NetState& s) {
     case Op::concat:
       fail("--device cuda: layer ", nd.index, " is a concatenation, which cnnscale's GPU model does not run yet; ",
            "train this model with --device cpu");
+    case Op::stochastic_depth:
+      fail("--device cuda: layer ", nd.index, " is a stochastic depth, which cnnscale's GPU model does not run yet; ",
+           "train this model with --device cpu");
   }
   throw std::logic_error("GPU model: no layer for op of node " + std::to_string(nd.index));
 }

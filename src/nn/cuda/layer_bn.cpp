@@ -1,4 +1,4 @@
-// layer_bn.cpp — batch-norm 2d (momentum 0.1, eps 1e-5 as PyTorch; running_var updated
+// layer_bn.cpp — batch-norm 2d (the node's momentum and eps: PyTorch's 0.1 and 1e-5 unless the model sets others; running_var updated
 // with the unbiased variance; num_batches_tracked += 1 by a kernel, kernels.cu).
 //  - cuDNN (the default): cudnnBatchNormalizationForwardTraining, ForwardInference
 //    (evaluation), Backward (parameter and data gradients in one call), spatial mode. On a
@@ -30,7 +30,6 @@
 namespace cnnscale::nn::cuda {
 namespace {
 
-constexpr double kBnEps = 1e-5;  // PyTorch's default, as the CPU model; the momentum is the node's
 
 class BatchNorm final : public Layer {
  public:
@@ -73,12 +72,12 @@ class BatchNorm final : public Layer {
     if (!eval) {
       cudnnCheck(cudnnBatchNormalizationForwardTraining(
           s_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xd(p), x, yd(p), y, chan_->get(), s_.P(nd_, 0),
-          s_.P(nd_, 1), nd_.momentum, s_.P(nd_, 2), s_.P(nd_, 3), kBnEps, save_mean_.get(), save_inv_var_.get()));
+          s_.P(nd_, 1), nd_.momentum, s_.P(nd_, 2), s_.P(nd_, 3), nd_.eps, save_mean_.get(), save_inv_var_.get()));
       increment(s_.P(nd_, 4), s_.stream);
     } else {
       cudnnCheck(cudnnBatchNormalizationForwardInference(s_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xd(p), x,
                                                          yd(p), y, chan_->get(), s_.P(nd_, 0), s_.P(nd_, 1),
-                                                         s_.P(nd_, 2), s_.P(nd_, 3), kBnEps));
+                                                         s_.P(nd_, 2), s_.P(nd_, 3), nd_.eps));
     }
   }
 
@@ -93,7 +92,7 @@ class BatchNorm final : public Layer {
     }
     cudnnCheck(cudnnBatchNormalizationBackward(s_.cudnn, CUDNN_BATCHNORM_SPATIAL, &kOne, beta, &kOne, &kZero, xd(p),
                                                s_.data[in()], yd(p), s_.diff[out()], xd(p), s_.diff[in()], chan_->get(),
-                                               s_.P(nd_, 0), s_.G(nd_, 0), s_.G(nd_, 1), kBnEps, save_mean_.get(),
+                                               s_.P(nd_, 0), s_.G(nd_, 0), s_.G(nd_, 1), nd_.eps, save_mean_.get(),
                                                save_inv_var_.get()));
   }
 
@@ -112,9 +111,9 @@ class BatchNorm final : public Layer {
     const T* z = f.z >= 0 ? as<T>(s_.data[f.z]) : nullptr;
     T* y = as<T>(s_.data[f.out]);
     if (eval)
-      bn::forward_eval(x, z, y, rows(p), nd_.in.c, stats(), kBnEps, f.relu, s_.workspace.get(), s_.stream);
+      bn::forward_eval(x, z, y, rows(p), nd_.in.c, stats(), nd_.eps, f.relu, s_.workspace.get(), s_.stream);
     else if (!synced_)
-      bn::forward_train(x, z, y, rows(p), nd_.in.c, stats(), nd_.momentum, kBnEps, save_mean_.get(),
+      bn::forward_train(x, z, y, rows(p), nd_.in.c, stats(), nd_.momentum, nd_.eps, save_mean_.get(),
                         save_inv_var_.get(), f.relu, s_.workspace.get(), s_.stream);
     else {
       const size_t C = static_cast<size_t>(nd_.in.c);
@@ -124,7 +123,7 @@ class BatchNorm final : public Layer {
       (*sum_)(msg, 2 * C + 1);
       n_total_ = msg[2 * C];
       cudaCheck(cudaMemcpyAsync(global_.get(), msg, 2 * C * sizeof(double), cudaMemcpyHostToDevice, s_.stream));
-      bn::forward_global(x, z, y, rows(p), nd_.in.c, global_.get(), n_total_, stats(), nd_.momentum, kBnEps,
+      bn::forward_global(x, z, y, rows(p), nd_.in.c, global_.get(), n_total_, stats(), nd_.momentum, nd_.eps,
                          save_mean_.get(), save_inv_var_.get(), f.relu, s_.workspace.get(), s_.stream);
     }
   }
