@@ -262,6 +262,8 @@ std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in
     case Op::mul: return make_mul(node, in[0], in[1], out, env);
     case Op::concat: return make_concat(node, in, out, env);
     case Op::stochastic_depth: return make_stochastic_depth(node, in[0], out, env);
+    case Op::layernorm: return make_layernorm(node, in[0], out, env);
+    case Op::layer_scale: return make_layer_scale(node, in[0], out, env);
   }
   throw std::logic_error("make_exec: unknown op");
 }

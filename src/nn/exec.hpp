@@ -218,6 +218,8 @@ std::unique_ptr<Exec> make_add(const Node&, Tensor* a, Tensor* b, Tensor* out, c
 std::unique_ptr<Exec> make_mul(const Node&, Tensor* x, Tensor* s, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_concat(const Node&, const std::vector<Tensor*>& in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_stochastic_depth(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
+std::unique_ptr<Exec> make_layernorm(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
+std::unique_ptr<Exec> make_layer_scale(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 
 // Throws UserError when bf16 compute is not supported by this processor.
 void require_bf16();

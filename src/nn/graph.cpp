@@ -153,6 +153,38 @@ int GraphBuilder::stochastic_depth(int x, double p) {
   return push(std::move(n), shape(x));
 }
 
+int GraphBuilder::layernorm2d(int x, const std::string& name, double eps) {
+  const Shape s = shape(x);
+  if (s.flat) fail("layernorm2d needs a c×h×w input, got a flat one");
+  Node n;
+  n.op = Op::layernorm;
+  n.eps = eps;
+  n.inputs = {x};
+  param(n, name + ".weight", {s.c}, true, false, Init::ones, 0);
+  param(n, name + ".bias", {s.c}, true, false, Init::zeros, 0);
+  return push(std::move(n), s);
+}
+
+int GraphBuilder::layer_scale(int x, const std::string& name, double init) {
+  const Shape s = shape(x);
+  if (s.flat) fail("layer scale needs a c×h×w input, got a flat one");
+  Node n;
+  n.op = Op::layer_scale;
+  n.inputs = {x};
+  param(n, name, {s.c, 1, 1}, true, false, Init::constant, 0);
+  g_.params.back().value = init;
+  return push(std::move(n), s);
+}
+
+int GraphBuilder::pointwise_linear(int x, const std::string& name, int out) {
+  const int in = shape(x).c;
+  const int y = conv(x, name, out, 1, 1, 0, true);
+  ParamDef& w = g_.params[static_cast<size_t>(g_.nodes[static_cast<size_t>(y - 1)].params[0])];
+  w.info.shape = {out, in};
+  w.fan_out = out;  // nn.Linear's fans: in, out
+  return y;
+}
+
 int GraphBuilder::flatten(int x) {
   const Shape s = shape(x);
   Node n;
@@ -347,6 +379,8 @@ std::vector<char> gpu_bf16_tensors(const Graph& g) {
       case Op::avgpool: half[out] = half[n.inputs[0]]; break;
       case Op::add: half[out] = half[n.inputs[0]] && half[n.inputs[1]]; break;
       case Op::mul:
+      case Op::layernorm:
+      case Op::layer_scale:
       case Op::concat: half[out] = 0; break;
       case Op::dropout:
       case Op::flatten:
@@ -367,6 +401,8 @@ std::vector<char> gpu_bf16_tensors(const Graph& g) {
         case Op::dropout:
         case Op::linear: to_fp32(in); break;
         case Op::mul:
+        case Op::layernorm:
+        case Op::layer_scale:
         case Op::concat:
           for (int t : n.inputs) to_fp32(t);
           break;
@@ -473,6 +509,8 @@ const char* op_name(Op op) {
     case Op::mul: return "mul";
     case Op::concat: return "concat";
     case Op::stochastic_depth: return "stochastic_depth";
+    case Op::layernorm: return "layernorm";
+    case Op::layer_scale: return "layer_scale";
   }
   return "?";
 }

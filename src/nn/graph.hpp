@@ -11,7 +11,7 @@
 
 namespace cnnscale::nn {
 
-enum class Op { conv, relu, maxpool, avgpool, dropout, flatten, linear, bn, add, act, mul, concat, stochastic_depth };
+enum class Op { conv, relu, maxpool, avgpool, dropout, flatten, linear, bn, add, act, mul, concat, stochastic_depth, layernorm, layer_scale };
 
 // Element-wise activations other than ReLU (Op::act), with PyTorch's definitions and
 // gradients: ReLU6 (hardtanh(0, 6): gradient where 0 < x < 6), sigmoid, SiLU (x·σ(x)),
@@ -34,7 +34,9 @@ struct Shape {
 // kaiming_uniform_relu: kaiming_uniform_() with its defaults (SqueezeNet's convs),
 // U(±√(6/fan_in)); uniform_fan_out_sigmoid: kaiming_uniform_(mode='fan_out',
 // nonlinearity='sigmoid') (MNASNet's classifier), U(±√(3/fan_out)); uniform_inv_sqrt_fan_out:
-// U(±1/√fan_out) (EfficientNet's classifier: uniform_(-1/√out_features, 1/√out_features)).
+// U(±1/√fan_out) (EfficientNet's classifier: uniform_(-1/√out_features, 1/√out_features));
+// normal_0_02: N(0, 0.02²) (ConvNeXt's trunc_normal_(std=0.02), whose ±2 cut is 100σ out);
+// constant: ParamDef::value (ConvNeXt's layer scale, 1e-6).
 enum class Init {
   kaiming_uniform,
   fan_in_bias,
@@ -45,7 +47,9 @@ enum class Init {
   kaiming_normal_fan_in,
   kaiming_uniform_relu,
   uniform_fan_out_sigmoid,
-  uniform_inv_sqrt_fan_out
+  uniform_inv_sqrt_fan_out,
+  normal_0_02,
+  constant
 };
 
 struct ParamDef {
@@ -53,6 +57,7 @@ struct ParamDef {
   Init init = Init::zeros;
   int64_t fan_in = 0;
   int64_t fan_out = 0;  // conv weights: out·k·k
+  double value = 0;     // Init::constant
 };
 
 struct Node {
@@ -69,7 +74,7 @@ struct Node {
   bool bias = true;          // conv
   double p = 0.0;            // dropout; stochastic_depth: the drop probability
   double momentum = 0.1;     // bn: running-statistics momentum (PyTorch's; MNASNet's is 0.0003)
-  double eps = 1e-5;         // bn: PyTorch's eps (MobileNetV3's is 0.001)
+  double eps = 1e-5;         // bn, layernorm: PyTorch's eps (MobileNetV3's bn 0.001, ConvNeXt's layer norm 1e-6)
   int index = 0;             // node index (dropout hash, messages)
   bool fused_relu = false;   // relu: computed by the preceding conv (post-op); conv: has one
   // relu (fused) → maxpool with kernel == stride: the maxpool's backward also applies the
@@ -147,6 +152,16 @@ class GraphBuilder {
   // (dropout_mask.hpp), so a step does not depend on how the batch is split over ranks.
   // Evaluation, and p = 0: the identity.
   int stochastic_depth(int x, double p);
+  // ConvNeXt's LayerNorm2d(C, eps) (Op::layernorm): nn.LayerNorm over the channels of each
+  // position of a c×h×w tensor; parameters NAME.weight (ones), NAME.bias (zeros), C each.
+  int layernorm2d(int x, const std::string& name, double eps);
+  // ConvNeXt's layer scale (Op::layer_scale): x · γ per channel, γ the parameter NAME itself
+  // (C×1×1, every value `init`).
+  int layer_scale(int x, const std::string& name, double init);
+  // nn.Linear(C, out) applied at every position of a c×h×w tensor (ConvNeXt's permute →
+  // Linear → permute): a 1×1 convolution with bias whose weight is registered as out × C,
+  // nn.Linear's shape (the same bytes as out × C × 1 × 1).
+  int pointwise_linear(int x, const std::string& name, int out);
   // torch.cat(xs, dim=1): two or more distinct tensors of one h×w (or all flat), their
   // channels one after another in the order given (Op::concat).
   int concat(const std::vector<int>& xs);

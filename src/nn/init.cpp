@@ -25,6 +25,9 @@ void init_param(const ParamDef& p, uint64_t seed, float* data) {
     case Init::zeros:
       for (size_t i = 0; i < n; ++i) data[i] = 0.f;
       return;
+    case Init::constant:
+      for (size_t i = 0; i < n; ++i) data[i] = static_cast<float>(p.value);
+      return;
     case Init::kaiming_uniform: {
       const double a = std::sqrt(5.0);
       const double gain = std::sqrt(2.0 / (1.0 + a * a));  // leaky_relu gain
@@ -46,8 +49,10 @@ void init_param(const ParamDef& p, uint64_t seed, float* data) {
       break;
     case Init::kaiming_normal_fan_out:
     case Init::kaiming_normal_fan_in:
-    case Init::normal_0_01: {
+    case Init::normal_0_01:
+    case Init::normal_0_02: {
       const double sigma = p.init == Init::normal_0_01           ? 0.01
+                           : p.init == Init::normal_0_02           ? 0.02
                            : p.init == Init::kaiming_normal_fan_in ? std::sqrt(2.0 / static_cast<double>(p.fan_in))
                                                                    : std::sqrt(2.0) / std::sqrt(static_cast<double>(p.fan_out));
       SplitMix64 rng(hash_combine(mix64(seed), hash_string(p.info.name)));

@@ -89,7 +89,10 @@ class WeightedExec : public Exec {
       w_any = md_t({oc, node.in.c}, ct, tag::any);
     }
     const md_t b_md({oc}, dt::f32, tag::x);
+    // A conv's user weights are PyTorch's bytes in the primitive's dims (a pointwise linear's
+    // out × in weight, GraphBuilder::pointwise_linear, is out × in × 1 × 1).
     const md_t w_user_md = conv && node.groups > 1 ? md_t(w_any.dims(), dt::f32, tag::goihw)
+                           : conv                  ? md_t(w_any.dims(), dt::f32, tag::oihw)
                                                    : plain_md(std::vector<int64_t>(wi.shape.begin(), wi.shape.end()));
     w_user_ = dnnl::memory(w_user_md, eng, env.params + wi.offset);
     dw_user_ = dnnl::memory(w_user_md, eng, env.grads + wi.offset);

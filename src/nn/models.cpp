@@ -228,6 +228,8 @@ int build_spec(GraphBuilder& b, int x, const std::vector<LayerSpec>& layers, con
         case LayerKind::flatten: x = b.flatten(x); break;
         case LayerKind::linear: x = b.linear(x, name, L.out); break;
         case LayerKind::bn: x = b.bn(x, name); break;
+        case LayerKind::layernorm: x = b.layernorm2d(x, name, 1e-5); break;
+        case LayerKind::layerscale: x = b.layer_scale(x, name + ".layer_scale", L.p); break;
         case LayerKind::se: x = b.se(x, name, L.out); break;
         case LayerKind::res:
         case LayerKind::cat: break;
@@ -273,6 +275,7 @@ ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape&
   if (is_torchvision_mnasnet(name_or_spec)) return torchvision_mnasnet(name_or_spec, input, classes);
   if (is_torchvision_mobilenet_v3(name_or_spec)) return torchvision_mobilenet_v3(name_or_spec, input, classes);
   if (is_torchvision_efficientnet(name_or_spec)) return torchvision_efficientnet(name_or_spec, input, classes);
+  if (is_torchvision_convnext(name_or_spec)) return torchvision_convnext(name_or_spec, input, classes);
   if (name_or_spec == "squeezenet1_0" || name_or_spec == "squeezenet1_1")
     return torchvision_squeezenet(name_or_spec, input, classes);
   return spec_graph(name_or_spec, input, classes);
@@ -291,7 +294,8 @@ const std::vector<std::string>& builtin_models() {
       "regnet_x_3_2gf",  "regnet_x_8gf",     "regnet_x_16gf",    "regnet_x_32gf",   "mnasnet0_5",
       "mnasnet0_75",     "mnasnet1_0",       "mnasnet1_3",       "mobilenet_v3_large", "mobilenet_v3_small",
       "efficientnet_b0", "efficientnet_b1",  "efficientnet_b2",  "efficientnet_b3", "efficientnet_b4",
-      "efficientnet_b5", "efficientnet_b6",  "efficientnet_b7"};
+      "efficientnet_b5", "efficientnet_b6",  "efficientnet_b7",  "convnext_tiny",   "convnext_small",
+      "convnext_base",   "convnext_large"};
   return names;
 }
 

@@ -1,6 +1,6 @@
 // models_torchvision.hpp — torchvision's classification models built in, one file per
 // family (models.cpp: the ResNets, ResNeXts and Wide ResNets; models_mobilenet.cpp:
-// MobileNetV2; models_mobilenet_v3.cpp; models_efficientnet.cpp; models_densenet.cpp;
+// MobileNetV2; models_mobilenet_v3.cpp; models_efficientnet.cpp; models_convnext.cpp; models_densenet.cpp;
 // models_squeezenet.cpp; models_regnet.cpp; models_mnasnet.cpp), each with
 // torchvision's state_dict names, shapes, registration order and initialisation.
 #pragma once
@@ -22,6 +22,8 @@ bool is_torchvision_mobilenet_v3(const std::string& name);  // mobilenet_v3_larg
 ModelGraph torchvision_mobilenet_v3(const std::string& name, const SampleShape& in, int classes);
 bool is_torchvision_efficientnet(const std::string& name);  // efficientnet_b0 ... efficientnet_b7
 ModelGraph torchvision_efficientnet(const std::string& name, const SampleShape& in, int classes);
+bool is_torchvision_convnext(const std::string& name);  // convnext_tiny, _small, _base, _large
+ModelGraph torchvision_convnext(const std::string& name, const SampleShape& in, int classes);
 // squeezenet1_0 / squeezenet1_1
 ModelGraph torchvision_squeezenet(const std::string& name, const SampleShape& in, int classes);
 

@@ -255,7 +255,9 @@ void Net::plan_gradients(Plan& plan) {
     size_t& e = esize[static_cast<size_t>(node.index + 1)];
     switch (node.op) {
       case Op::conv: e = precision_ == Precision::bf16 ? 2 : 4; break;
-      case Op::dropout: case Op::linear: case Op::mul: case Op::concat: e = 4; break;
+      case Op::dropout: case Op::linear: case Op::mul: case Op::concat: case Op::layernorm: case Op::layer_scale:
+        e = 4;
+        break;
       default: e = esize[static_cast<size_t>(node.inputs[0])];
     }
   }

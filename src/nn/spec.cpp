@@ -191,6 +191,12 @@ struct Parser {
         no_args(LayerKind::flatten);
       } else if (name == "bn") {
         no_args(LayerKind::bn);
+      } else if (name == "layernorm") {
+        no_args(LayerKind::layernorm);
+      } else if (name == "layerscale") {
+        nargs(1, 1, "layerscale(initial value)");
+        L.kind = LayerKind::layerscale;
+        L.p = a[0].value;
       } else if (name == "relu6" || name == "sigmoid" || name == "silu" || name == "hardswish" || name == "gelu" ||
                  name == "hardsigmoid") {
         no_args(LayerKind::act);
@@ -199,7 +205,7 @@ struct Parser {
         error(b, name.size(),
               "unknown layer '" + name +
                   "' (layers: conv relu relu6 sigmoid silu hardswish gelu hardsigmoid se maxpool avgpool gap dropout "
-                  "stochastic_depth flatten linear bn res cat; "
+                  "stochastic_depth flatten linear bn layernorm layerscale res cat; "
                   "built-in models: " + builtin_model_list(" ") + ")");
       }
       out.push_back(std::move(L));
@@ -254,6 +260,8 @@ std::string format_spec(const std::vector<LayerSpec>& layers) {
       case LayerKind::gap: os << "gap"; break;
       case LayerKind::flatten: os << "flatten"; break;
       case LayerKind::bn: os << "bn"; break;
+      case LayerKind::layernorm: os << "layernorm"; break;
+      case LayerKind::layerscale: os << "layerscale(" << fmt_num(L.p) << ')'; break;
       case LayerKind::res: os << "res(" << format_spec(L.body) << ')'; break;
       case LayerKind::cat:
         os << "cat(";

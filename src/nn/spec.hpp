@@ -3,6 +3,8 @@
 //   conv(out,k[,stride[,pad[,groups]]])  relu  maxpool(k[,stride[,pad[,ceil_mode]]])  avgpool(k[,stride[,pad]])  gap
 //   dropout(p)  flatten  linear(out)  bn  res(spec)   (res: x + spec(x), same shape)
 //   relu6  sigmoid  silu  hardswish  gelu  hardsigmoid   (activations: PyTorch's)
+//   layernorm   (ConvNeXt's LayerNorm2d: nn.LayerNorm over the channels, eps 1e-5)
+//   layerscale(v)   (ConvNeXt's layer scale: x · γ per channel, γ (C×1×1) starting at v)
 //   stochastic_depth(p)   (torchvision.ops.StochasticDepth(p, "row"): a sample kept with 1 − p, scaled)
 //   se(squeeze)   (squeeze-and-excitation: x · sigmoid(fc2(relu(fc1(gap(x))))))
 //   cat(spec | spec | ...)   (torch.cat([b(x) for b in branches], 1); an empty branch is x)
@@ -12,7 +14,7 @@
 
 namespace cnnscale::nn {
 
-enum class LayerKind { conv, relu, maxpool, avgpool, gap, dropout, flatten, linear, bn, res, act, se, cat, sdepth };
+enum class LayerKind { conv, relu, maxpool, avgpool, gap, dropout, flatten, linear, bn, res, act, se, cat, sdepth, layernorm, layerscale };
 
 struct LayerSpec {
   LayerKind kind = LayerKind::relu;
@@ -22,7 +24,7 @@ struct LayerSpec {
   int pad = 0;          // conv, pools
   int groups = 1;       // conv (PyTorch's groups)
   bool ceil_mode = false;  // maxpool (PyTorch's ceil_mode)
-  double p = 0.0;       // dropout, stochastic_depth
+  double p = 0.0;       // dropout, stochastic_depth; layerscale: the initial value
   std::string act;      // act: relu6 sigmoid silu hardswish gelu hardsigmoid
   std::vector<LayerSpec> body;  // res
   std::vector<std::vector<LayerSpec>> branches;  // cat (an empty branch: the input itself)

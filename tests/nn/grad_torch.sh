@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # grad_torch.sh — one training step of mnist_cnn, lenet5 and one-line spec models (two of
 # them with grouped and depthwise convolutions and the activations relu6, sigmoid, silu,
-# hardswish, gelu, one with concatenations and ceil-mode max-pools, one with hard-sigmoid and
-# stochastic depth) against
+# hardswish, gelu, one with concatenations and ceil-mode max-pools, one with hard-sigmoid,
+# stochastic depth, layer norm and layer scale) against
 # PyTorch (issue 47): for each model at two input sizes (odd ones, strided convolutions and
 # padded pools over odd inputs), `cnnscale train --synthetic` takes 2 SGD steps (weights no
 # longer at their initialisation, running statistics updated), then one training
@@ -54,11 +54,12 @@ SPEC_D="conv(16,3,2,1) bn silu conv(16,3,1,1,16) bn relu6 se(4) conv(24,1) hards
 # block with its transition, a branch that is the input itself); 39×33 puts clipped last
 # windows on the ceil-mode pools.
 SPEC_E="conv(16,3,2) relu maxpool(3,2,0,1) conv(8,1) relu cat(conv(12,1) relu | conv(12,3,1,1) relu) maxpool(3,2,0,1) cat(| bn relu conv(16,1) bn relu conv(8,3,1,1)) bn relu conv(16,1) avgpool(2) gap flatten linear(5)"
-# MobileNetV3's and EfficientNet's pieces (issue 49): hard-sigmoid, batch norm, a depthwise
+# MobileNetV3's, EfficientNet's and ConvNeXt's pieces (issue 49): hard-sigmoid, batch norm, a depthwise
 # conv inside residual branches that stochastic depth drops or scales per sample (the checked
 # step draws with seed 0, step 0, samples 0..2: the first branch drops sample 0, the second
-# sample 2, the others are scaled by 2).
-SPEC_F="conv(16,3,2,1) bn hardswish res(conv(16,1) bn relu conv(16,3,1,1,16) bn hardsigmoid stochastic_depth(0.5)) res(conv(16,3,1,1) bn silu stochastic_depth(0.5)) gap flatten linear(5)"
+# sample 2, the others are scaled by 2); then a ConvNeXt block (depthwise 7×7, LayerNorm over
+# the channels, pointwise convs with GELU, layer scale) after a LayerNorm.
+SPEC_F="conv(16,3,2,1) bn hardswish res(conv(16,1) bn relu conv(16,3,1,1,16) bn hardsigmoid stochastic_depth(0.5)) res(conv(16,3,1,1) bn silu stochastic_depth(0.5)) layernorm res(conv(16,7,1,3,16) layernorm conv(32,1) gelu conv(16,1) layerscale(0.25)) gap flatten linear(5)"
 for isa in "${ISAS[@]}"; do
   if [ "$isa" != native ]; then
     got=$(with_isa "$isa" "$TOOL" isa)

@@ -138,6 +138,27 @@ inline Result forward(const Graph& g, const std::vector<double>& P, const float*
         }
         break;
       }
+      case Op::layernorm: {  // over the channels of each position
+        const int64_t hw = int64_t{is.h} * is.w;
+        for (int64_t b = 0; b < n; ++b)
+          for (int64_t k = 0; k < hw; ++k) {
+            double m = 0, v = 0;
+            for (int c = 0; c < is.c; ++c) m += x[(b * is.c + c) * hw + k];
+            m /= is.c;
+            for (int c = 0; c < is.c; ++c) v += std::pow(x[(b * is.c + c) * hw + k] - m, 2);
+            const double inv = 1.0 / std::sqrt(v / is.c + nd.eps);
+            for (int c = 0; c < is.c; ++c) {
+              const size_t i = (b * is.c + c) * hw + k;
+              y[i] = (x[i] - m) * inv * P[off(0) + c] + P[off(1) + c];
+            }
+          }
+        break;
+      }
+      case Op::layer_scale: {
+        const size_t hw = size_t(is.h) * is.w;
+        for (size_t i = 0; i < y.size(); ++i) y[i] = x[i] * P[off(0) + (i / hw) % is.c];
+        break;
+      }
       case Op::flatten:
         y = x;
         break;

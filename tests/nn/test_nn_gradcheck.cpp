@@ -125,6 +125,13 @@ TEST(GradCheck, HardSigmoidAndStochasticDepth) {
             "res(conv(4,1) hardswish stochastic_depth(0.4)) flatten linear(3)",
             {2, 5, 5}, 3, 6, 0);
 }
+// ConvNeXt's pieces: LayerNorm over the channels (after a depthwise conv) and a layer scale
+// on a residual branch.
+TEST(GradCheck, LayerNormAndLayerScale) {
+  gradcheck("conv(6,3,1,1) layernorm res(conv(6,3,1,1,6) layernorm conv(8,1) gelu conv(6,1) layerscale(0.5)) relu "
+            "flatten linear(3)",
+            {2, 5, 4}, 3, 3, 0);
+}
 TEST(GradCheck, SqueezeExcitation) {
   gradcheck("conv(8,3,1,1) relu se(2) conv(4,3,2,1) silu se(3) flatten linear(3)", {2, 6, 5}, 3, 3, 0);
 }

@@ -189,7 +189,9 @@ Half store_types(const std::string& spec, const SampleShape& in, int classes = 3
         EXPECT_EQ(out_t, 0) << spec << " node " << n.index;
         break;
       case nn::Op::flatten: EXPECT_EQ(out_t, 0) << spec << " node " << n.index; break;
-      case nn::Op::mul: EXPECT_EQ(out_t, 0) << spec << " node " << n.index; break;
+      case nn::Op::mul:
+      case nn::Op::layernorm:
+      case nn::Op::layer_scale: EXPECT_EQ(out_t, 0) << spec << " node " << n.index; break;
       case nn::Op::concat:
         EXPECT_EQ(out_t, 0) << spec << " node " << n.index;
         for (int t : n.inputs) EXPECT_EQ(h[static_cast<size_t>(t)], 0) << spec << " node " << n.index << " reads fp32";

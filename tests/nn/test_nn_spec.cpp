@@ -111,6 +111,22 @@ TEST(Spec, StochasticDepth) {
   EXPECT_NE(error_of("flatten stochastic_depth(0.1) linear(3)").find("c×h×w"), std::string::npos);
 }
 
+// layernorm / layerscale(v): ConvNeXt's LayerNorm2d (eps 1e-5 here, PyTorch's default) and
+// layer scale, with their parameter names, round-tripping.
+TEST(Spec, LayerNormAndLayerScale) {
+  const std::string spec = "conv(4,3) layernorm layerscale(0.5) flatten linear(3)";
+  EXPECT_EQ(nn::format_spec(nn::parse_spec(spec)), spec);
+  const auto mg = nn::build_model_graph(spec, {1, 6, 6}, 3);
+  std::string names;
+  for (const auto& p : mg.graph.params) names += p.info.name + " ";
+  EXPECT_EQ(names, "0.weight 0.bias 1.weight 1.bias 2.layer_scale 4.weight 4.bias ");
+  EXPECT_EQ(mg.graph.nodes[1].op, nn::Op::layernorm);
+  EXPECT_EQ(mg.graph.nodes[1].eps, 1e-5);
+  EXPECT_EQ(mg.graph.params[4].info.shape, (std::vector<int64_t>{4, 1, 1}));
+  EXPECT_NE(error_of("flatten layernorm linear(3)").find("c×h×w"), std::string::npos);
+  EXPECT_NE(error_of("conv(4,3) layerscale flatten linear(3)").find("layerscale(initial value)"), std::string::npos);
+}
+
 // se(squeeze): torchvision's SqueezeExcitation — gap, fc1 (1×1 conv), relu, fc2, sigmoid,
 // the scale — with its parameter names under the layer's index.
 TEST(Spec, SqueezeExcitation) {

@@ -198,8 +198,9 @@ def run_graph(cap, params, x, follow, seed=0, step=0, sample_ids=None):
         a = T[nd["inputs"][0]]
         op, P = nd["op"], [params[p] for p in nd["params"]]
         kh, kw = nd["kernel"]
-        if op == "conv":
-            y = F.conv2d(a, P[0], P[1] if len(P) > 1 else None, nd["stride"], nd["pad"], 1, nd["groups"])
+        if op == "conv":  # a weight of nn.Linear's shape (ConvNeXt's pointwise linears) is out × in × 1 × 1
+            w = P[0] if P[0].dim() == 4 else P[0][:, :, None, None]
+            y = F.conv2d(a, w, P[1] if len(P) > 1 else None, nd["stride"], nd["pad"], 1, nd["groups"])
         elif op == "linear":
             y = F.linear(a, P[0], P[1] if len(P) > 1 else None)
         elif op == "mul":
@@ -228,6 +229,10 @@ def run_graph(cap, params, x, follow, seed=0, step=0, sample_ids=None):
             keep = np.array([bool(dropout_keep(seed, step, nd["index"], ids[i], 1, p)[0]) for i in range(n)])
             scale = torch.from_numpy(keep.astype(np.float64)).to(a.dtype).reshape(n, 1, 1, 1)
             y = a * (scale / (1.0 - p)) if p < 1 else a * 0.0
+        elif op == "layernorm":  # ConvNeXt's LayerNorm2d: permute, nn.LayerNorm over C, permute back
+            y = F.layer_norm(a.permute(0, 2, 3, 1), (a.shape[1],), P[0], P[1], nd["eps"]).permute(0, 3, 1, 2)
+        elif op == "layer_scale":
+            y = a * P[0]
         elif op == "flatten":
             y = a.flatten(1)
         elif op == "add":

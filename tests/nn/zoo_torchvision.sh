@@ -121,7 +121,7 @@ for tag, ck in (("init", f"{d}/init/step-00000000.h5"), ("2 steps", f"{d}/run/ch
 family = ("densenet" if M.startswith("densenet") else "squeezenet" if M.startswith("squeezenet")
           else "mobilenet" if M.startswith("mobilenet") else "regnet" if M.startswith("regnet")
           else "mnasnet" if M.startswith("mnasnet") else "efficientnet" if M.startswith("efficientnet")
-          else "resnet")
+          else "convnext" if M.startswith("convnext") else "resnet")
 
 
 def fans(w):
@@ -130,9 +130,13 @@ def fans(w):
 
 
 def rule(mod_name, mod, what):
-    if isinstance(mod, torch.nn.BatchNorm2d):
+    if isinstance(mod, (torch.nn.BatchNorm2d, torch.nn.LayerNorm)):
         return ("const", 1.0 if what in ("weight", "running_var") else 0.0)
+    if what == "layer_scale":  # ConvNeXt's CNBlock: torch.ones(dim, 1, 1) * 1e-6
+        return ("const", float(torch.tensor(1e-6, dtype=torch.float32)))
     fan_in, fan_out = fans(mod.weight)
+    if family == "convnext":  # trunc_normal_(std=0.02) (cut at ±2: 100σ), biases 0
+        return ("normal", 0.02) if what == "weight" else ("const", 0.0)
     if isinstance(mod, torch.nn.Conv2d):
         if what == "bias":  # SqueezeNet's zeroed; RegNet's SE convs keep nn.Conv2d's default
             return ("uniform", 1.0 / math.sqrt(fan_in)) if family == "regnet" else ("const", 0.0)
@@ -160,9 +164,10 @@ checked, bad_const, pooled = 0, [], {"normal": [], "uniform": []}
 worst = {"normal": (0.0, ""), "uniform": (0.0, "")}
 outside = []
 for mod_name, mod in net.named_modules():
-    if not isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear, torch.nn.BatchNorm2d)):
+    if not isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear, torch.nn.BatchNorm2d, torch.nn.LayerNorm)) and \
+            not hasattr(mod, "layer_scale"):
         continue
-    for what in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked"):
+    for what in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked", "layer_scale"):
         key = f"{mod_name}.{what}"
         if key not in ours:
             continue

@@ -68,6 +68,10 @@ std::unique_ptr<Layer> make_layer(const Node& nd, NetState& s) {
     case Op::stochastic_depth:
       fail("--device cuda: layer ", nd.index, " is a stochastic depth, which cnnscale's GPU model does not run yet; ",
            "train this model with --device cpu");
+    case Op::layernorm:
+    case Op::layer_scale:
+      fail("--device cuda: layer ", nd.index, " is a ", op_name(nd.op), ", which cnnscale's GPU model does not run yet; ",
+           "train this model with --device cpu");
   }
   throw std::logic_error("GPU model: no layer for op of node " + std::to_string(nd.index));
 }
