@@ -115,6 +115,15 @@ bool channel_sums_supported(const md_t& md);
 // `acc`: the caller's scratch (kept between steps: no allocation per call).
 void channel_sums(const dnnl::memory& m, float* out, std::vector<double>& acc);
 
+// The weight gradient of a depthwise convolution (groups = channels, k×k, stride, symmetric
+// padding pad) from its forward's src and its diff_dst, f32 in plain NCHW or nChw8c/nChw16c
+// (both in one of them: _supported says), written to dw in PyTorch's C × 1 × k × k; summed per
+// output row in float, the rows in double (conv_depthwise.cpp says why it exists). `acc`:
+// the caller's scratch.
+bool depthwise_backward_weights_supported(const md_t& src, const md_t& diff_dst);
+void depthwise_backward_weights(const dnnl::memory& src, const dnnl::memory& diff_dst, int k, int stride, int pad,
+                                float* dw, std::vector<double>& acc);
+
 struct Transients;
 
 // Converts between a memory and another layout/type; a no-op (same memory) when equal.

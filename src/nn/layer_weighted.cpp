@@ -158,20 +158,32 @@ class WeightedExec : public Exec {
         own_bias_ = static_cast<float*>(db_user_.get_data_handle());
       }
     }
-    ddst_w_cv_.init(out->diff_mem, wpd.diff_dst_desc(), eng, tt);
-    src_w_cv_.init(src_cv_.out, wpd.src_desc(), eng, tt);
-    dw_cv_.init_into(wpd.diff_weights_desc(), dw_user_, eng, tt);
-    bwd_w_.set(typename Traits::BwdW(wpd));
-    bwd_w_.arg(DNNL_ARG_SRC, src_w_cv_.out);
-    bwd_w_.arg(DNNL_ARG_DIFF_DST, ddst_w_cv_.out);
-    bwd_w_.arg(DNNL_ARG_DIFF_WEIGHTS, dw_cv_.out);
-    if (has_bias && !own_bias_) bwd_w_.arg(DNNL_ARG_DIFF_BIAS, db_user_);
+    // A depthwise convolution whose weight gradient oneDNN would compute by GEMM or its
+    // reference kernel (5×5, 7×7 on AVX2): ours, on the forward's layouts (conv_depthwise.cpp).
+    const std::string wimpl = wpd.impl_info_str();
+    own_dw_ = conv && ct == dt::f32 && node.groups > 1 && node.groups == node.in.c && node.groups == oc &&
+              (wimpl.rfind("ref", 0) == 0 || wimpl.find("gemm") != std::string::npos) &&
+              depthwise_backward_weights_supported(fpd.src_desc(), fpd.dst_desc()) &&
+              (!has_bias || channel_sums_supported(fpd.dst_desc())) && std::getenv("CNNSCALE_DW_ONEDNN") == nullptr;
+    if (own_dw_) {
+      if (has_bias) own_bias_ = static_cast<float*>(db_user_.get_data_handle());
+    } else {
+      ddst_w_cv_.init(out->diff_mem, wpd.diff_dst_desc(), eng, tt);
+      src_w_cv_.init(src_cv_.out, wpd.src_desc(), eng, tt);
+      dw_cv_.init_into(wpd.diff_weights_desc(), dw_user_, eng, tt);
+      bwd_w_.set(typename Traits::BwdW(wpd));
+      bwd_w_.arg(DNNL_ARG_SRC, src_w_cv_.out);
+      bwd_w_.arg(DNNL_ARG_DIFF_DST, ddst_w_cv_.out);
+      bwd_w_.arg(DNNL_ARG_DIFF_WEIGHTS, dw_cv_.out);
+      if (has_bias && !own_bias_) bwd_w_.arg(DNNL_ARG_DIFF_BIAS, db_user_);
+    }
 
     // Backward data (not for the network input). All of a node's backward conversions
     // are transients: backward weights' run in backward_params, these in backward_data
     // (its diff_dst conversion may be backward weights', converted there: same node).
     if (dpd) {
-      const dnnl::memory& dd_from = ddst_w_cv_.out.get_desc() == dpd->diff_dst_desc() ? ddst_w_cv_.out : out->diff_mem;
+      const dnnl::memory& dd_from =
+          !own_dw_ && ddst_w_cv_.out.get_desc() == dpd->diff_dst_desc() ? ddst_w_cv_.out : out->diff_mem;
       ddst_d_cv_.init(dd_from, dpd->diff_dst_desc(), eng, tt);
       w_d_cv_.init(w_shared ? w_cv_.out : w_user_, dpd->weights_desc(), eng, tt);
       dsrc_cv_.init_into(dpd->diff_src_desc(), in->diff_target(node.index), eng, tt);
@@ -189,6 +201,12 @@ class WeightedExec : public Exec {
   }
 
   void backward_params(const RunCtx& c) override {
+    if (own_dw_) {
+      depthwise_backward_weights(src_cv_.out, out_->diff_mem, node_.kernel, node_.stride, node_.pad,
+                                 static_cast<float*>(dw_user_.get_data_handle()), dw_acc_);
+      if (own_bias_) channel_sums(out_->diff_mem, own_bias_, bias_acc_);
+      return;
+    }
     ddst_w_cv_.run(*c.stream);
     src_w_cv_.run(*c.stream);
     bwd_w_.run(*c.stream);
@@ -213,6 +231,8 @@ class WeightedExec : public Exec {
   Call fwd_, bwd_w_, bwd_d_;
   float* own_bias_ = nullptr;  // the bias gradient, when channel_sums() computes it
   std::vector<double> bias_acc_;  // its scratch
+  bool own_dw_ = false;           // depthwise_backward_weights() computes the weight gradient
+  std::vector<double> dw_acc_;    // its scratch
 };
 
 template <class Traits>

@@ -110,6 +110,12 @@ TEST(GradCheck, PaddedAvgPoolAndNonSquareGap) {
 TEST(GradCheck, GroupedAndDepthwiseConv) {
   gradcheck("conv(4,3,1,1,2) relu conv(4,3,2,1,4) conv(6,1) flatten linear(3)", {2, 7, 6}, 3, 3, 0);
 }
+// Depthwise 5×5 and strided 7×7 (EfficientNet's, ConvNeXt's): their weight gradient is
+// cnnscale's own where oneDNN has no direct kernel (conv_depthwise.cpp), odd sizes so that
+// the strided kernel's windows run past both edges.
+TEST(GradCheck, DepthwiseLargeKernels) {
+  gradcheck("conv(8,3,1,1) conv(8,5,1,2,8) relu conv(8,7,2,3,8) conv(3,1) flatten linear(3)", {2, 9, 7}, 3, 3, 0);
+}
 TEST(GradCheck, Activations) {
   // Inputs around the kinks of relu6 (0, 6) and hard-swish (−3, 3): scaled by the
   // conv weights of init_params, they land away from them at this seed.
