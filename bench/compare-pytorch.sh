@@ -10,7 +10,8 @@
 # 2 ranks, and the table (medians over rounds, min..max in brackets).
 #
 # --model resnet50|resnet18 (or any other built-in torchvision model: resnet34/101/152,
-# resnext*, wide_resnet*, mobilenet_v2/v3, efficientnet_b*, convnext_*, densenet*, squeezenet*, regnet_*, mnasnet*): the guides'
+# resnext*, wide_resnet*, mobilenet_v2/v3, efficientnet_b*, convnext_*, shufflenet_v2_*, vgg*, densenet*, squeezenet*,
+# regnet_*, mnasnet*): the guides'
 # synthetic benchmark instead:
 # `cnnscale train --synthetic --model M --image-size S --channels 3 --classes 1000` against
 # torchvision.models.M under PyTorch DDP (bench/pytorch_ddp_resnet.py: one fixed random
@@ -74,10 +75,12 @@ case "$PRECISION" in both|fp32|bf16) ;; *) echo "compare-pytorch.sh: error: --pr
 case "$MODEL" in
   mnist_cnn) RESNET=0; STEPS=${STEPS:-200}; BATCH=${BATCH:-64} ;;
   resnet18|resnet34|resnet50|resnet101|resnet152|resnext*|wide_resnet*|mobilenet_v2|mobilenet_v3_large|\
-  mobilenet_v3_small|efficientnet_b[0-7]|convnext_tiny|convnext_small|convnext_base|convnext_large|densenet121|densenet161|densenet169|densenet201|squeezenet1_0|squeezenet1_1|\
+  mobilenet_v3_small|efficientnet_b[0-7]|convnext_tiny|convnext_small|convnext_base|convnext_large|\
+  shufflenet_v2_x0_5|shufflenet_v2_x1_0|shufflenet_v2_x1_5|shufflenet_v2_x2_0|vgg11|vgg13|vgg16|vgg19|vgg11_bn|vgg13_bn|\
+  vgg16_bn|vgg19_bn|densenet121|densenet161|densenet169|densenet201|squeezenet1_0|squeezenet1_1|\
   regnet_[xy]_*|mnasnet*)
     RESNET=1; STEPS=${STEPS:-30}; BATCH=${BATCH:-32} ;;
-  *) echo "compare-pytorch.sh: error: --model mnist_cnn or a built-in torchvision model (resnet*, resnext*, wide_resnet*, mobilenet_v2, mobilenet_v3_*, efficientnet_b*, convnext_*, densenet*, squeezenet*, regnet_*, mnasnet*)" >&2; exit 2 ;;
+  *) echo "compare-pytorch.sh: error: --model mnist_cnn or a built-in torchvision model (resnet*, resnext*, wide_resnet*, mobilenet_v2, mobilenet_v3_*, efficientnet_b*, convnext_*, shufflenet_v2_*, vgg*, densenet*, squeezenet*, regnet_*, mnasnet*)" >&2; exit 2 ;;
 esac
 if [ "$RESNET" = 1 ] && [ "$ACCURACY" = 1 ]; then
   echo "compare-pytorch.sh: error: --accuracy is for mnist_cnn (synthetic data has no test accuracy)" >&2; exit 2

@@ -264,6 +264,9 @@ std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in
     case Op::stochastic_depth: return make_stochastic_depth(node, in[0], out, env);
     case Op::layernorm: return make_layernorm(node, in[0], out, env);
     case Op::layer_scale: return make_layer_scale(node, in[0], out, env);
+    case Op::channel_slice:
+    case Op::channel_shuffle: return make_channels(node, in[0], out, env);
+    case Op::adaptive_avgpool: return make_adaptive_pool(node, in[0], out, env);
   }
   throw std::logic_error("make_exec: unknown op");
 }

@@ -229,6 +229,8 @@ std::unique_ptr<Exec> make_concat(const Node&, const std::vector<Tensor*>& in, T
 std::unique_ptr<Exec> make_stochastic_depth(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_layernorm(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_layer_scale(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
+std::unique_ptr<Exec> make_channels(const Node&, Tensor* in, Tensor* out, const ExecEnv&);  // slice, shuffle
+std::unique_ptr<Exec> make_adaptive_pool(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 
 // Throws UserError when bf16 compute is not supported by this processor.
 void require_bf16();

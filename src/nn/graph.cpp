@@ -185,6 +185,40 @@ int GraphBuilder::pointwise_linear(int x, const std::string& name, int out) {
   return y;
 }
 
+int GraphBuilder::channel_slice(int x, int begin, int end) {
+  const Shape s = shape(x);
+  if (s.flat) fail("a channel slice needs a c×h×w input, got a flat one");
+  if (begin < 0 || end > s.c || begin >= end)
+    fail("channel slice [", begin, ", ", end, ") is not inside the input's ", s.c, " channels");
+  Node n;
+  n.op = Op::channel_slice;
+  n.inputs = {x};
+  n.slice_begin = begin;
+  n.slice_end = end;
+  return push(std::move(n), Shape{end - begin, s.h, s.w, false});
+}
+
+int GraphBuilder::channel_shuffle(int x, int groups) {
+  const Shape s = shape(x);
+  if (s.flat) fail("a channel shuffle needs a c×h×w input, got a flat one");
+  if (groups < 1 || s.c % groups != 0) fail("channel shuffle: ", groups, " groups do not divide ", s.c, " channels");
+  Node n;
+  n.op = Op::channel_shuffle;
+  n.inputs = {x};
+  n.groups = groups;
+  return push(std::move(n), s);
+}
+
+int GraphBuilder::adaptive_avgpool(int x, int oh, int ow) {
+  const Shape s = shape(x);
+  if (s.flat) fail("adaptive average pooling needs a c×h×w input, got a flat one");
+  if (oh < 1 || ow < 1) fail("adaptive average pooling needs an output of at least 1x1, got ", oh, "x", ow);
+  Node n;
+  n.op = Op::adaptive_avgpool;
+  n.inputs = {x};
+  return push(std::move(n), Shape{s.c, oh, ow, false});
+}
+
 int GraphBuilder::flatten(int x) {
   const Shape s = shape(x);
   Node n;
@@ -381,6 +415,9 @@ std::vector<char> gpu_bf16_tensors(const Graph& g) {
       case Op::mul:
       case Op::layernorm:
       case Op::layer_scale:
+      case Op::channel_slice:
+      case Op::channel_shuffle:
+      case Op::adaptive_avgpool:
       case Op::concat: half[out] = 0; break;
       case Op::dropout:
       case Op::flatten:
@@ -403,6 +440,9 @@ std::vector<char> gpu_bf16_tensors(const Graph& g) {
         case Op::mul:
         case Op::layernorm:
         case Op::layer_scale:
+        case Op::channel_slice:
+        case Op::channel_shuffle:
+        case Op::adaptive_avgpool:
         case Op::concat:
           for (int t : n.inputs) to_fp32(t);
           break;
@@ -511,6 +551,9 @@ const char* op_name(Op op) {
     case Op::stochastic_depth: return "stochastic_depth";
     case Op::layernorm: return "layernorm";
     case Op::layer_scale: return "layer_scale";
+    case Op::channel_slice: return "channel_slice";
+    case Op::channel_shuffle: return "channel_shuffle";
+    case Op::adaptive_avgpool: return "adaptive_avgpool";
   }
   return "?";
 }

@@ -11,7 +11,8 @@
 
 namespace cnnscale::nn {
 
-enum class Op { conv, relu, maxpool, avgpool, dropout, flatten, linear, bn, add, act, mul, concat, stochastic_depth, layernorm, layer_scale };
+enum class Op { conv, relu, maxpool, avgpool, dropout, flatten, linear, bn, add, act, mul, concat, stochastic_depth, layernorm, layer_scale, channel_slice,
+                channel_shuffle, adaptive_avgpool };
 
 // Element-wise activations other than ReLU (Op::act), with PyTorch's definitions and
 // gradients: ReLU6 (hardtanh(0, 6): gradient where 0 < x < 6), sigmoid, SiLU (x·σ(x)),
@@ -67,7 +68,8 @@ struct Node {
   Shape in, out;             // in = shape of inputs[0]
   int out_channels = 0;      // conv / linear
   int kernel = 0, stride = 1, pad = 0;
-  int groups = 1;            // conv: channel groups (PyTorch's groups; in.c = depthwise)
+  int groups = 1;            // conv: channel groups (PyTorch's groups; in.c = depthwise); channel_shuffle: groups
+  int slice_begin = 0, slice_end = 0;  // channel_slice: the input channels [begin, end)
   Act act = Act::relu6;      // act: which activation
   int kernel_w = 0;          // pools: window width (= kernel except gap on a non-square input)
   bool ceil_mode = false;    // maxpool: PyTorch's ceil_mode (the output size rounded up)
@@ -162,6 +164,14 @@ class GraphBuilder {
   // Linear → permute): a 1×1 convolution with bias whose weight is registered as out × C,
   // nn.Linear's shape (the same bytes as out × C × 1 × 1).
   int pointwise_linear(int x, const std::string& name, int out);
+  // x[:, begin:end] of a c×h×w tensor (Op::channel_slice; ShuffleNetV2's x.chunk(2, dim=1)).
+  int channel_slice(int x, int begin, int end);
+  // torchvision's channel_shuffle(x, groups) (Op::channel_shuffle): output channel i·g + k is
+  // input channel k·(C/g) + i; groups must divide C.
+  int channel_shuffle(int x, int groups);
+  // nn.AdaptiveAvgPool2d((oh, ow)) (Op::adaptive_avgpool; VGG's 7×7): PyTorch's bins, any
+  // input size (an output larger than the input repeats values).
+  int adaptive_avgpool(int x, int oh, int ow);
   // torch.cat(xs, dim=1): two or more distinct tensors of one h×w (or all flat), their
   // channels one after another in the order given (Op::concat).
   int concat(const std::vector<int>& xs);

@@ -228,6 +228,9 @@ int build_spec(GraphBuilder& b, int x, const std::vector<LayerSpec>& layers, con
         case LayerKind::flatten: x = b.flatten(x); break;
         case LayerKind::linear: x = b.linear(x, name, L.out); break;
         case LayerKind::bn: x = b.bn(x, name); break;
+        case LayerKind::slice: x = b.channel_slice(x, L.kernel, L.out); break;
+        case LayerKind::shuffle: x = b.channel_shuffle(x, L.groups); break;
+        case LayerKind::adaptivepool: x = b.adaptive_avgpool(x, L.kernel, L.out); break;
         case LayerKind::layernorm: x = b.layernorm2d(x, name, 1e-5); break;
         case LayerKind::layerscale: x = b.layer_scale(x, name + ".layer_scale", L.p); break;
         case LayerKind::se: x = b.se(x, name, L.out); break;
@@ -276,6 +279,8 @@ ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape&
   if (is_torchvision_mobilenet_v3(name_or_spec)) return torchvision_mobilenet_v3(name_or_spec, input, classes);
   if (is_torchvision_efficientnet(name_or_spec)) return torchvision_efficientnet(name_or_spec, input, classes);
   if (is_torchvision_convnext(name_or_spec)) return torchvision_convnext(name_or_spec, input, classes);
+  if (is_torchvision_shufflenet(name_or_spec)) return torchvision_shufflenet(name_or_spec, input, classes);
+  if (is_torchvision_vgg(name_or_spec)) return torchvision_vgg(name_or_spec, input, classes);
   if (name_or_spec == "squeezenet1_0" || name_or_spec == "squeezenet1_1")
     return torchvision_squeezenet(name_or_spec, input, classes);
   return spec_graph(name_or_spec, input, classes);
@@ -295,7 +300,9 @@ const std::vector<std::string>& builtin_models() {
       "mnasnet0_75",     "mnasnet1_0",       "mnasnet1_3",       "mobilenet_v3_large", "mobilenet_v3_small",
       "efficientnet_b0", "efficientnet_b1",  "efficientnet_b2",  "efficientnet_b3", "efficientnet_b4",
       "efficientnet_b5", "efficientnet_b6",  "efficientnet_b7",  "convnext_tiny",   "convnext_small",
-      "convnext_base",   "convnext_large"};
+      "convnext_base",   "convnext_large",   "shufflenet_v2_x0_5", "shufflenet_v2_x1_0", "shufflenet_v2_x1_5",
+      "shufflenet_v2_x2_0", "vgg11",          "vgg11_bn",         "vgg13",           "vgg13_bn",
+      "vgg16",           "vgg16_bn",         "vgg19",            "vgg19_bn"};
   return names;
 }
 

@@ -256,6 +256,7 @@ void Net::plan_gradients(Plan& plan) {
     switch (node.op) {
       case Op::conv: e = precision_ == Precision::bf16 ? 2 : 4; break;
       case Op::dropout: case Op::linear: case Op::mul: case Op::concat: case Op::layernorm: case Op::layer_scale:
+      case Op::channel_slice: case Op::channel_shuffle: case Op::adaptive_avgpool:
         e = 4;
         break;
       default: e = esize[static_cast<size_t>(node.inputs[0])];

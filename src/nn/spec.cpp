@@ -170,6 +170,20 @@ struct Parser {
         L.kind = LayerKind::dropout;
         L.p = a[0].value;
         if (!(L.p >= 0 && L.p < 1)) error(a[0].pos, a[0].len, "dropout probability must be in [0, 1)");
+      } else if (name == "slice") {
+        nargs(2, 2, "slice(begin, end): the channels [begin, end)");
+        L.kind = LayerKind::slice;
+        L.kernel = as_int(a[0], "first channel", 0);
+        L.out = as_int(a[1], "end channel", 1);
+      } else if (name == "adaptivepool") {
+        nargs(2, 2, "adaptivepool(out height, out width)");
+        L.kind = LayerKind::adaptivepool;
+        L.kernel = as_int(a[0], "out height", 1);
+        L.out = as_int(a[1], "out width", 1);
+      } else if (name == "shuffle") {
+        nargs(1, 1, "shuffle(groups)");
+        L.kind = LayerKind::shuffle;
+        L.groups = as_int(a[0], "groups", 1);
       } else if (name == "stochastic_depth") {
         nargs(1, 1, "stochastic_depth(p) with 0 <= p <= 1");
         L.kind = LayerKind::sdepth;
@@ -205,7 +219,7 @@ struct Parser {
         error(b, name.size(),
               "unknown layer '" + name +
                   "' (layers: conv relu relu6 sigmoid silu hardswish gelu hardsigmoid se maxpool avgpool gap dropout "
-                  "stochastic_depth flatten linear bn layernorm layerscale res cat; "
+                  "stochastic_depth flatten linear bn layernorm layerscale slice shuffle adaptivepool res cat; "
                   "built-in models: " + builtin_model_list(" ") + ")");
       }
       out.push_back(std::move(L));
@@ -261,6 +275,9 @@ std::string format_spec(const std::vector<LayerSpec>& layers) {
       case LayerKind::flatten: os << "flatten"; break;
       case LayerKind::bn: os << "bn"; break;
       case LayerKind::layernorm: os << "layernorm"; break;
+      case LayerKind::slice: os << "slice(" << L.kernel << ',' << L.out << ')'; break;
+      case LayerKind::shuffle: os << "shuffle(" << L.groups << ')'; break;
+      case LayerKind::adaptivepool: os << "adaptivepool(" << L.kernel << ',' << L.out << ')'; break;
       case LayerKind::layerscale: os << "layerscale(" << fmt_num(L.p) << ')'; break;
       case LayerKind::res: os << "res(" << format_spec(L.body) << ')'; break;
       case LayerKind::cat:

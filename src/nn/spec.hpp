@@ -5,6 +5,8 @@
 //   relu6  sigmoid  silu  hardswish  gelu  hardsigmoid   (activations: PyTorch's)
 //   layernorm   (ConvNeXt's LayerNorm2d: nn.LayerNorm over the channels, eps 1e-5)
 //   layerscale(v)   (ConvNeXt's layer scale: x · γ per channel, γ (C×1×1) starting at v)
+//   adaptivepool(oh,ow)   (nn.AdaptiveAvgPool2d((oh, ow)): PyTorch's bins, any input size)
+//   slice(begin,end)  shuffle(groups)   (ShuffleNetV2: x[:, begin:end]; channel_shuffle(x, groups))
 //   stochastic_depth(p)   (torchvision.ops.StochasticDepth(p, "row"): a sample kept with 1 − p, scaled)
 //   se(squeeze)   (squeeze-and-excitation: x · sigmoid(fc2(relu(fc1(gap(x))))))
 //   cat(spec | spec | ...)   (torch.cat([b(x) for b in branches], 1); an empty branch is x)
@@ -14,11 +16,13 @@
 
 namespace cnnscale::nn {
 
-enum class LayerKind { conv, relu, maxpool, avgpool, gap, dropout, flatten, linear, bn, res, act, se, cat, sdepth, layernorm, layerscale };
+enum class LayerKind { conv, relu, maxpool, avgpool, gap, dropout, flatten, linear, bn, res, act, se, cat, sdepth, layernorm, layerscale, slice,
+                       shuffle, adaptivepool };
 
 struct LayerSpec {
   LayerKind kind = LayerKind::relu;
-  int out = 0;          // conv: out channels; linear: out features; se: squeeze channels
+  int out = 0;          // conv: out channels; linear: out features; se: squeeze channels; slice: end
+  // kernel: conv, pools; slice: its first channel
   int kernel = 0;       // conv, pools
   int stride = 1;       // conv (default 1), pools (default = kernel)
   int pad = 0;          // conv, pools

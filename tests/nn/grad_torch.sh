@@ -58,8 +58,9 @@ SPEC_E="conv(16,3,2) relu maxpool(3,2,0,1) conv(8,1) relu cat(conv(12,1) relu | 
 # conv inside residual branches that stochastic depth drops or scales per sample (the checked
 # step draws with seed 0, step 0, samples 0..2: the first branch drops sample 0, the second
 # sample 2, the others are scaled by 2); then a ConvNeXt block (depthwise 7×7, LayerNorm over
-# the channels, pointwise convs with GELU, layer scale) after a LayerNorm.
-SPEC_F="conv(16,3,2,1) bn hardswish res(conv(16,1) bn relu conv(16,3,1,1,16) bn hardsigmoid stochastic_depth(0.5)) res(conv(16,3,1,1) bn silu stochastic_depth(0.5)) layernorm res(conv(16,7,1,3,16) layernorm conv(32,1) gelu conv(16,1) layerscale(0.25)) gap flatten linear(5)"
+# the channels, pointwise convs with GELU, layer scale) after a LayerNorm; a ShuffleNetV2 unit
+# (halves, a branch, concat, channel shuffle) and VGG's adaptive pool (9×8 and 3×3 outputs).
+SPEC_F="conv(16,3,2,1) bn hardswish res(conv(16,1) bn relu conv(16,3,1,1,16) bn hardsigmoid stochastic_depth(0.5)) res(conv(16,3,1,1) bn silu stochastic_depth(0.5)) layernorm res(conv(16,7,1,3,16) layernorm conv(32,1) gelu conv(16,1) layerscale(0.25)) cat(slice(0,8) | slice(8,16) conv(8,1) bn relu conv(8,3,1,1,8)) shuffle(2) adaptivepool(9,8) conv(16,3,2) adaptivepool(3,3) flatten linear(5)"
 for isa in "${ISAS[@]}"; do
   if [ "$isa" != native ]; then
     got=$(with_isa "$isa" "$TOOL" isa)

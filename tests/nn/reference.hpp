@@ -154,6 +154,30 @@ inline Result forward(const Graph& g, const std::vector<double>& P, const float*
           }
         break;
       }
+      case Op::channel_slice:
+      case Op::channel_shuffle: {  // output channel j of input channel src(j)
+        const size_t hw = size_t(is.h) * is.w;
+        const int per = is.c / std::max(nd.groups, 1);
+        for (int64_t b = 0; b < n; ++b)
+          for (int j = 0; j < os.c; ++j) {
+            const int src = nd.op == Op::channel_slice ? nd.slice_begin + j : (j % nd.groups) * per + j / nd.groups;
+            for (size_t k = 0; k < hw; ++k) y[(b * os.c + j) * hw + k] = x[(b * is.c + src) * hw + k];
+          }
+        break;
+      }
+      case Op::adaptive_avgpool:  // PyTorch's bins
+        for (int64_t b = 0; b < n; ++b)
+          for (int c = 0; c < os.c; ++c)
+            for (int i = 0; i < os.h; ++i)
+              for (int j = 0; j < os.w; ++j) {
+                const int y0 = i * is.h / os.h, y1 = ((i + 1) * is.h + os.h - 1) / os.h;
+                const int x0 = j * is.w / os.w, x1 = ((j + 1) * is.w + os.w - 1) / os.w;
+                double s = 0;
+                for (int a = y0; a < y1; ++a)
+                  for (int q = x0; q < x1; ++q) s += x[((size_t(b) * is.c + c) * is.h + a) * is.w + q];
+                y[((size_t(b) * os.c + c) * os.h + i) * os.w + j] = s / ((y1 - y0) * (x1 - x0));
+              }
+        break;
       case Op::layer_scale: {
         const size_t hw = size_t(is.h) * is.w;
         for (size_t i = 0; i < y.size(); ++i) y[i] = x[i] * P[off(0) + (i / hw) % is.c];

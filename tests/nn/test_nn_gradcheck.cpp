@@ -138,6 +138,13 @@ TEST(GradCheck, LayerNormAndLayerScale) {
             "flatten linear(3)",
             {2, 5, 4}, 3, 3, 0);
 }
+// ShuffleNetV2's unit (the input's halves, one through a branch, concatenated and shuffled)
+// and VGG's adaptive pool, to a larger output (bins overlap and repeat) and to a smaller one.
+TEST(GradCheck, ChannelSliceShuffleAdaptivePool) {
+  gradcheck("conv(8,3,1,1) cat(slice(0,4) | slice(4,8) conv(4,1) relu conv(4,3,1,1,4)) shuffle(2) adaptivepool(7,4) "
+            "conv(4,3,2) adaptivepool(2,2) flatten linear(3)",
+            {2, 5, 6}, 3, 3, 0);
+}
 TEST(GradCheck, SqueezeExcitation) {
   gradcheck("conv(8,3,1,1) relu se(2) conv(4,3,2,1) silu se(3) flatten linear(3)", {2, 6, 5}, 3, 3, 0);
 }

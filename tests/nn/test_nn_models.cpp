@@ -191,6 +191,9 @@ Half store_types(const std::string& spec, const SampleShape& in, int classes = 3
       case nn::Op::flatten: EXPECT_EQ(out_t, 0) << spec << " node " << n.index; break;
       case nn::Op::mul:
       case nn::Op::layernorm:
+      case nn::Op::channel_slice:
+      case nn::Op::channel_shuffle:
+      case nn::Op::adaptive_avgpool:
       case nn::Op::layer_scale: EXPECT_EQ(out_t, 0) << spec << " node " << n.index; break;
       case nn::Op::concat:
         EXPECT_EQ(out_t, 0) << spec << " node " << n.index;

@@ -127,6 +127,20 @@ TEST(Spec, LayerNormAndLayerScale) {
   EXPECT_NE(error_of("conv(4,3) layerscale flatten linear(3)").find("layerscale(initial value)"), std::string::npos);
 }
 
+// slice / shuffle / adaptivepool: ShuffleNetV2's channel_slice and channel_shuffle, VGG's
+// adaptive average pool; shapes, round trip, and the errors.
+TEST(Spec, SliceShuffleAdaptivePool) {
+  const std::string spec = "conv(8,3) slice(2,6) shuffle(2) adaptivepool(7,5) flatten linear(3)";
+  EXPECT_EQ(nn::format_spec(nn::parse_spec(spec)), spec);
+  const auto mg = nn::build_model_graph(spec, {1, 6, 6}, 3);
+  EXPECT_EQ(mg.graph.nodes[1].out.c, 4);
+  EXPECT_EQ(mg.graph.nodes[2].groups, 2);
+  EXPECT_EQ(mg.graph.nodes[3].out.h, 7);
+  EXPECT_EQ(mg.graph.nodes[3].out.w, 5);
+  EXPECT_NE(error_of("conv(8,3) slice(6,10) flatten linear(3)").find("not inside"), std::string::npos);
+  EXPECT_NE(error_of("conv(8,3) shuffle(3) flatten linear(3)").find("do not divide"), std::string::npos);
+}
+
 // se(squeeze): torchvision's SqueezeExcitation — gap, fc1 (1×1 conv), relu, fc2, sigmoid,
 // the scale — with its parameter names under the layer's index.
 TEST(Spec, SqueezeExcitation) {

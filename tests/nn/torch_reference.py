@@ -43,6 +43,7 @@ class Capture:
                 "groups": int(f.get("groups", "1")), "act": f.get("act", ""),
                 "ceil": f.get("ceil", "0") == "1", "momentum": float(f.get("momentum", "0.1")),
                 "eps": float(f.get("eps", "1e-5")),
+                "slice": [int(v) for v in f.get("slice", "0,0").split(",")],
                 "params": [p for p in f["params"].split(",") if p],
             })
         self.input_shape = list(input_shape)
@@ -233,6 +234,14 @@ def run_graph(cap, params, x, follow, seed=0, step=0, sample_ids=None):
             y = F.layer_norm(a.permute(0, 2, 3, 1), (a.shape[1],), P[0], P[1], nd["eps"]).permute(0, 3, 1, 2)
         elif op == "layer_scale":
             y = a * P[0]
+        elif op == "adaptive_avgpool":
+            y = F.adaptive_avg_pool2d(a, tuple(nd["out"][1:]))
+        elif op == "channel_slice":  # x.chunk(2, dim=1)'s halves
+            y = a[:, nd["slice"][0]:nd["slice"][1]]
+        elif op == "channel_shuffle":  # torchvision.models.shufflenetv2.channel_shuffle
+            b, c, h, w = a.shape
+            g = nd["groups"]
+            y = a.reshape(b, g, c // g, h, w).transpose(1, 2).reshape(b, c, h, w)
         elif op == "flatten":
             y = a.flatten(1)
         elif op == "add":

@@ -121,7 +121,8 @@ for tag, ck in (("init", f"{d}/init/step-00000000.h5"), ("2 steps", f"{d}/run/ch
 family = ("densenet" if M.startswith("densenet") else "squeezenet" if M.startswith("squeezenet")
           else "mobilenet" if M.startswith("mobilenet") else "regnet" if M.startswith("regnet")
           else "mnasnet" if M.startswith("mnasnet") else "efficientnet" if M.startswith("efficientnet")
-          else "convnext" if M.startswith("convnext") else "resnet")
+          else "convnext" if M.startswith("convnext") else "shufflenet" if M.startswith("shufflenet")
+          else "vgg" if M.startswith("vgg") else "resnet")
 
 
 def fans(w):
@@ -137,6 +138,8 @@ def rule(mod_name, mod, what):
     fan_in, fan_out = fans(mod.weight)
     if family == "convnext":  # trunc_normal_(std=0.02) (cut at ±2: 100σ), biases 0
         return ("normal", 0.02) if what == "weight" else ("const", 0.0)
+    if family == "shufflenet":  # no __init__ of its own: PyTorch's defaults, U(±1/√fan_in)
+        return ("uniform", 1.0 / math.sqrt(fan_in))
     if isinstance(mod, torch.nn.Conv2d):
         if what == "bias":  # SqueezeNet's zeroed; RegNet's SE convs keep nn.Conv2d's default
             return ("uniform", 1.0 / math.sqrt(fan_in)) if family == "regnet" else ("const", 0.0)
@@ -148,7 +151,7 @@ def rule(mod_name, mod, what):
     if isinstance(mod, torch.nn.Linear):
         if family == "mnasnet":  # kaiming_uniform_(mode="fan_out", nonlinearity="sigmoid"), bias 0
             return ("uniform", math.sqrt(3.0 / fan_out)) if what == "weight" else ("const", 0.0)
-        if family in ("mobilenet", "regnet"):
+        if family in ("mobilenet", "regnet", "vgg"):
             return ("normal", 0.01) if what == "weight" else ("const", 0.0)
         if family == "efficientnet":  # uniform_(-1/√out_features, 1/√out_features), bias 0
             return ("uniform", 1.0 / math.sqrt(fan_out)) if what == "weight" else ("const", 0.0)
@@ -208,6 +211,11 @@ expect_eq "python check ran" 0 "$?"
 report_lines "$d/result" "$M 64x64: "
 
 onednn_isas
+# VGG: its 138 M parameters (the classifier's 25088 × 4096) make each run of the step check a
+# GB of checkpoints, gradients and float64 copies (5.5 min for both ISAs); its layers are the
+# convs, batch norms, pools and linears every other model checks under both ISAs, and its own
+# layer, the adaptive pool, is in grad_torch's spec F under both: the native ISA only here.
+case $M in vgg*) ISAS=(native) ;; esac
 for isa in "${ISAS[@]}"; do
   for sz in 64x64 "$ODD"; do
     h=${sz%x*} w=${sz#*x} g="$TMP/grad-$isa-$sz"

@@ -70,6 +70,9 @@ std::unique_ptr<Layer> make_layer(const Node& nd, NetState& s) {
            "train this model with --device cpu");
     case Op::layernorm:
     case Op::layer_scale:
+    case Op::channel_slice:
+    case Op::channel_shuffle:
+    case Op::adaptive_avgpool:
       fail("--device cuda: layer ", nd.index, " is a ", op_name(nd.op), ", which cnnscale's GPU model does not run yet; ",
            "train this model with --device cpu");
   }
