@@ -9,8 +9,6 @@
 // 224², averaging or repeating at other sizes); classifier.0 Linear(512·7·7, 4096), ReLU, dropout
 // 0.5, classifier.3 Linear(4096, 4096), ReLU, dropout 0.5, classifier.6 Linear(4096, K). Init:
 // convs kaiming_normal_(fan_out, relu) with bias 0, bn 1/0, linears N(0, 0.01²) with bias 0.
-#include <cstring>
-
 #include "nn/graph.hpp"
 #include "nn/models_torchvision.hpp"
 #include "util/error.hpp"
