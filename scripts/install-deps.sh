@@ -21,7 +21,7 @@ PACKAGES=(
   openmpi-bin libopenmpi-dev libpmix-dev
   libhdf5-openmpi-dev hdf5-tools
   libboost-program-options-dev libboost-dev libdnnl-dev ocl-icd-opencl-dev libopenblas-dev
-  libprotobuf-dev protobuf-compiler
+  libprotobuf-dev protobuf-compiler libonnx-dev
   googletest libgtest-dev nlohmann-json3-dev zlib1g-dev libgloo-dev libssl-dev
   dataset-fashion-mnist libxml2-utils shellcheck
   libjpeg62-turbo-dev libpng-dev python3-pil python3-venv
@@ -29,7 +29,7 @@ PACKAGES=(
   lmod tcl
   patchelf debootstrap debian-archive-keyring
 )
-TEST_PACKAGES=(python3-torch python3-torchvision python3-h5py python3-numpy)
+TEST_PACKAGES=(python3-torch python3-torchvision python3-h5py python3-numpy python3-onnx)
 DEBS_TO_KEEP=(environment-modules)
 WANT=("${PACKAGES[@]}")
 case "${1:-}" in

@@ -265,6 +265,18 @@ void GraphBuilder::set_init(const std::string& name, Init init) {
   fail("no parameter named ", name);
 }
 
+void GraphBuilder::set_given(const std::string& name, std::shared_ptr<const std::vector<float>> values) {
+  for (auto& p : g_.params)
+    if (p.info.name == name) {
+      if (!values || values->size() != p.info.numel)
+        fail("parameter ", name, " has ", p.info.numel, " values, its initial data ", values ? values->size() : 0);
+      p.init = Init::given;
+      p.given = std::move(values);
+      return;
+    }
+  fail("no parameter named ", name);
+}
+
 int GraphBuilder::add(int a, int b) {
   const Shape sa = shape(a), sb = shape(b);
   if (sa.c != sb.c || sa.h != sb.h || sa.w != sb.w || sa.flat != sb.flat)

@@ -3,6 +3,7 @@
 // layout (reverse registration order). Built by GraphBuilder; run by Net (net.hpp).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,8 @@ struct Shape {
 // nonlinearity='sigmoid') (MNASNet's classifier), U(±√(3/fan_out)); uniform_inv_sqrt_fan_out:
 // U(±1/√fan_out) (EfficientNet's classifier: uniform_(-1/√out_features, 1/√out_features));
 // normal_0_02: N(0, 0.02²) (ConvNeXt's trunc_normal_(std=0.02), whose ±2 cut is 100σ out);
-// constant: ParamDef::value (ConvNeXt's layer scale, 1e-6).
+// constant: ParamDef::value (ConvNeXt's layer scale, 1e-6); given: ParamDef::given, values
+// from a file (an ONNX model's initializers: nn/onnx_import.hpp).
 enum class Init {
   kaiming_uniform,
   fan_in_bias,
@@ -50,7 +52,8 @@ enum class Init {
   uniform_fan_out_sigmoid,
   uniform_inv_sqrt_fan_out,
   normal_0_02,
-  constant
+  constant,
+  given
 };
 
 struct ParamDef {
@@ -59,6 +62,7 @@ struct ParamDef {
   int64_t fan_in = 0;
   int64_t fan_out = 0;  // conv weights: out·k·k
   double value = 0;     // Init::constant
+  std::shared_ptr<const std::vector<float>> given;  // Init::given: numel values, PyTorch's layout
 };
 
 struct Node {
@@ -181,6 +185,9 @@ class GraphBuilder {
   void set_conv_init(Init init) { conv_init_ = init; }
   // Overrides the init of an already registered parameter (zero_init_residual).
   void set_init(const std::string& name, Init init);
+  // The parameter NAME starts from these values (Init::given; an ONNX initializer): a
+  // UserError when their count is not the parameter's.
+  void set_given(const std::string& name, std::shared_ptr<const std::vector<float>> values);
 
   // Finishes: the output must be `classes` features (a c×1×1 tensor is flattened).
   Graph finish(int output, int classes);

@@ -28,6 +28,9 @@ void init_param(const ParamDef& p, uint64_t seed, float* data) {
     case Init::constant:
       for (size_t i = 0; i < n; ++i) data[i] = static_cast<float>(p.value);
       return;
+    case Init::given:
+      for (size_t i = 0; i < n; ++i) data[i] = (*p.given)[i];
+      return;
     case Init::kaiming_uniform: {
       const double a = std::sqrt(5.0);
       const double gain = std::sqrt(2.0 / (1.0 + a * a));  // leaky_relu gain

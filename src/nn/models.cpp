@@ -8,6 +8,7 @@
 #include "nn/graph.hpp"
 #include "nn/models_torchvision.hpp"
 #include "nn/net.hpp"
+#include "nn/onnx_import.hpp"
 #include "nn/spec.hpp"
 #include "nn/threads.hpp"
 #include "util/error.hpp"
@@ -269,6 +270,7 @@ ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape&
   if (options.zero_init_residual)
     fail("--zero-init-residual applies to the torchvision ResNets (resnet18/34/50/101/152, resnext*, wide_resnet*), "
          "not to ", name_or_spec);
+  if (is_onnx_model(name_or_spec)) return onnx_model_graph(name_or_spec, input, classes);
   if (name_or_spec == "mnist_cnn") return mnist_cnn(input, classes);
   if (name_or_spec == "lenet5") return lenet5(input, classes);
   if (name_or_spec == "resnet20") return resnet20(input, classes);

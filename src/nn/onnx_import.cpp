@@ -1,0 +1,602 @@
+// onnx_import.cpp — an ONNX forward graph into a Graph (contract: onnx_import.hpp).
+// Nodes are visited in the file's order (ONNX requires a topological one); each ONNX
+// value name maps to a builder tensor id, constants (Constant nodes and initializers that
+// are not parameters) to their values. Decomposed activations are matched where their
+// first node is seen, and the nodes they cover are then skipped.
+#include "nn/onnx_import.hpp"
+
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "util/error.hpp"
+
+namespace cnnscale::nn {
+namespace {
+
+const char* kSupported =
+    "Conv, BatchNormalization (training mode), Relu, Clip (0, 6), Sigmoid, HardSigmoid, HardSwish, x*Sigmoid(x) "
+    "(SiLU), Erf-form GELU, MaxPool, AveragePool, GlobalAveragePool, ReduceMean (over H and W), Flatten, Gemm, "
+    "Dropout, Add, Concat (channels), Mul (by an N x C x 1 x 1 tensor), Identity, Pad (zeros), Constant";
+
+const char* kExportHint = "export it with scripts/export-onnx.py (training mode, no constant folding; docs/models.md)";
+
+struct Const {
+  std::vector<int64_t> dims;
+  std::vector<double> v;
+  bool scalar_like() const { return v.size() == 1; }
+};
+
+class Importer {
+ public:
+  Importer(const onnx::ModelProto& m, const std::string& file, const SampleShape& in)
+      : m_(m), g_(m.graph()), file_(file), b_(in), in_(in) {}
+  ModelGraph run(int classes);
+
+ private:
+  [[noreturn]] void node_fail(const onnx::NodeProto& n, const std::string& what) const {
+    fail(file_, ": node '", n.name(), "' (", n.op_type(), "): ", what);
+  }
+  int tensor(const onnx::NodeProto& n, int i) const;
+  const Const* constant(const std::string& name) const {
+    auto it = consts_.find(name);
+    return it == consts_.end() ? nullptr : &it->second;
+  }
+  std::shared_ptr<const std::vector<float>> param_data(const onnx::NodeProto& n, const std::string& name) const;
+  std::string prefix(const onnx::NodeProto& n, const std::string& weight) const;
+  void check_param(const onnx::NodeProto& n, const std::string& name, const std::string& want) const;
+  void give(const onnx::NodeProto& n, const std::string& init_name);
+  std::vector<int> readers(const std::string& value) const;
+  bool match_silu(int k);
+  bool match_gelu(int k);
+  void conv(const onnx::NodeProto& n, int pad_extra);
+  void pool(const onnx::NodeProto& n, bool max, int pad_extra);
+  void set(const std::string& name, int id) { ids_[name] = id; }
+
+  const onnx::ModelProto& m_;
+  const onnx::GraphProto& g_;
+  std::string file_;
+  GraphBuilder b_;
+  SampleShape in_;
+  std::map<std::string, int> ids_;                   // value name → tensor id
+  std::map<std::string, Const> consts_;              // constants by value name
+  std::map<std::string, const onnx::TensorProto*> inits_;
+  std::map<std::string, std::vector<int>> readers_;  // value name → node indices
+  std::vector<char> skip_;                           // nodes covered by a matched pattern
+  std::map<std::string, int> pads_;                  // Pad output → its (symmetric) padding
+  std::set<std::string> used_params_;
+};
+
+Const to_const(const onnx::TensorProto& t, const std::string& file) {
+  Const c;
+  size_t n = 1;
+  for (auto d : t.dims()) {
+    c.dims.push_back(d);
+    n *= static_cast<size_t>(std::max<int64_t>(d, 0));
+  }
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    fail(file, ": tensor '", t.name(), "' keeps its data in an external file, which cnnscale does not read; ",
+         kExportHint);
+  const std::string& raw = t.raw_data();
+  auto take = [&](auto tag, auto field) {
+    using T = decltype(tag);
+    if (!raw.empty()) {
+      if (raw.size() != n * sizeof(T)) fail(file, ": tensor '", t.name(), "' holds ", raw.size(), " bytes for ", n, " values");
+      for (size_t i = 0; i < n; ++i) {
+        T x;
+        std::memcpy(&x, raw.data() + i * sizeof(T), sizeof(T));
+        c.v.push_back(static_cast<double>(x));
+      }
+    } else {
+      if (static_cast<size_t>(field.size()) != n)
+        fail(file, ": tensor '", t.name(), "' holds ", field.size(), " values, its shape ", n);
+      for (auto x : field) c.v.push_back(static_cast<double>(static_cast<T>(x)));
+    }
+  };
+  switch (t.data_type()) {
+    case onnx::TensorProto::FLOAT: take(float{}, t.float_data()); break;
+    case onnx::TensorProto::DOUBLE: take(double{}, t.double_data()); break;
+    case onnx::TensorProto::INT64: take(int64_t{}, t.int64_data()); break;
+    case onnx::TensorProto::INT32: take(int32_t{}, t.int32_data()); break;
+    case onnx::TensorProto::BOOL: take(uint8_t{}, t.int32_data()); break;
+    default: fail(file, ": tensor '", t.name(), "' has ONNX data type ", t.data_type(), ", which cnnscale does not read");
+  }
+  return c;
+}
+
+const onnx::AttributeProto* attr(const onnx::NodeProto& n, const char* name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+int64_t attr_i(const onnx::NodeProto& n, const char* name, int64_t def) {
+  const auto* a = attr(n, name);
+  return a ? a->i() : def;
+}
+double attr_f(const onnx::NodeProto& n, const char* name, double def) {
+  const auto* a = attr(n, name);
+  return a ? a->f() : def;
+}
+std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const char* name) {
+  const auto* a = attr(n, name);
+  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : std::vector<int64_t>{};
+}
+
+// The double a float32 attribute was written from: the shortest decimal that rounds to it
+// (PyTorch's eps 1e-5 arrives as 9.99999975e-06).
+double shortest(float f) {
+  for (int p = 1; p <= 9; ++p) {
+    std::ostringstream os;
+    os.precision(p);
+    os << static_cast<double>(f);
+    const double d = std::stod(os.str());
+    if (static_cast<float>(d) == f) return d;
+  }
+  return f;
+}
+
+// PyTorch's batch-norm momentum from ONNX's (running = running·m + batch·(1 − m)): the
+// shortest decimal d with float(1 − d) = m (0.9f → 0.1, 0.9997f → 0.0003).
+double torch_momentum(float m) {
+  for (int p = 1; p <= 9; ++p) {
+    const double scale = std::pow(10.0, p);
+    const double d = std::round((1.0 - static_cast<double>(m)) * scale) / scale;
+    if (static_cast<float>(1.0 - d) == m) return d;
+  }
+  return 1.0 - static_cast<double>(m);
+}
+
+int Importer::tensor(const onnx::NodeProto& n, int i) const {
+  if (i >= n.input_size() || n.input(i).empty()) node_fail(n, "input " + std::to_string(i) + " is missing");
+  auto it = ids_.find(n.input(i));
+  if (it == ids_.end()) {
+    if (constant(n.input(i)))
+      node_fail(n, "input '" + n.input(i) + "' is a constant where cnnscale needs a computed tensor");
+    node_fail(n, "input '" + n.input(i) + "' is produced by no node before it");
+  }
+  return it->second;
+}
+
+std::shared_ptr<const std::vector<float>> Importer::param_data(const onnx::NodeProto& n, const std::string& name) const {
+  auto it = inits_.find(name);
+  if (it == inits_.end()) node_fail(n, "'" + name + "' is not an initializer (a parameter of the file)");
+  if (it->second->data_type() != onnx::TensorProto::FLOAT)
+    node_fail(n, "parameter '" + name + "' is not float32 (ONNX data type " + std::to_string(it->second->data_type()) + ")");
+  const Const c = to_const(*it->second, file_);
+  auto v = std::make_shared<std::vector<float>>(c.v.begin(), c.v.end());
+  return v;
+}
+
+// The module path of a parameter named PREFIX.weight; an eval-mode export's names
+// (onnx::Conv_…) are refused with the way out.
+std::string Importer::prefix(const onnx::NodeProto& n, const std::string& weight) const {
+  if (weight.rfind("onnx::", 0) == 0)
+    node_fail(n, "its weight is named '" + weight +
+                     "', as in an eval-mode export (batch norms folded into the convolutions: not the trainable "
+                     "network); " + kExportHint);
+  const std::string suffix = ".weight";
+  if (weight.size() <= suffix.size() || weight.compare(weight.size() - suffix.size(), suffix.size(), suffix) != 0)
+    node_fail(n, "its weight '" + weight + "' is not named MODULE.weight (a state_dict name); " + kExportHint);
+  return weight.substr(0, weight.size() - suffix.size());
+}
+
+void Importer::check_param(const onnx::NodeProto& n, const std::string& name, const std::string& want) const {
+  if (name != want)
+    node_fail(n, "parameter '" + name + "' should be named '" + want + "' (state_dict names); " + kExportHint);
+}
+
+void Importer::give(const onnx::NodeProto& n, const std::string& init_name) {
+  auto it = inits_.find(init_name);
+  if (it == inits_.end()) node_fail(n, "'" + init_name + "' is not an initializer (a parameter of the file)");
+  try {
+    b_.set_given(init_name, param_data(n, init_name));
+  } catch (const UserError& e) {
+    node_fail(n, e.what());
+  }
+  used_params_.insert(init_name);
+}
+
+std::vector<int> Importer::readers(const std::string& value) const {
+  auto it = readers_.find(value);
+  return it == readers_.end() ? std::vector<int>{} : it->second;
+}
+
+// Sigmoid(x) read only by Mul(x, ·) / Mul(·, x): SiLU.
+bool Importer::match_silu(int k) {
+  const auto& s = g_.node(k);
+  const auto r = readers(s.output(0));
+  if (r.size() != 1) return false;
+  const auto& mul = g_.node(r[0]);
+  if (mul.op_type() != "Mul" || mul.input_size() != 2) return false;
+  const std::string& other = mul.input(0) == s.output(0) ? mul.input(1) : mul.input(0);
+  if (other != s.input(0) || mul.input(0) == mul.input(1)) return false;
+  set(mul.output(0), b_.act(tensor(s, 0), Act::silu));
+  skip_[r[0]] = 1;
+  return true;
+}
+
+// Div(x, √2) → Erf → Add(·, 1) → Mul(x, ·) → Mul(·, 0.5), or Mul(x, 0.5) · (1 + erf):
+// torch's GELU (approximate='none').
+bool Importer::match_gelu(int k) {
+  const auto& div = g_.node(k);
+  const Const* c = constant(div.input(1));
+  if (!c || !c->scalar_like() || std::abs(c->v[0] - std::sqrt(2.0)) > 1e-6) return false;
+  auto one = [&](const std::string& v, const char* op) -> int {
+    const auto r = readers(v);
+    if (r.size() != 1 || g_.node(r[0]).op_type() != op) return -1;
+    return r[0];
+  };
+  const int erf = one(div.output(0), "Erf");
+  if (erf < 0) return false;
+  const int add = one(g_.node(erf).output(0), "Add");
+  if (add < 0) return false;
+  const auto& an = g_.node(add);
+  const std::string& add_c = an.input(0) == g_.node(erf).output(0) ? an.input(1) : an.input(0);
+  const Const* ac = constant(add_c);
+  if (!ac || !ac->scalar_like() || ac->v[0] != 1.0) return false;
+  const int m1 = one(an.output(0), "Mul");
+  if (m1 < 0) return false;
+  const auto& mn = g_.node(m1);
+  const std::string& m1_other = mn.input(0) == an.output(0) ? mn.input(1) : mn.input(0);
+  const std::string& x = div.input(0);
+  int last = -1;
+  if (m1_other == x) {  // x·(1 + erf) then ·0.5
+    last = one(mn.output(0), "Mul");
+    if (last < 0) return false;
+    const auto& ln = g_.node(last);
+    const Const* h = constant(ln.input(0) == mn.output(0) ? ln.input(1) : ln.input(0));
+    if (!h || !h->scalar_like() || h->v[0] != 0.5) return false;
+  } else {  // (x·0.5)·(1 + erf)
+    bool ok = false;
+    for (int r : readers(x)) {
+      const auto& h = g_.node(r);
+      if (h.op_type() == "Mul" && h.output(0) == m1_other) {
+        const Const* hc = constant(h.input(0) == x ? h.input(1) : h.input(0));
+        ok = hc && hc->scalar_like() && hc->v[0] == 0.5 && readers(h.output(0)).size() == 1;
+        if (ok) skip_[r] = 1;
+      }
+    }
+    if (!ok) return false;
+    last = m1;
+  }
+  skip_[erf] = skip_[add] = skip_[m1] = skip_[last] = 1;
+  set(g_.node(last).output(0), b_.act(tensor(div, 0), Act::gelu));
+  return true;
+}
+
+// Square kernels, equal strides, one padding on every side, no dilation: PyTorch's
+// Conv2d / pools with int arguments (GraphBuilder's layers).
+struct Window {
+  int k = 0, stride = 1, pad = 0;
+};
+Window window(const Importer*, const onnx::NodeProto& n, const std::vector<int64_t>& kernel,
+              const std::function<void(const std::string&)>& bad) {
+  Window w;
+  const auto* ap = attr(n, "auto_pad");
+  if (ap && ap->s() != "NOTSET") bad("auto_pad " + ap->s() + " (cnnscale takes explicit pads)");
+  if (kernel.size() != 2) bad("a kernel of " + std::to_string(kernel.size()) + " dimensions (2-D only)");
+  if (kernel[0] != kernel[1]) bad("a " + std::to_string(kernel[0]) + "x" + std::to_string(kernel[1]) + " kernel (square only)");
+  w.k = static_cast<int>(kernel[0]);
+  auto strides = attr_ints(n, "strides");
+  if (strides.empty()) strides = {1, 1};
+  if (strides.size() != 2 || strides[0] != strides[1]) bad("unequal strides (one stride for both axes only)");
+  w.stride = static_cast<int>(strides[0]);
+  auto pads = attr_ints(n, "pads");
+  if (pads.empty()) pads = {0, 0, 0, 0};
+  if (pads.size() != 4 || std::any_of(pads.begin(), pads.end(), [&](int64_t p) { return p != pads[0]; }))
+    bad("unequal pads (one padding on every side only)");
+  w.pad = static_cast<int>(pads[0]);
+  for (auto d : attr_ints(n, "dilations"))
+    if (d != 1) bad("dilation " + std::to_string(d) + " (dilation 1 only)");
+  return w;
+}
+
+void Importer::conv(const onnx::NodeProto& n, int pad_extra) {
+  auto bad = [&](const std::string& w) { node_fail(n, "has " + w); };
+  if (n.input_size() < 2) node_fail(n, "has no weight input");
+  auto it = inits_.find(n.input(1));
+  if (it == inits_.end()) node_fail(n, "its weight '" + n.input(1) + "' is not an initializer");
+  const auto& wt = *it->second;
+  if (wt.dims_size() != 4) node_fail(n, "its weight has " + std::to_string(wt.dims_size()) + " dimensions (Conv2d only)");
+  auto kernel = attr_ints(n, "kernel_shape");
+  if (kernel.empty()) kernel = {wt.dims(2), wt.dims(3)};
+  Window w = window(this, n, kernel, bad);
+  if (w.pad != 0 && pad_extra != 0) bad("padding of its own after a Pad");
+  w.pad += pad_extra;
+  const std::string p = prefix(n, n.input(1));
+  const bool bias = n.input_size() > 2 && !n.input(2).empty();
+  if (bias) check_param(n, n.input(2), p + ".bias");
+  int y;
+  try {
+    y = b_.conv(tensor(n, 0), p, static_cast<int>(wt.dims(0)), w.k, w.stride, w.pad, bias,
+                static_cast<int>(attr_i(n, "group", 1)));
+  } catch (const UserError& e) {
+    node_fail(n, e.what());
+  }
+  give(n, n.input(1));
+  if (bias) give(n, n.input(2));
+  set(n.output(0), y);
+}
+
+void Importer::pool(const onnx::NodeProto& n, bool max, int pad_extra) {
+  auto bad = [&](const std::string& w) { node_fail(n, "has " + w); };
+  Window w = window(this, n, attr_ints(n, "kernel_shape"), bad);
+  const bool ceil = attr_i(n, "ceil_mode", 0) != 0;
+  if (max && attr_i(n, "storage_order", 0) != 0) bad("storage_order 1");
+  if (max && n.output_size() > 1 && !n.output(1).empty() && !readers(n.output(1)).empty()) bad("its indices read");
+  if (!max) {
+    if (ceil) bad("ceil_mode 1 (average pools floor their output size in cnnscale)");
+    if (w.pad != 0 && attr_i(n, "count_include_pad", 0) == 0)
+      bad("padding not counted in the average (count_include_pad 0; cnnscale's average pool counts it, as "
+          "PyTorch's default)");
+    if (w.pad != 0 && pad_extra != 0) bad("padding of its own after a Pad");
+  }
+  w.pad += pad_extra;
+  int y;
+  try {
+    y = max ? b_.maxpool(tensor(n, 0), w.k, w.stride, w.pad, ceil) : b_.avgpool(tensor(n, 0), w.k, w.stride, w.pad);
+  } catch (const UserError& e) {
+    node_fail(n, e.what());
+  }
+  set(n.output(0), y);
+}
+
+ModelGraph Importer::run(int classes) {
+  // Opset and input.
+  int64_t opset = -1;
+  for (const auto& o : m_.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+  if (opset < 13 || opset > 17)
+    fail(file_, ": ONNX opset ", opset, "; cnnscale reads opsets 13 to 17 (scripts/export-onnx.py --opset 14)");
+  for (const auto& t : g_.initializer()) {
+    inits_[t.name()] = &t;
+  }
+  std::vector<const onnx::ValueInfoProto*> inputs;
+  for (const auto& i : g_.input())
+    if (!inits_.count(i.name())) inputs.push_back(&i);
+  if (inputs.size() != 1) fail(file_, ": the graph has ", inputs.size(), " inputs; cnnscale feeds one (the images)");
+  const auto& in = *inputs[0];
+  const auto& tt = in.type().tensor_type();
+  if (tt.elem_type() != onnx::TensorProto::FLOAT)
+    fail(file_, ": the input '", in.name(), "' is not float32 (ONNX type ", tt.elem_type(), ")");
+  const auto& dims = tt.shape().dim();
+  if (dims.size() != 4) fail(file_, ": the input '", in.name(), "' has ", dims.size(), " dimensions; cnnscale feeds N×C×H×W");
+  auto fixed = [&](int i) { return dims[i].has_dim_value() ? dims[i].dim_value() : -1; };
+  const int64_t want[3] = {in_.channels, in_.height, in_.width};
+  auto d = [&](int j) { return fixed(j) >= 0 ? std::to_string(fixed(j)) : dims[j].dim_param(); };
+  const std::string theirs = d(1) + "x" + d(2) + "x" + d(3) + " (C×H×W)";
+  const std::string data = std::to_string(in_.channels) + "x" + std::to_string(in_.height) + "x" +
+                           std::to_string(in_.width);
+  if (fixed(1) >= 0 && fixed(1) != want[0])
+    fail(file_, ": the model takes inputs of ", theirs, " but the data set's are ", data, "; export it for ",
+         in_.channels, " input channels (scripts/export-onnx.py --input-shape ", in_.channels, ",", in_.height, ",",
+         in_.width, ")");
+  for (int i = 2; i <= 3; ++i)
+    if (fixed(i) >= 0 && fixed(i) != want[i - 1])
+      fail(file_, ": the model takes inputs of ", theirs, " (height and width fixed at export) but the data set's are ",
+           data, "; export it for the data's size (scripts/export-onnx.py --input-shape ", in_.channels, ",",
+           in_.height, ",", in_.width, "), or for any size (without --fixed-size) where its layers allow");
+  set(in.name(), b_.input());
+  for (const auto& t : g_.initializer()) consts_[t.name()] = Const{};  // filled lazily below
+  for (auto& [name, c] : consts_) {
+    const auto* t = inits_[name];
+    if (t->data_type() != onnx::TensorProto::FLOAT || t->dims_size() == 0 || t->dims_size() == 1) {
+      // small constants (Clip bounds, Dropout ratios, Pad amounts); parameters are read when used
+      const int64_t n = t->dims_size() == 0 ? 1 : t->dims(0);
+      if (n <= 64) c = to_const(*t, file_);
+    }
+  }
+  for (int k = 0; k < g_.node_size(); ++k)
+    for (const auto& i : g_.node(k).input())
+      if (!i.empty()) readers_[i].push_back(k);
+  skip_.assign(static_cast<size_t>(g_.node_size()), 0);
+
+  for (int k = 0; k < g_.node_size(); ++k) {
+    if (skip_[k]) continue;
+    const auto& n = g_.node(k);
+    if (!n.domain().empty() && n.domain() != "ai.onnx")
+      node_fail(n, "is from the operator set '" + n.domain() + "'; cnnscale reads ONNX's own operators: " + kSupported);
+    const std::string& op = n.op_type();
+    auto out = [&](int id) { set(n.output(0), id); };
+    auto call = [&](auto f) -> int {
+      try {
+        return f();
+      } catch (const UserError& e) {
+        node_fail(n, e.what());
+      }
+    };
+    if (op == "Constant") {
+      const auto* v = attr(n, "value");
+      if (!v || !v->has_t()) node_fail(n, "has no tensor 'value' (only that form is read)");
+      consts_[n.output(0)] = to_const(v->t(), file_);
+    } else if (op == "Identity") {
+      out(tensor(n, 0));
+    } else if (op == "Conv") {
+      conv(n, 0);
+    } else if (op == "BatchNormalization") {
+      const bool training = attr(n, "training_mode") ? attr_i(n, "training_mode", 0) != 0 : n.output_size() > 1;
+      if (!training)
+        node_fail(n, std::string("is in inference mode (an eval-mode export: running statistics used as constants, "
+                                 "not a network to train); ") + kExportHint);
+      if (n.input_size() != 5) node_fail(n, "needs 5 inputs");
+      const std::string p = prefix(n, n.input(1));
+      check_param(n, n.input(2), p + ".bias");
+      check_param(n, n.input(3), p + ".running_mean");
+      check_param(n, n.input(4), p + ".running_var");
+      const double eps = shortest(static_cast<float>(attr_f(n, "epsilon", 1e-5)));
+      const double mom = torch_momentum(static_cast<float>(attr_f(n, "momentum", 0.9)));
+      out(call([&] { return b_.bn(tensor(n, 0), p, mom, eps); }));
+      for (int i = 1; i <= 4; ++i) give(n, n.input(i));
+    } else if (op == "Relu") {
+      out(call([&] { return b_.relu(tensor(n, 0)); }));
+    } else if (op == "Clip") {
+      const Const* lo = n.input_size() > 1 && !n.input(1).empty() ? constant(n.input(1)) : nullptr;
+      const Const* hi = n.input_size() > 2 && !n.input(2).empty() ? constant(n.input(2)) : nullptr;
+      if ((n.input_size() > 1 && !n.input(1).empty() && !lo) || (n.input_size() > 2 && !n.input(2).empty() && !hi))
+        node_fail(n, "has bounds that are not constants");
+      const double l = lo ? lo->v.at(0) : -INFINITY, h = hi ? hi->v.at(0) : INFINITY;
+      if (l == 0 && h == 6) out(call([&] { return b_.act(tensor(n, 0), Act::relu6); }));
+      else if (l == 0 && std::isinf(h)) out(call([&] { return b_.relu(tensor(n, 0)); }));
+      else node_fail(n, "clips to [" + std::to_string(l) + ", " + std::to_string(h) + "]; cnnscale takes [0, 6] (ReLU6) and [0, inf) (ReLU)");
+    } else if (op == "Sigmoid") {
+      if (!match_silu(k)) out(call([&] { return b_.act(tensor(n, 0), Act::sigmoid); }));
+    } else if (op == "HardSigmoid") {
+      if (std::abs(attr_f(n, "alpha", 0.2) - 1.0 / 6) > 1e-6 || std::abs(attr_f(n, "beta", 0.5) - 0.5) > 1e-6)
+        node_fail(n, "has alpha/beta other than PyTorch's Hardsigmoid (1/6, 1/2)");
+      out(call([&] { return b_.act(tensor(n, 0), Act::hardsigmoid); }));
+    } else if (op == "HardSwish") {
+      out(call([&] { return b_.act(tensor(n, 0), Act::hardswish); }));
+    } else if (op == "Div") {
+      if (!match_gelu(k))
+        node_fail(n, std::string("is a division outside GELU's x/√2 → Erf form; supported: ") + kSupported);
+    } else if (op == "MaxPool" || op == "AveragePool") {
+      int extra = 0;
+      if (auto it = pads_.find(n.input(0)); it != pads_.end()) {
+        if (op == "MaxPool") node_fail(n, "reads a zero Pad (a max pool pads with -inf; pad in the MaxPool itself)");
+        extra = it->second;
+      }
+      pool(n, op == "MaxPool", extra);
+    } else if (op == "Pad") {
+      const auto* mode = attr(n, "mode");
+      if (mode && mode->s() != "constant") node_fail(n, "pads in mode '" + mode->s() + "' (zeros only)");
+      const Const* pads = n.input_size() > 1 ? constant(n.input(1)) : nullptr;
+      if (!pads || pads->v.size() != 8) node_fail(n, "has no constant pads for 4 dimensions");
+      if (n.input_size() > 2 && !n.input(2).empty()) {
+        const Const* cv = constant(n.input(2));
+        if (!cv || cv->v.at(0) != 0) node_fail(n, "pads with a value other than 0");
+      }
+      const auto& p = pads->v;
+      if (p[0] || p[1] || p[4] || p[5]) node_fail(n, "pads the batch or channel axis");
+      if (p[2] != p[3] || p[2] != p[6] || p[2] != p[7]) node_fail(n, "pads unequally (one padding on every side only)");
+      if (p[2] == 0) {
+        out(tensor(n, 0));
+      } else {
+        const auto r = readers(n.output(0));
+        if (r.size() != 1 || (g_.node(r[0]).op_type() != "AveragePool" && g_.node(r[0]).op_type() != "Conv"))
+          node_fail(n, "is read by other than one AveragePool or Conv (a zero Pad is taken as their padding)");
+        pads_[n.output(0)] = static_cast<int>(p[2]);
+        out(tensor(n, 0));
+        if (g_.node(r[0]).op_type() == "Conv") {
+          skip_[r[0]] = 1;
+          conv(g_.node(r[0]), static_cast<int>(p[2]));
+        }
+      }
+    } else if (op == "GlobalAveragePool") {
+      out(call([&] { return b_.gap(tensor(n, 0)); }));
+    } else if (op == "ReduceMean") {
+      auto axes = attr_ints(n, "axes");
+      if (n.input_size() > 1) {
+        const Const* a = constant(n.input(1));
+        if (!a) node_fail(n, "has axes that are not constant");
+        axes.assign(a->v.begin(), a->v.end());
+      }
+      for (auto& a : axes)
+        if (a < 0) a += 4;
+      std::sort(axes.begin(), axes.end());
+      if (axes != std::vector<int64_t>{2, 3}) node_fail(n, "averages over axes other than H and W (2, 3)");
+      const int y = call([&] { return b_.gap(tensor(n, 0)); });
+      out(attr_i(n, "keepdims", 1) ? y : call([&] { return b_.flatten(y); }));
+    } else if (op == "Flatten") {
+      if (attr_i(n, "axis", 1) != 1) node_fail(n, "flattens from an axis other than 1");
+      out(call([&] { return b_.flatten(tensor(n, 0)); }));
+    } else if (op == "Gemm") {
+      if (attr_f(n, "alpha", 1) != 1 || attr_f(n, "beta", 1) != 1 || attr_i(n, "transA", 0) != 0 ||
+          attr_i(n, "transB", 0) != 1)
+        node_fail(n, "is not nn.Linear's form (alpha 1, beta 1, transB 1)");
+      const std::string p = prefix(n, n.input(1));
+      auto it = inits_.find(n.input(1));
+      if (it == inits_.end() || it->second->dims_size() != 2) node_fail(n, "its weight is not a 2-D initializer");
+      if (n.input_size() < 3 || n.input(2).empty()) node_fail(n, "has no bias (nn.Linear(bias=False) is not supported)");
+      check_param(n, n.input(2), p + ".bias");
+      out(call([&] { return b_.linear(tensor(n, 0), p, static_cast<int>(it->second->dims(0))); }));
+      give(n, n.input(1));
+      give(n, n.input(2));
+    } else if (op == "Dropout") {
+      double ratio = attr_f(n, "ratio", 0.5);
+      if (n.input_size() > 1 && !n.input(1).empty()) {
+        const Const* r = constant(n.input(1));
+        if (!r) node_fail(n, "has a ratio that is not constant");
+        ratio = r->v.at(0);
+      }
+      if (n.input_size() > 2 && !n.input(2).empty()) {
+        const Const* t = constant(n.input(2));
+        if (t && t->v.at(0) == 0) ratio = 0;  // exported in eval mode: the identity
+      }
+      if (n.output_size() > 1 && !n.output(1).empty() && !readers(n.output(1)).empty()) node_fail(n, "has its mask read");
+      out(ratio == 0 ? tensor(n, 0) : call([&] { return b_.dropout(tensor(n, 0), ratio); }));
+    } else if (op == "Add") {
+      if (constant(n.input(0)) || constant(n.input(1)))
+        node_fail(n, std::string("adds a constant (only tensor + tensor of one shape); supported: ") + kSupported);
+      out(call([&] { return b_.add(tensor(n, 0), tensor(n, 1)); }));
+    } else if (op == "Mul") {
+      if (constant(n.input(0)) || constant(n.input(1)))
+        node_fail(n, std::string("multiplies by a constant (only x times an N x C x 1 x 1 tensor); supported: ") + kSupported);
+      const int a = tensor(n, 0), c = tensor(n, 1);
+      const Shape& sa = b_.shape(a);
+      const Shape& sc = b_.shape(c);
+      const bool a_scale = sa.h == 1 && sa.w == 1 && !sa.flat && (sc.h > 1 || sc.w > 1);
+      out(call([&] { return a_scale ? b_.mul(c, a) : b_.mul(a, c); }));
+    } else if (op == "Concat") {
+      int64_t axis = attr_i(n, "axis", 1);
+      if (axis != 1 && axis != -3) node_fail(n, "concatenates along axis " + std::to_string(axis) + " (channels only)");
+      std::vector<int> xs;
+      for (int i = 0; i < n.input_size(); ++i) xs.push_back(tensor(n, i));
+      out(xs.size() == 1 ? xs[0] : call([&] { return b_.concat(xs); }));  // DenseNet's first layer: cat([x])
+    } else {
+      node_fail(n, "is not supported; cnnscale reads: " + std::string(kSupported));
+    }
+  }
+  if (g_.output_size() != 1) fail(file_, ": the graph has ", g_.output_size(), " outputs; cnnscale trains one (the logits)");
+  auto it = ids_.find(g_.output(0).name());
+  if (it == ids_.end()) fail(file_, ": the output '", g_.output(0).name(), "' is not computed by the graph");
+  const Shape& os = b_.shape(it->second);
+  if (os.h == 1 && os.w == 1 && os.c != classes)
+    fail(file_, ": the model has ", os.c, " outputs but the data set has ", classes, " classes; export it with ",
+         classes, " outputs (scripts/export-onnx.py --classes ", classes, " for a torchvision model)");
+  Graph graph;
+  try {
+    graph = b_.finish(it->second, classes);
+  } catch (const UserError& e) {
+    fail(file_, ": ", e.what());
+  }
+  std::string name = std::filesystem::path(file_).filename().string();
+  std::string spec = std::filesystem::absolute(file_).lexically_normal().string();
+  return {std::move(graph), name, spec};
+}
+
+}  // namespace
+
+bool is_onnx_model(const std::string& s) { return s.size() > 5 && s.compare(s.size() - 5, 5, ".onnx") == 0; }
+
+ModelGraph onnx_model_graph(const std::string& path, const SampleShape& input, int classes) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    fail("--model ", path, ": no such file (an ONNX model: scripts/export-onnx.py writes one)");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("--model ", path, ": cannot be read (", std::strerror(errno), ")");
+  onnx::ModelProto m;
+  if (!m.ParseFromIstream(&f) || !m.has_graph() || m.graph().node_size() == 0 || m.ir_version() <= 0)
+    fail("--model ", path, ": not an ONNX model, or a damaged one (protobuf could not read a graph from it); ",
+         kExportHint);
+  try {
+    onnx::checker::check_model(m);
+  } catch (const std::exception& e) {
+    std::string w = e.what();
+    if (w.size() > 300) w = w.substr(0, 300) + "…";
+    fail("--model ", path, ": not a valid ONNX model (onnx::checker: ", w, ")");
+  }
+  Importer imp(m, path, input);
+  return imp.run(classes);
+}
+
+}  // namespace cnnscale::nn
