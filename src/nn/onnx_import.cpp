@@ -360,6 +360,11 @@ ModelGraph Importer::run(int classes) {
     fail(file_, ": ONNX opset ", opset, "; cnnscale reads opsets 13 to 17 (scripts/export-onnx.py --opset 14)");
   for (const auto& t : g_.initializer()) {
     inits_[t.name()] = &t;
+    // torch.onnx.export's default (eval mode) folds each batch norm into the conv before it
+    // and names the new weights onnx::Conv_…: a different network from the module's.
+    if (t.name().rfind("onnx::", 0) == 0 && t.data_type() == onnx::TensorProto::FLOAT && t.dims_size() >= 2)
+      fail(file_, ": initializer '", t.name(), "' is not a state_dict name: an eval-mode export (batch norms folded ",
+           "into the convolutions, not the network to train); ", kExportHint);
   }
   std::vector<const onnx::ValueInfoProto*> inputs;
   for (const auto& i : g_.input())
@@ -396,9 +401,16 @@ ModelGraph Importer::run(int classes) {
       if (n <= 64) c = to_const(*t, file_);
     }
   }
-  for (int k = 0; k < g_.node_size(); ++k)
-    for (const auto& i : g_.node(k).input())
+  for (int k = 0; k < g_.node_size(); ++k) {
+    const auto& n = g_.node(k);
+    for (const auto& i : n.input())
       if (!i.empty()) readers_[i].push_back(k);
+    if (n.op_type() == "Constant" && n.output_size() == 1) {  // all of them first: patterns look ahead
+      const auto* v = attr(n, "value");
+      if (!v || !v->has_t()) node_fail(n, "has no tensor 'value' (only that form is read)");
+      consts_[n.output(0)] = to_const(v->t(), file_);
+    }
+  }
   skip_.assign(static_cast<size_t>(g_.node_size()), 0);
 
   for (int k = 0; k < g_.node_size(); ++k) {
@@ -416,11 +428,10 @@ ModelGraph Importer::run(int classes) {
       }
     };
     if (op == "Constant") {
-      const auto* v = attr(n, "value");
-      if (!v || !v->has_t()) node_fail(n, "has no tensor 'value' (only that form is read)");
-      consts_[n.output(0)] = to_const(v->t(), file_);
+      // read before the loop
     } else if (op == "Identity") {
-      out(tensor(n, 0));
+      if (const Const* c = constant(n.input(0))) consts_[n.output(0)] = *c;
+      else out(tensor(n, 0));
     } else if (op == "Conv") {
       conv(n, 0);
     } else if (op == "BatchNormalization") {
