@@ -29,7 +29,7 @@ PACKAGES=(
   lmod tcl
   patchelf debootstrap debian-archive-keyring
 )
-TEST_PACKAGES=(python3-torch python3-torchvision python3-h5py python3-numpy python3-onnx)
+TEST_PACKAGES=(python3-torch python3-torchvision python3-h5py python3-numpy python3-onnx libonnx-testdata)
 DEBS_TO_KEEP=(environment-modules)
 WANT=("${PACKAGES[@]}")
 case "${1:-}" in

@@ -48,6 +48,7 @@ class Importer {
     fail(file_, ": node '", n.name(), "' (", n.op_type(), "): ", what);
   }
   int tensor(const onnx::NodeProto& n, int i) const;
+  void check_attributes(const onnx::NodeProto& n) const;
   const Const* constant(const std::string& name) const {
     auto it = consts_.find(name);
     return it == consts_.end() ? nullptr : &it->second;
@@ -75,6 +76,7 @@ class Importer {
   std::vector<char> skip_;                           // nodes covered by a matched pattern
   std::map<std::string, int> pads_;                  // Pad output → its (symmetric) padding
   std::set<std::string> used_params_;
+  int64_t opset_ = -1;
 };
 
 Const to_const(const onnx::TensorProto& t, const std::string& file) {
@@ -154,6 +156,32 @@ double torch_momentum(float m) {
     if (static_cast<float>(1.0 - d) == m) return d;
   }
   return 1.0 - static_cast<double>(m);
+}
+
+// The attributes each op may carry, in every opset read (7–17); another one (an older
+// version's is_test, spatial or consumed_inputs, a newer one's) is refused rather than
+// ignored, so that no attribute changes the meaning of a node unseen.
+void Importer::check_attributes(const onnx::NodeProto& n) const {
+  static const std::map<std::string, std::set<std::string>> known = {
+      {"Conv", {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}},
+      {"BatchNormalization", {"epsilon", "momentum", "training_mode"}},
+      {"MaxPool", {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}},
+      {"AveragePool", {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"}},
+      {"Clip", {"min", "max"}},
+      {"HardSigmoid", {"alpha", "beta"}},
+      {"ReduceMean", {"axes", "keepdims", "noop_with_empty_axes"}},
+      {"Flatten", {"axis"}},
+      {"Gemm", {"alpha", "beta", "transA", "transB"}},
+      {"Dropout", {"ratio", "seed"}},
+      {"Concat", {"axis"}},
+      {"Pad", {"mode", "pads", "value"}},
+      {"Constant", {"value"}},
+  };
+  auto it = known.find(n.op_type());
+  for (const auto& a : n.attribute())
+    if (it == known.end() || !it->second.count(a.name()))
+      node_fail(n, "has the attribute '" + a.name() + "', which cnnscale does not read for " + n.op_type() +
+                       " (opset " + std::to_string(opset_) + ")");
 }
 
 int Importer::tensor(const onnx::NodeProto& n, int i) const {
@@ -353,11 +381,17 @@ void Importer::pool(const onnx::NodeProto& n, bool max, int pad_extra) {
 
 ModelGraph Importer::run(int classes) {
   // Opset and input.
-  int64_t opset = -1;
+  int64_t& opset = opset_;
   for (const auto& o : m_.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
-  if (opset < 13 || opset > 17)
-    fail(file_, ": ONNX opset ", opset, "; cnnscale reads opsets 13 to 17 (scripts/export-onnx.py --opset 14)");
+  // Opsets 1–17: PyTorch exports 13–17 (scripts/export-onnx.py: 14); the older forms of the ops
+  // read here (Clip's and Pad's attributes, Dropout's ratio attribute, BatchNormalization
+  // without training_mode) are read too, and an older version's other attributes (is_test,
+  // spatial, consumed_inputs) are refused by name (check_attributes), so ONNX's conformance
+  // cases (each at its op's own version) check the importer. Opset 18 moved more attributes
+  // to inputs: refused for now.
+  if (opset < 1 || opset > 17)
+    fail(file_, ": ONNX opset ", opset, "; cnnscale reads opsets up to 17 (scripts/export-onnx.py --opset 14)");
   for (const auto& t : g_.initializer()) {
     inits_[t.name()] = &t;
     // torch.onnx.export's default (eval mode) folds each batch norm into the conv before it
@@ -419,6 +453,7 @@ ModelGraph Importer::run(int classes) {
     if (!n.domain().empty() && n.domain() != "ai.onnx")
       node_fail(n, "is from the operator set '" + n.domain() + "'; cnnscale reads ONNX's own operators: " + kSupported);
     const std::string& op = n.op_type();
+    check_attributes(n);
     auto out = [&](int id) { set(n.output(0), id); };
     auto call = [&](auto f) -> int {
       try {
@@ -455,7 +490,9 @@ ModelGraph Importer::run(int classes) {
       const Const* hi = n.input_size() > 2 && !n.input(2).empty() ? constant(n.input(2)) : nullptr;
       if ((n.input_size() > 1 && !n.input(1).empty() && !lo) || (n.input_size() > 2 && !n.input(2).empty() && !hi))
         node_fail(n, "has bounds that are not constants");
-      const double l = lo ? lo->v.at(0) : -INFINITY, h = hi ? hi->v.at(0) : INFINITY;
+      double l = lo ? lo->v.at(0) : -INFINITY, h = hi ? hi->v.at(0) : INFINITY;
+      if (attr(n, "min")) l = attr_f(n, "min", l);  // Clip-6: bounds as attributes
+      if (attr(n, "max")) h = attr_f(n, "max", h);
       if (l == 0 && h == 6) out(call([&] { return b_.act(tensor(n, 0), Act::relu6); }));
       else if (l == 0 && std::isinf(h)) out(call([&] { return b_.relu(tensor(n, 0)); }));
       else node_fail(n, "clips to [" + std::to_string(l) + ", " + std::to_string(h) + "]; cnnscale takes [0, 6] (ReLU6) and [0, inf) (ReLU)");
@@ -480,12 +517,15 @@ ModelGraph Importer::run(int classes) {
     } else if (op == "Pad") {
       const auto* mode = attr(n, "mode");
       if (mode && mode->s() != "constant") node_fail(n, "pads in mode '" + mode->s() + "' (zeros only)");
-      const Const* pads = n.input_size() > 1 ? constant(n.input(1)) : nullptr;
+      Const attr_pads;  // Pad-2: pads and value as attributes
+      for (auto v : attr_ints(n, "pads")) attr_pads.v.push_back(static_cast<double>(v));
+      const Const* pads = n.input_size() > 1 ? constant(n.input(1)) : attr(n, "pads") ? &attr_pads : nullptr;
       if (!pads || pads->v.size() != 8) node_fail(n, "has no constant pads for 4 dimensions");
       if (n.input_size() > 2 && !n.input(2).empty()) {
         const Const* cv = constant(n.input(2));
         if (!cv || cv->v.at(0) != 0) node_fail(n, "pads with a value other than 0");
       }
+      if (attr_f(n, "value", 0) != 0) node_fail(n, "pads with a value other than 0");
       const auto& p = pads->v;
       if (p[0] || p[1] || p[4] || p[5]) node_fail(n, "pads the batch or channel axis");
       if (p[2] != p[3] || p[2] != p[6] || p[2] != p[7]) node_fail(n, "pads unequally (one padding on every side only)");

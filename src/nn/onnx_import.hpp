@@ -1,5 +1,5 @@
 // onnx_import.hpp — `--model FILE.onnx`: a CNN's forward graph exported from PyTorch
-// (scripts/export-onnx.py: training mode, no constant folding, opset 13–17) read with
+// (scripts/export-onnx.py: training mode, no constant folding, opset 14; 1–17 are read) read with
 // Debian's libonnx (protobuf, onnx::checker) into a Graph through GraphBuilder; nothing
 // else of nn knows ONNX.
 //
@@ -17,7 +17,7 @@
 //    AveragePool or a Conv without padding reads becomes that layer's padding;
 //  - whatever else is a UserError naming the node, its op type and the supported ops; so is
 //    a file that is not ONNX or is damaged, an eval-mode export (folded batch norms, onnx::
-//    parameter names), an opset outside 13–17, an input whose channels or fixed height and
+//    parameter names), an opset above 17, an attribute it does not read, an input whose channels or fixed height and
 //    width differ from the data set's (both shapes named), or an output that is not
 //    `classes` logits.
 // The model's name is the file's base name; its spec (what a checkpoint and run.json keep,
