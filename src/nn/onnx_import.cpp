@@ -27,7 +27,9 @@ namespace {
 const char* kSupported =
     "Conv, BatchNormalization (training mode), Relu, Clip (0, 6), Sigmoid, HardSigmoid, HardSwish, x*Sigmoid(x) "
     "(SiLU), Erf-form GELU, MaxPool, AveragePool, GlobalAveragePool, ReduceMean (over H and W), Flatten, Gemm, "
-    "Dropout, Add, Concat (channels), Mul (by an N x C x 1 x 1 tensor), Identity, Pad (zeros), Constant";
+    "Dropout, Add, Concat (channels), Mul (by an N x C x 1 x 1 tensor or a C x 1 x 1 layer scale), Identity, Pad "
+    "(zeros), Constant; LayerNorm over channels as torch decomposes it and Linear over channels (MatMul) between "
+    "Transposes to and from N x H x W x C";
 
 const char* kExportHint = "export it with scripts/export-onnx.py (training mode, no constant folding; docs/models.md)";
 
@@ -60,6 +62,10 @@ class Importer {
   std::vector<int> readers(const std::string& value) const;
   bool match_silu(int k);
   bool match_gelu(int k);
+  bool match_layernorm(int k);
+  void view_like(const std::string& from, const std::string& to) {
+    if (nhwc_.count(from)) nhwc_.insert(to);
+  }
   void conv(const onnx::NodeProto& n, int pad_extra);
   void pool(const onnx::NodeProto& n, bool max, int pad_extra);
   void set(const std::string& name, int id) { ids_[name] = id; }
@@ -77,6 +83,10 @@ class Importer {
   std::map<std::string, int> pads_;                  // Pad output → its (symmetric) padding
   std::set<std::string> used_params_;
   int64_t opset_ = -1;
+  // Values that are a tensor permuted to N×H×W×C (Transpose perm 0,2,3,1): the tensor id is
+  // the N×C×H×W one; LayerNorm and Linear over the last axis apply to its channels.
+  std::set<std::string> nhwc_;
+  std::map<std::string, std::string> transposed_;  // Transpose(perm 1,0) of a 2-D parameter → its name
 };
 
 Const to_const(const onnx::TensorProto& t, const std::string& file) {
@@ -176,6 +186,7 @@ void Importer::check_attributes(const onnx::NodeProto& n) const {
       {"Concat", {"axis"}},
       {"Pad", {"mode", "pads", "value"}},
       {"Constant", {"value"}},
+      {"Transpose", {"perm"}},
   };
   auto it = known.find(n.op_type());
   for (const auto& a : n.attribute())
@@ -192,6 +203,11 @@ int Importer::tensor(const onnx::NodeProto& n, int i) const {
       node_fail(n, "input '" + n.input(i) + "' is a constant where cnnscale needs a computed tensor");
     node_fail(n, "input '" + n.input(i) + "' is produced by no node before it");
   }
+  static const std::set<std::string> view_ops = {"Transpose", "MatMul", "ReduceMean", "Relu", "Sigmoid", "HardSwish",
+                                                 "HardSigmoid", "Clip", "Div", "Identity"};
+  if (nhwc_.count(n.input(i)) && !view_ops.count(n.op_type()))
+    node_fail(n, "reads a channels-last (permuted) tensor; cnnscale reads permutes around a LayerNorm or a Linear "
+                 "over the channels (ConvNeXt's form) and element-wise activations between them");
   return it->second;
 }
 
@@ -249,6 +265,7 @@ bool Importer::match_silu(int k) {
   const std::string& other = mul.input(0) == s.output(0) ? mul.input(1) : mul.input(0);
   if (other != s.input(0) || mul.input(0) == mul.input(1)) return false;
   set(mul.output(0), b_.act(tensor(s, 0), Act::silu));
+  view_like(s.input(0), mul.output(0));
   skip_[r[0]] = 1;
   return true;
 }
@@ -299,6 +316,65 @@ bool Importer::match_gelu(int k) {
   }
   skip_[erf] = skip_[add] = skip_[m1] = skip_[last] = 1;
   set(g_.node(last).output(0), b_.act(tensor(div, 0), Act::gelu));
+  view_like(x, g_.node(last).output(0));
+  return true;
+}
+
+// On a channels-last view v: ReduceMean(v, -1) → Sub(v, ·) → Pow(·, 2) → ReduceMean(·, -1) →
+// Add(·, eps) → Sqrt → Div(sub, ·) → Mul(·, P.weight) → Add(·, P.bias): torch's LayerNorm over
+// the channels (ConvNeXt's LayerNorm2d and its permute → LayerNorm → permute).
+bool Importer::match_layernorm(int k) {
+  const auto& r1 = g_.node(k);
+  const std::string& v = r1.input(0);
+  if (!nhwc_.count(v)) return false;
+  auto one = [&](const std::string& val, const char* op) -> int {
+    const auto r = readers(val);
+    if (r.size() != 1 || g_.node(r[0]).op_type() != op) return -1;
+    return r[0];
+  };
+  auto last_axis = [&](const onnx::NodeProto& n) {
+    auto axes = attr_ints(n, "axes");
+    return axes.size() == 1 && (axes[0] == -1 || axes[0] == 3) && attr_i(n, "keepdims", 1) == 1;
+  };
+  auto other = [](const onnx::NodeProto& n, const std::string& a) { return n.input(0) == a ? n.input(1) : n.input(0); };
+  if (!last_axis(r1)) return false;
+  const int sub = one(r1.output(0), "Sub");
+  if (sub < 0 || g_.node(sub).input(0) != v) return false;
+  int pow = -1, div = -1;
+  for (int r : readers(g_.node(sub).output(0))) {
+    if (g_.node(r).op_type() == "Pow") pow = r;
+    if (g_.node(r).op_type() == "Div") div = r;
+  }
+  if (pow < 0 || div < 0 || readers(g_.node(sub).output(0)).size() != 2) return false;
+  const Const* two = constant(g_.node(pow).input(1));
+  if (!two || !two->scalar_like() || two->v[0] != 2) return false;
+  const int r2 = one(g_.node(pow).output(0), "ReduceMean");
+  if (r2 < 0 || !last_axis(g_.node(r2))) return false;
+  const int add = one(g_.node(r2).output(0), "Add");
+  if (add < 0) return false;
+  const Const* eps = constant(other(g_.node(add), g_.node(r2).output(0)));
+  if (!eps || !eps->scalar_like()) return false;
+  const int sq = one(g_.node(add).output(0), "Sqrt");
+  if (sq < 0 || one(g_.node(sq).output(0), "Div") != div || g_.node(div).input(0) != g_.node(sub).output(0)) return false;
+  const int mul = one(g_.node(div).output(0), "Mul");
+  if (mul < 0) return false;
+  const std::string w = other(g_.node(mul), g_.node(div).output(0));
+  const int add2 = one(g_.node(mul).output(0), "Add");
+  if (add2 < 0) return false;
+  const std::string bias = other(g_.node(add2), g_.node(mul).output(0));
+  const std::string p = prefix(g_.node(mul), w);
+  check_param(g_.node(add2), bias, p + ".bias");
+  int y;
+  try {
+    y = b_.layernorm2d(tensor(r1, 0), p, shortest(static_cast<float>(eps->v[0])));
+  } catch (const UserError& e) {
+    node_fail(r1, e.what());
+  }
+  give(g_.node(mul), w);
+  give(g_.node(add2), bias);
+  for (int j : {sub, pow, r2, add, sq, div, mul, add2}) skip_[j] = 1;
+  set(g_.node(add2).output(0), y);
+  nhwc_.insert(g_.node(add2).output(0));
   return true;
 }
 
@@ -464,6 +540,38 @@ ModelGraph Importer::run(int classes) {
     };
     if (op == "Constant") {
       // read before the loop
+    } else if (op == "Transpose") {
+      const auto perm = attr_ints(n, "perm");
+      if (inits_.count(n.input(0)) && perm == std::vector<int64_t>{1, 0}) {
+        transposed_[n.output(0)] = n.input(0);  // a Linear's weight, for MatMul
+      } else if (perm == std::vector<int64_t>{0, 2, 3, 1} && !nhwc_.count(n.input(0))) {
+        const int x = tensor(n, 0);
+        if (b_.shape(x).flat) node_fail(n, "permutes a flat tensor");
+        out(x);
+        nhwc_.insert(n.output(0));
+      } else if (perm == std::vector<int64_t>{0, 3, 1, 2} && nhwc_.count(n.input(0))) {
+        out(tensor(n, 0));
+      } else {
+        node_fail(n, "is a permutation other than N×C×H×W ↔ N×H×W×C around channel-wise layers");
+      }
+    } else if (op == "MatMul") {
+      // nn.Linear over the channels of a channels-last view: MatMul(v, Wᵀ) then Add(P.bias, ·)
+      auto tw = transposed_.find(n.input(1));
+      if (!nhwc_.count(n.input(0)) || tw == transposed_.end())
+        node_fail(n, "is not a Linear over the channels of a permuted N×H×W×C tensor (MatMul by a transposed "
+                     "weight; 2-D Linears export as Gemm)");
+      const auto r = readers(n.output(0));
+      const auto* add = r.size() == 1 && g_.node(r[0]).op_type() == "Add" ? &g_.node(r[0]) : nullptr;
+      if (!add) node_fail(n, "has no bias Add after it (nn.Linear(bias=False) is not supported)");
+      const std::string p = prefix(n, tw->second);
+      const std::string bias = add->input(0) == n.output(0) ? add->input(1) : add->input(0);
+      check_param(*add, bias, p + ".bias");
+      const int y = call([&] { return b_.pointwise_linear(tensor(n, 0), p, static_cast<int>(inits_[tw->second]->dims(0))); });
+      give(n, tw->second);
+      give(*add, bias);
+      skip_[r[0]] = 1;
+      set(add->output(0), y);
+      nhwc_.insert(add->output(0));
     } else if (op == "Identity") {
       if (const Const* c = constant(n.input(0))) consts_[n.output(0)] = *c;
       else out(tensor(n, 0));
@@ -545,6 +653,7 @@ ModelGraph Importer::run(int classes) {
     } else if (op == "GlobalAveragePool") {
       out(call([&] { return b_.gap(tensor(n, 0)); }));
     } else if (op == "ReduceMean") {
+      if (match_layernorm(k)) continue;
       auto axes = attr_ints(n, "axes");
       if (n.input_size() > 1) {
         const Const* a = constant(n.input(1));
@@ -589,6 +698,15 @@ ModelGraph Importer::run(int classes) {
       if (constant(n.input(0)) || constant(n.input(1)))
         node_fail(n, std::string("adds a constant (only tensor + tensor of one shape); supported: ") + kSupported);
       out(call([&] { return b_.add(tensor(n, 0), tensor(n, 1)); }));
+    } else if (op == "Mul" && (inits_.count(n.input(0)) || inits_.count(n.input(1)))) {
+      // x · γ with γ a C×1×1 parameter: ConvNeXt's layer scale
+      const std::string g = inits_.count(n.input(0)) ? n.input(0) : n.input(1);
+      const auto& t = *inits_[g];
+      const int x = tensor(n, g == n.input(0) ? 1 : 0);
+      if (t.dims_size() != 3 || t.dims(1) != 1 || t.dims(2) != 1 || t.dims(0) != b_.shape(x).c)
+        node_fail(n, "multiplies by a parameter that is not C×1×1 (a layer scale)");
+      out(call([&] { return b_.layer_scale(x, g, 0.0); }));
+      give(n, g);
     } else if (op == "Mul") {
       if (constant(n.input(0)) || constant(n.input(1)))
         node_fail(n, std::string("multiplies by a constant (only x times an N x C x 1 x 1 tensor); supported: ") + kSupported);
@@ -606,7 +724,11 @@ ModelGraph Importer::run(int classes) {
     } else {
       node_fail(n, "is not supported; cnnscale reads: " + std::string(kSupported));
     }
+    if (op == "Relu" || op == "Clip" || op == "Sigmoid" || op == "HardSigmoid" || op == "HardSwish" || op == "Identity")
+      view_like(n.input(0), n.output(0));
   }
+  for (const auto& o : g_.output())
+    if (nhwc_.count(o.name())) fail(file_, ": the output '", o.name(), "' is a permuted (channels-last) tensor");
   if (g_.output_size() != 1) fail(file_, ": the graph has ", g_.output_size(), " outputs; cnnscale trains one (the logits)");
   auto it = ids_.find(g_.output(0).name());
   if (it == ids_.end()) fail(file_, ": the output '", g_.output(0).name(), "' is not computed by the graph");
