@@ -63,6 +63,8 @@ class Importer {
   bool match_silu(int k);
   bool match_gelu(int k);
   bool match_layernorm(int k);
+  bool fold(const onnx::NodeProto& n);
+  bool reshape(const onnx::NodeProto& n);
   void view_like(const std::string& from, const std::string& to) {
     if (nhwc_.count(from)) nhwc_.insert(to);
   }
@@ -87,6 +89,13 @@ class Importer {
   // the N×C×H×W one; LayerNorm and Linear over the last axis apply to its channels.
   std::set<std::string> nhwc_;
   std::map<std::string, std::string> transposed_;  // Transpose(perm 1,0) of a 2-D parameter → its name
+  // ShuffleNet's channel shuffle, x.view(N, g, C/g, H, W).transpose(1, 2).view(N, -1, H, W):
+  // the 5-D view of tensor id in g groups, and that view transposed.
+  struct Grouped {
+    int id = 0, groups = 0;
+    bool transposed = false;
+  };
+  std::map<std::string, Grouped> grouped_;
 };
 
 Const to_const(const onnx::TensorProto& t, const std::string& file) {
@@ -187,6 +196,17 @@ void Importer::check_attributes(const onnx::NodeProto& n) const {
       {"Pad", {"mode", "pads", "value"}},
       {"Constant", {"value"}},
       {"Transpose", {"perm"}},
+      {"Shape", {}},
+      {"Gather", {"axis"}},
+      {"Unsqueeze", {"axes"}},
+      {"Squeeze", {"axes"}},
+      {"Cast", {"to"}},
+      {"Reshape", {"allowzero"}},
+      {"Slice", {}},
+      {"Sub", {}},
+      {"Div", {}},
+      {"Mul", {}},
+      {"Add", {}},
   };
   auto it = known.find(n.op_type());
   for (const auto& a : n.attribute())
@@ -378,6 +398,100 @@ bool Importer::match_layernorm(int k) {
   return true;
 }
 
+// Shape arithmetic on constants (the shapes torch computes with x.size() in a dynamic-size
+// export), folded at import: Shape of a tensor is [N, C, H, W] with the batch N unknown (NaN,
+// which every result computed from it carries), then Gather, Unsqueeze, Squeeze, Cast, Concat,
+// Add, Sub, Mul, Div of constants. True when n was folded (its output is a constant now).
+bool Importer::fold(const onnx::NodeProto& n) {
+  const std::string& op = n.op_type();
+  if (op == "Shape") {
+    const int x = tensor(n, 0);
+    const Shape& sh = b_.shape(x);
+    Const c;
+    c.dims = {sh.flat ? 2 : 4};
+    c.v = {NAN, static_cast<double>(sh.c)};
+    if (!sh.flat) c.v.insert(c.v.end(), {static_cast<double>(sh.h), static_cast<double>(sh.w)});
+    consts_[n.output(0)] = c;
+    return true;
+  }
+  static const std::set<std::string> foldable = {"Gather", "Unsqueeze", "Squeeze", "Cast", "Concat",
+                                                 "Add", "Sub", "Mul", "Div"};
+  if (!foldable.count(op) || n.input_size() == 0) return false;
+  for (const auto& i : n.input())
+    if (!i.empty() && (!constant(i) || (inits_.count(i) && constant(i)->v.empty()))) return false;
+  const Const& a = *constant(n.input(0));
+  Const r;
+  if (op == "Gather") {
+    const Const& idx = *constant(n.input(1));
+    if (attr_i(n, "axis", 0) != 0 || a.dims.size() > 1) node_fail(n, "gathers from other than a 1-D shape");
+    for (double i : idx.v) {
+      int64_t j = static_cast<int64_t>(i);
+      if (j < 0) j += static_cast<int64_t>(a.v.size());
+      if (j < 0 || j >= static_cast<int64_t>(a.v.size())) node_fail(n, "has an index out of range");
+      r.v.push_back(a.v[static_cast<size_t>(j)]);
+    }
+    r.dims = idx.dims;
+  } else if (op == "Unsqueeze" || op == "Squeeze" || op == "Cast") {
+    r.v = a.v;
+    r.dims = {static_cast<int64_t>(a.v.size())};  // scalars and 1-D shapes only
+    if (op == "Squeeze" && a.v.size() == 1) r.dims.clear();
+    if (op == "Cast")
+      for (auto& v : r.v)
+        if (!std::isnan(v) && attr_i(n, "to", 1) != onnx::TensorProto::FLOAT && attr_i(n, "to", 1) != onnx::TensorProto::DOUBLE)
+          v = std::trunc(v);
+  } else if (op == "Concat") {
+    if (attr_i(n, "axis", 0) != 0) return false;
+    for (const auto& i : n.input()) {
+      const Const& c = *constant(i);
+      r.v.insert(r.v.end(), c.v.begin(), c.v.end());
+    }
+    r.dims = {static_cast<int64_t>(r.v.size())};
+  } else {  // Add Sub Mul Div, elementwise with a scalar broadcast
+    const Const& b = *constant(n.input(1));
+    if (a.v.size() != b.v.size() && a.v.size() != 1 && b.v.size() != 1) return false;
+    const size_t len = std::max(a.v.size(), b.v.size());
+    r.dims = a.v.size() >= b.v.size() ? a.dims : b.dims;
+    for (size_t i = 0; i < len; ++i) {
+      const double x = a.v[a.v.size() == 1 ? 0 : i], y = b.v[b.v.size() == 1 ? 0 : i];
+      double z = op == "Add" ? x + y : op == "Sub" ? x - y : op == "Mul" ? x * y : x / y;
+      if (op == "Div" && !std::isnan(z) && std::trunc(x) == x && std::trunc(y) == y) z = std::trunc(z);  // integer division
+      r.v.push_back(z);
+    }
+  }
+  consts_[n.output(0)] = r;
+  return true;
+}
+
+// Reshape of a tensor by a folded shape: to [N, g, C/g, H, W] (the first half of a channel
+// shuffle), from the transposed 5-D view back to [N, C, H, W] (channel_shuffle), or to
+// [N, -1] / [N, C·H·W] (flatten). False for anything else.
+bool Importer::reshape(const onnx::NodeProto& n) {
+  const Const* sh = n.input_size() > 1 ? constant(n.input(1)) : nullptr;
+  if (!sh) node_fail(n, "reshapes to a shape that is not constant once the input size is known");
+  const auto& v = sh->v;
+  auto batch = [&](double d) { return std::isnan(d) || d == 0; };  // N (from x.size(0)), or 0: copy
+  if (auto g = grouped_.find(n.input(0)); g != grouped_.end()) {
+    const Shape& s = b_.shape(g->second.id);
+    if (!g->second.transposed || v.size() != 4 || !batch(v[0]) || !(v[1] == -1 || v[1] == s.c) || v[2] != s.h ||
+        v[3] != s.w)
+      node_fail(n, "reshapes a grouped 5-D view other than back to N×C×H×W after a transpose of the group axes "
+                   "(a channel shuffle)");
+    set(n.output(0), b_.channel_shuffle(g->second.id, g->second.groups));
+    return true;
+  }
+  const int x = tensor(n, 0);
+  const Shape& s = b_.shape(x);
+  if (v.size() == 2 && batch(v[0]) && (v[1] == -1 || v[1] == static_cast<double>(s.numel()))) {
+    set(n.output(0), b_.flatten(x));
+    return true;
+  }
+  if (v.size() == 5 && batch(v[0]) && !s.flat && v[1] >= 1 && v[1] * v[2] == s.c && v[3] == s.h && v[4] == s.w) {
+    grouped_[n.output(0)] = {x, static_cast<int>(v[1]), false};
+    return true;
+  }
+  return false;
+}
+
 // Square kernels, equal strides, one padding on every side, no dilation: PyTorch's
 // Conv2d / pools with int arguments (GraphBuilder's layers).
 struct Window {
@@ -530,6 +644,7 @@ ModelGraph Importer::run(int classes) {
       node_fail(n, "is from the operator set '" + n.domain() + "'; cnnscale reads ONNX's own operators: " + kSupported);
     const std::string& op = n.op_type();
     check_attributes(n);
+    if (fold(n)) continue;
     auto out = [&](int id) { set(n.output(0), id); };
     auto call = [&](auto f) -> int {
       try {
@@ -540,6 +655,35 @@ ModelGraph Importer::run(int classes) {
     };
     if (op == "Constant") {
       // read before the loop
+    } else if (op == "Reshape") {
+      if (!reshape(n))
+        node_fail(n, "reshapes other than to N×(C·H·W) (flatten) or a channel shuffle (N×g×C/g×H×W, transpose, back)");
+    } else if (op == "Slice") {
+      // x[:, begin:end] of a tensor: channel_slice (ShuffleNetV2's x.chunk(2, dim=1))
+      const Const* st = n.input_size() > 1 ? constant(n.input(1)) : nullptr;
+      const Const* en = n.input_size() > 2 ? constant(n.input(2)) : nullptr;
+      const Const* ax = n.input_size() > 3 && !n.input(3).empty() ? constant(n.input(3)) : nullptr;
+      const Const* sp = n.input_size() > 4 && !n.input(4).empty() ? constant(n.input(4)) : nullptr;
+      if (!st || !en || (n.input_size() > 3 && !n.input(3).empty() && !ax) || (n.input_size() > 4 && !n.input(4).empty() && !sp))
+        node_fail(n, "has bounds that are not constant once the input size is known");
+      if (!ax || ax->v.size() != 1 || (ax->v[0] != 1 && ax->v[0] != -3) || st->v.size() != 1 || en->v.size() != 1 ||
+          (sp && (sp->v.size() != 1 || sp->v[0] != 1)))
+        node_fail(n, "slices other than a channel range with step 1");
+      const int x = tensor(n, 0);
+      const int c = b_.shape(x).c;
+      auto clamp = [&](double v) {
+        if (std::isnan(v)) node_fail(n, "has a bound computed from the batch size");
+        if (v < 0) v += c;
+        return static_cast<int>(std::clamp(v, 0.0, static_cast<double>(c)));
+      };
+      const int b = clamp(st->v[0]), e = clamp(en->v[0]);
+      out(b == 0 && e == c ? x : call([&] { return b_.channel_slice(x, b, e); }));
+    } else if (op == "Transpose" && grouped_.count(n.input(0))) {
+      if (attr_ints(n, "perm") != std::vector<int64_t>{0, 2, 1, 3, 4} || grouped_[n.input(0)].transposed)
+        node_fail(n, "permutes a grouped 5-D view other than swapping the group axes (a channel shuffle)");
+      Grouped gt = grouped_[n.input(0)];
+      gt.transposed = true;
+      grouped_[n.output(0)] = gt;
     } else if (op == "Transpose") {
       const auto perm = attr_ints(n, "perm");
       if (inits_.count(n.input(0)) && perm == std::vector<int64_t>{1, 0}) {
