@@ -75,7 +75,8 @@ int cmd_train(int argc, char** argv) {
   model.add_options()("model", po::value(&o.model)->default_value(o.model),
                       (builtin_model_list(" | ") +
                        " (all but the first three are torchvision's) | a one-line spec, "
-                       "e.g. \"conv(32,3) relu maxpool(2) flatten linear(10)\"")
+                       "e.g. \"conv(32,3) relu maxpool(2) flatten linear(10)\" | FILE.onnx: a PyTorch CNN exported "
+                       "by scripts/export-onnx.py (its initializers are the initial weights; docs/models.md)")
                           .c_str())(
       "zero-init-residual", po::bool_switch(&o.model_options.zero_init_residual),
       "torchvision ResNets: start each residual block's last batch-norm weight at 0")(
