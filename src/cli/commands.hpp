@@ -12,5 +12,6 @@ int cmd_data_bench(int argc, char** argv);
 int cmd_report(int argc, char** argv);
 int cmd_env(int argc, char** argv);
 int cmd_watch(int argc, char** argv);
+int cmd_export(int argc, char** argv);
 
 }  // namespace cnnscale::cli

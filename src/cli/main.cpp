@@ -33,6 +33,7 @@ const Command kCommands[] = {
     {"data-bench", cnnscale::cli::cmd_data_bench, "how fast the training reader delivers a prep data set (no model)"},
     {"report", cnnscale::cli::cmd_report, "scaling analysis of run directories (tables, charts, a recommendation)"},
     {"watch", cnnscale::cli::cmd_watch, "a running job's progress from its run directory, as a live table"},
+    {"export", cnnscale::cli::cmd_export, "a trained model (run directory or checkpoint) as an ONNX file for inference"},
     {"env", cnnscale::cli::cmd_env, "one line per rank: launcher, rank, size, local rank, node, host, device, backend"},
 };
 

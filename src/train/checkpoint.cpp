@@ -207,6 +207,10 @@ CheckpointMeta read_meta(hid_t f, const std::string& path) {
     fail("checkpoint '", path, "' lacks its attributes (not a cnnscale checkpoint, or damaged)");
   read_attr_str(f, "config_digest", m.config_digest);
   read_attr_str(f, "config", m.config);
+  read_attr_i64(f, "input_channels", m.input_channels);  // optional (export)
+  read_attr_i64(f, "input_height", m.input_height);
+  read_attr_i64(f, "input_width", m.input_width);
+  read_attr_i64(f, "classes", m.classes);
   if (read_attr_str(f, "tuning", m.tuning)) {  // optional; a malformed one is damage
     try {
       nn::parse_tuning(m.tuning);
@@ -317,6 +321,12 @@ std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& op
       write_attr_str(f, "config_digest", meta.config_digest);
       if (!meta.config.empty()) write_attr_str(f, "config", meta.config);
       if (!meta.tuning.empty()) write_attr_str(f, "tuning", meta.tuning);
+      if (meta.classes > 0) {
+        write_attr_i64(f, "input_channels", meta.input_channels);
+        write_attr_i64(f, "input_height", meta.input_height);
+        write_attr_i64(f, "input_width", meta.input_width);
+        write_attr_i64(f, "classes", meta.classes);
+      }
       if (H5Fflush(f, H5F_SCOPE_GLOBAL) < 0) throw std::runtime_error("flush");
       const ssize_t size = H5Fget_file_image(f, nullptr, 0);
       if (size <= 0) throw std::runtime_error("file image");

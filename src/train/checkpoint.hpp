@@ -42,6 +42,9 @@ struct CheckpointMeta {
   std::string config_digest;
   std::string config;            // RunConfig::text(); empty when not recorded
   std::string tuning;            // Model::tuning(); empty when not recorded (written only when not empty)
+  // The model's input (C×H×W after augmentation) and classes: what `cnnscale export`
+  // rebuilds the model with. 0 when not recorded (checkpoints before 2026-12-06).
+  int64_t input_channels = 0, input_height = 0, input_width = 0, classes = 0;
 };
 
 std::string checkpoint_file_name(int64_t step);  // "step-00000123.h5"

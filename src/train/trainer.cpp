@@ -1035,6 +1035,10 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   m.config_digest = digest_;
   m.config = config_.text();
   m.tuning = model_->tuning();  // rank 0's convolution algorithms, which every rank runs (prepare_model)
+  m.input_channels = train_->shape().channels;
+  m.input_height = train_->shape().height;
+  m.input_width = train_->shape().width;
+  m.classes = train_->classes();
   std::string message;
   if (rank_ == 0) {
     try {
