@@ -118,6 +118,9 @@ def main():
     import onnx
     from onnx import numpy_helper
     model = onnx.load(tmp)
+    if dropped:  # read by cnnscale, which says so at start-up (nn/onnx_import.cpp)
+        meta = model.metadata_props.add()
+        meta.key, meta.value = "cnnscale.stochastic_depth_removed", str(dropped)
     restored = 0
     for init in model.graph.initializer:
         if init.name in before:

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace cnnscale::nn {
 namespace {
@@ -916,7 +917,13 @@ ModelGraph onnx_model_graph(const std::string& path, const SampleShape& input, i
     fail("--model ", path, ": not a valid ONNX model (onnx::checker: ", w, ")");
   }
   Importer imp(m, path, input);
-  return imp.run(classes);
+  ModelGraph mg = imp.run(classes);
+  for (const auto& p : m.metadata_props())
+    if (p.key() == "cnnscale.stochastic_depth_removed")
+      log_info("note: " + path + " was exported with its " + p.value() +
+               " stochastic-depth layers off (torch cannot export their draw; scripts/export-onnx.py): it trains "
+               "without stochastic depth (the built-in efficientnet_*/convnext_* have it)");
+  return mg;
 }
 
 }  // namespace cnnscale::nn

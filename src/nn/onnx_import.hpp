@@ -20,6 +20,8 @@
 //    parameter names), an opset above 17, an attribute it does not read, an input whose channels or fixed height and
 //    width differ from the data set's (both shapes named), or an output that is not
 //    `classes` logits.
+// A file that scripts/export-onnx.py wrote with its stochastic depth off says so in its
+// metadata (cnnscale.stochastic_depth_removed), and the import notes it on rank 0.
 // The model's name is the file's base name; its spec (what a checkpoint and run.json keep,
 // and what a resume rebuilds from) is the file's absolute path.
 #pragma once

@@ -16,7 +16,7 @@ else
   expect_eq "docs/cli.md is current (to update it: scripts/cli-doc.sh $CNNSCALE > docs/cli.md)" same differs
 fi
 commands=$("$CNNSCALE" --help | awk '/^Commands:/ {on = 1; next} on && /^  [a-z]/ {print $1} on && /^$/ {on = 0}')
-expect_grep "seven commands listed by cnnscale --help" "train prep allreduce data-bench report watch env" \
+expect_grep "eight commands listed by cnnscale --help" "train prep allreduce data-bench report watch export env" \
   <(echo $commands)
 for cmd in $commands; do
   expect_grep "docs/cli.md has a section for $cmd" "^## cnnscale $cmd\$" "$DOC"

@@ -44,6 +44,11 @@ expect_eq "eval 45x53 (dynamic height and width)" 0 "$?"
 "$CNNSCALE" train --synthetic --model "$F" --image-size 64 --channels 3 --classes 5 --batch-size 4 \
   --synthetic-samples 16 --max-steps 2 --lr 0.002 --momentum 0.9 --seed 3 --run-dir "$d/run" >"$d/train.log" 2>&1
 expect_eq "cnnscale train --model $M.onnx, 2 steps" 0 "$?"
+case $M in
+  efficientnet* | convnext*)
+    expect_grep "start-up says the file has no stochastic depth" "^note: .*$M.onnx was exported with its [0-9]+ stochastic-depth layers off" "$d/train.log" ;;
+  *) expect_eq "no stochastic-depth note" 0 "$(grep -c 'stochastic-depth layers off' "$d/train.log")" ;;
+esac
 "$TOOL" eval "$F" 3 64 64 5 "$d/run/checkpoints/step-00000002.h5" "$d/x64.f32" 3 "$d/step2.logits" >>"$d/eval.log" 2>&1
 expect_eq "eval of the 2-step checkpoint" 0 "$?"
 # One training step of the import, with --capture (its graph).
