@@ -41,7 +41,7 @@ mkdir -p "$OUT"
 CNNSCALE="$BUILD/bin/cnnscale"
 [ -x "$CNNSCALE" ] || { echo "compare-ort-training.sh: error: $CNNSCALE not built" >&2; exit 1; }
 VENV=${CNNSCALE_ORT_TRAINING_VENV:-/var/cache/cnnscale/ort-training-venv}
-if ! "$VENV/bin/python" -c "import onnxruntime.training, onnx" 2>/dev/null; then
+if ! "$VENV/bin/python" -c "import onnxruntime, onnx; assert onnxruntime.__version__ == '1.19.2'" 2>/dev/null; then
   echo "compare-ort-training.sh: installing onnxruntime-training-cpu 1.19.2 into $VENV (PyPI)"
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --disable-pip-version-check onnxruntime-training-cpu==1.19.2 onnx==1.16.2 "numpy<2"

@@ -124,7 +124,7 @@ if [ -x "$PY" ]; then
       sed -E 's/^[[:space:]]+//; s/[[:space:]].*//; s/\..*//' | sort -u | while read -r m; do
         [ -n "$m" ] || continue
         case "$OPTIONAL_PY" in *" $m "*) continue ;; esac
-        compgen -G "tests/*/$m.py" >/dev/null && continue  # the project's own module (tests/data/shard_tamper.py)
+        { compgen -G "tests/*/$m.py" || compgen -G "tests/*/*/$m.py"; } >/dev/null && continue  # the project's own module (tests/data/shard_tamper.py, tests/nn/onnx/user_cnn.py)
         loc=$("$PY" -c "import $m, sys; print(getattr($m, '__file__', None) or 'builtin')" 2>/dev/null) ||
           { printf 'MISSING-PYTHON-MODULE %s\t%s imports it and %s cannot\n' "$m" "$f" "$PY"; continue; }
         [ "$loc" = builtin ] || printf '%s\t%s imports %s\n' "$loc" "$f" "$m"

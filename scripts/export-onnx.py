@@ -83,7 +83,11 @@ def main():
         fail(f"--opset {a.opset}: cnnscale reads opsets 13 to 17")
     if not a.out.endswith(".onnx"):
         fail(f"'{a.out}': the output file name must end in .onnx")
+    import warnings
     import torch
+    # torch 1.13's exporter warns once per batch norm that it drops num_batches_tracked's update
+    # (cnnscale keeps its own count): not the user's concern
+    warnings.filterwarnings("ignore", message=".*num_batches_tracked.*")
     torch.manual_seed(a.seed)
     net = build(a.source, json.loads(a.kwargs), a.classes)
     if a.weights:

@@ -5,6 +5,7 @@
 #   torch 2.15      a real torchrun ≥ 2.0 and its agent store (tests/launch/torchrun_real.sh)
 #   tensorboard     TensorBoard's own reader of our event files (tests/train/tensorboard.sh)
 #   onnxruntime     runs `cnnscale export --onnx` files (tests/nn/onnx_export.sh)
+# check-deps: optional python onnxruntime (PyPI only, in this venv; onnx_export.sh SKIPs without it)
 # Debian's torch/torchvision/h5py (1.13/0.14) are the other cross-checks' references
 # (install-deps.sh --tests). Python torch is a test peer only, never a build or runtime
 # dependency of cnnscale. Without PyPI it warns and returns 0: the tests that need the

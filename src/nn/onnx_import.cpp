@@ -84,7 +84,6 @@ class Importer {
   std::map<std::string, std::vector<int>> readers_;  // value name → node indices
   std::vector<char> skip_;                           // nodes covered by a matched pattern
   std::map<std::string, int> pads_;                  // Pad output → its (symmetric) padding
-  std::set<std::string> used_params_;
   int64_t opset_ = -1;
   // Values that are a tensor permuted to N×H×W×C (Transpose perm 0,2,3,1): the tensor id is
   // the N×C×H×W one; LayerNorm and Linear over the last axis apply to its channels.
@@ -99,13 +98,22 @@ class Importer {
   std::map<std::string, Grouped> grouped_;
 };
 
-Const to_const(const onnx::TensorProto& t, const std::string& file) {
-  Const c;
+// The element count of a tensor's dims; a negative dimension, or more than 2^40 values
+// (a damaged or hostile file), is refused before anything is allocated.
+size_t numel_of(const onnx::TensorProto& t, const std::string& file) {
   size_t n = 1;
   for (auto d : t.dims()) {
-    c.dims.push_back(d);
-    n *= static_cast<size_t>(std::max<int64_t>(d, 0));
+    if (d < 0 || (d > 0 && n > (size_t{1} << 40) / static_cast<size_t>(d)))
+      fail(file, ": tensor '", t.name(), "' has dimensions no tensor has (a damaged file?)");
+    n *= static_cast<size_t>(d);
   }
+  return n;
+}
+
+Const to_const(const onnx::TensorProto& t, const std::string& file) {
+  Const c;
+  const size_t n = numel_of(t, file);
+  for (auto d : t.dims()) c.dims.push_back(d);
   if (t.data_location() == onnx::TensorProto::EXTERNAL)
     fail(file, ": tensor '", t.name(), "' keeps its data in an external file, which cnnscale does not read; ",
          kExportHint);
@@ -240,8 +248,23 @@ std::shared_ptr<const std::vector<float>> Importer::param_data(const onnx::NodeP
   if (it == inits_.end()) node_fail(n, "'" + name + "' is not an initializer (a parameter of the file)");
   if (it->second->data_type() != onnx::TensorProto::FLOAT)
     node_fail(n, "parameter '" + name + "' is not float32 (ONNX data type " + std::to_string(it->second->data_type()) + ")");
-  const Const c = to_const(*it->second, file_);
-  auto v = std::make_shared<std::vector<float>>(c.v.begin(), c.v.end());
+  const onnx::TensorProto& t = *it->second;
+  const size_t count = numel_of(t, file_);
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    node_fail(n, "parameter '" + name + "' keeps its data in an external file, which cnnscale does not read; " +
+                     kExportHint);
+  auto v = std::make_shared<std::vector<float>>(count);
+  if (!t.raw_data().empty()) {  // torch writes raw little-endian bytes: copied as they are
+    if (t.raw_data().size() != count * sizeof(float))
+      node_fail(n, "parameter '" + name + "' holds " + std::to_string(t.raw_data().size()) + " bytes for " +
+                       std::to_string(count) + " values (a damaged file?)");
+    std::memcpy(v->data(), t.raw_data().data(), count * sizeof(float));
+  } else {
+    if (static_cast<size_t>(t.float_data_size()) != count)
+      node_fail(n, "parameter '" + name + "' holds " + std::to_string(t.float_data_size()) + " values for " +
+                       std::to_string(count) + " (a damaged file?)");
+    std::copy(t.float_data().begin(), t.float_data().end(), v->begin());
+  }
   return v;
 }
 
@@ -271,7 +294,6 @@ void Importer::give(const onnx::NodeProto& n, const std::string& init_name) {
   } catch (const UserError& e) {
     node_fail(n, e.what());
   }
-  used_params_.insert(init_name);
 }
 
 std::vector<int> Importer::readers(const std::string& value) const {

@@ -29,7 +29,7 @@ for d in "$c"/*/; do
   else
     st=$?
     # a refusal is the importer's UserError (exit 1, "resnet_tool: FILE: node '…' (OP): …"), never a signal
-    if [ "$st" -eq 1 ] && grep -q "^resnet_tool: .*model.onnx: \(node '[^']*' (\|the model\|ONNX opset\)" "$d/init.log"; then
+    if [ "$st" -eq 1 ] && grep -qE "^resnet_tool: .*model[.]onnx: (n[o]de '[^']*' [(]|the model|ONNX opset)" "$d/init.log"; then
       sed -n 's/^resnet_tool: [^:]*: //p' "$d/init.log" | head -1 >"$d/refused"
     else
       bad "$(basename "$d") ($OP): import ended with status $st, not a clear refusal: $(tail -1 "$d/init.log")"
