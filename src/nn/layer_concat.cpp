@@ -1,11 +1,20 @@
 // layer_concat.cpp — torch.cat(xs, dim=1) (Op::concat: DenseNet's dense blocks, SqueezeNet's
-// Fire modules, Inception branches, a U-Net's skip connections). Each input is read in plain
-// fp32 NCHW (reordered when its producer chose another layout or bf16; the reorder's bytes
-// are node-local: concat's backward needs no input), the output is plain fp32 NCHW with the
-// inputs' channels one after another; backward copies each input's slice of the output
-// gradient out and reorders it into that input's gradient layout (summed there with the
-// input's other readers). No arithmetic: forward and backward are exact copies.
+// Fire modules, Inception branches, a U-Net's skip connections). The layout: when every input
+// is fp32 in one channel-blocked layout (nChw8c on AVX2, nChw16c on AVX-512: what oneDNN's
+// convolutions, pools and batch norms write) and every input's channel count is a multiple of
+// the block, the output is that layout too — a sample's channels are then one contiguous run
+// per input in both, so the concatenation is the same per-sample copy as in plain NCHW, and
+// neither the inputs nor the next layer's input (DenseNet's batch norm, then its convolution)
+// are reordered (docs/performance.md: DenseNet). Otherwise each input is read in plain fp32
+// NCHW (reordered when its producer chose another layout or bf16; the reorder's bytes are
+// node-local: concat's backward needs no input) and the output is plain fp32 NCHW. Backward
+// copies each input's slice of the output gradient out and, where the layouts differ,
+// reorders it into that input's gradient layout (summed there with the input's other
+// readers). No arithmetic: forward and backward are exact copies.
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/exec.hpp"
@@ -18,15 +27,17 @@ class ConcatExec : public Exec {
   ConcatExec(const Node& node, const std::vector<Tensor*>& in, Tensor* out, const ExecEnv& env)
       : node_(node), in_(in), out_(out), x_cv_(in.size()), dx_cv_(in.size()) {
     n_ = out->dims[0];
-    out->alloc(plain_md(out->dims), env.eng);
+    const tag block = shared_block(in);
+    auto layout = [&](const std::vector<int64_t>& d) { return block == tag::undef ? plain_md(d) : md_t(d, dt::f32, block); };
+    out->alloc(layout(out->dims), env.eng);
     for (size_t i = 0; i < in.size(); ++i) {
       const auto& d = in[i]->dims;
       int64_t per = 1;
       for (size_t k = 1; k < d.size(); ++k) per *= d[k];
       per_.push_back(per);  // floats per sample of input i (c_i·h·w)
-      x_cv_[i].init(in[i]->mem, plain_md(d), env.eng, env.transients);
+      x_cv_[i].init(in[i]->mem, layout(d), env.eng, env.transients);
       if (in[i]->needs_diff)
-        dx_cv_[i].init_into(plain_md(d), in[i]->diff_target(node.index), env.eng, env.transients);
+        dx_cv_[i].init_into(layout(d), in[i]->diff_target(node.index), env.eng, env.transients);
     }
     for (int64_t p : per_) out_per_ += p;
   }
@@ -62,6 +73,23 @@ class ConcatExec : public Exec {
 
  private:
   static float* ptr(const dnnl::memory& m) { return static_cast<float*>(m.get_data_handle()); }
+  // nChw8c / nChw16c when every input is fp32 in exactly that layout with a channel count
+  // that the block divides (no padded channels); tag::undef otherwise (plain NCHW).
+  // CNNSCALE_CONCAT_PLAIN=1 keeps plain NCHW (for A/B timing).
+  static tag shared_block(const std::vector<Tensor*>& in) {
+    static const bool plain = [] {
+      const char* e = std::getenv("CNNSCALE_CONCAT_PLAIN");
+      return e && *e && std::string(e) != "0";
+    }();
+    if (plain) return tag::undef;
+    for (auto [t, b] : {std::pair{tag::nChw8c, 8}, std::pair{tag::nChw16c, 16}}) {
+      bool all = true;
+      for (const Tensor* x : in)
+        all = all && x->dims.size() == 4 && x->dims[1] % b == 0 && x->md == md_t(x->dims, dt::f32, t);
+      if (all) return t;
+    }
+    return tag::undef;
+  }
   const Node& node_;
   std::vector<Tensor*> in_;
   Tensor* out_;
