@@ -55,30 +55,25 @@ class Writer {
     at->set_type(onnx::AttributeProto::FLOAT);
     at->set_f(static_cast<float>(v));
   }
-  std::string const_f(std::vector<int64_t> dims, const std::vector<float>& v) {
+  // A Constant node holding a tensor of `type` with these dims and raw little-endian bytes.
+  std::string constant(int type, const std::vector<int64_t>& dims, const void* bytes, size_t size) {
     const std::string out = fresh();
     auto* n = node("Constant", {}, out);
     auto* at = n->add_attribute();
     at->set_name("value");
     at->set_type(onnx::AttributeProto::TENSOR);
     auto* t = at->mutable_t();
-    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->set_data_type(type);
     for (auto d : dims) t->add_dims(d);
-    t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+    t->set_raw_data(std::string(static_cast<const char*>(bytes), size));
     return out;
+  }
+  std::string const_f(const std::vector<int64_t>& dims, const std::vector<float>& v) {
+    return constant(onnx::TensorProto::FLOAT, dims, v.data(), v.size() * sizeof(float));
   }
   std::string scalar(float v) { return const_f({}, {v}); }
   std::string const_i(const std::vector<int64_t>& v) {
-    const std::string out = fresh();
-    auto* n = node("Constant", {}, out);
-    auto* at = n->add_attribute();
-    at->set_name("value");
-    at->set_type(onnx::AttributeProto::TENSOR);
-    auto* t = at->mutable_t();
-    t->set_data_type(onnx::TensorProto::INT64);
-    t->add_dims(static_cast<int64_t>(v.size()));
-    t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int64_t)));
-    return out;
+    return constant(onnx::TensorProto::INT64, {static_cast<int64_t>(v.size())}, v.data(), v.size() * sizeof(int64_t));
   }
   // Parameter k of node n as an initializer (once), in the dims given.
   std::string param(const Node& n, size_t k, std::vector<int64_t> dims) {
