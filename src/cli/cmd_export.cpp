@@ -73,7 +73,14 @@ int cmd_export(int argc, char** argv) {
   int classes = 0;
   for (const auto& c : cands) {
     path = c;
-    meta = read_checkpoint_meta(path);
+    try {
+      meta = read_checkpoint_meta(path);
+    } catch (const UserError& e) {
+      if (cands.size() == 1) throw;
+      std::fprintf(stderr, "cnnscale: export: skipping %s: %s\n", path.c_str(), e.what());
+      skipped = path;
+      continue;
+    }
     in = SampleShape{static_cast<int>(meta.input_channels), static_cast<int>(meta.input_height),
                      static_cast<int>(meta.input_width)};
     classes = static_cast<int>(meta.classes);
@@ -87,7 +94,12 @@ int cmd_export(int argc, char** argv) {
     if (in.channels < 1 || classes < 2)
       fail("export: ", path, " does not record the model's input shape and classes (written before cnnscale did); "
            "give --input-shape C,H,W and --classes K as the run trained with");
-    const nn::ModelGraph mg = nn::build_model_graph(meta.model_spec, in, classes);
+    nn::ModelGraph mg;
+    try {
+      mg = nn::build_model_graph(meta.model_spec, in, classes);
+    } catch (const UserError& e) {
+      fail("export: the model of ", path, " (", meta.model_spec, ") cannot be rebuilt: ", e.what());
+    }
     auto model = make_model(meta.model_spec, in, classes);
     OptimizerOptions oo;
     oo.kind = meta.optimizer;

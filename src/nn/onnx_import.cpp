@@ -51,6 +51,11 @@ class Importer {
     fail(file_, ": node '", n.name(), "' (", n.op_type(), "): ", what);
   }
   int tensor(const onnx::NodeProto& n, int i) const;
+  // The one value of a constant operand (Clip's bounds, Dropout's ratio, Pad's value).
+  double scalar_of(const onnx::NodeProto& n, const Const& c) const {
+    if (c.v.size() != 1) node_fail(n, "has an operand of " + std::to_string(c.v.size()) + " values where one belongs");
+    return c.v[0];
+  }
   void check_attributes(const onnx::NodeProto& n) const;
   const Const* constant(const std::string& name) const {
     auto it = consts_.find(name);
@@ -253,18 +258,16 @@ std::shared_ptr<const std::vector<float>> Importer::param_data(const onnx::NodeP
   if (t.data_location() == onnx::TensorProto::EXTERNAL)
     node_fail(n, "parameter '" + name + "' keeps its data in an external file, which cnnscale does not read; " +
                      kExportHint);
+  // the sizes first: nothing is allocated for values the file does not hold
+  const size_t held = t.raw_data().empty() ? static_cast<size_t>(t.float_data_size()) : t.raw_data().size() / sizeof(float);
+  if (held != count || (!t.raw_data().empty() && t.raw_data().size() % sizeof(float) != 0))
+    node_fail(n, "parameter '" + name + "' holds " + std::to_string(held) + " values for its " + std::to_string(count) +
+                     " (a damaged file?)");
   auto v = std::make_shared<std::vector<float>>(count);
-  if (!t.raw_data().empty()) {  // torch writes raw little-endian bytes: copied as they are
-    if (t.raw_data().size() != count * sizeof(float))
-      node_fail(n, "parameter '" + name + "' holds " + std::to_string(t.raw_data().size()) + " bytes for " +
-                       std::to_string(count) + " values (a damaged file?)");
+  if (!t.raw_data().empty())  // torch writes raw little-endian bytes: copied as they are
     std::memcpy(v->data(), t.raw_data().data(), count * sizeof(float));
-  } else {
-    if (static_cast<size_t>(t.float_data_size()) != count)
-      node_fail(n, "parameter '" + name + "' holds " + std::to_string(t.float_data_size()) + " values for " +
-                       std::to_string(count) + " (a damaged file?)");
+  else
     std::copy(t.float_data().begin(), t.float_data().end(), v->begin());
-  }
   return v;
 }
 
@@ -444,7 +447,7 @@ bool Importer::fold(const onnx::NodeProto& n) {
                                                  "Add", "Sub", "Mul", "Div"};
   if (!foldable.count(op) || n.input_size() == 0) return false;
   for (const auto& i : n.input())
-    if (!i.empty() && (!constant(i) || (inits_.count(i) && constant(i)->v.empty()))) return false;
+    if (i.empty() || !constant(i) || (inits_.count(i) && constant(i)->v.empty())) return false;
   const Const& a = *constant(n.input(0));
   Const r;
   if (op == "Gather") {
@@ -539,6 +542,10 @@ Window window(const Importer*, const onnx::NodeProto& n, const std::vector<int64
   if (pads.empty()) pads = {0, 0, 0, 0};
   if (pads.size() != 4 || std::any_of(pads.begin(), pads.end(), [&](int64_t p) { return p != pads[0]; }))
     bad("unequal pads (one padding on every side only)");
+  const int64_t limit = 1 << 16;  // no real kernel, stride or padding comes near
+  if (kernel[0] < 1 || kernel[0] > limit) bad("kernel size " + std::to_string(kernel[0]));
+  if (strides[0] < 1 || strides[0] > limit) bad("stride " + std::to_string(strides[0]));
+  if (pads[0] < 0 || pads[0] > limit) bad("padding " + std::to_string(pads[0]));
   w.pad = static_cast<int>(pads[0]);
   for (auto d : attr_ints(n, "dilations"))
     if (d != 1) bad("dilation " + std::to_string(d) + " (dilation 1 only)");
@@ -557,6 +564,13 @@ void Importer::conv(const onnx::NodeProto& n, int pad_extra) {
   Window w = window(this, n, kernel, bad);
   if (w.pad != 0 && pad_extra != 0) bad("padding of its own after a Pad");
   w.pad += pad_extra;
+  const int64_t group = attr_i(n, "group", 1), cin = b_.shape(tensor(n, 0)).c;
+  if (group < 1 || cin % group != 0 || wt.dims(0) < 1 || wt.dims(1) != cin / group || wt.dims(2) != w.k ||
+      wt.dims(3) != w.k)
+    bad("a weight of " + std::to_string(wt.dims(0)) + "x" + std::to_string(wt.dims(1)) + "x" +
+        std::to_string(wt.dims(2)) + "x" + std::to_string(wt.dims(3)) + " for " + std::to_string(cin) +
+        " input channels in " + std::to_string(group) + " groups and a " + std::to_string(w.k) + "x" +
+        std::to_string(w.k) + " kernel");
   const std::string p = prefix(n, n.input(1));
   const bool bias = n.input_size() > 2 && !n.input(2).empty();
   if (bias) check_param(n, n.input(2), p + ".bias");
@@ -653,6 +667,10 @@ ModelGraph Importer::run(int classes) {
   }
   for (int k = 0; k < g_.node_size(); ++k) {
     const auto& n = g_.node(k);
+    // up front, so that the patterns, which look ahead at readers, only meet ONNX's own ops
+    if (!n.domain().empty() && n.domain() != "ai.onnx")
+      node_fail(n, "is from the operator set '" + n.domain() + "'; cnnscale reads ONNX's own operators: " + kSupported);
+    if (n.output_size() < 1 || n.output(0).empty()) node_fail(n, "has no output");
     for (const auto& i : n.input())
       if (!i.empty()) readers_[i].push_back(k);
     if (n.op_type() == "Constant" && n.output_size() == 1) {  // all of them first: patterns look ahead
@@ -712,7 +730,7 @@ ModelGraph Importer::run(int classes) {
       grouped_[n.output(0)] = gt;
     } else if (op == "Transpose") {
       const auto perm = attr_ints(n, "perm");
-      if (inits_.count(n.input(0)) && perm == std::vector<int64_t>{1, 0}) {
+      if (inits_.count(n.input(0)) && perm == std::vector<int64_t>{1, 0} && inits_[n.input(0)]->dims_size() == 2) {
         transposed_[n.output(0)] = n.input(0);  // a Linear's weight, for MatMul
       } else if (perm == std::vector<int64_t>{0, 2, 3, 1} && !nhwc_.count(n.input(0))) {
         const int x = tensor(n, 0);
@@ -759,6 +777,9 @@ ModelGraph Importer::run(int classes) {
       check_param(n, n.input(4), p + ".running_var");
       const double eps = shortest(static_cast<float>(attr_f(n, "epsilon", 1e-5)));
       const double mom = torch_momentum(static_cast<float>(attr_f(n, "momentum", 0.9)));
+      if (!(eps > 0) || !std::isfinite(eps) || !(mom >= 0 && mom <= 1))
+        node_fail(n, "has epsilon " + std::to_string(eps) + " or momentum " + std::to_string(1 - mom) +
+                         " outside what a batch norm takes (epsilon > 0, momentum in [0, 1])");
       out(call([&] { return b_.bn(tensor(n, 0), p, mom, eps); }));
       for (int i = 1; i <= 4; ++i) give(n, n.input(i));
     } else if (op == "Relu") {
@@ -768,7 +789,7 @@ ModelGraph Importer::run(int classes) {
       const Const* hi = n.input_size() > 2 && !n.input(2).empty() ? constant(n.input(2)) : nullptr;
       if ((n.input_size() > 1 && !n.input(1).empty() && !lo) || (n.input_size() > 2 && !n.input(2).empty() && !hi))
         node_fail(n, "has bounds that are not constants");
-      double l = lo ? lo->v.at(0) : -INFINITY, h = hi ? hi->v.at(0) : INFINITY;
+      double l = lo ? scalar_of(n, *lo) : -INFINITY, h = hi ? scalar_of(n, *hi) : INFINITY;
       if (attr(n, "min")) l = attr_f(n, "min", l);  // Clip-6: bounds as attributes
       if (attr(n, "max")) h = attr_f(n, "max", h);
       if (l == 0 && h == 6) out(call([&] { return b_.act(tensor(n, 0), Act::relu6); }));
@@ -801,12 +822,13 @@ ModelGraph Importer::run(int classes) {
       if (!pads || pads->v.size() != 8) node_fail(n, "has no constant pads for 4 dimensions");
       if (n.input_size() > 2 && !n.input(2).empty()) {
         const Const* cv = constant(n.input(2));
-        if (!cv || cv->v.at(0) != 0) node_fail(n, "pads with a value other than 0");
+        if (!cv || scalar_of(n, *cv) != 0) node_fail(n, "pads with a value other than 0");
       }
       if (attr_f(n, "value", 0) != 0) node_fail(n, "pads with a value other than 0");
       const auto& p = pads->v;
       if (p[0] || p[1] || p[4] || p[5]) node_fail(n, "pads the batch or channel axis");
       if (p[2] != p[3] || p[2] != p[6] || p[2] != p[7]) node_fail(n, "pads unequally (one padding on every side only)");
+      if (p[2] < 0 || p[2] > (1 << 16)) node_fail(n, "pads by " + std::to_string(p[2]) + " (a crop, or no real padding)");
       if (p[2] == 0) {
         out(tensor(n, 0));
       } else {
@@ -824,6 +846,8 @@ ModelGraph Importer::run(int classes) {
       out(call([&] { return b_.gap(tensor(n, 0)); }));
     } else if (op == "ReduceMean") {
       if (match_layernorm(k)) continue;
+      if (nhwc_.count(n.input(0)))
+        node_fail(n, "averages a permuted (channels-last) tensor other than in a LayerNorm over its channels");
       auto axes = attr_ints(n, "axes");
       if (n.input_size() > 1) {
         const Const* a = constant(n.input(1));
@@ -856,13 +880,14 @@ ModelGraph Importer::run(int classes) {
       if (n.input_size() > 1 && !n.input(1).empty()) {
         const Const* r = constant(n.input(1));
         if (!r) node_fail(n, "has a ratio that is not constant");
-        ratio = r->v.at(0);
+        ratio = scalar_of(n, *r);
       }
       if (n.input_size() > 2 && !n.input(2).empty()) {
         const Const* t = constant(n.input(2));
-        if (t && t->v.at(0) == 0) ratio = 0;  // exported in eval mode: the identity
+        if (t && scalar_of(n, *t) == 0) ratio = 0;  // exported in eval mode: the identity
       }
       if (n.output_size() > 1 && !n.output(1).empty() && !readers(n.output(1)).empty()) node_fail(n, "has its mask read");
+      if (!(ratio >= 0 && ratio < 1)) node_fail(n, "has a drop ratio " + std::to_string(ratio) + " outside [0, 1)");
       out(ratio == 0 ? tensor(n, 0) : call([&] { return b_.dropout(tensor(n, 0), ratio); }));
     } else if (op == "Add") {
       if (constant(n.input(0)) || constant(n.input(1)))

@@ -14,7 +14,9 @@
 # - one `cnnscale: error:` naming the cause and the way out for: an eval-mode export (batch norms
 #   folded), an op cnnscale does not read (LeakyReLU: the node and op named, the supported list
 #   given), a file that is not ONNX, a truncated file, a missing file, other channels than the
-#   data's, other classes, a fixed size other than the data's; never a crash.
+#   data's, other classes, a fixed size other than the data's, and hand-made hostile files (stride 0, a
+#   weight of the wrong shape, negative padding, a drop ratio of 1.5, a foreign operator set, a
+#   weight of 10^13 values with no data); never a crash.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 TOOL="$CNNSCALE_BUILD/tests/cnnscale_resnet_tool"
@@ -159,4 +161,44 @@ refuse missing "$e/none.onnx" 3 32 4 "none.onnx: no such file"
 refuse channels "$d/user.onnx" 1 32 4 "takes inputs of 3xheightxwidth .* data set's are 1x32x32; export it for 1 input channels"
 refuse classes "$d/user.onnx" 3 32 7 "has 4 outputs but the data set has 7 classes; export it with 7 outputs"
 refuse size "$e/fixed.onnx" 3 48 4 "takes inputs of 3x32x32 .* data set's are 3x48x48"
+# Hand-made hostile files (onnx.helper): values no PyTorch export has, each refused by name.
+"$PY" - "$e" >"$e/hostile.log" 2>&1 <<'PYEOF'
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+e = sys.argv[1]
+
+
+def model(name, nodes, inits, opset=14, domain_ops=()):
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])], initializer=inits)
+    imports = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domain_ops]
+    onnx.save(helper.make_model(g, opset_imports=imports), f"{e}/{name}.onnx")
+
+
+w = numpy_helper.from_array(np.zeros((4, 3, 3, 3), np.float32), "conv.weight")
+head = [helper.make_node("GlobalAveragePool", ["c"], ["g"]), helper.make_node("Flatten", ["g"], ["y"])]
+model("stride0", [helper.make_node("Conv", ["x", "conv.weight"], ["c"], kernel_shape=[3, 3], strides=[0, 0])] + head, [w])
+model("weightdims", [helper.make_node("Conv", ["x", "conv.weight"], ["c"], kernel_shape=[1, 1])] + head, [w])
+model("negpad", [helper.make_node("Conv", ["x", "conv.weight"], ["c"], kernel_shape=[3, 3], pads=[-1] * 4)] + head, [w])
+ratio = numpy_helper.from_array(np.array(1.5, np.float32), "r")
+model("ratio", [helper.make_node("Conv", ["x", "conv.weight"], ["c0"], kernel_shape=[3, 3]),
+                helper.make_node("Dropout", ["c0", "r"], ["c"])] + head, [w, ratio])
+model("domain", [helper.make_node("Conv", ["x", "conv.weight"], ["c0"], kernel_shape=[3, 3]),
+                 helper.make_node("Mystery", ["c0"], ["c"], domain="com.example")] + head, [w], domain_ops=["com.example"])
+big = TensorProto()
+big.name, big.data_type = "conv.weight", TensorProto.FLOAT
+big.dims.extend([1 << 20, 1 << 20, 3, 3])
+model("huge", [helper.make_node("Conv", ["x", "conv.weight"], ["c"], kernel_shape=[3, 3])] + head, [big])
+PYEOF
+expect_eq "hostile files written" 0 "$?"
+refuse stride0 "$e/stride0.onnx" 3 8 4 "node .*\\(Conv\\): has stride 0"
+refuse weightdims "$e/weightdims.onnx" 3 8 4 "\\(Conv\\): has a weight of 4x3x3x3 for 3 input channels in 1 groups and a 1x1 kernel"
+refuse negpad "$e/negpad.onnx" 3 8 4 "\\(Conv\\): has padding -1"
+refuse ratio "$e/ratio.onnx" 3 8 4 "\\(Dropout\\): has a drop ratio 1.5.* outside \\[0, 1\\)"
+refuse domain "$e/domain.onnx" 3 8 4 "(operator set 'com.example'|not a valid ONNX model)"
+refuse huge "$e/huge.onnx" 3 8 4 "(holds 0 values for its|weight of 1048576x1048576|dimensions no tensor has|not a valid ONNX model)"
 finish
