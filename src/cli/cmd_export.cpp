@@ -1,6 +1,7 @@
 // cmd_export.cpp — `cnnscale export RUN_DIR|CHECKPOINT.h5 --onnx OUT.onnx`: a trained
 // model's inference graph as ONNX (nn/onnx_export.hpp) for ONNX Runtime, TensorRT, …
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <sys/stat.h>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "cli/options.hpp"
 #include "nn/graph.hpp"
 #include "nn/model.hpp"
+#include "nn/net.hpp"
 #include "nn/onnx_export.hpp"
 #include "train/checkpoint.hpp"
 #include "train/optimizer.hpp"
@@ -100,7 +102,8 @@ int cmd_export(int argc, char** argv) {
     } catch (const UserError& e) {
       fail("export: the model of ", path, " (", meta.model_spec, ") cannot be rebuilt: ", e.what());
     }
-    auto model = make_model(meta.model_spec, in, classes);
+    // the CPU model from the graph just built (make_model would read an ONNX file a second time)
+    auto model = std::make_unique<nn::Net>(mg.graph, mg.name, mg.spec);
     OptimizerOptions oo;
     oo.kind = meta.optimizer;
     auto opt = make_optimizer(oo, *model);

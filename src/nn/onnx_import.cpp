@@ -66,6 +66,11 @@ class Importer {
   void check_param(const onnx::NodeProto& n, const std::string& name, const std::string& want) const;
   void give(const onnx::NodeProto& n, const std::string& init_name);
   std::vector<int> readers(const std::string& value) const;
+  // The node that alone reads `value`, when its op is `op`; -1 otherwise (pattern look-ahead).
+  int sole_reader(const std::string& value, const char* op) const {
+    const auto r = readers(value);
+    return r.size() == 1 && g_.node(r[0]).op_type() == op ? r[0] : -1;
+  }
   bool match_silu(int k);
   bool match_gelu(int k);
   bool match_layernorm(int k);
@@ -325,27 +330,22 @@ bool Importer::match_gelu(int k) {
   const auto& div = g_.node(k);
   const Const* c = constant(div.input(1));
   if (!c || !c->scalar_like() || std::abs(c->v[0] - std::sqrt(2.0)) > 1e-6) return false;
-  auto one = [&](const std::string& v, const char* op) -> int {
-    const auto r = readers(v);
-    if (r.size() != 1 || g_.node(r[0]).op_type() != op) return -1;
-    return r[0];
-  };
-  const int erf = one(div.output(0), "Erf");
+  const int erf = sole_reader(div.output(0), "Erf");
   if (erf < 0) return false;
-  const int add = one(g_.node(erf).output(0), "Add");
+  const int add = sole_reader(g_.node(erf).output(0), "Add");
   if (add < 0) return false;
   const auto& an = g_.node(add);
   const std::string& add_c = an.input(0) == g_.node(erf).output(0) ? an.input(1) : an.input(0);
   const Const* ac = constant(add_c);
   if (!ac || !ac->scalar_like() || ac->v[0] != 1.0) return false;
-  const int m1 = one(an.output(0), "Mul");
+  const int m1 = sole_reader(an.output(0), "Mul");
   if (m1 < 0) return false;
   const auto& mn = g_.node(m1);
   const std::string& m1_other = mn.input(0) == an.output(0) ? mn.input(1) : mn.input(0);
   const std::string& x = div.input(0);
   int last = -1;
   if (m1_other == x) {  // x·(1 + erf) then ·0.5
-    last = one(mn.output(0), "Mul");
+    last = sole_reader(mn.output(0), "Mul");
     if (last < 0) return false;
     const auto& ln = g_.node(last);
     const Const* h = constant(ln.input(0) == mn.output(0) ? ln.input(1) : ln.input(0));
@@ -376,18 +376,13 @@ bool Importer::match_layernorm(int k) {
   const auto& r1 = g_.node(k);
   const std::string& v = r1.input(0);
   if (!nhwc_.count(v)) return false;
-  auto one = [&](const std::string& val, const char* op) -> int {
-    const auto r = readers(val);
-    if (r.size() != 1 || g_.node(r[0]).op_type() != op) return -1;
-    return r[0];
-  };
   auto last_axis = [&](const onnx::NodeProto& n) {
     auto axes = attr_ints(n, "axes");
     return axes.size() == 1 && (axes[0] == -1 || axes[0] == 3) && attr_i(n, "keepdims", 1) == 1;
   };
   auto other = [](const onnx::NodeProto& n, const std::string& a) { return n.input(0) == a ? n.input(1) : n.input(0); };
   if (!last_axis(r1)) return false;
-  const int sub = one(r1.output(0), "Sub");
+  const int sub = sole_reader(r1.output(0), "Sub");
   if (sub < 0 || g_.node(sub).input(0) != v) return false;
   int pow = -1, div = -1;
   for (int r : readers(g_.node(sub).output(0))) {
@@ -397,18 +392,18 @@ bool Importer::match_layernorm(int k) {
   if (pow < 0 || div < 0 || readers(g_.node(sub).output(0)).size() != 2) return false;
   const Const* two = constant(g_.node(pow).input(1));
   if (!two || !two->scalar_like() || two->v[0] != 2) return false;
-  const int r2 = one(g_.node(pow).output(0), "ReduceMean");
+  const int r2 = sole_reader(g_.node(pow).output(0), "ReduceMean");
   if (r2 < 0 || !last_axis(g_.node(r2))) return false;
-  const int add = one(g_.node(r2).output(0), "Add");
+  const int add = sole_reader(g_.node(r2).output(0), "Add");
   if (add < 0) return false;
   const Const* eps = constant(other(g_.node(add), g_.node(r2).output(0)));
   if (!eps || !eps->scalar_like()) return false;
-  const int sq = one(g_.node(add).output(0), "Sqrt");
-  if (sq < 0 || one(g_.node(sq).output(0), "Div") != div || g_.node(div).input(0) != g_.node(sub).output(0)) return false;
-  const int mul = one(g_.node(div).output(0), "Mul");
+  const int sq = sole_reader(g_.node(add).output(0), "Sqrt");
+  if (sq < 0 || sole_reader(g_.node(sq).output(0), "Div") != div || g_.node(div).input(0) != g_.node(sub).output(0)) return false;
+  const int mul = sole_reader(g_.node(div).output(0), "Mul");
   if (mul < 0) return false;
   const std::string w = other(g_.node(mul), g_.node(div).output(0));
-  const int add2 = one(g_.node(mul).output(0), "Add");
+  const int add2 = sole_reader(g_.node(mul).output(0), "Add");
   if (add2 < 0) return false;
   const std::string bias = other(g_.node(add2), g_.node(mul).output(0));
   const std::string p = prefix(g_.node(mul), w);
@@ -526,7 +521,7 @@ bool Importer::reshape(const onnx::NodeProto& n) {
 struct Window {
   int k = 0, stride = 1, pad = 0;
 };
-Window window(const Importer*, const onnx::NodeProto& n, const std::vector<int64_t>& kernel,
+Window window(const onnx::NodeProto& n, const std::vector<int64_t>& kernel,
               const std::function<void(const std::string&)>& bad) {
   Window w;
   const auto* ap = attr(n, "auto_pad");
@@ -561,7 +556,7 @@ void Importer::conv(const onnx::NodeProto& n, int pad_extra) {
   if (wt.dims_size() != 4) node_fail(n, "its weight has " + std::to_string(wt.dims_size()) + " dimensions (Conv2d only)");
   auto kernel = attr_ints(n, "kernel_shape");
   if (kernel.empty()) kernel = {wt.dims(2), wt.dims(3)};
-  Window w = window(this, n, kernel, bad);
+  Window w = window(n, kernel, bad);
   if (w.pad != 0 && pad_extra != 0) bad("padding of its own after a Pad");
   w.pad += pad_extra;
   const int64_t group = attr_i(n, "group", 1), cin = b_.shape(tensor(n, 0)).c;
@@ -588,7 +583,7 @@ void Importer::conv(const onnx::NodeProto& n, int pad_extra) {
 
 void Importer::pool(const onnx::NodeProto& n, bool max, int pad_extra) {
   auto bad = [&](const std::string& w) { node_fail(n, "has " + w); };
-  Window w = window(this, n, attr_ints(n, "kernel_shape"), bad);
+  Window w = window(n, attr_ints(n, "kernel_shape"), bad);
   const bool ceil = attr_i(n, "ceil_mode", 0) != 0;
   if (max && attr_i(n, "storage_order", 0) != 0) bad("storage_order 1");
   if (max && n.output_size() > 1 && !n.output(1).empty() && !readers(n.output(1)).empty()) bad("its indices read");
