@@ -12,8 +12,10 @@
 #include "nn/model.hpp"
 #include "nn/net.hpp"
 #include "nn/onnx_export.hpp"
+#include "nn/onnx_import.hpp"
 #include "train/checkpoint.hpp"
 #include "train/optimizer.hpp"
+#include "train/run_dir.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 
@@ -42,7 +44,10 @@ int cmd_export(int argc, char** argv) {
       "force", po::bool_switch(), "replace OUT.onnx when it exists")(
       "input-shape", po::value<std::string>(),
       "C,H,W of the model's input, for checkpoints written before cnnscale recorded it (it says when)")(
-      "classes", po::value<int>(), "the model's classes, for such checkpoints too");
+      "classes", po::value<int>(), "the model's classes, for such checkpoints too")(
+      "model", po::value<std::string>(),
+      "FILE.onnx: where a run's ONNX model now lies, when it is no longer at the path the checkpoint records; its "
+      "content must be the run's (SHA-256 checked)");
   auto parsed = parse_options(spec, argc, argv, desc, {{"source", 1}});
   if (parsed.help) {
     print_help(spec, desc);
@@ -96,14 +101,34 @@ int cmd_export(int argc, char** argv) {
     if (in.channels < 1 || classes < 2)
       fail("export: ", path, " does not record the model's input shape and classes (written before cnnscale did); "
            "give --input-shape C,H,W and --classes K as the run trained with");
+    // An ONNX model is rebuilt from its file: the recorded path, or --model where it lies now;
+    // either way its content must be the one the run trained (the config's SHA-256).
+    const std::string* recorded = nullptr;
+    const RunConfig config = RunConfig::parse(meta.config);
+    if (nn::is_onnx_model(meta.model_spec)) recorded = config.get("model");
+    std::string model_spec = meta.model_spec;
+    if (vm.count("model")) {
+      if (!nn::is_onnx_model(meta.model_spec))
+        fail("export: --model applies to a run of an ONNX model; ", path, " holds ", meta.model_spec,
+             ", which cnnscale builds itself (leave --model out)");
+      model_spec = vm["model"].as<std::string>();
+      if (!nn::is_onnx_model(model_spec)) fail("export: --model ", model_spec, ": give the run's FILE.onnx");
+    }
     nn::ModelGraph mg;
     try {
-      mg = nn::build_model_graph(meta.model_spec, in, classes);
+      mg = nn::build_model_graph(model_spec, in, classes);
     } catch (const UserError& e) {
-      fail("export: the model of ", path, " (", meta.model_spec, ") cannot be rebuilt: ", e.what());
+      fail("export: the model of ", path, " (", model_spec, ") cannot be rebuilt: ", e.what(),
+           nn::is_onnx_model(model_spec) && !vm.count("model")
+               ? " (if the run's ONNX file was moved, give --model FILE.onnx where it is now)"
+               : "");
     }
+    if (recorded && recorded->rfind("onnx ", 0) == 0 && *recorded != mg.identity)
+      fail("export: ", model_spec, " is not the file ", path, " was trained from: its content changed (", path,
+           " records ", recorded->substr(5), ", the file has ", mg.identity.substr(5),
+           "); give the run's file with --model FILE.onnx");
     // the CPU model from the graph just built (make_model would read an ONNX file a second time)
-    auto model = std::make_unique<nn::Net>(mg.graph, mg.name, mg.spec);
+    auto model = std::make_unique<nn::Net>(mg.graph, mg.name, mg.spec, mg.identity);
     OptimizerOptions oo;
     oo.kind = meta.optimizer;
     auto opt = make_optimizer(oo, *model);

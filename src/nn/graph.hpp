@@ -207,6 +207,10 @@ class GraphBuilder {
 struct ModelGraph {
   Graph graph;
   std::string name, spec;
+  // What a run's identity (train/run_dir.hpp) records for the model; empty: the spec. An
+  // ONNX file's is "onnx sha256:HEX" of the bytes it was read from: its content, not its
+  // path (as for the data set), so a moved copy resumes and an edited file does not.
+  std::string identity = {};
 };
 
 // The graph of a built-in model (mnist_cnn, lenet5, resnet20, the torchvision ResNets

@@ -127,6 +127,9 @@ class Model {
   virtual ~Model() = default;
   virtual std::string name() const = 0;          // "mnist_cnn", or the spec text
   virtual std::string spec() const = 0;          // canonical one-line spec
+  // What the run's identity records for the model (ModelGraph::identity): the spec, or an
+  // ONNX file's content digest.
+  virtual std::string identity() const { return spec(); }
   virtual const std::vector<ParamInfo>& params() const = 0;  // registration (state_dict) order
   virtual float* param_data() = 0;               // flat, size param_count()
   virtual float* grad_data() = 0;                // flat, same layout; zero for non-trainable

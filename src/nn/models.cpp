@@ -318,7 +318,7 @@ std::unique_ptr<Model> make_model(const std::string& name_or_spec, const SampleS
                                   const ModelOptions& options) {
   if (device >= 0) return make_cuda_model(name_or_spec, input, classes, device, options);
   nn::ModelGraph mg = nn::build_model_graph(name_or_spec, input, classes, options);
-  return std::make_unique<nn::Net>(std::move(mg.graph), std::move(mg.name), std::move(mg.spec));
+  return std::make_unique<nn::Net>(std::move(mg.graph), std::move(mg.name), std::move(mg.spec), std::move(mg.identity));
 }
 
 }  // namespace cnnscale

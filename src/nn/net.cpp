@@ -40,8 +40,8 @@ void set_first_nan(Tensor& t) {
 }  // namespace
 
 
-Net::Net(Graph graph, std::string name, std::string spec)
-    : graph_(std::move(graph)), name_(std::move(name)), spec_(std::move(spec)), eng_(dnnl::engine::kind::cpu, 0),
+Net::Net(Graph graph, std::string name, std::string spec, std::string identity)
+    : graph_(std::move(graph)), name_(std::move(name)), spec_(std::move(spec)), identity_(std::move(identity)), eng_(dnnl::engine::kind::cpu, 0),
       stream_(eng_) {
   const size_t bytes = std::max<size_t>(graph_.param_count, 1) * sizeof(float);
   const std::string what = "allocating the parameters and gradients of model " + name_ + " (" +

@@ -32,9 +32,10 @@ struct PlanMemory {
 
 class Net : public Model {
  public:
-  Net(Graph graph, std::string name, std::string spec);
+  Net(Graph graph, std::string name, std::string spec, std::string identity = {});
   std::string name() const override { return name_; }
   std::string spec() const override { return spec_; }
+  std::string identity() const override { return identity_.empty() ? spec_ : identity_; }
   const std::vector<ParamInfo>& params() const override { return graph_.infos; }
   float* param_data() override { return params_.f(); }
   float* grad_data() override { return grads_.f(); }
@@ -75,7 +76,7 @@ class Net : public Model {
   void plan_gradients(Plan& plan);
 
   Graph graph_;
-  std::string name_, spec_;
+  std::string name_, spec_, identity_;
   Buffer params_, grads_;
   dnnl::engine eng_;
   dnnl::stream stream_;

@@ -7,6 +7,7 @@
 
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
+#include <openssl/evp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -937,6 +938,20 @@ ModelGraph Importer::run(int classes) {
   return {std::move(graph), name, spec};
 }
 
+std::string sha256_hex(const std::string& bytes) {
+  unsigned char d[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(bytes.data(), bytes.size(), d, &len, EVP_sha256(), nullptr) != 1)
+    throw InternalError("SHA-256 failed in OpenSSL");
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (unsigned i = 0; i < len; ++i) {
+    s += hex[d[i] >> 4];
+    s += hex[d[i] & 15];
+  }
+  return s;
+}
+
 }  // namespace
 
 bool is_onnx_model(const std::string& s) { return s.size() > 5 && s.compare(s.size() - 5, 5, ".onnx") == 0; }
@@ -945,10 +960,21 @@ ModelGraph onnx_model_graph(const std::string& path, const SampleShape& input, i
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
     fail("--model ", path, ": no such file (an ONNX model: scripts/export-onnx.py writes one)");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("--model ", path, ": cannot be read (", std::strerror(errno), ")");
+  // The bytes are read once: the digest (the run's identity of the model) is of what is parsed.
+  std::string bytes;
+  {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) fail("--model ", path, ": cannot be read (", std::strerror(errno), ")");
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    if (f.bad()) fail("--model ", path, ": cannot be read (", std::strerror(errno), ")");
+    bytes = std::move(ss).str();
+  }
+  std::string identity = "onnx sha256:" + sha256_hex(bytes);
   onnx::ModelProto m;
-  if (!m.ParseFromIstream(&f) || !m.has_graph() || m.graph().node_size() == 0 || m.ir_version() <= 0)
+  if (bytes.size() > static_cast<size_t>(INT32_MAX) ||
+      !m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())) || !m.has_graph() ||
+      m.graph().node_size() == 0 || m.ir_version() <= 0)
     fail("--model ", path, ": not an ONNX model, or a damaged one (protobuf could not read a graph from it); ",
          kExportHint);
   try {
@@ -958,8 +984,11 @@ ModelGraph onnx_model_graph(const std::string& path, const SampleShape& input, i
     if (w.size() > 300) w = w.substr(0, 300) + "…";
     fail("--model ", path, ": not a valid ONNX model (onnx::checker: ", w, ")");
   }
+  bytes.clear();
+  bytes.shrink_to_fit();
   Importer imp(m, path, input);
   ModelGraph mg = imp.run(classes);
+  mg.identity = std::move(identity);
   for (const auto& p : m.metadata_props())
     if (p.key() == "cnnscale.stochastic_depth_removed")
       log_info("note: " + path + " was exported with its " + p.value() +

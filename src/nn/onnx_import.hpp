@@ -23,7 +23,9 @@
 // A file that scripts/export-onnx.py wrote with its stochastic depth off says so in its
 // metadata (cnnscale.stochastic_depth_removed), and the import notes it on rank 0.
 // The model's name is the file's base name; its spec (what a checkpoint and run.json keep,
-// and what a resume rebuilds from) is the file's absolute path.
+// and what a resume and `cnnscale export` rebuild from) is the file's absolute path; its
+// identity (ModelGraph::identity, in the run's config) is "onnx sha256:HEX" of the bytes read,
+// so a run resumes from a moved copy of the file and refuses an edited one.
 #pragma once
 #include <string>
 

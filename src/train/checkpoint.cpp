@@ -1,5 +1,6 @@
 // checkpoint.cpp — see checkpoint.hpp.
 #include "train/checkpoint.hpp"
+#include "train/run_dir.hpp"
 
 #include <fcntl.h>
 #include <hdf5.h>
@@ -372,7 +373,17 @@ CheckpointMeta read_checkpoint(const std::string& path, Model& model, Optimizer&
   H5Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (f < 0) fail("checkpoint '", path, "' is not a readable HDF5 file (truncated or damaged)");
   CheckpointMeta m = read_meta(f, path);
-  if (m.model_spec != model.spec())
+  // An ONNX model is the same by content (its identity, recorded in the config), wherever
+  // the file now lies; the others by spec.
+  const RunConfig recorded = RunConfig::parse(m.config);
+  const std::string* recorded_identity = recorded.get("model");
+  if (model.identity() != model.spec() && recorded_identity && recorded_identity->rfind("onnx ", 0) == 0) {
+    if (*recorded_identity != model.identity())
+      throw CheckpointMismatch("checkpoint '" + path + "' was trained from another version of " + model.name() +
+                               ": the run's file had " + recorded_identity->substr(5) + ", " + model.spec() +
+                               " has " + model.identity().substr(5) + " (its content changed since " + m.model_spec +
+                               " was read); give --model the run's file, or --resume none to start over");
+  } else if (m.model_spec != model.spec())
     throw CheckpointMismatch("checkpoint '" + path + "' holds model '" + m.model + "' (" + m.model_spec +
                              ") but the configured model is '" + model.name() + "' (" + model.spec() +
                              "); use the same --model, or --resume none to start over");

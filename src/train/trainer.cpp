@@ -277,7 +277,7 @@ void Trainer::setup() {
 
   ckpt_dir_ = opt_.run_dir.empty() ? std::string() : opt_.run_dir + "/checkpoints";
   config_ =
-      make_run_config(opt_, model_->spec(),
+      make_run_config(opt_, model_->identity(),
                       dataset ? dataset_fingerprint(*dataset)
                               : synthetic_fingerprint(opt_.data.synthetic_samples, train_->shape(), train_->classes()));
   digest_ = config_.digest();

@@ -16,7 +16,8 @@
 #   given), a file that is not ONNX, a truncated file, a missing file, other channels than the
 #   data's, other classes, a fixed size other than the data's, and hand-made hostile files (stride 0, a
 #   weight of the wrong shape, negative padding, a drop ratio of 1.5, a foreign operator set, a
-#   weight of 10^13 values with no data); never a crash.
+#   weight of 10^13 values with no data); never a crash;
+# - a run of a moved file resumes and exports (--model); of an edited file (SHA-256) neither.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 TOOL="$CNNSCALE_BUILD/tests/cnnscale_resnet_tool"
@@ -201,4 +202,36 @@ refuse negpad "$e/negpad.onnx" 3 8 4 "\\(Conv\\): has padding -1"
 refuse ratio "$e/ratio.onnx" 3 8 4 "\\(Dropout\\): has a drop ratio 1.5.* outside \\[0, 1\\)"
 refuse domain "$e/domain.onnx" 3 8 4 "(operator set 'com.example'|not a valid ONNX model)"
 refuse huge "$e/huge.onnx" 3 8 4 "(holds 0 values for its|weight of 1048576x1048576|dimensions no tensor has|not a valid ONNX model)"
+
+# The run's identity holds the file's content (SHA-256), not its path: the run resumes and exports
+# from a moved file; a file edited since (one more metadata entry, the weights as they were) is
+# refused by both, with both digests named. (The resumed run's checkpoints record the new path.)
+m="$TMP/moved"
+mkdir -p "$m"
+mv "$d/user.onnx" "$m/user.onnx"
+"$CNNSCALE" train --synthetic --model "$m/user.onnx" --image-size 32 --channels 3 --classes 4 --batch-size 4 \
+  --synthetic-samples 16 --max-steps 3 --lr 0.05 --momentum 0.9 --seed 3 --run-dir "$d/run" >"$m/resume.log" 2>&1
+expect_eq "resume from the moved file: exit status 0" 0 "$?"
+expect_grep "resume from the moved file: resumed at step 2" "[Rr]esum.*step 2" "$m/resume.log"
+expect_eq "resume from the moved file: step 3 written" 0 "$(test -f "$d/run/checkpoints/step-00000003.h5"; echo $?)"
+"$CNNSCALE" export "$d/run/checkpoints/step-00000002.h5" --onnx "$m/out0.onnx" >"$m/export0.log" 2>&1
+expect_eq "export of a checkpoint from before the move: exit status 2" 2 "$?"
+expect_grep "export of a checkpoint from before the move: says --model" "^cnnscale: error: .*user.onnx.*give --model FILE.onnx" "$m/export0.log"
+"$CNNSCALE" export "$d/run" --onnx "$m/out.onnx" --model "$m/user.onnx" >"$m/export.log" 2>&1
+expect_eq "export --model MOVED.onnx: exit status 0" 0 "$?"
+"$PY" -c "
+import onnx, sys
+m = onnx.load(sys.argv[1])
+m.metadata_props.add(key='edited', value='yes')
+onnx.save(m, sys.argv[2])" "$m/user.onnx" "$m/edited.onnx"
+expect_eq "edited copy written" 0 "$?"
+"$CNNSCALE" train --synthetic --model "$m/edited.onnx" --image-size 32 --channels 3 --classes 4 --batch-size 4 \
+  --synthetic-samples 16 --max-steps 4 --lr 0.05 --momentum 0.9 --seed 3 --run-dir "$d/run" >"$m/edited.log" 2>&1
+expect_eq "resume from an edited file: exit status 2" 2 "$?"
+expect_grep "resume from an edited file: both digests named" "^cnnscale: error: .*onnx sha256:[0-9a-f]{64}.*onnx sha256:[0-9a-f]{64}" "$m/edited.log"
+expect_eq "resume from an edited file: nothing written" 1 "$(test -f "$d/run/checkpoints/step-00000004.h5"; echo $?)"
+"$CNNSCALE" export "$d/run" --onnx "$m/out2.onnx" --model "$m/edited.onnx" >"$m/export2.log" 2>&1
+expect_eq "export --model EDITED.onnx: exit status 2" 2 "$?"
+expect_grep "export --model EDITED.onnx: content changed" "^cnnscale: error: .*edited.onnx is not the file .* its content changed .*sha256:[0-9a-f]{64}.*sha256:[0-9a-f]{64}" "$m/export2.log"
+expect_eq "export --model EDITED.onnx: nothing written" 1 "$(test -e "$m/out2.onnx"; echo $?)"
 finish

@@ -43,7 +43,7 @@ namespace {
 class CudaNet final : public DeviceModel {
  public:
   CudaNet(ModelGraph mg, int device, bool tf32, bool cudnn_benchmark)
-      : g_(std::move(mg.graph)), name_(std::move(mg.name)), spec_(std::move(mg.spec)), device_(device) {
+      : g_(std::move(mg.graph)), name_(std::move(mg.name)), spec_(std::move(mg.spec)), identity_(std::move(mg.identity)), device_(device) {
     int count = 0;
     const cudaError_t rc = cudaGetDeviceCount(&count);
     if (rc != cudaSuccess) fail("no usable CUDA device: ", cudaGetErrorString(rc));
@@ -129,6 +129,7 @@ class CudaNet final : public DeviceModel {
 
   std::string name() const override { return name_; }
   std::string spec() const override { return spec_; }
+  std::string identity() const override { return identity_.empty() ? spec_ : identity_; }
   const std::vector<ParamInfo>& params() const override { return g_.infos; }
   float* param_data() override { return s_.params.get(); }
   float* grad_data() override { return s_.grads.get(); }
@@ -709,7 +710,7 @@ class CudaNet final : public DeviceModel {
   }
 
   Graph g_;
-  std::string name_, spec_, tuning_comment_, device_name_;
+  std::string name_, spec_, identity_, tuning_comment_, device_name_;
   int device_ = 0, cc_major_ = 0, cc_minor_ = 0;
   NetState s_;                                  // handles, flat buffers, activations: what the layers share
   std::vector<std::unique_ptr<Layer>> layers_;  // one per node
