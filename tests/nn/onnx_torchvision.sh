@@ -6,7 +6,8 @@
 #   tensor equal to the file's initializer and to torchvision.models.MODEL(num_classes=5) built
 #   with the same seed (torch's weights through ONNX into cnnscale), and it loads STRICTLY into
 #   that module; cnnscale's eval logits equal torchvision's (max |diff| ≤ 1e-4 × max |logit|) at
-#   64×64 and at 45×53 (the export's height and width are dynamic);
+#   64×64 and at 45×53 (the export's height and width are dynamic; VGG: 224×224 only, its export
+#   fixes the size, and another size is refused);
 # - each batch norm's momentum and eps, and each dropout's p, as torchvision's modules have them
 #   (PyTorch's momentum from ONNX's 1 − m);
 # - the imported network is cnnscale's built-in MODEL, layer for layer: the same graph (ops,
@@ -24,24 +25,36 @@ TOOL="$CNNSCALE_BUILD/tests/cnnscale_resnet_tool"
 require_python "torchvision, onnx, h5py" "python3-torchvision python3-onnx python3-h5py"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 M=${1:?usage: onnx_torchvision.sh MODEL}
+# S: the size the checks run at. VGG's adaptive pool to 7×7 makes torch fix the export's size
+# (the smallest that reaches it: 224) and cnnscale refuse others, which is checked instead of a
+# second size (DYN=0).
+S=64 DYN=1
+case $M in vgg*) S=224 DYN=0 ;; esac
 d="$TMP/onnx"
 mkdir -p "$d/capA" "$d/capB"
 F="$d/$M.onnx"
-"$PY" "$CNNSCALE_SOURCE/scripts/export-onnx.py" "torchvision:$M" "$F" --classes 5 --input-shape 3,64,64 --seed 5 \
+"$PY" "$CNNSCALE_SOURCE/scripts/export-onnx.py" "torchvision:$M" "$F" --classes 5 --input-shape 3,$S,$S --seed 5 \
   >"$d/export.log" 2>&1
 expect_eq "scripts/export-onnx.py torchvision:$M" 0 "$?"
-"$TOOL" init "$F" 3 64 64 5 7 "$d/init" >"$d/init.log" 2>&1
+"$TOOL" init "$F" 3 $S $S 5 7 "$d/init" >"$d/init.log" 2>&1
 expect_eq "init checkpoint of the imported model written" 0 "$?"
 "$PY" -c "
 import numpy as np
-np.random.seed(11); np.random.randn(3, 3, 64, 64).astype(np.float32).tofile('$d/x64.f32')
+np.random.seed(11); np.random.randn(3, 3, $S, $S).astype(np.float32).tofile('$d/x64.f32')
 np.random.seed(13); np.random.randn(3, 3, 45, 53).astype(np.float32).tofile('$d/x45.f32')
 np.random.seed(12); np.random.randint(0, 5, 3).astype(np.int32).tofile('$d/y.i32')"
-"$TOOL" eval "$F" 3 64 64 5 "$d/init/step-00000000.h5" "$d/x64.f32" 3 "$d/init64.logits" >>"$d/eval.log" 2>&1
-expect_eq "eval 64x64" 0 "$?"
-"$TOOL" eval "$F" 3 45 53 5 "$d/init/step-00000000.h5" "$d/x45.f32" 3 "$d/init45.logits" >>"$d/eval.log" 2>&1
-expect_eq "eval 45x53 (dynamic height and width)" 0 "$?"
-"$CNNSCALE" train --synthetic --model "$F" --image-size 64 --channels 3 --classes 5 --batch-size 4 \
+"$TOOL" eval "$F" 3 $S $S 5 "$d/init/step-00000000.h5" "$d/x64.f32" 3 "$d/init64.logits" >>"$d/eval.log" 2>&1
+expect_eq "eval ${S}x$S" 0 "$?"
+if [ $DYN = 1 ]; then
+  "$TOOL" eval "$F" 3 45 53 5 "$d/init/step-00000000.h5" "$d/x45.f32" 3 "$d/init45.logits" >>"$d/eval.log" 2>&1
+  expect_eq "eval 45x53 (dynamic height and width)" 0 "$?"
+else
+  "$CNNSCALE" train --synthetic --model "$F" --image-size 64 --channels 3 --classes 5 --batch-size 2 \
+    --synthetic-samples 4 --max-steps 1 --run-dir "$d/run64" >"$d/train64.log" 2>&1
+  expect_eq "another size than the fixed export's: exit status 2" 2 "$?"
+  expect_grep "another size than the fixed export's: both sizes named" "^cnnscale: error: .*224.*64|^cnnscale: error: .*64.*224" "$d/train64.log"
+fi
+"$CNNSCALE" train --synthetic --model "$F" --image-size $S --channels 3 --classes 5 --batch-size 4 \
   --synthetic-samples 16 --max-steps 2 --lr 0.002 --momentum 0.9 --seed 3 --run-dir "$d/run" >"$d/train.log" 2>&1
 expect_eq "cnnscale train --model $M.onnx, 2 steps" 0 "$?"
 case $M in
@@ -49,14 +62,14 @@ case $M in
     expect_grep "start-up says the file has no stochastic depth" "^note: .*$M.onnx was exported with its [0-9]+ stochastic-depth layers off" "$d/train.log" ;;
   *) expect_eq "no stochastic-depth note" 0 "$(grep -c 'stochastic-depth layers off' "$d/train.log")" ;;
 esac
-"$TOOL" eval "$F" 3 64 64 5 "$d/run/checkpoints/step-00000002.h5" "$d/x64.f32" 3 "$d/step2.logits" >>"$d/eval.log" 2>&1
+"$TOOL" eval "$F" 3 $S $S 5 "$d/run/checkpoints/step-00000002.h5" "$d/x64.f32" 3 "$d/step2.logits" >>"$d/eval.log" 2>&1
 expect_eq "eval of the 2-step checkpoint" 0 "$?"
 # One training step of the import, with --capture (its graph).
-"$TOOL" grad "$F" 3 64 64 5 "$d/init/step-00000000.h5" "$d/x64.f32" 3 "$d/gradA.f32" "$d/y.i32" \
+"$TOOL" grad "$F" 3 $S $S 5 "$d/init/step-00000000.h5" "$d/x64.f32" 3 "$d/gradA.f32" "$d/y.i32" \
   --capture "$d/capA" >"$d/gradA.txt" 2>"$d/gradA.err"
 expect_eq "training step of the import" 0 "$?"
 
-"$PY" - "$d" "$M" "$F" >"$d/result" 2>&1 <<'PYEOF'
+"$PY" - "$d" "$M" "$F" "$S" "$DYN" >"$d/result" 2>&1 <<'PYEOF'
 import collections
 import os
 import sys
@@ -68,6 +81,7 @@ import torchvision
 from onnx import numpy_helper
 
 d, M, F = sys.argv[1:4]
+S, DYN = int(sys.argv[4]), sys.argv[5] == "1"
 sys.path.insert(0, os.environ["CNNSCALE_SOURCE"] + "/tests/nn")
 from torch_reference import _state as state  # noqa: E402
 
@@ -113,11 +127,12 @@ def logits(net, x_file, h, w, ours_file, tag):
 
 net = load(f"{d}/init/step-00000000.h5", "init")
 if net is not None:
-    logits(net, f"{d}/x64.f32", 64, 64, f"{d}/init64.logits", "init 64x64")
-    logits(net, f"{d}/x45.f32", 45, 53, f"{d}/init45.logits", "init 45x53")
+    logits(net, f"{d}/x64.f32", S, S, f"{d}/init64.logits", f"init {S}x{S}")
+    if DYN:
+        logits(net, f"{d}/x45.f32", 45, 53, f"{d}/init45.logits", "init 45x53")
 net = load(f"{d}/run/checkpoints/step-00000002.h5", "2 steps")
 if net is not None:
-    logits(net, f"{d}/x64.f32", 64, 64, f"{d}/step2.logits", "2 steps 64x64")
+    logits(net, f"{d}/x64.f32", S, S, f"{d}/step2.logits", f"2 steps {S}x{S}")
 
 # Batch-norm momentum / eps and dropout p per module, from the import's graph.
 mods = dict(ref.named_modules())
@@ -156,10 +171,10 @@ case $M in
     ;;
   *)
     # The built-in twin from the import's weights (the flat layouts must agree to hand them over).
-    "$TOOL" init "$M" 3 64 64 5 7 "$d/builtin" >/dev/null 2>&1
-    "$TOOL" dump "$F" 3 64 64 5 "$d/init/step-00000000.h5" "$d/p.f32" >"$d/dump.txt" 2>&1
+    "$TOOL" init "$M" 3 $S $S 5 7 "$d/builtin" >/dev/null 2>&1
+    "$TOOL" dump "$F" 3 $S $S 5 "$d/init/step-00000000.h5" "$d/p.f32" >"$d/dump.txt" 2>&1
     expect_eq "dump of the import's parameters" 0 "$?"
-    "$TOOL" grad "$M" 3 64 64 5 "$d/builtin/step-00000000.h5" "$d/x64.f32" 3 "$d/gradB.f32" "$d/y.i32" \
+    "$TOOL" grad "$M" 3 $S $S 5 "$d/builtin/step-00000000.h5" "$d/x64.f32" 3 "$d/gradB.f32" "$d/y.i32" \
       --params "$d/p.f32" --capture "$d/capB" >"$d/gradB.txt" 2>"$d/gradB.err"
     expect_eq "training step of the built-in $M from the import's weights" 0 "$?"
     expect_eq "parameter names, offsets and sizes as the built-in $M's" "$(grep ^param "$d/gradB.txt")" \
