@@ -130,38 +130,18 @@ CNNSCALE_DW_CLONE void dw_bwd_w16(const float* x, const float* dy, int64_t N, in
                oh * ow * 16, k, s, p, acc);
 }
 
-// Channels per block of a dense 4-d f32 layout: 1 (plain NCHW), 8 or 16 (nChw8c, nChw16c);
-// 0 for anything else.
-int block_of(const md_t& md) {
-  const dnnl_memory_desc_t& d = md.data;
-  if (d.format_kind != dnnl_blocked || d.ndims != 4 || d.data_type != dnnl_f32) return 0;
-  const auto& bk = d.format_desc.blocking;
-  const int64_t H = d.dims[2], W = d.dims[3];
-  if (bk.inner_nblks == 0) {
-    const int64_t C = d.dims[1];
-    return bk.strides[3] == 1 && bk.strides[2] == W && bk.strides[1] == H * W && bk.strides[0] == C * H * W ? 1 : 0;
-  }
-  if (bk.inner_nblks != 1 || bk.inner_idxs[0] != 1) return 0;
-  const int B = static_cast<int>(bk.inner_blks[0]);
-  if (B != 8 && B != 16) return 0;
-  const int64_t blocks = d.padded_dims[1] / B;
-  const bool dense = bk.strides[3] == B && bk.strides[2] == W * B && bk.strides[1] == H * W * B &&
-                     bk.strides[0] == blocks * H * W * B;
-  return dense ? B : 0;
-}
-
 }  // namespace
 
 bool depthwise_backward_weights_supported(const md_t& src, const md_t& diff_dst) {
-  const int b = block_of(src);
-  return b != 0 && b == block_of(diff_dst);
+  const int b = channel_block(src);
+  return b != 0 && b == channel_block(diff_dst);
 }
 
 void depthwise_backward_weights(const dnnl::memory& src, const dnnl::memory& diff_dst, int k, int stride, int pad,
                                 float* dw, std::vector<double>& acc) {
   const md_t sm = src.get_desc(), dm = diff_dst.get_desc();
-  const int B = block_of(sm);
-  if (B == 0 || B != block_of(dm)) internal_error("depthwise_backward_weights: unsupported layout");
+  const int B = channel_block(sm);
+  if (B == 0 || B != channel_block(dm)) internal_error("depthwise_backward_weights: unsupported layout");
   const dnnl_memory_desc_t &s = sm.data, &d = dm.data;
   const int64_t N = s.dims[0], C = s.dims[1], ih = s.dims[2], iw = s.dims[3], oh = d.dims[2], ow = d.dims[3];
   const int64_t blocks = B == 1 ? C : s.padded_dims[1] / B;

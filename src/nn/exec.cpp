@@ -114,6 +114,34 @@ void Tensor::diff_done(int node) {
   for (size_t i = 0; i < n; ++i) d[i] += s[i];
 }
 
+int channel_block(const md_t& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked || d.ndims != 4 || d.data_type != dnnl_f32) return 0;
+  const auto& bk = d.format_desc.blocking;
+  const int64_t H = d.dims[2], W = d.dims[3];
+  if (bk.inner_nblks == 0) {
+    const int64_t C = d.dims[1];
+    return bk.strides[3] == 1 && bk.strides[2] == W && bk.strides[1] == H * W && bk.strides[0] == C * H * W ? 1 : 0;
+  }
+  if (bk.inner_nblks != 1 || bk.inner_idxs[0] != 1) return 0;
+  const int B = static_cast<int>(bk.inner_blks[0]);
+  if (B != 8 && B != 16) return 0;
+  const int64_t blocks = d.padded_dims[1] / B;
+  const bool dense = bk.strides[3] == B && bk.strides[2] == W * B && bk.strides[1] == H * W * B &&
+                     bk.strides[0] == blocks * H * W * B;
+  return dense ? B : 0;
+}
+
+md_t channel_layer_md(const Tensor& x, int* block) {
+  const int b = channel_block(x.md);
+  if ((b == 8 || b == 16) && x.dims.size() == 4 && x.dims[1] % b == 0) {
+    *block = b;
+    return x.md;
+  }
+  *block = 1;
+  return plain_md(x.dims);
+}
+
 bool channel_sums_supported(const md_t& md) {
   const dnnl_memory_desc_t& d = md.data;
   if (d.format_kind != dnnl_blocked || d.ndims < 3 || d.ndims > 5) return false;

@@ -112,6 +112,13 @@ md_t plain_md(const std::vector<int64_t>& dims, dt type = dt::f32);
 // Layouts: plain (any strides) or blocked on channels only (nChw8c, nChw16c); false for
 // any other, where the caller keeps oneDNN's bias.
 bool channel_sums_supported(const md_t& md);
+// Channels per block of a dense 4-d f32 layout: 1 (plain NCHW), 8 or 16 (nChw8c, nChw16c);
+// 0 for any other (conv_depthwise.cpp).
+int channel_block(const md_t& md);
+// The layout of a per-channel layer (mul, layer scale) on x: x's own when it is dense f32
+// nChw8c/nChw16c whose block divides the channels (no padded channels: the block's lanes
+// are channels cb·B … cb·B + B − 1 of one pixel), else plain NCHW; *block gets B (1: plain).
+md_t channel_layer_md(const Tensor& x, int* block);
 // `acc`: the caller's scratch (kept between steps: no allocation per call).
 void channel_sums(const dnnl::memory& m, float* out, std::vector<double>& acc);
 
