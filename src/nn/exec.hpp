@@ -113,9 +113,9 @@ md_t plain_md(const std::vector<int64_t>& dims, dt type = dt::f32);
 // any other, where the caller keeps oneDNN's bias.
 bool channel_sums_supported(const md_t& md);
 // Channels per block of a dense 4-d f32 layout: 1 (plain NCHW), 8 or 16 (nChw8c, nChw16c);
-// 0 for any other (conv_depthwise.cpp).
+// 0 for any other (the depthwise weight gradient's kernels, channel_layer_md).
 int channel_block(const md_t& md);
-// The layout of a per-channel layer (mul, layer scale) on x: x's own when it is dense f32
+// The layout of a per-channel layer (SE's mul, layer scale, channel LayerNorm) on x: x's own when it is dense f32
 // nChw8c/nChw16c whose block divides the channels (no padded channels: the block's lanes
 // are channels cb·B … cb·B + B − 1 of one pixel), else plain NCHW; *block gets B (1: plain).
 md_t channel_layer_md(const Tensor& x, int* block);
