@@ -46,7 +46,7 @@ class MulExec : public Exec {
       const float* x = ptr(x_cv_.out);
       float* ds = ptr(ds_cv_.out);
       const int64_t B = block_;
-      std::vector<double> acc(static_cast<size_t>(B));
+      std::vector<double>& acc = acc_;
       for (int64_t n = 0; n < n_; ++n)
         for (int64_t cb = 0; cb < c_ / B; ++cb) {
           const int64_t o = (n * c_ + cb * B) * hw_;  // the block's first value, in either layout
@@ -86,6 +86,7 @@ class MulExec : public Exec {
   Tensor *x_, *s_, *out_ = nullptr;
   int64_t n_ = 0, c_ = 0, hw_ = 0;
   int block_ = 1;
+  std::vector<double> acc_;  // ds's per-lane sums: assigned per block, kept between steps
   Convert x_cv_, s_cv_, dx_cv_, ds_cv_;
 };
 

@@ -37,7 +37,7 @@ class LayerScaleExec : public Exec {
     const float* x = ptr(x_cv_.out);
     const float* dy = out_->diff_ptr();
     const int64_t B = block_;
-    std::vector<double> acc(static_cast<size_t>(B));
+    std::vector<double>& acc = acc_;
     for (int64_t cb = 0; cb < c_ / B; ++cb) {
       acc.assign(static_cast<size_t>(B), 0.0);
       for (int64_t n = 0; n < c.n; ++n) {
@@ -78,6 +78,7 @@ class LayerScaleExec : public Exec {
   Tensor *in_, *out_;
   int64_t n_ = 0, c_ = 0, hw_ = 0;
   int block_ = 1;
+  std::vector<double> acc_;  // the per-lane sums of a block: assigned per block, kept between steps
   const float* gamma_ = nullptr;
   float* dgamma_ = nullptr;
   Convert x_cv_, dx_cv_;
