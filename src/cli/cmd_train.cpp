@@ -80,6 +80,16 @@ int cmd_train(int argc, char** argv) {
                           .c_str())(
       "zero-init-residual", po::bool_switch(&o.model_options.zero_init_residual),
       "torchvision ResNets: start each residual block's last batch-norm weight at 0")(
+      "loss", po::value<std::string>(),
+      "cross-entropy | mse | l1 | smooth-l1 | bce-with-logits: PyTorch's definitions, reduction 'mean' over the "
+      "global batch. Default: the data set's task picks it (class labels: cross-entropy; float targets: mse; "
+      "0/1 targets: bce-with-logits; docs/data.md)")(
+      "class-weights", po::value<std::string>(),
+      "W0,W1,...: cross-entropy: one weight per class (F.cross_entropy's weight: the mean divides by the sum of "
+      "the batch's weights); bce-with-logits: one per output")(
+      "ignore-index", po::value<int>(),
+      "cross-entropy: samples of this class count neither in the loss nor in its mean (F.cross_entropy's "
+      "ignore_index)")(
       "precision", po::value(&precision)->default_value(precision),
       "fp32|bf16: bf16 compute for convolutions and matmuls with fp32 accumulation and fp32 master weights; "
       "CPU: oneDNN, needs AVX512-BF16 or AMX; GPU: cuDNN/cuBLAS bf16 tensor cores (compute capability 8.0+), "
@@ -203,6 +213,15 @@ int cmd_train(int argc, char** argv) {
   if (cudnn_benchmark != "on" && cudnn_benchmark != "off")
     fail("--cudnn-benchmark takes on or off, not '", cudnn_benchmark, "'");
   o.model_options.cudnn_benchmark = cudnn_benchmark == "on";
+  if (parsed.vm.count("loss")) {
+    o.task.loss = parse_loss(parsed.vm["loss"].as<std::string>());
+    o.loss_given = true;
+  }
+  if (parsed.vm.count("class-weights")) o.task.class_weights = parse_class_weights(parsed.vm["class-weights"].as<std::string>());
+  if (parsed.vm.count("ignore-index")) {
+    o.task.ignore_index = parsed.vm["ignore-index"].as<int>();
+    if (o.task.ignore_index < 0) fail("--ignore-index ", o.task.ignore_index, " is not a class; give a class index ≥ 0");
+  }
   validate(o);
   o.on_nan = parse_nan_policy(on_nan);
   o.backend = parse_backend(backend);

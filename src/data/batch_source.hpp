@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "util/sample_shape.hpp"
+#include "util/task_kind.hpp"
 
 namespace cnnscale {
 
@@ -23,7 +24,8 @@ struct Batch {
   int64_t count = 0;                // samples on this rank (the per-rank batch size)
   int64_t rank_offset = 0;          // position of this rank's first sample in the global batch
   std::vector<float> images;        // count × shape.numel(), normalised
-  std::vector<int32_t> labels;      // count, each in [0, classes)
+  std::vector<int32_t> labels;      // classification: count, each in [0, classes)
+  std::vector<float> targets;       // regression, multi-label: count × classes (K per sample)
   std::vector<int64_t> sample_ids;  // global sample index of each image (drives dropout RNG)
   // What the batch hook (BatchSource::set_batch_hook) returned for this batch, or -1:
   // for the GPU model, the ticket of a pinned copy made in the reader thread
@@ -55,7 +57,10 @@ class BatchSource {
  public:
   virtual ~BatchSource() = default;
   virtual SampleShape shape() const = 0;
+  // Classification: the number of classes; otherwise K, the targets per sample.
   virtual int classes() const = 0;
+  // What a sample's target is (util/task_kind.hpp): which of Batch's labels / targets is filled.
+  virtual TaskKind task() const { return TaskKind::classification; }
   virtual int64_t samples() const = 0;          // samples in the split
   virtual int64_t steps_per_epoch() const = 0;  // global batches per epoch
   // Positions the source so that the next batch is (epoch, step_in_epoch). Used at

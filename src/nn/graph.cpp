@@ -71,10 +71,11 @@ int GraphBuilder::conv(int x, const std::string& name, int out, int k, int strid
   return push(std::move(n), Shape{out, out_size(s.h, k, stride, pad), out_size(s.w, k, stride, pad), false});
 }
 
-int GraphBuilder::act(int x, Act a) {
+int GraphBuilder::act(int x, Act a, float slope) {
   Node n;
   n.op = Op::act;
   n.act = a;
+  n.slope = slope;
   n.inputs = {x};
   return push(std::move(n), shape(x));
 }
@@ -578,6 +579,7 @@ const char* act_name(Act a) {
     case Act::hardswish: return "hardswish";
     case Act::gelu: return "gelu";
     case Act::hardsigmoid: return "hardsigmoid";
+    case Act::leaky_relu: return "leaky_relu";
   }
   return "?";
 }

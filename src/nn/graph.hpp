@@ -18,8 +18,9 @@ enum class Op { conv, relu, maxpool, avgpool, dropout, flatten, linear, bn, add,
 // Element-wise activations other than ReLU (Op::act), with PyTorch's definitions and
 // gradients: ReLU6 (hardtanh(0, 6): gradient where 0 < x < 6), sigmoid, SiLU (x·σ(x)),
 // hard-swish (x·relu6(x+3)/6), GELU (erf form), hard-sigmoid (relu6(x+3)/6: gradient 1/6
-// where -3 < x < 3, as hardsigmoid_backward).
-enum class Act { relu6, sigmoid, silu, hardswish, gelu, hardsigmoid };
+// where -3 < x < 3, as hardsigmoid_backward), leaky ReLU (x for x > 0, else slope·x;
+// gradient slope where x ≤ 0, as leaky_relu_backward).
+enum class Act { relu6, sigmoid, silu, hardswish, gelu, hardsigmoid, leaky_relu };
 const char* act_name(Act a);  // the spec's and PyTorch's name: "relu6", "silu", ...
 
 // A tensor's per-sample shape: c×h×w, or `flat` features (c = features, h = w = 1).
@@ -75,6 +76,7 @@ struct Node {
   int groups = 1;            // conv: channel groups (PyTorch's groups; in.c = depthwise); channel_shuffle: groups
   int slice_begin = 0, slice_end = 0;  // channel_slice: the input channels [begin, end)
   Act act = Act::relu6;      // act: which activation
+  float slope = 0.01f;       // act leaky_relu: the negative slope (PyTorch's default 0.01)
   int kernel_w = 0;          // pools: window width (= kernel except gap on a non-square input)
   bool ceil_mode = false;    // maxpool: PyTorch's ceil_mode (the output size rounded up)
   bool bias = true;          // conv
@@ -131,7 +133,7 @@ class GraphBuilder {
   // both channel counts; the weight is out × in/groups × k × k.
   int conv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias = true, int groups = 1);
   int relu(int x);
-  int act(int x, Act a);  // an element-wise activation (Op::act)
+  int act(int x, Act a, float slope = 0.01f);  // an element-wise activation (Op::act); slope: leaky_relu's
   // Pools as PyTorch's MaxPool2d / AvgPool2d(count_include_pad=True): floor output
   // size; max-pool padding acts as -inf, average-pool padding as 0 counted in the window.
   // ceil_mode: PyTorch's MaxPool2d(ceil_mode=True): the output size rounded up, the last

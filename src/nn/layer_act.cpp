@@ -8,6 +8,8 @@
 //   silu       eltwise_swish(alpha 1): x·σ(x);
 //   hardswish  eltwise_hardswish: x·relu6(x + 3)/6;
 //   gelu       eltwise_gelu_erf: x·Φ(x) (PyTorch's default, approximate='none');
+//   leaky_relu eltwise_relu(alpha = slope): x > 0 ? x : slope·x, gradient dy·(x > 0 ? 1 : slope),
+//              as leaky_relu_backward (torch's is x > 0 too: at 0 the slope);
 //   hardsigmoid  ours (oneDNN 2.6 has none): PyTorch's CPU kernel's float operations,
 //              min(max(x + 3, 0), 6) / 6 forward, dy · (1/6) where -3 < x < 3 backward, on
 //              plain fp32 (its use, MobileNetV3's squeeze-and-excitation gate, is N×C×1×1).
@@ -24,7 +26,7 @@ struct EltwiseOf {
   float alpha, beta;
 };
 
-EltwiseOf eltwise_of(Act a) {
+EltwiseOf eltwise_of(Act a, float slope) {
   using dnnl::algorithm;
   switch (a) {
     case Act::relu6: return {algorithm::eltwise_clip_v2, 0.f, 6.f};
@@ -32,6 +34,7 @@ EltwiseOf eltwise_of(Act a) {
     case Act::silu: return {algorithm::eltwise_swish, 1.f, 0.f};
     case Act::hardswish: return {algorithm::eltwise_hardswish, 0.f, 0.f};
     case Act::gelu: return {algorithm::eltwise_gelu_erf, 0.f, 0.f};
+    case Act::leaky_relu: return {algorithm::eltwise_relu, slope, 0.f};
     case Act::hardsigmoid: break;  // HardSigmoidExec
   }
   internal_error("eltwise_of: unknown activation");
@@ -41,7 +44,7 @@ class ActExec : public PrimitiveExec {
  public:
   ActExec(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) : PrimitiveExec(node, in) {
     using namespace dnnl;
-    const EltwiseOf e = eltwise_of(node.act);
+    const EltwiseOf e = eltwise_of(node.act, node.slope);
     out->alloc(in->md, env.eng);
     eltwise_forward::primitive_desc fpd({prop_kind::forward_training, e.alg, in->md, e.alpha, e.beta}, env.eng);
     fwd_.set(eltwise_forward(fpd));

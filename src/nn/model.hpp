@@ -8,9 +8,12 @@
 // fc1.weight out×in, bn.running_mean ...).
 //
 // Loss convention for exact data parallelism: forward_backward returns the SUM of the
-// per-sample cross-entropy losses of the local batch, and accumulates gradients of
-// (sum of local losses) × loss_scale, with loss_scale = 1/global_batch. Summing the
-// gradients over ranks then gives exactly the gradient of the global-batch mean.
+// local batch's loss terms under the model's task (nn/task.hpp; cross-entropy over class
+// labels unless ModelOptions::task says otherwise), and accumulates gradients of
+// (sum of local terms) × loss_scale, with loss_scale = 1 / the global batch's
+// denominator (Task::denominator: the global batch size unless class weights or an
+// ignore index make it a sum of weights). Summing the gradients over ranks then gives
+// exactly the gradient of the global-batch mean.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -20,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/task.hpp"
 #include "util/sample_shape.hpp"
 
 namespace cnnscale {
@@ -51,6 +55,10 @@ struct ModelOptions {
   // deterministic one (--cudnn-benchmark on|off, as torch.backends.cudnn.benchmark);
   // false: cuDNN's heuristic ranking. nn/conv_algo.hpp. No effect on the CPU model.
   bool cudnn_benchmark = true;
+  // What the outputs are trained to be (loss, targets, metrics). Null: cross-entropy over
+  // `classes` class labels. Its outputs() must be the model's classes. The GPU model
+  // takes the plain cross-entropy only (a UserError otherwise).
+  std::shared_ptr<const Task> task;
 };
 
 struct StepContext {
@@ -141,8 +149,8 @@ class Model {
   virtual void prepare(int64_t max_batch, Precision precision) = 0;
 
   // Forward, loss and backward on n samples. Gradients are OVERWRITTEN (not
-  // accumulated). Returns the sum of per-sample losses. on_ready may be empty.
-  virtual double forward_backward(const float* images, const int32_t* labels, int64_t n,
+  // accumulated). Returns the sum of the samples' loss terms. on_ready may be empty.
+  virtual double forward_backward(const float* images, const Targets& targets, int64_t n,
                                   const StepContext& ctx, const GradReadyFn& on_ready) = 0;
 
   // Copies a training batch into memory the model can upload from without the

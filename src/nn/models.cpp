@@ -216,9 +216,10 @@ int build_spec(GraphBuilder& b, int x, const std::vector<LayerSpec>& layers, con
         case LayerKind::relu: x = b.relu(x); break;
         case LayerKind::act: {
           Act a = Act::relu6;
-          for (Act k : {Act::relu6, Act::sigmoid, Act::silu, Act::hardswish, Act::gelu, Act::hardsigmoid})
+          for (Act k : {Act::relu6, Act::sigmoid, Act::silu, Act::hardswish, Act::gelu, Act::hardsigmoid,
+                        Act::leaky_relu})
             if (L.act == act_name(k)) a = k;
-          x = b.act(x, a);
+          x = b.act(x, a, static_cast<float>(a == Act::leaky_relu ? L.p : 0.01));
           break;
         }
         case LayerKind::maxpool: x = b.maxpool(x, L.kernel, L.stride, L.pad, L.ceil_mode); break;
@@ -318,7 +319,8 @@ std::unique_ptr<Model> make_model(const std::string& name_or_spec, const SampleS
                                   const ModelOptions& options) {
   if (device >= 0) return make_cuda_model(name_or_spec, input, classes, device, options);
   nn::ModelGraph mg = nn::build_model_graph(name_or_spec, input, classes, options);
-  return std::make_unique<nn::Net>(std::move(mg.graph), std::move(mg.name), std::move(mg.spec), std::move(mg.identity));
+  return std::make_unique<nn::Net>(std::move(mg.graph), std::move(mg.name), std::move(mg.spec), std::move(mg.identity),
+                                   options.task);
 }
 
 }  // namespace cnnscale

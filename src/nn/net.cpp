@@ -1,4 +1,4 @@
-// net.cpp — Net: plans, forward/backward driving, softmax cross-entropy, evaluation.
+// net.cpp — Net: plans, forward/backward driving (the loss is the task's, nn/task.hpp), evaluation.
 #include "nn/net.hpp"
 
 #include <algorithm>
@@ -40,9 +40,13 @@ void set_first_nan(Tensor& t) {
 }  // namespace
 
 
-Net::Net(Graph graph, std::string name, std::string spec, std::string identity)
-    : graph_(std::move(graph)), name_(std::move(name)), spec_(std::move(spec)), identity_(std::move(identity)), eng_(dnnl::engine::kind::cpu, 0),
-      stream_(eng_) {
+Net::Net(Graph graph, std::string name, std::string spec, std::string identity, std::shared_ptr<const Task> task)
+    : graph_(std::move(graph)), name_(std::move(name)), spec_(std::move(spec)), identity_(std::move(identity)),
+      task_(task ? std::move(task) : std::make_shared<const Task>(Task::classification(graph_.classes))),
+      eng_(dnnl::engine::kind::cpu, 0), stream_(eng_) {
+  if (task_->outputs() != graph_.classes)
+    fail("model ", name_, " has ", graph_.classes, " outputs per sample but its task (", task_->describe(), ") takes ",
+         task_->outputs());
   const size_t bytes = std::max<size_t>(graph_.param_count, 1) * sizeof(float);
   const std::string what = "allocating the parameters and gradients of model " + name_ + " (" +
                            std::to_string(graph_.param_count) + " parameters)";
@@ -369,7 +373,7 @@ void Net::capture(Plan& plan, size_t k) {
   stream_.wait();
 }
 
-double Net::forward_backward(const float* images, const int32_t* labels, int64_t n, const StepContext& ctx,
+double Net::forward_backward(const float* images, const Targets& targets, int64_t n, const StepContext& ctx,
                              const GradReadyFn& on_ready) {
   if (n <= 0) fail("forward_backward: empty batch");
   Plan& plan = plan_for(n);
@@ -392,29 +396,9 @@ double Net::forward_backward(const float* images, const int32_t* labels, int64_t
       non_finite_where_ = "a NaN or Inf in the input of " + op_text(k) + " (its batch statistics are not finite)";
   }
 
-  // Softmax cross-entropy (numerically stable): loss_i = logsumexp(z_i) - z_i[y_i];
-  // d(sum loss)/dz = softmax(z) - onehot(y), times loss_scale.
+  // The loss and d(Σ terms)/d(output) × loss_scale, from the task (nn/task.hpp).
   Tensor& out = *plan.tensors[graph_.output];
-  const int C = graph_.classes;
-  const float* z = out.data_ptr();
-  float* dz = out.diff_ptr();
-  double total = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const int32_t y = labels[i];
-    if (y < 0 || y >= C) fail("label ", y, " of sample ", i, " is outside [0, ", C, ")");
-    const float* zi = z + i * C;
-    float* di = dz + i * C;
-    float m = zi[0];
-    for (int j = 1; j < C; ++j) m = std::max(m, zi[j]);
-    double s = 0;
-    for (int j = 0; j < C; ++j) s += std::exp(static_cast<double>(zi[j] - m));
-    const double lse = m + std::log(s);
-    total += lse - zi[y];
-    for (int j = 0; j < C; ++j) {
-      const double p = std::exp(static_cast<double>(zi[j]) - lse);
-      di[j] = static_cast<float>((p - (j == y ? 1.0 : 0.0)) * ctx.loss_scale);
-    }
-  }
+  const double total = task_->loss_and_grad(out.data_ptr(), targets, n, ctx.loss_scale, out.diff_ptr());
 
   size_t reported = 0;
   if (on_ready) on_ready(0);  // backward begins

@@ -32,7 +32,9 @@ struct PlanMemory {
 
 class Net : public Model {
  public:
-  Net(Graph graph, std::string name, std::string spec, std::string identity = {});
+  // task: null for cross-entropy over the graph's classes (ModelOptions::task).
+  Net(Graph graph, std::string name, std::string spec, std::string identity = {},
+      std::shared_ptr<const Task> task = nullptr);
   std::string name() const override { return name_; }
   std::string spec() const override { return spec_; }
   std::string identity() const override { return identity_.empty() ? spec_ : identity_; }
@@ -42,7 +44,7 @@ class Net : public Model {
   size_t param_count() const override { return graph_.param_count; }
   int classes() const override { return graph_.classes; }
   void prepare(int64_t max_batch, Precision precision) override;
-  double forward_backward(const float* images, const int32_t* labels, int64_t n, const StepContext& ctx,
+  double forward_backward(const float* images, const Targets& targets, int64_t n, const StepContext& ctx,
                           const GradReadyFn& on_ready) override;
   void forward_eval(const float* images, int64_t n, float* logits) override;
   void init_params(uint64_t seed) override;
@@ -77,6 +79,7 @@ class Net : public Model {
 
   Graph graph_;
   std::string name_, spec_, identity_;
+  std::shared_ptr<const Task> task_;
   Buffer params_, grads_;
   dnnl::engine eng_;
   dnnl::stream stream_;

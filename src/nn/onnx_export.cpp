@@ -123,6 +123,7 @@ void Writer::emit(const Node& n) {
         case Act::relu6: node("Clip", {in(0), scalar(0.f), scalar(6.f)}, out); break;
         case Act::sigmoid: node("Sigmoid", {in(0)}, out); break;
         case Act::hardswish: node("HardSwish", {in(0)}, out); break;
+        case Act::leaky_relu: real(node("LeakyRelu", {in(0)}, out), "alpha", n.slope); break;
         case Act::hardsigmoid: {
           auto* h = node("HardSigmoid", {in(0)}, out);
           real(h, "alpha", 1.0 / 6);

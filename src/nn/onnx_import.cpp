@@ -27,7 +27,7 @@ namespace cnnscale::nn {
 namespace {
 
 const char* kSupported =
-    "Conv, BatchNormalization (training mode), Relu, Clip (0, 6), Sigmoid, HardSigmoid, HardSwish, x*Sigmoid(x) "
+    "Conv, BatchNormalization (training mode), Relu, LeakyRelu, Clip (0, 6), Sigmoid, HardSigmoid, HardSwish, x*Sigmoid(x) "
     "(SiLU), Erf-form GELU, MaxPool, AveragePool, GlobalAveragePool, ReduceMean (over H and W), Flatten, Gemm, "
     "Dropout, Add, Concat (channels), Mul (by an N x C x 1 x 1 tensor or a C x 1 x 1 layer scale), Identity, Pad "
     "(zeros), Constant; LayerNorm over channels as torch decomposes it and Linear over channels (MatMul) between "
@@ -797,6 +797,10 @@ ModelGraph Importer::run(int classes) {
       if (std::abs(attr_f(n, "alpha", 0.2) - 1.0 / 6) > 1e-6 || std::abs(attr_f(n, "beta", 0.5) - 0.5) > 1e-6)
         node_fail(n, "has alpha/beta other than PyTorch's Hardsigmoid (1/6, 1/2)");
       out(call([&] { return b_.act(tensor(n, 0), Act::hardsigmoid); }));
+    } else if (op == "LeakyRelu") {
+      const double slope = attr_f(n, "alpha", 0.01);
+      if (!std::isfinite(slope)) node_fail(n, "has a slope (alpha) that is not a number");
+      out(call([&] { return b_.act(tensor(n, 0), Act::leaky_relu, static_cast<float>(slope)); }));
     } else if (op == "HardSwish") {
       out(call([&] { return b_.act(tensor(n, 0), Act::hardswish); }));
     } else if (op == "Div") {

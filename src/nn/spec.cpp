@@ -215,10 +215,16 @@ struct Parser {
                  name == "hardsigmoid") {
         no_args(LayerKind::act);
         L.act = name;
+      } else if (name == "leaky_relu") {
+        nargs(0, 1, "leaky_relu[(negative slope)]");
+        L.kind = LayerKind::act;
+        L.act = name;
+        L.p = a.empty() ? 0.01 : a[0].value;
+        if (!a.empty() && !std::isfinite(L.p)) error(a[0].pos, a[0].len, "the negative slope must be a number");
       } else {
         error(b, name.size(),
               "unknown layer '" + name +
-                  "' (layers: conv relu relu6 sigmoid silu hardswish gelu hardsigmoid se maxpool avgpool gap dropout "
+                  "' (layers: conv relu relu6 sigmoid silu hardswish gelu hardsigmoid leaky_relu se maxpool avgpool gap dropout "
                   "stochastic_depth flatten linear bn layernorm layerscale slice shuffle adaptivepool res cat; "
                   "built-in models: " + builtin_model_list(" ") + ")");
       }
@@ -269,7 +275,10 @@ std::string format_spec(const std::vector<LayerSpec>& layers) {
       case LayerKind::sdepth: os << "stochastic_depth(" << fmt_num(L.p) << ')'; break;
       case LayerKind::linear: os << "linear(" << L.out << ')'; break;
       case LayerKind::relu: os << "relu"; break;
-      case LayerKind::act: os << L.act; break;
+      case LayerKind::act:
+        os << L.act;
+        if (L.act == "leaky_relu" && L.p != 0.01) os << '(' << fmt_num(L.p) << ')';
+        break;
       case LayerKind::se: os << "se(" << L.out << ')'; break;
       case LayerKind::gap: os << "gap"; break;
       case LayerKind::flatten: os << "flatten"; break;

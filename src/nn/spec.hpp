@@ -29,7 +29,7 @@ struct LayerSpec {
   int groups = 1;       // conv (PyTorch's groups)
   bool ceil_mode = false;  // maxpool (PyTorch's ceil_mode)
   double p = 0.0;       // dropout, stochastic_depth; layerscale: the initial value
-  std::string act;      // act: relu6 sigmoid silu hardswish gelu hardsigmoid
+  std::string act;      // act: relu6 sigmoid silu hardswish gelu hardsigmoid leaky_relu (slope in p)
   std::vector<LayerSpec> body;  // res
   std::vector<std::vector<LayerSpec>> branches;  // cat (an empty branch: the input itself)
   size_t pos = 0;       // column (0-based) of the token in the spec text, for errors

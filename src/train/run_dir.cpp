@@ -172,6 +172,15 @@ RunConfig make_run_config(const TrainOptions& o, const std::string& model_spec, 
   // --cudnn-benchmark off (the GPU model's heuristic convolution algorithms), only when
   // off: runs from before the option keep their digests.
   if (!o.model_options.cudnn_benchmark) c.set("cudnn_benchmark", "false");
+  // --loss and its options, only when given: runs that leave the loss to the data set keep
+  // their digests (the data set's task is part of "data").
+  if (o.loss_given) c.set("loss", loss_name(o.task.loss));
+  if (!o.task.class_weights.empty()) {
+    std::string w;
+    for (float x : o.task.class_weights) w += (w.empty() ? "" : ",") + num(x);
+    c.set("class_weights", w);
+  }
+  if (o.task.ignore_index >= 0) c.set("ignore_index", std::to_string(o.task.ignore_index));
   c.set("drop_last", o.data.drop_last ? "true" : "false");
   c.set("sync_bn", o.sync_bn ? "true" : "false");
   std::string augment;  // canonical: the step names, comma-separated ("none" without steps)

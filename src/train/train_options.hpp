@@ -34,6 +34,10 @@ struct TrainOptions {
   // model and numerics
   std::string model = "mnist_cnn";
   ModelOptions model_options;    // --zero-init-residual, --tf32, --cudnn-benchmark
+  // --loss, --class-weights, --ignore-index (nn/task.hpp). loss_given false: the data
+  // set's task picks the loss (default_loss), task.loss is ignored.
+  TaskOptions task;
+  bool loss_given = false;
   Precision precision = Precision::fp32;
   int threads = 1;               // compute threads per rank
   // schedule

@@ -189,8 +189,14 @@ void Trainer::setup() {
   nn::set_threads(opt_.threads);
   // The GPU model on the rank's device when the communicator works on device buffers
   // (NCCL), else the host (oneDNN) model.
-  model_ = make_model(opt_.model, train_->shape(), train_->classes(), comm_.device_buffers() ? ctx_.device : -1,
-                      opt_.model_options);
+  {
+    TaskOptions to = opt_.task;
+    if (!opt_.loss_given) to.loss = default_loss(train_->task());
+    task_ = std::make_shared<const Task>(train_->task(), train_->classes(), std::move(to));
+  }
+  ModelOptions mo = opt_.model_options;
+  mo.task = task_;
+  model_ = make_model(opt_.model, train_->shape(), train_->classes(), comm_.device_buffers() ? ctx_.device : -1, mo);
   // The GPU model: the reader thread copies each batch into pinned memory (Model::stage).
   if (model_->on_device())
     train_->set_batch_hook([m = model_.get()](const Batch& b) {
@@ -568,9 +574,20 @@ StepResult Trainer::step() {
     for (auto [b, e] : buffer_ranges_)
       saved_buffers_.insert(saved_buffers_.end(), model_->param_data() + b, model_->param_data() + e);
   }
+  // The loss's denominator (nn/task.hpp): the global batch, or, where class weights or an
+  // ignore index make it depend on the labels, their sum over the ranks' batches.
+  const Targets targets = task_->kind() == TaskKind::classification ? Targets(batch_.labels.data())
+                                                                     : Targets::of_values(batch_.targets.data());
+  const double local_denominator = task_->denominator(targets, batch_.count);
+  if (!task_->fixed_denominator()) {
+    const double global = control_.allreduce(local_denominator, ReduceOp::sum, "the loss denominator");
+    // A global batch of ignored labels only (or weights 0): no gradient, as torch's 0/0
+    // would make NaN; the step agreement then treats it as a NaN loss would be.
+    sctx_.loss_scale = global > 0 ? static_cast<float>(1.0 / global) : 0.f;
+  }
   const auto fb = [&] {
     return model_->forward_backward(
-        batch_.images.data(), batch_.labels.data(), batch_.count, sctx_, [&](size_t ready_end) {
+        batch_.images.data(), targets, batch_.count, sctx_, [&](size_t ready_end) {
           if (tl) {
             const double now = Timeline::now();
             if (ready_end == 0) tl->span(Timeline::kForward, "forward", tl_mark, now);
@@ -720,9 +737,9 @@ StepResult Trainer::step() {
   step_since_log_ += t.step;
   if (!any.non_finite) {
     loss_since_log_ += loss_sum;
-    samples_since_log_ += batch_.count;
+    samples_since_log_ += local_denominator;
   }
-  result.loss = batch_.count > 0 ? loss_sum / static_cast<double>(batch_.count) : 0;
+  result.loss = local_denominator > 0 ? loss_sum / local_denominator : 0;
 
   if (log_due || epoch_end) log_progress(step, lr, t);
   if (epoch_end && eval_) {
@@ -896,7 +913,7 @@ bool Trainer::replicas_identical() {
 }
 
 void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
-  LossSums sums{loss_since_log_, static_cast<double>(samples_since_log_), data_since_log_, step_since_log_};
+  LossSums sums{loss_since_log_, samples_since_log_, data_since_log_, step_since_log_};
   control_.allreduce_fields(sums, ReduceOp::sum, "the loss allreduce");
   // Every step since the last line skipped (--on-nan skip-step): no loss to show (once
   // this read 0/0 as a NaN loss and stopped the run that skip-step was keeping alive).
@@ -963,36 +980,29 @@ void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
   data_since_log_ = step_since_log_ = 0;
 }
 
-// Exact distributed evaluation: every test sample counted once, whatever the world size.
+// Exact distributed evaluation: every test sample counted once, whatever the world size;
+// the numbers are the task's (nn/task.hpp), from sums added over ranks.
 Trainer::EvalResult Trainer::evaluate() {
   eval_->rewind();
-  EvalSums local;
-  const int classes = model_->classes();
+  const int outputs = model_->classes();
+  eval_sums_.assign(task_->eval_sum_count(), 0.0);
   while (eval_->next(eval_batch_, opt_.batch_size)) {
     const int64_t n = eval_batch_.count;
-    logits_.resize(static_cast<size_t>(n * classes));
+    logits_.resize(static_cast<size_t>(n * outputs));
     model_->forward_eval(eval_batch_.images.data(), n, logits_.data());
-    for (int64_t i = 0; i < n; ++i) {
-      const float* z = &logits_[static_cast<size_t>(i * classes)];
-      const int32_t label = eval_batch_.labels[static_cast<size_t>(i)];
-      int best = 0;
-      float mx = z[0];
-      for (int c = 1; c < classes; ++c)
-        if (z[c] > mx) mx = z[c], best = c;
-      double se = 0;
-      for (int c = 0; c < classes; ++c) se += std::exp(static_cast<double>(z[c] - mx));
-      local.loss += std::log(se) - static_cast<double>(z[label] - mx);
-      local.correct += best == label;
-    }
-    local.samples += static_cast<double>(n);
+    const Targets t = task_->kind() == TaskKind::classification ? Targets(eval_batch_.labels.data())
+                                                                 : Targets::of_values(eval_batch_.targets.data());
+    task_->eval_accumulate(logits_.data(), t, n, eval_sums_);
   }
-  control_.allreduce_fields(local, ReduceOp::sum, "the evaluation allreduce");
+  control_.allreduce(eval_sums_.data(), eval_sums_.size(), ReduceOp::sum, "the evaluation allreduce");
   EvalResult r;
-  r.samples = static_cast<int64_t>(local.samples);
+  r.samples = static_cast<int64_t>(eval_sums_[0]);
   if (r.samples != eval_->samples())
     internal_error("evaluation counted ", r.samples, " samples but the test split has ", eval_->samples());
-  r.accuracy = r.samples ? local.correct / local.samples : 0;
-  r.loss = r.samples ? local.loss / local.samples : 0;
+  r.metrics = task_->eval_metrics(eval_sums_);
+  r.loss = task_->eval_loss(eval_sums_);
+  for (const auto& [name, v] : r.metrics)
+    if (name == "accuracy") r.accuracy = v;
   return r;
 }
 
@@ -1000,19 +1010,28 @@ void Trainer::evaluate_epoch(int64_t step) {
   last_eval_ = evaluate();
   evaluated_ = true;
   const double elapsed = seconds_since(start_);
-  char line[160];
-  std::snprintf(line, sizeof(line), "epoch %d test accuracy %.4f loss %.4f (%lld samples)", batch_.epoch + 1,
-                last_eval_.accuracy, last_eval_.loss, static_cast<long long>(last_eval_.samples));
-  log_info(line);
-  accuracy_curve_.push_back(
-      {{"epoch", batch_.epoch + 1}, {"step", step + 1}, {"accuracy", last_eval_.accuracy}, {"seconds", elapsed}});
-  metrics_.append({{"event", "eval"},
-                   {"step", step + 1},
-                   {"epoch", batch_.epoch + 1},
-                   {"test_accuracy", last_eval_.accuracy},
-                   {"test_loss", last_eval_.loss},
-                   {"elapsed_s", elapsed}});
-  if (tb_) tb_->scalars(step + 1, {{"eval/accuracy", last_eval_.accuracy}, {"eval/loss", last_eval_.loss}});
+  // "test accuracy 0.9012 loss 0.2811", "test rmse 0.0311 mae 0.0242 loss 0.0009": the
+  // task's numbers (per-target ones only in the files).
+  std::string text;
+  char v[48];
+  for (const auto& [name, value] : last_eval_.metrics)
+    if (name.find('_') == std::string::npos) {
+      std::snprintf(v, sizeof(v), " %.4f", value);
+      text += " " + name + v;
+    }
+  log_info("epoch " + std::to_string(batch_.epoch + 1) + " test" + text + " (" + std::to_string(last_eval_.samples) +
+           " samples)");
+  const auto& [headline, headline_value] = last_eval_.metrics.front();
+  accuracy_curve_.push_back({{"epoch", batch_.epoch + 1}, {"step", step + 1}, {headline, headline_value}, {"seconds", elapsed}});
+  nlohmann::json event = {{"event", "eval"}, {"step", step + 1}, {"epoch", batch_.epoch + 1}};
+  std::vector<tb::Scalar> scalars;
+  for (const auto& [name, value] : last_eval_.metrics) {
+    event["test_" + name] = value;
+    scalars.push_back({"eval/" + name, value});
+  }
+  event["elapsed_s"] = elapsed;
+  metrics_.append(event);
+  if (tb_) tb_->scalars(step + 1, scalars);
 }
 
 // Rank 0 writes; every rank learns the outcome, so a failed write ends all ranks alike.
@@ -1139,7 +1158,9 @@ void Trainer::summarize(const std::string& ended) {
            ", optimizer " + std::to_string(tm.mean.optimizer * 1e3) + " ms" +
            (opt_.sync_bn ? "; of comm exposed, --sync-bn sums " + std::to_string(tm.mean.bn_sync * 1e3) + " ms"
                          : std::string()) +
-           ")" + (evaluated_ ? ", test accuracy " + std::to_string(last_eval_.accuracy) : std::string()));
+           ")" +
+           (evaluated_ ? ", test " + last_eval_.metrics.front().first + " " + std::to_string(last_eval_.metrics.front().second)
+                       : std::string()));
 
   const double data_share = tm.data_share();
   if (data_share > kInputBoundShare)
@@ -1241,7 +1262,12 @@ nlohmann::json Trainer::run_record(const Timings& tm, int64_t steps_run) const {
   // breakdown comm_exposed, and not in compute).
   if (opt_.sync_bn) j["bn_sync_ms"] = {{"mean", tm.mean.bn_sync * 1e3}, {"median", tm.median_max.bn_sync * 1e3}};
   j["train_loss"] = std::isfinite(last_loss_) ? nlohmann::json(last_loss_) : nlohmann::json(nullptr);
-  j["test_accuracy"] = evaluated_ ? nlohmann::json(last_eval_.accuracy) : nlohmann::json(nullptr);
+  j["task"] = {{"kind", task_name(task_->kind())}, {"loss", task_->describe()}, {"outputs", task_->outputs()}};
+  const bool accuracy = task_->kind() != TaskKind::regression;
+  j["test_accuracy"] = evaluated_ && accuracy ? nlohmann::json(last_eval_.accuracy) : nlohmann::json(nullptr);
+  j["test_metrics"] = nlohmann::json::object();
+  if (evaluated_)
+    for (const auto& [name, value] : last_eval_.metrics) j["test_metrics"][name] = value;
   j["accuracy_per_epoch"] = accuracy_curve_;
   j["wall_s"] = tm.wall_s;
   j["lr"] = {{"base", schedule_->base()},

@@ -112,7 +112,8 @@ class Trainer {
 
  private:
   struct EvalResult {
-    double accuracy = 0, loss = 0;
+    double accuracy = 0, loss = 0;  // accuracy: classification and multi-label only
+    Metrics metrics;                // the task's numbers (Task::eval_metrics), loss last
     int64_t samples = 0;
   };
   bool restore_checkpoint();  // resume()'s checkpoint part
@@ -157,6 +158,9 @@ class Trainer {
   std::unique_ptr<BatchSource> train_;
   std::unique_ptr<EvalSource> eval_;  // null: no evaluation
   std::unique_ptr<Model> model_;
+  // What the model's outputs are trained to be: the data's task, --loss and its options
+  // (nn/task.hpp); also the model's (ModelOptions::task).
+  std::shared_ptr<const Task> task_;
   bool has_buffers_ = false;          // non-trainable ranges (batch-norm statistics)
   // The non-trainable flat ranges [begin, end), adjacent ones merged (one per batch-norm
   // layer: its running_mean, running_var, num_batches_tracked are neighbours in the
@@ -184,12 +188,13 @@ class Trainer {
   std::unique_ptr<TensorBoardWriter> tb_;  // rank 0 with a TensorBoard directory, else null
   Batch batch_, eval_batch_;
   std::vector<float> logits_, host_scratch_;
+  std::vector<double> eval_sums_;  // evaluate(): the task's sums
   double bn_sync_s_ = 0;              // this step's wait in --sync-bn statistics sums
   StepContext sctx_;
   std::vector<StepTimes> times_;
   double loss_since_log_ = 0;
   double data_since_log_ = 0, step_since_log_ = 0;  // this rank's input waits and step times since the last line
-  int64_t samples_since_log_ = 0;
+  double samples_since_log_ = 0;  // Σ of the steps' loss denominators (Task::denominator): samples, or weights
   double last_loss_ = std::numeric_limits<double>::quiet_NaN();
   nlohmann::json accuracy_curve_ = nlohmann::json::array();
   EvalResult last_eval_;

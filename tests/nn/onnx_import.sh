@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # onnx_import.sh — `--model FILE.onnx` with a user's own CNN (tests/nn/onnx/user_cnn.py:
 # depthwise convs, squeeze-and-excitation with SiLU, GELU as torch decomposes it, hard-swish,
-# ReLU6, concatenation, a residual add, x.mean over H×W, dropout, a linear head registered
+# ReLU6, concatenation, a residual add, LeakyReLU(0.1) in a second export, x.mean over H×W, dropout, a linear head registered
 # first), exported by scripts/export-onnx.py as a user would, and every refusal the importer
 # promises (issue 49 item 3):
 # - `cnnscale train --model user.onnx` runs; its initial and 2-step checkpoints load STRICTLY into
@@ -12,7 +12,7 @@
 # - with dropout: one step against torch's functional ops over cnnscale's graph, following its
 #   dropout masks (tests/nn/torch_reference.py graph);
 # - one `cnnscale: error:` naming the cause and the way out for: an eval-mode export (batch norms
-#   folded), an op cnnscale does not read (LeakyReLU: the node and op named, the supported list
+#   folded), an op cnnscale does not read (ELU: the node and op named, the supported list
 #   given), a file that is not ONNX, a truncated file, a missing file, other channels than the
 #   data's, other classes, a fixed size other than the data's, and hand-made hostile files (stride 0, a
 #   weight of the wrong shape, negative padding, a drop ratio of 1.5, a foreign operator set, a
@@ -32,6 +32,9 @@ expect_eq "export-onnx.py user_cnn.py:UserCNN" 0 "$?"
 "$PY" "$EXPORT" "$USER_CNN" "$d/user0.onnx" --kwargs '{"drop": 0.0}' --input-shape 3,32,32 --seed 5 \
   >>"$d/export.log" 2>&1
 expect_eq "export-onnx.py user_cnn.py:UserCNN (dropout 0)" 0 "$?"
+"$PY" "$EXPORT" "$USER_CNN" "$d/leaky0.onnx" --kwargs '{"drop": 0.0, "act": "leaky"}' --input-shape 3,32,32 --seed 5 \
+  >>"$d/export.log" 2>&1
+expect_eq "export-onnx.py user_cnn.py:UserCNN (LeakyReLU(0.1), dropout 0)" 0 "$?"
 "$CNNSCALE" train --synthetic --model "$d/user.onnx" --image-size 32 --channels 3 --classes 4 --batch-size 4 \
   --synthetic-samples 16 --max-steps 2 --lr 0.05 --momentum 0.9 --seed 3 --run-dir "$d/run" >"$d/train.log" 2>&1
 expect_eq "cnnscale train --model user.onnx, 2 steps" 0 "$?"
@@ -43,14 +46,15 @@ for ck in "$d/init/step-00000000.h5" "$d/run/checkpoints/step-00000002.h5"; do
   "$TOOL" eval "$d/user.onnx" 3 32 32 4 "$ck" "$d/x.f32" 3 "$ck.logits" >>"$d/eval.log" 2>&1
   expect_eq "eval of $(basename "$ck")" 0 "$?"
 done
-for sz in 32x32 27x35; do
-  h=${sz%x*} w=${sz#*x} g="$TMP/step-$sz"
+for case in user0:32x32 user0:27x35 leaky0:29x33; do
+  m=${case%%:*} sz=${case#*:}
+  h=${sz%x*} w=${sz#*x} g="$TMP/step-$m-$sz"
   mkdir -p "$g/cap"
-  "$TOOL" init "$d/user0.onnx" 3 "$h" "$w" 4 7 "$g/init" >/dev/null 2>&1
+  "$TOOL" init "$d/$m.onnx" 3 "$h" "$w" 4 7 "$g/init" >/dev/null 2>&1
   cp "$g/init/step-00000000.h5" "$g/ckpt.h5"
   "$PY" -c "import numpy as np; np.random.seed(11); np.random.randn(4, 3, $h, $w).astype(np.float32).tofile('$g/x.f32'); np.random.seed(12); np.random.randint(0, 4, 4).astype(np.int32).tofile('$g/y.i32')"
-  "$TOOL" grad "$d/user0.onnx" 3 "$h" "$w" 4 "$g/ckpt.h5" "$g/x.f32" 4 "$g/grad.f32" "$g/y.i32" >"$g/grad.txt" 2>"$g/grad.err"
-  expect_eq "$sz: training step of user0.onnx" 0 "$?"
+  "$TOOL" grad "$d/$m.onnx" 3 "$h" "$w" 4 "$g/ckpt.h5" "$g/x.f32" 4 "$g/grad.f32" "$g/y.i32" >"$g/grad.txt" 2>"$g/grad.err"
+  expect_eq "$sz: training step of $m.onnx" 0 "$?"
 done
 # With dropout: the step against torch over cnnscale's graph (its masks followed).
 g="$TMP/drop"
@@ -99,15 +103,15 @@ for tag, ck in (("init", f"{d}/init/step-00000000.h5"), ("2 steps", f"{d}/run/ch
     err = float(np.abs(ours - ref).max() / max(np.abs(ref).max(), 1e-30))
     report(f"{tag}: eval logits equal the module's (max |diff| / max |logit| = {err:.2e} <= 1e-4)", err <= 1e-4)
 
-for sz in ("32x32", "27x35"):
+for m, sz in (("user0", "32x32"), ("user0", "27x35"), ("leaky0", "29x33")):
     h, w = map(int, sz.split("x"))
-    g = f"{tmp}/step-{sz}"
+    g = f"{tmp}/step-{m}-{sz}"
     xs = torch.from_numpy(np.fromfile(f"{g}/x.f32", np.float32).reshape(4, 3, h, w))
     y = torch.from_numpy(np.fromfile(f"{g}/y.i32", np.int32).astype(np.int64))
     sd = state(f"{g}/ckpt.h5")
     grads, losses = {}, {}
     for dt in (torch.float64, torch.float32):
-        net = UserCNN(drop=0.0)
+        net = UserCNN(drop=0.0, act="leaky" if m == "leaky0" else "gelu")
         net.load_state_dict(collections.OrderedDict(sd))
         net = net.to(dt).train()
         loss = torch.nn.functional.cross_entropy(net(xs.to(dt)), y)
@@ -116,6 +120,7 @@ for sz in ("32x32", "27x35"):
         grads[dt] = {k: p.grad.double() for k, p in net.named_parameters()}
     lines = open(f"{g}/grad.txt").read().split("\n")
     our_loss = float(next(line.split()[1] for line in lines if line.startswith("loss ")))
+    sz = f"{m}.onnx {sz}"
     report(f"{sz}: loss equals the module's in float64 ({our_loss:.7f} vs {losses[torch.float64]:.7f})",
            abs(our_loss - losses[torch.float64]) <= 1e-5 * max(1.0, abs(losses[torch.float64])))
     flat = np.fromfile(f"{g}/grad.f32", np.float32).astype(np.float64)
@@ -144,7 +149,7 @@ torch.manual_seed(0)
 torch.onnx.export(UserCNN().eval(), torch.randn(2, 3, 32, 32), f"{e}/eval.onnx", opset_version=14)
 PYEOF
 expect_eq "eval-mode export written" 0 "$?"
-"$PY" "$EXPORT" "$USER_CNN" "$e/leaky.onnx" --kwargs '{"act": "leaky"}' --input-shape 3,32,32 >>"$e/export.log" 2>&1
+"$PY" "$EXPORT" "$USER_CNN" "$e/elu.onnx" --kwargs '{"act": "elu"}' --input-shape 3,32,32 >>"$e/export.log" 2>&1
 "$PY" "$EXPORT" "$USER_CNN" "$e/fixed.onnx" --fixed-size --input-shape 3,32,32 >>"$e/export.log" 2>&1
 echo "not a model" >"$e/text.onnx"
 head -c 3000 "$d/user.onnx" >"$e/truncated.onnx"
@@ -155,7 +160,7 @@ refuse() {  # refuse NAME MODEL CHANNELS SIZE CLASSES PATTERN
   expect_grep "$1: one clear error" "^cnnscale: error: .*$6" "$e/$1.log"
 }
 refuse eval-mode "$e/eval.onnx" 3 32 4 "eval-mode export .*export-onnx.py"
-refuse unsupported "$e/leaky.onnx" 3 32 4 "node '[^']*LeakyRelu' \\(LeakyRelu\\): is not supported; cnnscale reads: Conv, "
+refuse unsupported "$e/elu.onnx" 3 32 4 "node '[^']*Elu' \\(Elu\\): is not supported; cnnscale reads: Conv, "
 refuse not-onnx "$e/text.onnx" 3 32 4 "not an ONNX model, or a damaged one"
 refuse truncated "$e/truncated.onnx" 3 32 4 "not an ONNX model, or a damaged one"
 refuse missing "$e/none.onnx" 3 32 4 "none.onnx: no such file"

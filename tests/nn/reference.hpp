@@ -89,6 +89,7 @@ inline Result forward(const Graph& g, const std::vector<double>& P, const float*
             case Act::hardswish: y[i] = v * std::min(std::max(v + 3, 0.0), 6.0) / 6; break;
             case Act::gelu: y[i] = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); break;
             case Act::hardsigmoid: y[i] = std::min(std::max(v + 3, 0.0), 6.0) / 6; break;
+            case Act::leaky_relu: y[i] = v > 0 ? v : nd.slope * v; break;
           }
         }
         break;

@@ -123,6 +123,11 @@ TEST(GradCheck, Activations) {
             "linear(3)",
             {2, 5, 5}, 3, 3, 0);
 }
+// Leaky ReLU (CosmoFlow's, slope 0.3) on maps and on flat features (PyTorch's default 0.01).
+TEST(GradCheck, LeakyRelu) {
+  gradcheck("conv(4,3,1,1) leaky_relu(0.3) conv(4,2) leaky_relu(0.3) flatten linear(6) leaky_relu linear(3)", {2, 5, 5},
+            3, 3, 0);
+}
 // Hard-sigmoid (MobileNetV3's squeeze-and-excitation gate) and stochastic depth in a
 // residual branch (EfficientNet's MBConv): batch 6 at this step and seed drops some samples'
 // branches and keeps the others' (samples 3, 4 of the first; 2, 3, 5 of the second).

@@ -97,6 +97,22 @@ TEST(Spec, Activations) {
   EXPECT_NE(error_of("conv(4,3) silu(2) flatten linear(10)").find("takes no arguments"), std::string::npos);
 }
 
+// leaky_relu[(slope)]: PyTorch's default slope 0.01 unless given; the spec round-trips with
+// the slope written only where it is not the default.
+TEST(Spec, LeakyRelu) {
+  const std::string spec = "conv(4,3) leaky_relu(0.3) conv(4,1) leaky_relu flatten linear(3)";
+  EXPECT_EQ(nn::format_spec(nn::parse_spec(spec)), spec);
+  EXPECT_EQ(nn::format_spec(nn::parse_spec("conv(4,3) leaky_relu(0.01) flatten linear(3)")),
+            "conv(4,3) leaky_relu flatten linear(3)");
+  const auto mg = nn::build_model_graph(spec, {1, 6, 6}, 3);
+  std::vector<float> slopes;
+  for (const auto& n : mg.graph.nodes)
+    if (n.op == nn::Op::act && n.act == nn::Act::leaky_relu) slopes.push_back(n.slope);
+  EXPECT_EQ(slopes, (std::vector<float>{0.3f, 0.01f}));
+  EXPECT_NE(error_of("conv(4,3) leaky_relu(1,2) flatten linear(10)").find("leaky_relu[(negative slope)]"),
+            std::string::npos);
+}
+
 // stochastic_depth(p): one Op::stochastic_depth node with its p, the shape kept, round-trips;
 // p outside [0, 1] and a flat input are errors.
 TEST(Spec, StochasticDepth) {

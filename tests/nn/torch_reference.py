@@ -42,7 +42,7 @@ class Capture:
                 "stride": int(f["stride"]), "pad": int(f["pad"]), "p": float(f["p"]),
                 "groups": int(f.get("groups", "1")), "act": f.get("act", ""),
                 "ceil": f.get("ceil", "0") == "1", "momentum": float(f.get("momentum", "0.1")),
-                "eps": float(f.get("eps", "1e-5")),
+                "eps": float(f.get("eps", "1e-5")), "slope": float(f.get("slope", "0.01")),
                 "slice": [int(v) for v in f.get("slice", "0,0").split(",")],
                 "params": [p for p in f["params"].split(",") if p],
             })
@@ -70,17 +70,18 @@ class Follow:
         self.cap = cap
         self.relus = [nd["index"] for nd in cap.of_op("relu")]
         self.relu6s = [nd["index"] for nd in cap.of_op("act") if nd["act"] == "relu6"]
+        self.leakys = [nd["index"] for nd in cap.of_op("act") if nd["act"] == "leaky_relu"]
         self.pools = cap.of_op("maxpool")
         self.decisions = []
         self.mode = "decide"
-        self.followed = {"relu": 0, "maxpool": 0, "relu6": 0}
-        self.disagree_clear = {"relu": 0, "maxpool": 0, "relu6": 0}  # cnnscale differs where float64 is clear
+        self.followed = {"relu": 0, "maxpool": 0, "relu6": 0, "leaky_relu": 0}
+        self.disagree_clear = {"relu": 0, "maxpool": 0, "relu6": 0, "leaky_relu": 0}  # cnnscale differs where float64 is clear
         self.reset()
 
     def reset(self, mode=None):
         if mode:
             self.mode = mode
-        self.ri = self.pi = self.di = self.r6 = 0
+        self.ri = self.pi = self.di = self.r6 = self.lk = 0
 
     def relu(self, x):
         if self.mode == "replay":
@@ -98,6 +99,25 @@ class Follow:
         mask = torch.where(near, ours, own)
         self.decisions.append(mask)
         return x * mask.to(x.dtype)
+
+    def leaky_relu(self, x, slope):
+        """LeakyReLU: x where x > 0, else slope·x; the side of the kink as relu's (cnnscale's output
+        > 0 is its x > 0 for a positive slope)."""
+        if self.mode == "replay":
+            mask = self.decisions[self.di]
+            self.di += 1
+        else:
+            k = self.leakys[self.lk]
+            self.lk += 1
+            ours = self.cap.output(k) > 0
+            xd = x.detach()
+            own = xd > 0
+            near = xd.abs() <= TIE * max(float(xd.abs().max()), 1e-30)
+            self.followed["leaky_relu"] += int((near & (ours != own)).sum())
+            self.disagree_clear["leaky_relu"] += int((~near & (ours != own)).sum())
+            mask = torch.where(near, ours, own)
+            self.decisions.append(mask)
+        return torch.where(mask, x, x * slope)
 
     def relu6(self, x):
         """ReLU6 = clamp(x, 0, 6) with its two kinks: per element a region (0: x ≤ 0, 1: between,
@@ -208,6 +228,8 @@ def run_graph(cap, params, x, follow, seed=0, step=0, sample_ids=None):
             y = a * T[nd["inputs"][1]]
         elif op == "act" and nd["act"] == "relu6":
             y = follow.relu6(a)
+        elif op == "act" and nd["act"] == "leaky_relu":
+            y = follow.leaky_relu(a, nd["slope"])
         elif op == "act":
             y = {"relu6": F.relu6, "sigmoid": torch.sigmoid, "silu": F.silu, "hardswish": F.hardswish,
                  "gelu": F.gelu, "hardsigmoid": F.hardsigmoid}[nd["act"]](a)

@@ -261,9 +261,11 @@ class CudaNet final : public DeviceModel {
     plan_for(max_batch_);
   }
 
-  double forward_backward(const float* images, const int32_t* labels, int64_t n, const StepContext& ctx,
+  double forward_backward(const float* images, const Targets& targets, int64_t n, const StepContext& ctx,
                           const GradReadyFn& on_ready) override {
     if (n <= 0) fail("forward_backward: empty batch");
+    const int32_t* labels = targets.labels;  // the plain cross-entropy only (make_cuda_model)
+    if (!labels) internal_error("the GPU model trains on class labels only");
     const int C = g_.classes;
     for (int64_t i = 0; i < n; ++i)
       if (labels[i] < 0 || labels[i] >= C) fail("label ", labels[i], " of sample ", i, " is outside [0, ", C, ")");
@@ -768,6 +770,9 @@ class CudaNet final : public DeviceModel {
 
 std::unique_ptr<DeviceModel> make_cuda_model(const std::string& name_or_spec, const SampleShape& input, int classes,
                                              int device, const ModelOptions& options) {
+  if (options.task && !options.task->plain_cross_entropy())
+    fail("--device cuda trains with the plain cross-entropy over class labels only; ", options.task->describe(),
+         " runs on the CPU model (leave out --device cuda) until the GPU model has it");
   return std::make_unique<nn::cuda::CudaNet>(nn::build_model_graph(name_or_spec, input, classes, options), device,
                                              options.tf32, options.cudnn_benchmark);
 }

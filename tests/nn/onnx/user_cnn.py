@@ -2,7 +2,7 @@
 # depthwise-separable convolutions, squeeze-and-excitation with SiLU, GELU, hard-swish, ReLU6,
 # an inception-style concatenation, a residual add, bias-free convs, a max pool, x.mean over
 # H×W, dropout and a linear head — registered in an order other than the forward's (the head
-# first), as torch allows. `act="leaky"` swaps GELU for LeakyReLU, which cnnscale does not read.
+# first), as torch allows. `act="leaky"` swaps GELU for LeakyReLU(0.1); `act="elu"` for ELU, which cnnscale does not read.
 import torch
 from torch import nn
 
@@ -26,7 +26,7 @@ class UserCNN(nn.Module):
         self.head = nn.Linear(48, classes)
         self.drop = nn.Dropout(drop)
         self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16),
-                                  nn.GELU() if act == "gelu" else nn.LeakyReLU(0.1))
+                                  nn.GELU() if act == "gelu" else nn.LeakyReLU(0.1) if act == "leaky" else nn.ELU())
         self.dw = nn.Sequential(nn.Conv2d(16, 16, 3, stride=2, padding=1, groups=16, bias=False),
                                 nn.BatchNorm2d(16, momentum=0.05, eps=1e-3), nn.Hardswish())
         self.se = SE(16, 4)
