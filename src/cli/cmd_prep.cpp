@@ -27,7 +27,8 @@ int cmd_prep(int argc, char** argv) {
       "its declared sample layout (--store jpeg: every stored JPEG decodes).\n"
       "Formats (--format; docs/data.md has the details):\n"
       "  idx       MNIST-style IDX files {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] in --input\n"
-      "  hdf5      uint8 image and integer label datasets of one HDF5 file (--images, --labels, ...)\n"
+      "  hdf5      datasets of one HDF5 file: uint8 images or int16/float16/float32 samples (--images) with\n"
+      "            integer labels (--labels) or float targets (--targets, regression)\n"
       "  cifar10   the CIFAR-10 binary version: --input is cifar-10-batches-bin/ (data_batch_{1..5}.bin,\n"
       "            test_batch.bin, batches.meta.txt) or its parent; 3×32×32, 10 named classes\n"
       "  cifar100  the CIFAR-100 binary version: --input is cifar-100-binary/ (train.bin, test.bin,\n"
@@ -77,10 +78,19 @@ int cmd_prep(int argc, char** argv) {
       "compress", po::value<std::string>()->default_value("none"), "none | gzip (level 4)")(
       "chunk", po::value<int64_t>()->default_value(64), "samples per HDF5 chunk of /images")(
       "classes", po::value<int>()->default_value(0), "number of classes (0: largest label + 1)")(
-      "images", po::value<std::string>(), "hdf5: dataset of train images (uint8, N×C×H×W or N×H×W)")(
-      "labels", po::value<std::string>(), "hdf5: dataset of train labels (integer, N)")(
-      "test-images", po::value<std::string>(), "hdf5: dataset of test images (optional)")(
-      "test-labels", po::value<std::string>(), "hdf5: dataset of test labels (optional)")(
+      "images", po::value<std::string>(),
+      "hdf5: dataset of train samples, N×C×H×W or N×H×W: uint8 images, or int16/float16/float32 values kept as "
+      "they are (science data; docs/data.md)")(
+      "labels", po::value<std::string>(), "hdf5: dataset of train labels (integer, N): a classification data set")(
+      "targets", po::value<std::string>(),
+      "hdf5: dataset of train targets (numbers, N or N×K, stored as float32) instead of --labels: a regression "
+      "data set (train's default loss mse)")(
+      "test-images", po::value<std::string>(), "hdf5: dataset of test samples (optional)")(
+      "test-labels", po::value<std::string>(), "hdf5: dataset of test labels (with --labels)")(
+      "test-targets", po::value<std::string>(), "hdf5: dataset of test targets (with --targets)")(
+      "transform", po::value<std::string>()->default_value("none"),
+      "none | log1p: int16/float16/float32 samples are fed as log(1 + x) (count data, as CosmoFlow), the "
+      "normalisation statistics being those of log(1 + x); the stored values stay as they are")(
       "force", po::bool_switch(), "replace a non-empty --output")(
       "verify", po::value<std::string>(),
       "check an existing dataset directory (all shards, all checksums, the chunk lists, the sample layout)");
@@ -121,8 +131,10 @@ int cmd_prep(int argc, char** argv) {
   if (vm.count("input")) o.input = vm["input"].as<std::string>();
   if (vm.count("output")) o.output = vm["output"].as<std::string>();
   for (auto [key, dst] : {std::pair{"images", &o.images}, std::pair{"labels", &o.labels},
-                          std::pair{"test-images", &o.test_images}, std::pair{"test-labels", &o.test_labels}})
+                          std::pair{"test-images", &o.test_images}, std::pair{"test-labels", &o.test_labels},
+                          std::pair{"targets", &o.targets}, std::pair{"test-targets", &o.test_targets}})
     if (vm.count(key)) *dst = vm[key].as<std::string>();
+  o.transform = vm["transform"].as<std::string>();
   if (o.format == "idx" && (!o.images.empty() || !o.labels.empty() || !o.test_images.empty()))
     fail("--images/--labels/--test-images/--test-labels belong to --format hdf5; --format idx finds the files itself");
   if (vm.count("cifar100-labels")) o.cifar100_labels = vm["cifar100-labels"].as<std::string>();
@@ -168,8 +180,9 @@ int cmd_prep(int argc, char** argv) {
     print_error(e.what());
     return 128 + e.signal();
   }
-  std::printf("prep: wrote %s: %lld train + %lld test samples, %d classes\n", r.output.c_str(),
-              static_cast<long long>(r.train_samples), static_cast<long long>(r.test_samples), r.classes);
+  std::printf("prep: wrote %s: %lld train + %lld test samples, %d %s\n", r.output.c_str(),
+              static_cast<long long>(r.train_samples), static_cast<long long>(r.test_samples), r.classes,
+              r.regression ? (r.classes == 1 ? "target" : "targets") : "classes");
   return 0;
 }
 

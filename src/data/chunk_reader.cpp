@@ -87,7 +87,11 @@ std::unique_ptr<DirectChunkReader> DirectChunkReader::open(const std::string& pa
   H5Id dcpl = h5_plist(H5Dget_create_plist(images));
   H5Id type = h5_type(H5Dget_type(images));
   H5Id space = h5_space(H5Dget_space(images));
-  if (!dcpl.valid() || !type.valid() || !space.valid() || H5Pget_layout(dcpl) != H5D_CHUNKED || H5Tget_size(type) != 1)
+  // Elements of 1, 2 or 4 bytes, little-endian (as prep writes every sample type): read as
+  // bytes, the reader converts them.
+  const size_t elem = type.valid() ? H5Tget_size(type) : 0;
+  if (!dcpl.valid() || !type.valid() || !space.valid() || H5Pget_layout(dcpl) != H5D_CHUNKED ||
+      (elem != 1 && elem != 2 && elem != 4) || (elem > 1 && H5Tget_order(type) != H5T_ORDER_LE))
     return nullptr;
   if (H5Pget_nfilters(dcpl) != 1) return nullptr;  // gzip too (or no checksum): HDF5's path
   unsigned flags = 0, config = 0;
@@ -100,7 +104,7 @@ std::unique_ptr<DirectChunkReader> DirectChunkReader::open(const std::string& pa
   hsize_t dims[4] = {0}, chunk[4] = {0};
   H5Sget_simple_extent_dims(space, dims, nullptr);
   if (H5Pget_chunk(dcpl, rank, chunk) != rank) return nullptr;
-  int64_t row = 1;  // bytes per index along the first axis; the chunk must hold whole rows
+  int64_t row = static_cast<int64_t>(elem);  // bytes per index along the first axis; the chunk must hold whole rows
   for (int i = 1; i < rank; ++i) {
     if (chunk[i] != dims[i]) return nullptr;
     row *= static_cast<int64_t>(dims[i]);

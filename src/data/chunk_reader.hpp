@@ -9,7 +9,8 @@
 // checksum (H5Zfletcher32.c), nothing else unless gzip was asked for.
 //
 // open() (under hdf5_mutex()) takes a dataset whose only filter is fletcher32 and whose
-// elements are bytes, reads every chunk's file address from the shard's /chunk_addresses
+// elements are 1, 2 or 4 little-endian bytes (every sample type prep writes; read as
+// bytes), reads every chunk's file address from the shard's /chunk_addresses
 // (prep writes it) or, in shards without a usable one, looks each up
 // (H5Dget_chunk_info_by_coord: its cost grows with the chunk count), and reads through
 // HDF5's own descriptor of the file (the sec2 driver's; the file stays open as long as the

@@ -2,6 +2,8 @@
 #include "data/dataset.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -124,8 +126,42 @@ std::string check_shard(const DatasetInfo& info, SplitInfo& split, const ShardIn
     fail("shard ", sh.path, ": /images samples are ", dims[1], "x", dims[2], "x", dims[3], " but ", json_path, " says ",
          info.shape.channels, "x", info.shape.height, "x", info.shape.width, "; ", kRerun);
   H5Id type = h5_type(H5Dget_type(images));
-  if (H5Tget_class(type) != H5T_INTEGER || H5Tget_size(type) != 1 || H5Tget_sign(type) != H5T_SGN_NONE)
-    fail("shard ", sh.path, ": /images is not uint8 as ", json_path, " says; ", kRerun);
+  const bool is_float = H5Tget_class(type) == H5T_FLOAT, is_int = H5Tget_class(type) == H5T_INTEGER;
+  const size_t bytes = H5Tget_size(type);
+  bool type_ok = false;
+  switch (info.dtype) {
+    case SampleType::u8: type_ok = is_int && bytes == 1 && H5Tget_sign(type) == H5T_SGN_NONE; break;
+    case SampleType::i16: type_ok = is_int && bytes == 2 && H5Tget_sign(type) == H5T_SGN_2; break;
+    case SampleType::f16: type_ok = is_float && bytes == 2; break;
+    case SampleType::f32: type_ok = is_float && bytes == 4; break;
+  }
+  if (!type_ok || H5Tget_order(type) != H5T_ORDER_LE)
+    fail("shard ", sh.path, ": /images is not ", sample_type_name(info.dtype), " as ", json_path, " says; ", kRerun);
+
+  if (info.task != TaskKind::classification) {
+    d = H5Dopen2(f, "/targets", H5P_DEFAULT);
+    if (d < 0) fail("shard ", sh.path, " has no /targets dataset (", h5_error_cause(), "); ", kRerun);
+    H5Id targets = h5_dataset(d);
+    H5Id tspace = h5_space(H5Dget_space(targets));
+    hsize_t tdims[8] = {0};
+    if (H5Sget_simple_extent_ndims(tspace) != 2) fail("shard ", sh.path, ": /targets is not N×K; ", kRerun);
+    H5Sget_simple_extent_dims(tspace, tdims, nullptr);
+    if (static_cast<int64_t>(tdims[0]) != sh.samples || static_cast<int>(tdims[1]) != info.targets)
+      fail("shard ", sh.path, " holds ", tdims[0], "x", tdims[1], " targets but ", json_path, " says ", sh.samples,
+           " samples of ", info.targets, "; ", kRerun);
+    const size_t at = split.targets.size(), count = static_cast<size_t>(sh.samples) * static_cast<size_t>(info.targets);
+    split.targets.resize(at + count);
+    if (count > 0 &&
+        H5Dread(targets, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, split.targets.data() + at) < 0)
+      fail("shard ", sh.path, ": reading /targets failed (", h5_error_cause(), "): the file is damaged; copy it again ",
+           "or ", kRerun);
+    for (size_t i = 0; i < count; ++i)
+      if (!std::isfinite(split.targets[at + i]))
+        fail("shard ", sh.path, ": target ", i % static_cast<size_t>(info.targets), " of sample ",
+             i / static_cast<size_t>(info.targets), " is not finite; fix the source data and ", kRerun);
+    return shard_digest(sh.path, images, sh.samples, nullptr, nullptr, nullptr, split.targets.data() + at,
+                        info.targets);
+  }
 
   d = H5Dopen2(f, "/labels", H5P_DEFAULT);
   if (d < 0) fail("shard ", sh.path, " has no /labels dataset (", h5_error_cause(), "); ", kRerun);
@@ -227,10 +263,24 @@ DatasetInfo load_dataset(const std::string& dir_in) {
   if (shape.size() != 3 || shape[0] < 1 || shape[1] < 1 || shape[2] < 1)
     fail(json_path, ": sample_shape must be [C, H, W] with positive sizes; ", kRerun);
   info.shape = {shape[0], shape[1], shape[2]};
-  if (get_field<std::string>(j, "dtype", json_path) != "uint8")
-    fail(json_path, ": dtype '", j["dtype"].get<std::string>(), "' is not supported (only uint8); ", kRerun);
-  info.classes = get_field<int>(j, "classes", json_path);
-  if (info.classes < 1) fail(json_path, ": classes must be at least 1; ", kRerun);
+  const std::string dtype = get_field<std::string>(j, "dtype", json_path);
+  if (!parse_sample_type(dtype, &info.dtype))
+    fail(json_path, ": dtype '", dtype, "' is not one cnnscale reads (uint8, int16, float16, float32); ", kRerun);
+  const std::string task = j.value("task", std::string("classification"));
+  if (!parse_task(task, &info.task) || info.task == TaskKind::multilabel)
+    fail(json_path, ": task '", task, "' is not one cnnscale reads (classification, regression); ", kRerun);
+  info.transform = j.value("transform", std::string("none"));
+  if (info.transform != "none" && info.transform != "log1p")
+    fail(json_path, ": transform '", info.transform, "' is not none or log1p; ", kRerun);
+  if (info.task == TaskKind::regression) {
+    info.targets = get_field<int>(j, "targets", json_path);
+    if (info.targets < 1) fail(json_path, ": targets must be at least 1; ", kRerun);
+  } else {
+    info.classes = get_field<int>(j, "classes", json_path);
+    if (info.classes < 1) fail(json_path, ": classes must be at least 1; ", kRerun);
+  }
+  if (info.dtype != SampleType::u8 && j.contains("sample_layout") && j["sample_layout"] != "fixed")
+    fail(json_path, ": a ", dtype, " data set has a fixed sample layout only; ", kRerun);
   if (j.contains("class_names")) {
     info.class_names = get_field<std::vector<std::string>>(j, "class_names", json_path);
     if (static_cast<int>(info.class_names.size()) != info.classes)
@@ -247,6 +297,12 @@ DatasetInfo load_dataset(const std::string& dir_in) {
   // NaN loss that blamed --lr (issue 48 item 12).
   for (size_t c = 0; c < info.mean.size(); ++c) {
     const double m = info.mean[c], s = info.std[c];
+    if (info.dtype != SampleType::u8) {  // the values' own units: finite, a positive std
+      if (!std::isfinite(m) || !std::isfinite(s) || !(s > 0))
+        fail(json_path, ": normalization.mean/std[", c, "] are ", m, " and ", s, "; a finite mean and a positive, ",
+             "finite std are needed; ", kRerun);
+      continue;
+    }
     if (!(m >= 0 && m <= 1))
       fail(json_path, ": normalization.mean[", c, "] is ", m, ", but pixels are normalised as x/255 in [0, 1], so a ",
            "mean must be in [0, 1]; ", kRerun);
@@ -289,7 +345,8 @@ DatasetInfo load_dataset(const std::string& dir_in) {
   Hdf5Lock lock(hdf5_mutex());
   h5_quiet();
   for (auto* split : {&info.train, &info.test}) {
-    split->labels.reserve(static_cast<size_t>(split->samples));
+    if (info.task == TaskKind::classification) split->labels.reserve(static_cast<size_t>(split->samples));
+    else split->targets.reserve(static_cast<size_t>(split->samples) * static_cast<size_t>(info.targets));
     for (auto& sh : split->shards) {
       const std::string found = check_shard(info, *split, sh, json_path);
       if (sh.digest.empty()) {
@@ -309,6 +366,45 @@ DatasetInfo load_dataset(const std::string& dir_in) {
     }
   }
   return info;
+}
+
+const char* sample_type_name(SampleType t) {
+  switch (t) {
+    case SampleType::u8: return "uint8";
+    case SampleType::i16: return "int16";
+    case SampleType::f16: return "float16";
+    case SampleType::f32: return "float32";
+  }
+  return "?";
+}
+
+bool parse_sample_type(const std::string& s, SampleType* out) {
+  for (SampleType t : {SampleType::u8, SampleType::i16, SampleType::f16, SampleType::f32})
+    if (s == sample_type_name(t)) return *out = t, true;
+  return false;
+}
+
+int sample_type_bytes(SampleType t) {
+  switch (t) {
+    case SampleType::u8: return 1;
+    case SampleType::i16:
+    case SampleType::f16: return 2;
+    case SampleType::f32: return 4;
+  }
+  return 1;
+}
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0) {  // zero or subnormal: mant · 2^-24, exact in float
+    const float v = static_cast<float>(mant) * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  uint32_t bits = sign | (exp == 31 ? (0xffu << 23) | (mant << 13) : ((exp + 112u) << 23) | (mant << 13));
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
 }
 
 std::string unbound_warning(const DatasetInfo& info) {

@@ -15,10 +15,12 @@
 #include <vector>
 
 #include "data/batch_source.hpp"
+#include "data/sample_type.hpp"
 
 namespace cnnscale {
 
 constexpr const char* kDatasetFormat = "cnnscale-dataset";
+
 constexpr int kDatasetVersion = 1;
 
 struct ShardInfo {
@@ -35,7 +37,8 @@ struct SplitInfo {
   std::string name;  // "train" or "test"
   int64_t samples = 0;
   std::vector<ShardInfo> shards;  // in global-index order
-  std::vector<int32_t> labels;    // all labels of the split (filled by load_dataset)
+  std::vector<int32_t> labels;    // classification: all labels of the split (filled by load_dataset)
+  std::vector<float> targets;     // regression: all targets of the split, samples × DatasetInfo::targets
   // Ragged data sets only (filled by load_dataset): per sample, its byte offset in its
   // shard's 1-D /images and its C×H×W shape.
   std::vector<int64_t> offsets;
@@ -56,9 +59,18 @@ struct DatasetInfo {
   // are a JPEG (shapes: its decoded size), decoded by the reader threads.
   bool jpeg = false;
   int max_side = 0;
+  SampleType dtype = SampleType::u8;
+  int64_t sample_bytes() const { return shape.numel() * sample_type_bytes(dtype); }
+  // What the targets are (dataset.json "task"): class labels (/labels int32 N, `classes`),
+  // or `targets` floats per sample (/targets float32 N×K, regression).
+  TaskKind task = TaskKind::classification;
+  int targets = 0;                       // regression: K
+  int outputs() const { return task == TaskKind::classification ? classes : targets; }
+  // "log1p": the reader feeds log(1 + x) (CosmoFlow's counts; prep --transform); "none".
+  std::string transform = "none";
   int classes = 0;
   std::vector<std::string> class_names;  // label order; empty when dataset.json names none
-  std::vector<double> mean, std;         // per channel, in [0,1] pixel units
+  std::vector<double> mean, std;         // per channel: uint8 in [0,1] pixel units; others in the values' units (after the transform)
   int64_t chunk_samples = 0;
   std::string compression = "none";
   SplitInfo train, test;  // test.samples == 0: the data set has no test split

@@ -3,6 +3,8 @@
 
 #include <vector>
 
+#include "util/error.hpp"
+
 namespace cnnscale {
 
 void h5_quiet() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
@@ -48,6 +50,21 @@ H5Id h5_open_readonly(const std::string& path, std::string& cause) {
     return {};
   }
   return h5_file(f);
+}
+
+H5Id h5_sample_type(SampleType t) {
+  switch (t) {
+    case SampleType::u8: return h5_type(H5Tcopy(H5T_STD_U8LE));
+    case SampleType::i16: return h5_type(H5Tcopy(H5T_STD_I16LE));
+    case SampleType::f32: return h5_type(H5Tcopy(H5T_IEEE_F32LE));
+    case SampleType::f16: {
+      H5Id h = h5_type(H5Tcopy(H5T_IEEE_F32LE));
+      if (H5Tset_fields(h, 15, 10, 5, 0, 10) < 0 || H5Tset_size(h, 2) < 0 || H5Tset_ebias(h, 15) < 0)
+        internal_error("cannot make HDF5's float16 type");
+      return h;
+    }
+  }
+  internal_error("h5_sample_type: unknown type");
 }
 
 }  // namespace cnnscale

@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include "data/sample_type.hpp"
+
 namespace cnnscale {
 
 // Owns an hid_t and closes it with the matching H5*close.
@@ -60,5 +62,10 @@ std::string h5_error_cause();
 // Opens an existing HDF5 file read-only (sec2 driver, serial), or returns an invalid
 // handle; `cause` then says why.
 H5Id h5_open_readonly(const std::string& path, std::string& cause);
+
+// The little-endian HDF5 type of a sample type, as shards store it and as readers read it
+// (memory and file alike: no conversion). float16: IEEE binary16 (HDF5 1.10 has no predefined
+// one; h5py and numpy write this).
+H5Id h5_sample_type(SampleType t);
 
 }  // namespace cnnscale

@@ -91,6 +91,22 @@ const char* kDamaged =
 // A shard whose /chunk_addresses the direct reader ignores (one that cannot be read, or an
 // older prep's out of file order): its chunks are looked up when it is opened, correct but
 // slower for shards of many chunks. Said once per process (rank 0), for the first such shard.
+// The targets of samples ids[0..n) into b: their labels (classification) or their K floats
+// each (regression), the other vector emptied.
+void fill_targets(const DatasetInfo& info, const SplitInfo& split, const int64_t* ids, int64_t n, Batch& b) {
+  if (info.task == TaskKind::classification) {
+    b.targets.clear();
+    b.labels.resize(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) b.labels[static_cast<size_t>(k)] = split.labels[static_cast<size_t>(ids[k])];
+    return;
+  }
+  const size_t K = static_cast<size_t>(info.targets);
+  b.labels.clear();
+  b.targets.resize(static_cast<size_t>(n) * K);
+  for (int64_t k = 0; k < n; ++k)
+    std::copy_n(split.targets.data() + static_cast<size_t>(ids[k]) * K, K, b.targets.data() + static_cast<size_t>(k) * K);
+}
+
 void warn_ignored_list(const std::string& path, const DirectChunkReader* r) {
   if (!r || r->chunk_list() != DirectChunkReader::ChunkList::unusable) return;
   static std::atomic<bool> said{false};
@@ -118,13 +134,12 @@ class ShardReader {
   ShardReader(const ShardReader&) = delete;
   ShardReader& operator=(const ShardReader&) = delete;
 
-  // Reads shard s's samples local[0..n) (ascending, distinct) into dst, n × numel bytes.
+  // Reads shard s's samples local[0..n) (ascending, distinct) into dst, n × sample_bytes().
   void read(int s, const int64_t* local, int64_t n, uint8_t* dst, ReadTimes* times = nullptr) {
     TimedHdf5Lock lock(times);
     h5_quiet();
     Open& o = ensure_open(s);
-    const SampleShape sh = info_->shape;
-    const int64_t numel = sh.numel();
+    const int64_t numel = info_->sample_bytes();
     if (cache_) {
       for (int64_t k = 0; k < n; ++k) {
         const int64_t c = local[k] / o.chunk;
@@ -202,8 +217,8 @@ class ShardReader {
                    double* checksum_s = nullptr) const {
     const int64_t base = split_.shards[s].first_index;
     const int64_t begin =
-        info_->ragged ? split_.offsets[static_cast<size_t>(base + local)] : local * info_->shape.numel();
-    const int64_t len = info_->ragged ? split_.lengths[static_cast<size_t>(base + local)] : info_->shape.numel();
+        info_->ragged ? split_.offsets[static_cast<size_t>(base + local)] : local * info_->sample_bytes();
+    const int64_t len = info_->ragged ? split_.lengths[static_cast<size_t>(base + local)] : info_->sample_bytes();
     open_[s].direct->read(begin, begin + len, dst, buf, io_s, checksum_s);
   }
 
@@ -256,7 +271,8 @@ class ShardReader {
     hsize_t md[4] = {static_cast<hsize_t>(total), static_cast<hsize_t>(sh.channels), static_cast<hsize_t>(sh.height),
                      static_cast<hsize_t>(sh.width)};
     H5Id mspace = h5_space(H5Screate_simple(4, md, nullptr));
-    if (H5Dread(o.images, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, dst) < 0)
+    H5Id mtype = h5_sample_type(info_->dtype);  // the stored type: bytes as they are
+    if (H5Dread(o.images, mtype, mspace, fspace, H5P_DEFAULT, dst) < 0)
       fail("shard ", split_.shards[s].path, " is damaged: reading ", total, " image(s) from index ", start[0],
            " failed (", h5_error_cause(), ")", kDamaged);
   }
@@ -291,7 +307,7 @@ class ShardedHdf5Source : public BatchSource {
         sampler_(info->train.samples, o.batch_per_rank * world, o.drop_last, o.seed),
         reader_(info, info->train, o.cache_memory, /*direct=*/true),
         augment_(o.augment, info->shape, o.seed, info->ragged),
-        norm_(augment_.output_shape(), info->mean, info->std),
+        norm_(augment_.output_shape(), info->mean, info->std, info->dtype, info->transform == "log1p"),
         pool_(o.threads),
         augmented_(static_cast<size_t>(o.threads)),
         scratch_(static_cast<size_t>(o.threads)),
@@ -305,7 +321,8 @@ class ShardedHdf5Source : public BatchSource {
         prefetch_([this](int e, int64_t s, Batch& b) { produce(e, s, b); }, sampler_.steps_per_epoch(), o.prefetch) {}
 
   SampleShape shape() const override { return augment_.output_shape(); }
-  int classes() const override { return info_->classes; }
+  int classes() const override { return info_->outputs(); }
+  TaskKind task() const override { return info_->task; }
   int64_t samples() const override { return info_->train.samples; }
   int64_t steps_per_epoch() const override { return sampler_.steps_per_epoch(); }
   void seek(int epoch, int64_t step) override {
@@ -324,14 +341,13 @@ class ShardedHdf5Source : public BatchSource {
   void produce(int epoch, int64_t step, Batch& b) {
     sampler_.rank_slice(epoch, step, rank_, per_rank_, ids_);
     const SplitInfo& split = info_->train;
-    const int64_t n = per_rank_, numel = info_->shape.numel();
+    const int64_t n = per_rank_, numel = info_->sample_bytes();
     b.epoch = epoch;
     b.step_in_epoch = step;
     b.count = n;
     b.rank_offset = int64_t{rank_} * per_rank_;
     b.sample_ids = ids_;
-    b.labels.resize(static_cast<size_t>(n));
-    for (int64_t k = 0; k < n; ++k) b.labels[k] = split.labels[ids_[k]];
+    fill_targets(*info_, split, ids_.data(), n, b);
     // Sort by global index (= shard order, then chunk order within a shard).
     order_.resize(static_cast<size_t>(n));
     std::iota(order_.begin(), order_.end(), 0);
@@ -356,7 +372,7 @@ class ShardedHdf5Source : public BatchSource {
         const int s = split.shard_of(g);
         std::vector<uint8_t>& sample = samples_[static_cast<size_t>(t)];
         const SampleShape in = info_->ragged ? split.shapes[static_cast<size_t>(g)] : info_->shape;
-        const int64_t len = info_->ragged ? split.lengths[static_cast<size_t>(g)] : in.numel();
+        const int64_t len = info_->ragged ? split.lengths[static_cast<size_t>(g)] : numel;
         sample.resize(static_cast<size_t>(len));
         double io = 0, sum = 0;
         reader_.read_direct(s, g - split.shards[s].first_index, sample.data(), chunks_[static_cast<size_t>(t)], &io,
@@ -528,7 +544,7 @@ class Hdf5EvalSource : public ContiguousEvalSource {
         split_(split),
         reader_(info, split, false),
         transform_(std::move(eval_transform)),
-        norm_(transform_.output_shape(), info->mean, info->std),
+        norm_(transform_.output_shape(), info->mean, info->std, info->dtype, info->transform == "log1p"),
         pool_(threads),
         transformed_(static_cast<size_t>(threads)),
         scratch_(static_cast<size_t>(threads)),
@@ -537,8 +553,10 @@ class Hdf5EvalSource : public ContiguousEvalSource {
 
  protected:
   void fill(Batch& out, int64_t first, int64_t n) override {
-    const int64_t numel = info_->shape.numel();
-    for (int64_t k = 0; k < n; ++k) out.labels[k] = split_.labels[first + k];
+    const int64_t numel = info_->sample_bytes(), values = info_->shape.numel();
+    ids_.resize(static_cast<size_t>(n));
+    std::iota(ids_.begin(), ids_.end(), first);
+    fill_targets(*info_, split_, ids_.data(), n, out);
     if (info_->ragged) {
       fill_ragged(out, first, n);
       return;
@@ -557,7 +575,7 @@ class Hdf5EvalSource : public ContiguousEvalSource {
       });
       return;
     }
-    for (int64_t j = 0; j < n; ++j) norm_.apply(staging_.data() + j * numel, out.images.data() + j * numel);
+    for (int64_t j = 0; j < n; ++j) norm_.apply(staging_.data() + j * numel, out.images.data() + j * values);
   }
 
   void fill_ragged(Batch& out, int64_t first, int64_t n) {
@@ -617,6 +635,7 @@ class Hdf5EvalSource : public ContiguousEvalSource {
   Normalizer norm_;
   std::vector<int64_t> local_;
   std::vector<int64_t> ragged_at_;  // fill_ragged: each sample's offset in staging_
+  std::vector<int64_t> ids_;        // fill: the batch's sample indices (fill_targets)
   std::vector<uint8_t> staging_;
   WorkerPool pool_;                                                    // --data-threads
   std::vector<std::vector<uint8_t>> transformed_, scratch_, decoded_;  // per worker (decoded_: jpeg data sets)
@@ -637,6 +656,9 @@ std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const Datase
     fail("--batch-size ", o.batch_per_rank, " on ", world, " rank(s) needs ", g,
          " samples per step but the train split of ", info->dir, " has only ", n, "; use --batch-size ",
          std::max<int64_t>(1, n / world), " or less");
+  if (info->dtype != SampleType::u8 && !parse_augment(o.augment).empty())
+    fail("--augment ", o.augment, " works on uint8 images; ", info->dir, " holds ", sample_type_name(info->dtype),
+         " samples, which cnnscale does not augment yet; leave out --augment");
   return std::make_unique<ShardedHdf5Source>(std::move(info), o, rank, world);
 }
 

@@ -1,6 +1,9 @@
 // normalize.cpp — see normalize.hpp.
 #include "data/normalize.hpp"
 
+#include <cmath>
+#include <cstring>
+
 namespace cnnscale {
 namespace {
 
@@ -16,14 +19,52 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void lookup(const f
 
 }  // namespace
 
-Normalizer::Normalizer(SampleShape shape, const std::vector<double>& mean, const std::vector<double>& std)
-    : shape_(shape), lut_(static_cast<size_t>(shape.channels) * 256) {
+Normalizer::Normalizer(SampleShape shape, const std::vector<double>& mean, const std::vector<double>& std,
+                       SampleType type, bool log1p)
+    : shape_(shape), type_(type), log1p_(log1p) {
+  if (type != SampleType::u8) {
+    for (int c = 0; c < shape.channels; ++c) {
+      mean_.push_back(static_cast<float>(mean[static_cast<size_t>(c)]));
+      std_.push_back(static_cast<float>(std[static_cast<size_t>(c)]));
+    }
+    return;
+  }
+  lut_.resize(static_cast<size_t>(shape.channels) * 256);
   for (int c = 0; c < shape.channels; ++c)
     for (int v = 0; v < 256; ++v) lut_[c * 256 + v] = static_cast<float>((v / 255.0 - mean[c]) / std[c]);
 }
 
 void Normalizer::apply(const uint8_t* src, float* dst) const {
   const int64_t plane = int64_t{shape_.height} * shape_.width;
+  if (type_ != SampleType::u8) {
+    const int64_t n = shape_.numel();
+    switch (type_) {  // the stored values, exactly, as float32 (unaligned reads through memcpy)
+      case SampleType::i16:
+        for (int64_t k = 0; k < n; ++k) {
+          int16_t v;
+          std::memcpy(&v, src + 2 * k, 2);
+          dst[k] = v;
+        }
+        break;
+      case SampleType::f16:
+        for (int64_t k = 0; k < n; ++k) {
+          uint16_t v;
+          std::memcpy(&v, src + 2 * k, 2);
+          dst[k] = half_to_float(v);
+        }
+        break;
+      default: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); break;
+    }
+    for (int c = 0; c < shape_.channels; ++c) {
+      float* d = dst + c * plane;
+      const float m = mean_[static_cast<size_t>(c)], s = std_[static_cast<size_t>(c)];
+      if (log1p_)
+        for (int64_t k = 0; k < plane; ++k) d[k] = (std::log1p(d[k]) - m) / s;
+      else
+        for (int64_t k = 0; k < plane; ++k) d[k] = (d[k] - m) / s;
+    }
+    return;
+  }
   for (int c = 0; c < shape_.channels; ++c) {
     lookup(lut_.data() + c * 256, src + c * plane, dst + c * plane, plane);
   }

@@ -45,9 +45,31 @@ void fsync_file(const std::string& path) {
 }
 
 struct ChannelStats {
-  std::vector<uint64_t> sum, sumsq;
-  uint64_t per_channel = 0;  // pixels per channel seen
+  std::vector<uint64_t> sum, sumsq;  // uint8 pixels, exactly
+  std::vector<double> fsum, fsumsq;  // other types: of the (transformed) values, per sample in double
+  uint64_t per_channel = 0;          // pixels per channel seen
 };
+
+// Sample i's values (int16/float16/float32 as bytes, `numel` of them) as float32, through the
+// transform: what the reader's Normalizer computes before (x − mean) / std.
+void science_values(const uint8_t* src, SampleType t, int64_t numel, bool log1p, std::vector<float>& out) {
+  out.resize(static_cast<size_t>(numel));
+  for (int64_t k = 0; k < numel; ++k) {
+    float v;
+    if (t == SampleType::i16) {
+      int16_t x;
+      std::memcpy(&x, src + 2 * k, 2);
+      v = x;
+    } else if (t == SampleType::f16) {
+      uint16_t x;
+      std::memcpy(&x, src + 2 * k, 2);
+      v = half_to_float(x);
+    } else {
+      std::memcpy(&v, src + 4 * k, 4);
+    }
+    out[static_cast<size_t>(k)] = log1p ? std::log1p(v) : v;
+  }
+}
 
 // stop(doing): throws PrepStopped (run_prep's); called when a stop signal has arrived.
 using StopFn = std::function<void(const std::string&)>;
@@ -64,7 +86,10 @@ json write_split(SampleStream& in, const std::string& split, int shards, const s
     fail("--", split == "train" ? "shards" : "test-shards", " ", shards, " is more than the ", n, " ", split,
          " samples; use at most ", n, " shards");
   const auto& labels = in.labels();
-  for (int64_t i = 0; i < n; ++i)
+  const int K = in.target_count();
+  const SampleType dtype = in.dtype();
+  const bool log1p = o.transform == "log1p";
+  for (int64_t i = 0; i < static_cast<int64_t>(labels.size()); ++i)
     if (labels[i] >= classes)
       fail(in.describe(), ": label ", labels[i], " of ", split, " sample ", i, " is not below --classes ", classes,
            "; raise --classes or fix the labels");
@@ -72,9 +97,13 @@ json write_split(SampleStream& in, const std::string& split, int shards, const s
   if (stats) {
     stats->sum.assign(shape.channels, 0);
     stats->sumsq.assign(shape.channels, 0);
+    stats->fsum.assign(shape.channels, 0.0);
+    stats->fsumsq.assign(shape.channels, 0.0);
   }
+  const int64_t sample_bytes = px * sample_type_bytes(dtype);
+  std::vector<float> values;
   json list = json::array();
-  const int64_t block = std::max<int64_t>(1, (8 << 20) / px);  // ~8 MiB of pixels per read (ragged: at most)
+  const int64_t block = std::max<int64_t>(1, (8 << 20) / sample_bytes);  // ~8 MiB per read (ragged: at most)
   std::vector<uint8_t> buf, pixels;
   std::vector<SampleShape> shapes;
   std::vector<int64_t> lengths;
@@ -87,6 +116,8 @@ json write_split(SampleStream& in, const std::string& split, int shards, const s
     ShardWriteOptions so = wopts;
     so.ragged = ragged;
     so.encoded = encoded;
+    so.dtype = dtype;
+    so.targets = K;
     ShardWriter w(dir + "/" + file, count, shape, so);
     for (int64_t at = first; at < last; at += block) {
       if (stop_signal_received())
@@ -98,11 +129,30 @@ json write_split(SampleStream& in, const std::string& split, int shards, const s
       } else if (ragged) {
         in.read_ragged(m, buf, shapes);
       } else {
-        buf.resize(static_cast<size_t>(m * px));
+        buf.resize(static_cast<size_t>(m * sample_bytes));
         in.read_images(buf.data(), m);
         shapes.assign(static_cast<size_t>(m), shape);
       }
-      if (stats) {  // over all pixels (ragged: each image weighs its pixel count)
+      if (dtype != SampleType::u8) {  // every value finite after the transform; the train split's statistics
+        const int64_t plane = int64_t{shape.height} * shape.width;
+        for (int64_t i = 0; i < m; ++i) {
+          science_values(buf.data() + i * sample_bytes, dtype, px, log1p, values);
+          for (int c = 0; c < shape.channels; ++c) {
+            double s1 = 0, s2 = 0;
+            for (int64_t k = 0; k < plane; ++k) {
+              const double v = values[static_cast<size_t>(c * plane + k)];
+              if (!std::isfinite(v))
+                fail(in.describe(), ": ", split, " sample ", at + i, " channel ", c, " holds ",
+                     log1p ? "a value ≤ -1 (log1p of it is not finite) or one" : "a value", " that is not finite; ",
+                     "fix the input", log1p ? " or leave out --transform log1p" : "");
+              s1 += v;
+              s2 += v * v;
+            }
+            if (stats) stats->fsum[static_cast<size_t>(c)] += s1, stats->fsumsq[static_cast<size_t>(c)] += s2;
+          }
+          if (stats) stats->per_channel += static_cast<uint64_t>(plane);
+        }
+      } else if (stats) {  // over all pixels (ragged: each image weighs its pixel count)
         const uint8_t* img = encoded ? pixels.data() : buf.data();
         for (int64_t i = 0; i < m; ++i) {
           const int64_t pl = int64_t{shapes[i].height} * shapes[i].width;
@@ -121,6 +171,7 @@ json write_split(SampleStream& in, const std::string& split, int shards, const s
         }
       }
       if (ragged) w.append_ragged(buf.data(), shapes.data(), labels.data() + at, m, encoded ? lengths.data() : nullptr);
+      else if (K > 0) w.append(buf.data(), nullptr, m, in.targets().data() + at * K);
       else w.append(buf.data(), labels.data() + at, m);
       done += m;
       if (chatty && o.log && done >= next_report && done < n) {
@@ -259,14 +310,20 @@ PrepResult run_prep(const PrepOptions& o) {
     test = open_idx_input(find_idx_file(o.input, "t10k", "images"), find_idx_file(o.input, "t10k", "labels"));
     source = {{"format", "idx"}, {"input", fs::absolute(o.input).string()}};
   } else if (o.format == "hdf5") {
-    if (o.images.empty() || o.labels.empty())
-      fail("--format hdf5 needs --images NAME and --labels NAME (datasets inside --input)");
-    if (o.test_images.empty() != o.test_labels.empty())
-      fail("--test-images and --test-labels go together; give both or neither");
-    train = open_hdf5_input(o.input, o.images, o.labels);
-    if (!o.test_images.empty()) test = open_hdf5_input(o.input, o.test_images, o.test_labels);
-    source = {
-        {"format", "hdf5"}, {"input", fs::absolute(o.input).string()}, {"images", o.images}, {"labels", o.labels}};
+    const bool regression = !o.targets.empty();
+    if (o.images.empty() || o.labels.empty() == o.targets.empty())
+      fail("--format hdf5 needs --images NAME and either --labels NAME (class indices) or --targets NAME (float ",
+           "targets, regression): datasets inside --input");
+    if (!o.test_labels.empty() && regression)
+      fail("--test-labels goes with --labels; with --targets give --test-targets");
+    if (!o.test_targets.empty() && !regression) fail("--test-targets goes with --targets; with --labels give --test-labels");
+    const std::string& test_y = regression ? o.test_targets : o.test_labels;
+    if (o.test_images.empty() != test_y.empty())
+      fail("--test-images and ", regression ? "--test-targets" : "--test-labels", " go together; give both or neither");
+    train = open_hdf5_input(o.input, o.images, regression ? o.targets : o.labels, regression);
+    if (!o.test_images.empty()) test = open_hdf5_input(o.input, o.test_images, test_y, regression);
+    source = {{"format", "hdf5"}, {"input", fs::absolute(o.input).string()}, {"images", o.images}};
+    source[regression ? "targets" : "labels"] = regression ? o.targets : o.labels;
   } else if (o.format == "cifar10" || o.format == "cifar100") {
     CifarInput ci = open_cifar_input(o.input, o.format, o.cifar100_labels);
     train = std::move(ci.train);
@@ -308,14 +365,27 @@ PrepResult run_prep(const PrepOptions& o) {
     fail("--input ", escape_non_ascii(in),
          " is not UTF-8 text; dataset.json records it: rename the folder in UTF-8 or "
          "give it through a UTF-8 path (a symbolic link)");
+  if (o.format != "hdf5" && (!o.targets.empty() || !o.test_targets.empty()))
+    fail("--targets and --test-targets belong to --format hdf5");
+  if (o.transform != "none" && o.transform != "log1p")
+    fail("--transform ", o.transform, " is not supported; use log1p or none");
+  if (o.transform == "log1p" && train->dtype() == SampleType::u8)
+    fail("--transform log1p applies to int16, float16 and float32 samples; ", train->describe(),
+         " holds uint8 images, which are normalised as x/255");
+  if (test && (test->dtype() != train->dtype() || test->target_count() != train->target_count()))
+    fail("the test samples (", test->describe(), ") are ", sample_type_name(test->dtype()), " with ",
+         test->target_count(), " targets each, the train samples ", sample_type_name(train->dtype()), " with ",
+         train->target_count(), "; prep both splits from data of one kind");
+  const bool regression = train->target_count() > 0;
   const SampleShape shape = train->shape();
   if (test && (test->shape().channels != shape.channels || test->shape().height != shape.height ||
                test->shape().width != shape.width))
     fail("the test images (", test->describe(), ") do not have the train images' shape ", shape.channels, "x",
          shape.height, "x", shape.width);
+  if (regression && o.classes != 0) fail("--classes goes with class labels; --targets data sets have none");
   int classes = o.classes;
   if (classes == 0) classes = train->format_classes();
-  if (classes == 0) {
+  if (classes == 0 && !regression) {
     int32_t mx = 0;
     for (auto* s : {train.get(), test.get()})
       if (s)
@@ -360,10 +430,11 @@ PrepResult run_prep(const PrepOptions& o) {
     splits["train"] = write_split(*train, "train", o.shards, tmp, wopts, classes, &stats, o, stop);
     if (test) splits["test"] = write_split(*test, "test", o.test_shards, tmp, wopts, classes, nullptr, o, stop);
     std::vector<double> mean(shape.channels), stdev(shape.channels);
+    const bool pixels = train->dtype() == SampleType::u8;
     for (int c = 0; c < shape.channels; ++c) {
       const double n = static_cast<double>(stats.per_channel);
-      const double m = static_cast<double>(stats.sum[c]) / (255.0 * n);
-      const double m2 = static_cast<double>(stats.sumsq[c]) / (255.0 * 255.0 * n);
+      const double m = pixels ? static_cast<double>(stats.sum[c]) / (255.0 * n) : stats.fsum[c] / n;
+      const double m2 = pixels ? static_cast<double>(stats.sumsq[c]) / (255.0 * 255.0 * n) : stats.fsumsq[c] / n;
       mean[c] = m;
       stdev[c] = std::sqrt(std::max(0.0, m2 - m * m));
       if (!(stdev[c] > 0))
@@ -374,14 +445,25 @@ PrepResult run_prep(const PrepOptions& o) {
               {"source", source},
               {"sample_shape", {shape.channels, shape.height, shape.width}},
               {"layout", "NCHW"},
-              {"dtype", "uint8"},
-              {"label_dtype", "int32"},
-              {"classes", classes},
-              {"normalization", {{"mean", mean}, {"std", stdev}, {"computed_on", "train"}, {"pixel_scale", "x / 255"}}},
+              {"dtype", sample_type_name(train->dtype())},
+              {"task", regression ? "regression" : "classification"},
+              {"normalization",
+               {{"mean", mean},
+                {"std", stdev},
+                {"computed_on", "train"},
+                {"pixel_scale", pixels ? "x / 255" : o.transform == "log1p" ? "log1p(x)" : "x"}}},
               {"chunk_samples", o.chunk},
               {"compression", o.compress},
               {"checksum", "fletcher32"},
               {"splits", splits}};
+    if (regression) {
+      j["targets"] = train->target_count();
+      j["target_dtype"] = "float32";
+    } else {
+      j["label_dtype"] = "int32";
+      j["classes"] = classes;
+    }
+    if (!pixels) j["transform"] = o.transform;
     if (train->ragged()) {
       j["sample_layout"] = train->encoded() ? "jpeg" : "ragged";
       j["max_side"] = shape.height;
@@ -411,7 +493,8 @@ PrepResult run_prep(const PrepOptions& o) {
     result.output = out;
     result.train_samples = train->samples();
     result.test_samples = test ? test->samples() : 0;
-    result.classes = classes;
+    result.classes = regression ? train->target_count() : classes;
+    result.regression = regression;
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;

@@ -34,6 +34,11 @@ struct PrepOptions {
   std::string output;
   // hdf5 format: dataset names inside --input (test split optional).
   std::string images, labels, test_images, test_labels;
+  // hdf5 format, regression: float targets N or N×K instead of labels (--targets, --test-targets).
+  std::string targets, test_targets;
+  // "log1p": the reader feeds log(1 + x) of int16/float16/float32 samples, mean and std are
+  // those of log(1 + x) (CosmoFlow's counts); "none".
+  std::string transform = "none";
   int shards = 8, test_shards = 2;
   std::string compress = "none";  // none | gzip
   int64_t chunk = 64;             // samples per /images chunk
@@ -48,7 +53,8 @@ struct PrepOptions {
 struct PrepResult {
   std::string output;
   int64_t train_samples = 0, test_samples = 0;
-  int classes = 0;
+  int classes = 0;          // regression: the targets per sample
+  bool regression = false;  // --targets
 };
 
 // A prep stopped by a signal; cmd_prep exits with 128 + signal(), as the signal would have.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -184,7 +185,8 @@ class IdxStream : public SampleStream {
 
 class Hdf5Stream : public SampleStream {
  public:
-  Hdf5Stream(const std::string& file, const std::string& images, const std::string& labels) : file_(file) {
+  Hdf5Stream(const std::string& file, const std::string& images, const std::string& labels, bool targets)
+      : file_(file) {
     Hdf5Lock lock(hdf5_mutex());
     if (!fs::exists(file)) fail("--input ", file, " does not exist");
     std::string cause;
@@ -194,11 +196,24 @@ class Hdf5Stream : public SampleStream {
     if (d < 0) fail(file, " has no dataset '", images, "' (--images); list its datasets with `h5ls -r ", file, "`");
     img_ = h5_dataset(d);
     H5Id type = h5_type(H5Dget_type(img_));
-    if (H5Tget_class(type) != H5T_INTEGER || H5Tget_size(type) != 1 || H5Tget_sign(type) != H5T_SGN_NONE)
-      fail(file, ": dataset '", images, "' is not uint8; prep converts uint8 images only");
+    // The values are kept as they are (no conversion to uint8 anywhere): uint8 images, or
+    // int16 / float16 / float32 science data.
+    const H5T_class_t cls = H5Tget_class(type);
+    const size_t bytes = H5Tget_size(type);
+    if (cls == H5T_INTEGER && bytes == 1 && H5Tget_sign(type) == H5T_SGN_NONE) dtype_ = SampleType::u8;
+    else if (cls == H5T_INTEGER && bytes == 2 && H5Tget_sign(type) == H5T_SGN_2) dtype_ = SampleType::i16;
+    else if (cls == H5T_FLOAT && bytes == 2) dtype_ = SampleType::f16;
+    else if (cls == H5T_FLOAT && bytes == 4) dtype_ = SampleType::f32;
+    else
+      fail(file, ": dataset '", images, "' holds ", cls == H5T_FLOAT ? "float" : cls == H5T_INTEGER ? "integer" : "non-numeric",
+           " values of ", bytes, " bytes; prep takes uint8, int16, float16 and float32 samples (convert it, e.g. ",
+           "float64 to float32 with h5py: f.create_dataset(name, data=x.astype('float32')))");
     H5Id sp = h5_space(H5Dget_space(img_));
     nd_ = H5Sget_simple_extent_ndims(sp);
     hsize_t dims[8] = {0};
+    if (nd_ == 5)
+      fail(file, ": dataset '", images, "' is N×C×D×H×W (volumes); cnnscale's 3-D layers are not built yet, so prep ",
+           "takes N×H×W and N×C×H×W samples for now");
     if (nd_ != 3 && nd_ != 4)
       fail(file, ": dataset '", images, "' has ", nd_, " dimensions; expected N×H×W or N×C×H×W");
     H5Sget_simple_extent_dims(sp, dims, nullptr);
@@ -206,6 +221,11 @@ class Hdf5Stream : public SampleStream {
     n_ = static_cast<int64_t>(dims[0]);
     shape_ = nd_ == 3 ? SampleShape{1, static_cast<int>(dims[1]), static_cast<int>(dims[2])}
                       : SampleShape{static_cast<int>(dims[1]), static_cast<int>(dims[2]), static_cast<int>(dims[3])};
+    if (targets) {
+      read_targets(file, labels);
+      desc_ = file + ":" + images + " + " + labels;
+      return;
+    }
     d = H5Dopen2(f_, labels.c_str(), H5P_DEFAULT);
     if (d < 0) fail(file, " has no dataset '", labels, "' (--labels); list its datasets with `h5ls -r ", file, "`");
     H5Id lab = h5_dataset(d);
@@ -234,6 +254,9 @@ class Hdf5Stream : public SampleStream {
   int64_t samples() const override { return n_; }
   SampleShape shape() const override { return shape_; }
   const std::vector<int32_t>& labels() const override { return labels_; }
+  SampleType dtype() const override { return dtype_; }
+  int target_count() const override { return k_; }
+  const std::vector<float>& targets() const override { return targets_; }
   void read_images(uint8_t* dst, int64_t n) override {
     Hdf5Lock lock(hdf5_mutex());
     H5Id fs = h5_space(H5Dget_space(img_));
@@ -241,7 +264,8 @@ class Hdf5Stream : public SampleStream {
     hsize_t count[4] = {static_cast<hsize_t>(n), dims_[1], dims_[2], dims_[3]};
     H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, nullptr, count, nullptr);
     H5Id ms = h5_space(H5Screate_simple(nd_, count, nullptr));
-    if (H5Dread(img_, H5T_NATIVE_UINT8, ms, fs, H5P_DEFAULT, dst) < 0)
+    H5Id mtype = h5_sample_type(dtype_);  // as stored, little-endian (HDF5 swaps a big-endian file's)
+    if (H5Dread(img_, mtype, ms, fs, H5P_DEFAULT, dst) < 0)
       fail(file_, ": reading images ", pos_, "..", pos_ + n - 1, " failed (", h5_error_cause(), ")");
     pos_ += n;
   }
@@ -253,7 +277,36 @@ class Hdf5Stream : public SampleStream {
   hsize_t dims_[4] = {0, 0, 0, 0};
   int64_t n_ = 0, pos_ = 0;
   SampleShape shape_;
+  SampleType dtype_ = SampleType::u8;
   std::vector<int32_t> labels_;
+  int k_ = 0;
+  std::vector<float> targets_;
+
+  // --targets: N or N×K numbers (any integer or float type), read as float32, each finite.
+  void read_targets(const std::string& file, const std::string& name) {
+    hid_t d = H5Dopen2(f_, name.c_str(), H5P_DEFAULT);
+    if (d < 0) fail(file, " has no dataset '", name, "' (--targets); list its datasets with `h5ls -r ", file, "`");
+    H5Id t = h5_dataset(d);
+    H5Id type = h5_type(H5Dget_type(t));
+    if (H5Tget_class(type) != H5T_FLOAT && H5Tget_class(type) != H5T_INTEGER)
+      fail(file, ": dataset '", name, "' (--targets) is not numeric");
+    H5Id sp = h5_space(H5Dget_space(t));
+    hsize_t td[8] = {0};
+    const int tnd = H5Sget_simple_extent_ndims(sp);
+    H5Sget_simple_extent_dims(sp, td, nullptr);
+    if (tnd < 1 || tnd > 2 || static_cast<int64_t>(td[0]) != n_)
+      fail(file, ": dataset '", name, "' (--targets) must hold N or N×K targets for the ", n_, " samples; it is ", tnd,
+           "-D with ", td[0], " rows", tnd == 3 ? " (per-pixel label maps are not supported yet)" : "");
+    k_ = tnd == 2 ? static_cast<int>(td[1]) : 1;
+    if (k_ < 1 || k_ > 65536) fail(file, ": dataset '", name, "' (--targets) has ", k_, " targets per sample");
+    targets_.resize(static_cast<size_t>(n_) * static_cast<size_t>(k_));
+    if (!targets_.empty() && H5Dread(t, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, targets_.data()) < 0)
+      fail(file, ": reading '", name, "' failed (", h5_error_cause(), ")");
+    for (size_t i = 0; i < targets_.size(); ++i)
+      if (!std::isfinite(targets_[i]))
+        fail(file, ": target ", i % static_cast<size_t>(k_), " of sample ", i / static_cast<size_t>(k_), " in '", name,
+             "' is not finite (as float32); every target must be a number");
+  }
 };
 
 }  // namespace
@@ -263,8 +316,8 @@ std::unique_ptr<SampleStream> open_idx_input(const std::string& images_path, con
 }
 
 std::unique_ptr<SampleStream> open_hdf5_input(const std::string& file, const std::string& images,
-                                              const std::string& labels) {
-  return std::make_unique<Hdf5Stream>(file, images, labels);
+                                              const std::string& labels, bool targets) {
+  return std::make_unique<Hdf5Stream>(file, images, labels, targets);
 }
 
 }  // namespace cnnscale

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/batch_source.hpp"
+#include "data/sample_type.hpp"
 
 namespace cnnscale {
 
@@ -18,8 +19,16 @@ class SampleStream {
   virtual std::string describe() const = 0;  // for messages, e.g. the file names
   virtual int64_t samples() const = 0;
   virtual SampleShape shape() const = 0;
-  virtual const std::vector<int32_t>& labels() const = 0;
-  // Reads the next n samples' pixels (n × shape().numel() bytes) in order.
+  virtual const std::vector<int32_t>& labels() const = 0;  // classification; empty with targets
+  // What the samples' values are (uint8 pixels unless an HDF5 input holds others).
+  virtual SampleType dtype() const { return SampleType::u8; }
+  // Regression inputs (prep --targets): K floats per sample, N × K; 0 and empty otherwise.
+  virtual int target_count() const { return 0; }
+  virtual const std::vector<float>& targets() const {
+    static const std::vector<float> none;
+    return none;
+  }
+  // Reads the next n samples' values (n × shape().numel() of dtype(), as bytes) in order.
   virtual void read_images(uint8_t* dst, int64_t n) = 0;
   // The number of classes the input format defines (0: prep counts them from the labels)
   // and their names in label order (empty: unnamed).
@@ -46,8 +55,9 @@ std::string find_idx_file(const std::string& dir, const std::string& split, cons
 // IDX images (ubyte, N×H×W → C=1, or N×C×H×W) with their IDX labels (ubyte, N).
 std::unique_ptr<SampleStream> open_idx_input(const std::string& images_path, const std::string& labels_path);
 
-// Datasets of one HDF5 file: images uint8 N×C×H×W or N×H×W, labels integer N.
+// Datasets of one HDF5 file: samples uint8/int16/float16/float32 N×C×H×W or N×H×W, and
+// either labels integer N or (targets true) float targets N or N×K in `labels`.
 std::unique_ptr<SampleStream> open_hdf5_input(const std::string& file, const std::string& images,
-                                              const std::string& labels);
+                                              const std::string& labels, bool targets = false);
 
 }  // namespace cnnscale

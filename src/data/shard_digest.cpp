@@ -16,7 +16,7 @@
 namespace cnnscale {
 
 std::string shard_digest(const std::string& path, hid_t images, int64_t samples, const int32_t* labels,
-                         const int64_t* offsets, const int32_t* shapes) {
+                         const int64_t* offsets, const int32_t* shapes, const float* targets, int k) {
   const char* kFix = "copy it again or re-create the data set with `cnnscale prep`";
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> md(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   if (!md || EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr) != 1)
@@ -25,7 +25,14 @@ std::string shard_digest(const std::string& path, hid_t images, int64_t samples,
   static constexpr char kTag[] = "cnnscale shard digest 1";
   add(kTag, sizeof kTag);
   add(&samples, sizeof samples);
-  add(labels, static_cast<size_t>(samples) * sizeof(int32_t));
+  if (labels) {
+    add(labels, static_cast<size_t>(samples) * sizeof(int32_t));
+  } else {  // regression: a tag no label array begins with, K, the targets
+    static constexpr char kTargets[] = "targets";
+    add(kTargets, sizeof kTargets);
+    add(&k, sizeof k);
+    add(targets, static_cast<size_t>(samples) * static_cast<size_t>(k) * sizeof(float));
+  }
   const uint8_t ragged = offsets != nullptr;
   add(&ragged, 1);
   if (ragged) {

@@ -15,7 +15,8 @@
 namespace cnnscale {
 
 ShardWriter::ShardWriter(const std::string& path, int64_t samples, SampleShape shape, const ShardWriteOptions& opts)
-    : path_(path), samples_(samples), shape_(shape), ragged_(opts.ragged), gzip_level_(opts.gzip_level) {
+    : path_(path), samples_(samples), shape_(shape), ragged_(opts.ragged), gzip_level_(opts.gzip_level),
+      dtype_(opts.dtype), targets_(opts.targets) {
   try {
     build(opts);
   } catch (...) {  // no destructor runs for a half-built writer
@@ -58,8 +59,12 @@ void ShardWriter::build(const ShardWriteOptions& opts) {
   const hsize_t n = static_cast<hsize_t>(samples);
   const hsize_t dims[4] = {n, static_cast<hsize_t>(shape.channels), static_cast<hsize_t>(shape.height),
                            static_cast<hsize_t>(shape.width)};
-  hsize_t chunk[4] = {static_cast<hsize_t>(std::max<int64_t>(1, std::min(opts.chunk_samples, samples))), dims[1],
-                      dims[2], dims[3]};
+  // Science samples (int16/float16/float32: volumes of MiBs each) get chunks of at most
+  // 4 MiB or one sample, as a reader reads and checksums a chunk whole.
+  int64_t rows = std::min(opts.chunk_samples, samples);
+  if (opts.dtype != SampleType::u8)
+    rows = std::min(rows, (int64_t{4} << 20) / std::max<int64_t>(1, shape.numel() * sample_type_bytes(opts.dtype)));
+  hsize_t chunk[4] = {static_cast<hsize_t>(std::max<int64_t>(1, rows)), dims[1], dims[2], dims[3]};
   H5Id dcpl = h5_plist(H5Pcreate(H5P_DATASET_CREATE));
   H5Id space;
   if (ragged_) {
@@ -83,8 +88,21 @@ void ShardWriter::build(const ShardWriteOptions& opts) {
   }
   if (opts.gzip_level > 0) H5Pset_deflate(dcpl, static_cast<unsigned>(opts.gzip_level));
   H5Pset_fletcher32(dcpl);  // after deflate: the checksum covers the stored (compressed) bytes
-  images_ = h5_dataset(H5Dcreate2(file_, "/images", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+  if (opts.dtype != SampleType::u8 && ragged_) internal_error("a ragged shard of ", sample_type_name(opts.dtype));
+  H5Id itype = h5_sample_type(opts.dtype);
+  images_ = h5_dataset(H5Dcreate2(file_, "/images", itype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
   if (!images_.valid()) fail("cannot create /images in ", path, " (", h5_error_cause(), ")");
+  if (opts.targets > 0) {  // regression: /targets float32 N×K, chunked and checksummed as /labels
+    const hsize_t tdims[2] = {n, static_cast<hsize_t>(opts.targets)};
+    hsize_t tchunk[2] = {static_cast<hsize_t>(std::max<int64_t>(1, std::min<int64_t>(16384, samples))), tdims[1]};
+    H5Id tspace = h5_space(H5Screate_simple(2, tdims, nullptr));
+    H5Id tcpl = h5_plist(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_chunk(tcpl, 2, tchunk);
+    H5Pset_fletcher32(tcpl);
+    labels_ = h5_dataset(H5Dcreate2(file_, "/targets", H5T_IEEE_F32LE, tspace, H5P_DEFAULT, tcpl, H5P_DEFAULT));
+    if (!labels_.valid()) fail("cannot create /targets in ", path, " (", h5_error_cause(), ")");
+    return;
+  }
 
   const hsize_t ldims[1] = {n};
   hsize_t lchunk[1] = {static_cast<hsize_t>(std::max<int64_t>(1, std::min<int64_t>(16384, samples)))};
@@ -101,7 +119,7 @@ void ShardWriter::write_failed(const char* doing) const {
        "; free space on that file system (is the disk full? `df` tells) or choose another --output");
 }
 
-void ShardWriter::append(const uint8_t* images, const int32_t* labels, int64_t n) {
+void ShardWriter::append(const uint8_t* images, const int32_t* labels, int64_t n, const float* targets) {
   if (n <= 0) return;
   if (written_ + n > samples_) internal_error("shard ", path_, " overfilled");
   Hdf5Lock lock(hdf5_mutex());
@@ -111,8 +129,20 @@ void ShardWriter::append(const uint8_t* images, const int32_t* labels, int64_t n
   H5Id fs = h5_space(H5Dget_space(images_));
   H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, nullptr, count, nullptr);
   H5Id ms = h5_space(H5Screate_simple(4, count, nullptr));
-  if (H5Dwrite(images_, H5T_NATIVE_UINT8, ms, fs, H5P_DEFAULT, images) < 0) write_failed("writing images to");
-  write_labels(labels, n);
+  H5Id mtype = h5_sample_type(dtype_);
+  if (H5Dwrite(images_, mtype, ms, fs, H5P_DEFAULT, images) < 0) write_failed("writing images to");
+  if (targets_ > 0) write_targets(targets, n);
+  else write_labels(labels, n);
+}
+
+void ShardWriter::write_targets(const float* targets, int64_t n) {
+  hsize_t start[2] = {static_cast<hsize_t>(written_), 0}, count[2] = {static_cast<hsize_t>(n),
+                                                                       static_cast<hsize_t>(targets_)};
+  H5Id fs = h5_space(H5Dget_space(labels_));
+  H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, nullptr, count, nullptr);
+  H5Id ms = h5_space(H5Screate_simple(2, count, nullptr));
+  if (H5Dwrite(labels_, H5T_NATIVE_FLOAT, ms, fs, H5P_DEFAULT, targets) < 0) write_failed("writing targets to");
+  written_ += n;
 }
 
 void ShardWriter::append_ragged(const uint8_t* bytes, const SampleShape* shapes, const int32_t* labels, int64_t n,

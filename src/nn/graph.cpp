@@ -338,8 +338,8 @@ Graph GraphBuilder::finish(int output, int classes) {
   if (!s.flat) fail("the model must end in ", classes, " features (end with flatten/linear or gap), got ", s.c, "x",
                     s.h, "x", s.w);
   if (s.c != classes)
-    fail("the model ends in ", s.c, " outputs but the data has ", classes, " classes (make the last linear ",
-         "linear(", classes, "))");
+    fail("the model ends in ", s.c, " outputs but the data needs ", classes, " per sample (its classes, or its ",
+         "regression targets); make the last linear linear(", classes, ")");
   g_.classes = classes;
   g_.output = output;
   // Fuse conv → relu when the relu is the conv output's only reader.

@@ -23,12 +23,20 @@ std::string i2s(long v) { return std::to_string(v); }
 
 TextTable measured_table(const GroupAnalysis& ga) {
   TextTable t;
-  t.headers = {"Ranks",   "Nodes",      "Devices",    "Batch/rank", "Global", "Images/s",
+  // Samples that are not images (a regression's fields and volumes) are counted as samples.
+  bool samples = false, tested = false;
+  for (const auto& r : ga.rows) samples |= r.samples_not_images, tested |= r.test_metric.has_value();
+  const std::string per_s = samples ? "Samples/s" : "Images/s";
+  t.headers = {"Ranks",   "Nodes",      "Devices",    "Batch/rank", "Global", per_s,
                "p10–p90", "Speedup",    "Efficiency", "Karp–Flatt", "Step ms"};
+  if (tested) t.headers.push_back("Test");
   if (ga.target_accuracy) t.headers.push_back("Time to " + fmt_pct(*ga.target_accuracy) + " (s)");
   t.notes = {"Global: the global batch. Images/s and step ms: medians over the timed steps (images/s with the "
              "slowest rank's step time); p10–p90: images/s at the 10th and 90th percentile step. Karp–Flatt: the "
              "experimentally determined serial fraction e = (1/S − 1/q)/(1 − 1/q), q = p/p0." +
+             (tested ? std::string(" Test: the last evaluation of the test split (accuracy, or a regression's RMSE in "
+                                   "the targets' units; run.json test_metrics has them all).")
+                     : std::string()) +
              (ga.target_accuracy ? std::string(" Time to " + fmt_pct(*ga.target_accuracy) +
                                                ": seconds of training until the test accuracy first reached it.")
                                  : std::string())};
@@ -44,6 +52,7 @@ TextTable measured_table(const GroupAnalysis& ga) {
                                     fmt_pct(r.efficiency),
                                     r.karp_flatt ? fmt_fixed(*r.karp_flatt, 4) : "—",
                                     fmt_num(r.step_ms, 4)};
+    if (tested) row.push_back(r.test_metric ? r.test_metric_name + " " + fmt_fixed(*r.test_metric, 4) : "—");
     if (ga.target_accuracy) row.push_back(r.time_to_target_s ? fmt_num(*r.time_to_target_s, 4) : "not reached");
     t.rows.push_back(row);
   }

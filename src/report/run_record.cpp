@@ -150,6 +150,17 @@ RunRecord parse_run(const json& doc, const std::string& file) {
   if (auto it = doc.find("grad_sum"); it != doc.end() && it->is_string()) r.grad_sum = it->get<std::string>();
   r.train_loss = f.nullable(doc, "", "train_loss");
   r.test_accuracy = f.nullable(doc, "", "test_accuracy");
+  if (r.test_accuracy) {
+    r.test_metric_name = "accuracy";
+    r.test_metric = r.test_accuracy;
+  } else if (auto it = doc.find("test_metrics"); it != doc.end() && it->is_object() && it->contains("rmse") &&
+                                                 (*it)["rmse"].is_number()) {
+    r.test_metric_name = "rmse";
+    r.test_metric = (*it)["rmse"].get<double>();
+  }
+  if (auto it = doc.find("task"); it != doc.end() && it->is_object() && it->contains("kind") &&
+                                  (*it)["kind"].is_string())
+    r.samples_not_images = (*it)["kind"] != "classification";
 
   r.images_per_s_p10 = f.optional(doc, "images_per_s_p10");
   r.images_per_s_p90 = f.optional(doc, "images_per_s_p90");

@@ -54,6 +54,11 @@ struct RunRecord {
   std::string grad_sum;                           // how gradients were summed (run.json grad_sum)
   std::optional<double> train_loss;
   std::optional<double> test_accuracy;
+  // The test split's headline number: "accuracy" (test_accuracy), or a regression's "rmse"
+  // (run.json test_metrics); empty name when the run evaluated nothing.
+  std::string test_metric_name;
+  std::optional<double> test_metric;
+  bool samples_not_images = false;  // run.json task.kind is not classification: samples/s, not images/s
   std::optional<double> grad_bytes;
   std::vector<double> compute_ms_per_rank;  // compute_median_ms_per_rank (optional; world_size entries)
   std::optional<double> epochs;

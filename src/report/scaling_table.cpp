@@ -59,6 +59,9 @@ std::vector<ScalingRow> scaling_rows(const RunGroup& g) {
     row.breakdown_is_median = r.breakdown_median.has_value();
     row.breakdown = r.breakdown_median.value_or(r.breakdown);
     row.test_accuracy = r.test_accuracy;
+    row.test_metric_name = r.test_metric_name;
+    row.test_metric = r.test_metric;
+    row.samples_not_images = r.samples_not_images;
     rows.push_back(row);
   }
   return rows;

@@ -32,6 +32,9 @@ struct ScalingRow {
   StepBreakdown breakdown;  // medians (breakdown_median_ms) when the run gives them, else means (breakdown_ms)
   bool breakdown_is_median = false;
   std::optional<double> test_accuracy;
+  std::string test_metric_name;  // RunRecord's: "accuracy", "rmse" or ""
+  std::optional<double> test_metric;
+  bool samples_not_images = false;
   std::optional<double> time_to_target_s;  // when the run reached the target accuracy
 };
 

@@ -148,10 +148,18 @@ std::string dataset_fingerprint(const DatasetInfo& info) {
   for (const auto* split : {&info.train, &info.test}) {
     content += split->name + ":";
     content.append(reinterpret_cast<const char*>(split->labels.data()), split->labels.size() * sizeof(int32_t));
+    content.append(reinterpret_cast<const char*>(split->targets.data()), split->targets.size() * sizeof(float));
   }
   for (double m : info.mean) content += "mean " + num(m);
   for (double s : info.std) content += "std " + num(s);
-  return "prep " + shape_text(info.shape) + ", " + std::to_string(info.classes) + " classes, " +
+  // Science data sets (issue 50) say what they hold; a classification one of uint8 images
+  // keeps the text (and the digest) it always had.
+  const bool science = info.task != TaskKind::classification || info.dtype != SampleType::u8;
+  if (science) content += std::string("dtype ") + sample_type_name(info.dtype) + " transform " + info.transform;
+  const std::string what = info.task == TaskKind::classification ? std::to_string(info.classes) + " classes"
+                                                                 : std::to_string(info.targets) + " targets";
+  return "prep " + shape_text(info.shape) + (science ? std::string(" ") + sample_type_name(info.dtype) : "") + ", " +
+         what + ", " +
          std::to_string(info.train.samples) + " train + " + std::to_string(info.test.samples) +
          " test samples, content " + digest_of(content);
 }
@@ -466,8 +474,13 @@ nlohmann::json merge_run_summary(const nlohmann::json& previous, nlohmann::json 
     for (const auto& e : now["accuracy_per_epoch"]) curve.push_back(e);
   now["accuracy_per_epoch"] = curve;
   // The latest evaluation of the whole run (this segment may have evaluated nothing).
-  if ((!now.contains("test_accuracy") || now["test_accuracy"].is_null()) && !curve.empty())
-    now["test_accuracy"] = curve.back().value("accuracy", 0.0);
+  // (The curve's entries carry the task's headline: "accuracy", or "rmse" for a regression.)
+  if ((!now.contains("test_accuracy") || now["test_accuracy"].is_null()) && !curve.empty() &&
+      curve.back().contains("accuracy"))
+    now["test_accuracy"] = curve.back()["accuracy"];
+  if ((!now.contains("test_metrics") || now["test_metrics"].empty()) && previous.is_object() && first_step > 0 &&
+      previous.contains("test_metrics") && previous["test_metrics"].is_object())
+    now["test_metrics"] = previous["test_metrics"];
   now["first_step"] = first_step;
   now["segments"] = segments;
   return now;
