@@ -71,6 +71,31 @@ int GraphBuilder::conv(int x, const std::string& name, int out, int k, int strid
   return push(std::move(n), Shape{out, out_size(s.h, k, stride, pad), out_size(s.w, k, stride, pad), false});
 }
 
+int GraphBuilder::deconv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias) {
+  const Shape s = shape(x);
+  if (s.flat) fail("deconv needs a c×h×w input, got a flat one (deconv after flatten/linear)");
+  if (k < 1 || stride < 1 || pad < 0) fail("deconv needs kernel ≥ 1, stride ≥ 1 and padding ≥ 0");
+  const int64_t oh = int64_t{s.h - 1} * stride - 2 * pad + k, ow = int64_t{s.w - 1} * stride - 2 * pad + k;
+  if (oh < 1 || ow < 1)
+    fail("deconv padding ", pad, " leaves no output for its ", s.h, "x", s.w, " input (kernel ", k, ", stride ", stride,
+         ")");
+  Node n;
+  n.op = Op::deconv;
+  n.inputs = {x};
+  n.out_channels = out;
+  n.kernel = k;
+  n.stride = stride;
+  n.pad = pad;
+  n.bias = bias;
+  // torch.nn.init's fans of a ConvTranspose2d weight in × out × k × k: dim 1 (out·k²) is its
+  // fan_in, dim 0 (in·k²) its fan_out.
+  const int64_t fan_in = int64_t{out} * k * k;
+  param(n, name + ".weight", {s.c, out, k, k}, true, true, conv_init_, fan_in);
+  g_.params.back().fan_out = int64_t{s.c} * k * k;
+  if (bias) param(n, name + ".bias", {out}, true, false, Init::fan_in_bias, fan_in);
+  return push(std::move(n), Shape{out, static_cast<int>(oh), static_cast<int>(ow), false});
+}
+
 int GraphBuilder::act(int x, Act a, float slope) {
   Node n;
   n.op = Op::act;
@@ -417,7 +442,8 @@ std::vector<char> gpu_bf16_tensors(const Graph& g) {
   for (const Node& n : g.nodes) {
     const int out = n.index + 1;
     switch (n.op) {
-      case Op::conv: half[out] = 1; break;
+      case Op::conv:
+      case Op::deconv: half[out] = 1; break;
       case Op::bn:
       case Op::relu:
       case Op::act:
@@ -472,6 +498,7 @@ std::vector<char> gpu_bf16_tensors(const Graph& g) {
             for (int t : {n.inputs[0], n.inputs[1], out}) to_fp32(t);
           break;
         case Op::conv:
+        case Op::deconv:
         case Op::flatten: break;
       }
     }
@@ -567,6 +594,7 @@ const char* op_name(Op op) {
     case Op::channel_slice: return "channel_slice";
     case Op::channel_shuffle: return "channel_shuffle";
     case Op::adaptive_avgpool: return "adaptive_avgpool";
+    case Op::deconv: return "deconv";
   }
   return "?";
 }

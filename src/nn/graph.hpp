@@ -13,7 +13,7 @@
 namespace cnnscale::nn {
 
 enum class Op { conv, relu, maxpool, avgpool, dropout, flatten, linear, bn, add, act, mul, concat, stochastic_depth, layernorm, layer_scale, channel_slice,
-                channel_shuffle, adaptive_avgpool };
+                channel_shuffle, adaptive_avgpool, deconv };
 
 // Element-wise activations other than ReLU (Op::act), with PyTorch's definitions and
 // gradients: ReLU6 (hardtanh(0, 6): gradient where 0 < x < 6), sigmoid, SiLU (x·σ(x)),
@@ -132,6 +132,10 @@ class GraphBuilder {
   // PyTorch's Conv2d(in, out, k, stride, pad, groups=groups, bias=bias): groups must divide
   // both channel counts; the weight is out × in/groups × k × k.
   int conv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias = true, int groups = 1);
+  // PyTorch's ConvTranspose2d(in, out, k, stride, pad, bias=bias) (groups 1, no output
+  // padding, dilation 1): output (in − 1)·stride − 2·pad + k; the weight is in × out × k × k,
+  // initialised as PyTorch's (kaiming-uniform(a=√5) with fan_in = out·k², its dim 1).
+  int deconv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias = true);
   int relu(int x);
   int act(int x, Act a, float slope = 0.01f);  // an element-wise activation (Op::act); slope: leaky_relu's
   // Pools as PyTorch's MaxPool2d / AvgPool2d(count_include_pad=True): floor output

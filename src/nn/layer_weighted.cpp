@@ -1,5 +1,5 @@
-// layer_weighted.cpp — conv2d on oneDNN convolution_* primitives (written generic over
-// the primitive family), fp32 or bf16 compute, oneDNN-chosen (blocked) layouts with
+// layer_weighted.cpp — conv2d on oneDNN convolution_* primitives and ConvTranspose2d on
+// deconvolution_* primitives (written generic over the primitive family), fp32 or bf16 compute, oneDNN-chosen (blocked) layouts with
 // reorders only where a layout or type differs.
 // bf16 (issue 30): src, weights, dst, diff_dst and diff_src are bf16 — the activations
 // stay bf16 from layer to layer, in the layout the producer's primitive chose — while
@@ -57,6 +57,36 @@ struct ConvTraits {
     if (db) return {BwdW::desc(conv_alg(), src, dw, *db, ddst, strides, pl, pr), e, h};
     return {BwdW::desc(conv_alg(), src, dw, ddst, strides, pl, pr), e, h};
   }
+  // PyTorch's out × in/groups × k × k bytes in oneDNN's dims (grouped: G × OC/G × C/G × k × k).
+  static tag user_weights(const Node& n) { return n.groups > 1 ? tag::goihw : tag::oihw; }
+};
+
+// ConvTranspose2d: oneDNN's deconvolution with weights in its OC × IC × k × k dims, which
+// PyTorch stores as IC × OC × k × k: the plain layout iohw is PyTorch's bytes. Output size
+// (in − 1)·stride − 2·pad + k: padding pad on both sides.
+struct DeconvTraits {
+  using Fwd = dnnl::deconvolution_forward;
+  using BwdD = dnnl::deconvolution_backward_data;
+  using BwdW = dnnl::deconvolution_backward_weights;
+  dnnl::memory::dims strides, pl, pr;
+  static constexpr algorithm alg = algorithm::deconvolution_direct;
+
+  explicit DeconvTraits(const Node& n) : strides{n.stride, n.stride}, pl{n.pad, n.pad}, pr{n.pad, n.pad} {}
+  Fwd::primitive_desc fwd(const md_t& src, const md_t& w, const md_t* b, const md_t& dst, const dnnl::engine& e,
+                          const dnnl::primitive_attr& attr) const {
+    if (b) return {Fwd::desc(prop_kind::forward_training, alg, src, w, *b, dst, strides, pl, pr), attr, e};
+    return {Fwd::desc(prop_kind::forward_training, alg, src, w, dst, strides, pl, pr), attr, e};
+  }
+  BwdD::primitive_desc bwd_d(const md_t& dsrc, const md_t& w, const md_t& ddst, const dnnl::engine& e,
+                             const Fwd::primitive_desc& h) const {
+    return {BwdD::desc(alg, dsrc, w, ddst, strides, pl, pr), e, h};
+  }
+  BwdW::primitive_desc bwd_w(const md_t& src, const md_t& dw, const md_t* db, const md_t& ddst, const dnnl::engine& e,
+                             const Fwd::primitive_desc& h) const {
+    if (db) return {BwdW::desc(alg, src, dw, *db, ddst, strides, pl, pr), e, h};
+    return {BwdW::desc(alg, src, dw, ddst, strides, pl, pr), e, h};
+  }
+  static tag user_weights(const Node&) { return tag::iohw; }
 };
 
 template <class Traits>
@@ -91,9 +121,8 @@ class WeightedExec : public Exec {
     const md_t b_md({oc}, dt::f32, tag::x);
     // A conv's user weights are PyTorch's bytes in the primitive's dims (a pointwise linear's
     // out × in weight, GraphBuilder::pointwise_linear, is out × in × 1 × 1).
-    const md_t w_user_md = conv && node.groups > 1 ? md_t(w_any.dims(), dt::f32, tag::goihw)
-                           : conv                  ? md_t(w_any.dims(), dt::f32, tag::oihw)
-                                                   : plain_md(std::vector<int64_t>(wi.shape.begin(), wi.shape.end()));
+    const md_t w_user_md = conv ? md_t(w_any.dims(), dt::f32, Traits::user_weights(node))
+                                : plain_md(std::vector<int64_t>(wi.shape.begin(), wi.shape.end()));
     w_user_ = dnnl::memory(w_user_md, eng, env.params + wi.offset);
     dw_user_ = dnnl::memory(w_user_md, eng, env.grads + wi.offset);
     if (has_bias) {
@@ -252,6 +281,10 @@ std::unique_ptr<Exec> make_weighted(const Node& node, Tensor* in, Tensor* out, c
 
 std::unique_ptr<Exec> make_conv(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env, Tensor* fused_out) {
   return make_weighted<ConvTraits>(node, in, out, env, true, fused_out);
+}
+
+std::unique_ptr<Exec> make_deconv(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) {
+  return make_weighted<DeconvTraits>(node, in, out, env, true, nullptr);
 }
 
 }  // namespace cnnscale::nn

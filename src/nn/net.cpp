@@ -258,7 +258,7 @@ void Net::plan_gradients(Plan& plan) {
   for (const Node& node : graph_.nodes) {
     size_t& e = esize[static_cast<size_t>(node.index + 1)];
     switch (node.op) {
-      case Op::conv: e = precision_ == Precision::bf16 ? 2 : 4; break;
+      case Op::conv: case Op::deconv: e = precision_ == Precision::bf16 ? 2 : 4; break;
       case Op::dropout: case Op::linear: case Op::mul: case Op::concat: case Op::layernorm: case Op::layer_scale:
       case Op::channel_slice: case Op::channel_shuffle: case Op::adaptive_avgpool:
         e = 4;

@@ -117,6 +117,15 @@ void Writer::emit(const Node& n) {
       integer(c, "group", n.groups);
       break;
     }
+    case Op::deconv: {  // ConvTranspose: weight in × out × k × k, as PyTorch's
+      std::vector<std::string> ins = {in(0), param(n, 0, {s.c, n.out_channels, n.kernel, n.kernel})};
+      if (n.bias) ins.push_back(param(n, 1, {n.out_channels}));
+      auto* c = node("ConvTranspose", ins, out);
+      ints(c, "kernel_shape", {n.kernel, n.kernel});
+      ints(c, "strides", {n.stride, n.stride});
+      ints(c, "pads", {n.pad, n.pad, n.pad, n.pad});
+      break;
+    }
     case Op::relu: node("Relu", {in(0)}, out); break;
     case Op::act:
       switch (n.act) {

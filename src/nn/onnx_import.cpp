@@ -27,7 +27,7 @@ namespace cnnscale::nn {
 namespace {
 
 const char* kSupported =
-    "Conv, BatchNormalization (training mode), Relu, LeakyRelu, Clip (0, 6), Sigmoid, HardSigmoid, HardSwish, x*Sigmoid(x) "
+    "Conv, ConvTranspose (one group), BatchNormalization (training mode), Relu, LeakyRelu, Clip (0, 6), Sigmoid, HardSigmoid, HardSwish, x*Sigmoid(x) "
     "(SiLU), Erf-form GELU, MaxPool, AveragePool, GlobalAveragePool, ReduceMean (over H and W), Flatten, Gemm, "
     "Dropout, Add, Concat (channels), Mul (by an N x C x 1 x 1 tensor or a C x 1 x 1 layer scale), Identity, Pad "
     "(zeros), Constant; LayerNorm over channels as torch decomposes it and Linear over channels (MatMul) between "
@@ -81,6 +81,7 @@ class Importer {
     if (nhwc_.count(from)) nhwc_.insert(to);
   }
   void conv(const onnx::NodeProto& n, int pad_extra);
+  void deconv(const onnx::NodeProto& n);
   void pool(const onnx::NodeProto& n, bool max, int pad_extra);
   void set(const std::string& name, int id) { ids_[name] = id; }
 
@@ -203,6 +204,8 @@ double torch_momentum(float m) {
 void Importer::check_attributes(const onnx::NodeProto& n) const {
   static const std::map<std::string, std::set<std::string>> known = {
       {"Conv", {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}},
+      {"ConvTranspose",
+       {"auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads", "strides"}},
       {"BatchNormalization", {"epsilon", "momentum", "training_mode"}},
       {"MaxPool", {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}},
       {"AveragePool", {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"}},
@@ -582,6 +585,42 @@ void Importer::conv(const onnx::NodeProto& n, int pad_extra) {
   set(n.output(0), y);
 }
 
+// ConvTranspose (PyTorch's ConvTranspose2d): groups 1, no output padding or output shape, the
+// window rules of Conv (square kernel, one stride, one padding, dilation 1).
+void Importer::deconv(const onnx::NodeProto& n) {
+  auto bad = [&](const std::string& w) { node_fail(n, "has " + w); };
+  if (n.input_size() < 2) node_fail(n, "has no weight input");
+  auto it = inits_.find(n.input(1));
+  if (it == inits_.end()) node_fail(n, "its weight '" + n.input(1) + "' is not an initializer");
+  const auto& wt = *it->second;
+  if (wt.dims_size() != 4)
+    node_fail(n, "its weight has " + std::to_string(wt.dims_size()) + " dimensions (ConvTranspose2d only)");
+  auto kernel = attr_ints(n, "kernel_shape");
+  if (kernel.empty()) kernel = {wt.dims(2), wt.dims(3)};
+  const Window w = window(n, kernel, bad);
+  if (attr_i(n, "group", 1) != 1) bad("groups (cnnscale's transposed convolution has one group)");
+  for (int64_t v : attr_ints(n, "output_padding"))
+    if (v != 0) bad("output_padding (cnnscale's transposed convolution has none yet)");
+  if (attr(n, "output_shape")) bad("an output_shape (give pads instead, as PyTorch exports)");
+  const int64_t cin = b_.shape(tensor(n, 0)).c;
+  if (wt.dims(0) != cin || wt.dims(1) < 1 || wt.dims(2) != w.k || wt.dims(3) != w.k)
+    bad("a weight of " + std::to_string(wt.dims(0)) + "x" + std::to_string(wt.dims(1)) + "x" +
+        std::to_string(wt.dims(2)) + "x" + std::to_string(wt.dims(3)) + " for " + std::to_string(cin) +
+        " input channels and a " + std::to_string(w.k) + "x" + std::to_string(w.k) + " kernel");
+  const std::string p = prefix(n, n.input(1));
+  const bool bias = n.input_size() > 2 && !n.input(2).empty();
+  if (bias) check_param(n, n.input(2), p + ".bias");
+  int y;
+  try {
+    y = b_.deconv(tensor(n, 0), p, static_cast<int>(wt.dims(1)), w.k, w.stride, w.pad, bias);
+  } catch (const UserError& e) {
+    node_fail(n, e.what());
+  }
+  give(n, n.input(1));
+  if (bias) give(n, n.input(2));
+  set(n.output(0), y);
+}
+
 void Importer::pool(const onnx::NodeProto& n, bool max, int pad_extra) {
   auto bad = [&](const std::string& w) { node_fail(n, "has " + w); };
   Window w = window(n, attr_ints(n, "kernel_shape"), bad);
@@ -761,6 +800,8 @@ ModelGraph Importer::run(int classes) {
       else out(tensor(n, 0));
     } else if (op == "Conv") {
       conv(n, 0);
+    } else if (op == "ConvTranspose") {
+      deconv(n);
     } else if (op == "BatchNormalization") {
       const bool training = attr(n, "training_mode") ? attr_i(n, "training_mode", 0) != 0 : n.output_size() > 1;
       if (!training)

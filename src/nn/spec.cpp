@@ -154,6 +154,13 @@ struct Parser {
         if (a.size() > 2) L.stride = as_int(a[2], "stride", 1);
         if (a.size() > 3) L.pad = as_int(a[3], "padding", 0);
         if (a.size() > 4) L.groups = as_int(a[4], "groups", 1);
+      } else if (name == "deconv") {
+        nargs(2, 4, "deconv(out, kernel[, stride[, pad]])");
+        L.kind = LayerKind::deconv;
+        L.out = as_int(a[0], "out channels", 1);
+        L.kernel = as_int(a[1], "kernel size", 1);
+        if (a.size() > 2) L.stride = as_int(a[2], "stride", 1);
+        if (a.size() > 3) L.pad = as_int(a[3], "padding", 0);
       } else if (name == "maxpool" || name == "avgpool") {
         if (name == "maxpool") nargs(1, 4, "maxpool(kernel[, stride[, pad[, ceil_mode 0|1]]])");
         else nargs(1, 3, "avgpool(kernel[, stride[, pad]])");
@@ -224,7 +231,7 @@ struct Parser {
       } else {
         error(b, name.size(),
               "unknown layer '" + name +
-                  "' (layers: conv relu relu6 sigmoid silu hardswish gelu hardsigmoid leaky_relu se maxpool avgpool gap dropout "
+                  "' (layers: conv deconv relu relu6 sigmoid silu hardswish gelu hardsigmoid leaky_relu se maxpool avgpool gap dropout "
                   "stochastic_depth flatten linear bn layernorm layerscale slice shuffle adaptivepool res cat; "
                   "built-in models: " + builtin_model_list(" ") + ")");
       }
@@ -274,6 +281,12 @@ std::string format_spec(const std::vector<LayerSpec>& layers) {
       case LayerKind::dropout: os << "dropout(" << fmt_num(L.p) << ')'; break;
       case LayerKind::sdepth: os << "stochastic_depth(" << fmt_num(L.p) << ')'; break;
       case LayerKind::linear: os << "linear(" << L.out << ')'; break;
+      case LayerKind::deconv:
+        os << "deconv(" << L.out << ',' << L.kernel;
+        if (L.stride != 1 || L.pad != 0) os << ',' << L.stride;
+        if (L.pad != 0) os << ',' << L.pad;
+        os << ')';
+        break;
       case LayerKind::relu: os << "relu"; break;
       case LayerKind::act:
         os << L.act;

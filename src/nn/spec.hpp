@@ -17,7 +17,7 @@
 namespace cnnscale::nn {
 
 enum class LayerKind { conv, relu, maxpool, avgpool, gap, dropout, flatten, linear, bn, res, act, se, cat, sdepth, layernorm, layerscale, slice,
-                       shuffle, adaptivepool };
+                       shuffle, adaptivepool, deconv };
 
 struct LayerSpec {
   LayerKind kind = LayerKind::relu;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # grad_torch.sh — one training step of mnist_cnn, lenet5 and one-line spec models (two of
 # them with grouped and depthwise convolutions and the activations relu6, sigmoid, silu,
-# hardswish, gelu, one with leaky ReLU, one with concatenations and ceil-mode max-pools, one with hard-sigmoid,
+# hardswish, gelu, one with leaky ReLU, one with transposed convolutions, one with concatenations and ceil-mode max-pools, one with hard-sigmoid,
 # stochastic depth, layer norm and layer scale) against
 # PyTorch (issue 47): for each model at two input sizes (odd ones, strided convolutions and
 # padded pools over odd inputs), `cnnscale train --synthetic` takes 2 SGD steps (weights no
@@ -53,6 +53,10 @@ SPEC_D="conv(16,3,2,1) bn silu conv(16,3,1,1,16) bn relu6 se(4) conv(24,1) hards
 # CosmoFlow's activation (issue 50): leaky ReLU, slope 0.3 after a strided conv, PyTorch's
 # default 0.01 on flat features, and after a max-pool.
 SPEC_G="conv(12,3,2,1) leaky_relu(0.3) maxpool(2) conv(16,2) bn leaky_relu(0.3) gap flatten linear(8) leaky_relu linear(5)"
+# U-Net's up path (issue 50): transposed convolutions (ConvTranspose2d) of kernel 2 stride 2,
+# kernel 3 stride 2 padding 1 and kernel 3 stride 1 over odd inputs, with batch norm and a
+# concatenation of the up-sampled map with an encoder map of the same size.
+SPEC_H="conv(8,3,1,1) bn relu cat(| maxpool(2) conv(12,3,1,1) relu deconv(8,2,2) relu) conv(8,3,1,1) deconv(6,3,2,1) relu deconv(4,3) conv(4,3,2) flatten linear(5)"
 # Concatenation and ceil-mode max-pool (issue 49: a SqueezeNet Fire module, a DenseNet dense
 # block with its transition, a branch that is the input itself); 39×33 puts clipped last
 # windows on the ceil-mode pools.
@@ -79,5 +83,6 @@ for isa in "${ISAS[@]}"; do
   check "$isa" specE-39x33 "$SPEC_E" 3 39 33 5
   check "$isa" specF-37x31 "$SPEC_F" 3 37 31 5
   check "$isa" specG-35x29 "$SPEC_G" 3 35 29 5
+  check "$isa" specH-16x12 "$SPEC_H" 3 16 12 5
 done
 finish

@@ -5,7 +5,9 @@
 # excitation; efficientnet_b0: SiLU, stochastic depth, dropout; convnext_tiny: layer norm,
 # layer scale, GELU, pointwise linears; shufflenet_v2_x1_0: channel slices and shuffles,
 # concat; densenet121: concat, average pool; squeezenet1_1: ceil-mode pools; a spec with a
-# padded average pool and an adaptive pool whose bins overlap; a user's CNN imported from ONNX):
+# padded average pool and an adaptive pool whose bins overlap; a spec with transposed
+# convolutions and leaky ReLUs, whose export is also imported back (ConvTranspose, LeakyRelu:
+# the same logits from the same checkpoint); a user's CNN imported from ONNX):
 # after 2 training steps (running statistics moved), the exported file
 # - passes onnx.checker, has a dynamic batch dimension, and its initializers are the
 #   checkpoint's tensors under their state_dict names, equal values;
@@ -31,6 +33,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 expect_eq "user CNN exported for import" 0 "$?"
 MODELS=(resnet18 mobilenet_v2 mobilenet_v3_large efficientnet_b0 convnext_tiny shufflenet_v2_x1_0 densenet121
   squeezenet1_1 "conv(16,3,2,1) bn relu6 avgpool(3,2,1) conv(24,3,1,1) relu adaptivepool(3,5) flatten dropout(0.3) linear(5)"
+  "conv(8,3,2,1) leaky_relu(0.2) deconv(6,2,2) relu deconv(4,3,2,1) conv(8,3,2) leaky_relu gap flatten linear(5)"
   "$TMP/user.onnx")
 i=0
 for M in "${MODELS[@]}"; do
@@ -47,6 +50,14 @@ for M in "${MODELS[@]}"; do
   ck=$(ls "$d"/run/checkpoints/step-*.h5 | tail -1)
   "$TOOL" eval "$M" 3 64 64 5 "$ck" "$d/x.f32" 3 "$d/ours.f32" >"$d/eval.log" 2>&1
   expect_eq "$tag: cnnscale eval logits" 0 "$?"
+  if [[ "$M" == *deconv* ]]; then  # the export read back by the importer: the same network
+    # (init: a checkpoint of the file's own initializers, the exported checkpoint's values)
+    "$TOOL" init "$d/model.onnx" 3 64 64 5 7 "$d/back" >"$d/back.log" 2>&1 &&
+      "$TOOL" eval "$d/model.onnx" 3 64 64 5 "$d/back/step-00000000.h5" "$d/x.f32" 3 "$d/back.f32" >>"$d/back.log" 2>&1
+    expect_eq "$tag: the export imported back evaluates" 0 "$?"
+    cmp -s "$d/ours.f32" "$d/back.f32"
+    expect_eq "$tag: imported back, bitwise the same logits" 0 "$?"
+  fi
   "$ORT_PY" - "$d" >"$d/ort.txt" 2>&1 <<'PYEOF'
 import sys
 

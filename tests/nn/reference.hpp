@@ -62,6 +62,27 @@ inline Result forward(const Graph& g, const std::vector<double>& P, const float*
               }
         break;
       }
+      case Op::deconv: {  // PyTorch's ConvTranspose2d, written as its scatter: weight in × out × k × k
+        const int K = nd.kernel;
+        for (int64_t b = 0; b < n; ++b) {
+          for (int o = 0; o < os.c; ++o)
+            for (int p = 0; p < os.h * os.w; ++p)
+              y[(size_t(b) * os.c + o) * os.h * os.w + p] = nd.bias ? P[off(1) + o] : 0.0;
+          for (int i = 0; i < is.c; ++i)
+            for (int iy = 0; iy < is.h; ++iy)
+              for (int ix = 0; ix < is.w; ++ix)
+                for (int o = 0; o < os.c; ++o)
+                  for (int ky = 0; ky < K; ++ky)
+                    for (int kx = 0; kx < K; ++kx) {
+                      const int oy = iy * nd.stride - nd.pad + ky, ox = ix * nd.stride - nd.pad + kx;
+                      if (oy < 0 || oy >= os.h || ox < 0 || ox >= os.w) continue;
+                      y[((size_t(b) * os.c + o) * os.h + oy) * os.w + ox] +=
+                          P[off(0) + ((size_t(i) * os.c + o) * K + ky) * K + kx] *
+                          x[((size_t(b) * is.c + i) * is.h + iy) * is.w + ix];
+                    }
+        }
+        break;
+      }
       case Op::linear:
         for (int64_t b = 0; b < n; ++b)
           for (int o = 0; o < os.c; ++o) {

@@ -128,6 +128,12 @@ TEST(GradCheck, LeakyRelu) {
   gradcheck("conv(4,3,1,1) leaky_relu(0.3) conv(4,2) leaky_relu(0.3) flatten linear(6) leaky_relu linear(3)", {2, 5, 5},
             3, 3, 0);
 }
+// Transposed convolutions (U-Net's up path): kernel 2 stride 2, kernel 3 stride 2 padding 1,
+// kernel 3 stride 1, with and after other layers.
+TEST(GradCheck, TransposedConvolution) {
+  gradcheck("conv(4,3,1,1) deconv(3,2,2) relu deconv(4,3,2,1) conv(3,3,2) deconv(2,3) flatten linear(3)", {2, 5, 4}, 3, 3,
+            0);
+}
 // Hard-sigmoid (MobileNetV3's squeeze-and-excitation gate) and stochastic depth in a
 // residual branch (EfficientNet's MBConv): batch 6 at this step and seed drops some samples'
 // branches and keeps the others' (samples 3, 4 of the first; 2, 3, 5 of the second).

@@ -199,7 +199,8 @@ Half store_types(const std::string& spec, const SampleShape& in, int classes = 3
         EXPECT_EQ(out_t, 0) << spec << " node " << n.index;
         for (int t : n.inputs) EXPECT_EQ(h[static_cast<size_t>(t)], 0) << spec << " node " << n.index << " reads fp32";
         break;
-      case nn::Op::conv: break;
+      case nn::Op::conv:
+      case nn::Op::deconv: break;
     }
   }
   return h;

@@ -97,6 +97,22 @@ TEST(Spec, Activations) {
   EXPECT_NE(error_of("conv(4,3) silu(2) flatten linear(10)").find("takes no arguments"), std::string::npos);
 }
 
+// deconv(out, k[, stride[, pad]]): PyTorch's ConvTranspose2d output size and weight shape
+// (in × out × k × k); the spec round-trips.
+TEST(Spec, Deconv) {
+  const std::string spec = "conv(4,3) deconv(6,2,2) deconv(3,3,2,1) deconv(2,3) flatten linear(3)";
+  EXPECT_EQ(nn::format_spec(nn::parse_spec(spec)), spec);
+  const auto mg = nn::build_model_graph(spec, {1, 7, 9}, 3);
+  const auto& n1 = mg.graph.nodes[1];
+  EXPECT_EQ(n1.op, nn::Op::deconv);
+  EXPECT_EQ(n1.out.h, 10);  // (5 − 1)·2 + 2
+  EXPECT_EQ(n1.out.w, 14);  // (7 − 1)·2 + 2
+  EXPECT_EQ(mg.graph.nodes[2].out.h, 19);  // (10 − 1)·2 − 2 + 3
+  EXPECT_EQ(mg.graph.nodes[3].out.h, 21);  // 19 + 2
+  EXPECT_EQ(mg.graph.params[n1.params[0]].info.shape, (std::vector<int64_t>{4, 6, 2, 2}));
+  EXPECT_NE(error_of("conv(4,3) flatten deconv(2,2) linear(3)").find("deconv needs a c×h×w input"), std::string::npos);
+}
+
 // leaky_relu[(slope)]: PyTorch's default slope 0.01 unless given; the spec round-trips with
 // the slope written only where it is not the default.
 TEST(Spec, LeakyRelu) {
@@ -267,7 +283,7 @@ TEST(Spec, RejectsMistakesWithTheirPosition) {
       {"conv(32) flatten linear(10)", 0, "conv(out, kernel"},
       {"conv(32,3) dropout(1.5) flatten linear(10)", 19, "[0, 1)"},
       {"conv(32,3) linear(10)", 11, "flatten before"},
-      {"conv(32,3) relu flatten linear(7)", 24, "10 classes"},
+      {"conv(32,3) relu flatten linear(7)", 24, "needs 10 per sample (its classes"},
       {"conv(32,3 relu", 10, "expected ',' or ')'"},
       {"conv(32,30) flatten linear(10)", 0, "larger than"},
       {"conv(8,3) res(conv(4,3,1,1)) flatten linear(10)", 10, "equal shapes"},

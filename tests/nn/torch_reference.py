@@ -222,6 +222,8 @@ def run_graph(cap, params, x, follow, seed=0, step=0, sample_ids=None):
         if op == "conv":  # a weight of nn.Linear's shape (ConvNeXt's pointwise linears) is out × in × 1 × 1
             w = P[0] if P[0].dim() == 4 else P[0][:, :, None, None]
             y = F.conv2d(a, w, P[1] if len(P) > 1 else None, nd["stride"], nd["pad"], 1, nd["groups"])
+        elif op == "deconv":  # nn.ConvTranspose2d: weight in × out × k × k
+            y = F.conv_transpose2d(a, P[0], P[1] if len(P) > 1 else None, nd["stride"], nd["pad"])
         elif op == "linear":
             y = F.linear(a, P[0], P[1] if len(P) > 1 else None)
         elif op == "mul":
