@@ -279,6 +279,7 @@ std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in
   switch (node.op) {
     case Op::conv: return make_conv(node, in[0], out, env, fused_out);
     case Op::deconv: return make_deconv(node, in[0], out, env);
+    case Op::upsample: return make_upsample(node, in[0], out, env);
     case Op::linear: return make_linear(node, in[0], out, env);
     case Op::relu: return make_relu(node, in[0], out, env);
     case Op::act: return make_act(node, in[0], out, env);

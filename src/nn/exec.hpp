@@ -224,6 +224,7 @@ std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in
 // Per-layer factories (one file each).
 std::unique_ptr<Exec> make_conv(const Node&, Tensor* in, Tensor* out, const ExecEnv&, Tensor* fused_out);
 std::unique_ptr<Exec> make_deconv(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
+std::unique_ptr<Exec> make_upsample(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_linear(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_relu(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
 std::unique_ptr<Exec> make_act(const Node&, Tensor* in, Tensor* out, const ExecEnv&);

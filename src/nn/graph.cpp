@@ -96,6 +96,18 @@ int GraphBuilder::deconv(int x, const std::string& name, int out, int k, int str
   return push(std::move(n), Shape{out, static_cast<int>(oh), static_cast<int>(ow), false});
 }
 
+int GraphBuilder::upsample(int x, int scale, Resample mode) {
+  const Shape s = shape(x);
+  if (s.flat) fail("upsampling needs a c×h×w input, got a flat one (after flatten/linear)");
+  if (scale < 1 || scale > 64) fail("the up-sampling factor ", scale, " is not one of 1..64");
+  Node n;
+  n.op = Op::upsample;
+  n.inputs = {x};
+  n.stride = scale;
+  n.resample = mode;
+  return push(std::move(n), Shape{s.c, s.h * scale, s.w * scale, false});
+}
+
 int GraphBuilder::act(int x, Act a, float slope) {
   Node n;
   n.op = Op::act;
@@ -455,6 +467,7 @@ std::vector<char> gpu_bf16_tensors(const Graph& g) {
       case Op::layernorm:
       case Op::layer_scale:
       case Op::channel_slice:
+      case Op::upsample:
       case Op::channel_shuffle:
       case Op::adaptive_avgpool:
       case Op::concat: half[out] = 0; break;
@@ -482,6 +495,7 @@ std::vector<char> gpu_bf16_tensors(const Graph& g) {
         case Op::channel_slice:
         case Op::channel_shuffle:
         case Op::adaptive_avgpool:
+        case Op::upsample:
         case Op::concat:
           for (int t : n.inputs) to_fp32(t);
           break;
@@ -595,6 +609,7 @@ const char* op_name(Op op) {
     case Op::channel_shuffle: return "channel_shuffle";
     case Op::adaptive_avgpool: return "adaptive_avgpool";
     case Op::deconv: return "deconv";
+    case Op::upsample: return "upsample";
   }
   return "?";
 }

@@ -13,7 +13,11 @@
 namespace cnnscale::nn {
 
 enum class Op { conv, relu, maxpool, avgpool, dropout, flatten, linear, bn, add, act, mul, concat, stochastic_depth, layernorm, layer_scale, channel_slice,
-                channel_shuffle, adaptive_avgpool, deconv };
+                channel_shuffle, adaptive_avgpool, deconv, upsample };
+
+// Up-sampling (Op::upsample), as F.interpolate's modes: 'nearest', 'bilinear' with
+// align_corners False (PyTorch's default) or True (nn.UpsamplingBilinear2d's).
+enum class Resample { nearest, bilinear, bilinear_align_corners };
 
 // Element-wise activations other than ReLU (Op::act), with PyTorch's definitions and
 // gradients: ReLU6 (hardtanh(0, 6): gradient where 0 < x < 6), sigmoid, SiLU (x·σ(x)),
@@ -77,6 +81,7 @@ struct Node {
   int slice_begin = 0, slice_end = 0;  // channel_slice: the input channels [begin, end)
   Act act = Act::relu6;      // act: which activation
   float slope = 0.01f;       // act leaky_relu: the negative slope (PyTorch's default 0.01)
+  Resample resample = Resample::nearest;  // upsample: the mode (the factor is `stride`)
   int kernel_w = 0;          // pools: window width (= kernel except gap on a non-square input)
   bool ceil_mode = false;    // maxpool: PyTorch's ceil_mode (the output size rounded up)
   bool bias = true;          // conv
@@ -136,6 +141,8 @@ class GraphBuilder {
   // padding, dilation 1): output (in − 1)·stride − 2·pad + k; the weight is in × out × k × k,
   // initialised as PyTorch's (kaiming-uniform(a=√5) with fan_in = out·k², its dim 1).
   int deconv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias = true);
+  // F.interpolate(x, scale_factor=scale, mode=...): H·scale × W·scale, no parameters.
+  int upsample(int x, int scale, Resample mode);
   int relu(int x);
   int act(int x, Act a, float slope = 0.01f);  // an element-wise activation (Op::act); slope: leaky_relu's
   // Pools as PyTorch's MaxPool2d / AvgPool2d(count_include_pad=True): floor output

@@ -215,6 +215,12 @@ int build_spec(GraphBuilder& b, int x, const std::vector<LayerSpec>& layers, con
         case LayerKind::conv: x = b.conv(x, name, L.out, L.kernel, L.stride, L.pad, true, L.groups); break;
         case LayerKind::relu: x = b.relu(x); break;
         case LayerKind::deconv: x = b.deconv(x, name, L.out, L.kernel, L.stride, L.pad); break;
+        case LayerKind::upsample:
+          x = b.upsample(x, L.stride,
+                         L.act == "upsample" ? Resample::nearest
+                         : L.ceil_mode       ? Resample::bilinear_align_corners
+                                             : Resample::bilinear);
+          break;
         case LayerKind::act: {
           Act a = Act::relu6;
           for (Act k : {Act::relu6, Act::sigmoid, Act::silu, Act::hardswish, Act::gelu, Act::hardsigmoid,

@@ -260,7 +260,7 @@ void Net::plan_gradients(Plan& plan) {
     switch (node.op) {
       case Op::conv: case Op::deconv: e = precision_ == Precision::bf16 ? 2 : 4; break;
       case Op::dropout: case Op::linear: case Op::mul: case Op::concat: case Op::layernorm: case Op::layer_scale:
-      case Op::channel_slice: case Op::channel_shuffle: case Op::adaptive_avgpool:
+      case Op::channel_slice: case Op::channel_shuffle: case Op::adaptive_avgpool: case Op::upsample:
         e = 4;
         break;
       default: e = esize[static_cast<size_t>(node.inputs[0])];

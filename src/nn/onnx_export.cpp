@@ -126,6 +126,9 @@ void Writer::emit(const Node& n) {
       ints(c, "pads", {n.pad, n.pad, n.pad, n.pad});
       break;
     }
+    case Op::upsample:  // ONNX Resize is not written yet: refused before any file is made
+      fail("cnnscale export: layer ", n.index, " (up-sampling) has no ONNX form in cnnscale yet; the run's checkpoints ",
+           "hold its weights (PyTorch's state_dict names)");
     case Op::relu: node("Relu", {in(0)}, out); break;
     case Op::act:
       switch (n.act) {

@@ -161,6 +161,16 @@ struct Parser {
         L.kernel = as_int(a[1], "kernel size", 1);
         if (a.size() > 2) L.stride = as_int(a[2], "stride", 1);
         if (a.size() > 3) L.pad = as_int(a[3], "padding", 0);
+      } else if (name == "upsample" || name == "bilinear") {
+        if (name == "upsample") nargs(1, 1, "upsample(scale): nearest");
+        else nargs(1, 2, "bilinear(scale[, align_corners 0|1])");
+        L.kind = LayerKind::upsample;
+        L.act = name;
+        L.stride = as_int(a[0], "scale factor", 1);
+        if (a.size() > 1) {
+          if (a[1].value != 0 && a[1].value != 1) error(a[1].pos, a[1].len, "align_corners must be 0 or 1");
+          L.ceil_mode = a[1].value == 1;
+        }
       } else if (name == "maxpool" || name == "avgpool") {
         if (name == "maxpool") nargs(1, 4, "maxpool(kernel[, stride[, pad[, ceil_mode 0|1]]])");
         else nargs(1, 3, "avgpool(kernel[, stride[, pad]])");
@@ -231,7 +241,7 @@ struct Parser {
       } else {
         error(b, name.size(),
               "unknown layer '" + name +
-                  "' (layers: conv deconv relu relu6 sigmoid silu hardswish gelu hardsigmoid leaky_relu se maxpool avgpool gap dropout "
+                  "' (layers: conv deconv upsample bilinear relu relu6 sigmoid silu hardswish gelu hardsigmoid leaky_relu se maxpool avgpool gap dropout "
                   "stochastic_depth flatten linear bn layernorm layerscale slice shuffle adaptivepool res cat; "
                   "built-in models: " + builtin_model_list(" ") + ")");
       }
@@ -281,6 +291,9 @@ std::string format_spec(const std::vector<LayerSpec>& layers) {
       case LayerKind::dropout: os << "dropout(" << fmt_num(L.p) << ')'; break;
       case LayerKind::sdepth: os << "stochastic_depth(" << fmt_num(L.p) << ')'; break;
       case LayerKind::linear: os << "linear(" << L.out << ')'; break;
+      case LayerKind::upsample:
+        os << L.act << '(' << L.stride << (L.ceil_mode ? ",1" : "") << ')';
+        break;
       case LayerKind::deconv:
         os << "deconv(" << L.out << ',' << L.kernel;
         if (L.stride != 1 || L.pad != 0) os << ',' << L.stride;

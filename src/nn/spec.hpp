@@ -17,7 +17,7 @@
 namespace cnnscale::nn {
 
 enum class LayerKind { conv, relu, maxpool, avgpool, gap, dropout, flatten, linear, bn, res, act, se, cat, sdepth, layernorm, layerscale, slice,
-                       shuffle, adaptivepool, deconv };
+                       shuffle, adaptivepool, deconv, upsample };
 
 struct LayerSpec {
   LayerKind kind = LayerKind::relu;
@@ -27,7 +27,7 @@ struct LayerSpec {
   int stride = 1;       // conv (default 1), pools (default = kernel)
   int pad = 0;          // conv, pools
   int groups = 1;       // conv (PyTorch's groups)
-  bool ceil_mode = false;  // maxpool (PyTorch's ceil_mode)
+  bool ceil_mode = false;  // maxpool (PyTorch's ceil_mode); upsample: bilinear's align_corners
   double p = 0.0;       // dropout, stochastic_depth; layerscale: the initial value
   std::string act;      // act: relu6 sigmoid silu hardswish gelu hardsigmoid leaky_relu (slope in p)
   std::vector<LayerSpec> body;  // res

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # grad_torch.sh — one training step of mnist_cnn, lenet5 and one-line spec models (two of
 # them with grouped and depthwise convolutions and the activations relu6, sigmoid, silu,
-# hardswish, gelu, one with leaky ReLU, one with transposed convolutions, one with concatenations and ceil-mode max-pools, one with hard-sigmoid,
+# hardswish, gelu, one with leaky ReLU, one with transposed convolutions, one with up-sampling, one with concatenations and ceil-mode max-pools, one with hard-sigmoid,
 # stochastic depth, layer norm and layer scale) against
 # PyTorch (issue 47): for each model at two input sizes (odd ones, strided convolutions and
 # padded pools over odd inputs), `cnnscale train --synthetic` takes 2 SGD steps (weights no
@@ -68,6 +68,9 @@ SPEC_E="conv(16,3,2) relu maxpool(3,2,0,1) conv(8,1) relu cat(conv(12,1) relu | 
 # the channels, pointwise convs with GELU, layer scale) after a LayerNorm; a ShuffleNetV2 unit
 # (halves, a branch, concat, channel shuffle) and VGG's adaptive pool (9×8 and 3×3 outputs).
 SPEC_F="conv(16,3,2,1) bn hardswish res(conv(16,1) bn relu conv(16,3,1,1,16) bn hardsigmoid stochastic_depth(0.5)) res(conv(16,3,1,1) bn silu stochastic_depth(0.5)) layernorm res(conv(16,7,1,3,16) layernorm conv(32,1) gelu conv(16,1) layerscale(0.25)) cat(slice(0,8) | slice(8,16) conv(8,1) bn relu conv(8,3,1,1,8)) shuffle(2) adaptivepool(9,8) conv(16,3,2) adaptivepool(3,3) flatten linear(5)"
+# U-Net's other up path: nearest and bilinear up-sampling (align_corners False, PyTorch's
+# default, and True, nn.UpsamplingBilinear2d's), by 2 and 3, on odd sizes.
+SPEC_I="conv(6,3,1,1) relu upsample(2) conv(6,3,2,1) bilinear(2) relu conv(6,3,1,1) bilinear(3,1) conv(4,3,2) gap flatten linear(5)"
 for isa in "${ISAS[@]}"; do
   if [ "$isa" != native ]; then
     got=$(with_isa "$isa" "$TOOL" isa)
@@ -84,5 +87,6 @@ for isa in "${ISAS[@]}"; do
   check "$isa" specF-37x31 "$SPEC_F" 3 37 31 5
   check "$isa" specG-35x29 "$SPEC_G" 3 35 29 5
   check "$isa" specH-16x12 "$SPEC_H" 3 16 12 5
+  check "$isa" specI-13x11 "$SPEC_I" 3 13 11 5
 done
 finish

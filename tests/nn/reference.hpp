@@ -83,6 +83,27 @@ inline Result forward(const Graph& g, const std::vector<double>& P, const float*
         }
         break;
       }
+      case Op::upsample: {  // F.interpolate's definitions, written out in double
+        const auto src = [&](int o, int in, int out) {
+          const int s = nd.stride;
+          if (nd.resample == Resample::nearest) return double(o / s);
+          if (nd.resample == Resample::bilinear) return std::max(0.0, (o + 0.5) / s - 0.5);
+          return out > 1 ? o * double(in - 1) / (out - 1) : 0.0;
+        };
+        for (int64_t b = 0; b < n; ++b)
+          for (int c = 0; c < os.c; ++c)
+            for (int oy = 0; oy < os.h; ++oy)
+              for (int ox = 0; ox < os.w; ++ox) {
+                const double sy = src(oy, is.h, os.h), sx = src(ox, is.w, os.w);
+                const int y0 = std::min(int(sy), is.h - 1), x0 = std::min(int(sx), is.w - 1);
+                const int y1 = std::min(y0 + 1, is.h - 1), x1 = std::min(x0 + 1, is.w - 1);
+                const double wy = sy - y0, wx = sx - x0;
+                const auto at = [&](int iy, int ix) { return x[((size_t(b) * is.c + c) * is.h + iy) * is.w + ix]; };
+                y[((size_t(b) * os.c + c) * os.h + oy) * os.w + ox] =
+                    (1 - wy) * ((1 - wx) * at(y0, x0) + wx * at(y0, x1)) + wy * ((1 - wx) * at(y1, x0) + wx * at(y1, x1));
+              }
+        break;
+      }
       case Op::linear:
         for (int64_t b = 0; b < n; ++b)
           for (int o = 0; o < os.c; ++o) {

@@ -109,7 +109,7 @@ bool write_capture(const nn::Net& net, const std::string& dir) {
     if (!nd.out.flat) txt << ',' << nd.out.h << ',' << nd.out.w;
     txt << " kernel=" << nd.kernel << ',' << (nd.kernel_w ? nd.kernel_w : nd.kernel) << " stride=" << nd.stride
         << " pad=" << nd.pad << " ceil=" << nd.ceil_mode << " groups=" << nd.groups << " act=" << nn::act_name(nd.act)
-        << " slope=" << std::setprecision(9) << nd.slope << std::setprecision(6) << " p=" << nd.p << " momentum=" << nd.momentum << " eps=" << nd.eps << " slice=" << nd.slice_begin << ','
+        << " resample=" << static_cast<int>(nd.resample) << " slope=" << std::setprecision(9) << nd.slope << std::setprecision(6) << " p=" << nd.p << " momentum=" << nd.momentum << " eps=" << nd.eps << " slice=" << nd.slice_begin << ','
         << nd.slice_end
         << " params=";
     for (size_t i = 0; i < nd.params.size(); ++i) txt << (i ? "," : "") << g.params[nd.params[i]].info.name;

@@ -134,6 +134,11 @@ TEST(GradCheck, TransposedConvolution) {
   gradcheck("conv(4,3,1,1) deconv(3,2,2) relu deconv(4,3,2,1) conv(3,3,2) deconv(2,3) flatten linear(3)", {2, 5, 4}, 3, 3,
             0);
 }
+// Up-sampling, nearest and bilinear (align_corners False and True), by 2 and 3, on odd sizes.
+TEST(GradCheck, Upsample) {
+  gradcheck("conv(3,3,1,1) upsample(2) conv(3,3,1,1) bilinear(2) relu conv(3,3,2) bilinear(3,1) flatten linear(3)",
+            {2, 5, 3}, 3, 3, 0);
+}
 // Hard-sigmoid (MobileNetV3's squeeze-and-excitation gate) and stochastic depth in a
 // residual branch (EfficientNet's MBConv): batch 6 at this step and seed drops some samples'
 // branches and keeps the others' (samples 3, 4 of the first; 2, 3, 5 of the second).

@@ -200,7 +200,8 @@ Half store_types(const std::string& spec, const SampleShape& in, int classes = 3
         for (int t : n.inputs) EXPECT_EQ(h[static_cast<size_t>(t)], 0) << spec << " node " << n.index << " reads fp32";
         break;
       case nn::Op::conv:
-      case nn::Op::deconv: break;
+      case nn::Op::deconv:
+      case nn::Op::upsample: break;
     }
   }
   return h;

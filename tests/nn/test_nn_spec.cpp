@@ -113,6 +113,22 @@ TEST(Spec, Deconv) {
   EXPECT_NE(error_of("conv(4,3) flatten deconv(2,2) linear(3)").find("deconv needs a c×h×w input"), std::string::npos);
 }
 
+// upsample(s) (nearest), bilinear(s[, align_corners]): the size times s, the mode, round trip.
+TEST(Spec, Upsample) {
+  const std::string spec = "conv(4,3) upsample(2) bilinear(3) bilinear(2,1) flatten linear(3)";
+  EXPECT_EQ(nn::format_spec(nn::parse_spec(spec)), spec);
+  EXPECT_EQ(nn::format_spec(nn::parse_spec("conv(4,3) bilinear(2,0) flatten linear(3)")),
+            "conv(4,3) bilinear(2) flatten linear(3)");
+  const auto mg = nn::build_model_graph(spec, {1, 7, 9}, 3);
+  EXPECT_EQ(mg.graph.nodes[1].resample, nn::Resample::nearest);
+  EXPECT_EQ(mg.graph.nodes[2].resample, nn::Resample::bilinear);
+  EXPECT_EQ(mg.graph.nodes[3].resample, nn::Resample::bilinear_align_corners);
+  EXPECT_EQ(mg.graph.nodes[3].out.h, 5 * 2 * 3 * 2);
+  EXPECT_EQ(mg.graph.nodes[3].out.w, 7 * 2 * 3 * 2);
+  EXPECT_NE(error_of("conv(4,3) bilinear(2,2) flatten linear(10)").find("align_corners must be 0 or 1"),
+            std::string::npos);
+}
+
 // leaky_relu[(slope)]: PyTorch's default slope 0.01 unless given; the spec round-trips with
 // the slope written only where it is not the default.
 TEST(Spec, LeakyRelu) {

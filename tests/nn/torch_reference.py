@@ -43,6 +43,7 @@ class Capture:
                 "groups": int(f.get("groups", "1")), "act": f.get("act", ""),
                 "ceil": f.get("ceil", "0") == "1", "momentum": float(f.get("momentum", "0.1")),
                 "eps": float(f.get("eps", "1e-5")), "slope": float(f.get("slope", "0.01")),
+                "resample": int(f.get("resample", "0")),
                 "slice": [int(v) for v in f.get("slice", "0,0").split(",")],
                 "params": [p for p in f["params"].split(",") if p],
             })
@@ -222,6 +223,10 @@ def run_graph(cap, params, x, follow, seed=0, step=0, sample_ids=None):
         if op == "conv":  # a weight of nn.Linear's shape (ConvNeXt's pointwise linears) is out × in × 1 × 1
             w = P[0] if P[0].dim() == 4 else P[0][:, :, None, None]
             y = F.conv2d(a, w, P[1] if len(P) > 1 else None, nd["stride"], nd["pad"], 1, nd["groups"])
+        elif op == "upsample":  # F.interpolate: 0 nearest, 1 bilinear, 2 bilinear align_corners=True
+            r = nd["resample"]
+            y = F.interpolate(a, scale_factor=nd["stride"], mode="nearest" if r == 0 else "bilinear",
+                              **({} if r == 0 else {"align_corners": r == 2}))
         elif op == "deconv":  # nn.ConvTranspose2d: weight in × out × k × k
             y = F.conv_transpose2d(a, P[0], P[1] if len(P) > 1 else None, nd["stride"], nd["pad"])
         elif op == "linear":

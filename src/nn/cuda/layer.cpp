@@ -73,6 +73,7 @@ std::unique_ptr<Layer> make_layer(const Node& nd, NetState& s) {
     case Op::channel_slice:
     case Op::channel_shuffle:
     case Op::adaptive_avgpool:
+    case Op::upsample:
     case Op::deconv:  // cuDNN has it (backward data of a convolution); off until a GPU run checks it
       fail("--device cuda: layer ", nd.index, " is a ", op_name(nd.op), ", which cnnscale's GPU model does not run yet; ",
            "train this model with --device cpu");
