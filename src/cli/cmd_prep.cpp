@@ -88,6 +88,9 @@ int cmd_prep(int argc, char** argv) {
       "test-images", po::value<std::string>(), "hdf5: dataset of test samples (optional)")(
       "test-labels", po::value<std::string>(), "hdf5: dataset of test labels (with --labels)")(
       "test-targets", po::value<std::string>(), "hdf5: dataset of test targets (with --targets)")(
+      "task", po::value<std::string>()->default_value("regression"),
+      "with --targets: regression (any numbers; train's default loss mse) | multilabel (K labels of 0 or 1 per "
+      "sample; train's default loss bce-with-logits, accuracy per label)")(
       "transform", po::value<std::string>()->default_value("none"),
       "none | log1p: int16/float16/float32 samples are fed as log(1 + x) (count data, as CosmoFlow), the "
       "normalisation statistics being those of log(1 + x); the stored values stay as they are")(
@@ -135,6 +138,11 @@ int cmd_prep(int argc, char** argv) {
                           std::pair{"targets", &o.targets}, std::pair{"test-targets", &o.test_targets}})
     if (vm.count(key)) *dst = vm[key].as<std::string>();
   o.transform = vm["transform"].as<std::string>();
+  {
+    const std::string t = vm["task"].as<std::string>();
+    if (t != "regression" && t != "multilabel") fail("--task ", t, " is not regression or multilabel");
+    o.multilabel = t == "multilabel";
+  }
   if (o.format == "idx" && (!o.images.empty() || !o.labels.empty() || !o.test_images.empty()))
     fail("--images/--labels/--test-images/--test-labels belong to --format hdf5; --format idx finds the files itself");
   if (vm.count("cifar100-labels")) o.cifar100_labels = vm["cifar100-labels"].as<std::string>();

@@ -155,10 +155,14 @@ std::string check_shard(const DatasetInfo& info, SplitInfo& split, const ShardIn
         H5Dread(targets, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, split.targets.data() + at) < 0)
       fail("shard ", sh.path, ": reading /targets failed (", h5_error_cause(), "): the file is damaged; copy it again ",
            "or ", kRerun);
-    for (size_t i = 0; i < count; ++i)
-      if (!std::isfinite(split.targets[at + i]))
+    for (size_t i = 0; i < count; ++i) {
+      const float t = split.targets[at + i];
+      if (!std::isfinite(t) || (info.task == TaskKind::multilabel && t != 0.f && t != 1.f))
         fail("shard ", sh.path, ": target ", i % static_cast<size_t>(info.targets), " of sample ",
-             i / static_cast<size_t>(info.targets), " is not finite; fix the source data and ", kRerun);
+             i / static_cast<size_t>(info.targets), " is ", t, ", not ",
+             info.task == TaskKind::multilabel ? "0 or 1 as a multilabel data set's" : "finite",
+             "; fix the source data and ", kRerun);
+    }
     return shard_digest(sh.path, images, sh.samples, nullptr, nullptr, nullptr, split.targets.data() + at,
                         info.targets);
   }
@@ -267,12 +271,12 @@ DatasetInfo load_dataset(const std::string& dir_in) {
   if (!parse_sample_type(dtype, &info.dtype))
     fail(json_path, ": dtype '", dtype, "' is not one cnnscale reads (uint8, int16, float16, float32); ", kRerun);
   const std::string task = j.value("task", std::string("classification"));
-  if (!parse_task(task, &info.task) || info.task == TaskKind::multilabel)
-    fail(json_path, ": task '", task, "' is not one cnnscale reads (classification, regression); ", kRerun);
+  if (!parse_task(task, &info.task))
+    fail(json_path, ": task '", task, "' is not one cnnscale reads (classification, regression, multilabel); ", kRerun);
   info.transform = j.value("transform", std::string("none"));
   if (info.transform != "none" && info.transform != "log1p")
     fail(json_path, ": transform '", info.transform, "' is not none or log1p; ", kRerun);
-  if (info.task == TaskKind::regression) {
+  if (info.task != TaskKind::classification) {
     info.targets = get_field<int>(j, "targets", json_path);
     if (info.targets < 1) fail(json_path, ": targets must be at least 1; ", kRerun);
   } else {

@@ -62,9 +62,9 @@ struct DatasetInfo {
   SampleType dtype = SampleType::u8;
   int64_t sample_bytes() const { return shape.numel() * sample_type_bytes(dtype); }
   // What the targets are (dataset.json "task"): class labels (/labels int32 N, `classes`),
-  // or `targets` floats per sample (/targets float32 N×K, regression).
+  // or `targets` floats per sample (/targets float32 N×K: regression; multilabel: each 0 or 1).
   TaskKind task = TaskKind::classification;
-  int targets = 0;                       // regression: K
+  int targets = 0;                       // regression, multilabel: K
   int outputs() const { return task == TaskKind::classification ? classes : targets; }
   // "log1p": the reader feeds log(1 + x) (CosmoFlow's counts; prep --transform); "none".
   std::string transform = "none";

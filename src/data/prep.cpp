@@ -377,6 +377,15 @@ PrepResult run_prep(const PrepOptions& o) {
          test->target_count(), " targets each, the train samples ", sample_type_name(train->dtype()), " with ",
          train->target_count(), "; prep both splits from data of one kind");
   const bool regression = train->target_count() > 0;
+  if (o.multilabel && !regression) fail("--task multilabel goes with --targets (K labels of 0 or 1 per sample)");
+  if (o.multilabel)
+    for (auto* s : {train.get(), test.get()})
+      if (s)
+        for (size_t i = 0; i < s->targets().size(); ++i)
+          if (s->targets()[i] != 0.f && s->targets()[i] != 1.f)
+            fail(s->describe(), ": target ", i % static_cast<size_t>(s->target_count()), " of sample ",
+                 i / static_cast<size_t>(s->target_count()), " is ", s->targets()[i],
+                 "; a multilabel data set's targets are 0 or 1 (for other values leave out --task multilabel)");
   const SampleShape shape = train->shape();
   if (test && (test->shape().channels != shape.channels || test->shape().height != shape.height ||
                test->shape().width != shape.width))
@@ -446,7 +455,7 @@ PrepResult run_prep(const PrepOptions& o) {
               {"sample_shape", {shape.channels, shape.height, shape.width}},
               {"layout", "NCHW"},
               {"dtype", sample_type_name(train->dtype())},
-              {"task", regression ? "regression" : "classification"},
+              {"task", o.multilabel ? "multilabel" : regression ? "regression" : "classification"},
               {"normalization",
                {{"mean", mean},
                 {"std", stdev},

@@ -36,6 +36,7 @@ struct PrepOptions {
   std::string images, labels, test_images, test_labels;
   // hdf5 format, regression: float targets N or N×K instead of labels (--targets, --test-targets).
   std::string targets, test_targets;
+  bool multilabel = false;  // --task multilabel: the targets are K labels of 0 or 1 each (else regression)
   // "log1p": the reader feeds log(1 + x) of int16/float16/float32 samples, mean and std are
   // those of log(1 + x) (CosmoFlow's counts); "none".
   std::string transform = "none";

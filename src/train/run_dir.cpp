@@ -155,7 +155,9 @@ std::string dataset_fingerprint(const DatasetInfo& info) {
   // Science data sets (issue 50) say what they hold; a classification one of uint8 images
   // keeps the text (and the digest) it always had.
   const bool science = info.task != TaskKind::classification || info.dtype != SampleType::u8;
-  if (science) content += std::string("dtype ") + sample_type_name(info.dtype) + " transform " + info.transform;
+  if (science)
+    content += std::string("dtype ") + sample_type_name(info.dtype) + " transform " + info.transform + " task " +
+               task_name(info.task);
   const std::string what = info.task == TaskKind::classification ? std::to_string(info.classes) + " classes"
                                                                  : std::to_string(info.targets) + " targets";
   return "prep " + shape_text(info.shape) + (science ? std::string(" ") + sample_type_name(info.dtype) : "") + ", " +

@@ -941,9 +941,11 @@ void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
   char loss_text[48];
   if (all_skipped) std::snprintf(loss_text, sizeof(loss_text), "loss - (skipped)");
   else std::snprintf(loss_text, sizeof(loss_text), "loss %.4f", last_loss_);
-  std::snprintf(line, sizeof(line), "epoch %d/%d step %lld/%lld %s lr %.4g %.0f img/s%s ETA %s", batch_.epoch + 1,
+  // Samples that are not images (a regression's fields) are counted as samples.
+  const char* per_s = task_->kind() == TaskKind::classification ? "img/s" : "samples/s";
+  std::snprintf(line, sizeof(line), "epoch %d/%d step %lld/%lld %s lr %.4g %.0f %s%s ETA %s", batch_.epoch + 1,
                 epochs_planned_, static_cast<long long>(step + 1), static_cast<long long>(total_steps_), loss_text, lr,
-                ips, slowest, format_duration(eta).c_str());
+                ips, per_s, slowest, format_duration(eta).c_str());
   log_info(line);
   nlohmann::json line_json = {{"step", step + 1},
                               {"epoch", batch_.epoch + 1},
@@ -1152,7 +1154,8 @@ void Trainer::summarize(const std::string& ended) {
              sums.parts.optimizer / n, sums.parts.bn_sync / n, sums.parts.comm_total / n};
   log_info(std::string(finished ? "done: " : "stopped: ") + std::to_string(steps_run) + " steps in " +
            format_duration(tm.wall_s) + ", median " +
-           std::to_string(static_cast<long long>(std::llround(tm.images_per_s.median))) + " img/s, step " +
+           std::to_string(static_cast<long long>(std::llround(tm.images_per_s.median))) +
+           (task_->kind() == TaskKind::classification ? " img/s" : " samples/s") + ", step " +
            std::to_string(tm.step.median * 1e3) + " ms (data " + std::to_string(tm.mean.data * 1e3) + ", compute " +
            std::to_string(tm.mean.compute * 1e3) + ", comm exposed " + std::to_string(tm.mean.comm_exposed * 1e3) +
            ", optimizer " + std::to_string(tm.mean.optimizer * 1e3) + " ms" +

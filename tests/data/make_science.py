@@ -7,7 +7,8 @@ patterns per channel, and the regression targets (a, b) in [-1, 1] (/x_train, /y
 /x_test, /y_test). Also, for the other sample types, /x16_{train,test} (float16 copies
 of the fields), /xi_* (int16: round(1000·x)) and /counts_* (float32 Poisson counts ≥ 0 for
 --transform log1p), /x64 (float64: refused), /y_bad (targets of the wrong count), /vol (N×C×D×H×W: not yet
-supported) and /u8 (uint8 images: no --transform)."""
+supported) /u8 (uint8 images: no --transform) and /m_{train,test} (3 labels of 0/1 per sample:
+--task multilabel)."""
 import argparse
 
 import h5py
@@ -48,3 +49,8 @@ with h5py.File(a.out, "w") as f:
     f["y_bad"] = f["y_train"][: a.train - 1]
     f["vol"] = np.zeros((4, 1, 3, 4, 4), np.float32)
     f["u8"] = rng.integers(0, 256, (a.train, 2, S, S), dtype=np.uint8)
+    # Multi-label: 3 labels of 0/1 per sample, each whether a linear readout of the field is
+    # positive (learnable).
+    for split in ("train", "test"):
+        y = f[f"y_{split}"][...]
+        f[f"m_{split}"] = np.stack([y[:, 0] > 0, y[:, 1] > 0, y[:, 0] + y[:, 1] > 0.5], axis=1).astype(np.uint8)

@@ -15,7 +15,9 @@
 #  - run.json: task, loss "mse over 2 targets", test_metrics, test_accuracy null;
 #    metrics.jsonl: test_rmse per epoch; `cnnscale report` (Samples/s, each run's test RMSE) and
 #    `cnnscale watch` (the run's and each evaluation's RMSE) show it;
-#  - one `cnnscale: error:` each for: float64 samples, targets of the wrong count, volumes
+#  - multi-label (--task multilabel: 3 labels of 0/1 per sample): bce-with-logits by default, per-label
+#    accuracy above 0.85 in 3 epochs;
+#  - one `cnnscale: error:` each for: float64 samples, multilabel targets that are not 0/1, targets of the wrong count, volumes
 #    (N×C×D×H×W, not yet), --transform log1p on uint8 images, --test-labels with --targets,
 #    --classes with --targets, cross-entropy on float targets, --augment on float samples, a
 #    model with 3 outputs for 2 targets.
@@ -153,6 +155,27 @@ expect_grep "report: each run's test RMSE" "\\| rmse 0\\.0[0-9]+ \\|" "$TMP/repo
 expect_grep "watch: the finished run's test RMSE" "test rmse 0\\.0[0-9]+" "$TMP/watch.txt"
 expect_grep "watch: the evaluations' RMSE and MAE" "eval epoch 4 \\(step 64\\): test rmse 0\\.0[0-9]+, mae 0\\.0[0-9]+, loss" "$TMP/watch.txt"
 
+# Multi-label: 3 labels of 0/1 per sample; bce-with-logits by default, accuracy per label.
+prep ml --images /x_train --targets /m_train --test-images /x_test --test-targets /m_test --task multilabel
+expect_eq "prep --task multilabel" 0 "$?"
+expect_grep "dataset.json: task multilabel" '"task": "multilabel"' "$TMP/ml/dataset.json"
+"$CNNSCALE" train --data "$TMP/ml" --model "conv(8,3,1,1) relu flatten linear(3)" --batch-size 32 --epochs 3 --lr 0.01 --momentum 0.9 --seed 7 \
+  --run-dir "$TMP/mlrun" >"$TMP/mlrun.log" 2>&1
+expect_eq "train the multilabel data set" 0 "$?"
+"$PY" - "$TMP/mlrun/run.json" >"$TMP/ml.txt" 2>&1 <<'PYEOF'
+import json
+import sys
+
+r = json.load(open(sys.argv[1]))
+ok = r["task"] == {"kind": "multilabel", "loss": "bce-with-logits over 3 targets", "outputs": 3}
+print(("ok" if ok else "FAIL") + f" run.json task {r['task']}")
+acc = r["test_metrics"].get("accuracy", 0)
+print(("ok" if acc > 0.85 and r["test_accuracy"] == acc else "FAIL") +
+      f" per-label test accuracy {acc:.3f} > 0.85 after 3 epochs, also run.json's test_accuracy")
+PYEOF
+expect_eq "the multilabel check ran" 0 "$?"
+report_lines "$TMP/ml.txt"
+
 # Mistakes: one clear error each.
 refuse() {  # refuse NAME PATTERN COMMAND...
   local name=$1 pattern=$2
@@ -172,6 +195,8 @@ refuse "log1p of uint8 images" "--transform log1p applies to int16, float16 and 
   "${P[@]}" --images /u8 --targets /y_train --transform log1p
 refuse "--test-labels with --targets" "--test-labels goes with --labels; with --targets give --test-targets" \
   "${P[@]}" --images /x_train --targets /y_train --test-images /x_test --test-labels /y_test
+refuse "--task multilabel of other values" "is 0\\.[0-9]+; a multilabel data set's targets are 0 or 1" \
+  "${P[@]}" --images /x_train --targets /y_train --task multilabel
 refuse "--classes with --targets" "--classes goes with class labels" \
   "${P[@]}" --images /x_train --targets /y_train --classes 4
 T=("$CNNSCALE" train --data "$TMP/f32" --batch-size 16 --max-steps 1 --model "$SPEC")
