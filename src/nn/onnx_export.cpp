@@ -49,6 +49,12 @@ class Writer {
     at->set_type(onnx::AttributeProto::INT);
     at->set_i(v);
   }
+  static void text(onnx::NodeProto* n, const char* a, const char* v) {
+    auto* at = n->add_attribute();
+    at->set_name(a);
+    at->set_type(onnx::AttributeProto::STRING);
+    at->set_s(v);
+  }
   static void real(onnx::NodeProto* n, const char* a, double v) {
     auto* at = n->add_attribute();
     at->set_name(a);
@@ -126,9 +132,17 @@ void Writer::emit(const Node& n) {
       ints(c, "pads", {n.pad, n.pad, n.pad, n.pad});
       break;
     }
-    case Op::upsample:  // ONNX Resize is not written yet: refused before any file is made
-      fail("cnnscale export: layer ", n.index, " (up-sampling) has no ONNX form in cnnscale yet; the run's checkpoints ",
-           "hold its weights (PyTorch's state_dict names)");
+    case Op::upsample: {  // Resize (opset 13+) with scales [1, 1, s, s], as torch.onnx writes nn.Upsample
+      const float f = static_cast<float>(n.stride);
+      auto* r = node("Resize", {in(0), "", const_f({4}, {1.f, 1.f, f, f})}, out);
+      const bool nearest = n.resample == Resample::nearest;
+      text(r, "mode", nearest ? "nearest" : "linear");
+      text(r, "coordinate_transformation_mode", nearest                                         ? "asymmetric"
+                                                : n.resample == Resample::bilinear_align_corners ? "align_corners"
+                                                                                                 : "pytorch_half_pixel");
+      if (nearest) text(r, "nearest_mode", "floor");
+      break;
+    }
     case Op::relu: node("Relu", {in(0)}, out); break;
     case Op::act:
       switch (n.act) {

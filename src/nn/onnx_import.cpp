@@ -27,7 +27,7 @@ namespace cnnscale::nn {
 namespace {
 
 const char* kSupported =
-    "Conv, ConvTranspose (one group), BatchNormalization (training mode), Relu, LeakyRelu, Clip (0, 6), Sigmoid, HardSigmoid, HardSwish, x*Sigmoid(x) "
+    "Conv, ConvTranspose (one group), Resize (nearest or bilinear by an integer factor), BatchNormalization (training mode), Relu, LeakyRelu, Clip (0, 6), Sigmoid, HardSigmoid, HardSwish, x*Sigmoid(x) "
     "(SiLU), Erf-form GELU, MaxPool, AveragePool, GlobalAveragePool, ReduceMean (over H and W), Flatten, Gemm, "
     "Dropout, Add, Concat (channels), Mul (by an N x C x 1 x 1 tensor or a C x 1 x 1 layer scale), Identity, Pad "
     "(zeros), Constant; LayerNorm over channels as torch decomposes it and Linear over channels (MatMul) between "
@@ -169,6 +169,10 @@ double attr_f(const onnx::NodeProto& n, const char* name, double def) {
   const auto* a = attr(n, name);
   return a ? a->f() : def;
 }
+std::string attr_s(const onnx::NodeProto& n, const char* name, const char* def) {
+  const auto* a = attr(n, name);
+  return a ? a->s() : def;
+}
 std::vector<int64_t> attr_ints(const onnx::NodeProto& n, const char* name) {
   const auto* a = attr(n, name);
   return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : std::vector<int64_t>{};
@@ -204,6 +208,9 @@ double torch_momentum(float m) {
 void Importer::check_attributes(const onnx::NodeProto& n) const {
   static const std::map<std::string, std::set<std::string>> known = {
       {"Conv", {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}},
+      {"Resize",
+       {"coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside", "extrapolation_value", "mode",
+        "nearest_mode"}},
       {"ConvTranspose",
        {"auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads", "strides"}},
       {"BatchNormalization", {"epsilon", "momentum", "training_mode"}},
@@ -802,6 +809,29 @@ ModelGraph Importer::run(int classes) {
       conv(n, 0);
     } else if (op == "ConvTranspose") {
       deconv(n);
+    } else if (op == "Resize") {
+      // nn.Upsample / F.interpolate(scale_factor=s) as torch.onnx writes it: constant scales
+      // [1, 1, s, s] for an integer s; nearest (asymmetric, floor), bilinear (half_pixel or
+      // pytorch_half_pixel: align_corners=False) or bilinear with align_corners=True.
+      if (n.input_size() > 3 && !n.input(3).empty()) node_fail(n, "gives output sizes; cnnscale reads a scale factor");
+      const Const* sc = n.input_size() > 2 && !n.input(2).empty() ? constant(n.input(2)) : nullptr;
+      if (!sc) node_fail(n, "has no constant scales");
+      const auto& v = sc->v;
+      if (v.size() != 4 || v[0] != 1 || v[1] != 1 || v[2] != v[3] || v[2] < 1 || v[2] > 64 || std::trunc(v[2]) != v[2])
+        node_fail(n, "scales other than [1, 1, s, s] for an integer s (cnnscale up-samples H and W alike by 1..64)");
+      const std::string mode = attr_s(n, "mode", "nearest"),
+                        ctm = attr_s(n, "coordinate_transformation_mode", "half_pixel");
+      Resample r;
+      if (mode == "nearest" && ctm == "asymmetric" && attr_s(n, "nearest_mode", "round_prefer_floor") == "floor")
+        r = Resample::nearest;
+      else if (mode == "linear" && (ctm == "half_pixel" || ctm == "pytorch_half_pixel"))
+        r = Resample::bilinear;
+      else if (mode == "linear" && ctm == "align_corners")
+        r = Resample::bilinear_align_corners;
+      else
+        node_fail(n, "is a " + mode + " resize with coordinates '" + ctm + "'; cnnscale reads PyTorch's nearest " +
+                         "(asymmetric, floor) and bilinear (half_pixel, align_corners) up-sampling");
+      out(call([&] { return b_.upsample(tensor(n, 0), static_cast<int>(v[2]), r); }));
     } else if (op == "BatchNormalization") {
       const bool training = attr(n, "training_mode") ? attr_i(n, "training_mode", 0) != 0 : n.output_size() > 1;
       if (!training)

@@ -6,8 +6,9 @@
 # layer scale, GELU, pointwise linears; shufflenet_v2_x1_0: channel slices and shuffles,
 # concat; densenet121: concat, average pool; squeezenet1_1: ceil-mode pools; a spec with a
 # padded average pool and an adaptive pool whose bins overlap; a spec with transposed
-# convolutions and leaky ReLUs, whose export is also imported back (ConvTranspose, LeakyRelu:
-# the same logits from the same checkpoint); a user's CNN imported from ONNX):
+# convolutions, nearest and bilinear up-sampling (align_corners False and True) and leaky ReLUs,
+# whose export is also imported back (ConvTranspose, Resize, LeakyRelu: the same logits from
+# the same checkpoint); a user's CNN imported from ONNX):
 # after 2 training steps (running statistics moved), the exported file
 # - passes onnx.checker, has a dynamic batch dimension, and its initializers are the
 #   checkpoint's tensors under their state_dict names, equal values;
@@ -33,7 +34,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 expect_eq "user CNN exported for import" 0 "$?"
 MODELS=(resnet18 mobilenet_v2 mobilenet_v3_large efficientnet_b0 convnext_tiny shufflenet_v2_x1_0 densenet121
   squeezenet1_1 "conv(16,3,2,1) bn relu6 avgpool(3,2,1) conv(24,3,1,1) relu adaptivepool(3,5) flatten dropout(0.3) linear(5)"
-  "conv(8,3,2,1) leaky_relu(0.2) deconv(6,2,2) relu deconv(4,3,2,1) conv(8,3,2) leaky_relu gap flatten linear(5)"
+  "conv(8,3,2,1) leaky_relu(0.2) deconv(6,2,2) relu upsample(2) conv(6,3,2,1) bilinear(2) deconv(4,3,2,1) conv(8,3,2) bilinear(2,1) leaky_relu gap flatten linear(5)"
   "$TMP/user.onnx")
 i=0
 for M in "${MODELS[@]}"; do

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # onnx_import.sh — `--model FILE.onnx` with a user's own CNN (tests/nn/onnx/user_cnn.py:
 # depthwise convs, squeeze-and-excitation with SiLU, GELU as torch decomposes it, hard-swish,
-# ReLU6, concatenation, a residual add, LeakyReLU(0.1) in a second export, x.mean over H×W, dropout, a linear head registered
+# ReLU6, concatenation, a residual add, LeakyReLU(0.1) in a second export; a small U-Net
+# (tests/nn/onnx/small_unet.py) with each up path: ConvTranspose2d, bilinear up-sampling with
+# align_corners False and True, nearest: ONNX ConvTranspose and Resize, x.mean over H×W, dropout, a linear head registered
 # first), exported by scripts/export-onnx.py as a user would, and every refusal the importer
 # promises (issue 49 item 3):
 # - `cnnscale train --model user.onnx` runs; its initial and 2-step checkpoints load STRICTLY into
@@ -35,6 +37,11 @@ expect_eq "export-onnx.py user_cnn.py:UserCNN (dropout 0)" 0 "$?"
 "$PY" "$EXPORT" "$USER_CNN" "$d/leaky0.onnx" --kwargs '{"drop": 0.0, "act": "leaky"}' --input-shape 3,32,32 --seed 5 \
   >>"$d/export.log" 2>&1
 expect_eq "export-onnx.py user_cnn.py:UserCNN (LeakyReLU(0.1), dropout 0)" 0 "$?"
+for up in deconv bilinear bilinear_ac nearest; do  # U-Net's up paths (tests/nn/onnx/small_unet.py)
+  "$PY" "$EXPORT" "$CNNSCALE_SOURCE/tests/nn/onnx/small_unet.py:SmallUNet" "$d/su-$up.onnx" --kwargs "{\"up\": \"$up\"}" \
+    --input-shape 3,16,16 --seed 5 >>"$d/export.log" 2>&1
+  expect_eq "export-onnx.py small_unet.py:SmallUNet (up path $up)" 0 "$?"
+done
 "$CNNSCALE" train --synthetic --model "$d/user.onnx" --image-size 32 --channels 3 --classes 4 --batch-size 4 \
   --synthetic-samples 16 --max-steps 2 --lr 0.05 --momentum 0.9 --seed 3 --run-dir "$d/run" >"$d/train.log" 2>&1
 expect_eq "cnnscale train --model user.onnx, 2 steps" 0 "$?"
@@ -46,7 +53,7 @@ for ck in "$d/init/step-00000000.h5" "$d/run/checkpoints/step-00000002.h5"; do
   "$TOOL" eval "$d/user.onnx" 3 32 32 4 "$ck" "$d/x.f32" 3 "$ck.logits" >>"$d/eval.log" 2>&1
   expect_eq "eval of $(basename "$ck")" 0 "$?"
 done
-for case in user0:32x32 user0:27x35 leaky0:29x33; do
+for case in user0:32x32 user0:27x35 leaky0:29x33 su-deconv:20x28 su-bilinear:20x28 su-bilinear_ac:20x28 su-nearest:20x28; do
   m=${case%%:*} sz=${case#*:}
   h=${sz%x*} w=${sz#*x} g="$TMP/step-$m-$sz"
   mkdir -p "$g/cap"
@@ -82,6 +89,7 @@ sys.path.insert(0, os.environ["CNNSCALE_SOURCE"] + "/tests/nn")
 sys.path.insert(0, os.environ["CNNSCALE_SOURCE"] + "/tests/nn/onnx")
 from torch_reference import _state as state, compare_grads  # noqa: E402
 from user_cnn import UserCNN  # noqa: E402
+from small_unet import SmallUNet  # noqa: E402
 
 
 def report(name, good, detail=""):
@@ -103,7 +111,8 @@ for tag, ck in (("init", f"{d}/init/step-00000000.h5"), ("2 steps", f"{d}/run/ch
     err = float(np.abs(ours - ref).max() / max(np.abs(ref).max(), 1e-30))
     report(f"{tag}: eval logits equal the module's (max |diff| / max |logit| = {err:.2e} <= 1e-4)", err <= 1e-4)
 
-for m, sz in (("user0", "32x32"), ("user0", "27x35"), ("leaky0", "29x33")):
+for m, sz in (("user0", "32x32"), ("user0", "27x35"), ("leaky0", "29x33"), ("su-deconv", "20x28"),
+              ("su-bilinear", "20x28"), ("su-bilinear_ac", "20x28"), ("su-nearest", "20x28")):
     h, w = map(int, sz.split("x"))
     g = f"{tmp}/step-{m}-{sz}"
     xs = torch.from_numpy(np.fromfile(f"{g}/x.f32", np.float32).reshape(4, 3, h, w))
@@ -111,7 +120,8 @@ for m, sz in (("user0", "32x32"), ("user0", "27x35"), ("leaky0", "29x33")):
     sd = state(f"{g}/ckpt.h5")
     grads, losses = {}, {}
     for dt in (torch.float64, torch.float32):
-        net = UserCNN(drop=0.0, act="leaky" if m == "leaky0" else "gelu")
+        net = (SmallUNet(up=m[3:]) if m.startswith("su-") else
+               UserCNN(drop=0.0, act="leaky" if m == "leaky0" else "gelu"))
         net.load_state_dict(collections.OrderedDict(sd))
         net = net.to(dt).train()
         loss = torch.nn.functional.cross_entropy(net(xs.to(dt)), y)
