@@ -53,22 +53,10 @@ int GraphBuilder::conv(int x, const std::string& name, int out, int k, int strid
   if (groups < 1 || s.c % groups != 0 || out % groups != 0)
     fail("conv groups ", groups, " must divide both its input channels (", s.c, ") and its output channels (", out,
          "), as PyTorch's Conv2d requires");
-  Node n;
-  n.op = Op::conv;
-  n.inputs = {x};
-  n.out_channels = out;
-  n.kernel = k;
-  n.stride = stride;
-  n.pad = pad;
-  n.bias = bias;
-  n.groups = groups;
   // PyTorch's fans of a weight out × in/groups × k × k (torch.nn.init's
   // _calculate_fan_in_and_fan_out: dims 1 and 0 times k²): in/groups·k² and out·k².
-  const int64_t fan_in = int64_t{s.c / groups} * k * k;
-  param(n, name + ".weight", {out, s.c / groups, k, k}, true, true, conv_init_, fan_in);
-  g_.params.back().fan_out = int64_t{out} * k * k;
-  if (bias) param(n, name + ".bias", {out}, true, false, Init::fan_in_bias, fan_in);
-  return push(std::move(n), Shape{out, out_size(s.h, k, stride, pad), out_size(s.w, k, stride, pad), false});
+  return windowed(Op::conv, x, name, out, k, stride, pad, bias, groups, {out, s.c / groups, k, k},
+                  Shape{out, out_size(s.h, k, stride, pad), out_size(s.w, k, stride, pad), false});
 }
 
 int GraphBuilder::deconv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias) {
@@ -79,21 +67,29 @@ int GraphBuilder::deconv(int x, const std::string& name, int out, int k, int str
   if (oh < 1 || ow < 1)
     fail("deconv padding ", pad, " leaves no output for its ", s.h, "x", s.w, " input (kernel ", k, ", stride ", stride,
          ")");
+  // A ConvTranspose2d weight is in × out × k × k: torch.nn.init's fan_in is its dim 1 (out·k²).
+  return windowed(Op::deconv, x, name, out, k, stride, pad, bias, 1, {s.c, out, k, k},
+                  Shape{out, static_cast<int>(oh), static_cast<int>(ow), false});
+}
+
+// conv and deconv: the node, its weight (PyTorch's dims `w`, fans dims 1 and 0 times k²) and
+// bias (bound 1/√fan_in).
+int GraphBuilder::windowed(Op op, int x, const std::string& name, int out, int k, int stride, int pad, bool bias,
+                           int groups, std::vector<int64_t> w, Shape out_shape) {
   Node n;
-  n.op = Op::deconv;
+  n.op = op;
   n.inputs = {x};
   n.out_channels = out;
   n.kernel = k;
   n.stride = stride;
   n.pad = pad;
   n.bias = bias;
-  // torch.nn.init's fans of a ConvTranspose2d weight in × out × k × k: dim 1 (out·k²) is its
-  // fan_in, dim 0 (in·k²) its fan_out.
-  const int64_t fan_in = int64_t{out} * k * k;
-  param(n, name + ".weight", {s.c, out, k, k}, true, true, conv_init_, fan_in);
-  g_.params.back().fan_out = int64_t{s.c} * k * k;
+  n.groups = groups;
+  const int64_t fan_in = w[1] * k * k;
+  param(n, name + ".weight", w, true, true, conv_init_, fan_in);
+  g_.params.back().fan_out = w[0] * k * k;
   if (bias) param(n, name + ".bias", {out}, true, false, Init::fan_in_bias, fan_in);
-  return push(std::move(n), Shape{out, static_cast<int>(oh), static_cast<int>(ow), false});
+  return push(std::move(n), out_shape);
 }
 
 int GraphBuilder::upsample(int x, int scale, Resample mode) {

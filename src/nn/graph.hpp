@@ -213,6 +213,8 @@ class GraphBuilder {
   Graph g_;
   std::vector<Shape> shapes_;
   Init conv_init_ = Init::kaiming_uniform;
+  int windowed(Op op, int x, const std::string& name, int out, int k, int stride, int pad, bool bias, int groups,
+               std::vector<int64_t> w, Shape out_shape);  // conv's and deconv's node and parameters
 };
 
 // A model's graph with its name and canonical spec: what the CPU model (Net) and the

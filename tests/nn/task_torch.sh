@@ -11,14 +11,7 @@
 # weights of the wrong count, labels and targets the loss cannot take).
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
-PY=""
-for p in /usr/bin/python3 python3; do
-  if "$p" -c 'import torch' 2>/dev/null; then PY=$p; break; fi
-done
-if [ -z "$PY" ]; then
-  echo "FAIL: python3 cannot import torch (scripts/install-deps.sh installs python3-torch)"
-  exit 1
-fi
+require_python torch python3-torch
 "$CNNSCALE_BUILD/tests/task_tool" "$TMP" >"$TMP/tool.txt" 2>&1
 expect_eq "task_tool exit status (its rejections held)" 0 "$?"
 cat "$TMP/tool.txt"

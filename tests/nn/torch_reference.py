@@ -84,40 +84,33 @@ class Follow:
             self.mode = mode
         self.ri = self.pi = self.di = self.r6 = self.lk = 0
 
-    def relu(self, x):
+    def _positive(self, x, kind, nodes, at):
+        """Where x > 0 for a ReLU-like kink: float64's own side except within TIE of 0, where
+        cnnscale's (its output > 0; for a leaky ReLU too, the slope being positive); replayed in
+        mode "replay". `nodes[at]` is the cnnscale node (decide mode only)."""
         if self.mode == "replay":
             mask = self.decisions[self.di]
             self.di += 1
-            return x * mask.to(x.dtype)
-        k = self.relus[self.ri]
-        self.ri += 1
-        ours = self.cap.output(k) > 0
+            return mask
+        ours = self.cap.output(nodes[at]) > 0
         xd = x.detach()
         own = xd > 0
         near = xd.abs() <= TIE * max(float(xd.abs().max()), 1e-30)
-        self.followed["relu"] += int((near & (ours != own)).sum())
-        self.disagree_clear["relu"] += int((~near & (ours != own)).sum())
+        self.followed[kind] += int((near & (ours != own)).sum())
+        self.disagree_clear[kind] += int((~near & (ours != own)).sum())
         mask = torch.where(near, ours, own)
         self.decisions.append(mask)
+        return mask
+
+    def relu(self, x):
+        mask = self._positive(x, "relu", self.relus, self.ri)
+        self.ri += self.mode != "replay"
         return x * mask.to(x.dtype)
 
     def leaky_relu(self, x, slope):
-        """LeakyReLU: x where x > 0, else slope·x; the side of the kink as relu's (cnnscale's output
-        > 0 is its x > 0 for a positive slope)."""
-        if self.mode == "replay":
-            mask = self.decisions[self.di]
-            self.di += 1
-        else:
-            k = self.leakys[self.lk]
-            self.lk += 1
-            ours = self.cap.output(k) > 0
-            xd = x.detach()
-            own = xd > 0
-            near = xd.abs() <= TIE * max(float(xd.abs().max()), 1e-30)
-            self.followed["leaky_relu"] += int((near & (ours != own)).sum())
-            self.disagree_clear["leaky_relu"] += int((~near & (ours != own)).sum())
-            mask = torch.where(near, ours, own)
-            self.decisions.append(mask)
+        """LeakyReLU: x where x > 0, else slope·x."""
+        mask = self._positive(x, "leaky_relu", self.leakys, self.lk)
+        self.lk += self.mode != "replay"
         return torch.where(mask, x, x * slope)
 
     def relu6(self, x):
