@@ -38,7 +38,7 @@ expect_eq "export-onnx.py user_cnn.py:UserCNN (dropout 0)" 0 "$?"
   >>"$d/export.log" 2>&1
 expect_eq "export-onnx.py user_cnn.py:UserCNN (LeakyReLU(0.1), dropout 0)" 0 "$?"
 for up in deconv bilinear bilinear_ac nearest; do  # U-Net's up paths (tests/nn/onnx/small_unet.py)
-  "$PY" "$EXPORT" "$CNNSCALE_SOURCE/tests/nn/onnx/small_unet.py:SmallUNet" "$d/su-$up.onnx" --kwargs "{\"up\": \"$up\"}" \
+  "$PY" "$EXPORT" "$CNNSCALE_SOURCE/tests/nn/onnx/small_unet.py:SmallUNet" "$d/unet-$up.onnx" --kwargs "{\"up\": \"$up\"}" \
     --input-shape 3,16,16 --seed 5 >>"$d/export.log" 2>&1
   expect_eq "export-onnx.py small_unet.py:SmallUNet (up path $up)" 0 "$?"
 done
@@ -53,7 +53,7 @@ for ck in "$d/init/step-00000000.h5" "$d/run/checkpoints/step-00000002.h5"; do
   "$TOOL" eval "$d/user.onnx" 3 32 32 4 "$ck" "$d/x.f32" 3 "$ck.logits" >>"$d/eval.log" 2>&1
   expect_eq "eval of $(basename "$ck")" 0 "$?"
 done
-for case in user0:32x32 user0:27x35 leaky0:29x33 su-deconv:20x28 su-bilinear:20x28 su-bilinear_ac:20x28 su-nearest:20x28; do
+for case in user0:32x32 user0:27x35 leaky0:29x33 unet-deconv:20x28 unet-bilinear:20x28 unet-bilinear_ac:20x28 unet-nearest:20x28; do
   m=${case%%:*} sz=${case#*:}
   h=${sz%x*} w=${sz#*x} g="$TMP/step-$m-$sz"
   mkdir -p "$g/cap"
@@ -111,8 +111,8 @@ for tag, ck in (("init", f"{d}/init/step-00000000.h5"), ("2 steps", f"{d}/run/ch
     err = float(np.abs(ours - ref).max() / max(np.abs(ref).max(), 1e-30))
     report(f"{tag}: eval logits equal the module's (max |diff| / max |logit| = {err:.2e} <= 1e-4)", err <= 1e-4)
 
-for m, sz in (("user0", "32x32"), ("user0", "27x35"), ("leaky0", "29x33"), ("su-deconv", "20x28"),
-              ("su-bilinear", "20x28"), ("su-bilinear_ac", "20x28"), ("su-nearest", "20x28")):
+for m, sz in (("user0", "32x32"), ("user0", "27x35"), ("leaky0", "29x33"), ("unet-deconv", "20x28"),
+              ("unet-bilinear", "20x28"), ("unet-bilinear_ac", "20x28"), ("unet-nearest", "20x28")):
     h, w = map(int, sz.split("x"))
     g = f"{tmp}/step-{m}-{sz}"
     xs = torch.from_numpy(np.fromfile(f"{g}/x.f32", np.float32).reshape(4, 3, h, w))
@@ -120,7 +120,7 @@ for m, sz in (("user0", "32x32"), ("user0", "27x35"), ("leaky0", "29x33"), ("su-
     sd = state(f"{g}/ckpt.h5")
     grads, losses = {}, {}
     for dt in (torch.float64, torch.float32):
-        net = (SmallUNet(up=m[3:]) if m.startswith("su-") else
+        net = (SmallUNet(up=m[5:]) if m.startswith("unet-") else
                UserCNN(drop=0.0, act="leaky" if m == "leaky0" else "gelu"))
         net.load_state_dict(collections.OrderedDict(sd))
         net = net.to(dt).train()

@@ -370,7 +370,7 @@ def main(argv):
            f"{worst[0]:.1e} at {worst[1]}, torch fp32's worst {worst_t[0]:.1e})"
            + (": " + "; ".join(bad[:4]) if bad else ""),
            checked == len(grads[torch.float64]) and checked > 0 and not bad)
-    worst_b, nb = (0.0, ""), 0
+    worst_b, nb, bad_b = (0.0, "", 0.0), 0, []
     for line in lines:
         if not line.startswith("param "):
             continue
@@ -384,12 +384,20 @@ def main(argv):
         # noise. The scale is floored at 1e-3 × the model's largest of that kind (as gradients).
         kind = name.rsplit(".", 1)[1]
         floor = 1e-3 * max(float(b.abs().max()) for k, b in buffers[torch.float64].items() if k.endswith(kind))
-        e = float(np.abs(flat[P + off:P + off + numel] - r).max() / max(np.abs(r).max(), floor, 1e-30))
-        worst_b = max(worst_b, (e, name))
+        scale = max(np.abs(r).max(), floor, 1e-30)
+        e = float(np.abs(flat[P + off:P + off + numel] - r).max() / scale)
+        # torch's own float32 error on this tensor: a mean of activations that nearly cancel
+        # (late layers, few rows) is off by 1e-4 in any float32 implementation; such a tensor
+        # may be as far as 3× torch fp32's.
+        e_t = float(np.abs(buffers[torch.float32][name].reshape(-1).numpy() - r).max() / scale)
+        if e > 1e-4 and e > 3 * e_t:
+            bad_b.append(f"{name} {e:.1e} (torch fp32 {e_t:.1e})")
+        worst_b = max(worst_b, (e, name, e_t))
         nb += 1
     if nb:
         report(f"running statistics after the training forward equal the reference's ({nb} tensors; worst "
-               f"{worst_b[0]:.1e} at {worst_b[1]} <= 1e-4)", worst_b[0] <= 1e-4)
+               f"{worst_b[0]:.1e} at {worst_b[1]}, torch fp32 {worst_b[2]:.1e}; each <= 1e-4 or 3x torch fp32's)"
+               + (": " + "; ".join(bad_b[:4]) if bad_b else ""), nb > 0 and not bad_b)
 
 
 if __name__ == "__main__":
