@@ -271,7 +271,7 @@ DatasetInfo load_dataset(const std::string& dir_in) {
   if (!parse_sample_type(dtype, &info.dtype))
     fail(json_path, ": dtype '", dtype, "' is not one cnnscale reads (uint8, int16, float16, float32); ", kRerun);
   const std::string task = j.value("task", std::string("classification"));
-  if (!parse_task(task, &info.task))
+  if (!parse_task(task, &info.task) || info.task == TaskKind::segmentation)  // label maps: not yet in data sets
     fail(json_path, ": task '", task, "' is not one cnnscale reads (classification, regression, multilabel); ", kRerun);
   info.transform = j.value("transform", std::string("none"));
   if (info.transform != "none" && info.transform != "log1p")

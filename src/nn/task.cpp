@@ -62,6 +62,7 @@ LossKind default_loss(TaskKind k) {
     case TaskKind::classification: return LossKind::cross_entropy;
     case TaskKind::regression: return LossKind::mse;
     case TaskKind::multilabel: return LossKind::bce_with_logits;
+    case TaskKind::segmentation: return LossKind::cross_entropy;
   }
   return LossKind::cross_entropy;
 }
@@ -83,11 +84,17 @@ std::vector<float> parse_class_weights(const std::string& text) {
   }
 }
 
-Task::Task(TaskKind data, int outputs, TaskOptions options) : kind_(data), outputs_(outputs), opt_(std::move(options)) {
+Task::Task(TaskKind data, int outputs, TaskOptions options, int64_t pixels)
+    : kind_(data), outputs_(outputs), pixels_(pixels), opt_(std::move(options)) {
   if (outputs_ < 1) fail("a task needs at least one output per sample (got ", outputs_, ")");
+  if (pixels_ < 1 || (kind_ != TaskKind::segmentation && pixels_ != 1))
+    internal_error("a ", task_name(kind_), " task of ", pixels_, " positions per sample");
   const LossKind l = opt_.loss;
+  if (kind_ == TaskKind::segmentation && l != LossKind::cross_entropy)
+    fail("--loss ", loss_name(l), " does not train label maps; a segmentation data set trains with cross-entropy ",
+         "per pixel (leave out --loss)");
   // bce-with-logits also trains on 0/1 float targets that a regression data set holds.
-  const bool fits = loss_task(l) == kind_ || (l == LossKind::bce_with_logits && kind_ == TaskKind::regression) ||
+  const bool fits = loss_task(l) == kind_ || kind_ == TaskKind::segmentation || (l == LossKind::bce_with_logits && kind_ == TaskKind::regression) ||
                     (kind_ == TaskKind::multilabel && l != LossKind::cross_entropy);
   if (!fits) {
     if (kind_ == TaskKind::classification)
@@ -144,17 +151,15 @@ bool Task::fixed_denominator() const {
   return !(opt_.loss == LossKind::cross_entropy && (!opt_.class_weights.empty() || opt_.ignore_index >= 0));
 }
 
-double Task::weight(const Targets& t, int64_t i) const {
-  if (opt_.loss != LossKind::cross_entropy) return 1.0;
-  const int32_t y = t.labels[i];
+double Task::weight_of(int32_t y) const {
   if (y == opt_.ignore_index) return 0.0;
   return opt_.class_weights.empty() ? 1.0 : static_cast<double>(opt_.class_weights[static_cast<size_t>(y)]);
 }
 
 double Task::denominator(const Targets& t, int64_t n) const {
-  if (fixed_denominator()) return static_cast<double>(n);
+  if (fixed_denominator()) return static_cast<double>(n * pixels_);
   double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += weight(t, i);
+  for (int64_t i = 0; i < n * pixels_; ++i) s += weight_of(t.labels[i]);
   return s;
 }
 
@@ -162,9 +167,10 @@ void Task::check(const Targets& t, int64_t n) const {
   const int K = outputs_;
   if (opt_.loss == LossKind::cross_entropy) {
     if (!t.labels) internal_error("cross-entropy without class labels");
-    for (int64_t i = 0; i < n; ++i)
+    for (int64_t i = 0; i < n * pixels_; ++i)
       if (t.labels[i] < 0 || t.labels[i] >= K)
-        fail("label ", t.labels[i], " of sample ", i, " is outside [0, ", K, ")");
+        fail("label ", t.labels[i], " of sample ", i / pixels_,
+             pixels_ > 1 ? " (pixel " + std::to_string(i % pixels_) + ")" : std::string(), " is outside [0, ", K, ")");
     return;
   }
   if (!t.values) internal_error("--loss ", loss_name(opt_.loss), " without float targets");
@@ -180,24 +186,32 @@ void Task::check(const Targets& t, int64_t n) const {
 // Sample i's loss term; with dz, also d(term)/dz × scale.
 double Task::term(const float* z, const Targets& t, int64_t i, float scale, float* dz) const {
   const int K = outputs_;
+  if (opt_.loss == LossKind::cross_entropy) {
+    // Per position p (one for classification): l = logsumexp(z) - z[y]; dl/dz = softmax(z) -
+    // onehot(y), numerically stable; the classes of position p lie `P` floats apart.
+    const int64_t P = pixels_;
+    const float* zi = z + i * K * P;
+    float* di = dz ? dz + i * K * P : nullptr;
+    double term = 0;
+    for (int64_t p = 0; p < P; ++p) {
+      const int32_t y = t.labels[i * P + p];
+      const double w = weight_of(y);
+      double m = zi[p];
+      for (int j = 1; j < K; ++j) m = std::max(m, static_cast<double>(zi[j * P + p]));
+      double s = 0;
+      for (int j = 0; j < K; ++j) s += std::exp(zi[j * P + p] - m);
+      const double lse = m + std::log(s);
+      if (di)
+        for (int j = 0; j < K; ++j) {
+          const double q = std::exp(static_cast<double>(zi[j * P + p]) - lse);
+          di[j * P + p] = static_cast<float>(w * (q - (j == y ? 1.0 : 0.0)) * scale);
+        }
+      if (w != 0) term += w * (lse - zi[y * P + p]);
+    }
+    return term;
+  }
   const float* zi = z + i * K;
   float* di = dz ? dz + i * K : nullptr;
-  if (opt_.loss == LossKind::cross_entropy) {
-    // Numerically stable: l = logsumexp(z) - z[y]; dl/dz = softmax(z) - onehot(y).
-    const int32_t y = t.labels[i];
-    const double w = weight(t, i);
-    double m = zi[0];
-    for (int j = 1; j < K; ++j) m = std::max(m, static_cast<double>(zi[j]));
-    double s = 0;
-    for (int j = 0; j < K; ++j) s += std::exp(zi[j] - m);
-    const double lse = m + std::log(s);
-    if (di)
-      for (int j = 0; j < K; ++j) {
-        const double p = std::exp(static_cast<double>(zi[j]) - lse);
-        di[j] = static_cast<float>(w * (p - (j == y ? 1.0 : 0.0)) * scale);
-      }
-    return w == 0 ? 0.0 : w * (lse - zi[y]);
-  }
   const float* yi = t.values + i * K;
   const double inv_k = 1.0 / K;
   double sum = 0;
@@ -235,11 +249,14 @@ double Task::loss_and_grad(const float* z, const Targets& t, int64_t n, float sc
 }
 
 // Sums: [0] samples, [1] Σ loss terms, [2] Σ denominator, then per task:
-// classification: [3] correct, [4] samples counted (not of --ignore-index); regression: [3..3+K) Σ|d| per target, [3+K..3+2K) Σ d²;
+// classification and segmentation: [3] right, [4] counted (samples or pixels not of
+// --ignore-index); segmentation also [5..5+C) intersections and [5+C..5+2C) unions per class;
+// regression: [3..3+K) Σ|d| per target, [3+K..3+2K) Σ d²;
 // multilabel: [3] elements right at the 0.5 threshold (logit 0).
 size_t Task::eval_sum_count() const {
   switch (kind_) {
     case TaskKind::classification: return 5;
+    case TaskKind::segmentation: return 5 + 2 * static_cast<size_t>(outputs_);
     case TaskKind::regression: return 3 + 2 * static_cast<size_t>(outputs_);
     case TaskKind::multilabel: return 4;
   }
@@ -251,19 +268,31 @@ void Task::eval_accumulate(const float* z, const Targets& t, int64_t n, std::vec
   check(t, n);
   const int K = outputs_;
   sums[0] += static_cast<double>(n);
+  const int64_t P = pixels_;
   for (int64_t i = 0; i < n; ++i) {
     sums[1] += term(z, t, i, 1.f, nullptr);
-    sums[2] += fixed_denominator() ? 1.0 : weight(t, i);
-    const float* zi = z + i * K;
+    const float* zi = z + i * K * P;
     switch (kind_) {
-      case TaskKind::classification: {
-        if (t.labels[i] == opt_.ignore_index) break;  // neither right nor wrong
-        const int best = static_cast<int>(std::max_element(zi, zi + K) - zi);
-        sums[3] += best == t.labels[i];
-        sums[4] += 1;
+      case TaskKind::classification:
+      case TaskKind::segmentation:
+        for (int64_t p = 0; p < P; ++p) {
+          const int32_t y = t.labels[i * P + p];
+          sums[2] += fixed_denominator() ? 1.0 : weight_of(y);
+          if (y == opt_.ignore_index) continue;  // neither right nor wrong
+          int best = 0;  // the first of equal maxima, as torch.argmax
+          for (int j = 1; j < K; ++j)
+            if (zi[j * P + p] > zi[best * P + p]) best = j;
+          sums[3] += best == y;
+          sums[4] += 1;
+          if (kind_ == TaskKind::segmentation) {
+            sums[5 + static_cast<size_t>(y)] += best == y;                      // intersection of class y
+            sums[5 + static_cast<size_t>(K + y)] += 1;                          // union: y's pixels ...
+            if (best != y) sums[5 + static_cast<size_t>(K + best)] += 1;        // ... and best's wrong ones
+          }
+        }
         break;
-      }
       case TaskKind::regression:
+        sums[2] += 1;
         for (int k = 0; k < K; ++k) {
           const double d = static_cast<double>(zi[k]) - t.values[i * K + k];
           sums[3 + static_cast<size_t>(k)] += std::abs(d);
@@ -271,6 +300,7 @@ void Task::eval_accumulate(const float* z, const Targets& t, int64_t n, std::vec
         }
         break;
       case TaskKind::multilabel:
+        sums[2] += 1;
         for (int k = 0; k < K; ++k) sums[3] += (zi[k] > 0.f) == (t.values[i * K + k] >= 0.5f);
         break;
     }
@@ -286,6 +316,15 @@ Metrics Task::eval_metrics(const std::vector<double>& sums) const {
   if (n <= 0) return m;
   switch (kind_) {
     case TaskKind::classification: m.emplace_back("accuracy", sums[4] > 0 ? sums[3] / sums[4] : 0.0); break;
+    case TaskKind::segmentation: {  // mean IoU over the classes present in labels or predictions
+      double iou = 0;
+      int present = 0;
+      for (int k = 0; k < K; ++k)
+        if (const double u = sums[5 + static_cast<size_t>(K + k)]; u > 0) iou += sums[5 + static_cast<size_t>(k)] / u, ++present;
+      m.emplace_back("miou", present ? iou / present : 0.0);
+      m.emplace_back("pixel_accuracy", sums[4] > 0 ? sums[3] / sums[4] : 0.0);
+      break;
+    }
     case TaskKind::multilabel: m.emplace_back("accuracy", sums[3] / (n * K)); break;
     case TaskKind::regression: {
       double a = 0, s = 0;

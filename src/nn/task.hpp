@@ -6,7 +6,9 @@
 // Losses are PyTorch's (torch.nn.functional), reduction 'mean', exactly:
 //   cross-entropy    l_i = -w[y_i] · log softmax(z_i)[y_i], mean = Σ l_i / Σ w[y_i] over
 //                    samples whose label is not --ignore-index (weight, ignore_index as
-//                    F.cross_entropy's; without either, Σ w = N)
+//                    F.cross_entropy's; without either, Σ w = N); segmentation: the same per
+//                    pixel, z N×C×H×W and y N×H×W as F.cross_entropy takes them, the mean over
+//                    the N·H·W pixels (or their weights)
 //   mse              Σ (z - y)² / (N·K)
 //   l1               Σ |z - y| / (N·K)         (gradient sign(z - y), 0 where equal, as torch)
 //   smooth-l1        Σ s(z - y) / (N·K), s(d) = 0.5·d²/β for |d| < β else |d| - 0.5·β (β = 1)
@@ -30,7 +32,7 @@ namespace cnnscale {
 
 // One batch's targets, as the data set holds them.
 struct Targets {
-  const int32_t* labels = nullptr;  // classification: one class index per sample
+  const int32_t* labels = nullptr;  // classification: one class index per sample; segmentation: per pixel
   const float* values = nullptr;    // regression: K floats per sample; multi-label: K 0/1 values
   Targets() = default;
   // Class indices (the classification data sets; how every caller before tasks passed them).
@@ -73,16 +75,20 @@ using Metrics = std::vector<std::pair<std::string, double>>;
 
 class Task {
  public:
-  // outputs: what the model emits per sample (classes, or K targets). Throws UserError
-  // for options that do not fit (weights of another count, an ignore index outside
-  // [0, outputs)).
-  Task(TaskKind data, int outputs, TaskOptions options);
+  // outputs: what the model emits per sample and position (classes, or K targets); pixels:
+  // the positions per sample (segmentation: H·W, the outputs then C×H×W per sample; 1
+  // otherwise). Throws UserError for options that do not fit (weights of another count, an
+  // ignore index outside [0, outputs)).
+  Task(TaskKind data, int outputs, TaskOptions options, int64_t pixels = 1);
   // Cross-entropy over class labels, no weights: what every model trained before tasks.
   static Task classification(int classes) { return Task(TaskKind::classification, classes, {}); }
 
   TaskKind kind() const { return kind_; }
   LossKind loss() const { return opt_.loss; }
   int outputs() const { return outputs_; }
+  // The positions per sample (segmentation: pixels) and so the loss's terms per sample when
+  // the denominator is fixed: the trainer's loss_scale is 1 / (global batch × this).
+  int64_t pixels() const { return pixels_; }
   const TaskOptions& options() const { return opt_; }
   // The plain cross-entropy of the classification data sets (what the GPU model computes
   // on the device).
@@ -109,9 +115,10 @@ class Task {
  private:
   void check(const Targets& t, int64_t n) const;
   double term(const float* z, const Targets& t, int64_t i, float scale, float* dz) const;
-  double weight(const Targets& t, int64_t i) const;
+  double weight_of(int32_t label) const;  // cross-entropy: the label's weight, 0 for --ignore-index
   TaskKind kind_;
   int outputs_;
+  int64_t pixels_ = 1;
   TaskOptions opt_;
 };
 

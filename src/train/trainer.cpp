@@ -457,7 +457,9 @@ void Trainer::begin() {
   log_clock_ = Clock::now();
   sctx_.seed = opt_.seed;
   sctx_.training = true;
-  sctx_.loss_scale = 1.0f / static_cast<float>(global_batch_);
+  // The mean over the global batch's loss terms: its samples (segmentation: its pixels), unless
+  // the denominator depends on the labels (then set per step, in step()).
+  sctx_.loss_scale = 1.0f / static_cast<float>(global_batch_ * task_->pixels());
   sctx_.step_graph = comm_.size() == 1;  // more ranks: their sums overlap backward, which a graph would not
   // A device model's loss wait may be a wait for the previous step's gradient sums (its
   // queue waits for the communicator's): check the transport's asynchronous errors
@@ -986,7 +988,7 @@ void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
 // the numbers are the task's (nn/task.hpp), from sums added over ranks.
 Trainer::EvalResult Trainer::evaluate() {
   eval_->rewind();
-  const int outputs = model_->classes();
+  const int64_t outputs = model_->classes() * task_->pixels();  // per sample (segmentation: C×H×W)
   eval_sums_.assign(task_->eval_sum_count(), 0.0);
   while (eval_->next(eval_batch_, opt_.batch_size)) {
     const int64_t n = eval_batch_.count;

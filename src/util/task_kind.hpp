@@ -10,6 +10,7 @@ enum class TaskKind {
   classification,  // one class index per sample (int32)
   regression,      // K float targets per sample
   multilabel,      // K 0/1 targets per sample
+  segmentation,    // one class index per pixel (a label map)
 };
 
 inline const char* task_name(TaskKind k) {
@@ -17,13 +18,14 @@ inline const char* task_name(TaskKind k) {
     case TaskKind::classification: return "classification";
     case TaskKind::regression: return "regression";
     case TaskKind::multilabel: return "multilabel";
+    case TaskKind::segmentation: return "segmentation";
   }
   return "?";
 }
 
 // false for an unknown name.
 inline bool parse_task(const std::string& s, TaskKind* out) {
-  for (TaskKind k : {TaskKind::classification, TaskKind::regression, TaskKind::multilabel})
+  for (TaskKind k : {TaskKind::classification, TaskKind::regression, TaskKind::multilabel, TaskKind::segmentation})
     if (s == task_name(k)) return *out = k, true;
   return false;
 }

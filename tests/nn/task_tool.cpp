@@ -45,15 +45,15 @@ int main(int argc, char** argv) {
   std::normal_distribution<float> normal(0.f, 2.f);
   std::uniform_real_distribution<float> unit(0.f, 1.f);
   int cases = 0;
-  const auto run = [&](TaskKind kind, int n, int K, TaskOptions o) {
-    const Task task(kind, K, o);
-    std::vector<float> z(static_cast<size_t>(n * K)), values, dz(z.size());
+  const auto run = [&](TaskKind kind, int n, int K, TaskOptions o, int P = 1) {
+    const Task task(kind, K, o, P);
+    std::vector<float> z(static_cast<size_t>(n * K * P)), values, dz(z.size());
     std::vector<int32_t> labels;
     for (float& x : z) x = normal(rng);
-    if (cases % 3 == 0 && K > 1) z[1] = z[0];  // a tie: argmax takes the first, as torch.argmax
+    if (cases % 3 == 0 && K > 1) z[static_cast<size_t>(P)] = z[0];  // a tie: argmax takes the first, as torch.argmax
     Targets t;
-    if (kind == TaskKind::classification) {
-      for (int i = 0; i < n; ++i) labels.push_back(static_cast<int32_t>(rng() % static_cast<unsigned>(K)));
+    if (kind == TaskKind::classification || kind == TaskKind::segmentation) {
+      for (int i = 0; i < n * P; ++i) labels.push_back(static_cast<int32_t>(rng() % static_cast<unsigned>(K)));
       t = Targets(labels.data());
     } else {
       for (int i = 0; i < n * K; ++i)
@@ -67,10 +67,11 @@ int main(int argc, char** argv) {
     const double sum = task.loss_and_grad(z.data(), t, n, den > 0 ? static_cast<float>(1.0 / den) : 0.f, dz.data());
     std::vector<double> sums;
     task.eval_accumulate(z.data(), t, n, sums);
-    f << "case " << loss_name(o.loss) << " " << task_name(kind) << " " << n << " " << K << " " << o.ignore_index << "\n";
+    f << "case " << loss_name(o.loss) << " " << task_name(kind) << " " << n << " " << K << " " << o.ignore_index << " "
+      << P << "\n";
     write_floats(f, "weights", o.class_weights);
     write_floats(f, "z", z);
-    if (kind == TaskKind::classification) {
+    if (!labels.empty()) {
       f << "labels";
       for (int32_t y : labels) f << " " << y;
       f << "\n";
@@ -111,6 +112,19 @@ int main(int argc, char** argv) {
       run(TaskKind::multilabel, n, K, b);
     }
   }
+  // Segmentation: a 2×3 label map per sample (P = 6 positions), per-pixel cross-entropy.
+  for (int n : {1, 3})
+    for (int K : {2, 4}) {
+      run(TaskKind::segmentation, n, K, {}, 6);
+      TaskOptions w;
+      for (int k = 0; k < K; ++k) w.class_weights.push_back(0.5f + static_cast<float>(k));
+      run(TaskKind::segmentation, n, K, w, 6);
+      TaskOptions ig;
+      ig.ignore_index = 0;
+      run(TaskKind::segmentation, n, K, ig, 6);
+      ig.class_weights = w.class_weights;
+      run(TaskKind::segmentation, n, K, ig, 6);
+    }
   std::printf("%d cases written\n", cases);
 
   bool ok = true;
@@ -126,6 +140,9 @@ int main(int argc, char** argv) {
   ok &= rejects(TaskKind::classification, 10, ig, "--ignore-index 10 of 10 classes");
   mse.ignore_index = 1;
   ok &= rejects(TaskKind::regression, 4, mse, "--ignore-index with mse");
+  TaskOptions seg_mse;
+  seg_mse.loss = LossKind::mse;
+  ok &= rejects(TaskKind::segmentation, 3, seg_mse, "--loss mse on label maps");
   try {
     parse_class_weights("1,x");
     ok = false, std::printf("FAIL: accepted --class-weights 1,x\n");

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # task_torch.sh — every loss of nn/task.hpp against torch.nn.functional (float64), on
 # the random cases task_tool writes (1, 7 and 32 samples; 1, 3 and 10 outputs; ties;
-# differences of exactly 0; soft bce targets): F.cross_entropy (plain, weight=,
-# ignore_index=, both), F.mse_loss, F.l1_loss, F.smooth_l1_loss,
+# differences of exactly 0; soft bce targets; label maps of 6 pixels with 2 and 4 classes):
+# F.cross_entropy (plain, weight=, ignore_index=, both; per pixel on N×C×H×W), F.mse_loss, F.l1_loss, F.smooth_l1_loss,
 # F.binary_cross_entropy_with_logits (plain, weight=), reduction 'mean': the loss
 # (rel 1e-9) and its gradient by autograd (max |diff| ≤ 1e-6 × the case's largest: ours is
 # float32), and the evaluation numbers (accuracy over the samples not ignored; RMSE and
-# MAE overall and per target; multi-label accuracy per element at logit 0; rel 1e-9).
+# MAE overall and per target; multi-label accuracy per element at logit 0; pixel accuracy and
+# mean IoU over the pixels not ignored; rel 1e-9).
 # Also that task_tool's rejections held (a loss against targets of the other kind, class
 # weights of the wrong count, labels and targets the loss cannot take).
 set -u
@@ -36,16 +37,21 @@ def floats(line, key):
 
 
 while i < len(lines) and lines[i].startswith("case "):
-    _, loss, kind, n, K, ignore = lines[i].split(" ")
-    n, K, ignore = int(n), int(K), int(ignore)
+    _, loss, kind, n, K, ignore, P = lines[i].split(" ")
+    n, K, ignore, P = int(n), int(K), int(ignore), int(P)
     w = floats(lines[i + 1], "weights")
-    z = torch.tensor(floats(lines[i + 2], "z")).reshape(n, K).requires_grad_(True)
-    if kind == "classification":
+    # segmentation: a sample's outputs are K×P (N×C×H×W with H = 1, W = P), its labels P
+    z = torch.tensor(floats(lines[i + 2], "z")).reshape(n, K, 1, P) if kind == "segmentation" else \
+        torch.tensor(floats(lines[i + 2], "z")).reshape(n, K)
+    z.requires_grad_(True)
+    if kind in ("classification", "segmentation"):
         y = torch.tensor([int(v) for v in lines[i + 3].split(" ")[1:]], dtype=torch.long)
+        if kind == "segmentation":
+            y = y.reshape(n, 1, P)
     else:
         y = torch.tensor(floats(lines[i + 3], "targets")).reshape(n, K)
     ours_loss = float(lines[i + 4].split(" ")[1])
-    ours_grad = torch.tensor(floats(lines[i + 5], "grad")).reshape(n, K)
+    ours_grad = torch.tensor(floats(lines[i + 5], "grad")).reshape(z.shape)
     ours_metrics = dict(kv.split("=") for kv in lines[i + 6].split(" ")[1:])
     ours_metrics = {k: float(v) for k, v in ours_metrics.items()}
     assert lines[i + 7] == "end"
@@ -61,7 +67,7 @@ while i < len(lines) and lines[i].startswith("case "):
         ref = F.smooth_l1_loss(z, y, beta=1.0)
     else:
         ref = F.binary_cross_entropy_with_logits(z, y, weight=weight)
-    what = f"{loss} {kind} n={n} K={K} weights={bool(w)} ignore={ignore}"
+    what = f"{loss} {kind} n={n} K={K} P={P} weights={bool(w)} ignore={ignore}"
     cases += 1
     if torch.isnan(ref):  # every label ignored: torch's 0/0; ours: loss 0, no gradient
         ok = ours_loss == 0 and bool((ours_grad == 0).all())
@@ -79,6 +85,17 @@ while i < len(lines) and lines[i].startswith("case "):
         keep = y != ignore
         right = (zz.argmax(1) == y) & keep
         expect["accuracy"] = right.sum().item() / max(keep.sum().item(), 1)
+    elif kind == "segmentation":
+        keep = y != ignore
+        pred = zz.argmax(1)
+        expect["pixel_accuracy"] = ((pred == y) & keep).sum().item() / max(keep.sum().item(), 1)
+        ious = []
+        for c in range(K):
+            inter = ((pred == c) & (y == c) & keep).sum().item()
+            union = (((pred == c) | (y == c)) & keep).sum().item()
+            if union:
+                ious.append(inter / union)
+        expect["miou"] = sum(ious) / len(ious) if ious else 0.0
     elif kind == "multilabel":
         expect["accuracy"] = ((zz > 0) == (y >= 0.5)).double().mean().item()
     else:
@@ -95,7 +112,7 @@ while i < len(lines) and lines[i].startswith("case "):
         failures += 1
         print(f"FAIL {what}: loss rel {rel:.2e}, grad {gerr:.2e}, metrics {merr:.2e}, extra {extra}")
 print(f"{cases} cases against torch.nn.functional {torch.__version__}, {failures} failures")
-if cases < 69:
+if cases < 85:
     print(f"FAIL: only {cases} cases read")
     sys.exit(1)
 sys.exit(1 if failures else 0)
