@@ -92,26 +92,20 @@ void ShardWriter::build(const ShardWriteOptions& opts) {
   H5Id itype = h5_sample_type(opts.dtype);
   images_ = h5_dataset(H5Dcreate2(file_, "/images", itype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
   if (!images_.valid()) fail("cannot create /images in ", path, " (", h5_error_cause(), ")");
-  if (opts.targets > 0) {  // regression: /targets float32 N×K, chunked and checksummed as /labels
-    const hsize_t tdims[2] = {n, static_cast<hsize_t>(opts.targets)};
-    hsize_t tchunk[2] = {static_cast<hsize_t>(std::max<int64_t>(1, std::min<int64_t>(16384, samples))), tdims[1]};
-    H5Id tspace = h5_space(H5Screate_simple(2, tdims, nullptr));
-    H5Id tcpl = h5_plist(H5Pcreate(H5P_DATASET_CREATE));
-    H5Pset_chunk(tcpl, 2, tchunk);
-    H5Pset_fletcher32(tcpl);
-    labels_ = h5_dataset(H5Dcreate2(file_, "/targets", H5T_IEEE_F32LE, tspace, H5P_DEFAULT, tcpl, H5P_DEFAULT));
-    if (!labels_.valid()) fail("cannot create /targets in ", path, " (", h5_error_cause(), ")");
-    return;
-  }
-
-  const hsize_t ldims[1] = {n};
-  hsize_t lchunk[1] = {static_cast<hsize_t>(std::max<int64_t>(1, std::min<int64_t>(16384, samples)))};
-  H5Id lspace = h5_space(H5Screate_simple(1, ldims, nullptr));
+  // Per sample: its label (/labels int32 N) or its K targets (/targets float32 N×K: regression,
+  // multilabel), in chunks of 16,384 rows with the fletcher32 checksum.
+  const bool targets = opts.targets > 0;
+  const char* name = targets ? "/targets" : "/labels";
+  const hsize_t ldims[2] = {n, static_cast<hsize_t>(opts.targets)};
+  const hsize_t lchunk[2] = {static_cast<hsize_t>(std::max<int64_t>(1, std::min<int64_t>(16384, samples))), ldims[1]};
+  const int rank = targets ? 2 : 1;
+  H5Id lspace = h5_space(H5Screate_simple(rank, ldims, nullptr));
   H5Id lcpl = h5_plist(H5Pcreate(H5P_DATASET_CREATE));
-  H5Pset_chunk(lcpl, 1, lchunk);
+  H5Pset_chunk(lcpl, rank, lchunk);
   H5Pset_fletcher32(lcpl);
-  labels_ = h5_dataset(H5Dcreate2(file_, "/labels", H5T_STD_I32LE, lspace, H5P_DEFAULT, lcpl, H5P_DEFAULT));
-  if (!labels_.valid()) fail("cannot create /labels in ", path, " (", h5_error_cause(), ")");
+  labels_ = h5_dataset(H5Dcreate2(file_, name, targets ? H5T_IEEE_F32LE : H5T_STD_I32LE, lspace, H5P_DEFAULT, lcpl,
+                                  H5P_DEFAULT));
+  if (!labels_.valid()) fail("cannot create ", name, " in ", path, " (", h5_error_cause(), ")");
 }
 
 void ShardWriter::write_failed(const char* doing) const {
