@@ -146,21 +146,15 @@ struct Parser {
       auto nargs = [&](size_t lo, size_t hi, const char* usage) {
         if (a.size() < lo || a.size() > hi) error(b, i - b, std::string("expected ") + usage);
       };
-      if (name == "conv") {
-        nargs(2, 5, "conv(out, kernel[, stride[, pad[, groups]]])");
-        L.kind = LayerKind::conv;
+      if (name == "conv" || name == "deconv") {  // deconv: the same arguments but groups
+        if (name == "conv") nargs(2, 5, "conv(out, kernel[, stride[, pad[, groups]]])");
+        else nargs(2, 4, "deconv(out, kernel[, stride[, pad]])");
+        L.kind = name == "conv" ? LayerKind::conv : LayerKind::deconv;
         L.out = as_int(a[0], "out channels", 1);
         L.kernel = as_int(a[1], "kernel size", 1);
         if (a.size() > 2) L.stride = as_int(a[2], "stride", 1);
         if (a.size() > 3) L.pad = as_int(a[3], "padding", 0);
         if (a.size() > 4) L.groups = as_int(a[4], "groups", 1);
-      } else if (name == "deconv") {
-        nargs(2, 4, "deconv(out, kernel[, stride[, pad]])");
-        L.kind = LayerKind::deconv;
-        L.out = as_int(a[0], "out channels", 1);
-        L.kernel = as_int(a[1], "kernel size", 1);
-        if (a.size() > 2) L.stride = as_int(a[2], "stride", 1);
-        if (a.size() > 3) L.pad = as_int(a[3], "padding", 0);
       } else if (name == "upsample" || name == "bilinear") {
         if (name == "upsample") nargs(1, 1, "upsample(scale): nearest");
         else nargs(1, 2, "bilinear(scale[, align_corners 0|1])");

@@ -81,10 +81,11 @@ std::string fixed1(double v) {
   return b;
 }
 
-// Sums for the test-split evaluation.
-struct EvalSums {
-  double correct = 0, samples = 0, loss = 0;
-};
+// A batch's targets as the task takes them: class labels (classification, and label maps:
+// the cross-entropy tasks), else the float values.
+Targets batch_targets(const Task& task, const Batch& b) {
+  return task.loss() == LossKind::cross_entropy ? Targets(b.labels.data()) : Targets::of_values(b.targets.data());
+}
 
 // The parts of a step, in seconds (sums or medians over steps).
 struct StepParts {
@@ -578,8 +579,7 @@ StepResult Trainer::step() {
   }
   // The loss's denominator (nn/task.hpp): the global batch, or, where class weights or an
   // ignore index make it depend on the labels, their sum over the ranks' batches.
-  const Targets targets = task_->kind() == TaskKind::classification ? Targets(batch_.labels.data())
-                                                                     : Targets::of_values(batch_.targets.data());
+  const Targets targets = batch_targets(*task_, batch_);
   const double local_denominator = task_->denominator(targets, batch_.count);
   if (!task_->fixed_denominator()) {
     const double global = control_.allreduce(local_denominator, ReduceOp::sum, "the loss denominator");
@@ -994,9 +994,7 @@ Trainer::EvalResult Trainer::evaluate() {
     const int64_t n = eval_batch_.count;
     logits_.resize(static_cast<size_t>(n * outputs));
     model_->forward_eval(eval_batch_.images.data(), n, logits_.data());
-    const Targets t = task_->kind() == TaskKind::classification ? Targets(eval_batch_.labels.data())
-                                                                 : Targets::of_values(eval_batch_.targets.data());
-    task_->eval_accumulate(logits_.data(), t, n, eval_sums_);
+    task_->eval_accumulate(logits_.data(), batch_targets(*task_, eval_batch_), n, eval_sums_);
   }
   control_.allreduce(eval_sums_.data(), eval_sums_.size(), ReduceOp::sum, "the evaluation allreduce");
   EvalResult r;
