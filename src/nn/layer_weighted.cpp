@@ -280,6 +280,17 @@ std::unique_ptr<Exec> make_weighted(const Node& node, Tensor* in, Tensor* out, c
 }  // namespace
 
 std::unique_ptr<Exec> make_conv(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env, Tensor* fused_out) {
+  // A 3×3 stride-1 fp32 convolution where oneDNN's direct kernel is jit:avx2: ours by
+  // Winograd F(2×2, 3×3) (conv_winograd.cpp), unless CNNSCALE_CONV_ALG names oneDNN's.
+  if (!fused_out && std::getenv("CNNSCALE_CONV_ALG") == nullptr && env.precision == Precision::fp32 &&
+      node.kernel == 3 && node.stride == 1 && node.groups == 1) {
+    const ConvTraits tr(node);
+    const int64_t n = env.n, oc = node.out_channels;
+    const auto fpd = tr.fwd(md_t({n, node.in.c, node.in.h, node.in.w}, dt::f32, tag::any),
+                            md_t({oc, node.in.c, 3, 3}, dt::f32, tag::any), nullptr,
+                            md_t({n, oc, node.out.h, node.out.w}, dt::f32, tag::any), env.eng, dnnl::primitive_attr());
+    if (winograd_conv_applies(node, env, fpd.impl_info_str())) return make_winograd_conv(node, in, out, env);
+  }
   return make_weighted<ConvTraits>(node, in, out, env, true, fused_out);
 }
 
