@@ -225,7 +225,7 @@ std::unique_ptr<Exec> make_exec(const Node& node, const std::vector<Tensor*>& in
 // Per-layer factories (one file each).
 std::unique_ptr<Exec> make_conv(const Node&, Tensor* in, Tensor* out, const ExecEnv&, Tensor* fused_out);
 // conv_winograd.cpp: whether a conv runs as Winograd F(2×2, 3×3) (fp32, 3×3, stride 1,
-// pad ≤ 2, one group, channels in whole 8-blocks, where oneDNN's direct forward kernel,
+// pad ≤ 2, one group, channels in whole 8-blocks and ≥ 64, where oneDNN's direct forward kernel,
 // `direct_impl`, is jit:avx2), and that exec.
 bool winograd_conv_applies(const Node& node, const ExecEnv& env, const std::string& direct_impl);
 std::unique_ptr<Exec> make_winograd_conv(const Node&, Tensor* in, Tensor* out, const ExecEnv&);
