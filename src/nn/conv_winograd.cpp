@@ -129,40 +129,38 @@ WINO_TARGET void output_tile(const float* m, int64_t xi_stride, const float* bia
 
 // U[ξ][ci][co] = (G g Gᵀ)[ξ] for the filter g = w[co][ci] (PyTorch's out × in × 3 × 3), planes
 // plane(ci·co) apart; flip: the backward-data filter, g[i][j] = w[ci'][co'][2 − i][2 − j] with
-// in/out swapped (then `ci` runs over the layer's outputs and `co` over its inputs). 16 co at
-// a time over all ci: w is read in runs and U written in whole 64-byte lines (a loop over co
-// inside ci touched a new page per filter: 10 ms for 512 × 512 filters).
-void weight_transform(const float* w, int64_t out_c, int64_t in_c, bool flip, float* U) {
+// in/out swapped (then `ci` runs over the layer's outputs and `co` over its inputs). 8 co at a
+// time, one per lane: each of the 9 taps a gather, each ξ one 8-float store (the scalar loop
+// took 10–25 ms for 512 × 512 filters, as long as the layer's forward products).
+WINO_TARGET void weight_transform(const float* w, int64_t out_c, int64_t in_c, bool flip, float* U) {
   const int64_t ci_n = flip ? out_c : in_c, co_n = flip ? in_c : out_c;
   const int64_t xs = plane(ci_n * co_n);
-  constexpr int64_t kB = 16;
-  for (int64_t co0 = 0; co0 < co_n; co0 += kB) {
-    const int64_t nb = std::min(kB, co_n - co0);
-    for (int64_t ci = 0; ci < ci_n; ++ci) {
-      float row[16][kB];
-      for (int64_t j = 0; j < nb; ++j) {
-        const int64_t co = co0 + j;
-        float g[3][3];
-        const float* src = flip ? w + (ci * in_c + co) * 9 : w + (co * in_c + ci) * 9;
-        for (int i = 0; i < 3; ++i)
-          for (int k = 0; k < 3; ++k) g[i][k] = flip ? src[(2 - i) * 3 + (2 - k)] : src[i * 3 + k];
-        float t[4][3];
-        for (int k = 0; k < 3; ++k) {  // G g, G = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1]
-          t[0][k] = g[0][k];
-          t[1][k] = 0.5f * (g[0][k] + g[1][k] + g[2][k]);
-          t[2][k] = 0.5f * (g[0][k] - g[1][k] + g[2][k]);
-          t[3][k] = g[2][k];
-        }
-        for (int r = 0; r < 4; ++r) {  // (G g) Gᵀ
-          row[r * 4 + 0][j] = t[r][0];
-          row[r * 4 + 1][j] = 0.5f * (t[r][0] + t[r][1] + t[r][2]);
-          row[r * 4 + 2][j] = 0.5f * (t[r][0] - t[r][1] + t[r][2]);
-          row[r * 4 + 3][j] = t[r][2];
-        }
+  // lane l (co = co0 + l) reads tap (i, k) at base + l·lane_stride + tap offset
+  const int lane_stride = static_cast<int>(flip ? 9 : in_c * 9);
+  const __m256i lanes = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(lane_stride));
+  const v8f half = _mm256_set1_ps(0.5f);
+  for (int64_t ci = 0; ci < ci_n; ++ci)
+    for (int64_t co0 = 0; co0 < co_n; co0 += 8) {
+      const float* base = flip ? w + (ci * in_c + co0) * 9 : w + (co0 * in_c + ci) * 9;
+      v8f g[3][3];
+      for (int i = 0; i < 3; ++i)
+        for (int k = 0; k < 3; ++k)
+          g[i][k] = _mm256_i32gather_ps(base + (flip ? (2 - i) * 3 + (2 - k) : i * 3 + k), lanes, 4);
+      v8f t[4][3];
+      for (int k = 0; k < 3; ++k) {  // G g, G = [1 0 0; ½ ½ ½; ½ −½ ½; 0 0 1]
+        t[0][k] = g[0][k];
+        t[1][k] = half * (g[0][k] + g[1][k] + g[2][k]);
+        t[2][k] = half * (g[0][k] - g[1][k] + g[2][k]);
+        t[3][k] = g[2][k];
       }
-      for (int xi = 0; xi < 16; ++xi) std::memcpy(U + xi * xs + ci * co_n + co0, row[xi], nb * sizeof(float));
+      float* u = U + ci * co_n + co0;
+      for (int r = 0; r < 4; ++r) {  // (G g) Gᵀ
+        st(u + (r * 4 + 0) * xs, t[r][0]);
+        st(u + (r * 4 + 1) * xs, half * (t[r][0] + t[r][1] + t[r][2]));
+        st(u + (r * 4 + 2) * xs, half * (t[r][0] - t[r][1] + t[r][2]));
+        st(u + (r * 4 + 3) * xs, t[r][2]);
+      }
     }
-  }
 }
 
 // dW[co][ci] = Gᵀ S[co][ci] G, S[ξ][co][ci] (planes plane(co·ci) apart): the weight gradient
