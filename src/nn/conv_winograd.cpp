@@ -231,22 +231,30 @@ struct Geometry {
   }
 };
 
+// Tiles t0 … t0 + nt − 1 of x (ci channels, nChw8c) transformed into V (tile t's channels at
+// V + ξ·vs + (t − t0)·ci).
+WINO_TARGET void input_block(const float* x, int64_t ci, const Geometry& g, int64_t t0, int64_t nt, float* V,
+                             int64_t vs) {
+  const int64_t cib = ci / 8, ihw8 = g.ih * g.iw * 8;
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < nt; ++t) {
+    int64_t b, ty, tx;
+    g.tile(t0 + t, &b, &ty, &tx);
+    for (int64_t cb = 0; cb < cib; ++cb)
+      input_tile(x + (b * cib + cb) * ihw8, g.ih, g.iw, 2 * ty - g.pad, 2 * tx - g.pad, V + t * ci + cb * 8, vs);
+  }
+}
+
 // y (n × co × oh × ow, nChw8c) = the 3×3 correlation with padding g.pad of x (n × ci × ih × iw,
 // nChw8c) with the transformed filters U[ξ][ci][co] (+ bias).
 WINO_TARGET void wino_forward(const float* x, int64_t ci, int64_t co, const Geometry& g, const float* U,
                               const float* bias, float* y, float* V, float* M) {
   const int64_t tb = tile_block(g.tiles, std::max(ci, co));
-  const int64_t cib = ci / 8, cob = co / 8, ihw8 = g.ih * g.iw * 8, ohw8 = g.oh * g.ow * 8;
+  const int64_t cob = co / 8, ohw8 = g.oh * g.ow * 8;
   const int64_t vs = plane(tb * ci), ms = plane(tb * co), us = plane(ci * co);
   for (int64_t t0 = 0; t0 < g.tiles; t0 += tb) {
     const int64_t nt = std::min(tb, g.tiles - t0);
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < nt; ++t) {
-      int64_t b, ty, tx;
-      g.tile(t0 + t, &b, &ty, &tx);
-      for (int64_t cb = 0; cb < cib; ++cb)
-        input_tile(x + (b * cib + cb) * ihw8, g.ih, g.iw, 2 * ty - g.pad, 2 * tx - g.pad, V + t * ci + cb * 8, vs);
-    }
+    input_block(x, ci, g, t0, nt, V, vs);
     for (int xi = 0; xi < 16; ++xi)
       dnnl_sgemm('N', 'N', nt, co, ci, 1.f, V + xi * vs, ci, U + xi * us, co, 0.f, M + xi * ms, co);
 #pragma omp parallel for schedule(static)
@@ -264,16 +272,15 @@ WINO_TARGET void wino_forward(const float* x, int64_t ci, int64_t co, const Geom
 WINO_TARGET void wino_backward_weights(const float* x, const float* dy, int64_t ci, int64_t co, const Geometry& g,
                                        float* S, float* V, float* M, float* dw) {
   const int64_t tb = tile_block(g.tiles, std::max(ci, co));
-  const int64_t cib = ci / 8, cob = co / 8, ihw8 = g.ih * g.iw * 8, ohw8 = g.oh * g.ow * 8;
+  const int64_t cob = co / 8, ohw8 = g.oh * g.ow * 8;
   const int64_t vs = plane(tb * ci), ms = plane(tb * co), ss = plane(co * ci);
   for (int64_t t0 = 0; t0 < g.tiles; t0 += tb) {
     const int64_t nt = std::min(tb, g.tiles - t0);
+    input_block(x, ci, g, t0, nt, V, vs);
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < nt; ++t) {
       int64_t b, ty, tx;
       g.tile(t0 + t, &b, &ty, &tx);
-      for (int64_t cb = 0; cb < cib; ++cb)
-        input_tile(x + (b * cib + cb) * ihw8, g.ih, g.iw, 2 * ty - g.pad, 2 * tx - g.pad, V + t * ci + cb * 8, vs);
       for (int64_t kb = 0; kb < cob; ++kb)
         dy_tile(dy + (b * cob + kb) * ohw8, g.oh, g.ow, 2 * ty, 2 * tx, M + t * co + kb * 8, ms);
     }
@@ -341,8 +348,8 @@ class WinogradConvExec : public Exec {
       Scratch& s = scratch();
       std::lock_guard<std::mutex> lock(s.mu);
       weight_transform(w_, co_, ci_, true, s.u.f());
-      wino_forward(static_cast<const float*>(out_->diff_mem.get_data_handle()), co_, ci_, geo_.transposed(), s.u.f(), nullptr,
-                   static_cast<float*>(dsrc_cv_.out.get_data_handle()), s.v.f(), s.m.f());
+      wino_forward(static_cast<const float*>(out_->diff_mem.get_data_handle()), co_, ci_, geo_.transposed(), s.u.f(),
+                   nullptr, static_cast<float*>(dsrc_cv_.out.get_data_handle()), s.v.f(), s.m.f());
     }
     dsrc_cv_.run(*c.stream);
     in_->diff_done(node_.index);
@@ -364,11 +371,11 @@ class WinogradConvExec : public Exec {
 }  // namespace
 
 bool winograd_conv_applies(const Node& node, const ExecEnv& env, const std::string& direct_impl) {
-  return env.precision == Precision::fp32 && node.kernel == 3 && node.stride == 1 && node.pad >= 0 &&
-         node.pad <= 2 && node.groups == 1 && node.in.c % 8 == 0 && node.out_channels % 8 == 0 && node.in.c >= kMinChannels &&
-         node.out_channels >= kMinChannels &&
-         node.out.h == node.in.h + 2 * node.pad - 2 && node.out.w == node.in.w + 2 * node.pad - 2 && node.out.h > 0 &&
-         node.out.w > 0 && direct_impl == "jit:avx2" && cpu_has_avx2_fma();
+  return env.precision == Precision::fp32 && node.kernel == 3 && node.stride == 1 && node.pad >= 0 && node.pad <= 2 &&
+         node.groups == 1 && node.in.c % 8 == 0 && node.out_channels % 8 == 0 && node.in.c >= kMinChannels &&
+         node.out_channels >= kMinChannels && node.out.h == node.in.h + 2 * node.pad - 2 &&
+         node.out.w == node.in.w + 2 * node.pad - 2 && node.out.h > 0 && node.out.w > 0 && direct_impl == "jit:avx2" &&
+         cpu_has_avx2_fma();
 }
 
 std::unique_ptr<Exec> make_winograd_conv(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) {

@@ -77,8 +77,7 @@ void expect_close(const char* spec, const SampleShape& shape, int64_t n, bool wi
   EXPECT_LE(lworst, 5e-6 * lmax) << "worst logit difference " << lworst << " of max " << lmax;
   if (winograd && winograd_cpu())
     EXPECT_FALSE(same) << "bitwise oneDNN's direct gradients: the Winograd path was not taken";
-  else
-    EXPECT_TRUE(same) << "the direct path must run here";
+  else EXPECT_TRUE(same) << "the direct path must run here";
   const Step again = run(spec, shape, n, false);
   EXPECT_EQ(again.grad, w.grad) << "not the same bits on a second run";
   EXPECT_EQ(again.loss, w.loss);
