@@ -206,12 +206,28 @@ Scratch& scratch() {
   return s;
 }
 
-// Tiles per block: ~1 MiB of transformed tiles on the wider side (L2), at least 128 tiles so
-// that each sgemm call keeps a useful size (measured on an AMD EPYC Zen 3 for ResNet-50's
-// 64…512-channel layers: 512 KiB to 4 MiB were within noise, 16–64 tiles slower for 512 channels).
+// The forward products give every tile the same bits whichever block it is in and however
+// many tiles the block has — so that a sample's output does not depend on the batch it came
+// in, nor on how the global batch is split over ranks (tests/train/sync_bn.sh compares
+// 1 × 16 with 2 × 8 and 4 × 4 to 1e-4; resnet18's ties turn a 1e-7 difference into 1e-2).
+// oneDNN 2.6's sgemm does that only for some shapes: its row remainder kernels and its K
+// blocking (which depends on M and N) sum in other orders. Measured over K, N in 64…2048 and
+// every M in steps of 48 up to 1536 at three row offsets (AVX2, one thread): rows come out
+// the same when M is a multiple of 48 (oneDNN's AVX-512 sgemm kernel height, a multiple of its
+// AVX2 one) and K at most 256 per call (beta 1 for the next 256); M multiples of 16, or K of
+// 512 in one call, did not. So each block's product runs on a multiple of 48 rows (the rows
+// past the block's tiles are scratch, never read back) and in K slices of 256.
+constexpr int64_t kRowQuantum = 48, kKSlice = 256;
+inline int64_t round_up(int64_t v, int64_t q) { return (v + q - 1) / q * q; }
+
+// Tiles per block (a multiple of kRowQuantum): ~1 MiB of transformed tiles on the wider side
+// (L2), at least 144 tiles so that each sgemm call keeps a useful size (measured on an AMD
+// EPYC Zen 3 for ResNet-50's 64…512-channel layers: 512 KiB to 4 MiB were within noise, 16–64
+// tiles slower for 512 channels).
 int64_t tile_block(int64_t tiles, int64_t c_max) {
-  const int64_t tb = std::max<int64_t>(128, (int64_t{1} << 20) / (16 * 4 * c_max));
-  return std::min(tiles, tb);
+  const int64_t tb =
+      std::max<int64_t>(3 * kRowQuantum, (int64_t{1} << 20) / (16 * 4 * c_max) / kRowQuantum * kRowQuantum);
+  return std::min(round_up(tiles, kRowQuantum), tb);
 }
 
 // A convolution's tiles: the output's oh×ow in 2×2 tiles (the last row and column of tiles
@@ -255,8 +271,11 @@ WINO_TARGET void wino_forward(const float* x, int64_t ci, int64_t co, const Geom
   for (int64_t t0 = 0; t0 < g.tiles; t0 += tb) {
     const int64_t nt = std::min(tb, g.tiles - t0);
     input_block(x, ci, g, t0, nt, V, vs);
+    const int64_t rows = round_up(nt, kRowQuantum);  // see kRowQuantum
     for (int xi = 0; xi < 16; ++xi)
-      dnnl_sgemm('N', 'N', nt, co, ci, 1.f, V + xi * vs, ci, U + xi * us, co, 0.f, M + xi * ms, co);
+      for (int64_t k0 = 0; k0 < ci; k0 += kKSlice)
+        dnnl_sgemm('N', 'N', rows, co, std::min(kKSlice, ci - k0), 1.f, V + xi * vs + k0, ci, U + xi * us + k0 * co, co,
+                   k0 == 0 ? 0.f : 1.f, M + xi * ms, co);
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < nt; ++t) {
       int64_t b, ty, tx;

@@ -16,6 +16,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "nn/model.hpp"
+#include "nn/net.hpp"
 #include "random_batch.hpp"
 
 using namespace cnnscale;
@@ -93,7 +94,7 @@ TEST(WinogradConv, MatchesDirectPaddings) {
   expect_close("conv(64,3,1,1) flatten linear(3)", {64, 1, 1}, 2);  // one half-used tile per sample
 }
 
-// 64 channels at 71×67, batch 4: 4896 output tiles in blocks of 256 (the last one short).
+// 64 channels at 71×67, batch 4: 4896 output tiles in blocks of 240 (the last one short).
 TEST(WinogradConv, MatchesDirectAcrossTileBlocks) {
   expect_close("conv(64,3,1,1) bn relu conv(64,3,1,1) flatten linear(3)", {64, 71, 67}, 4);
 }
@@ -104,4 +105,36 @@ TEST(WinogradConv, NotTakenOutsideItsRule) {
   expect_close("conv(64,3,1,1) flatten linear(3)", {32, 9, 9}, 2, false);
   expect_close("conv(32,3,1,1) flatten linear(3)", {64, 9, 9}, 2, false);
   expect_close("conv(64,3,2,1) conv(64,5,1,2) conv(64,3,1,1,2) flatten linear(3)", {64, 9, 9}, 2, false);
+}
+
+// A sample's convolution outputs do not depend on the batch it is in (what lets 1 rank × B
+// and W ranks × B/W train the same model; tests/train/sync_bn.sh): the last convolution's
+// output for 4 samples in one batch, in two batches of 2 and in four of 1, bitwise; 1,748
+// tiles in blocks of 192, so the samples sit at other rows of other blocks.
+TEST(WinogradConv, SameBitsWhateverTheBatch) {
+  ASSERT_TRUE(kIsaCapped);
+  const char* spec = "conv(64,3,1,1) leaky_relu conv(72,3,1,1) leaky_relu conv(64,3,1,1) flatten linear(3)";
+  const SampleShape shape{64, 45, 37};
+  const int64_t per = 64 * 45 * 37;
+  test::RandomBatch d(4, shape, 3);
+  auto conv_out = [&](int64_t batch) {
+    auto m = make_model(spec, shape, 3);
+    m->init_params(5);
+    m->prepare(batch, Precision::fp32);
+    auto& net = dynamic_cast<nn::Net&>(*m);
+    net.set_capture(true);
+    std::vector<float> y;
+    for (int64_t off = 0; off < 4; off += batch) {
+      StepContext ctx = test::ctx_for(d, 4);
+      ctx.sample_ids = d.ids.data() + off;
+      m->forward_backward(d.x.data() + off * per, d.y.data() + off, batch, ctx, {});
+      const auto c = net.captured(4);  // the third convolution's output, plain NCHW
+      y.insert(y.end(), c.begin(), c.end());
+    }
+    return y;
+  };
+  const auto whole = conv_out(4);
+  ASSERT_EQ(whole.size(), size_t(4 * per));
+  EXPECT_TRUE(whole == conv_out(2)) << "batches of 2 differ from one of 4";
+  EXPECT_TRUE(whole == conv_out(1)) << "batches of 1 differ from one of 4";
 }
