@@ -28,7 +28,8 @@ int cmd_prep(int argc, char** argv) {
       "Formats (--format; docs/data.md has the details):\n"
       "  idx       MNIST-style IDX files {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] in --input\n"
       "  hdf5      datasets of one HDF5 file: uint8 images or int16/float16/float32 samples (--images) with\n"
-      "            integer labels (--labels) or float targets (--targets, regression)\n"
+      "            integer labels (--labels: one per sample, or N×H×W label maps: segmentation) or float\n"
+      "            targets (--targets, regression)\n"
       "  cifar10   the CIFAR-10 binary version: --input is cifar-10-batches-bin/ (data_batch_{1..5}.bin,\n"
       "            test_batch.bin, batches.meta.txt) or its parent; 3×32×32, 10 named classes\n"
       "  cifar100  the CIFAR-100 binary version: --input is cifar-100-binary/ (train.bin, test.bin,\n"
@@ -81,7 +82,8 @@ int cmd_prep(int argc, char** argv) {
       "images", po::value<std::string>(),
       "hdf5: dataset of train samples, N×C×H×W or N×H×W: uint8 images, or int16/float16/float32 values kept as "
       "they are (science data; docs/data.md)")(
-      "labels", po::value<std::string>(), "hdf5: dataset of train labels (integer, N): a classification data set")(
+      "labels", po::value<std::string>(), "hdf5: dataset of train labels: integers, N (a classification data set) or N×H×W label maps of the "
+      "images' H×W, a class per pixel (a segmentation data set)")(
       "targets", po::value<std::string>(),
       "hdf5: dataset of train targets (numbers, N or N×K, stored as float32) instead of --labels: a regression "
       "data set (train's default loss mse)")(
@@ -190,7 +192,9 @@ int cmd_prep(int argc, char** argv) {
   }
   std::printf("prep: wrote %s: %lld train + %lld test samples, %d %s\n", r.output.c_str(),
               static_cast<long long>(r.train_samples), static_cast<long long>(r.test_samples), r.classes,
-              r.regression ? (r.classes == 1 ? "target" : "targets") : "classes");
+              r.regression ? (r.classes == 1 ? "target" : "targets")
+              : r.segmentation ? "classes (label maps)"
+                               : "classes");
   return 0;
 }
 

@@ -316,3 +316,45 @@ void Augmenter::apply_from(size_t first, const uint8_t* src, SampleShape in, uin
 }
 
 }  // namespace cnnscale
+
+namespace cnnscale {
+
+void Augmenter::check_label_maps(int fill) const {
+  for (const AugmentStep& s : steps_) {
+    if (s.kind != AugmentStep::Kind::hflip && s.kind != AugmentStep::Kind::crop)
+      fail("--augment step ", s.name, " resamples the image, which a label map cannot follow pixel for pixel; a ",
+           "segmentation data set takes hflip and crop<S>pad<P> (resize or crop the images and label maps alike ",
+           "before prep)");
+    if (s.kind == AugmentStep::Kind::crop && s.pad > 0 && fill < 0)
+      fail("--augment ", s.name, " pads the image by ", s.pad, " pixels, and its label map's padded pixels need a ",
+           "label that counts nowhere: pass --ignore-index N (a label the data set does not use; torchvision's ",
+           "segmentation reference pads with 255), or use crop<S>pad0 or hflip only");
+  }
+}
+
+void augment_label_map(const Augmenter& a, int32_t* map, int epoch, int64_t g, int32_t fill,
+                       std::vector<int32_t>& scratch) {
+  const SampleShape in = a.input_shape();
+  const int H = in.height, W = in.width;
+  for (size_t k = 0; k < a.steps().size(); ++k) {
+    const AugmentStep& s = a.steps()[k];
+    const AugmentDraw d = a.draw(k, epoch, g, in);
+    if (s.kind == AugmentStep::Kind::hflip) {
+      if (d.flip)
+        for (int y = 0; y < H; ++y) std::reverse(map + int64_t{y} * W, map + int64_t{y + 1} * W);
+    } else if (s.kind == AugmentStep::Kind::crop) {  // as crop_padded: dst(y, x) = src(y + dy, x + dx)
+      scratch.assign(map, map + int64_t{H} * W);
+      const int dy = d.top - s.pad, dx = d.left - s.pad;
+      for (int y = 0; y < H; ++y)
+        for (int x = 0; x < W; ++x) {
+          const int sy = y + dy, sx = x + dx;
+          map[int64_t{y} * W + x] =
+              sy >= 0 && sy < H && sx >= 0 && sx < W ? scratch[static_cast<size_t>(int64_t{sy} * W + sx)] : fill;
+        }
+    } else {
+      internal_error("augment_label_map: step ", s.name, " (check_label_maps refuses it)");
+    }
+  }
+}
+
+}  // namespace cnnscale

@@ -93,6 +93,13 @@ SampleShape resize_shape(SampleShape shape, int size);
 // torchvision Resize(size) of a C×H×W sample into resize_shape(shape, size).
 void resize_planes(const uint8_t* src, uint8_t* dst, SampleShape shape, int size);
 
+class Augmenter;
+// Segmentation: moves a sample's H×W label map (int32) as apply() moves its image, with
+// the same draws: hflip mirrors it, crop<S>pad<P> shifts it, the padded pixels taking
+// `fill`. Only those two steps (Augmenter::check_label_maps); `scratch` is the caller's.
+void augment_label_map(const Augmenter& a, int32_t* map, int epoch, int64_t g, int32_t fill,
+                       std::vector<int32_t>& scratch);
+
 class Augmenter {
  public:
   Augmenter() = default;  // no steps: apply() copies
@@ -113,6 +120,10 @@ class Augmenter {
   void apply(const uint8_t* src, SampleShape in, uint8_t* dst, int epoch, int64_t g,
              std::vector<uint8_t>& scratch) const;
   bool ragged() const { return ragged_; }
+  // Segmentation data: throws UserError unless every step is hflip or crop<S>pad<P> (the
+  // steps that move a label map pixel for pixel), and for a padded crop without a fill
+  // label (fill < 0: no --ignore-index).
+  void check_label_maps(int fill) const;
   // The draw of step k for sample g of `epoch` on an image of shape `in` (what apply() uses).
   AugmentDraw draw(size_t k, int epoch, int64_t g, SampleShape in) const {
     return augment_draw(steps_[k], static_cast<int>(k), seed_, epoch, g, in);

@@ -138,7 +138,7 @@ std::string check_shard(const DatasetInfo& info, SplitInfo& split, const ShardIn
   if (!type_ok || H5Tget_order(type) != H5T_ORDER_LE)
     fail("shard ", sh.path, ": /images is not ", sample_type_name(info.dtype), " as ", json_path, " says; ", kRerun);
 
-  if (info.task != TaskKind::classification) {
+  if (info.task == TaskKind::regression || info.task == TaskKind::multilabel) {
     d = H5Dopen2(f, "/targets", H5P_DEFAULT);
     if (d < 0) fail("shard ", sh.path, " has no /targets dataset (", h5_error_cause(), "); ", kRerun);
     H5Id targets = h5_dataset(d);
@@ -172,26 +172,37 @@ std::string check_shard(const DatasetInfo& info, SplitInfo& split, const ShardIn
   H5Id labels = h5_dataset(d);
   H5Id lspace = h5_space(H5Dget_space(labels));
   hsize_t ldims[8] = {0};
-  if (H5Sget_simple_extent_ndims(lspace) != 1) fail("shard ", sh.path, ": /labels is not one-dimensional; ", kRerun);
+  // Segmentation: a label map of the samples' H×W each (/labels N×H×W).
+  const bool maps = info.task == TaskKind::segmentation;
+  const int64_t per = info.label_pixels();
+  if (H5Sget_simple_extent_ndims(lspace) != (maps ? 3 : 1))
+    fail("shard ", sh.path, ": /labels is not ", maps ? "N×H×W (label maps, as " + json_path + " says)" : "one-dimensional",
+         "; ", kRerun);
   H5Sget_simple_extent_dims(lspace, ldims, nullptr);
   if (static_cast<int64_t>(ldims[0]) != sh.samples)
     fail("shard ", sh.path, " holds ", ldims[0], " labels but ", json_path, " says ", sh.samples, " samples; ", kRerun);
+  if (maps && (static_cast<int>(ldims[1]) != info.shape.height || static_cast<int>(ldims[2]) != info.shape.width))
+    fail("shard ", sh.path, ": its label maps are ", ldims[1], "x", ldims[2], " but ", json_path, " says samples of ",
+         info.shape.height, "x", info.shape.width, "; ", kRerun);
   H5Id ltype = h5_type(H5Dget_type(labels));
   if (H5Tget_class(ltype) != H5T_INTEGER) fail("shard ", sh.path, ": /labels is not an integer dataset; ", kRerun);
-  const size_t at = split.labels.size();
-  split.labels.resize(at + static_cast<size_t>(sh.samples));
+  const size_t at = split.labels.size(), count = static_cast<size_t>(sh.samples * per);
+  split.labels.resize(at + count);
   if (sh.samples > 0 && H5Dread(labels, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, split.labels.data() + at) < 0)
     fail("shard ", sh.path, ": reading /labels failed (", h5_error_cause(), "): the file is damaged; copy it again or ",
          kRerun);
-  for (int64_t i = 0; i < sh.samples; ++i) {
+  for (size_t i = 0; i < count; ++i) {
     const int32_t l = split.labels[at + i];
-    if (l < 0 || l >= info.classes)
-      fail("shard ", sh.path, ": label ", l, " of sample ", i, " (global index ", sh.first_index + i,
-           ") is outside [0, ", info.classes, ") declared by ", json_path,
+    if (l < 0 || l >= info.classes) {
+      const int64_t sample = static_cast<int64_t>(i) / per;
+      fail("shard ", sh.path, ": label ", l, " of sample ", sample,
+           maps ? " (pixel " + std::to_string(static_cast<int64_t>(i) % per) + ")" : std::string(), " (global index ",
+           sh.first_index + sample, ") is outside [0, ", info.classes, ") declared by ", json_path,
            "; fix the labels of the source data (or its classes) and ", kRerun);
+    }
   }
   return shard_digest(sh.path, images, sh.samples, split.labels.data() + at, info.ragged ? off.data() : nullptr,
-                      info.ragged ? shp.data() : nullptr);
+                      info.ragged ? shp.data() : nullptr, nullptr, 0, per);
 }
 
 SplitInfo parse_split(const DatasetInfo& info, const json& splits, const std::string& name,
@@ -271,12 +282,16 @@ DatasetInfo load_dataset(const std::string& dir_in) {
   if (!parse_sample_type(dtype, &info.dtype))
     fail(json_path, ": dtype '", dtype, "' is not one cnnscale reads (uint8, int16, float16, float32); ", kRerun);
   const std::string task = j.value("task", std::string("classification"));
-  if (!parse_task(task, &info.task) || info.task == TaskKind::segmentation)  // label maps: not yet in data sets
-    fail(json_path, ": task '", task, "' is not one cnnscale reads (classification, regression, multilabel); ", kRerun);
+  if (!parse_task(task, &info.task))
+    fail(json_path, ": task '", task, "' is not one cnnscale reads (classification, regression, multilabel, ",
+         "segmentation); ", kRerun);
   info.transform = j.value("transform", std::string("none"));
   if (info.transform != "none" && info.transform != "log1p")
     fail(json_path, ": transform '", info.transform, "' is not none or log1p; ", kRerun);
-  if (info.task != TaskKind::classification) {
+  if (info.task == TaskKind::segmentation && ((j.contains("sample_layout") && j["sample_layout"] != "fixed") || j.contains("targets")))
+    fail(json_path, ": a segmentation data set has fixed-size samples and label maps, not ",
+         j.contains("targets") ? "targets" : "a ragged layout", "; ", kRerun);
+  if (info.task == TaskKind::regression || info.task == TaskKind::multilabel) {
     info.targets = get_field<int>(j, "targets", json_path);
     if (info.targets < 1) fail(json_path, ": targets must be at least 1; ", kRerun);
   } else {
@@ -349,7 +364,8 @@ DatasetInfo load_dataset(const std::string& dir_in) {
   Hdf5Lock lock(hdf5_mutex());
   h5_quiet();
   for (auto* split : {&info.train, &info.test}) {
-    if (info.task == TaskKind::classification) split->labels.reserve(static_cast<size_t>(split->samples));
+    if (info.task == TaskKind::classification || info.task == TaskKind::segmentation)
+      split->labels.reserve(static_cast<size_t>(split->samples * info.label_pixels()));
     else split->targets.reserve(static_cast<size_t>(split->samples) * static_cast<size_t>(info.targets));
     for (auto& sh : split->shards) {
       const std::string found = check_shard(info, *split, sh, json_path);

@@ -37,7 +37,8 @@ struct SplitInfo {
   std::string name;  // "train" or "test"
   int64_t samples = 0;
   std::vector<ShardInfo> shards;  // in global-index order
-  std::vector<int32_t> labels;    // classification: all labels of the split (filled by load_dataset)
+  std::vector<int32_t> labels;    // classification: all labels of the split (filled by load_dataset);
+                                  // segmentation: all label maps, samples × H×W
   std::vector<float> targets;     // regression: all targets of the split, samples × DatasetInfo::targets
   // Ragged data sets only (filled by load_dataset): per sample, its byte offset in its
   // shard's 1-D /images and its C×H×W shape.
@@ -62,10 +63,17 @@ struct DatasetInfo {
   SampleType dtype = SampleType::u8;
   int64_t sample_bytes() const { return shape.numel() * sample_type_bytes(dtype); }
   // What the targets are (dataset.json "task"): class labels (/labels int32 N, `classes`),
-  // or `targets` floats per sample (/targets float32 N×K: regression; multilabel: each 0 or 1).
+  // label maps (segmentation: /labels int32 N×H×W, `classes`; held in memory, 4 bytes a
+  // pixel), or `targets` floats per sample (/targets float32 N×K: regression; multilabel: each 0 or 1).
   TaskKind task = TaskKind::classification;
   int targets = 0;                       // regression, multilabel: K
-  int outputs() const { return task == TaskKind::classification ? classes : targets; }
+  int outputs() const {
+    return task == TaskKind::classification || task == TaskKind::segmentation ? classes : targets;
+  }
+  // Labels per sample: H·W for segmentation (/labels N×H×W, a class per pixel), else 1.
+  int64_t label_pixels() const {
+    return task == TaskKind::segmentation ? int64_t{shape.height} * shape.width : 1;
+  }
   // "log1p": the reader feeds log(1 + x) (CosmoFlow's counts; prep --transform); "none".
   std::string transform = "none";
   int classes = 0;

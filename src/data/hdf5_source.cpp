@@ -91,13 +91,15 @@ const char* kDamaged =
 // A shard whose /chunk_addresses the direct reader ignores (one that cannot be read, or an
 // older prep's out of file order): its chunks are looked up when it is opened, correct but
 // slower for shards of many chunks. Said once per process (rank 0), for the first such shard.
-// The targets of samples ids[0..n) into b: their labels (classification) or their K floats
-// each (regression), the other vector emptied.
+// The targets of samples ids[0..n) into b: their labels (classification), their label maps
+// (segmentation: H·W labels each) or their K floats each (regression), the other vector emptied.
 void fill_targets(const DatasetInfo& info, const SplitInfo& split, const int64_t* ids, int64_t n, Batch& b) {
-  if (info.task == TaskKind::classification) {
+  if (info.task == TaskKind::classification || info.task == TaskKind::segmentation) {
+    const size_t per = static_cast<size_t>(info.label_pixels());
     b.targets.clear();
-    b.labels.resize(static_cast<size_t>(n));
-    for (int64_t k = 0; k < n; ++k) b.labels[static_cast<size_t>(k)] = split.labels[static_cast<size_t>(ids[k])];
+    b.labels.resize(static_cast<size_t>(n) * per);
+    for (int64_t k = 0; k < n; ++k)
+      std::copy_n(split.labels.data() + static_cast<size_t>(ids[k]) * per, per, b.labels.data() + static_cast<size_t>(k) * per);
     return;
   }
   const size_t K = static_cast<size_t>(info.targets);
@@ -307,6 +309,7 @@ class ShardedHdf5Source : public BatchSource {
         sampler_(info->train.samples, o.batch_per_rank * world, o.drop_last, o.seed),
         reader_(info, info->train, o.cache_memory, /*direct=*/true),
         augment_(o.augment, info->shape, o.seed, info->ragged),
+        label_fill_(o.label_fill),
         norm_(augment_.output_shape(), info->mean, info->std, info->dtype, info->transform == "log1p"),
         pool_(o.threads),
         augmented_(static_cast<size_t>(o.threads)),
@@ -348,6 +351,11 @@ class ShardedHdf5Source : public BatchSource {
     b.rank_offset = int64_t{rank_} * per_rank_;
     b.sample_ids = ids_;
     fill_targets(*info_, split, ids_.data(), n, b);
+    // Label maps move with their images: the same draws (seed, epoch, sample id).
+    if (info_->task == TaskKind::segmentation && augment_.active())
+      for (int64_t k = 0; k < n; ++k)
+        augment_label_map(augment_, b.labels.data() + k * info_->label_pixels(), epoch, ids_[static_cast<size_t>(k)],
+                          label_fill_, label_scratch_);
     // Sort by global index (= shard order, then chunk order within a shard).
     order_.resize(static_cast<size_t>(n));
     std::iota(order_.begin(), order_.end(), 0);
@@ -522,6 +530,8 @@ class ShardedHdf5Source : public BatchSource {
   Sampler sampler_;
   ShardReader reader_;
   Augmenter augment_;  // applied to the uint8 sample before norm_, in the reader thread
+  int32_t label_fill_;  // segmentation: a padded crop's label (ReaderOptions::label_fill)
+  std::vector<int32_t> label_scratch_;
   Normalizer norm_;    // on augment_'s output shape
   std::vector<int64_t> ids_, order_, local_, at_;
   std::vector<uint8_t> staging_;
@@ -659,6 +669,7 @@ std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const Datase
   if (info->dtype != SampleType::u8 && !parse_augment(o.augment).empty())
     fail("--augment ", o.augment, " works on uint8 images; ", info->dir, " holds ", sample_type_name(info->dtype),
          " samples, which cnnscale does not augment yet; leave out --augment");
+  if (info->task == TaskKind::segmentation) Augmenter(o.augment, info->shape, o.seed).check_label_maps(o.label_fill);
   return std::make_unique<ShardedHdf5Source>(std::move(info), o, rank, world);
 }
 

@@ -35,6 +35,10 @@ struct ReaderOptions {
   // smallest DCT scale that keeps rrc<S>'s window at least S×S pixels; exact decodes it
   // whole, so the pixels are PIL's and the crop torchvision's, bit for bit.
   bool jpeg_exact = false;
+  // Segmentation: the label that crop<S>pad<P> gives a label map's padded pixels (the
+  // --ignore-index, as torchvision's segmentation reference pads its targets with 255, the
+  // ignored label); -1: none, and a padded crop of label maps is refused.
+  int label_fill = -1;
 };
 
 // `info` is shared so that callers may open several sources on one load_dataset().

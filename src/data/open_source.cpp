@@ -52,6 +52,7 @@ DataSources open_local(const DataOptions& o, int rank, int world) {
     fail("--jpeg-decode takes fast (DCT-scaled, as FFCV) or exact (full decode: PIL's pixels), not '", o.jpeg_decode,
          "'");
   ro.jpeg_exact = o.jpeg_decode == "exact";
+  ro.label_fill = o.label_fill;
   d.train = make_hdf5_train_source(info, ro, rank, world);
   const SplitInfo& es = o.eval_split == "train" ? info->train : info->test;
   if (es.samples > 0) d.eval = make_hdf5_eval_source(info, o.eval_split, rank, world, o.augment, o.data_threads);

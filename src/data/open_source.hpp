@@ -37,6 +37,7 @@ struct DataOptions {
   std::string augment;               // --augment LIST (data/augment.hpp): training split only
   int data_threads = 1;              // --data-threads N: per rank, augment + normalise workers
   std::string jpeg_decode = "fast";  // --jpeg-decode fast|exact (hdf5_source.hpp ReaderOptions::jpeg_exact)
+  int label_fill = -1;               // --ignore-index (ReaderOptions::label_fill)
 };
 
 struct DataSources {

@@ -89,9 +89,11 @@ json write_split(SampleStream& in, const std::string& split, int shards, const s
   const int K = in.target_count();
   const SampleType dtype = in.dtype();
   const bool log1p = o.transform == "log1p";
+  const int64_t per = in.label_pixels();  // labels per sample: 1, or H·W (label maps)
   for (int64_t i = 0; i < static_cast<int64_t>(labels.size()); ++i)
     if (labels[i] >= classes)
-      fail(in.describe(), ": label ", labels[i], " of ", split, " sample ", i, " is not below --classes ", classes,
+      fail(in.describe(), ": label ", labels[i], " of ", split, " sample ", i / per,
+           per > 1 ? " (pixel " + std::to_string(i % per) + ")" : std::string(), " is not below --classes ", classes,
            "; raise --classes or fix the labels");
   const int64_t px = shape.numel();
   if (stats) {
@@ -118,6 +120,7 @@ json write_split(SampleStream& in, const std::string& split, int shards, const s
     so.encoded = encoded;
     so.dtype = dtype;
     so.targets = K;
+    so.label_maps = per > 1;
     ShardWriter w(dir + "/" + file, count, shape, so);
     for (int64_t at = first; at < last; at += block) {
       if (stop_signal_received())
@@ -172,7 +175,7 @@ json write_split(SampleStream& in, const std::string& split, int shards, const s
       }
       if (ragged) w.append_ragged(buf.data(), shapes.data(), labels.data() + at, m, encoded ? lengths.data() : nullptr);
       else if (K > 0) w.append(buf.data(), nullptr, m, in.targets().data() + at * K);
-      else w.append(buf.data(), labels.data() + at, m);
+      else w.append(buf.data(), labels.data() + at * per, m);
       done += m;
       if (chatty && o.log && done >= next_report && done < n) {
         o.log("prep: " + split + " " + std::to_string(done) + "/" + std::to_string(n) + " samples (" +
@@ -377,6 +380,10 @@ PrepResult run_prep(const PrepOptions& o) {
          test->target_count(), " targets each, the train samples ", sample_type_name(train->dtype()), " with ",
          train->target_count(), "; prep both splits from data of one kind");
   const bool regression = train->target_count() > 0;
+  const bool segmentation = train->label_pixels() > 1;
+  if (test && (test->label_pixels() > 1) != segmentation)
+    fail("the ", segmentation ? "train" : "test", " labels are label maps (N×H×W) but the ",
+         segmentation ? "test" : "train", " labels are one class per sample; prep both splits with labels of one kind");
   if (o.multilabel && !regression) fail("--task multilabel goes with --targets (K labels of 0 or 1 per sample)");
   if (o.multilabel)
     for (auto* s : {train.get(), test.get()})
@@ -455,7 +462,10 @@ PrepResult run_prep(const PrepOptions& o) {
               {"sample_shape", {shape.channels, shape.height, shape.width}},
               {"layout", "NCHW"},
               {"dtype", sample_type_name(train->dtype())},
-              {"task", o.multilabel ? "multilabel" : regression ? "regression" : "classification"},
+              {"task", o.multilabel     ? "multilabel"
+                       : regression     ? "regression"
+                       : segmentation   ? "segmentation"
+                                        : "classification"},
               {"normalization",
                {{"mean", mean},
                 {"std", stdev},
@@ -504,6 +514,7 @@ PrepResult run_prep(const PrepOptions& o) {
     result.test_samples = test ? test->samples() : 0;
     result.classes = regression ? train->target_count() : classes;
     result.regression = regression;
+    result.segmentation = segmentation;
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;

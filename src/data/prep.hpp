@@ -56,6 +56,7 @@ struct PrepResult {
   int64_t train_samples = 0, test_samples = 0;
   int classes = 0;          // regression: the targets per sample
   bool regression = false;  // --targets
+  bool segmentation = false;  // --labels of label maps (N×H×W)
 };
 
 // A prep stopped by a signal; cmd_prep exits with 128 + signal(), as the signal would have.

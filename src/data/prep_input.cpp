@@ -235,17 +235,27 @@ class Hdf5Stream : public SampleStream {
     hsize_t ld[8] = {0};
     const int lnd = H5Sget_simple_extent_ndims(lsp);
     H5Sget_simple_extent_dims(lsp, ld, nullptr);
-    if (lnd < 1 || lnd > 2 || (lnd == 2 && ld[1] != 1) || static_cast<int64_t>(ld[0]) != n_)
-      fail(file, ": dataset '", labels, "' must hold one integer label per image (", n_, "), it is ", lnd, "-D with ",
-           ld[0], " rows");
-    std::vector<int64_t> raw(static_cast<size_t>(n_));
+    // N×H×W: a label map per image (segmentation), one class per pixel of the image's H×W.
+    if (lnd == 3 && static_cast<int64_t>(ld[0]) == n_) {
+      if (static_cast<int>(ld[1]) != shape_.height || static_cast<int>(ld[2]) != shape_.width)
+        fail(file, ": the label maps in '", labels, "' are ", ld[1], "x", ld[2], " but the images in '", images,
+             "' are ", shape_.height, "x", shape_.width, "; a label map holds one class per image pixel, so it must ",
+             "have the image's height and width (crop or resize both alike before prep)");
+      pixels_ = static_cast<int64_t>(ld[1]) * static_cast<int64_t>(ld[2]);
+    } else if (lnd < 1 || lnd > 2 || (lnd == 2 && ld[1] != 1) || static_cast<int64_t>(ld[0]) != n_) {
+      fail(file, ": dataset '", labels, "' must hold one integer label per image (", n_, ") or one label map of ",
+           shape_.height, "x", shape_.width, " per image (N×H×W: segmentation); it is ", lnd, "-D with ", ld[0],
+           " rows");
+    }
+    std::vector<int64_t> raw(static_cast<size_t>(n_ * pixels_));
     if (n_ > 0 && H5Dread(lab, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()) < 0)
       fail(file, ": reading '", labels, "' failed (", h5_error_cause(), ")");
     labels_.resize(raw.size());
     for (size_t i = 0; i < raw.size(); ++i) {
       if (raw[i] < 0 || raw[i] > INT32_MAX)
-        fail(file, ": label ", raw[i], " of sample ", i, " in '", labels, "' is negative or too large; labels must be ",
-             "class numbers 0..classes-1");
+        fail(file, ": label ", raw[i], " of sample ", i / static_cast<size_t>(pixels_),
+             pixels_ > 1 ? " (pixel " + std::to_string(i % static_cast<size_t>(pixels_)) + ")" : std::string(), " in '",
+             labels, "' is negative or too large; labels must be class numbers 0..classes-1");
       labels_[i] = static_cast<int32_t>(raw[i]);
     }
     desc_ = file + ":" + images + " + " + labels;
@@ -254,6 +264,7 @@ class Hdf5Stream : public SampleStream {
   int64_t samples() const override { return n_; }
   SampleShape shape() const override { return shape_; }
   const std::vector<int32_t>& labels() const override { return labels_; }
+  int64_t label_pixels() const override { return pixels_; }
   SampleType dtype() const override { return dtype_; }
   int target_count() const override { return k_; }
   const std::vector<float>& targets() const override { return targets_; }
@@ -279,6 +290,7 @@ class Hdf5Stream : public SampleStream {
   SampleShape shape_;
   SampleType dtype_ = SampleType::u8;
   std::vector<int32_t> labels_;
+  int64_t pixels_ = 1;  // labels per sample: 1, or H·W (label maps)
   int k_ = 0;
   std::vector<float> targets_;
 

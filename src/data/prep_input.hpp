@@ -20,6 +20,9 @@ class SampleStream {
   virtual int64_t samples() const = 0;
   virtual SampleShape shape() const = 0;
   virtual const std::vector<int32_t>& labels() const = 0;  // classification; empty with targets
+  // Labels per sample: 1, or H·W for label maps (segmentation: labels() is N×H×W, one class
+  // per pixel of the sample's H×W).
+  virtual int64_t label_pixels() const { return 1; }
   // What the samples' values are (uint8 pixels unless an HDF5 input holds others).
   virtual SampleType dtype() const { return SampleType::u8; }
   // Regression inputs (prep --targets): K floats per sample, N × K; 0 and empty otherwise.
@@ -56,7 +59,8 @@ std::string find_idx_file(const std::string& dir, const std::string& split, cons
 std::unique_ptr<SampleStream> open_idx_input(const std::string& images_path, const std::string& labels_path);
 
 // Datasets of one HDF5 file: samples uint8/int16/float16/float32 N×C×H×W or N×H×W, and
-// either labels integer N or (targets true) float targets N or N×K in `labels`.
+// either labels integer N, or label maps N×H×W of the images' H×W (segmentation), or
+// (targets true) float targets N or N×K in `labels`.
 std::unique_ptr<SampleStream> open_hdf5_input(const std::string& file, const std::string& images,
                                               const std::string& labels, bool targets = false);
 

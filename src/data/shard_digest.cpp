@@ -16,7 +16,8 @@
 namespace cnnscale {
 
 std::string shard_digest(const std::string& path, hid_t images, int64_t samples, const int32_t* labels,
-                         const int64_t* offsets, const int32_t* shapes, const float* targets, int k) {
+                         const int64_t* offsets, const int32_t* shapes, const float* targets, int k,
+                         int64_t label_pixels) {
   const char* kFix = "copy it again or re-create the data set with `cnnscale prep`";
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> md(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   if (!md || EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr) != 1)
@@ -25,7 +26,12 @@ std::string shard_digest(const std::string& path, hid_t images, int64_t samples,
   static constexpr char kTag[] = "cnnscale shard digest 1";
   add(kTag, sizeof kTag);
   add(&samples, sizeof samples);
-  if (labels) {
+  if (labels && label_pixels > 1) {  // segmentation: a tag, the pixels per map, the maps
+    static constexpr char kMaps[] = "label maps";
+    add(kMaps, sizeof kMaps);
+    add(&label_pixels, sizeof label_pixels);
+    add(labels, static_cast<size_t>(samples) * static_cast<size_t>(label_pixels) * sizeof(int32_t));
+  } else if (labels) {
     add(labels, static_cast<size_t>(samples) * sizeof(int32_t));
   } else {  // regression: a tag no label array begins with, K, the targets
     static constexpr char kTargets[] = "targets";

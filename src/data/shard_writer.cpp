@@ -16,7 +16,7 @@ namespace cnnscale {
 
 ShardWriter::ShardWriter(const std::string& path, int64_t samples, SampleShape shape, const ShardWriteOptions& opts)
     : path_(path), samples_(samples), shape_(shape), ragged_(opts.ragged), gzip_level_(opts.gzip_level),
-      dtype_(opts.dtype), targets_(opts.targets) {
+      dtype_(opts.dtype), targets_(opts.targets), label_maps_(opts.label_maps) {
   try {
     build(opts);
   } catch (...) {  // no destructor runs for a half-built writer
@@ -92,13 +92,18 @@ void ShardWriter::build(const ShardWriteOptions& opts) {
   H5Id itype = h5_sample_type(opts.dtype);
   images_ = h5_dataset(H5Dcreate2(file_, "/images", itype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
   if (!images_.valid()) fail("cannot create /images in ", path, " (", h5_error_cause(), ")");
-  // Per sample: its label (/labels int32 N) or its K targets (/targets float32 N×K: regression,
-  // multilabel), in chunks of 16,384 rows with the fletcher32 checksum.
+  // Per sample: its label (/labels int32 N), its label map (/labels int32 N×H×W:
+  // segmentation) or its K targets (/targets float32 N×K: regression, multilabel), in chunks
+  // of 16,384 rows (label maps: of at most 4 MiB, at least one map) with the fletcher32 checksum.
+  if (opts.label_maps && (opts.targets > 0 || ragged_)) internal_error("label maps with targets or ragged samples");
   const bool targets = opts.targets > 0;
   const char* name = targets ? "/targets" : "/labels";
-  const hsize_t ldims[2] = {n, static_cast<hsize_t>(opts.targets)};
-  const hsize_t lchunk[2] = {static_cast<hsize_t>(std::max<int64_t>(1, std::min<int64_t>(16384, samples))), ldims[1]};
-  const int rank = targets ? 2 : 1;
+  const int64_t map = int64_t{shape.height} * shape.width;
+  const int64_t lrows = opts.label_maps ? std::max<int64_t>(1, std::min<int64_t>(samples, (int64_t{1} << 20) / map))
+                                        : std::min<int64_t>(16384, samples);
+  const hsize_t ldims[3] = {n, opts.label_maps ? dims[2] : static_cast<hsize_t>(opts.targets), dims[3]};
+  const hsize_t lchunk[3] = {static_cast<hsize_t>(std::max<int64_t>(1, lrows)), ldims[1], ldims[2]};
+  const int rank = opts.label_maps ? 3 : targets ? 2 : 1;
   H5Id lspace = h5_space(H5Screate_simple(rank, ldims, nullptr));
   H5Id lcpl = h5_plist(H5Pcreate(H5P_DATASET_CREATE));
   H5Pset_chunk(lcpl, rank, lchunk);
@@ -164,10 +169,12 @@ void ShardWriter::append_ragged(const uint8_t* bytes, const SampleShape* shapes,
 }
 
 void ShardWriter::write_labels(const int32_t* labels, int64_t n) {
-  hsize_t start[1] = {static_cast<hsize_t>(written_)}, count[1] = {static_cast<hsize_t>(n)};
+  hsize_t start[3] = {static_cast<hsize_t>(written_), 0, 0},
+          count[3] = {static_cast<hsize_t>(n), static_cast<hsize_t>(shape_.height), static_cast<hsize_t>(shape_.width)};
+  const int rank = label_maps_ ? 3 : 1;
   H5Id lfs = h5_space(H5Dget_space(labels_));
   H5Sselect_hyperslab(lfs, H5S_SELECT_SET, start, nullptr, count, nullptr);
-  H5Id lms = h5_space(H5Screate_simple(1, count, nullptr));
+  H5Id lms = h5_space(H5Screate_simple(rank, count, nullptr));
   if (H5Dwrite(labels_, H5T_NATIVE_INT32, lms, lfs, H5P_DEFAULT, labels) < 0) write_failed("writing labels to");
   written_ += n;
 }

@@ -1,6 +1,6 @@
 // shard_writer.hpp — writes one shard file: /images N×C×H×W (uint8, or the input's int16 /
-// float16 / float32: ShardWriteOptions::dtype) and /labels int32 N (or, for regression,
-// /targets float32 N×K),
+// float16 / float32: ShardWriteOptions::dtype) and /labels int32 N (segmentation: label maps
+// int32 N×H×W; regression: /targets float32 N×K),
 // both chunked with the fletcher32 checksum filter (and gzip when asked), filled by
 // sequential append()s. Used by `cnnscale prep` (one process, no other HDF5 user).
 // Without gzip, /chunk_addresses uint64 N×3 (per /images chunk: its file offset, its
@@ -28,6 +28,7 @@ struct ShardWriteOptions {
   bool encoded = false;        // ragged samples stored as JPEG bytes (prep --store jpeg)
   SampleType dtype = SampleType::u8;  // /images' element type (fixed layout only unless u8)
   int targets = 0;             // > 0: /targets float32 N×targets instead of /labels
+  bool label_maps = false;     // /labels int32 N×H×W (segmentation: a class per pixel)
 };
 
 // A writer that is destroyed without a successful close() (an error on the way: a full
@@ -40,7 +41,8 @@ class ShardWriter {
   ~ShardWriter();
   ShardWriter(const ShardWriter&) = delete;
   ShardWriter& operator=(const ShardWriter&) = delete;
-  // n samples: their values (n × C×H×W of dtype, as bytes) and labels (or, with targets > 0,
+  // n samples: their values (n × C×H×W of dtype, as bytes) and labels (label maps: n × H×W;
+  // or, with targets > 0,
   // `targets`: n × K floats; labels null).
   void append(const uint8_t* images, const int32_t* labels, int64_t n, const float* targets = nullptr);
   // Ragged shards: n samples of shapes[0..n), their bytes back to back in `bytes`;
@@ -68,6 +70,7 @@ class ShardWriter {
   int gzip_level_ = 0;
   SampleType dtype_ = SampleType::u8;
   int targets_ = 0;
+  bool label_maps_ = false;
   std::vector<int64_t> offsets_{0};
   std::vector<int32_t> shapes_;
   H5Id file_, images_, labels_;

@@ -368,9 +368,15 @@ Graph GraphBuilder::finish(int output, int classes) {
     output = flatten(output);
     s = shape(output);
   }
-  if (!s.flat) fail("the model must end in ", classes, " features (end with flatten/linear or gap), got ", s.c, "x",
-                    s.h, "x", s.w);
-  if (s.c != classes)
+  // A C×H×W output stays dense (segmentation); build_model_graph checks it fits the task.
+  if (!s.flat) {
+    g_.dense_output = true;
+    g_.out_h = s.h;
+    g_.out_w = s.w;
+    if (s.c != classes)
+      fail("the model ends in ", s.c, "x", s.h, "x", s.w, " outputs but the data needs ", classes,
+           " per position (its classes); make the last layer conv(", classes, ",1)");
+  } else if (s.c != classes)
     fail("the model ends in ", s.c, " outputs but the data needs ", classes, " per sample (its classes, or its ",
          "regression targets); make the last linear linear(", classes, ")");
   g_.classes = classes;

@@ -119,7 +119,12 @@ struct Graph {
   std::vector<ParamDef> params;  // registration (state_dict) order; info.offset = flat layout
   std::vector<ParamInfo> infos;  // same order, for Model::params()
   size_t param_count = 0;
-  int output = 0;                // tensor id of the logits (flat, classes)
+  int output = 0;                // tensor id of the logits (flat, classes; dense: classes×H×W)
+  // A dense output (segmentation): the logits are classes × H × W per sample, a score per
+  // class and pixel, as PyTorch's segmentation models end (a 1×1 conv to the classes).
+  bool dense_output = false;
+  int out_h = 1, out_w = 1;      // the dense output's H×W (1×1 when flat)
+  int64_t output_numel() const { return int64_t{classes} * out_h * out_w; }  // per sample
   int tensor_count() const { return static_cast<int>(nodes.size()) + 1; }
 };
 
@@ -232,6 +237,8 @@ struct ModelGraph {
 // resnet18/34/50/101/152) or of a one-line spec, for inputs of the given shape
 // (models.cpp; the UserErrors of make_model in model.hpp).
 // Also applies the default thread count once (nn::ensure_threads).
+// The graph's output must fit options.task: flat `classes` scores per sample, or for a
+// segmentation task `classes` × H × W of the input's H×W (UserErrors naming the fix).
 ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape& input, int classes,
                              const ModelOptions& options = {});
 

@@ -164,7 +164,8 @@ class Model {
     return -1;
   }
 
-  // Inference (dropout off, batch-norm running stats): writes n × classes logits.
+  // Inference (dropout off, batch-norm running stats): writes n × classes logits (a dense
+  // output: n × classes × H × W, plain NCHW).
   virtual void forward_eval(const float* images, int64_t n, float* logits) = 0;
 
   // Re-initialises parameters as PyTorch does by default (Kaiming-uniform(a=√5)

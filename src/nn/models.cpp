@@ -10,6 +10,7 @@
 #include "nn/net.hpp"
 #include "nn/onnx_import.hpp"
 #include "nn/spec.hpp"
+#include "nn/task.hpp"
 #include "nn/threads.hpp"
 #include "util/error.hpp"
 
@@ -270,9 +271,10 @@ ModelGraph spec_graph(const std::string& text, const SampleShape& input, int cla
 
 }  // namespace
 
-ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape& input, int classes,
-                             const ModelOptions& options) {
-  ensure_threads();
+namespace {
+
+ModelGraph any_model_graph(const std::string& name_or_spec, const SampleShape& input, int classes,
+                           const ModelOptions& options) {
   if (classes < 2) fail("a classifier needs at least 2 classes, got ", classes);
   if (is_torchvision_resnet(name_or_spec)) return torchvision_resnet(name_or_spec, input, classes, options);
   if (options.zero_init_residual)
@@ -294,6 +296,26 @@ ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape&
   if (name_or_spec == "squeezenet1_0" || name_or_spec == "squeezenet1_1")
     return torchvision_squeezenet(name_or_spec, input, classes);
   return spec_graph(name_or_spec, input, classes);
+}
+
+}  // namespace
+
+ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape& input, int classes,
+                             const ModelOptions& options) {
+  ensure_threads();
+  ModelGraph mg = any_model_graph(name_or_spec, input, classes, options);
+  const Graph& g = mg.graph;
+  const bool segmentation = options.task && options.task->kind() == TaskKind::segmentation;
+  if (!segmentation && g.dense_output)
+    fail("the model must end in ", classes, " features (end with flatten/linear or gap), got ", classes, "x", g.out_h,
+         "x", g.out_w, " (a score per pixel is a segmentation model's output: its data set needs label maps, N×H×W)");
+  if (segmentation && (!g.dense_output || g.out_h != input.height || g.out_w != input.width))
+    fail("a segmentation data set needs a model that ends in ", classes, "x", input.height, "x", input.width,
+         " (a score per class and pixel of its ", input.height, "x", input.width, " samples), but ", mg.name, " ends in ",
+         g.dense_output ? std::to_string(classes) + "x" + std::to_string(g.out_h) + "x" + std::to_string(g.out_w)
+                        : std::to_string(classes) + " features",
+         "; end the model in conv(", classes, ",1) at the input's size (an encoder–decoder such as unet)");
+  return mg;
 }
 
 }  // namespace nn

@@ -178,7 +178,14 @@ std::unique_ptr<Net::Plan> Net::build_plan(int64_t n) {
     plan->execs.push_back(make_exec(node, ins, plan->tensors[node.index + 1].get(), env, fused));
   }
   const Tensor& out = *plan->tensors[graph_.output];
-  if (out.md != plain_md(out.dims)) throw std::logic_error("Net: logits are not in the plain layout");
+  if (out.md != plain_md(out.dims)) {
+    if (!graph_.dense_output) throw std::logic_error("Net: logits are not in the plain layout");
+    const md_t plain = plain_md(out.dims);
+    plan->plain_out.resize(plain.get_size());
+    plan->plain_dz.resize(plain.get_size());
+    plan->plain_out_mem = dnnl::memory(plain, eng_, plan->plain_out.data());
+    plan->plain_dz_mem = dnnl::memory(plain, eng_, plan->plain_dz.data());
+  }
   // The transient region: each node's conversions one after another, sized by the
   // node that needs the most (nodes run one at a time).
   std::map<int, size_t> node_bytes;
@@ -396,9 +403,20 @@ double Net::forward_backward(const float* images, const Targets& targets, int64_
       non_finite_where_ = "a NaN or Inf in the input of " + op_text(k) + " (its batch statistics are not finite)";
   }
 
-  // The loss and d(Σ terms)/d(output) × loss_scale, from the task (nn/task.hpp).
+  // The loss and d(Σ terms)/d(output) × loss_scale, from the task (nn/task.hpp), on the
+  // plain f32 N×C(×H×W) logits (a dense output in another layout: through plain copies).
   Tensor& out = *plan.tensors[graph_.output];
-  const double total = task_->loss_and_grad(out.data_ptr(), targets, n, ctx.loss_scale, out.diff_ptr());
+  const bool convert = plan.plain_out.bytes() > 0;
+  if (convert) {
+    dnnl::reorder(out.mem, plan.plain_out_mem).execute(stream_, out.mem, plan.plain_out_mem);
+    stream_.wait();
+  }
+  const double total = task_->loss_and_grad(convert ? plan.plain_out.f() : out.data_ptr(), targets, n,
+                                            ctx.loss_scale, convert ? plan.plain_dz.f() : out.diff_ptr());
+  if (convert) {
+    dnnl::reorder(plan.plain_dz_mem, out.diff_mem).execute(stream_, plan.plain_dz_mem, out.diff_mem);
+    stream_.wait();
+  }
 
   size_t reported = 0;
   if (on_ready) on_ready(0);  // backward begins
@@ -435,16 +453,23 @@ void Net::forward_eval(const float* images, int64_t n, float* logits) {
   ctx.training = false;
   RunCtx c{&stream_, &ctx, max_batch_, false};
   const int64_t per = graph_.input.numel();
-  const int C = graph_.classes;
+  const int64_t C = graph_.output_numel();  // per sample: classes (dense: classes × H × W)
   Tensor& x = *plan.tensors[0];
   const Tensor& out = *plan.tensors[graph_.output];
+  const bool convert = plan.plain_out.bytes() > 0;
   for (int64_t off = 0; off < n; off += max_batch_) {
     const int64_t m = std::min(max_batch_, n - off);
     std::memcpy(x.data.data(), images + off * per, static_cast<size_t>(m * per) * sizeof(float));
     if (m < max_batch_)
       std::memset(x.data.f() + m * per, 0, static_cast<size_t>((max_batch_ - m) * per) * sizeof(float));
     for (auto& e : plan.execs) e->forward_eval(c);
-    std::memcpy(logits + off * C, out.data_ptr(), static_cast<size_t>(m * C) * sizeof(float));
+    if (convert) {
+      dnnl::memory src = out.mem;  // a handle to the same memory
+      dnnl::reorder(src, plan.plain_out_mem).execute(stream_, src, plan.plain_out_mem);
+      stream_.wait();
+    }
+    std::memcpy(logits + off * C, convert ? plan.plain_out.f() : out.data_ptr(),
+                static_cast<size_t>(m * C) * sizeof(float));
   }
 }
 

@@ -72,6 +72,10 @@ class Net : public Model {
     std::vector<std::unique_ptr<Tensor>> tensors;
     std::vector<std::unique_ptr<Exec>> execs;
     PlanMemory memory;
+    // A dense output (segmentation) in a layout other than plain f32 NCHW (a conv's
+    // blocked or bf16 output): the task reads it and writes its gradient in plain copies.
+    Buffer plain_out, plain_dz;
+    dnnl::memory plain_out_mem, plain_dz_mem;
   };
   Plan& plan_for(int64_t n);
   std::unique_ptr<Plan> build_plan(int64_t n);

@@ -117,7 +117,10 @@ Task::Task(TaskKind data, int outputs, TaskOptions options, int64_t pixels)
   }
   if (opt_.ignore_index >= 0) {
     if (l != LossKind::cross_entropy) fail("--ignore-index applies to cross-entropy only, not to --loss ", loss_name(l));
-    if (opt_.ignore_index >= outputs_)
+    // Segmentation: any label (torchvision's references use 255 for pixels that belong to no
+    // class, such as a padded crop's); classification: one of the classes (another would
+    // ignore nothing: a typo).
+    if (opt_.ignore_index >= outputs_ && kind_ != TaskKind::segmentation)
       fail("--ignore-index ", opt_.ignore_index, " is not a class of this data set (0..", outputs_ - 1, ")");
   }
 }
@@ -129,7 +132,9 @@ bool Task::plain_cross_entropy() const {
 
 std::string Task::describe() const {
   std::string s = loss_name(opt_.loss);
-  if (kind_ != TaskKind::classification) {
+  if (kind_ == TaskKind::segmentation) {
+    s += " over " + std::to_string(outputs_) + " classes per pixel";
+  } else if (kind_ != TaskKind::classification) {
     s += " over ";
     s += std::to_string(outputs_);
     s += outputs_ == 1 ? " target" : " targets";
@@ -168,7 +173,7 @@ void Task::check(const Targets& t, int64_t n) const {
   if (opt_.loss == LossKind::cross_entropy) {
     if (!t.labels) internal_error("cross-entropy without class labels");
     for (int64_t i = 0; i < n * pixels_; ++i)
-      if (t.labels[i] < 0 || t.labels[i] >= K)
+      if ((t.labels[i] < 0 || t.labels[i] >= K) && t.labels[i] != opt_.ignore_index)
         fail("label ", t.labels[i], " of sample ", i / pixels_,
              pixels_ > 1 ? " (pixel " + std::to_string(i % pixels_) + ")" : std::string(), " is outside [0, ", K, ")");
     return;

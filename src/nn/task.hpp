@@ -65,7 +65,8 @@ struct TaskOptions {
   // output. Empty: all 1.
   std::vector<float> class_weights;
   // cross-entropy: samples of this label count neither in the loss nor in the denominator
-  // (F.cross_entropy's ignore_index); -1: none.
+  // (F.cross_entropy's ignore_index); -1: none. Classification: a class; segmentation: any label ≥ 0
+  // (255, as torchvision's references, for pixels of no class, e.g. a padded crop's).
   int ignore_index = -1;
 };
 

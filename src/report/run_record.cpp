@@ -153,10 +153,13 @@ RunRecord parse_run(const json& doc, const std::string& file) {
   if (r.test_accuracy) {
     r.test_metric_name = "accuracy";
     r.test_metric = r.test_accuracy;
-  } else if (auto it = doc.find("test_metrics"); it != doc.end() && it->is_object() && it->contains("rmse") &&
-                                                 (*it)["rmse"].is_number()) {
-    r.test_metric_name = "rmse";
-    r.test_metric = (*it)["rmse"].get<double>();
+  } else if (auto it = doc.find("test_metrics"); it != doc.end() && it->is_object()) {
+    for (const char* name : {"rmse", "miou"})  // regression; segmentation (mean IoU)
+      if (it->contains(name) && (*it)[name].is_number()) {
+        r.test_metric_name = name;
+        r.test_metric = (*it)[name].get<double>();
+        break;
+      }
   }
   if (auto it = doc.find("task"); it != doc.end() && it->is_object() && it->contains("kind") &&
                                   (*it)["kind"].is_string())

@@ -366,6 +366,9 @@ std::string watch_state_line(const WatchView& v) {
     else if (v.run_json.contains("test_metrics") && v.run_json["test_metrics"].is_object() &&
              v.run_json["test_metrics"].contains("rmse"))  // a regression
       os << ", test rmse " << num(v.run_json["test_metrics"], "rmse", "%.4f");
+    else if (v.run_json.contains("test_metrics") && v.run_json["test_metrics"].is_object() &&
+             v.run_json["test_metrics"].contains("miou"))  // a segmentation
+      os << ", test miou " << num(v.run_json["test_metrics"], "miou", "%.4f");
     if (v.run_json.contains("timeline") && v.run_json["timeline"].is_string())
       os << "; timeline " << v.run_json["timeline"].get<std::string>();
   } else if (v.gone) {
@@ -420,6 +423,8 @@ std::string watch_eval_line(const nlohmann::json& e) {
   os << "eval epoch " << field(e, "epoch", int64_t{0}) << " (step " << field(e, "step", int64_t{0}) << "): ";
   if (e.contains("test_rmse") && !e.contains("test_accuracy"))  // a regression
     os << "test rmse " << num(e, "test_rmse", "%.4f") << ", mae " << num(e, "test_mae", "%.4f");
+  else if (e.contains("test_miou") && !e.contains("test_accuracy"))  // a segmentation
+    os << "test miou " << num(e, "test_miou", "%.4f") << ", pixel accuracy " << num(e, "test_pixel_accuracy", "%.4f");
   else
     os << "test accuracy " << num(e, "test_accuracy", "%.4f");
   os << ", loss " << num(e, "test_loss", "%.4f") << "\n";

@@ -11,6 +11,7 @@ DataOptions TrainOptions::data_options() const {
   DataOptions d = data;
   d.batch_per_rank = batch_size;
   d.seed = seed;
+  d.label_fill = task.ignore_index;
   return d;
 }
 

@@ -66,8 +66,9 @@ static_assert(kMarkEnd < Model::kMarkPoints, "Model::kMarkPoints too small for a
 
 // Sums for the progress line.
 struct LossSums {
-  double loss = 0, samples = 0;
+  double loss = 0, samples = 0;   // Σ loss terms and Σ their denominators (the mean's)
   double data_s = 0, step_s = 0;  // the interval's waits for input and step times, summed over ranks
+  double count = 0;               // samples trained (throughput: a denominator counts pixels or weights)
 };
 
 // The loop waited for input more than this share of its step time: the run is input-bound
@@ -193,7 +194,10 @@ void Trainer::setup() {
   {
     TaskOptions to = opt_.task;
     if (!opt_.loss_given) to.loss = default_loss(train_->task());
-    task_ = std::make_shared<const Task>(train_->task(), train_->classes(), std::move(to));
+    // Segmentation: a loss term per pixel of the (augmented) sample's H×W.
+    const SampleShape in = train_->shape();
+    const int64_t pixels = train_->task() == TaskKind::segmentation ? int64_t{in.height} * in.width : 1;
+    task_ = std::make_shared<const Task>(train_->task(), train_->classes(), std::move(to), pixels);
   }
   ModelOptions mo = opt_.model_options;
   mo.task = task_;
@@ -741,6 +745,7 @@ StepResult Trainer::step() {
     loss_since_log_ += loss_sum;
     samples_since_log_ += local_denominator;
   }
+  count_since_log_ += static_cast<double>(batch_.count);
   result.loss = local_denominator > 0 ? loss_sum / local_denominator : 0;
 
   if (log_due || epoch_end) log_progress(step, lr, t);
@@ -915,7 +920,7 @@ bool Trainer::replicas_identical() {
 }
 
 void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
-  LossSums sums{loss_since_log_, samples_since_log_, data_since_log_, step_since_log_};
+  LossSums sums{loss_since_log_, samples_since_log_, data_since_log_, step_since_log_, count_since_log_};
   control_.allreduce_fields(sums, ReduceOp::sum, "the loss allreduce");
   // Every step since the last line skipped (--on-nan skip-step): no loss to show (once
   // this read 0/0 as a NaN loss and stopped the run that skip-step was keeping alive).
@@ -927,7 +932,7 @@ void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
   const double elapsed = seconds_since(start_);
   const double interval = seconds_since(log_clock_);
   log_clock_ = Clock::now();
-  const double ips = interval > 0 ? sums.samples / interval : 0;
+  const double ips = interval > 0 ? sums.count / interval : 0;
   const double eta =
       elapsed / static_cast<double>(step + 1 - first_step_) * static_cast<double>(total_steps_ - step - 1);
   // The slowest rank's step time (the previous step's: it rides on this step's agreement).
@@ -981,6 +986,7 @@ void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
   }
   loss_since_log_ = 0;
   samples_since_log_ = 0;
+  count_since_log_ = 0;
   data_since_log_ = step_since_log_ = 0;
 }
 
@@ -1012,12 +1018,14 @@ void Trainer::evaluate_epoch(int64_t step) {
   last_eval_ = evaluate();
   evaluated_ = true;
   const double elapsed = seconds_since(start_);
-  // "test accuracy 0.9012 loss 0.2811", "test rmse 0.0311 mae 0.0242 loss 0.0009": the
-  // task's numbers (per-target ones only in the files).
+  // "test accuracy 0.9012 loss 0.2811", "test rmse 0.0311 mae 0.0242 loss 0.0009", "test miou
+  // 0.8123 pixel_accuracy 0.9410 loss 0.1712": the task's numbers (per-target ones, rmse_0 …,
+  // only in the files).
   std::string text;
   char v[48];
   for (const auto& [name, value] : last_eval_.metrics)
-    if (name.find('_') == std::string::npos) {
+    if (const size_t u = name.rfind('_');
+        u == std::string::npos || name.find_first_not_of("0123456789", u + 1) != std::string::npos) {
       std::snprintf(v, sizeof(v), " %.4f", value);
       text += " " + name + v;
     }
@@ -1266,7 +1274,9 @@ nlohmann::json Trainer::run_record(const Timings& tm, int64_t steps_run) const {
   if (opt_.sync_bn) j["bn_sync_ms"] = {{"mean", tm.mean.bn_sync * 1e3}, {"median", tm.median_max.bn_sync * 1e3}};
   j["train_loss"] = std::isfinite(last_loss_) ? nlohmann::json(last_loss_) : nlohmann::json(nullptr);
   j["task"] = {{"kind", task_name(task_->kind())}, {"loss", task_->describe()}, {"outputs", task_->outputs()}};
-  const bool accuracy = task_->kind() != TaskKind::regression;
+  // An accuracy per sample (classes; multilabel: per label); segmentation's pixel accuracy and
+  // mean IoU are in test_metrics.
+  const bool accuracy = task_->kind() == TaskKind::classification || task_->kind() == TaskKind::multilabel;
   j["test_accuracy"] = evaluated_ && accuracy ? nlohmann::json(last_eval_.accuracy) : nlohmann::json(nullptr);
   j["test_metrics"] = nlohmann::json::object();
   if (evaluated_)

@@ -195,6 +195,7 @@ class Trainer {
   double loss_since_log_ = 0;
   double data_since_log_ = 0, step_since_log_ = 0;  // this rank's input waits and step times since the last line
   double samples_since_log_ = 0;  // Σ of the steps' loss denominators (Task::denominator): samples, or weights
+  double count_since_log_ = 0;    // samples this rank trained since the last line (the line's samples/s)
   double last_loss_ = std::numeric_limits<double>::quiet_NaN();
   nlohmann::json accuracy_curve_ = nlohmann::json::array();
   EvalResult last_eval_;

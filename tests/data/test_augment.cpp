@@ -232,3 +232,45 @@ TEST(Augment, ResizedCropDrawsAreTorchvisionsWindows) {
     EXPECT_EQ(d.left, 48);
   }
 }
+
+// Segmentation: a label map follows its image pixel for pixel. The image's one channel holds
+// each pixel's own label (1..250, never 0), so the augmented image and the augmented map must
+// agree everywhere the crop kept a pixel; where it padded, the image holds 0 and the map the
+// fill label. hflip and crop in both orders, many samples and epochs (flips and shifts drawn).
+TEST(Augment, LabelMapsMoveWithTheirImages) {
+  const SampleShape s{1, 26, 26};
+  std::vector<uint8_t> img(static_cast<size_t>(s.numel()));
+  std::vector<int32_t> map(img.size());
+  for (size_t i = 0; i < img.size(); ++i) map[i] = img[i] = static_cast<uint8_t>(1 + (i * 37) % 250);
+  for (const char* list : {"hflip,crop26pad3", "crop26pad3,hflip", "hflip", "crop26pad0"}) {
+    Augmenter aug(list, s, 5);
+    ASSERT_NO_THROW(aug.check_label_maps(255)) << list;
+    std::vector<uint8_t> out(img.size()), scratch;
+    std::vector<int32_t> m, mscratch;
+    int moved = 0, padded = 0;
+    for (int epoch = 0; epoch < 3; ++epoch)
+      for (int64_t g = 0; g < 40; ++g) {
+        aug.apply(img.data(), out.data(), epoch, g, scratch);
+        m = map;
+        augment_label_map(aug, m.data(), epoch, g, 255, mscratch);
+        for (size_t i = 0; i < out.size(); ++i) {
+          ASSERT_EQ(out[i] == 0 ? 255 : int32_t{out[i]}, m[i]) << list << " epoch " << epoch << " sample " << g;
+          padded += out[i] == 0;
+        }
+        moved += m != map;
+      }
+    if (std::string(list) != "crop26pad0") EXPECT_GT(moved, 60) << list << ": the draws moved most maps";
+    if (std::string(list).find("pad3") != std::string::npos) EXPECT_GT(padded, 0) << list;
+  }
+}
+
+TEST(Augment, LabelMapsRefuseResamplingAndUnfilledPadding) {
+  const SampleShape s{3, 32, 32};
+  EXPECT_NE(error_of([&] { Augmenter("rrc32", s, 0).check_label_maps(255); }).find("resamples the image"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { Augmenter("center24", s, 0).check_label_maps(255); }).find("resamples the image"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { Augmenter("crop32pad4", s, 0).check_label_maps(-1); }).find("--ignore-index"),
+            std::string::npos);
+  EXPECT_NO_THROW(Augmenter("crop32pad0,hflip", s, 0).check_label_maps(-1));
+}

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# segmentation_hdf5.sh — a user's HDF5 file of images with per-pixel label maps
+# (tests/data/make_shapes.py: N×3×24×24 uint8 images of discs, squares and triangles, N×24×24
+# label maps 0..3) through prep, train, report and watch (issue 50):
+#  - prep stores /labels int32 N×H×W beside /images, the input's label maps bit for bit;
+#    dataset.json says task "segmentation" and 4 classes; the shard digest covers the maps (one
+#    label changed in a shard: load refuses it by its digest);
+#  - one step of a 1×1 convolution (`conv(4,1)`, a score per class and pixel) over the whole
+#    train split, then the epoch's evaluation: numpy recomputes the test split's mean IoU, pixel
+#    accuracy and per-pixel cross-entropy from the step's checkpoint in float64 (rel 1e-5);
+#  - a small encoder–decoder with a skip concatenation, `--augment hflip,crop24pad2` (label maps
+#    flipped and shifted with their images, padded pixels --ignore-index 255), on 1 rank × 32 and
+#    2 ranks × 16: the same checkpoint after the first epoch (rel < 1e-5), test metrics after the
+#    last within rel 1e-3, test mIoU above a bound. (The two sum a step's gradient in another
+#    order: rel 2.6e-8 apart after step 1, and this small net at lr 0.05 with momentum grows that
+#    ~10× per epoch, with or without augmentation — 3.6e-7 after 16 steps, 1.5e-4…4e-4 after 96:
+#    measured when this test was written.)
+#  - run.json: task segmentation, test_metrics miou and pixel_accuracy; metrics.jsonl: test_miou
+#    per epoch; `cnnscale report` (Samples/s, each run's mIoU) and `cnnscale watch` show it;
+#  - one `cnnscale: error:` each for: label maps of another size than the images, a test split
+#    of class labels with a train split of label maps, a model that ends in class scores, --loss
+#    mse, --augment rrc24, a padded crop without --ignore-index.
+set -u
+source "$CNNSCALE_SOURCE/tests/lib.sh"
+require_python "numpy, h5py" "python3-numpy python3-h5py"
+M="$MPIEXEC --allow-run-as-root --oversubscribe --bind-to none"
+DIFF="$CNNSCALE_BUILD/tests/ckpt_diff"
+H5="$TMP/shapes.h5"
+"$PY" "$CNNSCALE_SOURCE/tests/data/make_shapes.py" "$H5" >"$TMP/make.log" 2>&1
+expect_eq "make_shapes.py" 0 "$?"
+
+"$CNNSCALE" prep --format hdf5 --input "$H5" --output "$TMP/seg" --shards 2 --test-shards 1 --images /x_train \
+  --labels /y_train --test-images /x_test --test-labels /y_test >"$TMP/prep.log" 2>&1
+expect_eq "prep images with label maps" 0 "$?"
+expect_grep "prep says label maps" "512 train \\+ 128 test samples, 4 classes \\(label maps\\)" "$TMP/prep.log"
+
+# One step over the whole train split with a 1×1 convolution, then the evaluation.
+"$CNNSCALE" train --data "$TMP/seg" --model "conv(4,1)" --batch-size 512 --epochs 1 --lr 0.5 --seed 3 \
+  --run-dir "$TMP/one" >"$TMP/one.log" 2>&1
+expect_eq "one step of conv(4,1) and the evaluation" 0 "$?"
+
+"$PY" - "$H5" "$TMP" >"$TMP/check.txt" 2>&1 <<'PYEOF'
+import json
+import sys
+
+import h5py
+import numpy as np
+
+h5, tmp = sys.argv[1:3]
+f = h5py.File(h5, "r")
+
+
+def report(name, good, detail=""):
+    print(("ok " if good else "FAIL ") + name + (f" ({detail})" if detail else ""))
+
+
+j = json.load(open(f"{tmp}/seg/dataset.json"))
+report(f"dataset.json: task {j.get('task')}, classes {j.get('classes')}, label_dtype {j.get('label_dtype')}",
+       j.get("task") == "segmentation" and j.get("classes") == 4 and j.get("label_dtype") == "int32"
+       and "targets" not in j)
+shards = [h5py.File(f"{tmp}/seg/train-0000{i}-of-00002.h5", "r") for i in (0, 1)]
+lab = np.concatenate([s["labels"][...] for s in shards])
+report(f"the shards hold /labels {lab.dtype} {'x'.join(map(str, lab.shape))}, the input's maps value for value",
+       lab.dtype == np.int32 and lab.shape == (512, 24, 24) and np.array_equal(lab, f["y_train"][...]))
+
+# The evaluation of the 1-step checkpoint, recomputed in float64.
+ck = h5py.File(f"{tmp}/one/checkpoints/step-00000001.h5", "r")["model"]
+W, b = ck["0.weight"][...].astype(np.float64)[:, :, 0, 0], ck["0.bias"][...].astype(np.float64)
+mean = np.array(j["normalization"]["mean"], np.float32)[None, :, None, None]
+std = np.array(j["normalization"]["std"], np.float32)[None, :, None, None]
+x = ((f["x_test"][...].astype(np.float32) / np.float32(255) - mean) / std).astype(np.float64)
+z = np.einsum("kc,nchw->nkhw", W, x) + b[None, :, None, None]
+y = f["y_test"][...].astype(np.int64)
+zmax = z.max(axis=1, keepdims=True)
+logp = z - zmax - np.log(np.exp(z - zmax).sum(axis=1, keepdims=True))
+loss = -np.take_along_axis(logp, y[:, None], axis=1).mean()
+pred = z.argmax(axis=1)
+ious = []
+for k in range(4):
+    inter, union = np.sum((pred == k) & (y == k)), np.sum((pred == k) | (y == k))
+    if union:
+        ious.append(inter / union)
+want = {"miou": np.mean(ious), "pixel_accuracy": np.mean(pred == y), "loss": loss}
+run = json.load(open(f"{tmp}/one/run.json"))
+got = run["test_metrics"]
+err = max(abs(got[k] - v) / abs(v) for k, v in want.items())
+report(f"test mIoU, pixel accuracy and loss equal numpy's from the checkpoint (rel {err:.1e} <= 1e-5; "
+       f"mIoU {want['miou']:.4f})", err <= 1e-5 and set(got) == set(want), str(sorted(got)))
+report("run.json: task segmentation, cross-entropy over 4 classes per pixel",
+       run["task"]["kind"] == "segmentation" and run["task"]["outputs"] == 4, str(run["task"]))
+report("run.json: test_accuracy null (pixel accuracy is in test_metrics)", run["test_accuracy"] is None)
+PYEOF
+expect_eq "the numpy check ran to its end" 0 "$?"
+report_lines "$TMP/check.txt"
+
+# 1 rank and 2 ranks: the same training with label maps augmented alongside, and it learns.
+SPEC="conv(16,3,1,1) relu cat(| maxpool(2) conv(32,3,1,1) relu conv(32,3,1,1) relu upsample(2)) conv(16,3,1,1) relu conv(4,1)"
+EPOCHS=6
+STEPS=$((EPOCHS * 512 / 32))
+for W in 1 2; do
+  timeout 900 $M -n $W "$CNNSCALE" train --data "$TMP/seg" --model "$SPEC" --batch-size $((32 / W)) \
+    --epochs $EPOCHS --lr 0.05 --momentum 0.9 --seed 7 --augment hflip,crop24pad2 --ignore-index 255 \
+    --checkpoint-every 16 --keep-checkpoints 8 --run-dir "$TMP/w$W" >"$TMP/w$W.log" 2>&1
+  expect_eq "$EPOCHS epochs on $W rank(s)" 0 "$?"
+done
+"$DIFF" "$TMP/w1/checkpoints/step-00000016.h5" "$TMP/w2/checkpoints/step-00000016.h5" >"$TMP/d.txt" 2>&1
+rel=$(awk '{print $8}' "$TMP/d.txt")
+"$PY" -c "import sys; sys.exit(0 if float('$rel') < 1e-5 else 1)"
+expect_eq "after epoch 1: 1 rank x 32 == 2 ranks x 16 (rel diff $rel < 1e-5)" 0 "$?"
+"$PY" - "$TMP" "$EPOCHS" >"$TMP/runs.txt" 2>&1 <<'PYEOF'
+import json
+import sys
+
+tmp, epochs = sys.argv[1], int(sys.argv[2])
+r1, r2 = (json.load(open(f"{tmp}/w{w}/run.json")) for w in (1, 2))
+
+
+def report(name, good, detail=""):
+    print(("ok " if good else "FAIL ") + name + (f" ({detail})" if detail else ""))
+
+
+m1, m2 = r1["test_metrics"], r2["test_metrics"]
+err = max(abs(m1[k] - m2[k]) / abs(m1[k]) for k in m1)
+report(f"the same test metrics on 1 and 2 ranks (rel {err:.1e} <= 1e-3)", err <= 1e-3 and set(m1) == set(m2))
+report(f"test mIoU {m1['miou']:.4f} > 0.75 after {epochs} epochs (pixel accuracy {m1['pixel_accuracy']:.4f})",
+       m1["miou"] > 0.75)
+report("run.json: task segmentation with --ignore-index 255",
+       r2["task"]["kind"] == "segmentation" and "ignore index 255" in r2["task"]["loss"], str(r2["task"]))
+evals = [json.loads(line) for line in open(f"{tmp}/w2/metrics.jsonl") if '"eval"' in line]
+report(f"metrics.jsonl: test_miou at each of {epochs} epochs, rising ({[round(e['test_miou'], 4) for e in evals]})",
+       len(evals) == epochs and evals[-1]["test_miou"] > evals[0]["test_miou"] and "test_accuracy" not in evals[0])
+PYEOF
+expect_eq "the run.json check ran to its end" 0 "$?"
+report_lines "$TMP/runs.txt"
+expect_grep "the epoch line says miou" "epoch $EPOCHS test miou 0\\.[0-9]+ pixel_accuracy" "$TMP/w1.log"
+"$CNNSCALE" report "$TMP/w1" "$TMP/w2" --output "$TMP/report" >"$TMP/report.log" 2>&1
+expect_eq "cnnscale report of the two runs" 0 "$?"
+expect_grep "report: samples/s, not images/s" "\\| Samples/s \\|" "$TMP/report/report.md"
+expect_grep "report: each run's test mIoU" "\\| miou 0\\.[0-9]+ \\|" "$TMP/report/report.md"
+"$CNNSCALE" watch "$TMP/w2" --once >"$TMP/watch.txt" 2>&1
+expect_grep "watch: the finished run's test mIoU" "test miou 0\\.[0-9]+" "$TMP/watch.txt"
+expect_grep "watch: the evaluations' mIoU" "eval epoch $EPOCHS \\(step $STEPS\\): test miou 0\\.[0-9]+, pixel accuracy 0\\.[0-9]+, loss" "$TMP/watch.txt"
+
+# A label changed inside a shard: the digest no longer matches and load refuses the shard.
+cp -r "$TMP/seg" "$TMP/tampered"
+"$PY" - "$TMP/tampered/train-00001-of-00002.h5" <<'PYEOF'
+import sys
+
+import h5py
+
+with h5py.File(sys.argv[1], "r+") as f:
+    f["labels"][3, 5, 7] = (f["labels"][3, 5, 7] + 1) % 4
+PYEOF
+"$CNNSCALE" train --data "$TMP/tampered" --model "conv(4,1)" --batch-size 32 --max-steps 1 >"$TMP/tampered.log" 2>&1
+expect_eq "a shard with one label changed: exit status 2" 2 "$?"
+expect_grep "a shard with one label changed: its digest" "^cnnscale: error: .*train-00001-of-00002.h5.*digest" "$TMP/tampered.log"
+
+# Mistakes: one clear error each.
+refuse() {  # refuse NAME PATTERN COMMAND...
+  local name=$1 pattern=$2
+  shift 2
+  "$@" >"$TMP/refuse.log" 2>&1
+  expect_eq "$name: exit status 2" 2 "$?"
+  expect_grep "$name: says why" "^cnnscale: error: .*$pattern" "$TMP/refuse.log"
+}
+P=("$CNNSCALE" prep --format hdf5 --input "$H5" --output "$TMP/bad" --images /x_train)
+refuse "label maps of another size" "the label maps in '/y_bad' are 24x23 but the images in '/x_train' are 24x24" \
+  "${P[@]}" --labels /y_bad
+refuse "class labels for the test split of a label-map data set" "prep both splits with labels of one kind" \
+  "${P[@]}" --labels /y_train --test-images /x_test --test-labels /y_test_classes
+T=("$CNNSCALE" train --data "$TMP/seg" --batch-size 32 --max-steps 1)
+refuse "a model that ends in class scores" "a segmentation data set needs a model that ends in 4x24x24" \
+  "${T[@]}" --model "conv(4,3,1,1) gap"
+refuse "--loss mse on label maps" "--loss mse does not train label maps" "${T[@]}" --model "conv(4,1)" --loss mse
+refuse "--augment rrc24 on label maps" "--augment step rrc24 resamples the image" \
+  "${T[@]}" --model "conv(4,1)" --augment rrc24
+refuse "a padded crop without --ignore-index" "pass --ignore-index N" \
+  "${T[@]}" --model "conv(4,1)" --augment crop24pad2
+finish
