@@ -74,7 +74,8 @@ int cmd_train(int argc, char** argv) {
   po::options_description model("Model and numerics");
   model.add_options()("model", po::value(&o.model)->default_value(o.model),
                       (builtin_model_list(" | ") +
-                       " (all but the first three are torchvision's) | a one-line spec, "
+                       " (all but the first three and the last are torchvision's; unet(D,W): depth D, width W, "
+                       "a segmentation model) | a one-line spec, "
                        "e.g. \"conv(32,3) relu maxpool(2) flatten linear(10)\" | FILE.onnx: a PyTorch CNN exported "
                        "by scripts/export-onnx.py (its initializers are the initial weights; docs/models.md)")
                           .c_str())(

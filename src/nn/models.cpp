@@ -7,6 +7,7 @@
 #include "nn/cuda_model.hpp"
 #include "nn/graph.hpp"
 #include "nn/models_torchvision.hpp"
+#include "nn/models_unet.hpp"
 #include "nn/net.hpp"
 #include "nn/onnx_import.hpp"
 #include "nn/spec.hpp"
@@ -281,6 +282,8 @@ ModelGraph any_model_graph(const std::string& name_or_spec, const SampleShape& i
     fail("--zero-init-residual applies to the torchvision ResNets (resnet18/34/50/101/152, resnext*, wide_resnet*), "
          "not to ", name_or_spec);
   if (is_onnx_model(name_or_spec)) return onnx_model_graph(name_or_spec, input, classes);
+  if (int depth = 0, width = 0; parse_unet_name(name_or_spec, &depth, &width))
+    return unet_model(name_or_spec, input, classes);
   if (name_or_spec == "mnist_cnn") return mnist_cnn(input, classes);
   if (name_or_spec == "lenet5") return lenet5(input, classes);
   if (name_or_spec == "resnet20") return resnet20(input, classes);
@@ -334,7 +337,7 @@ const std::vector<std::string>& builtin_models() {
       "efficientnet_b5", "efficientnet_b6",  "efficientnet_b7",  "convnext_tiny",   "convnext_small",
       "convnext_base",   "convnext_large",   "shufflenet_v2_x0_5", "shufflenet_v2_x1_0", "shufflenet_v2_x1_5",
       "shufflenet_v2_x2_0", "vgg11",          "vgg11_bn",         "vgg13",           "vgg13_bn",
-      "vgg16",           "vgg16_bn",         "vgg19",            "vgg19_bn"};
+      "vgg16",           "vgg16_bn",         "vgg19",            "vgg19_bn",        "unet"};
   return names;
 }
 

@@ -38,6 +38,9 @@
 //                     tensor 0 is the input, tensor K+1 node K's output) and DIR/node-K.f32,
 //                     node K's output right after it ran, plain float32 (Net::set_capture):
 //                     what tests/nn/torch_reference.py follows at float32 ties
+//   --segmentation    (any mode) the model's task is segmentation: it ends in CLASSES × H × W,
+//                     grad's LABELS.i32 holds N label maps of H×W (the loss the mean over the
+//                     pixels) and eval writes N×CLASSES×H×W
 //   --params P.f32    after CKPT, the parameters and buffers from P.f32 instead
 //                     (param_count() raw floats in the flat layout, as dump writes them):
 //                     a peer without HDF5 can hand over changed weights
@@ -53,6 +56,7 @@
 #include "nn/cuda_model.hpp"
 #include "nn/model.hpp"
 #include "nn/net.hpp"
+#include "nn/task.hpp"
 #include "train/checkpoint.hpp"
 #include "train/optimizer.hpp"
 
@@ -135,6 +139,7 @@ int main(int argc, char** argv) try {
     return 0;
   }
   std::vector<std::string> pos;
+  bool segmentation = false;
   bool bf16 = false, zero_init_residual = false, tf32 = true, bench = false, device_opts = false, sgd = false;
   int device = -1;
   std::string params_file, capture_dir;
@@ -145,6 +150,8 @@ int main(int argc, char** argv) try {
     const bool has_value = i + 1 < argc;
     if (a == "--bf16") {
       bf16 = device_opts = true;
+    } else if (a == "--segmentation") {
+      segmentation = true;
     } else if (a == "--zero-init-residual") {
       zero_init_residual = true;
     } else if (a == "--device" && has_value) {
@@ -185,6 +192,8 @@ int main(int argc, char** argv) try {
   mo.zero_init_residual = zero_init_residual;
   mo.tf32 = tf32;
   mo.cudnn_benchmark = bench;
+  const int64_t pixels = segmentation ? int64_t{shape.height} * shape.width : 1;
+  if (segmentation) mo.task = std::make_shared<const Task>(TaskKind::segmentation, classes, TaskOptions{}, pixels);
   auto model = make_model(pos[0], shape, classes, device, mo);
   size_t trainable = 0;
   for (const auto& p : model->params()) trainable += p.trainable ? p.numel : 0;
@@ -234,7 +243,7 @@ int main(int argc, char** argv) try {
   }
   model->prepare(n, bf16 ? Precision::bf16 : Precision::fp32);
   if (mode == "grad") {
-    std::vector<int32_t> labels(static_cast<size_t>(n));
+    std::vector<int32_t> labels(static_cast<size_t>(n * pixels));
     std::ifstream lf(pos[9], std::ios::binary);
     lf.read(reinterpret_cast<char*>(labels.data()), static_cast<std::streamsize>(labels.size() * sizeof(int32_t)));
     if (!lf) {
@@ -245,13 +254,13 @@ int main(int argc, char** argv) try {
     for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
     StepContext ctx;
     ctx.sample_ids = ids.data();
-    ctx.loss_scale = 1.f / static_cast<float>(n);
+    ctx.loss_scale = 1.f / static_cast<float>(n * pixels);
     auto* net = dynamic_cast<nn::Net*>(model.get());
     if (!capture_dir.empty()) net->set_capture(true);
     const double loss = model->forward_backward(x.data(), labels.data(), n, ctx, {});
     if (!capture_dir.empty() && !write_capture(*net, capture_dir)) return 1;
     model->synchronize();  // a device model's backward may still be running
-    std::printf("loss %.9g\n", loss / static_cast<double>(n));
+    std::printf("loss %.9g\n", loss / static_cast<double>(n * pixels));
     print_params();
     std::ofstream o(pos[8], std::ios::binary);
     write_floats(o, host_grads(*model));
@@ -269,7 +278,7 @@ int main(int argc, char** argv) try {
     }
     return 0;
   }
-  std::vector<float> logits(static_cast<size_t>(n * classes));
+  std::vector<float> logits(static_cast<size_t>(n * classes * pixels));
   model->forward_eval(x.data(), n, logits.data());
   std::ofstream(pos[8], std::ios::binary)
       .write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * sizeof(float)));

@@ -312,8 +312,8 @@ def _state(path):
 
 
 def main(argv):
-    """torch_reference.py torchvision|graph MODEL C H W CLASSES DIR [FLOOR]: DIR holds ckpt.h5 (the
-    weights), x.f32 and y.i32 (the batch), and what `cnnscale_resnet_tool grad ... --capture
+    """torch_reference.py torchvision|graph|unet MODEL C H W CLASSES DIR [FLOOR]: DIR holds ckpt.h5
+    (the weights), x.f32 and y.i32 (the batch: N labels, or N label maps of H×W), and what `cnnscale_resnet_tool grad ... --capture
     DIR/cap` wrote: grad.f32, grad.txt, cap/. Prints "ok ..." / "FAIL ..." lines."""
     kind, model, C, H, W, K, d = argv[0], argv[1], int(argv[2]), int(argv[3]), int(argv[4]), int(argv[5]), argv[6]
     floor = float(argv[7]) if len(argv) > 7 else 1e-4  # compare_grads' additive floor
@@ -328,13 +328,25 @@ def main(argv):
     n = x.size // (C * H * W)
     x = torch.from_numpy(x.reshape(n, C, H, W))
     y = torch.from_numpy(np.fromfile(f"{d}/y.i32", np.int32).astype(np.int64))
+    if y.numel() == n * H * W:  # label maps (segmentation): F.cross_entropy over N×K×H×W and N×H×W
+        y = y.reshape(n, H, W)
     cap = Capture(f"{d}/cap", n, [C, H, W])
     follow = Follow(cap)
     sd = _state(f"{d}/ckpt.h5")
     grads, buffers, losses = {}, {}, {}
     for dt, mode in ((torch.float64, "decide"), (torch.float32, "replay")):
         follow.reset(mode)
-        if kind == "torchvision":
+        if kind == "unet":  # unet(D,W): tests/nn/unet_reference.py, ReLUs and max-pools through follow
+            from unet_reference import UNet
+            depth, width = (int(v) for v in model[5:-1].split(",")) if model != "unet" else (4, 64)
+            net = UNet(C, K, depth, width, relu=follow.relu, maxpool=follow.maxpool)
+            net.load_state_dict(sd)  # strict
+            net = net.to(dt).train()
+            loss = F.cross_entropy(net(x.to(dt)), y)
+            loss.backward()
+            grads[dt] = {k: p.grad.double() for k, p in net.named_parameters()}
+            buffers[dt] = {k: b.double() for k, b in net.named_buffers()}
+        elif kind == "torchvision":
             import torchvision
             net = getattr(torchvision.models, model)(num_classes=K)
             net.load_state_dict(sd)  # strict
