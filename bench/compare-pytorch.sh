@@ -20,6 +20,9 @@
 # bfloat16); only when the CPU has AVX512-BF16 or AMX), PyTorch in both memory formats
 # (contiguous and channels-last; the table takes the faster), 1 and 2 ranks. Default
 # --steps 30 there. The roofline uses the model's FLOPs (ResNet-50: 3 × 4.1 GFLOP/image).
+# --model unet|unet(D,W): the U-Net on images with label maps (tests/data/make_shapes.py at
+# --image-size, prepped, --cache memory) against tests/nn/unet_reference.py's PyTorch U-Net on a
+# random batch with random label maps; batch 16 per rank by default; no roofline row.
 #
 # Usage: bench/compare-pytorch.sh [--build DIR] [--rounds N] [--steps N] [--bind core|none]
 #                                 [--out DIR] [--accuracy [--with-pytorch]] [--epochs N] [--no-install]
@@ -42,6 +45,7 @@ IMAGE=224
 BATCH=""
 THREADS=1
 CLASSES=1000
+SEG=0
 BIND=core
 OUT=""
 ACCURACY=0
@@ -80,7 +84,9 @@ case "$MODEL" in
   vgg16_bn|vgg19_bn|densenet121|densenet161|densenet169|densenet201|squeezenet1_0|squeezenet1_1|\
   regnet_[xy]_*|mnasnet*)
     RESNET=1; STEPS=${STEPS:-30}; BATCH=${BATCH:-32} ;;
-  *) echo "compare-pytorch.sh: error: --model mnist_cnn or a built-in torchvision model (resnet*, resnext*, wide_resnet*, mobilenet_v2, mobilenet_v3_*, efficientnet_b*, convnext_*, shufflenet_v2_*, vgg*, densenet*, squeezenet*, regnet_*, mnasnet*)" >&2; exit 2 ;;
+  unet|unet\(*\))
+    RESNET=1; SEG=1; STEPS=${STEPS:-30}; BATCH=${BATCH:-16}; CLASSES=4 ;;
+  *) echo "compare-pytorch.sh: error: --model mnist_cnn, unet(D,W) or a built-in torchvision model (resnet*, resnext*, wide_resnet*, mobilenet_v2, mobilenet_v3_*, efficientnet_b*, convnext_*, shufflenet_v2_*, vgg*, densenet*, squeezenet*, regnet_*, mnasnet*)" >&2; exit 2 ;;
 esac
 if [ "$RESNET" = 1 ] && [ "$ACCURACY" = 1 ]; then
   echo "compare-pytorch.sh: error: --accuracy is for mnist_cnn (synthetic data has no test accuracy)" >&2; exit 2
@@ -129,6 +135,16 @@ if [ "$RESNET" = 1 ]; then
              --synthetic-samples $((BATCH * 2 * (STEPS + 1))))
   PT_SCRIPT="$HERE/pytorch_ddp_resnet.py"
   PT_ARGS=(--model "$MODEL" --image-size "$IMAGE" --classes "$CLASSES")
+  if [ "$SEG" = 1 ]; then
+    # unet(D,W): tests/nn/make_shapes.py's images with label maps (4 classes) at --image-size,
+    # prepped once, read from memory (--cache memory); PyTorch's peer trains on one random
+    # batch with random label maps per rank (as for the ResNets).
+    SEGDATA="$OUT/shapes-$IMAGE"
+    $PY "$ROOT/tests/data/make_shapes.py" "$OUT/shapes-$IMAGE.h5" --size "$IMAGE" --train $((BATCH * 2 * 4)) --test 1
+    "$CNNSCALE" prep --format hdf5 --input "$OUT/shapes-$IMAGE.h5" --images /x_train --labels /y_train --shards 2 \
+      --output "$SEGDATA" >"$OUT/prep.log"
+    DATA_ARGS=(--data "$SEGDATA" --cache memory --model "$MODEL")
+  fi
 else
   DATA_ARGS=(--data "$DATA" --cache memory --model mnist_cnn)
   PT_SCRIPT="$HERE/pytorch_ddp_mnist.py"
@@ -266,7 +282,7 @@ done
 echo "== roofline (1 thread)"
 ROOF_ARGS=()
 # the model's FLOPs; its fwd+bwd timed at a small batch (ResNet-50 at 224 takes seconds per step)
-[ "$RESNET" = 1 ] && ROOF_ARGS=(--model "$MODEL" --image-size "$IMAGE" --channels 3 --classes "$CLASSES" --batch 2 --steps 3)
+[ "$RESNET" = 1 ] && [ "$SEG" = 0 ] && ROOF_ARGS=(--model "$MODEL" --image-size "$IMAGE" --channels 3 --classes "$CLASSES" --batch 2 --steps 3)
 "$ROOFLINE" "${ROOF_ARGS[@]}" --json >"$OUT/roofline.json"
 "$ROOFLINE" "${ROOF_ARGS[@]}" >"$OUT/roofline.txt" && cat "$OUT/roofline.txt"
 echo "== cnnscale allreduce, 2 ranks"

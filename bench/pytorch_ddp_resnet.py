@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch DDP peer of `cnnscale train --synthetic --model resnetXX` for
 bench/compare-pytorch.sh --model resnet50|resnet18 (bench only; never a build or test
-dependency).
+dependency); with --model unet(D,W), the PyTorch U-Net of tests/nn/unet_reference.py on
+random images with random label maps (cross-entropy per pixel).
 
 One process per rank, launched without torchrun: the caller sets RANK, WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT. torchvision.models.resnetXX(num_classes=K), synthetic data
@@ -26,6 +27,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -47,13 +50,21 @@ def main():
     torch.manual_seed(args.seed)
     fmt = torch.channels_last if args.channels_last else torch.contiguous_format
 
-    model = getattr(torchvision.models, args.model)(num_classes=args.classes).to(memory_format=fmt)
+    if args.model.startswith("unet"):  # cnnscale's unet(D,W): the module tests/nn/unet_torch.sh checks it against
+        import sys
+        sys.path.insert(0, os.path.join(HERE, "..", "tests", "nn"))
+        from unet_reference import UNet
+        depth, width = (int(v) for v in args.model[5:-1].split(",")) if args.model != "unet" else (4, 64)
+        model = UNet(3, args.classes, depth, width).to(memory_format=fmt)
+    else:
+        model = getattr(torchvision.models, args.model)(num_classes=args.classes).to(memory_format=fmt)
     ddp = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
     g = torch.Generator().manual_seed(args.seed * 1000 + rank)
     B, S = args.batch_size, args.image_size
     x = torch.randn(B, 3, S, S, generator=g).to(memory_format=fmt)
-    y = torch.randint(0, args.classes, (B,), generator=g)
+    # unet: a label map per image (per-pixel cross-entropy, as cnnscale's segmentation task)
+    y = torch.randint(0, args.classes, (B, S, S) if args.model.startswith("unet") else (B,), generator=g)
 
     times = []
     ddp.train()

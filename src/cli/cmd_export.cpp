@@ -31,7 +31,8 @@ int cmd_export(int argc, char** argv) {
       "Writes a trained model as an ONNX file for inference (ONNX Runtime, TensorRT, OpenVINO, ...):\n"
       "the checkpoint's weights (RUN_DIR: its newest sound checkpoint), batch norms with their running\n"
       "statistics, no dropout, the parameters under their state_dict names, input N x C x H x W with\n"
-      "N dynamic and H, W the size the model was trained at, output N x classes logits (opset 17).\n"
+      "N dynamic and H, W the size the model was trained at, output N x classes logits (a segmentation model's:\n"
+      "N x classes x H x W) (opset 17).\n"
       "Any model cnnscale trains: built in, a one-line spec, or imported from ONNX. Its logits equal\n"
       "cnnscale's evaluation logits (docs/models.md, \"Trained models out\").",
       "Examples:\n"
@@ -116,7 +117,9 @@ int cmd_export(int argc, char** argv) {
     }
     nn::ModelGraph mg;
     try {
-      mg = nn::build_model_graph(model_spec, in, classes);
+      ModelOptions any;
+      any.any_output = true;  // a segmentation model's dense output too
+      mg = nn::build_model_graph(model_spec, in, classes, any);
     } catch (const UserError& e) {
       fail("export: the model of ", path, " (", model_spec, ") cannot be rebuilt: ", e.what(),
            nn::is_onnx_model(model_spec) && !vm.count("model")

@@ -59,6 +59,9 @@ struct ModelOptions {
   // `classes` class labels. Its outputs() must be the model's classes. The GPU model
   // takes the plain cross-entropy only (a UserError otherwise).
   std::shared_ptr<const Task> task;
+  // build_model_graph skips its check that the output fits `task` (cnnscale export: it needs
+  // the graph alone, whichever task trained it).
+  bool any_output = false;
 };
 
 struct StepContext {

@@ -308,6 +308,7 @@ ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape&
   ensure_threads();
   ModelGraph mg = any_model_graph(name_or_spec, input, classes, options);
   const Graph& g = mg.graph;
+  if (options.any_output) return mg;
   const bool segmentation = options.task && options.task->kind() == TaskKind::segmentation;
   if (!segmentation && g.dense_output)
     fail("the model must end in ", classes, " features (end with flatten/linear or gap), got ", classes, "x", g.out_h,

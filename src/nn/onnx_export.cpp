@@ -292,7 +292,8 @@ std::string Writer::run(const std::string& version) {
     for (auto d : dims) sh->add_dim()->set_dim_value(d);
   };
   value(graph_->add_input(), "input", {g_.input.channels, g_.input.height, g_.input.width});
-  value(graph_->add_output(), "logits", {g_.classes});
+  value(graph_->add_output(), "logits",
+        g_.dense_output ? std::vector<int64_t>{g_.classes, g_.out_h, g_.out_w} : std::vector<int64_t>{g_.classes});
   for (const Node& n : g_.nodes) emit(n);
   try {
     onnx::checker::check_model(m);

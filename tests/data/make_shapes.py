@@ -7,7 +7,8 @@ N×S×S (uint8): 0 background, 1 disc, 2 square, 3 triangle (/x_train, /y_train,
 Each shape's colour is random, tilted towards its class (discs reddish, squares greenish, triangles
 bluish, with wide overlap), so a model learns from the colour and the outline together. Later
 shapes cover earlier ones, as in the label map. Also /y_bad: label maps of S×(S-1) (a size that
-is not the images': prep refuses it) and /y_test_classes (one class per sample: prepping the test
+is not the images': prep refuses it), /xf_{train,test} (the images as float32 fields) and
+/y_test_classes (one class per sample: prepping the test
 split with it mixes label maps with class labels)."""
 import argparse
 
@@ -63,4 +64,7 @@ with h5py.File(a.out, "w") as f:
     x, y = make(a.test)
     f["x_test"], f["y_test"] = x, y
     f["y_bad"] = f["y_train"][:, :, : S - 1]
+    # Float fields with the same label maps (DeepCAM's kind of input: float32 channels, not pixels).
+    for split in ("train", "test"):
+        f[f"xf_{split}"] = (f[f"x_{split}"][...].astype(np.float32) / 40.0 - 3.0)
     f["y_test_classes"] = f["y_test"][:, S // 2, S // 2]

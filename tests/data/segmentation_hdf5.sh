@@ -157,6 +157,18 @@ expect_grep "report: each run's test mIoU" "\\| miou 0\\.[0-9]+ \\|" "$TMP/repor
 expect_grep "watch: the finished run's test mIoU" "test miou 0\\.[0-9]+" "$TMP/watch.txt"
 expect_grep "watch: the evaluations' mIoU" "eval epoch $EPOCHS \\(step $STEPS\\): test miou 0\\.[0-9]+, pixel accuracy 0\\.[0-9]+, loss" "$TMP/watch.txt"
 
+# Float fields with label maps (DeepCAM's kind: float32 channels): prep keeps the values, the
+# task is segmentation, an epoch trains and evaluates; --augment is refused on float samples (not yet).
+"$CNNSCALE" prep --format hdf5 --input "$H5" --output "$TMP/segf" --shards 1 --test-shards 1 --images /xf_train \
+  --labels /y_train --test-images /xf_test --test-labels /y_test >"$TMP/prepf.log" 2>&1
+expect_eq "prep float32 fields with label maps" 0 "$?"
+expect_grep "float fields: dataset.json dtype float32" '"dtype": "float32"' "$TMP/segf/dataset.json"
+expect_grep "float fields: dataset.json task segmentation" '"task": "segmentation"' "$TMP/segf/dataset.json"
+"$CNNSCALE" train --data "$TMP/segf" --model "unet(1,8)" --batch-size 64 --epochs 1 --lr 0.05 --run-dir "$TMP/f1" \
+  >"$TMP/f1.log" 2>&1
+expect_eq "float fields: an epoch of unet(1,8) and its evaluation" 0 "$?"
+expect_grep "float fields: the evaluation's mIoU" "epoch 1 test miou 0\.[0-9]+" "$TMP/f1.log"
+
 # A label changed inside a shard: the digest no longer matches and load refuses the shard.
 cp -r "$TMP/seg" "$TMP/tampered"
 "$PY" - "$TMP/tampered/train-00001-of-00002.h5" <<'PYEOF'
@@ -192,4 +204,6 @@ refuse "--augment rrc24 on label maps" "--augment step rrc24 resamples the image
   "${T[@]}" --model "conv(4,1)" --augment rrc24
 refuse "a padded crop without --ignore-index" "pass --ignore-index N" \
   "${T[@]}" --model "conv(4,1)" --augment crop24pad2
+refuse "--augment on float fields with label maps" "works on uint8 images; .* holds float32 samples" \
+  "$CNNSCALE" train --data "$TMP/segf" --batch-size 32 --max-steps 1 --model "conv(4,1)" --augment hflip
 finish

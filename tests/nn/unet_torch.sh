@@ -13,7 +13,8 @@
 # for unet(2,8) at 32×48 and 20×28 and unet(2,32) at 16×24 (its 64- and 128-channel 3×3
 # convolutions take cnnscale's own Winograd kernels where oneDNN's are AVX2: docs/models.md),
 # with this CPU's oneDNN kernels and a forced other ISA (lib.sh onednn_isas); and the module
-# exported by scripts/export-onnx.py trains as --model FILE.onnx exactly as unet(2,8) does.
+# exported by scripts/export-onnx.py trains as --model FILE.onnx exactly as unet(2,8) does, and
+# `cnnscale export` writes unet(2,8) as ONNX that ONNX Runtime runs to cnnscale's logits.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 TOOL="$CNNSCALE_BUILD/tests/cnnscale_resnet_tool"
@@ -162,4 +163,34 @@ print(("ok" if abs(loss["onnx"] - loss["builtin"]) <= 1e-6 * abs(loss["builtin"]
 PYEOF
 expect_eq "the ONNX comparison ran" 0 "$?"
 report_lines "$d/cmp.txt"
+
+# And out again: `cnnscale export` writes the checkpoint as ONNX with a dense output
+# (logits N×K×H×W), which ONNX Runtime runs to cnnscale's eval logits (rel 1e-5).
+"$CNNSCALE" export "$x/ckpt.h5" --onnx "$d/out.onnx" --input-shape 3,32,48 --classes 5 >"$d/export-out.log" 2>&1
+expect_eq "cnnscale export of unet(2,8)" 0 "$?"
+ORT_PY=""
+for p in ${CNNSCALE_ORT_PYTHON:-} /var/cache/cnnscale/pypi-venv/bin/python; do
+  if [ -x "$p" ] && "$p" -c "import onnxruntime, numpy" 2>/dev/null; then ORT_PY=$p; break; fi
+done
+expect_eq "a python that imports onnxruntime (scripts/python-venv.sh)" 1 "$([ -n "$ORT_PY" ] && echo 1 || echo 0)"
+if [ -n "$ORT_PY" ]; then
+  "$ORT_PY" - "$d/out.onnx" "$x" >"$d/ort.txt" 2>&1 <<'PYEOF'
+import sys
+
+import numpy as np
+import onnxruntime as ort
+
+model, x = sys.argv[1:3]
+s = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+out = s.get_outputs()[0]
+z = s.run(None, {s.get_inputs()[0].name: np.fromfile(f"{x}/x.f32", np.float32).reshape(3, 3, 32, 48)})[0]
+ours = np.fromfile(f"{x}/eval.f32", np.float32).reshape(3, 5, 32, 48)
+err = float(np.abs(z - ours).max() / np.abs(ours).max())
+print(("ok" if out.shape[1:] == [5, 32, 48] and z.shape == ours.shape else "FAIL")
+      + f" the exported output is N×5×32×48 (declared {out.shape})")
+print(("ok" if err <= 1e-5 else "FAIL") + f" ONNX Runtime's logits are cnnscale's eval logits (rel {err:.1e} <= 1e-5)")
+PYEOF
+  expect_eq "the ONNX Runtime check ran" 0 "$?"
+  report_lines "$d/ort.txt"
+fi
 finish
