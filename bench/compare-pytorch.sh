@@ -237,7 +237,7 @@ EOF2
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "model: $MODEL; batch $BATCH/rank; $THREADS thread(s)/rank; $STEPS steps; bf16 compared: $BF16"
 } | tee "$OUT/machine.txt"
-$PY -c "import json, sys; json.dump(dict(model='$MODEL', batch=$BATCH, threads=$THREADS, steps=$STEPS, image_size=$IMAGE, classes=$CLASSES, bf16=bool($BF16), amx=bool($AMX)), open(sys.argv[1], 'w'))" "$OUT/meta.json"
+$PY -c "import json, sys; json.dump(dict(model='$MODEL', batch=$BATCH, threads=$THREADS, steps=$STEPS, image_size=$IMAGE, classes=$CLASSES, bf16=bool($BF16), amx=bool($AMX), seg=bool($SEG)), open(sys.argv[1], 'w'))" "$OUT/meta.json"
 
 if [ "$ACCURACY" = 1 ]; then
   : >"$OUT/results.jsonl"

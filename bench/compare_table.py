@@ -61,8 +61,11 @@ rooff = roof["roof_gflops"]
 torch_v = next((r["impl"] for r in rows if r["impl"].startswith("pytorch")), "pytorch")
 rounds = max((len(v) for k, v in groups.items() if k[0] == "pytorch" and k[2] == 1), default=0)
 
+seg = meta.get("seg", False)  # unet(D,W): images with label maps; no roofline of the model
 if resnet:
-    print(f"\n{meta['model']}, synthetic {meta['image_size']}x{meta['image_size']}x3, {meta['classes']} classes, "
+    data = ("images with label maps (cnnscale: make_shapes.py's, prepped, --cache memory; PyTorch: one random batch "
+            "per rank)" if seg else "synthetic")
+    print(f"\n{meta['model']}, {data} {meta['image_size']}x{meta['image_size']}x3, {meta['classes']} classes, "
           f"batch {meta['batch']}/rank, {meta['threads']} thread(s)/rank, {meta['steps']} steps, {rounds} alternating "
           "round(s); images/s = median over rounds of each run's median [min..max over rounds]; PyTorch format: "
           + ", ".join(f"{p} {w} rank(s) {f}" for (_, p, w), f in sorted(pt_format.items())))
@@ -136,22 +139,26 @@ for prec in ("fp32", "bf16"):
         print(f"peak RSS per rank, {prec}: cnnscale {rss_c:.0f} MiB vs PyTorch {rss_pt:.0f} MiB (target: no larger)")
 print()
 B = meta.get("batch", 64)
-print(f"roofline: single-core sgemm roof {rooff:.1f} GFLOP/s (best rate measured below); {roof.get('model', 'mnist_cnn')} "
-      f"training = {fps:,.0f} FLOP/sample ({fps * B / 1e9:.2f} GFLOP/step at {B}); per rank the roof is "
-      f"{meta.get('threads', 1)} x this (threads/rank)")
+print(f"roofline: single-core sgemm roof {rooff:.1f} GFLOP/s (best rate measured below)" + (
+      "; the model's FLOPs are not counted for unet" if seg else
+      f"; {roof.get('model', 'mnist_cnn')} training = {fps:,.0f} FLOP/sample ({fps * B / 1e9:.2f} GFLOP/step at {B}); "
+      f"per rank the roof is {meta.get('threads', 1)} x this (threads/rank)"))
 for s in roof["sgemm"]:
     ob = s.get("openblas_gflops")
     print(f"  sgemm {s['shape']:50s} oneDNN {s['onednn_gflops']:6.1f}  OpenBLAS "
           + (f"{ob:6.1f}" if ob is not None else "   n/a"))
 fb = roof["fwd_bwd"]
-print(f"  cnnscale fwd+bwd only (roofline, 1 thread): {fb['step_ms']:.1f} ms/step = {fb['gflops']:.1f} GFLOP/s "
+if seg:
+    fb = None
+if fb:
+    print(f"  cnnscale fwd+bwd only (roofline, 1 thread): {fb['step_ms']:.1f} ms/step = {fb['gflops']:.1f} GFLOP/s "
       f"= {fb['fraction_of_roof'] * 100:.0f}% of roof")
 T = meta.get("threads", 1)
-for w in (1, 2) if ("cnnscale", "fp32", 1) in groups else ():
+for w in (1, 2) if ("cnnscale", "fp32", 1) in groups and not seg else ():
     g = fps * med(("cnnscale", "fp32", w)) / w / 1e9
     print(f"  cnnscale train fp32, {w} rank(s), whole step: {g:.1f} GFLOP/s per rank = {g / (T * rooff) * 100:.0f}% "
           "of roof (target >= 70%)")
-for w in (1, 2) if ("pytorch", "fp32", 1) in groups else ():
+for w in (1, 2) if ("pytorch", "fp32", 1) in groups and not seg else ():
     g = fps * med(("pytorch", "fp32", w)) / w / 1e9
     print(f"  PyTorch fp32, {w} rank(s): {g:.1f} GFLOP/s per rank = {g / (T * rooff) * 100:.0f}% of roof")
 print()
