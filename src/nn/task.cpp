@@ -328,6 +328,11 @@ Metrics Task::eval_metrics(const std::vector<double>& sums) const {
         if (const double u = sums[5 + static_cast<size_t>(K + k)]; u > 0) iou += sums[5 + static_cast<size_t>(k)] / u, ++present;
       m.emplace_back("miou", present ? iou / present : 0.0);
       m.emplace_back("pixel_accuracy", sums[4] > 0 ? sums[3] / sums[4] : 0.0);
+      // Per class (files only): its IoU, for the classes in the labels or the predictions
+      // (the others, left out of the mean above, have none).
+      for (int k = 0; k < K; ++k)
+        if (const double u = sums[5 + static_cast<size_t>(K + k)]; u > 0)
+          m.emplace_back("iou_" + std::to_string(k), sums[5 + static_cast<size_t>(k)] / u);
       break;
     }
     case TaskKind::multilabel: m.emplace_back("accuracy", sums[3] / (n * K)); break;

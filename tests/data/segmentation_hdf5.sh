@@ -73,16 +73,16 @@ zmax = z.max(axis=1, keepdims=True)
 logp = z - zmax - np.log(np.exp(z - zmax).sum(axis=1, keepdims=True))
 loss = -np.take_along_axis(logp, y[:, None], axis=1).mean()
 pred = z.argmax(axis=1)
-ious = []
+ious = {}
 for k in range(4):
     inter, union = np.sum((pred == k) & (y == k)), np.sum((pred == k) | (y == k))
     if union:
-        ious.append(inter / union)
-want = {"miou": np.mean(ious), "pixel_accuracy": np.mean(pred == y), "loss": loss}
+        ious[f"iou_{k}"] = inter / union
+want = {"miou": np.mean(list(ious.values())), "pixel_accuracy": np.mean(pred == y), "loss": loss, **ious}
 run = json.load(open(f"{tmp}/one/run.json"))
 got = run["test_metrics"]
 err = max(abs(got[k] - v) / abs(v) for k, v in want.items())
-report(f"test mIoU, pixel accuracy and loss equal numpy's from the checkpoint (rel {err:.1e} <= 1e-5; "
+report(f"test mIoU, pixel accuracy, loss and each class's IoU equal numpy's from the checkpoint (rel {err:.1e} <= 1e-5; "
        f"mIoU {want['miou']:.4f})", err <= 1e-5 and set(got) == set(want), str(sorted(got)))
 report("run.json: task segmentation, cross-entropy over 4 classes per pixel",
        run["task"]["kind"] == "segmentation" and run["task"]["outputs"] == 4, str(run["task"]))

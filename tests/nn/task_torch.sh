@@ -95,6 +95,7 @@ while i < len(lines) and lines[i].startswith("case "):
             union = (((pred == c) | (y == c)) & keep).sum().item()
             if union:
                 ious.append(inter / union)
+                expect[f"iou_{c}"] = inter / union
         expect["miou"] = sum(ious) / len(ious) if ious else 0.0
     elif kind == "multilabel":
         expect["accuracy"] = ((zz > 0) == (y >= 0.5)).double().mean().item()
