@@ -174,7 +174,6 @@ std::string check_shard(const DatasetInfo& info, SplitInfo& split, const ShardIn
   hsize_t ldims[8] = {0};
   // Segmentation: a label map of the samples' H×W each (/labels N×H×W).
   const bool maps = info.task == TaskKind::segmentation;
-  const int64_t per = info.label_pixels();
   if (H5Sget_simple_extent_ndims(lspace) != (maps ? 3 : 1))
     fail("shard ", sh.path, ": /labels is not ", maps ? "N×H×W (label maps, as " + json_path + " says)" : "one-dimensional",
          "; ", kRerun);
@@ -186,23 +185,23 @@ std::string check_shard(const DatasetInfo& info, SplitInfo& split, const ShardIn
          info.shape.height, "x", info.shape.width, "; ", kRerun);
   H5Id ltype = h5_type(H5Dget_type(labels));
   if (H5Tget_class(ltype) != H5T_INTEGER) fail("shard ", sh.path, ": /labels is not an integer dataset; ", kRerun);
-  const size_t at = split.labels.size(), count = static_cast<size_t>(sh.samples * per);
+  // Label maps stay in the shard (the readers read each batch's, and check their range); the
+  // digest covers them by their chunks' checksums, as the images.
+  if (maps) return shard_digest(sh.path, images, sh.samples, nullptr, nullptr, nullptr, nullptr, 0, labels);
+  const size_t at = split.labels.size(), count = static_cast<size_t>(sh.samples);
   split.labels.resize(at + count);
   if (sh.samples > 0 && H5Dread(labels, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, split.labels.data() + at) < 0)
     fail("shard ", sh.path, ": reading /labels failed (", h5_error_cause(), "): the file is damaged; copy it again or ",
          kRerun);
-  for (size_t i = 0; i < count; ++i) {
+  for (int64_t i = 0; i < sh.samples; ++i) {
     const int32_t l = split.labels[at + i];
-    if (l < 0 || l >= info.classes) {
-      const int64_t sample = static_cast<int64_t>(i) / per;
-      fail("shard ", sh.path, ": label ", l, " of sample ", sample,
-           maps ? " (pixel " + std::to_string(static_cast<int64_t>(i) % per) + ")" : std::string(), " (global index ",
-           sh.first_index + sample, ") is outside [0, ", info.classes, ") declared by ", json_path,
+    if (l < 0 || l >= info.classes)
+      fail("shard ", sh.path, ": label ", l, " of sample ", i, " (global index ", sh.first_index + i,
+           ") is outside [0, ", info.classes, ") declared by ", json_path,
            "; fix the labels of the source data (or its classes) and ", kRerun);
-    }
   }
   return shard_digest(sh.path, images, sh.samples, split.labels.data() + at, info.ragged ? off.data() : nullptr,
-                      info.ragged ? shp.data() : nullptr, nullptr, 0, per);
+                      info.ragged ? shp.data() : nullptr);
 }
 
 SplitInfo parse_split(const DatasetInfo& info, const json& splits, const std::string& name,
@@ -364,8 +363,7 @@ DatasetInfo load_dataset(const std::string& dir_in) {
   Hdf5Lock lock(hdf5_mutex());
   h5_quiet();
   for (auto* split : {&info.train, &info.test}) {
-    if (info.task == TaskKind::classification || info.task == TaskKind::segmentation)
-      split->labels.reserve(static_cast<size_t>(split->samples * info.label_pixels()));
+    if (info.task == TaskKind::classification) split->labels.reserve(static_cast<size_t>(split->samples));
     else split->targets.reserve(static_cast<size_t>(split->samples) * static_cast<size_t>(info.targets));
     for (auto& sh : split->shards) {
       const std::string found = check_shard(info, *split, sh, json_path);

@@ -3,7 +3,8 @@
 //
 // load_dataset() reads dataset.json and opens every shard: counts, sample shape and
 // dtype must agree, labels (read whole: 4 bytes per sample) must lie in
-// [0, classes), no file may be listed twice (by name, link or hard link), and each shard's
+// [0, classes) (label maps are not read here: their shape and type are checked, and the
+// readers check each batch's labels), no file may be listed twice (by name, link or hard link), and each shard's
 // digest (shard_digest.hpp: count, labels, chunk checksums) must be the one dataset.json
 // records — a copy of another shard or another data set's shard is refused by name. Images are not read here (verify_dataset() does that, chunk by
 // chunk, so every fletcher32 checksum is checked). Every failure is a UserError
@@ -37,8 +38,8 @@ struct SplitInfo {
   std::string name;  // "train" or "test"
   int64_t samples = 0;
   std::vector<ShardInfo> shards;  // in global-index order
-  std::vector<int32_t> labels;    // classification: all labels of the split (filled by load_dataset);
-                                  // segmentation: all label maps, samples × H×W
+  std::vector<int32_t> labels;    // classification: all labels of the split (filled by load_dataset;
+                                  // empty for segmentation: the readers read label maps per batch)
   std::vector<float> targets;     // regression: all targets of the split, samples × DatasetInfo::targets
   // Ragged data sets only (filled by load_dataset): per sample, its byte offset in its
   // shard's 1-D /images and its C×H×W shape.
@@ -63,8 +64,8 @@ struct DatasetInfo {
   SampleType dtype = SampleType::u8;
   int64_t sample_bytes() const { return shape.numel() * sample_type_bytes(dtype); }
   // What the targets are (dataset.json "task"): class labels (/labels int32 N, `classes`),
-  // label maps (segmentation: /labels int32 N×H×W, `classes`; held in memory, 4 bytes a
-  // pixel), or `targets` floats per sample (/targets float32 N×K: regression; multilabel: each 0 or 1).
+  // label maps (segmentation: /labels int32 N×H×W, `classes`; read per batch from the
+  // shards, not held in memory), or `targets` floats per sample (/targets float32 N×K: regression; multilabel: each 0 or 1).
   TaskKind task = TaskKind::classification;
   int targets = 0;                       // regression, multilabel: K
   int outputs() const {

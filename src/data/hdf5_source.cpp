@@ -91,15 +91,19 @@ const char* kDamaged =
 // A shard whose /chunk_addresses the direct reader ignores (one that cannot be read, or an
 // older prep's out of file order): its chunks are looked up when it is opened, correct but
 // slower for shards of many chunks. Said once per process (rank 0), for the first such shard.
-// The targets of samples ids[0..n) into b: their labels (classification), their label maps
-// (segmentation: H·W labels each) or their K floats each (regression), the other vector emptied.
+// The targets of samples ids[0..n) into b: their labels (classification) or their K floats
+// each (regression), the other vector emptied. Segmentation: b.labels sized for their label
+// maps (H·W each), which the caller reads from the shards (ShardReader::read_label_maps).
 void fill_targets(const DatasetInfo& info, const SplitInfo& split, const int64_t* ids, int64_t n, Batch& b) {
-  if (info.task == TaskKind::classification || info.task == TaskKind::segmentation) {
-    const size_t per = static_cast<size_t>(info.label_pixels());
+  if (info.task == TaskKind::segmentation) {
     b.targets.clear();
-    b.labels.resize(static_cast<size_t>(n) * per);
-    for (int64_t k = 0; k < n; ++k)
-      std::copy_n(split.labels.data() + static_cast<size_t>(ids[k]) * per, per, b.labels.data() + static_cast<size_t>(k) * per);
+    b.labels.resize(static_cast<size_t>(n * info.label_pixels()));
+    return;
+  }
+  if (info.task == TaskKind::classification) {
+    b.targets.clear();
+    b.labels.resize(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) b.labels[static_cast<size_t>(k)] = split.labels[static_cast<size_t>(ids[k])];
     return;
   }
   const size_t K = static_cast<size_t>(info.targets);
@@ -205,6 +209,45 @@ class ShardReader {
     read_byte_runs(s, o, runs_start_.data(), runs_len_.data(), runs_start_.size(), total, dst);
   }
 
+  // Segmentation: shard s's label maps of samples local[0..n) (ascending, distinct) into dst
+  // (n × H·W int32), through HDF5 (its Fletcher32 checked per chunk, an 8 MiB chunk cache per
+  // shard), each label checked to be a class: a UserError names the shard, sample and pixel.
+  void read_label_maps(int s, const int64_t* local, int64_t n, int32_t* dst, ReadTimes* times = nullptr) {
+    TimedHdf5Lock lock(times);
+    h5_quiet();
+    Open& o = ensure_open(s);
+    const ShardInfo& si = split_.shards[s];
+    if (!o.labels.valid()) {
+      H5Id dapl = h5_plist(H5Pcreate(H5P_DATASET_ACCESS));
+      H5Pset_chunk_cache(dapl, 521, size_t{8} << 20, 1.0);
+      o.labels = h5_dataset(H5Dopen2(o.file, "/labels", dapl));
+      if (!o.labels.valid()) fail("shard ", si.path, " has no /labels (", h5_error_cause(), ")", kDamaged);
+    }
+    const hsize_t H = static_cast<hsize_t>(info_->shape.height), W = static_cast<hsize_t>(info_->shape.width);
+    H5Id fspace = h5_space(H5Dget_space(o.labels));
+    int64_t k = 0;
+    bool first = true;
+    while (k < n) {  // runs of consecutive samples: one hyperslab block each
+      int64_t e = k + 1;
+      while (e < n && local[e] == local[e - 1] + 1) ++e;
+      const hsize_t st[3] = {static_cast<hsize_t>(local[k]), 0, 0}, ct[3] = {static_cast<hsize_t>(e - k), H, W};
+      H5Sselect_hyperslab(fspace, first ? H5S_SELECT_SET : H5S_SELECT_OR, st, nullptr, ct, nullptr);
+      first = false;
+      k = e;
+    }
+    const hsize_t md[3] = {static_cast<hsize_t>(n), H, W};
+    H5Id mspace = h5_space(H5Screate_simple(3, md, nullptr));
+    if (n > 0 && H5Dread(o.labels, H5T_NATIVE_INT32, mspace, fspace, H5P_DEFAULT, dst) < 0)
+      fail("shard ", si.path, " is damaged: reading the label maps of ", n, " sample(s) from index ", local[0],
+           " failed (", h5_error_cause(), ")", kDamaged);
+    const int64_t P = info_->label_pixels();
+    for (int64_t i = 0; i < n * P; ++i)
+      if (dst[i] < 0 || dst[i] >= info_->classes)
+        fail("shard ", si.path, ": label ", dst[i], " of sample ", local[i / P], " (pixel ", i % P, ") is outside [0, ",
+             info_->classes, ") declared by ", info_->dir, "/dataset.json; fix the label maps of the source data (or ",
+             "its classes) and re-create the data set with `cnnscale prep`");
+  }
+
   // Opens shard s (under the HDF5 lock) and says whether read_direct() serves it: a
   // direct reader without --cache and the plain layout (DirectChunkReader). Called by the reader thread for
   // every shard of a batch before the workers read.
@@ -233,7 +276,7 @@ class ShardReader {
 
  private:
   struct Open {
-    H5Id file, images;
+    H5Id file, images, labels;  // labels: segmentation's /labels, opened by read_label_maps
     int64_t chunk = 1;
     std::vector<std::vector<uint8_t>> cache;    // per chunk, empty until read
     std::unique_ptr<DirectChunkReader> direct;  // the plain layout: reads without HDF5 (chunk_reader.hpp)
@@ -351,15 +394,11 @@ class ShardedHdf5Source : public BatchSource {
     b.rank_offset = int64_t{rank_} * per_rank_;
     b.sample_ids = ids_;
     fill_targets(*info_, split, ids_.data(), n, b);
-    // Label maps move with their images: the same draws (seed, epoch, sample id).
-    if (info_->task == TaskKind::segmentation && augment_.active())
-      for (int64_t k = 0; k < n; ++k)
-        augment_label_map(augment_, b.labels.data() + k * info_->label_pixels(), epoch, ids_[static_cast<size_t>(k)],
-                          label_fill_, label_scratch_);
     // Sort by global index (= shard order, then chunk order within a shard).
     order_.resize(static_cast<size_t>(n));
     std::iota(order_.begin(), order_.end(), 0);
     std::sort(order_.begin(), order_.end(), [&](int64_t a, int64_t c) { return ids_[a] < ids_[c]; });
+    if (info_->task == TaskKind::segmentation) read_label_maps(epoch, n, b);
     // at_[k]: where the sample at sorted position k starts in staging_ (ragged: its own size).
     at_.resize(static_cast<size_t>(n + 1));
     at_[0] = 0;
@@ -419,6 +458,31 @@ class ShardedHdf5Source : public BatchSource {
                 info_->ragged ? split.shapes[static_cast<size_t>(g)] : info_->shape, images + order_[j] * out, epoch, g,
                 t);
     });
+  }
+
+  // Segmentation: the batch's label maps from the shards (in sorted order, then to each
+  // sample's place in the batch), moved with their images: the same draws (seed, epoch, id).
+  void read_label_maps(int epoch, int64_t n, Batch& b) {
+    const SplitInfo& split = info_->train;
+    const int64_t P = info_->label_pixels();
+    maps_.resize(static_cast<size_t>(n * P));
+    ReadTimes rt;
+    for (int64_t k = 0; k < n;) {
+      const int s = split.shard_of(ids_[order_[k]]);
+      const int64_t base = split.shards[s].first_index, end = base + split.shards[s].samples;
+      map_local_.clear();
+      int64_t k2 = k;
+      while (k2 < n && ids_[order_[k2]] < end) map_local_.push_back(ids_[order_[k2++]] - base);
+      reader_.read_label_maps(s, map_local_.data(), k2 - k, maps_.data() + k * P, &rt);
+      k = k2;
+    }
+    clocks_.add(0, StageClocks::lock_wait, rt.lock_wait);
+    clocks_.add(0, StageClocks::read, rt.read);
+    for (int64_t k = 0; k < n; ++k) {
+      int32_t* map = b.labels.data() + order_[k] * P;
+      std::copy_n(maps_.data() + k * P, P, map);
+      if (augment_.active()) augment_label_map(augment_, map, epoch, ids_[order_[k]], label_fill_, label_scratch_);
+    }
   }
 
   // Augment and normalise sample g (shape `in`; `len` stored bytes: a JPEG to decode
@@ -531,7 +595,8 @@ class ShardedHdf5Source : public BatchSource {
   ShardReader reader_;
   Augmenter augment_;  // applied to the uint8 sample before norm_, in the reader thread
   int32_t label_fill_;  // segmentation: a padded crop's label (ReaderOptions::label_fill)
-  std::vector<int32_t> label_scratch_;
+  std::vector<int32_t> label_scratch_, maps_;  // segmentation: augment_label_map's; the maps read
+  std::vector<int64_t> map_local_;
   Normalizer norm_;    // on augment_'s output shape
   std::vector<int64_t> ids_, order_, local_, at_;
   std::vector<uint8_t> staging_;
@@ -567,6 +632,10 @@ class Hdf5EvalSource : public ContiguousEvalSource {
     ids_.resize(static_cast<size_t>(n));
     std::iota(ids_.begin(), ids_.end(), first);
     fill_targets(*info_, split_, ids_.data(), n, out);
+    if (info_->task == TaskKind::segmentation)  // the label maps (no eval transform moves them)
+      for_each_shard_run(first, n, [&](int s, int64_t k, int64_t count) {
+        reader_.read_label_maps(s, local_.data(), count, out.labels.data() + k * info_->label_pixels());
+      });
     if (info_->ragged) {
       fill_ragged(out, first, n);
       return;

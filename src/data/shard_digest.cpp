@@ -17,7 +17,7 @@ namespace cnnscale {
 
 std::string shard_digest(const std::string& path, hid_t images, int64_t samples, const int32_t* labels,
                          const int64_t* offsets, const int32_t* shapes, const float* targets, int k,
-                         int64_t label_pixels) {
+                         hid_t label_maps) {
   const char* kFix = "copy it again or re-create the data set with `cnnscale prep`";
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> md(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   if (!md || EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr) != 1)
@@ -26,11 +26,9 @@ std::string shard_digest(const std::string& path, hid_t images, int64_t samples,
   static constexpr char kTag[] = "cnnscale shard digest 1";
   add(kTag, sizeof kTag);
   add(&samples, sizeof samples);
-  if (labels && label_pixels > 1) {  // segmentation: a tag, the pixels per map, the maps
+  if (label_maps >= 0) {  // segmentation: a tag; the maps' chunks follow the images'
     static constexpr char kMaps[] = "label maps";
     add(kMaps, sizeof kMaps);
-    add(&label_pixels, sizeof label_pixels);
-    add(labels, static_cast<size_t>(samples) * static_cast<size_t>(label_pixels) * sizeof(int32_t));
   } else if (labels) {
     add(labels, static_cast<size_t>(samples) * sizeof(int32_t));
   } else {  // regression: a tag no label array begins with, K, the targets
@@ -46,41 +44,47 @@ std::string shard_digest(const std::string& path, hid_t images, int64_t samples,
     add(shapes, static_cast<size_t>(samples) * 3 * sizeof(int32_t));
   }
 
-  H5Id space = h5_space(H5Dget_space(images));
-  H5Id dcpl(H5Dget_create_plist(images), H5Pclose);
-  hsize_t dims[8] = {0}, chunk[8] = {0};
-  const int rank = space.valid() ? H5Sget_simple_extent_ndims(space) : -1;
-  if (rank < 1 || rank > 8 || !dcpl.valid() || H5Pget_layout(dcpl) != H5D_CHUNKED ||
-      H5Pget_chunk(dcpl, rank, chunk) != rank)
-    fail("shard ", path, ": /images is not chunked as prep writes it (", h5_error_cause(), "); ", kFix);
-  H5Sget_simple_extent_dims(space, dims, nullptr);
-  for (int d = 1; d < rank; ++d)
-    if (chunk[d] != dims[d]) fail("shard ", path, ": /images is chunked along more than its first dimension; ", kFix);
-  const int64_t n = chunk[0] ? static_cast<int64_t>((dims[0] + chunk[0] - 1) / chunk[0]) : 0;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("cannot open shard ", path, ": ", std::strerror(errno), "; check permissions");
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
-  for (int64_t c = 0; c < n; ++c) {
-    hsize_t at[8] = {static_cast<hsize_t>(c) * chunk[0]};
-    unsigned mask = 0;
-    haddr_t addr = HADDR_UNDEF;
-    hsize_t size = 0;
-    uint8_t last[4] = {0, 0, 0, 0};
-    if (H5Dget_chunk_info_by_coord(images, at, &mask, &addr, &size) < 0)
-      fail("shard ", path, ": HDF5 cannot find /images chunk ", c, " (", h5_error_cause(), "): the file is damaged; ",
-           kFix);
-    if (addr != HADDR_UNDEF && size >= 4 &&
-        ::pread(fd, last, 4, static_cast<off_t>(addr + size - 4)) != 4)
-      fail("shard ", path, ": reading /images chunk ", c, " at offset ", addr, " failed (",
-           errno ? std::strerror(errno) : "the file ends before it", "): the file is truncated or damaged; ", kFix);
-    const uint64_t stored = addr == HADDR_UNDEF ? ~uint64_t{0} : static_cast<uint64_t>(size);
-    add(&stored, sizeof stored);
-    add(&mask, sizeof mask);
-    add(last, 4);
-  }
+  // Per chunk of a dataset chunked along its first dimension (as prep writes /images and
+  // label maps), in chunk order: its stored size, filter mask and last 4 stored bytes (its
+  // Fletcher32).
+  const auto add_chunks = [&](hid_t ds, const char* name) {
+    H5Id space = h5_space(H5Dget_space(ds));
+    H5Id dcpl(H5Dget_create_plist(ds), H5Pclose);
+    hsize_t dims[8] = {0}, chunk[8] = {0};
+    const int rank = space.valid() ? H5Sget_simple_extent_ndims(space) : -1;
+    if (rank < 1 || rank > 8 || !dcpl.valid() || H5Pget_layout(dcpl) != H5D_CHUNKED ||
+        H5Pget_chunk(dcpl, rank, chunk) != rank)
+      fail("shard ", path, ": ", name, " is not chunked as prep writes it (", h5_error_cause(), "); ", kFix);
+    H5Sget_simple_extent_dims(space, dims, nullptr);
+    for (int d = 1; d < rank; ++d)
+      if (chunk[d] != dims[d]) fail("shard ", path, ": ", name, " is chunked along more than its first dimension; ", kFix);
+    const int64_t n = chunk[0] ? static_cast<int64_t>((dims[0] + chunk[0] - 1) / chunk[0]) : 0;
+    for (int64_t c = 0; c < n; ++c) {
+      hsize_t at[8] = {static_cast<hsize_t>(c) * chunk[0]};
+      unsigned mask = 0;
+      haddr_t addr = HADDR_UNDEF;
+      hsize_t size = 0;
+      uint8_t last[4] = {0, 0, 0, 0};
+      if (H5Dget_chunk_info_by_coord(ds, at, &mask, &addr, &size) < 0)
+        fail("shard ", path, ": HDF5 cannot find ", name, " chunk ", c, " (", h5_error_cause(),
+             "): the file is damaged; ", kFix);
+      if (addr != HADDR_UNDEF && size >= 4 && ::pread(fd, last, 4, static_cast<off_t>(addr + size - 4)) != 4)
+        fail("shard ", path, ": reading ", name, " chunk ", c, " at offset ", addr, " failed (",
+             errno ? std::strerror(errno) : "the file ends before it", "): the file is truncated or damaged; ", kFix);
+      const uint64_t stored = addr == HADDR_UNDEF ? ~uint64_t{0} : static_cast<uint64_t>(size);
+      add(&stored, sizeof stored);
+      add(&mask, sizeof mask);
+      add(last, 4);
+    }
+  };
+  add_chunks(images, "/images");
+  if (label_maps >= 0) add_chunks(label_maps, "/labels");
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned len = 0;
   if (EVP_DigestFinal_ex(md.get(), out, &len) != 1) fail("SHA-256 failed in OpenSSL for shard ", path);

@@ -9,7 +9,7 @@
 //
 // The digest is SHA-256 (OpenSSL's libcrypto, already the rendezvous token's) over the
 // shard's identity, all of it read cheaply at open: its sample count, its labels (int32; a
-// regression shard: its float targets; a segmentation shard: its label maps),
+// regression shard: its float targets; a segmentation shard: its label maps' chunk checksums),
 // a ragged shard's /offsets and /shapes, and per /images chunk in chunk order its stored
 // size, its filter mask and its last 4 stored bytes — the chunk's Fletcher32, the last
 // filter of every shard prep writes, so it covers the stored bytes (compressed or not).
@@ -31,9 +31,10 @@ namespace cnnscale {
 // a ragged shard's, else null. Caller holds hdf5_mutex(). Throws UserError naming `path`
 // when the chunks cannot be found or read.
 // A regression shard's targets (samples × k floats) stand in for the labels (labels null);
-// a segmentation shard's labels are its label maps, samples × label_pixels.
+// a segmentation shard's open /labels (label_maps; labels null) is covered as /images is, by
+// its chunks' checksums (the maps are not read: they may be larger than memory).
 std::string shard_digest(const std::string& path, hid_t images, int64_t samples, const int32_t* labels,
                          const int64_t* offsets, const int32_t* shapes, const float* targets = nullptr, int k = 0,
-                         int64_t label_pixels = 1);
+                         hid_t label_maps = -1);
 
 }  // namespace cnnscale

@@ -149,6 +149,10 @@ std::string dataset_fingerprint(const DatasetInfo& info) {
     content += split->name + ":";
     content.append(reinterpret_cast<const char*>(split->labels.data()), split->labels.size() * sizeof(int32_t));
     content.append(reinterpret_cast<const char*>(split->targets.data()), split->targets.size() * sizeof(float));
+    // Label maps are not in memory: the shards' digests stand for them (they cover the maps'
+    // chunk checksums).
+    if (info.task == TaskKind::segmentation)
+      for (const auto& sh : split->shards) content += " " + sh.digest;
   }
   for (double m : info.mean) content += "mean " + num(m);
   for (double s : info.std) content += "std " + num(s);
@@ -158,8 +162,11 @@ std::string dataset_fingerprint(const DatasetInfo& info) {
   if (science)
     content += std::string("dtype ") + sample_type_name(info.dtype) + " transform " + info.transform + " task " +
                task_name(info.task);
-  const std::string what = info.task == TaskKind::classification ? std::to_string(info.classes) + " classes"
-                                                                 : std::to_string(info.targets) + " targets";
+  const bool classes = info.task == TaskKind::classification || info.task == TaskKind::segmentation;
+  const std::string what = classes ? std::to_string(info.classes) + " classes" + (info.task == TaskKind::segmentation
+                                                                                      ? std::string(" (label maps)")
+                                                                                      : std::string())
+                                   : std::to_string(info.targets) + " targets";
   return "prep " + shape_text(info.shape) + (science ? std::string(" ") + sample_type_name(info.dtype) : "") + ", " +
          what + ", " +
          std::to_string(info.train.samples) + " train + " + std::to_string(info.test.samples) +

@@ -13,6 +13,8 @@
 #    skip concatenation after an epoch and the built-in unet(2,16) (--sync-bn) after a step (rel
 #    < 1e-5; below, why not later); unet(2,16) for 6 epochs on each: test mIoU > 0.8 on both,
 #    within 0.01 of each other;
+#  - label maps are read per batch from the shards: a label outside the classes is refused by the
+#    reader, naming the shard, sample and pixel;
 #  - run.json: task segmentation, test_metrics miou and pixel_accuracy; metrics.jsonl: test_miou
 #    per epoch; `cnnscale report` (Samples/s, each run's mIoU) and `cnnscale watch` show it;
 #  - one `cnnscale: error:` each for: label maps of another size than the images, a test split
@@ -182,6 +184,17 @@ PYEOF
 "$CNNSCALE" train --data "$TMP/tampered" --model "conv(4,1)" --batch-size 32 --max-steps 1 >"$TMP/tampered.log" 2>&1
 expect_eq "a shard with one label changed: exit status 2" 2 "$?"
 expect_grep "a shard with one label changed: its digest" "^cnnscale: error: .*train-00001-of-00002.h5.*digest" "$TMP/tampered.log"
+
+# Label maps are read per batch, not at load: a dataset.json whose classes were lowered by hand
+# (3: the maps hold 0..3) passes load, and the reader refuses the first label map holding a 3,
+# naming the shard, the sample and the pixel.
+cp -r "$TMP/seg" "$TMP/fewer"
+sed -i 's/"classes": 4/"classes": 3/' "$TMP/fewer/dataset.json"
+"$CNNSCALE" train --data "$TMP/fewer" --model "conv(3,1)" --batch-size 32 --max-steps 1 >"$TMP/fewer.log" 2>&1
+expect_eq "label maps outside the classes: exit status 2" 2 "$?"
+expect_grep "label maps outside the classes: the reader names shard, sample and pixel" \
+  "^cnnscale: error: shard .*/fewer/train-0000[01]-of-00002.h5: label 3 of sample [0-9]+ \\(pixel [0-9]+\\) is outside \\[0, 3\\)" \
+  "$TMP/fewer.log"
 
 # Mistakes: one clear error each.
 refuse() {  # refuse NAME PATTERN COMMAND...
