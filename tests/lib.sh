@@ -37,6 +37,15 @@ expect_ckpt_close() {
   python3 -c "import sys; sys.exit(0 if float('${rel:-1}') < $tol else 1)" 2>/dev/null
   expect_eq "$label (rel diff ${rel:-?} < $tol)" 0 "$?"
 }
+# expect_refused NAME PATTERN CMD...: CMD ends with exit status 2 and a line
+# "cnnscale: error: …PATTERN…" (an extended regex) — a user error, said as such.
+expect_refused() {
+  local name=$1 pattern=$2
+  shift 2
+  "$@" >"$TMP/refused.log" 2>&1
+  expect_eq "$name: exit status 2" 2 "$?"
+  expect_grep "$name: says why" "^cnnscale: error: .*$pattern" "$TMP/refused.log"
+}
 # expect_ckpt_bitwise LABEL A.h5 B.h5: h5diff finds /model and /optimizer bitwise equal
 # (what h5diff says is appended to $TMP/h5diff.log).
 expect_ckpt_bitwise() {

@@ -177,33 +177,26 @@ expect_eq "the multilabel check ran" 0 "$?"
 report_lines "$TMP/ml.txt"
 
 # Mistakes: one clear error each.
-refuse() {  # refuse NAME PATTERN COMMAND...
-  local name=$1 pattern=$2
-  shift 2
-  "$@" >"$TMP/refuse.log" 2>&1
-  expect_eq "$name: exit status 2" 2 "$?"
-  expect_grep "$name: says why" "^cnnscale: error: .*$pattern" "$TMP/refuse.log"
-}
 P=("$CNNSCALE" prep --format hdf5 --input "$H5" --output "$TMP/bad")
-refuse "float64 samples" "holds float values of 8 bytes; prep takes uint8, int16, float16 and float32" \
+expect_refused "float64 samples" "holds float values of 8 bytes; prep takes uint8, int16, float16 and float32" \
   "${P[@]}" --images /x64 --targets /y_train
-refuse "targets of the wrong count" "must hold N or N×K targets for the 512 samples" \
+expect_refused "targets of the wrong count" "must hold N or N×K targets for the 512 samples" \
   "${P[@]}" --images /x_train --targets /y_bad
-refuse "volumes" "N×C×D×H×W \\(volumes\\); cnnscale's 3-D layers are not built yet" \
+expect_refused "volumes" "N×C×D×H×W \\(volumes\\); cnnscale's 3-D layers are not built yet" \
   "${P[@]}" --images /vol --targets /y_train
-refuse "log1p of uint8 images" "--transform log1p applies to int16, float16 and float32 samples" \
+expect_refused "log1p of uint8 images" "--transform log1p applies to int16, float16 and float32 samples" \
   "${P[@]}" --images /u8 --targets /y_train --transform log1p
-refuse "--test-labels with --targets" "--test-labels goes with --labels; with --targets give --test-targets" \
+expect_refused "--test-labels with --targets" "--test-labels goes with --labels; with --targets give --test-targets" \
   "${P[@]}" --images /x_train --targets /y_train --test-images /x_test --test-labels /y_test
-refuse "--task multilabel of other values" "is 0\\.[0-9]+; a multilabel data set's targets are 0 or 1" \
+expect_refused "--task multilabel of other values" "is 0\\.[0-9]+; a multilabel data set's targets are 0 or 1" \
   "${P[@]}" --images /x_train --targets /y_train --task multilabel
-refuse "--classes with --targets" "--classes goes with class labels" \
+expect_refused "--classes with --targets" "--classes goes with class labels" \
   "${P[@]}" --images /x_train --targets /y_train --classes 4
 T=("$CNNSCALE" train --data "$TMP/f32" --batch-size 16 --max-steps 1 --model "$SPEC")
-refuse "cross-entropy on float targets" "--loss cross-entropy needs class labels, but this data set holds 2 float targets" \
+expect_refused "cross-entropy on float targets" "--loss cross-entropy needs class labels, but this data set holds 2 float targets" \
   "${T[@]}" --loss cross-entropy
-refuse "--augment on float samples" "--augment hflip works on uint8 images; .* holds float32 samples" \
+expect_refused "--augment on float samples" "--augment hflip works on uint8 images; .* holds float32 samples" \
   "${T[@]}" --augment hflip
-refuse "3 outputs for 2 targets" "the model ends in 3 outputs but the data needs 2 per sample" \
+expect_refused "3 outputs for 2 targets" "the model ends in 3 outputs but the data needs 2 per sample" \
   "$CNNSCALE" train --data "$TMP/f32" --batch-size 16 --max-steps 1 --model "flatten linear(3)"
 finish
