@@ -89,8 +89,9 @@ int cmd_train(int argc, char** argv) {
       "W0,W1,...: cross-entropy: one weight per class (F.cross_entropy's weight: the mean divides by the sum of "
       "the batch's weights); bce-with-logits: one per output")(
       "ignore-index", po::value<int>(),
-      "cross-entropy: samples of this class count neither in the loss nor in its mean (F.cross_entropy's "
-      "ignore_index)")(
+      "cross-entropy: samples (segmentation: pixels) of this label count neither in the loss nor in its mean "
+      "(F.cross_entropy's ignore_index); classification: a class; segmentation: any label, e.g. 255, which "
+      "also fills the pixels a padded --augment crop adds to a label map")(
       "precision", po::value(&precision)->default_value(precision),
       "fp32|bf16: bf16 compute for convolutions and matmuls with fp32 accumulation and fp32 master weights; "
       "CPU: oneDNN, needs AVX512-BF16 or AMX; GPU: cuDNN/cuBLAS bf16 tensor cores (compute capability 8.0+), "
