@@ -259,8 +259,12 @@ TEST(Augment, LabelMapsMoveWithTheirImages) {
         }
         moved += m != map;
       }
-    if (std::string(list) != "crop26pad0") EXPECT_GT(moved, 60) << list << ": the draws moved most maps";
-    if (std::string(list).find("pad3") != std::string::npos) EXPECT_GT(padded, 0) << list;
+    if (std::string(list) != "crop26pad0") {
+      EXPECT_GT(moved, 60) << list << ": the draws moved most maps";
+    }
+    if (std::string(list).find("pad3") != std::string::npos) {
+      EXPECT_GT(padded, 0) << list;
+    }
   }
 }
 
