@@ -185,6 +185,8 @@ std::unique_ptr<Net::Plan> Net::build_plan(int64_t n) {
     plan->plain_dz.resize(plain.get_size());
     plan->plain_out_mem = dnnl::memory(plain, eng_, plan->plain_out.data());
     plan->plain_dz_mem = dnnl::memory(plain, eng_, plan->plain_dz.data());
+    plan->to_plain = dnnl::reorder(out.mem, plan->plain_out_mem);
+    plan->from_plain = dnnl::reorder(plan->plain_dz_mem, out.diff_mem);
   }
   // The transient region: each node's conversions one after another, sized by the
   // node that needs the most (nodes run one at a time).
@@ -408,13 +410,13 @@ double Net::forward_backward(const float* images, const Targets& targets, int64_
   Tensor& out = *plan.tensors[graph_.output];
   const bool convert = plan.plain_out.bytes() > 0;
   if (convert) {
-    dnnl::reorder(out.mem, plan.plain_out_mem).execute(stream_, out.mem, plan.plain_out_mem);
+    plan.to_plain.execute(stream_, out.mem, plan.plain_out_mem);
     stream_.wait();
   }
   const double total = task_->loss_and_grad(convert ? plan.plain_out.f() : out.data_ptr(), targets, n,
                                             ctx.loss_scale, convert ? plan.plain_dz.f() : out.diff_ptr());
   if (convert) {
-    dnnl::reorder(plan.plain_dz_mem, out.diff_mem).execute(stream_, plan.plain_dz_mem, out.diff_mem);
+    plan.from_plain.execute(stream_, plan.plain_dz_mem, out.diff_mem);
     stream_.wait();
   }
 
@@ -464,8 +466,7 @@ void Net::forward_eval(const float* images, int64_t n, float* logits) {
       std::memset(x.data.f() + m * per, 0, static_cast<size_t>((max_batch_ - m) * per) * sizeof(float));
     for (auto& e : plan.execs) e->forward_eval(c);
     if (convert) {
-      dnnl::memory src = out.mem;  // a handle to the same memory
-      dnnl::reorder(src, plan.plain_out_mem).execute(stream_, src, plan.plain_out_mem);
+      plan.to_plain.execute(stream_, {{DNNL_ARG_FROM, out.mem}, {DNNL_ARG_TO, plan.plain_out_mem}});
       stream_.wait();
     }
     std::memcpy(logits + off * C, convert ? plan.plain_out.f() : out.data_ptr(),

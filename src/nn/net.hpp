@@ -74,8 +74,10 @@ class Net : public Model {
     PlanMemory memory;
     // A dense output (segmentation) in a layout other than plain f32 NCHW (a conv's
     // blocked or bf16 output): the task reads it and writes its gradient in plain copies.
+    // The two reorders are made once with the plan, not per step.
     Buffer plain_out, plain_dz;
     dnnl::memory plain_out_mem, plain_dz_mem;
+    dnnl::reorder to_plain, from_plain;  // logits → plain_out; plain_dz → the logits' gradient
   };
   Plan& plan_for(int64_t n);
   std::unique_ptr<Plan> build_plan(int64_t n);
