@@ -216,6 +216,7 @@ md_t plain_md(const std::vector<int64_t>& dims, dt type) {
     case 1: return md_t(d, type, tag::x);
     case 2: return md_t(d, type, tag::nc);
     case 4: return md_t(d, type, tag::nchw);
+    case 5: return md_t(d, type, tag::ncdhw);  // volumes
     default: throw std::logic_error("plain_md: unsupported rank");
   }
 }

@@ -9,11 +9,31 @@
 
 namespace cnnscale::nn {
 
+std::vector<int64_t> batch_dims(int64_t n, const Shape& s) {
+  if (s.flat) return {n, s.c};
+  if (s.volume()) return {n, s.c, s.d, s.h, s.w};
+  return {n, s.c, s.h, s.w};
+}
+
+std::string shape_text(const Shape& s) {
+  if (s.flat) return std::to_string(s.c);
+  return std::to_string(s.c) + "x" + (s.volume() ? std::to_string(s.d) + "x" : "") + std::to_string(s.h) + "x" +
+         std::to_string(s.w);
+}
+
 GraphBuilder::GraphBuilder(const SampleShape& input) {
   g_.input = input;
-  if (input.channels < 1 || input.height < 1 || input.width < 1)
+  if (input.channels < 1 || input.height < 1 || input.width < 1 || input.depth < 0)
     fail("bad input shape ", input.channels, "x", input.height, "x", input.width);
-  shapes_.push_back(Shape{input.channels, input.height, input.width, false});
+  Shape s{input.channels, input.height, input.width, false};
+  s.d = input.depth;
+  shapes_.push_back(s);
+}
+
+void GraphBuilder::no_volume(int x, const char* what) const {
+  if (shape(x).volume())
+    fail(what, " has no 3-D form in cnnscale yet and its input is a volume (", shape_text(shape(x)),
+         "); the 3-D layers are conv, maxpool, avgpool, bn, relu, the activations, dropout, add, concat and flatten");
 }
 
 int GraphBuilder::push(Node n, Shape out) {
@@ -42,26 +62,38 @@ void GraphBuilder::param(Node& n, const std::string& name, std::vector<int64_t> 
   g_.params.push_back(std::move(d));
 }
 
-static int out_size(int in, int k, int stride, int pad) { return (in + 2 * pad - k) / stride + 1; }
+static int out_size(int in, int k, int stride, int pad, int pad_end = 0) {
+  return (in + 2 * pad + pad_end - k) / stride + 1;
+}
 
-int GraphBuilder::conv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias, int groups) {
+int GraphBuilder::conv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias, int groups,
+                       int pad_end) {
   const Shape s = shape(x);
   if (s.flat) fail("conv needs a c×h×w input, got a flat one (conv after flatten/linear)");
-  if (s.h + 2 * pad < k || s.w + 2 * pad < k)
-    fail("conv kernel ", k, " is larger than its (padded) input ", s.h + 2 * pad, "x", s.w + 2 * pad);
+  const int p2 = 2 * pad + pad_end;
+  if (s.h + p2 < k || s.w + p2 < k || (s.volume() && s.d + p2 < k))
+    fail("conv kernel ", k, " is larger than its (padded) input ", shape_text(s));
   if (pad >= k) fail("conv padding ", pad, " must be smaller than the kernel ", k);
+  if (pad_end < 0 || pad + pad_end >= k) fail("conv end padding ", pad_end, " must leave the padding below the kernel ", k);
   if (groups < 1 || s.c % groups != 0 || out % groups != 0)
     fail("conv groups ", groups, " must divide both its input channels (", s.c, ") and its output channels (", out,
          "), as PyTorch's Conv2d requires");
+  if (s.volume() && groups != 1) fail("a 3-D conv takes groups 1 only in cnnscale, got ", groups);
+  Shape o{out, out_size(s.h, k, stride, pad, pad_end), out_size(s.w, k, stride, pad, pad_end), false};
   // PyTorch's fans of a weight out × in/groups × k × k (torch.nn.init's
-  // _calculate_fan_in_and_fan_out: dims 1 and 0 times k²): in/groups·k² and out·k².
-  return windowed(Op::conv, x, name, out, k, stride, pad, bias, groups, {out, s.c / groups, k, k},
-                  Shape{out, out_size(s.h, k, stride, pad), out_size(s.w, k, stride, pad), false});
+  // _calculate_fan_in_and_fan_out: dims 1 and 0 times k²): in/groups·k² and out·k² (k³ in 3-D).
+  std::vector<int64_t> w{out, s.c / groups, k, k};
+  if (s.volume()) {
+    o.d = out_size(s.d, k, stride, pad, pad_end);
+    w.push_back(k);
+  }
+  return windowed(Op::conv, x, name, out, k, stride, pad, bias, groups, w, o, pad_end);
 }
 
 int GraphBuilder::deconv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias) {
   const Shape s = shape(x);
   if (s.flat) fail("deconv needs a c×h×w input, got a flat one (deconv after flatten/linear)");
+  no_volume(x, "deconv (ConvTranspose)");
   if (k < 1 || stride < 1 || pad < 0) fail("deconv needs kernel ≥ 1, stride ≥ 1 and padding ≥ 0");
   const int64_t oh = int64_t{s.h - 1} * stride - 2 * pad + k, ow = int64_t{s.w - 1} * stride - 2 * pad + k;
   if (oh < 1 || ow < 1)
@@ -75,7 +107,7 @@ int GraphBuilder::deconv(int x, const std::string& name, int out, int k, int str
 // conv and deconv: the node, its weight (PyTorch's dims `w`, fans dims 1 and 0 times k²) and
 // bias (bound 1/√fan_in).
 int GraphBuilder::windowed(Op op, int x, const std::string& name, int out, int k, int stride, int pad, bool bias,
-                           int groups, std::vector<int64_t> w, Shape out_shape) {
+                           int groups, std::vector<int64_t> w, Shape out_shape, int pad_end) {
   Node n;
   n.op = op;
   n.inputs = {x};
@@ -83,11 +115,14 @@ int GraphBuilder::windowed(Op op, int x, const std::string& name, int out, int k
   n.kernel = k;
   n.stride = stride;
   n.pad = pad;
+  n.pad_end = pad_end;
   n.bias = bias;
   n.groups = groups;
-  const int64_t fan_in = w[1] * k * k;
+  int64_t window = 1;  // k² (k³ for a 3-D weight)
+  for (size_t i = 2; i < w.size(); ++i) window *= w[i];
+  const int64_t fan_in = w[1] * window;
   param(n, name + ".weight", w, true, true, conv_init_, fan_in);
-  g_.params.back().fan_out = w[0] * k * k;
+  g_.params.back().fan_out = w[0] * window;
   if (bias) param(n, name + ".bias", {out}, true, false, Init::fan_in_bias, fan_in);
   return push(std::move(n), out_shape);
 }
@@ -95,6 +130,7 @@ int GraphBuilder::windowed(Op op, int x, const std::string& name, int out, int k
 int GraphBuilder::upsample(int x, int scale, Resample mode) {
   const Shape s = shape(x);
   if (s.flat) fail("upsampling needs a c×h×w input, got a flat one (after flatten/linear)");
+  no_volume(x, "upsampling");
   if (scale < 1 || scale > 64) fail("the up-sampling factor ", scale, " is not one of 1..64");
   Node n;
   n.op = Op::upsample;
@@ -135,11 +171,18 @@ static Shape pool_shape(const Shape& s, int kh, int kw, int stride, int pad, con
   if (2 * pad > kh || 2 * pad > kw)
     fail(what, " padding ", pad, " must be at most half the kernel ", kh, " (as PyTorch)");
   if (s.h + 2 * pad < kh || s.w + 2 * pad < kw) {
-    if (pad == 0) fail(what, " kernel ", kh, " is larger than its input ", s.h, "x", s.w);
+    if (pad == 0) fail(what, " kernel ", kh, " is larger than its input ", shape_text(s));
     fail(what, " kernel ", kh, " is larger than its padded input ", s.h + 2 * pad, "x", s.w + 2 * pad);
   }
-  if (ceil_mode) return Shape{s.c, ceil_out_size(s.h, kh, stride, pad), ceil_out_size(s.w, kw, stride, pad), false};
-  return Shape{s.c, out_size(s.h, kh, stride, pad), out_size(s.w, kw, stride, pad), false};
+  if (s.volume() && (kh != kw || s.d + 2 * pad < kh))
+    fail(what, " kernel ", kh, " is larger than its input ", shape_text(s));
+  Shape o{s.c, out_size(s.h, kh, stride, pad), out_size(s.w, kw, stride, pad), false};
+  if (s.volume()) o.d = out_size(s.d, kh, stride, pad);
+  if (ceil_mode) {
+    o.h = ceil_out_size(s.h, kh, stride, pad), o.w = ceil_out_size(s.w, kw, stride, pad);
+    if (s.volume()) o.d = ceil_out_size(s.d, kh, stride, pad);
+  }
+  return o;
 }
 
 int GraphBuilder::pool(Op op, int x, int kh, int kw, int stride, int pad, bool ceil_mode) {
@@ -164,6 +207,7 @@ int GraphBuilder::avgpool(int x, int k, int stride, int pad) { return pool(Op::a
 int GraphBuilder::gap(int x) {
   const Shape s = shape(x);
   if (s.flat) fail("gap needs a c×h×w input, got a flat one");
+  no_volume(x, "gap (global average pooling)");
   // One h×w window (a single output whatever the stride; s.h keeps the square case's
   // node as it always was).
   return pool(Op::avgpool, x, s.h, s.w, s.h, 0);
@@ -180,6 +224,7 @@ int GraphBuilder::dropout(int x, double p) {
 int GraphBuilder::stochastic_depth(int x, double p) {
   if (!(p >= 0 && p <= 1)) fail("stochastic depth needs a probability in [0, 1], got ", p);
   if (shape(x).flat) fail("stochastic depth needs a c×h×w input, got a flat one");
+  no_volume(x, "stochastic depth");
   Node n;
   n.op = Op::stochastic_depth;
   n.inputs = {x};
@@ -190,6 +235,7 @@ int GraphBuilder::stochastic_depth(int x, double p) {
 int GraphBuilder::layernorm2d(int x, const std::string& name, double eps) {
   const Shape s = shape(x);
   if (s.flat) fail("layernorm2d needs a c×h×w input, got a flat one");
+  no_volume(x, "layernorm2d");
   Node n;
   n.op = Op::layernorm;
   n.eps = eps;
@@ -202,6 +248,7 @@ int GraphBuilder::layernorm2d(int x, const std::string& name, double eps) {
 int GraphBuilder::layer_scale(int x, const std::string& name, double init) {
   const Shape s = shape(x);
   if (s.flat) fail("layer scale needs a c×h×w input, got a flat one");
+  no_volume(x, "layer scale");
   Node n;
   n.op = Op::layer_scale;
   n.inputs = {x};
@@ -222,6 +269,7 @@ int GraphBuilder::pointwise_linear(int x, const std::string& name, int out) {
 int GraphBuilder::channel_slice(int x, int begin, int end) {
   const Shape s = shape(x);
   if (s.flat) fail("a channel slice needs a c×h×w input, got a flat one");
+  no_volume(x, "a channel slice");
   if (begin < 0 || end > s.c || begin >= end)
     fail("channel slice [", begin, ", ", end, ") is not inside the input's ", s.c, " channels");
   Node n;
@@ -235,6 +283,7 @@ int GraphBuilder::channel_slice(int x, int begin, int end) {
 int GraphBuilder::channel_shuffle(int x, int groups) {
   const Shape s = shape(x);
   if (s.flat) fail("a channel shuffle needs a c×h×w input, got a flat one");
+  no_volume(x, "a channel shuffle");
   if (groups < 1 || s.c % groups != 0) fail("channel shuffle: ", groups, " groups do not divide ", s.c, " channels");
   Node n;
   n.op = Op::channel_shuffle;
@@ -246,6 +295,7 @@ int GraphBuilder::channel_shuffle(int x, int groups) {
 int GraphBuilder::adaptive_avgpool(int x, int oh, int ow) {
   const Shape s = shape(x);
   if (s.flat) fail("adaptive average pooling needs a c×h×w input, got a flat one");
+  no_volume(x, "adaptive average pooling");
   if (oh < 1 || ow < 1) fail("adaptive average pooling needs an output of at least 1x1, got ", oh, "x", ow);
   Node n;
   n.op = Op::adaptive_avgpool;
@@ -258,6 +308,7 @@ int GraphBuilder::flatten(int x) {
   Node n;
   n.op = Op::flatten;
   n.inputs = {x};
+  if (s.numel() > 2000000000) fail("flatten of ", shape_text(s), " makes more than 2e9 features");
   return push(std::move(n), Shape{static_cast<int>(s.numel()), 1, 1, true});
 }
 
@@ -313,8 +364,8 @@ void GraphBuilder::set_given(const std::string& name, std::shared_ptr<const std:
 
 int GraphBuilder::add(int a, int b) {
   const Shape sa = shape(a), sb = shape(b);
-  if (sa.c != sb.c || sa.h != sb.h || sa.w != sb.w || sa.flat != sb.flat)
-    fail("residual add needs equal shapes, got ", sa.c, "x", sa.h, "x", sa.w, " and ", sb.c, "x", sb.h, "x", sb.w);
+  if (sa.c != sb.c || sa.h != sb.h || sa.w != sb.w || sa.flat != sb.flat || sa.d != sb.d)
+    fail("residual add needs equal shapes, got ", shape_text(sa), " and ", shape_text(sb));
   Node n;
   n.op = Op::add;
   n.inputs = {a, b};
@@ -323,6 +374,7 @@ int GraphBuilder::add(int a, int b) {
 
 int GraphBuilder::mul(int x, int s) {
   const Shape sx = shape(x), ss = shape(s);
+  no_volume(x, "a channel scale (mul)");
   if (sx.flat || ss.flat || ss.c != sx.c || ss.h != 1 || ss.w != 1)
     fail("a channel scale needs a c×h×w input and a c×1×1 scale, got ", sx.c, "x", sx.h, "x", sx.w, " and ", ss.c,
          "x", ss.h, "x", ss.w);
@@ -351,9 +403,9 @@ int GraphBuilder::concat(const std::vector<int>& xs) {
     for (size_t j = 0; j < i; ++j)
       if (xs[j] == xs[i]) fail("concat of one tensor with itself is not supported (input ", i + 1, " repeats input ", j + 1, ")");
     const Shape s = shape(xs[i]);
-    if (s.flat != s0.flat || s.h != s0.h || s.w != s0.w)
-      fail("concat needs inputs of one height and width, got ", s0.c, "x", s0.h, "x", s0.w, " and ", s.c, "x", s.h,
-           "x", s.w, " (input ", i + 1, ")");
+    if (s.flat != s0.flat || s.h != s0.h || s.w != s0.w || s.d != s0.d)
+      fail("concat needs inputs of one height and width, got ", shape_text(s0), " and ", shape_text(s), " (input ",
+           i + 1, ")");
     out.c += s.c;
   }
   Node n;
@@ -364,11 +416,14 @@ int GraphBuilder::concat(const std::vector<int>& xs) {
 
 Graph GraphBuilder::finish(int output, int classes) {
   Shape s = shape(output);
-  if (!s.flat && s.h == 1 && s.w == 1) {
+  if (!s.flat && s.h == 1 && s.w == 1 && s.d <= 1) {
     output = flatten(output);
     s = shape(output);
   }
   // A C×H×W output stays dense (segmentation); build_model_graph checks it fits the task.
+  if (!s.flat && s.volume())
+    fail("the model ends in a volume (", shape_text(s), "); dense 3-D outputs (3-D segmentation) are not built yet: end ",
+         "in flatten and linear(", classes, ")");
   if (!s.flat) {
     g_.dense_output = true;
     g_.out_h = s.h;
@@ -411,7 +466,7 @@ Graph GraphBuilder::finish(int output, int classes) {
     Node& r = g_.nodes[k - 1];
     // Only unpadded square windows that tile the input (kernel == stride): the fused
     // kernel reads no padding and gives each input position to at most one window.
-    if (p.op == Op::maxpool && p.kernel == p.stride && p.kernel_w == p.kernel && p.pad == 0 && !p.ceil_mode &&
+    if (p.op == Op::maxpool && p.kernel == p.stride && !p.in.volume() && p.kernel_w == p.kernel && p.pad == 0 && !p.ceil_mode &&
         r.op == Op::relu &&
         r.fused_relu && p.inputs[0] == r.index + 1 && readers[r.index + 1] == 1 && r.index + 1 != output) {
       r.relu_into_pool = p.relu_into_pool = true;
@@ -625,6 +680,8 @@ const char* act_name(Act a) {
     case Act::gelu: return "gelu";
     case Act::hardsigmoid: return "hardsigmoid";
     case Act::leaky_relu: return "leaky_relu";
+    case Act::tanh: return "tanh";
+    case Act::scale: return "scale";
   }
   return "?";
 }

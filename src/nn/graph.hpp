@@ -23,16 +23,24 @@ enum class Resample { nearest, bilinear, bilinear_align_corners };
 // gradients: ReLU6 (hardtanh(0, 6): gradient where 0 < x < 6), sigmoid, SiLU (x·σ(x)),
 // hard-swish (x·relu6(x+3)/6), GELU (erf form), hard-sigmoid (relu6(x+3)/6: gradient 1/6
 // where -3 < x < 3, as hardsigmoid_backward), leaky ReLU (x for x > 0, else slope·x;
-// gradient slope where x ≤ 0, as leaky_relu_backward).
-enum class Act { relu6, sigmoid, silu, hardswish, gelu, hardsigmoid, leaky_relu };
+// gradient slope where x ≤ 0, as leaky_relu_backward), tanh, scale (slope·x: CosmoFlow's
+// output scale_1p2, the factor in Node::slope).
+enum class Act { relu6, sigmoid, silu, hardswish, gelu, hardsigmoid, leaky_relu, tanh, scale };
 const char* act_name(Act a);  // the spec's and PyTorch's name: "relu6", "silu", ...
 
-// A tensor's per-sample shape: c×h×w, or `flat` features (c = features, h = w = 1).
+// A tensor's per-sample shape: c×h×w, a volume c×d×h×w (d ≥ 1: the 3-D layers, Conv3d,
+// MaxPool3d, BatchNorm3d, run on it), or `flat` features (c = features, h = w = 1, d = 0).
 struct Shape {
   int c = 0, h = 1, w = 1;
   bool flat = false;
-  int64_t numel() const { return int64_t{c} * h * w; }
+  int d = 0;  // 0: not a volume
+  bool volume() const { return d > 0; }
+  int64_t numel() const { return int64_t{c} * (d > 0 ? d : 1) * h * w; }
 };
+// The dims of a batch of n tensors of shape s: {n, c}, {n, c, h, w} or {n, c, d, h, w}.
+std::vector<int64_t> batch_dims(int64_t n, const Shape& s);
+// "C×H×W", "C×D×H×W" or "C" (messages).
+std::string shape_text(const Shape& s);
 
 // kaiming_uniform: PyTorch's default for conv/linear weights (a=√5, bound 1/√fan_in);
 // kaiming_normal_fan_out: torchvision's ResNet convs, kaiming_normal_(mode='fan_out',
@@ -77,6 +85,9 @@ struct Node {
   Shape in, out;             // in = shape of inputs[0]
   int out_channels = 0;      // conv / linear
   int kernel = 0, stride = 1, pad = 0;
+  // conv: extra zero padding at the end of every spatial dim (PyTorch's padding='same' for an
+  // even kernel, Keras's 'same': Conv3d(k=2, padding='same') is pad 0, pad_end 1).
+  int pad_end = 0;
   int groups = 1;            // conv: channel groups (PyTorch's groups; in.c = depthwise); channel_shuffle: groups
   int slice_begin = 0, slice_end = 0;  // channel_slice: the input channels [begin, end)
   Act act = Act::relu6;      // act: which activation
@@ -141,7 +152,10 @@ class GraphBuilder {
 
   // PyTorch's Conv2d(in, out, k, stride, pad, groups=groups, bias=bias): groups must divide
   // both channel counts; the weight is out × in/groups × k × k.
-  int conv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias = true, int groups = 1);
+  // On a volume: Conv3d with a k×k×k kernel (groups 1), weight out × in × k × k × k.
+  // pad_end: extra padding at the end of each spatial dim (Node::pad_end).
+  int conv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias = true, int groups = 1,
+           int pad_end = 0);
   // PyTorch's ConvTranspose2d(in, out, k, stride, pad, bias=bias) (groups 1, no output
   // padding, dilation 1): output (in − 1)·stride − 2·pad + k; the weight is in × out × k × k,
   // initialised as PyTorch's (kaiming-uniform(a=√5) with fan_in = out·k², its dim 1).
@@ -154,13 +168,14 @@ class GraphBuilder {
   // size; max-pool padding acts as -inf, average-pool padding as 0 counted in the window.
   // ceil_mode: PyTorch's MaxPool2d(ceil_mode=True): the output size rounded up, the last
   // window (which must start inside the input or its left padding) clipped to the input.
+  // On a volume: MaxPool3d / AvgPool3d with k×k×k windows.
   int maxpool(int x, int k, int stride, int pad = 0, bool ceil_mode = false);
   int avgpool(int x, int k, int stride, int pad = 0);
   int gap(int x);  // AdaptiveAvgPool2d(1): an h×w window, any (also non-square) input
   int dropout(int x, double p);
   int flatten(int x);
   int linear(int x, const std::string& name, int out);
-  int bn(int x, const std::string& name, double momentum = 0.1, double eps = 1e-5);
+  int bn(int x, const std::string& name, double momentum = 0.1, double eps = 1e-5);  // BatchNorm3d on a volume
   int add(int a, int b);
   // x (c×h×w) times s (c×1×1) per channel (Op::mul: the scale of squeeze-and-excitation).
   int mul(int x, int s);
@@ -213,13 +228,15 @@ class GraphBuilder {
  private:
   int push(Node n, Shape out);
   int pool(Op op, int x, int kh, int kw, int stride, int pad, bool ceil_mode = false);  // maxpool / avgpool
+  // The layers that have no 3-D form yet refuse a volume input (UserError naming `what`).
+  void no_volume(int x, const char* what) const;
   void param(Node& n, const std::string& name, std::vector<int64_t> shape, bool trainable, bool decay, Init init,
              int64_t fan_in);
   Graph g_;
   std::vector<Shape> shapes_;
   Init conv_init_ = Init::kaiming_uniform;
   int windowed(Op op, int x, const std::string& name, int out, int k, int stride, int pad, bool bias, int groups,
-               std::vector<int64_t> w, Shape out_shape);  // conv's and deconv's node and parameters
+               std::vector<int64_t> w, Shape out_shape, int pad_end = 0);  // conv's and deconv's node and parameters
 };
 
 // A model's graph with its name and canonical spec: what the CPU model (Net) and the

@@ -10,6 +10,8 @@
 //   gelu       eltwise_gelu_erf: x·Φ(x) (PyTorch's default, approximate='none');
 //   leaky_relu eltwise_relu(alpha = slope): x > 0 ? x : slope·x, gradient dy·(x > 0 ? 1 : slope),
 //              as leaky_relu_backward (torch's is x > 0 too: at 0 the slope);
+//   tanh       eltwise_tanh;
+//   scale      eltwise_linear(alpha = slope, beta 0): slope·x (CosmoFlow's output ×1.2);
 //   hardsigmoid  ours (oneDNN 2.6 has none): PyTorch's CPU kernel's float operations,
 //              min(max(x + 3, 0), 6) / 6 forward, dy · (1/6) where -3 < x < 3 backward, on
 //              plain fp32 (its use, MobileNetV3's squeeze-and-excitation gate, is N×C×1×1).
@@ -35,6 +37,8 @@ EltwiseOf eltwise_of(Act a, float slope) {
     case Act::hardswish: return {algorithm::eltwise_hardswish, 0.f, 0.f};
     case Act::gelu: return {algorithm::eltwise_gelu_erf, 0.f, 0.f};
     case Act::leaky_relu: return {algorithm::eltwise_relu, slope, 0.f};
+    case Act::tanh: return {algorithm::eltwise_tanh, 0.f, 0.f};
+    case Act::scale: return {algorithm::eltwise_linear, slope, 0.f};
     case Act::hardsigmoid: break;  // HardSigmoidExec
   }
   internal_error("eltwise_of: unknown activation");

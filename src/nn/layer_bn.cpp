@@ -282,11 +282,19 @@ struct ChannelWalk {
 
   explicit ChannelWalk(const md_t& md) {
     const dnnl_memory_desc_t& d = md.data;
-    if (d.ndims != 4 || (d.data_type != dnnl_f32 && d.data_type != dnnl_bf16) || d.format_kind != dnnl_blocked)
-      throw std::logic_error("batch-norm --sync-bn: expected a 4-d f32 or bf16 activation");
-    n = d.dims[0], c = d.dims[1], h = d.dims[2], w = d.dims[3];
+    if ((d.ndims != 4 && d.ndims != 5) || (d.data_type != dnnl_f32 && d.data_type != dnnl_bf16) ||
+        d.format_kind != dnnl_blocked)
+      throw std::logic_error("batch-norm --sync-bn: expected a 4-d or 5-d f32 or bf16 activation");
     const dnnl_blocking_desc_t& b = d.format_desc.blocking;
-    for (int i = 0; i < 4; ++i) s[i] = b.strides[i];
+    n = d.dims[0], c = d.dims[1];
+    s[0] = b.strides[0], s[1] = b.strides[1];
+    if (d.ndims == 5) {  // a volume: depth and height as one (D·H) when depth steps over whole planes
+      if (b.strides[2] != d.dims[3] * b.strides[3])
+        throw std::logic_error("batch-norm: a 5-d activation whose depth is not dense over its rows");
+      h = d.dims[2] * d.dims[3], w = d.dims[4], s[2] = b.strides[3], s[3] = b.strides[4];
+    } else {
+      h = d.dims[2], w = d.dims[3], s[2] = b.strides[2], s[3] = b.strides[3];
+    }
     offset0 = d.offset0;
     if (b.inner_nblks == 1 && b.inner_idxs[0] == 1) blk = b.inner_blks[0];
     else if (b.inner_nblks != 0) throw std::logic_error("batch-norm --sync-bn: unsupported activation layout");
@@ -457,7 +465,7 @@ class BnExec : public Exec {
     tracked_ = env.params + gp[node.params[4]].info.offset;
     memory rmean = pmem(2, env.params), rvar = pmem(3, env.params);
     channels_ = node.in.c;
-    count_ = env.n * node.in.h * node.in.w;
+    count_ = env.n * (node.in.volume() ? node.in.d : 1) * node.in.h * node.in.w;
 
     memory diff_src, ws;
     if (in->needs_diff) {

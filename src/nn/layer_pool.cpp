@@ -33,13 +33,19 @@ class PoolExec : public PrimitiveExec {
     using namespace dnnl;
     const algorithm alg = node.op == Op::maxpool ? algorithm::pooling_max : algorithm::pooling_avg_include_padding;
     const int kh = node.kernel, kw = node.kernel_w ? node.kernel_w : node.kernel;
-    const memory::dims strides{node.stride, node.stride}, kernel{kh, kw}, pl{node.pad, node.pad};
+    memory::dims strides{node.stride, node.stride}, kernel{kh, kw}, pl{node.pad, node.pad};
     // Right/bottom padding: what the floor output size reaches beyond the input (may be
     // negative: rows the floor mode leaves out).
-    const memory::dims pr{(int64_t{node.out.h} - 1) * node.stride + kh - node.in.h - node.pad,
-                          (int64_t{node.out.w} - 1) * node.stride + kw - node.in.w - node.pad};
+    memory::dims pr{(int64_t{node.out.h} - 1) * node.stride + kh - node.in.h - node.pad,
+                    (int64_t{node.out.w} - 1) * node.stride + kw - node.in.w - node.pad};
+    if (node.in.volume()) {  // MaxPool3d / AvgPool3d: a kh window in depth too, depth first
+      strides.push_back(node.stride);
+      kernel.insert(kernel.begin(), kh);
+      pl.push_back(node.pad);
+      pr.insert(pr.begin(), (int64_t{node.out.d} - 1) * node.stride + kh - node.in.d - node.pad);
+    }
     // The output in the input's type (bf16 between layers under --precision bf16).
-    const md_t dst_any({env.n, node.out.c, node.out.h, node.out.w}, in->md.data_type(), tag::any);
+    const md_t dst_any(batch_dims(env.n, node.out), in->md.data_type(), tag::any);
     pooling_forward::primitive_desc fpd({prop_kind::forward_training, alg, in->md, dst_any, strides, kernel, pl, pr},
                                         env.eng);
     out->alloc(fpd.dst_desc(), env.eng);

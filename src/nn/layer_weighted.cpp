@@ -1,4 +1,4 @@
-// layer_weighted.cpp — conv2d on oneDNN convolution_* primitives and ConvTranspose2d on
+// layer_weighted.cpp — conv2d and conv3d on oneDNN convolution_* primitives and ConvTranspose2d on
 // deconvolution_* primitives (written generic over the primitive family), fp32 or bf16 compute, oneDNN-chosen (blocked) layouts with
 // reorders only where a layout or type differs.
 // bf16 (issue 30): src, weights, dst, diff_dst and diff_src are bf16 — the activations
@@ -34,12 +34,17 @@ struct ConvTraits {
   dnnl::memory::dims strides, pl, pr;
 
   explicit ConvTraits(const Node& n) {
+    // Right padding as oneDNN wants it for PyTorch's floor output size (Node::pad_end
+    // included: it is in the output size).
+    auto right = [&](int out, int in) { return (int64_t{out} - 1) * n.stride + n.kernel - in - n.pad; };
     strides = {n.stride, n.stride};
     pl = {n.pad, n.pad};
-    // Right padding as oneDNN wants it for PyTorch's floor output size.
-    const int64_t ph = (int64_t{n.out.h} - 1) * n.stride + n.kernel - n.in.h - n.pad;
-    const int64_t pw = (int64_t{n.out.w} - 1) * n.stride + n.kernel - n.in.w - n.pad;
-    pr = {ph, pw};
+    pr = {right(n.out.h, n.in.h), right(n.out.w, n.in.w)};
+    if (n.in.volume()) {  // Conv3d: depth first
+      strides.push_back(n.stride);
+      pl.push_back(n.pad);
+      pr.insert(pr.begin(), right(n.out.d, n.in.d));
+    }
   }
   Fwd::primitive_desc fwd(const md_t& src, const md_t& w, const md_t* b, const md_t& dst, const dnnl::engine& e,
                           const dnnl::primitive_attr& attr) const {
@@ -57,8 +62,12 @@ struct ConvTraits {
     if (db) return {BwdW::desc(conv_alg(), src, dw, *db, ddst, strides, pl, pr), e, h};
     return {BwdW::desc(conv_alg(), src, dw, ddst, strides, pl, pr), e, h};
   }
-  // PyTorch's out × in/groups × k × k bytes in oneDNN's dims (grouped: G × OC/G × C/G × k × k).
-  static tag user_weights(const Node& n) { return n.groups > 1 ? tag::goihw : tag::oihw; }
+  // PyTorch's out × in/groups × k × k bytes in oneDNN's dims (grouped: G × OC/G × C/G × k × k;
+  // Conv3d: out × in × k × k × k).
+  static tag user_weights(const Node& n) {
+    if (n.in.volume()) return tag::oidhw;
+    return n.groups > 1 ? tag::goihw : tag::oihw;
+  }
 };
 
 // ConvTranspose2d: oneDNN's deconvolution with weights in its OC × IC × k × k dims, which
@@ -106,13 +115,14 @@ class WeightedExec : public Exec {
 
     md_t src_any, dst_any, w_any;
     if (conv) {
-      src_any = md_t({n, node.in.c, node.in.h, node.in.w}, ct, tag::any);
-      dst_any = md_t({n, oc, node.out.h, node.out.w}, ct, tag::any);
+      src_any = md_t(batch_dims(n, node.in), ct, tag::any);
+      dst_any = md_t(batch_dims(n, node.out), ct, tag::any);
       // Grouped (groups > 1): oneDNN's G × OC/G × C/G × k × k weights, whose plain goihw
       // layout is PyTorch's OC × C/G × k × k bytes.
-      w_any = node.groups > 1 ? md_t({node.groups, oc / node.groups, node.in.c / node.groups, node.kernel, node.kernel},
-                                     ct, tag::any)
-                              : md_t({oc, node.in.c, node.kernel, node.kernel}, ct, tag::any);
+      const int64_t k = node.kernel;
+      w_any = node.groups > 1      ? md_t({node.groups, oc / node.groups, node.in.c / node.groups, k, k}, ct, tag::any)
+              : node.in.volume() ? md_t({oc, node.in.c, k, k, k}, ct, tag::any)
+                                 : md_t({oc, node.in.c, k, k}, ct, tag::any);
     } else {
       src_any = md_t({n, node.in.c}, ct, tag::any);
       dst_any = md_t({n, oc}, dt::f32, tag::nc);  // linear outputs stay plain
@@ -283,7 +293,7 @@ std::unique_ptr<Exec> make_conv(const Node& node, Tensor* in, Tensor* out, const
   // A 3×3 stride-1 fp32 convolution where oneDNN's direct kernel is jit:avx2: ours by
   // Winograd F(2×2, 3×3) (conv_winograd.cpp), unless CNNSCALE_CONV_ALG names oneDNN's.
   if (!fused_out && std::getenv("CNNSCALE_CONV_ALG") == nullptr && env.precision == Precision::fp32 &&
-      node.kernel == 3 && node.stride == 1 && node.groups == 1) {
+      node.kernel == 3 && node.stride == 1 && node.groups == 1 && !node.in.volume() && node.pad_end == 0) {
     const ConvTraits tr(node);
     const int64_t n = env.n, oc = node.out_channels;
     const auto fpd = tr.fwd(md_t({n, node.in.c, node.in.h, node.in.w}, dt::f32, tag::any),
@@ -295,6 +305,7 @@ std::unique_ptr<Exec> make_conv(const Node& node, Tensor* in, Tensor* out, const
 }
 
 std::unique_ptr<Exec> make_deconv(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) {
+  if (node.in.volume()) internal_error("node ", node.index, ": a 3-D deconv");
   return make_weighted<DeconvTraits>(node, in, out, env, true, nullptr);
 }
 

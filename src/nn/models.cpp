@@ -2,10 +2,12 @@
 // resnet20, torchvision's resnet18/34/50/101/152) and models from a one-line spec
 // (layer-index names like nn.Sequential), as a Graph that the CPU model (Net) or the
 // GPU model (nn/cuda) runs. See docs/models.md.
+#include <algorithm>
 #include <cmath>
 
 #include "nn/cuda_model.hpp"
 #include "nn/graph.hpp"
+#include "nn/models_cosmoflow.hpp"
 #include "nn/models_torchvision.hpp"
 #include "nn/models_unet.hpp"
 #include "nn/net.hpp"
@@ -226,9 +228,9 @@ int build_spec(GraphBuilder& b, int x, const std::vector<LayerSpec>& layers, con
         case LayerKind::act: {
           Act a = Act::relu6;
           for (Act k : {Act::relu6, Act::sigmoid, Act::silu, Act::hardswish, Act::gelu, Act::hardsigmoid,
-                        Act::leaky_relu})
+                        Act::leaky_relu, Act::tanh, Act::scale})
             if (L.act == act_name(k)) a = k;
-          x = b.act(x, a, static_cast<float>(a == Act::leaky_relu ? L.p : 0.01));
+          x = b.act(x, a, static_cast<float>(a == Act::leaky_relu || a == Act::scale ? L.p : 0.01));
           break;
         }
         case LayerKind::maxpool: x = b.maxpool(x, L.kernel, L.stride, L.pad, L.ceil_mode); break;
@@ -277,11 +279,18 @@ namespace {
 ModelGraph any_model_graph(const std::string& name_or_spec, const SampleShape& input, int classes,
                            const ModelOptions& options) {
   if (classes < 2) fail("a classifier needs at least 2 classes, got ", classes);
+  const auto& names = builtin_models();
+  if (input.volume() && name_or_spec != "cosmoflow" &&
+      (std::find(names.begin(), names.end(), name_or_spec) != names.end() || name_or_spec.rfind("unet(", 0) == 0))
+    fail("--model ", name_or_spec, " is a 2-D network, but the data are volumes (", input.text(), "); for volumes use ",
+         "cosmoflow, a one-line spec (conv, maxpool, avgpool and bn are 3-D on volumes) or an ONNX export of a 3-D model");
   if (is_torchvision_resnet(name_or_spec)) return torchvision_resnet(name_or_spec, input, classes, options);
   if (options.zero_init_residual)
     fail("--zero-init-residual applies to the torchvision ResNets (resnet18/34/50/101/152, resnext*, wide_resnet*), "
          "not to ", name_or_spec);
   if (is_onnx_model(name_or_spec)) return onnx_model_graph(name_or_spec, input, classes);
+  if (int width = 0, kernel = 0; parse_cosmoflow_name(name_or_spec, &width, &kernel))
+    return cosmoflow_model(name_or_spec, input, classes);
   if (int depth = 0, width = 0; parse_unet_name(name_or_spec, &depth, &width))
     return unet_model(name_or_spec, input, classes);
   if (name_or_spec == "mnist_cnn") return mnist_cnn(input, classes);
@@ -338,7 +347,8 @@ const std::vector<std::string>& builtin_models() {
       "efficientnet_b5", "efficientnet_b6",  "efficientnet_b7",  "convnext_tiny",   "convnext_small",
       "convnext_base",   "convnext_large",   "shufflenet_v2_x0_5", "shufflenet_v2_x1_0", "shufflenet_v2_x1_5",
       "shufflenet_v2_x2_0", "vgg11",          "vgg11_bn",         "vgg13",           "vgg13_bn",
-      "vgg16",           "vgg16_bn",         "vgg19",            "vgg19_bn",        "unet"};
+      "vgg16",           "vgg16_bn",         "vgg19",            "vgg19_bn",        "unet",
+      "cosmoflow"};
   return names;
 }
 

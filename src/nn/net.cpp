@@ -51,8 +51,7 @@ Net::Net(Graph graph, std::string name, std::string spec, std::string identity, 
   const std::string what = "allocating the parameters and gradients of model " + name_ + " (" +
                            std::to_string(graph_.param_count) + " parameters)";
   const SampleShape& in = graph_.input;
-  const std::string hint = "choose a smaller --model or a smaller input (its input is " + std::to_string(in.channels) +
-                           "x" + std::to_string(in.height) + "x" + std::to_string(in.width) +
+  const std::string hint = "choose a smaller --model or a smaller input (its input is " + in.text() +
                            ": the data set's sample shape, or the size that --augment or --image-size sets; the first "
                            "linear layer grows with it), or run with more memory per rank";
   check_memory(what, 2 * bytes, hint);
@@ -152,7 +151,8 @@ std::unique_ptr<Net::Plan> Net::build_plan(int64_t n) {
   const int T = graph_.tensor_count();
   for (int t = 0; t < T; ++t) plan->tensors.push_back(std::make_unique<Tensor>());
   const auto& in = graph_.input;
-  plan->tensors[0]->dims = {n, in.channels, in.height, in.width};
+  plan->tensors[0]->dims = in.volume() ? std::vector<int64_t>{n, in.channels, in.depth, in.height, in.width}
+                                       : std::vector<int64_t>{n, in.channels, in.height, in.width};
   plan->tensors[0]->needs_diff = false;
   for (const Node& node : graph_.nodes) {
     for (int t : node.inputs) {
@@ -160,8 +160,7 @@ std::unique_ptr<Net::Plan> Net::build_plan(int64_t n) {
       plan->tensors[t]->last_consumer = node.index;
     }
     Tensor& o = *plan->tensors[node.index + 1];
-    o.dims = node.out.flat ? std::vector<int64_t>{n, node.out.c}
-                           : std::vector<int64_t>{n, node.out.c, node.out.h, node.out.w};
+    o.dims = batch_dims(n, node.out);
   }
   const size_t owned_before = Buffer::owned_total();
   plan_gradients(*plan);
@@ -279,7 +278,7 @@ void Net::plan_gradients(Plan& plan) {
     const Tensor& t = *plan.tensors[static_cast<size_t>(ti)];
     size_t e = esize[static_cast<size_t>(ti)];
     for (size_t i = 0; i < t.dims.size(); ++i)
-      e *= static_cast<size_t>(i == 1 && t.dims.size() == 4 ? (t.dims[i] + 15) / 16 * 16 : t.dims[i]);
+      e *= static_cast<size_t>(i == 1 && t.dims.size() >= 4 ? (t.dims[i] + 15) / 16 * 16 : t.dims[i]);
     return (e + 63) / 64 * 64;
   };
   struct Item {

@@ -114,12 +114,17 @@ void Writer::emit(const Node& n) {
   switch (n.op) {
     case Op::conv: {
       const int64_t cin = s.c / n.groups;
-      std::vector<std::string> ins = {in(0), param(n, 0, {n.out_channels, cin, n.kernel, n.kernel})};
+      const size_t sp = s.volume() ? 3 : 2;  // spatial dims (Conv3d: 3)
+      std::vector<int64_t> wshape{n.out_channels, cin};
+      wshape.resize(2 + sp, n.kernel);
+      std::vector<std::string> ins = {in(0), param(n, 0, wshape)};
       if (n.bias) ins.push_back(param(n, 1, {n.out_channels}));
       auto* c = node("Conv", ins, out);
-      ints(c, "kernel_shape", {n.kernel, n.kernel});
-      ints(c, "strides", {n.stride, n.stride});
-      ints(c, "pads", {n.pad, n.pad, n.pad, n.pad});
+      ints(c, "kernel_shape", std::vector<int64_t>(sp, n.kernel));
+      ints(c, "strides", std::vector<int64_t>(sp, n.stride));
+      std::vector<int64_t> pads(sp, n.pad);  // begins, then ends (padding='same' of an even kernel: one more)
+      pads.resize(2 * sp, n.pad + n.pad_end);
+      ints(c, "pads", pads);
       integer(c, "group", n.groups);
       break;
     }
@@ -150,6 +155,8 @@ void Writer::emit(const Node& n) {
         case Act::sigmoid: node("Sigmoid", {in(0)}, out); break;
         case Act::hardswish: node("HardSwish", {in(0)}, out); break;
         case Act::leaky_relu: real(node("LeakyRelu", {in(0)}, out), "alpha", n.slope); break;
+        case Act::tanh: node("Tanh", {in(0)}, out); break;
+        case Act::scale: node("Mul", {in(0), scalar(n.slope)}, out); break;
         case Act::hardsigmoid: {
           auto* h = node("HardSigmoid", {in(0)}, out);
           real(h, "alpha", 1.0 / 6);
@@ -175,14 +182,20 @@ void Writer::emit(const Node& n) {
       break;
     case Op::maxpool:
     case Op::avgpool: {
-      if (n.op == Op::avgpool && n.kernel == s.h && n.kernel_w == s.w && n.pad == 0) {
+      if (n.op == Op::avgpool && n.kernel == s.h && n.kernel_w == s.w && n.pad == 0 && !s.volume()) {
         node("GlobalAveragePool", {in(0)}, out);
         break;
       }
       auto* p = node(n.op == Op::maxpool ? "MaxPool" : "AveragePool", {in(0)}, out);
-      ints(p, "kernel_shape", {n.kernel, n.kernel_w});
-      ints(p, "strides", {n.stride, n.stride});
-      ints(p, "pads", {n.pad, n.pad, n.pad, n.pad});
+      if (s.volume()) {  // MaxPool3d / AvgPool3d: cube windows
+        ints(p, "kernel_shape", {n.kernel, n.kernel, n.kernel});
+        ints(p, "strides", {n.stride, n.stride, n.stride});
+        ints(p, "pads", std::vector<int64_t>(6, n.pad));
+      } else {
+        ints(p, "kernel_shape", {n.kernel, n.kernel_w});
+        ints(p, "strides", {n.stride, n.stride});
+        ints(p, "pads", {n.pad, n.pad, n.pad, n.pad});
+      }
       if (n.op == Op::maxpool) integer(p, "ceil_mode", n.ceil_mode ? 1 : 0);
       else integer(p, "count_include_pad", 1);
       break;
@@ -291,7 +304,10 @@ std::string Writer::run(const std::string& version) {
     sh->add_dim()->set_dim_param("batch");
     for (auto d : dims) sh->add_dim()->set_dim_value(d);
   };
-  value(graph_->add_input(), "input", {g_.input.channels, g_.input.height, g_.input.width});
+  const SampleShape& is = g_.input;
+  value(graph_->add_input(), "input",
+        is.volume() ? std::vector<int64_t>{is.channels, is.depth, is.height, is.width}
+                    : std::vector<int64_t>{is.channels, is.height, is.width});
   value(graph_->add_output(), "logits",
         g_.dense_output ? std::vector<int64_t>{g_.classes, g_.out_h, g_.out_w} : std::vector<int64_t>{g_.classes});
   for (const Node& n : g_.nodes) emit(n);

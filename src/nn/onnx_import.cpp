@@ -27,9 +27,9 @@ namespace cnnscale::nn {
 namespace {
 
 const char* kSupported =
-    "Conv, ConvTranspose (one group), Resize (nearest or bilinear by an integer factor), BatchNormalization (training mode), Relu, LeakyRelu, Clip (0, 6), Sigmoid, HardSigmoid, HardSwish, x*Sigmoid(x) "
+    "Conv, ConvTranspose (one group), Resize (nearest or bilinear by an integer factor), BatchNormalization (training mode), Relu, LeakyRelu, Tanh, Clip (0, 6), Sigmoid, HardSigmoid, HardSwish, x*Sigmoid(x) "
     "(SiLU), Erf-form GELU, MaxPool, AveragePool, GlobalAveragePool, ReduceMean (over H and W), Flatten, Gemm, "
-    "Dropout, Add, Concat (channels), Mul (by an N x C x 1 x 1 tensor or a C x 1 x 1 layer scale), Identity, Pad "
+    "Dropout, Add, Concat (channels), Mul (by an N x C x 1 x 1 tensor, a C x 1 x 1 layer scale or a scalar), Identity, Pad "
     "(zeros), Constant; LayerNorm over channels as torch decomposes it and Linear over channels (MatMul) between "
     "Transposes to and from N x H x W x C";
 
@@ -443,8 +443,9 @@ bool Importer::fold(const onnx::NodeProto& n) {
     const int x = tensor(n, 0);
     const Shape& sh = b_.shape(x);
     Const c;
-    c.dims = {sh.flat ? 2 : 4};
+    c.dims = {sh.flat ? 2 : sh.volume() ? 5 : 4};
     c.v = {NAN, static_cast<double>(sh.c)};
+    if (sh.volume()) c.v.push_back(static_cast<double>(sh.d));
     if (!sh.flat) c.v.insert(c.v.end(), {static_cast<double>(sh.h), static_cast<double>(sh.w)});
     consts_[n.output(0)] = c;
     return true;
@@ -527,27 +528,39 @@ bool Importer::reshape(const onnx::NodeProto& n) {
   return false;
 }
 
-// Square kernels, equal strides, one padding on every side, no dilation: PyTorch's
-// Conv2d / pools with int arguments (GraphBuilder's layers).
+// Square (cube) kernels, equal strides, one padding on every side, no dilation: PyTorch's
+// Conv2d / Conv3d / pools with int arguments (GraphBuilder's layers). With `end_pad`
+// (Conv), the ends may be padded one step more than the begins: PyTorch's padding='same' of
+// an even kernel (Window::pad_end).
 struct Window {
-  int k = 0, stride = 1, pad = 0;
+  int k = 0, stride = 1, pad = 0, pad_end = 0;
+  size_t dims = 2;  // 3: a 3-D window (Conv3d, MaxPool3d)
 };
 Window window(const onnx::NodeProto& n, const std::vector<int64_t>& kernel,
-              const std::function<void(const std::string&)>& bad) {
+              const std::function<void(const std::string&)>& bad, bool end_pad = false) {
   Window w;
   const auto* ap = attr(n, "auto_pad");
   if (ap && ap->s() != "NOTSET") bad("auto_pad " + ap->s() + " (cnnscale takes explicit pads)");
-  if (kernel.size() != 2) bad("a kernel of " + std::to_string(kernel.size()) + " dimensions (2-D only)");
-  if (kernel[0] != kernel[1]) bad("a " + std::to_string(kernel[0]) + "x" + std::to_string(kernel[1]) + " kernel (square only)");
+  if (kernel.size() != 2 && kernel.size() != 3)
+    bad("a kernel of " + std::to_string(kernel.size()) + " dimensions (2-D and 3-D only)");
+  w.dims = kernel.size();
+  for (size_t i = 1; i < kernel.size(); ++i)
+    if (kernel[i] != kernel[0]) bad("a kernel of unequal sides (square or cube only)");
   w.k = static_cast<int>(kernel[0]);
   auto strides = attr_ints(n, "strides");
-  if (strides.empty()) strides = {1, 1};
-  if (strides.size() != 2 || strides[0] != strides[1]) bad("unequal strides (one stride for both axes only)");
+  if (strides.empty()) strides.assign(w.dims, 1);
+  if (strides.size() != w.dims || std::any_of(strides.begin(), strides.end(), [&](int64_t v) { return v != strides[0]; }))
+    bad("unequal strides (one stride for all axes only)");
   w.stride = static_cast<int>(strides[0]);
   auto pads = attr_ints(n, "pads");
-  if (pads.empty()) pads = {0, 0, 0, 0};
-  if (pads.size() != 4 || std::any_of(pads.begin(), pads.end(), [&](int64_t p) { return p != pads[0]; }))
-    bad("unequal pads (one padding on every side only)");
+  if (pads.empty()) pads.assign(2 * w.dims, 0);
+  if (pads.size() != 2 * w.dims) bad("pads of " + std::to_string(pads.size()) + " values");
+  const int64_t extra = pads[w.dims] - pads[0];
+  for (size_t i = 0; i < 2 * w.dims; ++i)
+    if (pads[i] != pads[0] + (i < w.dims ? 0 : extra))
+      bad("unequal pads (one padding on every side only" + std::string(end_pad ? ", or one more at every end" : "") + ")");
+  if (extra != 0 && !(end_pad && extra == 1)) bad("unequal pads (one padding on every side only)");
+  w.pad_end = static_cast<int>(extra);
   const int64_t limit = 1 << 16;  // no real kernel, stride or padding comes near
   if (kernel[0] < 1 || kernel[0] > limit) bad("kernel size " + std::to_string(kernel[0]));
   if (strides[0] < 1 || strides[0] > limit) bad("stride " + std::to_string(strides[0]));
@@ -564,15 +577,20 @@ void Importer::conv(const onnx::NodeProto& n, int pad_extra) {
   auto it = inits_.find(n.input(1));
   if (it == inits_.end()) node_fail(n, "its weight '" + n.input(1) + "' is not an initializer");
   const auto& wt = *it->second;
-  if (wt.dims_size() != 4) node_fail(n, "its weight has " + std::to_string(wt.dims_size()) + " dimensions (Conv2d only)");
+  const bool volume = b_.shape(tensor(n, 0)).volume();
+  if (wt.dims_size() != (volume ? 5 : 4))
+    node_fail(n, "its weight has " + std::to_string(wt.dims_size()) + " dimensions (" +
+                     (volume ? "Conv3d on volumes" : "Conv2d on images") + ")");
   auto kernel = attr_ints(n, "kernel_shape");
-  if (kernel.empty()) kernel = {wt.dims(2), wt.dims(3)};
-  Window w = window(n, kernel, bad);
+  if (kernel.empty())
+    for (int i = 2; i < wt.dims_size(); ++i) kernel.push_back(wt.dims(i));
+  Window w = window(n, kernel, bad, true);
+  if (w.dims != static_cast<size_t>(wt.dims_size() - 2)) bad("a kernel_shape of another rank than its weight");
   if (w.pad != 0 && pad_extra != 0) bad("padding of its own after a Pad");
   w.pad += pad_extra;
   const int64_t group = attr_i(n, "group", 1), cin = b_.shape(tensor(n, 0)).c;
   if (group < 1 || cin % group != 0 || wt.dims(0) < 1 || wt.dims(1) != cin / group || wt.dims(2) != w.k ||
-      wt.dims(3) != w.k)
+      wt.dims(3) != w.k || (volume && wt.dims(4) != w.k))
     bad("a weight of " + std::to_string(wt.dims(0)) + "x" + std::to_string(wt.dims(1)) + "x" +
         std::to_string(wt.dims(2)) + "x" + std::to_string(wt.dims(3)) + " for " + std::to_string(cin) +
         " input channels in " + std::to_string(group) + " groups and a " + std::to_string(w.k) + "x" +
@@ -583,7 +601,7 @@ void Importer::conv(const onnx::NodeProto& n, int pad_extra) {
   int y;
   try {
     y = b_.conv(tensor(n, 0), p, static_cast<int>(wt.dims(0)), w.k, w.stride, w.pad, bias,
-                static_cast<int>(attr_i(n, "group", 1)));
+                static_cast<int>(attr_i(n, "group", 1)), w.pad_end);
   } catch (const UserError& e) {
     node_fail(n, e.what());
   }
@@ -631,6 +649,8 @@ void Importer::deconv(const onnx::NodeProto& n) {
 void Importer::pool(const onnx::NodeProto& n, bool max, int pad_extra) {
   auto bad = [&](const std::string& w) { node_fail(n, "has " + w); };
   Window w = window(n, attr_ints(n, "kernel_shape"), bad);
+  if ((w.dims == 3) != b_.shape(tensor(n, 0)).volume())
+    bad(w.dims == 3 ? "a 3-D window on images" : "a 2-D window on volumes");
   const bool ceil = attr_i(n, "ceil_mode", 0) != 0;
   if (max && attr_i(n, "storage_order", 0) != 0) bad("storage_order 1");
   if (max && n.output_size() > 1 && !n.output(1).empty() && !readers(n.output(1)).empty()) bad("its indices read");
@@ -681,22 +701,29 @@ ModelGraph Importer::run(int classes) {
   if (tt.elem_type() != onnx::TensorProto::FLOAT)
     fail(file_, ": the input '", in.name(), "' is not float32 (ONNX type ", tt.elem_type(), ")");
   const auto& dims = tt.shape().dim();
-  if (dims.size() != 4) fail(file_, ": the input '", in.name(), "' has ", dims.size(), " dimensions; cnnscale feeds N×C×H×W");
+  const bool vol = in_.volume();
+  if (dims.size() != (vol ? 5u : 4u))
+    fail(file_, ": the input '", in.name(), "' has ", dims.size(), " dimensions; cnnscale feeds ",
+         vol ? "N×C×D×H×W (the data set holds volumes)" : "N×C×H×W");
   auto fixed = [&](int i) { return dims[i].has_dim_value() ? dims[i].dim_value() : -1; };
-  const int64_t want[3] = {in_.channels, in_.height, in_.width};
+  std::vector<int64_t> want{in_.channels};
+  if (vol) want.push_back(in_.depth);
+  want.insert(want.end(), {in_.height, in_.width});
   auto d = [&](int j) { return fixed(j) >= 0 ? std::to_string(fixed(j)) : dims[j].dim_param(); };
-  const std::string theirs = d(1) + "x" + d(2) + "x" + d(3) + " (C×H×W)";
-  const std::string data = std::to_string(in_.channels) + "x" + std::to_string(in_.height) + "x" +
-                           std::to_string(in_.width);
+  std::string theirs = d(1);
+  for (int j = 2; j < dims.size(); ++j) theirs += "x" + d(j);
+  theirs += vol ? " (C×D×H×W)" : " (C×H×W)";
+  const std::string data = in_.text();
+  std::string shape_arg = std::to_string(in_.channels);
+  for (size_t j = 1; j < want.size(); ++j) shape_arg += "," + std::to_string(want[j]);
   if (fixed(1) >= 0 && fixed(1) != want[0])
     fail(file_, ": the model takes inputs of ", theirs, " but the data set's are ", data, "; export it for ",
-         in_.channels, " input channels (scripts/export-onnx.py --input-shape ", in_.channels, ",", in_.height, ",",
-         in_.width, ")");
-  for (int i = 2; i <= 3; ++i)
-    if (fixed(i) >= 0 && fixed(i) != want[i - 1])
-      fail(file_, ": the model takes inputs of ", theirs, " (height and width fixed at export) but the data set's are ",
-           data, "; export it for the data's size (scripts/export-onnx.py --input-shape ", in_.channels, ",",
-           in_.height, ",", in_.width, "), or for any size (without --fixed-size) where its layers allow");
+         in_.channels, " input channels (scripts/export-onnx.py --input-shape ", shape_arg, ")");
+  for (int i = 2; i < dims.size(); ++i)
+    if (fixed(i) >= 0 && fixed(i) != want[static_cast<size_t>(i - 1)])
+      fail(file_, ": the model takes inputs of ", theirs, " (its size fixed at export) but the data set's are ", data,
+           "; export it for the data's size (scripts/export-onnx.py --input-shape ", shape_arg,
+           "), or for any size (without --fixed-size) where its layers allow");
   set(in.name(), b_.input());
   for (const auto& t : g_.initializer()) consts_[t.name()] = Const{};  // filled lazily below
   for (auto& [name, c] : consts_) {
@@ -872,6 +899,8 @@ ModelGraph Importer::run(int classes) {
       const double slope = attr_f(n, "alpha", 0.01);
       if (!std::isfinite(slope)) node_fail(n, "has a slope (alpha) that is not a number");
       out(call([&] { return b_.act(tensor(n, 0), Act::leaky_relu, static_cast<float>(slope)); }));
+    } else if (op == "Tanh") {
+      out(call([&] { return b_.act(tensor(n, 0), Act::tanh); }));
     } else if (op == "HardSwish") {
       out(call([&] { return b_.act(tensor(n, 0), Act::hardswish); }));
     } else if (op == "Div") {
@@ -964,6 +993,14 @@ ModelGraph Importer::run(int classes) {
       if (constant(n.input(0)) || constant(n.input(1)))
         node_fail(n, std::string("adds a constant (only tensor + tensor of one shape); supported: ") + kSupported);
       out(call([&] { return b_.add(tensor(n, 0), tensor(n, 1)); }));
+    } else if (op == "Mul" && ((constant(n.input(0)) && constant(n.input(0))->v.size() == 1 && !constant(n.input(1))) ||
+                               (constant(n.input(1)) && constant(n.input(1))->v.size() == 1 && !constant(n.input(0))))) {
+      // x times a scalar constant (CosmoFlow's output ×1.2)
+      const bool first = constant(n.input(0)) != nullptr;
+      const double f = constant(n.input(first ? 0 : 1))->v[0];
+      if (!std::isfinite(f)) node_fail(n, "multiplies by a constant that is not a number");
+      const int x = tensor(n, first ? 1 : 0);
+      out(call([&] { return b_.act(x, Act::scale, static_cast<float>(f)); }));
     } else if (op == "Mul" && (inits_.count(n.input(0)) || inits_.count(n.input(1)))) {
       // x · γ with γ a C×1×1 parameter: ConvNeXt's layer scale
       const std::string g = inits_.count(n.input(0)) ? n.input(0) : n.input(1);

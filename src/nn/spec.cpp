@@ -223,7 +223,7 @@ struct Parser {
         L.kind = LayerKind::layerscale;
         L.p = a[0].value;
       } else if (name == "relu6" || name == "sigmoid" || name == "silu" || name == "hardswish" || name == "gelu" ||
-                 name == "hardsigmoid") {
+                 name == "hardsigmoid" || name == "tanh") {
         no_args(LayerKind::act);
         L.act = name;
       } else if (name == "leaky_relu") {
@@ -232,10 +232,15 @@ struct Parser {
         L.act = name;
         L.p = a.empty() ? 0.01 : a[0].value;
         if (!a.empty() && !std::isfinite(L.p)) error(a[0].pos, a[0].len, "the negative slope must be a number");
+      } else if (name == "scale") {
+        nargs(1, 1, "scale(factor): x times a constant");
+        L.kind = LayerKind::act;
+        L.act = name;
+        L.p = a[0].value;
       } else {
         error(b, name.size(),
               "unknown layer '" + name +
-                  "' (layers: conv deconv upsample bilinear relu relu6 sigmoid silu hardswish gelu hardsigmoid leaky_relu se maxpool avgpool gap dropout "
+                  "' (layers: conv deconv upsample bilinear relu relu6 sigmoid silu hardswish gelu hardsigmoid leaky_relu tanh scale se maxpool avgpool gap dropout "
                   "stochastic_depth flatten linear bn layernorm layerscale slice shuffle adaptivepool res cat; "
                   "built-in models: " + builtin_model_list(" ") + ")");
       }
@@ -298,6 +303,7 @@ std::string format_spec(const std::vector<LayerSpec>& layers) {
       case LayerKind::act:
         os << L.act;
         if (L.act == "leaky_relu" && L.p != 0.01) os << '(' << fmt_num(L.p) << ')';
+        if (L.act == "scale") os << '(' << fmt_num(L.p) << ')';
         break;
       case LayerKind::se: os << "se(" << L.out << ')'; break;
       case LayerKind::gap: os << "gap"; break;

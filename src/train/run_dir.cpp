@@ -38,9 +38,7 @@ std::string num(double v) {
   return std::string(buf, r.ptr);
 }
 
-std::string shape_text(const SampleShape& s) {
-  return std::to_string(s.channels) + "x" + std::to_string(s.height) + "x" + std::to_string(s.width);
-}
+std::string shape_text(const SampleShape& s) { return s.text(); }  // a volume's CxDxHxW
 
 // Rank 0 ran `what`; its error message (or "") reaches every rank, which then fail alike.
 void agree_or_fail(ControlComm& control, const std::string& error, const char* what) {

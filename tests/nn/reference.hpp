@@ -29,7 +29,11 @@ inline Result forward(const Graph& g, const std::vector<double>& P, const float*
   const int64_t in_numel = g.input.numel();
   T[0].assign(images, images + n * in_numel);
   auto shape_of = [&](int t) -> Shape {
-    if (t == 0) return Shape{g.input.channels, g.input.height, g.input.width, false};
+    if (t == 0) {
+      Shape s{g.input.channels, g.input.height, g.input.width, false};
+      s.d = g.input.depth;
+      return s;
+    }
     return g.nodes[t - 1].out;
   };
   Result r;
@@ -43,23 +47,29 @@ inline Result forward(const Graph& g, const std::vector<double>& P, const float*
         const int K = nd.kernel;
         // groups: output channel o sees input channels [g·ci, (g+1)·ci) of its group g
         // through weight row o (out × ci × k × k, ci = in/groups), as PyTorch's Conv2d.
+        // A volume: Conv3d, weight out × ci × k × k × k, depth as one more outer axis (the end
+        // padding of padding='same', Node::pad_end, is the part of a window past the input).
         const int ci = is.c / nd.groups, co = os.c / nd.groups;
+        const int ID = is.volume() ? is.d : 1, OD = os.volume() ? os.d : 1, KD = is.volume() ? K : 1;
         for (int64_t b = 0; b < n; ++b)
           for (int o = 0; o < os.c; ++o)
-            for (int oy = 0; oy < os.h; ++oy)
-              for (int ox = 0; ox < os.w; ++ox) {
-                double s = nd.bias ? P[off(1) + o] : 0.0;
-                for (int j = 0; j < ci; ++j)
-                  for (int ky = 0; ky < K; ++ky)
-                    for (int kx = 0; kx < K; ++kx) {
-                      const int i = (o / co) * ci + j;
-                      const int iy = oy * nd.stride - nd.pad + ky, ix = ox * nd.stride - nd.pad + kx;
-                      if (iy < 0 || iy >= is.h || ix < 0 || ix >= is.w) continue;
-                      s += P[off(0) + ((size_t(o) * ci + j) * K + ky) * K + kx] *
-                           x[((size_t(b) * is.c + i) * is.h + iy) * is.w + ix];
-                    }
-                y[((size_t(b) * os.c + o) * os.h + oy) * os.w + ox] = s;
-              }
+            for (int oz = 0; oz < OD; ++oz)
+              for (int oy = 0; oy < os.h; ++oy)
+                for (int ox = 0; ox < os.w; ++ox) {
+                  double s = nd.bias ? P[off(1) + o] : 0.0;
+                  for (int j = 0; j < ci; ++j)
+                    for (int kz = 0; kz < KD; ++kz)
+                      for (int ky = 0; ky < K; ++ky)
+                        for (int kx = 0; kx < K; ++kx) {
+                          const int i = (o / co) * ci + j;
+                          const int iz = is.volume() ? oz * nd.stride - nd.pad + kz : 0;
+                          const int iy = oy * nd.stride - nd.pad + ky, ix = ox * nd.stride - nd.pad + kx;
+                          if (iz < 0 || iz >= ID || iy < 0 || iy >= is.h || ix < 0 || ix >= is.w) continue;
+                          s += P[off(0) + (((size_t(o) * ci + j) * KD + kz) * K + ky) * K + kx] *
+                               x[(((size_t(b) * is.c + i) * ID + iz) * is.h + iy) * is.w + ix];
+                        }
+                  y[(((size_t(b) * os.c + o) * OD + oz) * os.h + oy) * os.w + ox] = s;
+                }
         break;
       }
       case Op::deconv: {  // PyTorch's ConvTranspose2d, written as its scatter: weight in × out × k × k
@@ -132,29 +142,38 @@ inline Result forward(const Graph& g, const std::vector<double>& P, const float*
             case Act::gelu: y[i] = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); break;
             case Act::hardsigmoid: y[i] = std::min(std::max(v + 3, 0.0), 6.0) / 6; break;
             case Act::leaky_relu: y[i] = v > 0 ? v : nd.slope * v; break;
+            case Act::tanh: y[i] = std::tanh(v); break;
+            case Act::scale: y[i] = double(nd.slope) * v; break;
           }
         }
         break;
       case Op::maxpool:
-      case Op::avgpool:
+      case Op::avgpool: {
+        // A volume: MaxPool3d / AvgPool3d, a KH-deep window too.
+        const int ID = is.volume() ? is.d : 1, OD = os.volume() ? os.d : 1, KD = is.volume() ? nd.kernel : 1;
         for (int64_t b = 0; b < n; ++b)
           for (int c = 0; c < os.c; ++c)
-            for (int oy = 0; oy < os.h; ++oy)
-              for (int ox = 0; ox < os.w; ++ox) {
-                // PyTorch: max-pool padding is -inf, average-pool padding counts as 0.
-                const int KH = nd.kernel, KW = nd.kernel_w ? nd.kernel_w : nd.kernel;
-                double m = -INFINITY, s = 0;
-                for (int ky = 0; ky < KH; ++ky)
-                  for (int kx = 0; kx < KW; ++kx) {
-                    const int iy = oy * nd.stride - nd.pad + ky, ix = ox * nd.stride - nd.pad + kx;
-                    if (iy < 0 || iy >= is.h || ix < 0 || ix >= is.w) continue;
-                    const double v = x[((size_t(b) * is.c + c) * is.h + iy) * is.w + ix];
-                    m = std::max(m, v);
-                    s += v;
-                  }
-                y[((size_t(b) * os.c + c) * os.h + oy) * os.w + ox] = nd.op == Op::maxpool ? m : s / (KH * KW);
-              }
+            for (int oz = 0; oz < OD; ++oz)
+              for (int oy = 0; oy < os.h; ++oy)
+                for (int ox = 0; ox < os.w; ++ox) {
+                  // PyTorch: max-pool padding is -inf, average-pool padding counts as 0.
+                  const int KH = nd.kernel, KW = nd.kernel_w ? nd.kernel_w : nd.kernel;
+                  double m = -INFINITY, s = 0;
+                  for (int kz = 0; kz < KD; ++kz)
+                    for (int ky = 0; ky < KH; ++ky)
+                      for (int kx = 0; kx < KW; ++kx) {
+                        const int iz = is.volume() ? oz * nd.stride - nd.pad + kz : 0;
+                        const int iy = oy * nd.stride - nd.pad + ky, ix = ox * nd.stride - nd.pad + kx;
+                        if (iz < 0 || iz >= ID || iy < 0 || iy >= is.h || ix < 0 || ix >= is.w) continue;
+                        const double v = x[(((size_t(b) * is.c + c) * ID + iz) * is.h + iy) * is.w + ix];
+                        m = std::max(m, v);
+                        s += v;
+                      }
+                  y[(((size_t(b) * os.c + c) * OD + oz) * os.h + oy) * os.w + ox] =
+                      nd.op == Op::maxpool ? m : s / (KD * KH * KW);
+                }
         break;
+      }
       case Op::dropout: {
         const bool on = training && ctx.training && nd.p > 0;
         const uint64_t thr = dropout_threshold(nd.p);
@@ -230,7 +249,7 @@ inline Result forward(const Graph& g, const std::vector<double>& P, const float*
         y = x;
         break;
       case Op::bn: {
-        const int64_t hw = int64_t{is.h} * is.w, m = n * hw;
+        const int64_t hw = int64_t{is.volume() ? is.d : 1} * is.h * is.w, m = n * hw;  // BatchNorm3d: D·H·W
         BnStats st;
         st.count = m;
         for (int c = 0; c < is.c; ++c) {

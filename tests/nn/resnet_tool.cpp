@@ -35,12 +35,18 @@
 //                     cuDNN's heuristic; one step does not repay timing every candidate)
 //   --capture DIR     grad on the CPU model only: writes DIR/graph.txt (a line per node:
 //                     "K OP inputs=T,.. out=C[,H,W] kernel=K,KW stride=S pad=P p=P params=NAME,..";
+//                     a volume's out=C,D,H,W; pad_end=E the conv's extra end padding;
 //                     tensor 0 is the input, tensor K+1 node K's output) and DIR/node-K.f32,
 //                     node K's output right after it ran, plain float32 (Net::set_capture):
 //                     what tests/nn/torch_reference.py follows at float32 ties
 //   --segmentation    (any mode) the model's task is segmentation: it ends in CLASSES × H × W,
 //                     grad's LABELS.i32 holds N label maps of H×W (the loss the mean over the
 //                     pixels) and eval writes N×CLASSES×H×W
+//   --depth D         (any mode) the samples are C×D×H×W volumes (IN.f32 holds N of them): the
+//                     model's conv, pools and batch norms are 3-D (cosmoflow, a spec)
+//   --regression      (any mode) the task is regression with F.mse_loss (mean over N×CLASSES):
+//                     CLASSES is the number of targets, grad's LABELS file holds N×CLASSES float32
+//                     targets, eval writes N×CLASSES outputs
 //   --params P.f32    after CKPT, the parameters and buffers from P.f32 instead
 //                     (param_count() raw floats in the flat layout, as dump writes them):
 //                     a peer without HDF5 can hand over changed weights
@@ -110,7 +116,9 @@ bool write_capture(const nn::Net& net, const std::string& dir) {
     txt << nd.index << ' ' << nn::op_name(nd.op) << " inputs=";
     for (size_t i = 0; i < nd.inputs.size(); ++i) txt << (i ? "," : "") << nd.inputs[i];
     txt << " out=" << nd.out.c;
+    if (nd.out.volume()) txt << ',' << nd.out.d;
     if (!nd.out.flat) txt << ',' << nd.out.h << ',' << nd.out.w;
+    if (nd.pad_end) txt << " pad_end=" << nd.pad_end;
     txt << " kernel=" << nd.kernel << ',' << (nd.kernel_w ? nd.kernel_w : nd.kernel) << " stride=" << nd.stride
         << " pad=" << nd.pad << " ceil=" << nd.ceil_mode << " groups=" << nd.groups << " act=" << nn::act_name(nd.act)
         << " resample=" << static_cast<int>(nd.resample) << " slope=" << std::setprecision(9) << nd.slope << std::setprecision(6) << " p=" << nd.p << " momentum=" << nd.momentum << " eps=" << nd.eps << " slice=" << nd.slice_begin << ','
@@ -139,7 +147,8 @@ int main(int argc, char** argv) try {
     return 0;
   }
   std::vector<std::string> pos;
-  bool segmentation = false;
+  bool segmentation = false, regression = false;
+  int depth = 0;
   bool bf16 = false, zero_init_residual = false, tf32 = true, bench = false, device_opts = false, sgd = false;
   int device = -1;
   std::string params_file, capture_dir;
@@ -152,6 +161,11 @@ int main(int argc, char** argv) try {
       bf16 = device_opts = true;
     } else if (a == "--segmentation") {
       segmentation = true;
+    } else if (a == "--regression") {
+      regression = true;
+    } else if (a == "--depth" && has_value) {
+      depth = std::atoi(argv[++i]);
+      if (depth < 1) return usage();
     } else if (a == "--zero-init-residual") {
       zero_init_residual = true;
     } else if (a == "--device" && has_value) {
@@ -186,7 +200,8 @@ int main(int argc, char** argv) try {
       (sgd && mode != "grad") || (!capture_dir.empty() && (mode != "grad" || device >= 0)))
     return usage();
   // pos[k] is argv's word k + 2 of the forms above (MODEL is pos[0]).
-  const SampleShape shape{std::atoi(pos[1].c_str()), std::atoi(pos[2].c_str()), std::atoi(pos[3].c_str())};
+  SampleShape shape{std::atoi(pos[1].c_str()), std::atoi(pos[2].c_str()), std::atoi(pos[3].c_str())};
+  shape.depth = depth;
   const int classes = std::atoi(pos[4].c_str());
   ModelOptions mo;
   mo.zero_init_residual = zero_init_residual;
@@ -194,6 +209,11 @@ int main(int argc, char** argv) try {
   mo.cudnn_benchmark = bench;
   const int64_t pixels = segmentation ? int64_t{shape.height} * shape.width : 1;
   if (segmentation) mo.task = std::make_shared<const Task>(TaskKind::segmentation, classes, TaskOptions{}, pixels);
+  if (regression) {
+    TaskOptions to;
+    to.loss = LossKind::mse;
+    mo.task = std::make_shared<const Task>(TaskKind::regression, classes, to);
+  }
   auto model = make_model(pos[0], shape, classes, device, mo);
   size_t trainable = 0;
   for (const auto& p : model->params()) trainable += p.trainable ? p.numel : 0;
@@ -234,7 +254,7 @@ int main(int argc, char** argv) try {
     return 0;
   }
   const int64_t n = std::atoll(pos[7].c_str());
-  std::vector<float> x(static_cast<size_t>(n * shape.channels * shape.height * shape.width));
+  std::vector<float> x(static_cast<size_t>(n * shape.numel()));
   std::ifstream in(pos[6], std::ios::binary);
   in.read(reinterpret_cast<char*>(x.data()), static_cast<std::streamsize>(x.size() * sizeof(float)));
   if (!in) {
@@ -243,9 +263,13 @@ int main(int argc, char** argv) try {
   }
   model->prepare(n, bf16 ? Precision::bf16 : Precision::fp32);
   if (mode == "grad") {
-    std::vector<int32_t> labels(static_cast<size_t>(n * pixels));
+    std::vector<int32_t> labels(static_cast<size_t>(regression ? 0 : n * pixels));
+    std::vector<float> values(static_cast<size_t>(regression ? n * classes : 0));
     std::ifstream lf(pos[9], std::ios::binary);
-    lf.read(reinterpret_cast<char*>(labels.data()), static_cast<std::streamsize>(labels.size() * sizeof(int32_t)));
+    if (regression)
+      lf.read(reinterpret_cast<char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(float)));
+    else
+      lf.read(reinterpret_cast<char*>(labels.data()), static_cast<std::streamsize>(labels.size() * sizeof(int32_t)));
     if (!lf) {
       std::fprintf(stderr, "resnet_tool: %s holds fewer than %lld labels\n", pos[9].c_str(), static_cast<long long>(n));
       return 1;
@@ -257,7 +281,8 @@ int main(int argc, char** argv) try {
     ctx.loss_scale = 1.f / static_cast<float>(n * pixels);
     auto* net = dynamic_cast<nn::Net*>(model.get());
     if (!capture_dir.empty()) net->set_capture(true);
-    const double loss = model->forward_backward(x.data(), labels.data(), n, ctx, {});
+    const Targets targets = regression ? Targets::of_values(values.data()) : Targets(labels.data());
+    const double loss = model->forward_backward(x.data(), targets, n, ctx, {});
     if (!capture_dir.empty() && !write_capture(*net, capture_dir)) return 1;
     model->synchronize();  // a device model's backward may still be running
     std::printf("loss %.9g\n", loss / static_cast<double>(n * pixels));

@@ -186,3 +186,17 @@ TEST(GradCheck, DropoutOnBlockedConvOutput) {
 TEST(GradCheck, MnistCnnSubset) { gradcheck("mnist_cnn", {1, 28, 28}, 10, 2, 40); }
 TEST(GradCheck, Lenet5Subset) { gradcheck("lenet5", {1, 28, 28}, 10, 2, 80); }
 TEST(GradCheck, Resnet20Subset) { gradcheck("resnet20", {3, 8, 8}, 10, 2, 60); }
+
+// Volumes (issue 50): Conv3d (padded, strided), BatchNorm3d, MaxPool3d/AvgPool3d, leaky ReLU,
+// tanh and a constant scale against the double reference's 3-D loops.
+static SampleShape volume(int c, int d, int h, int w) { return SampleShape{c, h, w, d}; }
+TEST(GradCheck, Volume3dLayers) {
+  gradcheck("conv(4,3,1,1) bn relu maxpool(2) conv(3,2) leaky_relu(0.3) avgpool(2,1) flatten linear(4) tanh scale(1.2) "
+            "linear(3)",
+            volume(2, 6, 7, 8), 3, 3, 0);
+}
+TEST(GradCheck, Volume3dStridePaddingAndMaxPoolPadding) {
+  gradcheck("conv(3,3,2,1) relu maxpool(3,2,1) conv(4,1) bn flatten linear(3)", volume(1, 7, 6, 8), 3, 4, 0);
+}
+// CosmoFlow's Conv3d(k=2, padding='same'): one zero row at the end of every dim.
+TEST(GradCheck, CosmoflowSubset) { gradcheck("cosmoflow(2,2)", volume(2, 32, 32, 32), 3, 2, 60); }

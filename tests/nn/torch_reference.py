@@ -17,7 +17,16 @@ fails. How many decisions were taken from cnnscale is printed with the result.
 
 cnnscale's decisions come from `cnnscale_resnet_tool grad ... --capture DIR`: graph.txt and
 every node's output right after it ran (node-K.f32, plain float32).
+
+Volumes (N×C×D×H×W, `--depth D`: CosmoFlow, tests/nn/cosmoflow_torch.sh): a tensor's shape in
+graph.txt is then C,D,H,W; conv, max-pool, avg-pool and batch norm on a volume are their 3-D
+forms (cube windows: kernel=K,K is K×K×K) and the interpreter runs them as F.conv3d,
+F.max_pool3d, F.avg_pool3d and F.batch_norm; pad_end=E adds E zeros at the end of every spatial
+dim before a conv (PyTorch's padding='same' for an even kernel). A regression batch (DIR/y.f32,
+N×K float32 targets) takes F.mse_loss (mean over the N×K outputs) instead of the cross-entropy.
 """
+import os
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -37,9 +46,10 @@ class Capture:
             self.nodes.append({
                 "index": int(w[0]), "op": w[1],
                 "inputs": [int(t) for t in f["inputs"].split(",")],
-                "out": [int(v) for v in f["out"].split(",")],  # C,H,W or features
+                "out": [int(v) for v in f["out"].split(",")],  # C,H,W; C,D,H,W (a volume); or features
                 "kernel": [int(v) for v in f["kernel"].split(",")],
                 "stride": int(f["stride"]), "pad": int(f["pad"]), "p": float(f["p"]),
+                "pad_end": int(f.get("pad_end", "0")),  # extra zeros at the end of each spatial dim
                 "groups": int(f.get("groups", "1")), "act": f.get("act", ""),
                 "ceil": f.get("ceil", "0") == "1", "momentum": float(f.get("momentum", "0.1")),
                 "eps": float(f.get("eps", "1e-5")), "slope": float(f.get("slope", "0.01")),
@@ -73,6 +83,7 @@ class Follow:
         self.relu6s = [nd["index"] for nd in cap.of_op("act") if nd["act"] == "relu6"]
         self.leakys = [nd["index"] for nd in cap.of_op("act") if nd["act"] == "leaky_relu"]
         self.pools = cap.of_op("maxpool")
+        self.dropouts = [nd for nd in cap.nodes if nd["op"] == "dropout"]
         self.decisions = []
         self.mode = "decide"
         self.followed = {"relu": 0, "maxpool": 0, "relu6": 0, "leaky_relu": 0}
@@ -82,7 +93,7 @@ class Follow:
     def reset(self, mode=None):
         if mode:
             self.mode = mode
-        self.ri = self.pi = self.di = self.r6 = self.lk = 0
+        self.ri = self.pi = self.di = self.r6 = self.lk = self.dr = 0
 
     def _positive(self, x, kind, nodes, at):
         """Where x > 0 for a ReLU-like kink: float64's own side except within TIE of 0, where
@@ -135,6 +146,10 @@ class Follow:
         return torch.where(region == 1, x, torch.where(region == 2, torch.full_like(x, 6.0), torch.zeros_like(x)))
 
     def maxpool(self, x, kernel, stride, pad, ceil_mode=False):
+        """A max-pool of a map (N×C×H×W: max_pool2d) or a volume (N×C×D×H×W: max_pool3d, a cube
+        window where kernel is an int); the window's argmax is float64's except where float64's
+        maximum is within TIE of the element cnnscale's own input makes the maximum."""
+        pool = F.max_pool3d if x.dim() == 5 else F.max_pool2d
         if self.mode == "replay":
             idx = self.decisions[self.di]
             self.di += 1
@@ -144,11 +159,11 @@ class Follow:
             src = nd["inputs"][0]
             ours_in = self.cap.output(src - 1) if src > 0 else None
             xd = x.detach()
-            _, own = F.max_pool2d(xd, kernel, stride, pad, ceil_mode=ceil_mode, return_indices=True)
+            _, own = pool(xd, kernel, stride, pad, ceil_mode=ceil_mode, return_indices=True)
             if ours_in is None:
                 idx = own
             else:
-                _, theirs = F.max_pool2d(ours_in, kernel, stride, pad, ceil_mode=ceil_mode, return_indices=True)
+                _, theirs = pool(ours_in, kernel, stride, pad, ceil_mode=ceil_mode, return_indices=True)
                 flat = xd.flatten(2)
                 v_own = flat.gather(2, own.flatten(2)).view(own.shape)
                 v_theirs = flat.gather(2, theirs.flatten(2)).view(own.shape)
@@ -159,10 +174,22 @@ class Follow:
             self.decisions.append(idx)
         return x.flatten(2).gather(2, idx.flatten(2)).view(idx.shape)
 
+    def dropout(self, x, p):
+        """nn.Dropout(p) in training as cnnscale draws it: the mask of the next dropout node of the
+        capture (cnnscale's node order), seed 0, step 0, sample ids 0..N-1 (the tool's grad)."""
+        nd = self.dropouts[self.dr]
+        self.dr += 1
+        return x * dropout_mask(x, nd["index"], p)
+
+    def clear(self):
+        """Decisions where cnnscale differs from float64 and float64 is not within TIE of the kink."""
+        return sum(self.disagree_clear.values())
+
     def summary(self):
         return (f"ties followed: {self.followed['relu']} ReLU, {self.followed['maxpool']} max-pool, "
-                f"{self.followed['relu6']} ReLU6; clear disagreements: {self.disagree_clear['relu']} ReLU, "
-                f"{self.disagree_clear['maxpool']} max-pool, {self.disagree_clear['relu6']} ReLU6")
+                f"{self.followed['relu6']} ReLU6, {self.followed['leaky_relu']} leaky ReLU; clear disagreements: "
+                f"{self.disagree_clear['relu']} ReLU, {self.disagree_clear['maxpool']} max-pool, "
+                f"{self.disagree_clear['relu6']} ReLU6, {self.disagree_clear['leaky_relu']} leaky ReLU")
 
 
 def patch_torchvision_resnet(net, follow):
@@ -203,9 +230,21 @@ def dropout_keep(seed, step, layer, sample_id, count, p):
     return u >= np.uint64(round(p * 4294967296.0))
 
 
+def dropout_mask(a, layer, p, seed=0, step=0, sample_ids=None):
+    """cnnscale's inverted-dropout multiplier for a (kept: 1/(1−p), dropped: 0), in a's dtype; the
+    element index is the plain per-sample C×H×W (C×D×H×W, features) order."""
+    n = a.shape[0]
+    ids = list(range(n)) if sample_ids is None else sample_ids
+    per = int(np.prod(a.shape[1:]))
+    keep = np.stack([dropout_keep(seed, step, layer, ids[i], per, p) for i in range(n)])
+    return torch.from_numpy(keep).reshape(a.shape).to(a.dtype) * (1.0 / (1.0 - p))
+
+
 def run_graph(cap, params, x, follow, seed=0, step=0, sample_ids=None):
     """cnnscale's graph (graph.txt) in torch's functional ops with PyTorch's semantics, in the
-    dtype of x and params (name → tensor, running statistics updated in place)."""
+    dtype of x and params (name → tensor, running statistics updated in place). x is N×C×H×W, or
+    N×C×D×H×W (volumes: conv, max-pool, avg-pool and batch norm are then the 3-D ops, with cube
+    windows; the adaptive pool, up-sampling and the other spatial ops are 2-D only)."""
     n = x.shape[0]
     ids = list(range(n)) if sample_ids is None else sample_ids
     T = [x]
@@ -213,8 +252,18 @@ def run_graph(cap, params, x, follow, seed=0, step=0, sample_ids=None):
         a = T[nd["inputs"][0]]
         op, P = nd["op"], [params[p] for p in nd["params"]]
         kh, kw = nd["kernel"]
-        if op == "conv":  # a weight of nn.Linear's shape (ConvNeXt's pointwise linears) is out × in × 1 × 1
+        vol = a.dim() == 5  # a volume: the 3-D forms, cube windows
+        window = (kh, kh, kw) if vol else (kh, kw)
+        if nd["pad_end"] and op != "conv":
+            raise ValueError(f"torch_reference: pad_end on {op} (node {nd['index']}): only conv has it")
+        if op == "conv" and vol:  # nn.Conv3d; pad_end: padding='same' of an even kernel (the extra zero at the end)
+            if nd["pad_end"]:
+                a = F.pad(a, (0, nd["pad_end"]) * 3)
+            y = F.conv3d(a, P[0], P[1] if len(P) > 1 else None, nd["stride"], nd["pad"], 1, nd["groups"])
+        elif op == "conv":  # a weight of nn.Linear's shape (ConvNeXt's pointwise linears) is out × in × 1 × 1
             w = P[0] if P[0].dim() == 4 else P[0][:, :, None, None]
+            if nd["pad_end"]:
+                a = F.pad(a, (0, nd["pad_end"]) * 2)
             y = F.conv2d(a, w, P[1] if len(P) > 1 else None, nd["stride"], nd["pad"], 1, nd["groups"])
         elif op == "upsample":  # F.interpolate: 0 nearest, 1 bilinear, 2 bilinear align_corners=True
             r = nd["resample"]
@@ -230,23 +279,22 @@ def run_graph(cap, params, x, follow, seed=0, step=0, sample_ids=None):
             y = follow.relu6(a)
         elif op == "act" and nd["act"] == "leaky_relu":
             y = follow.leaky_relu(a, nd["slope"])
+        elif op == "act" and nd["act"] == "scale":  # y = slope·x (CosmoFlow's ×1.2 after its tanh)
+            y = a * nd["slope"]
         elif op == "act":
             y = {"relu6": F.relu6, "sigmoid": torch.sigmoid, "silu": F.silu, "hardswish": F.hardswish,
-                 "gelu": F.gelu, "hardsigmoid": F.hardsigmoid}[nd["act"]](a)
+                 "gelu": F.gelu, "hardsigmoid": F.hardsigmoid, "tanh": torch.tanh}[nd["act"]](a)
         elif op == "bn":
             y = F.batch_norm(a, P[2], P[3], P[0], P[1], training=True, momentum=nd["momentum"], eps=nd["eps"])
             P[4] += 1
         elif op == "relu":
             y = follow.relu(a)
         elif op == "maxpool":
-            y = follow.maxpool(a, (kh, kw), nd["stride"], nd["pad"], nd["ceil"])
+            y = follow.maxpool(a, window, nd["stride"], nd["pad"], nd["ceil"])
         elif op == "avgpool":
-            y = F.avg_pool2d(a, (kh, kw), nd["stride"], nd["pad"], count_include_pad=True)
+            y = (F.avg_pool3d if vol else F.avg_pool2d)(a, window, nd["stride"], nd["pad"], count_include_pad=True)
         elif op == "dropout":
-            per = int(np.prod(a.shape[1:]))
-            keep = np.stack([dropout_keep(seed, step, nd["index"], ids[i], per, nd["p"]) for i in range(n)])
-            mask = torch.from_numpy(keep).reshape(a.shape).to(a.dtype)
-            y = a * mask * (1.0 / (1.0 - nd["p"]))
+            y = a * dropout_mask(a, nd["index"], nd["p"], seed, step, ids)
         elif op == "stochastic_depth":  # torchvision.ops.StochasticDepth(p, "row"), cnnscale's draw
             p = nd["p"]
             keep = np.array([bool(dropout_keep(seed, step, nd["index"], ids[i], 1, p)[0]) for i in range(n)])
@@ -312,12 +360,21 @@ def _state(path):
 
 
 def main(argv):
-    """torch_reference.py torchvision|graph|unet MODEL C H W CLASSES DIR [FLOOR]: DIR holds ckpt.h5
-    (the weights), x.f32 and y.i32 (the batch: N labels, or N label maps of H×W), and what `cnnscale_resnet_tool grad ... --capture
-    DIR/cap` wrote: grad.f32, grad.txt, cap/. Prints "ok ..." / "FAIL ..." lines."""
+    """torch_reference.py torchvision|graph|unet|cosmoflow MODEL C H W CLASSES DIR [FLOOR] [--depth D]:
+    DIR holds ckpt.h5 (the weights), x.f32 and y.i32 (the batch: N labels, or N label maps of H×W)
+    or y.f32 (regression: N×CLASSES float32 targets, the loss F.mse_loss), and what
+    `cnnscale_resnet_tool grad ... --capture DIR/cap` wrote: grad.f32, grad.txt, cap/. --depth D:
+    the samples are volumes, x.f32 holds N×C×D×H×W. Prints "ok ..." / "FAIL ..." lines."""
+    argv = list(argv)
+    volume_depth = None  # --depth D
+    if "--depth" in argv:
+        i = argv.index("--depth")
+        volume_depth = int(argv[i + 1])
+        del argv[i:i + 2]
     kind, model, C, H, W, K, d = argv[0], argv[1], int(argv[2]), int(argv[3]), int(argv[4]), int(argv[5]), argv[6]
     floor = float(argv[7]) if len(argv) > 7 else 1e-4  # compare_grads' additive floor
-    torch.set_num_threads(2)
+    torch.set_num_threads(int(os.environ.get("TORCH_REFERENCE_THREADS", "2")))
+    sample = [C, H, W] if volume_depth is None else [C, volume_depth, H, W]
 
     def report(name, good):
         print(("ok " if good else "FAIL ") + name)
@@ -325,12 +382,21 @@ def main(argv):
     lines = open(f"{d}/grad.txt").read().split("\n")
     our_loss = float(next(l.split()[1] for l in lines if l.startswith("loss ")))
     x = np.fromfile(f"{d}/x.f32", np.float32)
-    n = x.size // (C * H * W)
-    x = torch.from_numpy(x.reshape(n, C, H, W))
-    y = torch.from_numpy(np.fromfile(f"{d}/y.i32", np.int32).astype(np.int64))
-    if y.numel() == n * H * W:  # label maps (segmentation): F.cross_entropy over N×K×H×W and N×H×W
-        y = y.reshape(n, H, W)
-    cap = Capture(f"{d}/cap", n, [C, H, W])
+    n = x.size // int(np.prod(sample))
+    x = torch.from_numpy(x.reshape([n] + sample))
+    if os.path.exists(f"{d}/y.f32"):  # regression: N×K targets, mean squared error over the N×K outputs
+        y = torch.from_numpy(np.fromfile(f"{d}/y.f32", np.float32).reshape(n, K))
+
+        def criterion(out):
+            return F.mse_loss(out, y.to(out.dtype))
+    else:
+        y = torch.from_numpy(np.fromfile(f"{d}/y.i32", np.int32).astype(np.int64))
+        if y.numel() == n * H * W:  # label maps (segmentation): F.cross_entropy over N×K×H×W and N×H×W
+            y = y.reshape(n, H, W)
+
+        def criterion(out):
+            return F.cross_entropy(out, y)
+    cap = Capture(f"{d}/cap", n, sample)
     follow = Follow(cap)
     sd = _state(f"{d}/ckpt.h5")
     grads, buffers, losses = {}, {}, {}
@@ -342,7 +408,19 @@ def main(argv):
             net = UNet(C, K, depth, width, relu=follow.relu, maxpool=follow.maxpool)
             net.load_state_dict(sd)  # strict
             net = net.to(dt).train()
-            loss = F.cross_entropy(net(x.to(dt)), y)
+            loss = criterion(net(x.to(dt)))
+            loss.backward()
+            grads[dt] = {k: p.grad.double() for k, p in net.named_parameters()}
+            buffers[dt] = {k: b.double() for k, b in net.named_buffers()}
+        elif kind == "cosmoflow":  # cosmoflow(W,K): tests/nn/cosmoflow_reference.py, leaky ReLUs, max-pools
+            # and dropouts through follow (the dropouts draw cnnscale's masks)
+            from cosmoflow_reference import CosmoFlow, parse_model
+            width, kernel = parse_model(model)
+            net = CosmoFlow(C, K, width, kernel, sample[1:], leaky=follow.leaky_relu, maxpool=follow.maxpool,
+                            dropout_fn=follow.dropout)
+            net.load_state_dict(sd)  # strict
+            net = net.to(dt).train()
+            loss = criterion(net(x.to(dt)))
             loss.backward()
             grads[dt] = {k: p.grad.double() for k, p in net.named_parameters()}
             buffers[dt] = {k: b.double() for k, b in net.named_buffers()}
@@ -352,14 +430,14 @@ def main(argv):
             net.load_state_dict(sd)  # strict
             net = net.to(dt).train()
             patch_torchvision_resnet(net, follow)
-            loss = F.cross_entropy(net(x.to(dt)), y)
+            loss = criterion(net(x.to(dt)))
             loss.backward()
             grads[dt] = {k: p.grad.double() for k, p in net.named_parameters()}
             buffers[dt] = {k: b.double() for k, b in net.named_buffers()}
         else:
             params = {k: v.to(dt).clone().requires_grad_(v.is_floating_point() and not
                       k.endswith(("running_mean", "running_var", "num_batches_tracked"))) for k, v in sd.items()}
-            loss = F.cross_entropy(run_graph(cap, params, x.to(dt), follow), y)
+            loss = criterion(run_graph(cap, params, x.to(dt), follow))
             loss.backward()
             grads[dt] = {k: p.grad.double() for k, p in params.items() if p.requires_grad}
             buffers[dt] = {k: p.detach().double() for k, p in params.items() if not p.requires_grad}
@@ -372,9 +450,9 @@ def main(argv):
     report(f"training loss equals the float64 reference's ({our_loss:.9f} vs {ref:.9f}, torch fp32 "
            f"{losses[torch.float32]:.9f})", abs(our_loss - ref) <= tol)
     print("note " + follow.summary())
-    clear = follow.disagree_clear["relu"] + follow.disagree_clear["maxpool"] + follow.disagree_clear["relu6"]
-    report(f"cnnscale's ReLU, ReLU6 and max-pool decisions are float64's wherever float64 is not within "
-           f"{TIE:g} of a tie ({clear} differ)", clear == 0)
+    clear = follow.clear()
+    report(f"cnnscale's ReLU, ReLU6, leaky ReLU and max-pool decisions are float64's wherever float64 is not "
+           f"within {TIE:g} of a tie ({clear} differ)", clear == 0)
     flat = np.fromfile(f"{d}/grad.f32", np.float32).astype(np.float64)
     P = flat.size // 2
     checked, bad, worst, worst_t = compare_grads(lines, flat, grads[torch.float64], grads[torch.float32], floor)

@@ -773,6 +773,9 @@ std::unique_ptr<DeviceModel> make_cuda_model(const std::string& name_or_spec, co
   if (options.task && !options.task->plain_cross_entropy())
     fail("--device cuda trains with the plain cross-entropy over class labels only; ", options.task->describe(),
          " runs on the CPU model (leave out --device cuda) until the GPU model has it");
+  if (input.volume())
+    fail("--device cuda: the GPU model has no 3-D layers yet and the data are volumes (", input.text(),
+         "); train on the CPU model (leave out --device cuda)");
   return std::make_unique<nn::cuda::CudaNet>(nn::build_model_graph(name_or_spec, input, classes, options), device,
                                              options.tf32, options.cudnn_benchmark);
 }
