@@ -18,6 +18,7 @@
 # Usage:
 #   scripts/export-onnx.py torchvision:NAME --classes K --input-shape C,H,W OUT.onnx
 #   scripts/export-onnx.py my_model.py:MyNet [--kwargs '{"width": 32}'] --input-shape 1,64,64 OUT.onnx
+#   (a 3-D model: --input-shape C,D,H,W, e.g. 4,128,128,128)
 #   options: --weights STATE_DICT.pt (load these first; a fine-tuning start), --seed S,
 #            --opset 13..17 (default 14), --fixed-size
 import argparse
@@ -65,7 +66,8 @@ def main():
     ap = argparse.ArgumentParser(description="Export a PyTorch CNN for cnnscale train --model FILE.onnx")
     ap.add_argument("source", help="torchvision:NAME or FILE.py:CLASS")
     ap.add_argument("out", help="the .onnx file to write")
-    ap.add_argument("--input-shape", required=True, help="C,H,W of one sample, e.g. 3,224,224")
+    ap.add_argument("--input-shape", required=True,
+                    help="C,H,W of one sample, e.g. 3,224,224 (a volume's C,D,H,W, e.g. 4,128,128,128)")
     ap.add_argument("--classes", type=int, help="num_classes for a torchvision model")
     ap.add_argument("--kwargs", default="{}", help="JSON keyword arguments of the constructor")
     ap.add_argument("--weights", help="a state_dict (torch.save) to load before the export")
@@ -77,8 +79,8 @@ def main():
         shape = [int(v) for v in a.input_shape.replace("x", ",").split(",")]
     except ValueError:
         shape = []
-    if len(shape) != 3 or min(shape) < 1:
-        fail(f"--input-shape '{a.input_shape}': give C,H,W, e.g. 3,224,224")
+    if len(shape) not in (3, 4) or min(shape) < 1:
+        fail(f"--input-shape '{a.input_shape}': give C,H,W, e.g. 3,224,224, or a volume's C,D,H,W, e.g. 4,128,128,128")
     if not 13 <= a.opset <= 17:
         fail(f"--opset {a.opset}: cnnscale reads opsets 13 to 17")
     if not a.out.endswith(".onnx"):
@@ -114,7 +116,7 @@ def main():
     x = torch.randn(2, *shape)
     axes = {"input": {0: "batch"}, "logits": {0: "batch"}}
     if not fixed:
-        axes["input"].update({2: "height", 3: "width"})
+        axes["input"].update({2: "height", 3: "width"} if len(shape) == 3 else {2: "depth", 3: "height", 4: "width"})
     tmp = a.out + ".tmp"
     torch.onnx.export(net, x, tmp, training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                       export_params=True, opset_version=a.opset, input_names=["input"], output_names=["logits"],

@@ -44,7 +44,7 @@ int cmd_export(int argc, char** argv) {
       "onnx", po::value<std::string>(), "the ONNX file to write (required)")(
       "force", po::bool_switch(), "replace OUT.onnx when it exists")(
       "input-shape", po::value<std::string>(),
-      "C,H,W of the model's input, for checkpoints written before cnnscale recorded it (it says when)")(
+      "C,H,W (a volume's C,D,H,W) of the model's input, for checkpoints written before cnnscale recorded it (it says when)")(
       "classes", po::value<int>(), "the model's classes, for such checkpoints too")(
       "model", po::value<std::string>(),
       "FILE.onnx: where a run's ONNX model now lies, when it is no longer at the path the checkpoint records; its "
@@ -90,13 +90,16 @@ int cmd_export(int argc, char** argv) {
       continue;
     }
     in = SampleShape{static_cast<int>(meta.input_channels), static_cast<int>(meta.input_height),
-                     static_cast<int>(meta.input_width)};
+                     static_cast<int>(meta.input_width), static_cast<int>(meta.input_depth)};
     classes = static_cast<int>(meta.classes);
     if (vm.count("input-shape")) {
       const std::string v = vm["input-shape"].as<std::string>();
-      if (std::sscanf(v.c_str(), "%d,%d,%d", &in.channels, &in.height, &in.width) != 3 || in.channels < 1 ||
-          in.height < 1 || in.width < 1)
-        fail("export: --input-shape ", v, ": give C,H,W, e.g. 3,224,224");
+      int a[4] = {0, 0, 0, 0};
+      char extra = 0;
+      const int got = std::sscanf(v.c_str(), "%d,%d,%d,%d%c", &a[0], &a[1], &a[2], &a[3], &extra);
+      if ((got != 3 && got != 4) || a[0] < 1 || a[1] < 1 || a[2] < 1 || (got == 4 && a[3] < 1))
+        fail("export: --input-shape ", v, ": give C,H,W, e.g. 3,224,224, or a volume's C,D,H,W, e.g. 4,128,128,128");
+      in = got == 3 ? SampleShape{a[0], a[1], a[2]} : SampleShape{a[0], a[2], a[3], a[1]};
     }
     if (vm.count("classes")) classes = vm["classes"].as<int>();
     if (in.channels < 1 || classes < 2)
@@ -150,9 +153,9 @@ int cmd_export(int argc, char** argv) {
   }
   if (bytes.empty()) fail("export: no checkpoint of ", src, " reads back sound (the last tried: ", skipped, ")");
   write_file_atomic(out, bytes);
-  std::printf("wrote %s: %s at step %lld (%s), input N x %dx%dx%d, %d classes, %zu bytes, opset 17\n", out.c_str(),
-              meta.model.c_str(), static_cast<long long>(meta.step), path.c_str(), in.channels, in.height, in.width,
-              classes, bytes.size());
+  std::printf("wrote %s: %s at step %lld (%s), input N x %s, %d outputs, %zu bytes, opset 17\n", out.c_str(),
+              meta.model.c_str(), static_cast<long long>(meta.step), path.c_str(), in.text().c_str(), classes,
+              bytes.size());
   return 0;
 }
 

@@ -100,8 +100,8 @@ std::unique_ptr<DirectChunkReader> DirectChunkReader::open(const std::string& pa
   if (H5Pget_filter2(dcpl, 0, &flags, &nelmts, nullptr, sizeof name, name, &config) != H5Z_FILTER_FLETCHER32)
     return nullptr;
   const int rank = H5Sget_simple_extent_ndims(space);
-  if (rank < 1 || rank > 4) return nullptr;
-  hsize_t dims[4] = {0}, chunk[4] = {0};
+  if (rank < 1 || rank > 5) return nullptr;  // 5: volumes (N×C×D×H×W)
+  hsize_t dims[5] = {0}, chunk[5] = {0};
   H5Sget_simple_extent_dims(space, dims, nullptr);
   if (H5Pget_chunk(dcpl, rank, chunk) != rank) return nullptr;
   int64_t row = static_cast<int64_t>(elem);  // bytes per index along the first axis; the chunk must hold whole rows
@@ -167,7 +167,7 @@ std::unique_ptr<DirectChunkReader> DirectChunkReader::open(const std::string& pa
         // such a gap): every row between two anchors is then the arithmetic HDF5 agrees
         // with. Two lookups for a list as prep writes it, a few more per gap.
         const auto anchor = [&](int64_t c) {
-          hsize_t cat[4] = {static_cast<hsize_t>(c) * chunk[0], 0, 0, 0};
+          hsize_t cat[5] = {static_cast<hsize_t>(c) * chunk[0], 0, 0, 0, 0};
           unsigned mask = 0;
           haddr_t a = HADDR_UNDEF;
           hsize_t size = 0;
@@ -199,7 +199,7 @@ std::unique_ptr<DirectChunkReader> DirectChunkReader::open(const std::string& pa
     h5_error_cause();  // clears the stack
   }
   for (int64_t c = 0; c < n && !r->from_table_; ++c) {
-    hsize_t at[4] = {static_cast<hsize_t>(c) * chunk[0], 0, 0, 0};
+    hsize_t at[5] = {static_cast<hsize_t>(c) * chunk[0], 0, 0, 0, 0};
     unsigned mask = 0;
     haddr_t addr = HADDR_UNDEF;
     hsize_t size = 0;
@@ -228,7 +228,7 @@ std::unique_ptr<DirectChunkReader> DirectChunkReader::open(const std::string& pa
 
 bool DirectChunkReader::table_entry_right(int64_t c) const {
   Hdf5Lock lock(hdf5_mutex());
-  hsize_t at[4] = {static_cast<hsize_t>(c * chunk_rows_), 0, 0, 0};
+  hsize_t at[5] = {static_cast<hsize_t>(c * chunk_rows_), 0, 0, 0, 0};
   unsigned mask = 0;
   haddr_t addr = HADDR_UNDEF;
   hsize_t size = 0;

@@ -116,15 +116,27 @@ std::string check_shard(const DatasetInfo& info, SplitInfo& split, const ShardIn
   std::vector<int32_t> shp;
   if (info.ragged) {
     check_ragged_shard(info, split, sh, json_path, f, space, off, shp);
-  } else if (rank != 4) fail("shard ", sh.path, ": /images has ", rank, " dimensions, expected 4 (N×C×H×W); ", kRerun);
+  } else if (rank != (info.shape.volume() ? 5 : 4)) {
+    fail("shard ", sh.path, ": /images has ", rank, " dimensions, expected ",
+         info.shape.volume() ? "5 (N×C×D×H×W)" : "4 (N×C×H×W)", "; ", kRerun);
+  }
   H5Sget_simple_extent_dims(space, dims, nullptr);
   if (!info.ragged && static_cast<int64_t>(dims[0]) != sh.samples)
     fail("shard ", sh.path, " holds ", dims[0], " images but ", json_path, " says ", sh.samples,
          "; the directory mixes files of different prep runs — ", kRerun);
-  if (!info.ragged && (static_cast<int>(dims[1]) != info.shape.channels ||
-                       static_cast<int>(dims[2]) != info.shape.height || static_cast<int>(dims[3]) != info.shape.width))
-    fail("shard ", sh.path, ": /images samples are ", dims[1], "x", dims[2], "x", dims[3], " but ", json_path, " says ",
-         info.shape.channels, "x", info.shape.height, "x", info.shape.width, "; ", kRerun);
+  if (!info.ragged) {
+    hsize_t want[5] = {0};
+    h5_image_dims(info.shape, dims[0], want);
+    std::string got = std::to_string(dims[1]);
+    bool same = true;
+    for (int i = 1; i < rank; ++i) {
+      same = same && dims[i] == want[i];
+      if (i > 1) got += "x" + std::to_string(dims[i]);
+    }
+    if (!same)
+      fail("shard ", sh.path, ": /images samples are ", got, " but ", json_path, " says ", info.shape.text(), "; ",
+           kRerun);
+  }
   H5Id type = h5_type(H5Dget_type(images));
   const bool is_float = H5Tget_class(type) == H5T_FLOAT, is_int = H5Tget_class(type) == H5T_INTEGER;
   const size_t bytes = H5Tget_size(type);
@@ -274,9 +286,12 @@ DatasetInfo load_dataset(const std::string& dir_in) {
   if (version != kDatasetVersion)
     fail(json_path, " has version ", version, "; this cnnscale reads version ", kDatasetVersion, "; ", kRerun);
   const auto shape = get_field<std::vector<int>>(j, "sample_shape", json_path);
-  if (shape.size() != 3 || shape[0] < 1 || shape[1] < 1 || shape[2] < 1)
-    fail(json_path, ": sample_shape must be [C, H, W] with positive sizes; ", kRerun);
-  info.shape = {shape[0], shape[1], shape[2]};
+  if ((shape.size() != 3 && shape.size() != 4) || *std::min_element(shape.begin(), shape.end()) < 1)
+    fail(json_path, ": sample_shape must be [C, H, W] or a volume's [C, D, H, W] with positive sizes; ", kRerun);
+  info.shape = shape.size() == 3 ? SampleShape{shape[0], shape[1], shape[2]}
+                                 : SampleShape{shape[0], shape[2], shape[3], shape[1]};
+  if (info.shape.numel() > (int64_t{1} << 34))
+    fail(json_path, ": sample_shape ", info.shape.text(), " is more than 2^34 values per sample; ", kRerun);
   const std::string dtype = get_field<std::string>(j, "dtype", json_path);
   if (!parse_sample_type(dtype, &info.dtype))
     fail(json_path, ": dtype '", dtype, "' is not one cnnscale reads (uint8, int16, float16, float32); ", kRerun);
@@ -339,6 +354,10 @@ DatasetInfo load_dataset(const std::string& dir_in) {
   } else if (layout != "fixed") {
     fail(json_path, ": sample_layout '", layout, "' is not fixed, ragged or jpeg; ", kRerun);
   }
+  if (info.shape.volume() && (info.ragged || info.task == TaskKind::segmentation))
+    fail(json_path, ": a volume data set (sample_shape ", info.shape.text(), ") has fixed-size samples and one label ",
+         "or target row per sample; ", kRerun);
+
   info.chunk_samples = j.value("chunk_samples", int64_t{0});
   info.compression = j.value("compression", std::string("none"));
   const json splits = get_field<json>(j, "splits", json_path);

@@ -102,17 +102,18 @@ void verify_dataset(const DatasetInfo& info, const std::function<void(int64_t, i
           if (progress) progress(done, total);
         }
       } else {
-        hsize_t cdims[4] = {0};
+        hsize_t cdims[5] = {0};
         int64_t step = 256;
-        if (H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, 4, cdims) == 4)
+        const int rank = h5_image_dims(info.shape, 0, cdims);
+        if (H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, rank, cdims) == rank)
           step = static_cast<int64_t>(cdims[0]);
         for (int64_t at = 0; at < sh.samples; at += step) {
           const int64_t n = std::min(step, sh.samples - at);
-          hsize_t start[4] = {static_cast<hsize_t>(at), 0, 0, 0};
-          hsize_t count[4] = {static_cast<hsize_t>(n), static_cast<hsize_t>(info.shape.channels),
-                              static_cast<hsize_t>(info.shape.height), static_cast<hsize_t>(info.shape.width)};
+          hsize_t start[5] = {static_cast<hsize_t>(at), 0, 0, 0, 0};
+          hsize_t count[5] = {0};
+          h5_image_dims(info.shape, static_cast<hsize_t>(n), count);
           H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, count, nullptr);
-          H5Id mspace = h5_space(H5Screate_simple(4, count, nullptr));
+          H5Id mspace = h5_space(H5Screate_simple(rank, count, nullptr));
           buf.resize(static_cast<size_t>(n * numel));
           if (H5Dread(d, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, buf.data()) < 0)
             fail("shard ", sh.path, " is damaged: reading images ", at, "..", at + n - 1, " failed (", h5_error_cause(),

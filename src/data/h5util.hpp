@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "data/sample_type.hpp"
+#include "util/sample_shape.hpp"
 
 namespace cnnscale {
 
@@ -67,5 +68,17 @@ H5Id h5_open_readonly(const std::string& path, std::string& cause);
 // (memory and file alike: no conversion). float16: IEEE binary16 (HDF5 1.10 has no predefined
 // one; h5py and numpy write this).
 H5Id h5_sample_type(SampleType t);
+
+// A shard's /images dims for n samples of `shape`: N×C×H×W (rank 4) or a volume's
+// N×C×D×H×W (rank 5) into dims[0..rank); returns the rank.
+inline int h5_image_dims(const SampleShape& shape, hsize_t n, hsize_t dims[5]) {
+  dims[0] = n;
+  dims[1] = static_cast<hsize_t>(shape.channels);
+  int r = 2;
+  if (shape.volume()) dims[r++] = static_cast<hsize_t>(shape.depth);
+  dims[r++] = static_cast<hsize_t>(shape.height);
+  dims[r++] = static_cast<hsize_t>(shape.width);
+  return r;
+}
 
 }  // namespace cnnscale

@@ -296,10 +296,11 @@ class ShardReader {
       warn_ignored_list(si.path, o.direct.get());
     }
     H5Id dcpl = h5_plist(H5Dget_create_plist(o.images));
-    hsize_t cd[4] = {0};
+    hsize_t cd[5] = {0};
     o.chunk = 256;
     if (info_->ragged) return o;  // read_ragged caches whole shards
-    if (H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, 4, cd) == 4) o.chunk = static_cast<int64_t>(cd[0]);
+    const int rank = h5_image_dims(info_->shape, 0, cd);
+    if (H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, rank, cd) == rank) o.chunk = static_cast<int64_t>(cd[0]);
     if (cache_) o.cache.resize(static_cast<size_t>((si.samples + o.chunk - 1) / o.chunk));
     return o;
   }
@@ -308,14 +309,14 @@ class ShardReader {
     const SampleShape sh = info_->shape;
     H5Id fspace = h5_space(H5Dget_space(o.images));
     for (size_t r = 0; r < runs; ++r) {
-      hsize_t st[4] = {static_cast<hsize_t>(start[r]), 0, 0, 0};
-      hsize_t ct[4] = {static_cast<hsize_t>(len[r]), static_cast<hsize_t>(sh.channels), static_cast<hsize_t>(sh.height),
-                       static_cast<hsize_t>(sh.width)};
+      hsize_t st[5] = {static_cast<hsize_t>(start[r]), 0, 0, 0, 0};
+      hsize_t ct[5] = {0};
+      h5_image_dims(sh, static_cast<hsize_t>(len[r]), ct);
       H5Sselect_hyperslab(fspace, r == 0 ? H5S_SELECT_SET : H5S_SELECT_OR, st, nullptr, ct, nullptr);
     }
-    hsize_t md[4] = {static_cast<hsize_t>(total), static_cast<hsize_t>(sh.channels), static_cast<hsize_t>(sh.height),
-                     static_cast<hsize_t>(sh.width)};
-    H5Id mspace = h5_space(H5Screate_simple(4, md, nullptr));
+    hsize_t md[5] = {0};
+    const int rank = h5_image_dims(sh, static_cast<hsize_t>(total), md);
+    H5Id mspace = h5_space(H5Screate_simple(rank, md, nullptr));
     H5Id mtype = h5_sample_type(info_->dtype);  // the stored type: bytes as they are
     if (H5Dread(o.images, mtype, mspace, fspace, H5P_DEFAULT, dst) < 0)
       fail("shard ", split_.shards[s].path, " is damaged: reading ", total, " image(s) from index ", start[0],
@@ -735,6 +736,9 @@ std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const Datase
     fail("--batch-size ", o.batch_per_rank, " on ", world, " rank(s) needs ", g,
          " samples per step but the train split of ", info->dir, " has only ", n, "; use --batch-size ",
          std::max<int64_t>(1, n / world), " or less");
+  if (info->shape.volume() && !parse_augment(o.augment).empty())
+    fail("--augment ", o.augment, " works on images; ", info->dir, " holds volumes (", info->shape.text(),
+         "), which cnnscale does not augment yet; leave out --augment");
   if (info->dtype != SampleType::u8 && !parse_augment(o.augment).empty())
     fail("--augment ", o.augment, " works on uint8 images; ", info->dir, " holds ", sample_type_name(info->dtype),
          " samples, which cnnscale does not augment yet; leave out --augment");

@@ -35,7 +35,7 @@ Normalizer::Normalizer(SampleShape shape, const std::vector<double>& mean, const
 }
 
 void Normalizer::apply(const uint8_t* src, float* dst) const {
-  const int64_t plane = int64_t{shape_.height} * shape_.width;
+  const int64_t plane = shape_.plane();  // H·W, or D·H·W of a volume
   if (type_ != SampleType::u8) {
     const int64_t n = shape_.numel();
     switch (type_) {  // the stored values, exactly, as float32 (unaligned reads through memcpy)

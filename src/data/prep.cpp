@@ -137,7 +137,7 @@ json write_split(SampleStream& in, const std::string& split, int shards, const s
         shapes.assign(static_cast<size_t>(m), shape);
       }
       if (dtype != SampleType::u8) {  // every value finite after the transform; the train split's statistics
-        const int64_t plane = int64_t{shape.height} * shape.width;
+        const int64_t plane = shape.plane();  // H·W, or D·H·W of a volume
         for (int64_t i = 0; i < m; ++i) {
           science_values(buf.data() + i * sample_bytes, dtype, px, log1p, values);
           for (int c = 0; c < shape.channels; ++c) {
@@ -395,9 +395,9 @@ PrepResult run_prep(const PrepOptions& o) {
                  "; a multilabel data set's targets are 0 or 1 (for other values leave out --task multilabel)");
   const SampleShape shape = train->shape();
   if (test && (test->shape().channels != shape.channels || test->shape().height != shape.height ||
-               test->shape().width != shape.width))
-    fail("the test images (", test->describe(), ") do not have the train images' shape ", shape.channels, "x",
-         shape.height, "x", shape.width);
+               test->shape().width != shape.width || test->shape().depth != shape.depth))
+    fail("the test samples (", test->describe(), ", ", test->shape().text(), ") do not have the train samples' shape ",
+         shape.text());
   if (regression && o.classes != 0) fail("--classes goes with class labels; --targets data sets have none");
   int classes = o.classes;
   if (classes == 0) classes = train->format_classes();
@@ -459,8 +459,9 @@ PrepResult run_prep(const PrepOptions& o) {
     json j = {{"format", kDatasetFormat},
               {"version", kDatasetVersion},
               {"source", source},
-              {"sample_shape", {shape.channels, shape.height, shape.width}},
-              {"layout", "NCHW"},
+              {"sample_shape", shape.volume() ? json{shape.channels, shape.depth, shape.height, shape.width}
+                                              : json{shape.channels, shape.height, shape.width}},
+              {"layout", shape.volume() ? "NCDHW" : "NCHW"},
               {"dtype", sample_type_name(train->dtype())},
               {"task", o.multilabel     ? "multilabel"
                        : regression     ? "regression"

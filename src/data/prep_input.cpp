@@ -211,30 +211,35 @@ class Hdf5Stream : public SampleStream {
     H5Id sp = h5_space(H5Dget_space(img_));
     nd_ = H5Sget_simple_extent_ndims(sp);
     hsize_t dims[8] = {0};
-    if (nd_ == 5)
-      fail(file, ": dataset '", images, "' is N×C×D×H×W (volumes); cnnscale's 3-D layers are not built yet, so prep ",
-           "takes N×H×W and N×C×H×W samples for now");
-    if (nd_ != 3 && nd_ != 4)
-      fail(file, ": dataset '", images, "' has ", nd_, " dimensions; expected N×H×W or N×C×H×W");
+    if (nd_ < 3 || nd_ > 5)
+      fail(file, ": dataset '", images, "' has ", nd_, " dimensions; expected N×H×W, N×C×H×W or N×C×D×H×W (volumes)");
     H5Sget_simple_extent_dims(sp, dims, nullptr);
-    for (int i = 0; i < nd_; ++i) dims_[i] = dims[i];
+    for (int i = 0; i < nd_; ++i) {
+      if (i > 0 && (dims[i] < 1 || dims[i] > 1000000))
+        fail(file, ": dataset '", images, "' has a dimension of ", dims[i], "; each of a sample's must be 1 to 1000000");
+      dims_[i] = dims[i];
+    }
     n_ = static_cast<int64_t>(dims[0]);
-    shape_ = nd_ == 3 ? SampleShape{1, static_cast<int>(dims[1]), static_cast<int>(dims[2])}
-                      : SampleShape{static_cast<int>(dims[1]), static_cast<int>(dims[2]), static_cast<int>(dims[3])};
+    auto dim = [&](int i) { return static_cast<int>(dims[i]); };
+    shape_ = nd_ == 3 ? SampleShape{1, dim(1), dim(2)} : SampleShape{dim(1), dim(2), dim(3)};
+    if (nd_ == 5) shape_ = SampleShape{dim(1), dim(3), dim(4), dim(2)};  // C×D×H×W: a volume (the 3-D layers)
     if (targets) {
       read_targets(file, labels);
       desc_ = file + ":" + images + " + " + labels;
       return;
     }
-    d = H5Dopen2(f_, labels.c_str(), H5P_DEFAULT);
-    if (d < 0) fail(file, " has no dataset '", labels, "' (--labels); list its datasets with `h5ls -r ", file, "`");
-    H5Id lab = h5_dataset(d);
+    hid_t ld_id = H5Dopen2(f_, labels.c_str(), H5P_DEFAULT);
+    if (ld_id < 0) fail(file, " has no dataset '", labels, "' (--labels); list its datasets with `h5ls -r ", file, "`");
+    H5Id lab = h5_dataset(ld_id);
     H5Id ltype = h5_type(H5Dget_type(lab));
     if (H5Tget_class(ltype) != H5T_INTEGER) fail(file, ": dataset '", labels, "' is not an integer dataset");
     H5Id lsp = h5_space(H5Dget_space(lab));
     hsize_t ld[8] = {0};
     const int lnd = H5Sget_simple_extent_ndims(lsp);
     H5Sget_simple_extent_dims(lsp, ld, nullptr);
+    if (shape_.volume() && lnd >= 3)
+      fail(file, ": dataset '", labels, "' holds a label map per volume (", lnd, "-D); 3-D segmentation is not built ",
+           "yet: volumes take one class label per sample (--labels, N) or float targets (--targets, N×K)");
     // N×H×W: a label map per image (segmentation), one class per pixel of the image's H×W.
     if (lnd == 3 && static_cast<int64_t>(ld[0]) == n_) {
       if (static_cast<int>(ld[1]) != shape_.height || static_cast<int>(ld[2]) != shape_.width)
@@ -271,8 +276,8 @@ class Hdf5Stream : public SampleStream {
   void read_images(uint8_t* dst, int64_t n) override {
     Hdf5Lock lock(hdf5_mutex());
     H5Id fs = h5_space(H5Dget_space(img_));
-    hsize_t start[4] = {static_cast<hsize_t>(pos_), 0, 0, 0};
-    hsize_t count[4] = {static_cast<hsize_t>(n), dims_[1], dims_[2], dims_[3]};
+    hsize_t start[5] = {static_cast<hsize_t>(pos_), 0, 0, 0, 0};
+    hsize_t count[5] = {static_cast<hsize_t>(n), dims_[1], dims_[2], dims_[3], dims_[4]};
     H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, nullptr, count, nullptr);
     H5Id ms = h5_space(H5Screate_simple(nd_, count, nullptr));
     H5Id mtype = h5_sample_type(dtype_);  // as stored, little-endian (HDF5 swaps a big-endian file's)
@@ -285,7 +290,7 @@ class Hdf5Stream : public SampleStream {
   std::string file_, desc_;
   H5Id f_, img_;
   int nd_ = 0;
-  hsize_t dims_[4] = {0, 0, 0, 0};
+  hsize_t dims_[5] = {0, 0, 0, 0, 0};
   int64_t n_ = 0, pos_ = 0;
   SampleShape shape_;
   SampleType dtype_ = SampleType::u8;

@@ -57,14 +57,15 @@ void ShardWriter::build(const ShardWriteOptions& opts) {
   file_ = h5_file(H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT));
   if (!file_.valid()) fail("cannot create shard ", path, " (", h5_error_cause(), "); check the output directory");
   const hsize_t n = static_cast<hsize_t>(samples);
-  const hsize_t dims[4] = {n, static_cast<hsize_t>(shape.channels), static_cast<hsize_t>(shape.height),
-                           static_cast<hsize_t>(shape.width)};
+  hsize_t dims[5] = {0};
+  const int irank = h5_image_dims(shape, n, dims);  // 5: a volume's N×C×D×H×W
+  if (irank == 5 && (ragged_ || opts.label_maps)) internal_error("a ragged or label-mapped shard of volumes");
   // Science samples (int16/float16/float32: volumes of MiBs each) get chunks of at most
   // 4 MiB or one sample, as a reader reads and checksums a chunk whole.
   int64_t rows = std::min(opts.chunk_samples, samples);
   if (opts.dtype != SampleType::u8)
     rows = std::min(rows, (int64_t{4} << 20) / std::max<int64_t>(1, shape.numel() * sample_type_bytes(opts.dtype)));
-  hsize_t chunk[4] = {static_cast<hsize_t>(std::max<int64_t>(1, rows)), dims[1], dims[2], dims[3]};
+  hsize_t chunk[5] = {static_cast<hsize_t>(std::max<int64_t>(1, rows)), dims[1], dims[2], dims[3], dims[4]};
   H5Id dcpl = h5_plist(H5Pcreate(H5P_DATASET_CREATE));
   H5Id space;
   if (ragged_) {
@@ -83,8 +84,8 @@ void ShardWriter::build(const ShardWriteOptions& opts) {
     space = h5_space(H5Screate_simple(1, &zero, &unlimited));
     H5Pset_chunk(dcpl, 1, &rchunk);
   } else {
-    space = h5_space(H5Screate_simple(4, dims, nullptr));
-    H5Pset_chunk(dcpl, 4, chunk);
+    space = h5_space(H5Screate_simple(irank, dims, nullptr));
+    H5Pset_chunk(dcpl, irank, chunk);
   }
   if (opts.gzip_level > 0) H5Pset_deflate(dcpl, static_cast<unsigned>(opts.gzip_level));
   H5Pset_fletcher32(dcpl);  // after deflate: the checksum covers the stored (compressed) bytes
@@ -122,12 +123,12 @@ void ShardWriter::append(const uint8_t* images, const int32_t* labels, int64_t n
   if (n <= 0) return;
   if (written_ + n > samples_) internal_error("shard ", path_, " overfilled");
   Hdf5Lock lock(hdf5_mutex());
-  hsize_t start[4] = {static_cast<hsize_t>(written_), 0, 0, 0};
-  hsize_t count[4] = {static_cast<hsize_t>(n), static_cast<hsize_t>(shape_.channels),
-                      static_cast<hsize_t>(shape_.height), static_cast<hsize_t>(shape_.width)};
+  hsize_t start[5] = {static_cast<hsize_t>(written_), 0, 0, 0, 0};
+  hsize_t count[5] = {0};
+  const int rank = h5_image_dims(shape_, static_cast<hsize_t>(n), count);
   H5Id fs = h5_space(H5Dget_space(images_));
   H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, nullptr, count, nullptr);
-  H5Id ms = h5_space(H5Screate_simple(4, count, nullptr));
+  H5Id ms = h5_space(H5Screate_simple(rank, count, nullptr));
   H5Id mtype = h5_sample_type(dtype_);
   if (H5Dwrite(images_, mtype, ms, fs, H5P_DEFAULT, images) < 0) write_failed("writing images to");
   if (targets_ > 0) write_targets(targets, n);
@@ -189,7 +190,7 @@ void ShardWriter::write_chunk_addresses() {
   H5Id space = h5_space(H5Dget_space(images_));
   H5Id dcpl = h5_plist(H5Dget_create_plist(images_));
   const int rank = H5Sget_simple_extent_ndims(space);
-  hsize_t dims[4] = {0}, chunk[4] = {0};
+  hsize_t dims[5] = {0}, chunk[5] = {0};  // rank 5: volumes
   H5Sget_simple_extent_dims(space, dims, nullptr);
   if (H5Pget_chunk(dcpl, rank, chunk) != rank || chunk[0] == 0) internal_error("/images of ", path_, " is not chunked");
   const hsize_t n = (dims[0] + chunk[0] - 1) / chunk[0];
@@ -203,7 +204,7 @@ void ShardWriter::write_chunk_addresses() {
   if (fd < 0) write_failed("reopening");
   haddr_t end = 0;  // of the chunk before
   for (hsize_t c = 0; c < n; ++c) {
-    hsize_t at[4] = {c * chunk[0], 0, 0, 0};
+    hsize_t at[5] = {c * chunk[0], 0, 0, 0, 0};
     unsigned mask = 0;
     haddr_t a = HADDR_UNDEF;
     hsize_t size = 0;

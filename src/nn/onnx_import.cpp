@@ -80,7 +80,8 @@ class Importer {
   void view_like(const std::string& from, const std::string& to) {
     if (nhwc_.count(from)) nhwc_.insert(to);
   }
-  void conv(const onnx::NodeProto& n, int pad_extra);
+  // pad_extra, end_extra: a zero Pad before it (begins, ends of each spatial axis).
+  void conv(const onnx::NodeProto& n, int pad_extra, int end_extra = -1);
   void deconv(const onnx::NodeProto& n);
   void pool(const onnx::NodeProto& n, bool max, int pad_extra);
   void set(const std::string& name, int id) { ids_[name] = id; }
@@ -439,6 +440,14 @@ bool Importer::match_layernorm(int k) {
 // Add, Sub, Mul, Div of constants. True when n was folded (its output is a constant now).
 bool Importer::fold(const onnx::NodeProto& n) {
   const std::string& op = n.op_type();
+  if (op == "Shape" && n.input_size() == 1 && constant(n.input(0))) {  // of a constant (torch's F.pad export)
+    const Const& a = *constant(n.input(0));
+    Const c;
+    c.dims = {static_cast<int64_t>(a.dims.size())};
+    for (int64_t d : a.dims) c.v.push_back(static_cast<double>(d));
+    consts_[n.output(0)] = c;
+    return true;
+  }
   if (op == "Shape") {
     const int x = tensor(n, 0);
     const Shape& sh = b_.shape(x);
@@ -450,8 +459,8 @@ bool Importer::fold(const onnx::NodeProto& n) {
     consts_[n.output(0)] = c;
     return true;
   }
-  static const std::set<std::string> foldable = {"Gather", "Unsqueeze", "Squeeze", "Cast", "Concat",
-                                                 "Add", "Sub", "Mul", "Div"};
+  static const std::set<std::string> foldable = {"Gather", "Unsqueeze", "Squeeze", "Cast", "Concat", "Add", "Sub",
+                                                 "Mul", "Div", "ConstantOfShape", "Reshape", "Slice", "Transpose"};
   if (!foldable.count(op) || n.input_size() == 0) return false;
   for (const auto& i : n.input())
     if (i.empty() || !constant(i) || (inits_.count(i) && constant(i)->v.empty())) return false;
@@ -475,6 +484,77 @@ bool Importer::fold(const onnx::NodeProto& n) {
       for (auto& v : r.v)
         if (!std::isnan(v) && attr_i(n, "to", 1) != onnx::TensorProto::FLOAT && attr_i(n, "to", 1) != onnx::TensorProto::DOUBLE)
           v = std::trunc(v);
+  } else if (op == "ConstantOfShape") {  // small shapes only (pads, sizes)
+    double fill = 0;
+    if (const auto* v = attr(n, "value"); v && v->has_t()) {
+      const Const f = to_const(v->t(), file_);
+      if (f.v.size() != 1) return false;
+      fill = f.v[0];
+    }
+    int64_t count = 1;
+    for (double d : a.v) {
+      if (!(d >= 0 && d <= 64)) return false;
+      count *= static_cast<int64_t>(d);
+      r.dims.push_back(static_cast<int64_t>(d));
+    }
+    if (count > 4096) return false;
+    r.v.assign(static_cast<size_t>(count), fill);
+  } else if (op == "Reshape") {  // of a small constant, by a constant shape (-1: the rest, 0: copy)
+    const Const& sh = *constant(n.input(1));
+    int64_t known = 1, infer = -1;
+    for (size_t i = 0; i < sh.v.size(); ++i) {
+      int64_t d = static_cast<int64_t>(sh.v[i]);
+      if (d == 0 && i < a.dims.size()) d = a.dims[i];
+      if (d == -1) infer = static_cast<int64_t>(i);
+      else if (d < 1) return false;
+      else known *= d;
+      r.dims.push_back(d);
+    }
+    if (infer >= 0) {
+      if (known == 0 || static_cast<int64_t>(a.v.size()) % known) return false;
+      r.dims[static_cast<size_t>(infer)] = static_cast<int64_t>(a.v.size()) / known;
+    }
+    int64_t total = 1;
+    for (int64_t d : r.dims) total *= d;
+    if (total != static_cast<int64_t>(a.v.size())) return false;
+    r.v = a.v;
+  } else if (op == "Transpose") {  // a 2-D constant
+    const auto perm = attr_ints(n, "perm");
+    if (a.dims.size() != 2 || (!perm.empty() && perm != std::vector<int64_t>{1, 0})) return false;
+    const int64_t R = a.dims[0], C = a.dims[1];
+    r.dims = {C, R};
+    for (int64_t j = 0; j < C; ++j)
+      for (int64_t i = 0; i < R; ++i) r.v.push_back(a.v[static_cast<size_t>(i * C + j)]);
+  } else if (op == "Slice") {  // of a constant along one axis (torch's flip: step -1)
+    if (n.input_size() < 3 || a.dims.empty()) return false;
+    auto one = [&](int i, double dflt) {
+      if (n.input_size() <= i || n.input(i).empty()) return dflt;
+      const Const& c = *constant(n.input(i));
+      return c.v.size() == 1 ? c.v[0] : NAN;
+    };
+    const double st = one(1, NAN), en = one(2, NAN), ax = one(3, 0), sp = one(4, 1);
+    if (std::isnan(st) || std::isnan(en) || std::isnan(ax) || std::isnan(sp) || sp == 0) return false;
+    const int64_t rank = static_cast<int64_t>(a.dims.size());
+    const int64_t axis = static_cast<int64_t>(ax) < 0 ? static_cast<int64_t>(ax) + rank : static_cast<int64_t>(ax);
+    if (axis < 0 || axis >= rank) return false;
+    const int64_t len = a.dims[static_cast<size_t>(axis)], step = static_cast<int64_t>(sp);
+    auto clampi = [&](double v, bool is_end) {  // ONNX's clamping of starts and ends
+      int64_t i = v < -1e18 ? INT64_MIN / 2 : v > 1e18 ? INT64_MAX / 2 : static_cast<int64_t>(v);
+      if (i < 0) i += len;
+      if (step > 0) return std::clamp<int64_t>(i, 0, len);
+      return std::clamp<int64_t>(i, -1, len - 1) + (is_end ? 0 : 0);
+    };
+    const int64_t b = clampi(st, false), e = clampi(en, true);
+    std::vector<int64_t> idx;
+    for (int64_t i = b; step > 0 ? i < e : i > e; i += step) idx.push_back(i);
+    int64_t inner = 1, outer = 1;
+    for (int64_t d = axis + 1; d < rank; ++d) inner *= a.dims[static_cast<size_t>(d)];
+    for (int64_t d = 0; d < axis; ++d) outer *= a.dims[static_cast<size_t>(d)];
+    r.dims = a.dims;
+    r.dims[static_cast<size_t>(axis)] = static_cast<int64_t>(idx.size());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i : idx)
+        for (int64_t k = 0; k < inner; ++k) r.v.push_back(a.v[static_cast<size_t>((o * len + i) * inner + k)]);
   } else if (op == "Concat") {
     if (attr_i(n, "axis", 0) != 0) return false;
     for (const auto& i : n.input()) {
@@ -571,7 +651,8 @@ Window window(const onnx::NodeProto& n, const std::vector<int64_t>& kernel,
   return w;
 }
 
-void Importer::conv(const onnx::NodeProto& n, int pad_extra) {
+void Importer::conv(const onnx::NodeProto& n, int pad_extra, int end_extra) {
+  if (end_extra < 0) end_extra = pad_extra;
   auto bad = [&](const std::string& w) { node_fail(n, "has " + w); };
   if (n.input_size() < 2) node_fail(n, "has no weight input");
   auto it = inits_.find(n.input(1));
@@ -586,8 +667,9 @@ void Importer::conv(const onnx::NodeProto& n, int pad_extra) {
     for (int i = 2; i < wt.dims_size(); ++i) kernel.push_back(wt.dims(i));
   Window w = window(n, kernel, bad, true);
   if (w.dims != static_cast<size_t>(wt.dims_size() - 2)) bad("a kernel_shape of another rank than its weight");
-  if (w.pad != 0 && pad_extra != 0) bad("padding of its own after a Pad");
+  if ((w.pad != 0 || w.pad_end != 0) && (pad_extra != 0 || end_extra != 0)) bad("padding of its own after a Pad");
   w.pad += pad_extra;
+  w.pad_end += end_extra - pad_extra;  // F.pad(x, (0, 1, ...)) before an unpadded Conv: padding='same'
   const int64_t group = attr_i(n, "group", 1), cin = b_.shape(tensor(n, 0)).c;
   if (group < 1 || cin % group != 0 || wt.dims(0) < 1 || wt.dims(1) != cin / group || wt.dims(2) != w.k ||
       wt.dims(3) != w.k || (volume && wt.dims(4) != w.k))
@@ -919,27 +1001,40 @@ ModelGraph Importer::run(int classes) {
       Const attr_pads;  // Pad-2: pads and value as attributes
       for (auto v : attr_ints(n, "pads")) attr_pads.v.push_back(static_cast<double>(v));
       const Const* pads = n.input_size() > 1 ? constant(n.input(1)) : attr(n, "pads") ? &attr_pads : nullptr;
-      if (!pads || pads->v.size() != 8) node_fail(n, "has no constant pads for 4 dimensions");
+      const size_t rank = b_.shape(tensor(n, 0)).volume() ? 5 : 4;
+      if (!pads || pads->v.size() != 2 * rank)
+        node_fail(n, "has no constant pads for " + std::to_string(rank) + " dimensions");
       if (n.input_size() > 2 && !n.input(2).empty()) {
         const Const* cv = constant(n.input(2));
         if (!cv || scalar_of(n, *cv) != 0) node_fail(n, "pads with a value other than 0");
       }
       if (attr_f(n, "value", 0) != 0) node_fail(n, "pads with a value other than 0");
-      const auto& p = pads->v;
-      if (p[0] || p[1] || p[4] || p[5]) node_fail(n, "pads the batch or channel axis");
-      if (p[2] != p[3] || p[2] != p[6] || p[2] != p[7]) node_fail(n, "pads unequally (one padding on every side only)");
-      if (p[2] < 0 || p[2] > (1 << 16)) node_fail(n, "pads by " + std::to_string(p[2]) + " (a crop, or no real padding)");
-      if (p[2] == 0) {
+      const auto& p = pads->v;  // begins of the rank axes, then their ends
+      if (p[0] || p[1] || p[rank] || p[rank + 1]) node_fail(n, "pads the batch or channel axis");
+      const double lo = p[2], hi = p[rank + 2];
+      for (size_t i = 2; i < rank; ++i)
+        if (p[i] != lo || p[rank + i] != hi)
+          node_fail(n, "pads unequally (one padding on every side, or one more at every end, only)");
+      if (lo < 0 || lo > (1 << 16) || hi < lo || hi > lo + 1)
+        node_fail(n, "pads by " + std::to_string(lo) + " and " + std::to_string(hi) +
+                         " (a crop, no real padding, or ends padded more than one step beyond the begins)");
+      const auto r = readers(n.output(0));
+      if (hi == 0) {
         out(tensor(n, 0));
+      } else if (hi != lo) {  // F.pad(x, (0, 1) * 3) before an unpadded Conv3d: its padding='same' (even kernel)
+        if (r.size() != 1 || g_.node(r[0]).op_type() != "Conv")
+          node_fail(n, "pads the ends more than the begins and is read by other than one Conv (taken as its padding)");
+        out(tensor(n, 0));
+        skip_[r[0]] = 1;
+        conv(g_.node(r[0]), static_cast<int>(lo), static_cast<int>(hi));
       } else {
-        const auto r = readers(n.output(0));
         if (r.size() != 1 || (g_.node(r[0]).op_type() != "AveragePool" && g_.node(r[0]).op_type() != "Conv"))
           node_fail(n, "is read by other than one AveragePool or Conv (a zero Pad is taken as their padding)");
-        pads_[n.output(0)] = static_cast<int>(p[2]);
+        pads_[n.output(0)] = static_cast<int>(lo);
         out(tensor(n, 0));
         if (g_.node(r[0]).op_type() == "Conv") {
           skip_[r[0]] = 1;
-          conv(g_.node(r[0]), static_cast<int>(p[2]));
+          conv(g_.node(r[0]), static_cast<int>(lo));
         }
       }
     } else if (op == "GlobalAveragePool") {

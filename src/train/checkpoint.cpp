@@ -211,6 +211,7 @@ CheckpointMeta read_meta(hid_t f, const std::string& path) {
   read_attr_i64(f, "input_channels", m.input_channels);  // optional (export)
   read_attr_i64(f, "input_height", m.input_height);
   read_attr_i64(f, "input_width", m.input_width);
+  read_attr_i64(f, "input_depth", m.input_depth);
   read_attr_i64(f, "classes", m.classes);
   if (read_attr_str(f, "tuning", m.tuning)) {  // optional; a malformed one is damage
     try {
@@ -326,6 +327,7 @@ std::string write_checkpoint(const std::string& dir, Model& model, Optimizer& op
         write_attr_i64(f, "input_channels", meta.input_channels);
         write_attr_i64(f, "input_height", meta.input_height);
         write_attr_i64(f, "input_width", meta.input_width);
+        if (meta.input_depth > 0) write_attr_i64(f, "input_depth", meta.input_depth);
         write_attr_i64(f, "classes", meta.classes);
       }
       if (H5Fflush(f, H5F_SCOPE_GLOBAL) < 0) throw std::runtime_error("flush");

@@ -45,6 +45,7 @@ struct CheckpointMeta {
   // The model's input (C×H×W after augmentation) and classes: what `cnnscale export`
   // rebuilds the model with. 0 when not recorded (checkpoints before 2026-12-06).
   int64_t input_channels = 0, input_height = 0, input_width = 0, classes = 0;
+  int64_t input_depth = 0;  // a volume's D (0: images); written only when > 0
 };
 
 std::string checkpoint_file_name(int64_t step);  // "step-00000123.h5"

@@ -1067,6 +1067,7 @@ void Trainer::save_checkpoint(int64_t steps_done) {
   m.input_channels = train_->shape().channels;
   m.input_height = train_->shape().height;
   m.input_width = train_->shape().width;
+  m.input_depth = train_->shape().depth;
   m.classes = train_->classes();
   std::string message;
   if (rank_ == 0) {

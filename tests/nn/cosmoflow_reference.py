@@ -52,8 +52,12 @@ def same_padding(kernel):
 
 class CosmoFlow(nn.Module):
     def __init__(self, in_channels=4, targets=4, width=32, kernel=2, input_size=(128, 128, 128), dropout=0.5,
-                 leaky=None, maxpool=None, dropout_fn=None):
+                 leaky=None, maxpool=None, dropout_fn=None, explicit_pad=False):
+        """explicit_pad: padding='same' written as F.pad before an unpadded Conv3d (the same network
+        and names): torch 1.13's ONNX exporter cannot export padding='same' (aten::_convolution_mode),
+        so scripts/export-onnx.py exports this form (a Pad then a Conv, which cnnscale reads)."""
         super().__init__()
+        self.explicit_pad = same_padding(kernel) if explicit_pad else None
         size = [input_size] * 3 if isinstance(input_size, int) else list(input_size)
         self.leaky = leaky or (lambda x, s: F.leaky_relu(x, s))
         self.pool = maxpool or (lambda x, k, s, p: F.max_pool3d(x, k, s, p))
@@ -62,7 +66,7 @@ class CosmoFlow(nn.Module):
         cin = in_channels
         for i in range(1, CONVS + 1):
             cout = width << (i - 1)
-            setattr(self, f"conv{i}", nn.Conv3d(cin, cout, kernel, padding="same", bias=True))
+            setattr(self, f"conv{i}", nn.Conv3d(cin, cout, kernel, padding=0 if explicit_pad else "same", bias=True))
             cin = cout
             size = [s // 2 for s in size]
         if min(size) < 1:
@@ -81,6 +85,9 @@ class CosmoFlow(nn.Module):
 
     def features(self, x):
         for i in range(1, CONVS + 1):
+            if self.explicit_pad:
+                lo, hi = self.explicit_pad
+                x = F.pad(x, (lo, hi) * 3)
             x = self.pool(self.leaky(getattr(self, f"conv{i}")(x), SLOPE), 2, 2, 0)
         return x.flatten(1)
 

@@ -21,8 +21,11 @@
 #   every gradient as close to float64's as torch fp32's, leaky-ReLU and max-pool decisions
 #   followed only at float32 ties);
 # for cosmoflow(4,2) on 4×32³ (kernel 2: padding 0 before, 1 after) and cosmoflow(4,3) on
-# 2×32×48×40 (kernel 3: padding 1; odd sizes 5 and 3 floored by the pools), with this CPU's
-# oneDNN kernels and a forced other ISA (lib.sh onednn_isas).
+# 2×64×96×40 (kernel 3: padding 1; it ends at 2×3×1, so the flatten order counts, and the
+# pools floor 5 to 2), with this CPU's oneDNN kernels and a forced other ISA (lib.sh onednn_isas);
+# - the module exported by scripts/export-onnx.py (its explicit_pad form: torch 1.13 cannot
+#   export padding='same') trains as --model FILE.onnx exactly as cosmoflow(4,2) does, and
+#   `cnnscale export` writes cosmoflow(4,2) as ONNX that ONNX Runtime runs to cnnscale's outputs.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 TOOL="$CNNSCALE_BUILD/tests/cnnscale_resnet_tool"
@@ -174,4 +177,101 @@ for isa in "${ISAS[@]}"; do
   check "$isa" "cosmoflow(4,2)" 4 32 32 32 4
   check "$isa" "cosmoflow(4,3)" 2 64 96 40 3
 done
+
+# The same module exported by scripts/export-onnx.py trains as --model FILE.onnx. torch 1.13
+# cannot export Conv3d(padding='same') (aten::_convolution_mode), so the module is exported in
+# its explicit_pad form: F.pad(x, (0, 1) * 3) before an unpadded Conv3d, the same network, which
+# torch writes as a Pad (its pads computed by Shape/ConstantOfShape/Reshape/Slice/Transpose of
+# constants) and a Conv; cnnscale reads them as the one padded conv. The imported graph has
+# cosmoflow(4,2)'s 16 parameter names and sizes, and a training step of each from the ONNX
+# file's weights (dropout masks included) gives the same loss and gradients (rel 1e-6).
+d="$TMP/onnx"
+mkdir -p "$d"
+x="$TMP/native-cosmoflow(4,2)-32x32x32"
+"$PY" "$CNNSCALE_SOURCE/scripts/export-onnx.py" "$CNNSCALE_SOURCE/tests/nn/cosmoflow_reference.py:CosmoFlow" \
+  "$d/cf.onnx" --kwargs '{"in_channels": 4, "targets": 4, "width": 4, "kernel": 2, "input_size": 32, "explicit_pad": true}' \
+  --input-shape 4,32,32,32 --seed 5 >"$d/export.log" 2>&1
+expect_eq "export-onnx.py cosmoflow_reference.py:CosmoFlow (explicit_pad)" 0 "$?"
+R=(--depth 32 --regression)
+"$TOOL" init "$d/cf.onnx" 4 32 32 4 7 "$d/oi" "${R[@]}" >"$d/oi.log" 2>&1 &&
+  "$TOOL" dump "$d/cf.onnx" 4 32 32 4 "$d/oi/step-00000000.h5" "$d/onnx.f32" "${R[@]}" >"$d/onnx-params.txt" &&
+  "$TOOL" init "cosmoflow(4,2)" 4 32 32 4 1 "$d/bi" "${R[@]}" >"$d/bi.log" &&
+  "$TOOL" dump "cosmoflow(4,2)" 4 32 32 4 "$d/bi/step-00000000.h5" "$d/builtin0.f32" "${R[@]}" >"$d/builtin-params.txt"
+expect_eq "both models' parameters dumped" 0 "$?"
+"$PY" - "$d" >"$d/map.txt" 2>&1 <<'PYEOF'
+import sys
+
+import numpy as np
+
+d = sys.argv[1]
+def params(f):
+    return {l.split()[1]: (int(l.split()[2]), int(l.split()[3])) for l in open(f) if l.startswith("param ")}
+po, pb = params(f"{d}/onnx-params.txt"), params(f"{d}/builtin-params.txt")
+same = set(po) == set(pb) and all(po[k][1] == pb[k][1] for k in pb)
+print(("ok" if same and len(pb) == 16 else "FAIL") + f" the imported CosmoFlow has the built-in one's {len(pb)} "
+      "parameter names and sizes")
+src, dst = np.fromfile(f"{d}/onnx.f32", np.float32), np.fromfile(f"{d}/builtin0.f32", np.float32)
+for k, (off, n) in pb.items():
+    o = po.get(k, (0, 0))[0]
+    dst[off:off + n] = src[o:o + n]
+dst.tofile(f"{d}/builtin.f32")
+PYEOF
+expect_eq "the parameter map ran" 0 "$?"
+report_lines "$d/map.txt"
+"$TOOL" grad "$d/cf.onnx" 4 32 32 4 "$d/oi/step-00000000.h5" "$x/x.f32" 3 "$d/grad-onnx.f32" "$x/y.f32" "${R[@]}" \
+  >"$d/grad-onnx.txt" 2>&1
+expect_eq "a training step of --model cf.onnx" 0 "$?"
+"$TOOL" grad "cosmoflow(4,2)" 4 32 32 4 "$d/bi/step-00000000.h5" "$x/x.f32" 3 "$d/grad-builtin.f32" "$x/y.f32" \
+  "${R[@]}" --params "$d/builtin.f32" >"$d/grad-builtin.txt" 2>&1
+expect_eq "a training step of cosmoflow(4,2) from the ONNX file's weights" 0 "$?"
+"$PY" - "$d" >"$d/cmp.txt" 2>&1 <<'PYEOF'
+import sys
+
+import numpy as np
+
+d = sys.argv[1]
+loss, g = {}, {}
+for t in ("onnx", "builtin"):
+    lines = open(f"{d}/grad-{t}.txt").read().split("\n")
+    loss[t] = float(next(l.split()[1] for l in lines if l.startswith("loss ")))
+    flat = np.fromfile(f"{d}/grad-{t}.f32", np.float32)
+    g[t] = {l.split()[1]: flat[int(l.split()[2]):int(l.split()[2]) + int(l.split()[3])] for l in lines
+            if l.startswith("param ")}
+scale = max(float(np.abs(v).max()) for v in g["builtin"].values())
+err = max(float(np.abs(g["onnx"][k] - v).max()) for k, v in g["builtin"].items()) / scale
+print(("ok" if abs(loss["onnx"] - loss["builtin"]) <= 1e-6 * abs(loss["builtin"]) and err <= 1e-6 else "FAIL")
+      + f" the same loss ({loss['onnx']:.9f} vs {loss['builtin']:.9f}) and gradients of {len(g['builtin'])} "
+      f"parameters (rel {err:.1e} <= 1e-6)")
+PYEOF
+expect_eq "the ONNX comparison ran" 0 "$?"
+report_lines "$d/cmp.txt"
+
+# And out again: `cnnscale export` writes the checkpoint as ONNX (Conv with pads 0,0,0,1,1,1,
+# MaxPool 3-D, Tanh, Mul by 1.2), which ONNX Runtime runs to cnnscale's eval outputs (rel 1e-5).
+"$CNNSCALE" export "$x/ckpt.h5" --onnx "$d/out.onnx" --input-shape 4,32,32,32 --classes 4 >"$d/export-out.log" 2>&1
+expect_eq "cnnscale export of cosmoflow(4,2)" 0 "$?"
+ORT_PY=""
+for p in ${CNNSCALE_ORT_PYTHON:-} /var/cache/cnnscale/pypi-venv/bin/python; do
+  if [ -x "$p" ] && "$p" -c "import onnxruntime, numpy" 2>/dev/null; then ORT_PY=$p; break; fi
+done
+expect_eq "a python that imports onnxruntime (scripts/python-venv.sh)" 1 "$([ -n "$ORT_PY" ] && echo 1 || echo 0)"
+if [ -n "$ORT_PY" ]; then
+  "$ORT_PY" - "$d/out.onnx" "$x" >"$d/ort.txt" 2>&1 <<'PYEOF'
+import sys
+
+import numpy as np
+import onnxruntime as ort
+
+model, x = sys.argv[1:3]
+s = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+z = s.run(None, {s.get_inputs()[0].name: np.fromfile(f"{x}/x.f32", np.float32).reshape(3, 4, 32, 32, 32)})[0]
+ours = np.fromfile(f"{x}/eval.f32", np.float32).reshape(3, 4)
+err = float(np.abs(z - ours).max() / np.abs(ours).max())
+print(("ok" if s.get_inputs()[0].shape[1:] == [4, 32, 32, 32] else "FAIL")
+      + f" the exported input is N×4×32×32×32 (declared {s.get_inputs()[0].shape})")
+print(("ok" if err <= 1e-5 else "FAIL") + f" ONNX Runtime's outputs are cnnscale's eval outputs (rel {err:.1e} <= 1e-5)")
+PYEOF
+  expect_eq "the ONNX Runtime check ran" 0 "$?"
+  report_lines "$d/ort.txt"
+fi
 finish
