@@ -6,8 +6,8 @@ float32 fields N×2×S×S whose values are a·P_a + b·P_b + noise, P_a and P_b 
 patterns per channel, and the regression targets (a, b) in [-1, 1] (/x_train, /y_train,
 /x_test, /y_test). Also, for the other sample types, /x16_{train,test} (float16 copies
 of the fields), /xi_* (int16: round(1000·x)) and /counts_* (float32 Poisson counts ≥ 0 for
---transform log1p), /x64 (float64: refused), /y_bad (targets of the wrong count), /vol (N×C×D×H×W: not yet
-supported) /u8 (uint8 images: no --transform) and /m_{train,test} (3 labels of 0/1 per sample:
+--transform log1p), /x64 (float64: refused), /y_bad (targets of the wrong count), /vol (N×C×D×H×W volumes, 4 of them: /y_train's
+512 targets are the wrong count for them) /u8 (uint8 images: no --transform) and /m_{train,test} (3 labels of 0/1 per sample:
 --task multilabel)."""
 import argparse
 

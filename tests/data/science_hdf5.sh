@@ -17,8 +17,8 @@
 #    `cnnscale watch` (the run's and each evaluation's RMSE) show it;
 #  - multi-label (--task multilabel: 3 labels of 0/1 per sample): bce-with-logits by default, per-label
 #    accuracy above 0.85 in 3 epochs;
-#  - one `cnnscale: error:` each for: float64 samples, multilabel targets that are not 0/1, targets of the wrong count, volumes
-#    (N×C×D×H×W, not yet), --transform log1p on uint8 images, --test-labels with --targets,
+#  - one `cnnscale: error:` each for: float64 samples, multilabel targets that are not 0/1, targets of the wrong count (also
+#    for volumes, N×C×D×H×W: tests/data/volumes_hdf5.sh trains them), --transform log1p on uint8 images, --test-labels with --targets,
 #    --classes with --targets, cross-entropy on float targets, --augment on float samples, a
 #    model with 3 outputs for 2 targets.
 set -u
@@ -182,7 +182,7 @@ expect_refused "float64 samples" "holds float values of 8 bytes; prep takes uint
   "${P[@]}" --images /x64 --targets /y_train
 expect_refused "targets of the wrong count" "must hold N or N×K targets for the 512 samples" \
   "${P[@]}" --images /x_train --targets /y_bad
-expect_refused "volumes" "N×C×D×H×W \\(volumes\\); cnnscale's 3-D layers are not built yet" \
+expect_refused "volumes with another count of targets" "must hold N or N×K targets for the 4 samples" \
   "${P[@]}" --images /vol --targets /y_train
 expect_refused "log1p of uint8 images" "--transform log1p applies to int16, float16 and float32 samples" \
   "${P[@]}" --images /u8 --targets /y_train --transform log1p
