@@ -102,7 +102,7 @@ int cmd_export(int argc, char** argv) {
       in = got == 3 ? SampleShape{a[0], a[1], a[2]} : SampleShape{a[0], a[2], a[3], a[1]};
     }
     if (vm.count("classes")) classes = vm["classes"].as<int>();
-    if (in.channels < 1 || classes < 2)
+    if (in.channels < 1 || classes < 1)
       fail("export: ", path, " does not record the model's input shape and classes (written before cnnscale did); "
            "give --input-shape C,H,W and --classes K as the run trained with");
     // An ONNX model is rebuilt from its file: the recorded path, or --model where it lies now;

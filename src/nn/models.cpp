@@ -278,7 +278,11 @@ namespace {
 
 ModelGraph any_model_graph(const std::string& name_or_spec, const SampleShape& input, int classes,
                            const ModelOptions& options) {
-  if (classes < 2) fail("a classifier needs at least 2 classes, got ", classes);
+  // A classifier needs two classes; a regression (or multi-label) model one output or more.
+  const bool classifier = !options.any_output && (!options.task || options.task->kind() == TaskKind::classification ||
+                                                  options.task->kind() == TaskKind::segmentation);
+  if (classes < (classifier ? 2 : 1))
+    fail(classifier ? "a classifier needs at least 2 classes, got " : "a model needs at least 1 output, got ", classes);
   const auto& names = builtin_models();
   if (input.volume() && name_or_spec != "cosmoflow" &&
       (std::find(names.begin(), names.end(), name_or_spec) != names.end() || name_or_spec.rfind("unet(", 0) == 0))

@@ -15,6 +15,8 @@
 #    0.03 of each other;
 #  - run.json, metrics.jsonl, `cnnscale report` (Samples/s, each run's test RMSE) and
 #    `cnnscale watch` show it;
+#  - a class label per volume trains a 3-D classifier (with BatchNorm3d); a single target a model
+#    of one output;
 #  - one `cnnscale: error:` each for: --augment on volumes, a 2-D built-in model on volumes,
 #    cosmoflow on images, cosmoflow on volumes smaller than 32 a side, a layer without a 3-D
 #    form in a spec (deconv), a label map per volume (3-D segmentation: not yet).
@@ -45,6 +47,8 @@ with h5py.File(out, "w") as g:
     g["y"] = f["y"][...]
     g["x"] = f["x"][...]
     g["maps"] = (f["x"][:, 0] > 0).astype(np.int32)
+    g["y1"] = f["y"][:, :1]                              # one target per volume
+    g["cls"] = (f["y"][:, 0] > 0).astype(np.int32)       # a class per volume: amplitude above the middle
 PYEOF
 expect_eq "the images and label maps beside the volumes" 0 "$?"
 
@@ -190,6 +194,21 @@ expect_grep "report: each run's test RMSE" "\\| rmse 0\\.[0-9]+ \\|" "$TMP/repor
 expect_grep "watch: the evaluations' RMSE" "eval epoch $EPOCHS \\(step $STEPS\\): test rmse 0\\.[0-9]+, mae 0\\.[0-9]+" \
   "$TMP/watch.txt"
 
+# A class label per volume (3-D classification) and a single regression target.
+P=("$CNNSCALE" prep --format hdf5 --input "$TMP/other.h5" --shards 1)
+"${P[@]}" --images /x --labels /cls --test-images /x --test-labels /cls --output "$TMP/cls" >"$TMP/prep-cls.log" 2>&1
+expect_eq "prep volumes with one class label each" 0 "$?"
+"$CNNSCALE" train --data "$TMP/cls" --model "conv(4,3,1,1) bn relu maxpool(2) flatten linear(2)" --batch-size 16 \
+  --epochs 1 --lr 0.01 --run-dir "$TMP/cls-run" >"$TMP/cls-run.log" 2>&1
+expect_eq "an epoch of a 3-D classifier" 0 "$?"
+expect_grep "the 3-D classifier's test accuracy" "epoch 1 test accuracy 0?\\.[0-9]+" "$TMP/cls-run.log"
+"${P[@]}" --images /x --targets /y1 --output "$TMP/one-target" >"$TMP/prep-one.log" 2>&1
+expect_eq "prep volumes with a single target" 0 "$?"
+"$CNNSCALE" train --data "$TMP/one-target" --model "flatten linear(1)" --batch-size 16 --epochs 1 --lr 0.01 \
+  --run-dir "$TMP/one-run" >"$TMP/one-run.log" 2>&1
+expect_eq "a regression of one target (a model of 1 output)" 0 "$?"
+expect_grep "its run.json: mse over 1 target" '"loss": "mse over 1 target' "$TMP/one-run/run.json"
+
 # Mistakes: one clear error each.
 T=("$CNNSCALE" train --data "$TMP/f32" --batch-size 8 --max-steps 1)
 expect_refused "--augment on volumes" "--augment hflip works on images; .* holds volumes \\(4x16x16x16\\)" \
@@ -200,7 +219,6 @@ expect_refused "cosmoflow on volumes under 32 a side" "cosmoflow\\(8,2\\) halves
   "${T[@]}" --model "cosmoflow(8,2)"
 expect_refused "deconv on a volume" "deconv \\(ConvTranspose\\) has no 3-D form in cnnscale yet and its input is a volume" \
   "${T[@]}" --model "conv(4,3,1,1) deconv(4,2,2) flatten linear(4)"
-P=("$CNNSCALE" prep --format hdf5 --input "$TMP/other.h5" --shards 1)
 "${P[@]}" --images /img --targets /y --output "$TMP/img" >"$TMP/prep-img.log" 2>&1
 expect_eq "prep the volumes' first slices as images" 0 "$?"
 expect_refused "cosmoflow on images" "cosmoflow is a 3-D network and takes volumes \\(N×C×D×H×W\\), but the data are 4x16x16 images" \
