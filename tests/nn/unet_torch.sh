@@ -116,24 +116,7 @@ expect_eq "export-onnx.py unet_reference.py:UNet" 0 "$?"
   "$TOOL" init "unet(2,8)" 3 32 48 5 1 "$d/bi" --segmentation >"$d/bi.log" &&
   "$TOOL" dump "unet(2,8)" 3 32 48 5 "$d/bi/step-00000000.h5" "$d/builtin0.f32" --segmentation >"$d/builtin-params.txt"
 expect_eq "both models' parameters dumped" 0 "$?"
-"$PY" - "$d" >"$d/map.txt" 2>&1 <<'PYEOF'
-import sys
-
-import numpy as np
-
-d = sys.argv[1]
-def params(f):
-    return {l.split()[1]: (int(l.split()[2]), int(l.split()[3])) for l in open(f) if l.startswith("param ")}
-po, pb = params(f"{d}/onnx-params.txt"), params(f"{d}/builtin-params.txt")
-same = set(po) == set(pb) and all(po[k][1] == pb[k][1] for k in pb)
-print(("ok" if same and len(pb) == 66 else "FAIL") + f" the imported U-Net has the built-in one's {len(pb)} parameter "
-      "names and sizes")
-src, dst = np.fromfile(f"{d}/onnx.f32", np.float32), np.fromfile(f"{d}/builtin0.f32", np.float32)
-for k, (off, n) in pb.items():
-    o = po.get(k, (0, 0))[0]
-    dst[off:off + n] = src[o:o + n]
-dst.tofile(f"{d}/builtin.f32")
-PYEOF
+"$PY" "$CNNSCALE_SOURCE/tests/nn/onnx_builtin_step.py" map "$d" U-Net 66 >"$d/map.txt" 2>&1
 expect_eq "the parameter map ran" 0 "$?"
 report_lines "$d/map.txt"
 "$TOOL" grad "$d/unet.onnx" 3 32 48 5 "$d/oi/step-00000000.h5" "$x/x.f32" 3 "$d/grad-onnx.f32" "$x/y.i32" \
@@ -142,25 +125,7 @@ expect_eq "a training step of --model unet.onnx" 0 "$?"
 "$TOOL" grad "unet(2,8)" 3 32 48 5 "$d/bi/step-00000000.h5" "$x/x.f32" 3 "$d/grad-builtin.f32" "$x/y.i32" \
   --segmentation --params "$d/builtin.f32" >"$d/grad-builtin.txt" 2>&1
 expect_eq "a training step of unet(2,8) from the ONNX file's weights" 0 "$?"
-"$PY" - "$d" >"$d/cmp.txt" 2>&1 <<'PYEOF'
-import sys
-
-import numpy as np
-
-d = sys.argv[1]
-loss, g = {}, {}
-for t in ("onnx", "builtin"):
-    lines = open(f"{d}/grad-{t}.txt").read().split("\n")
-    loss[t] = float(next(l.split()[1] for l in lines if l.startswith("loss ")))
-    flat = np.fromfile(f"{d}/grad-{t}.f32", np.float32)
-    g[t] = {l.split()[1]: flat[int(l.split()[2]):int(l.split()[2]) + int(l.split()[3])] for l in lines
-            if l.startswith("param ") and not l.split()[1].endswith(("running_mean", "running_var", "tracked"))}
-scale = max(float(np.abs(v).max()) for v in g["builtin"].values())
-err = max(float(np.abs(g["onnx"][k] - v).max()) for k, v in g["builtin"].items()) / scale
-print(("ok" if abs(loss["onnx"] - loss["builtin"]) <= 1e-6 * abs(loss["builtin"]) and err <= 1e-6 else "FAIL")
-      + f" the same loss ({loss['onnx']:.9f} vs {loss['builtin']:.9f}) and gradients of {len(g['builtin'])} "
-      f"parameters (rel {err:.1e} <= 1e-6)")
-PYEOF
+"$PY" "$CNNSCALE_SOURCE/tests/nn/onnx_builtin_step.py" compare "$d" >"$d/cmp.txt" 2>&1
 expect_eq "the ONNX comparison ran" 0 "$?"
 report_lines "$d/cmp.txt"
 
