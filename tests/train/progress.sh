@@ -19,7 +19,7 @@ CR=$'\r'
 timeout 300 $M -n 2 "$CNNSCALE" train "${ARGS[@]}" --run-dir "$TMP/run" >"$TMP/log.out" 2>"$TMP/log.err"
 expect_eq "batch log: exit status" 0 "$?"
 expect_grep "progress line with the slowest rank's step time and ETA" \
-  '^epoch 1/2 step 20/100 loss [0-9.]+ lr [0-9.e-]+ [0-9]+ img/s slowest rank [0-9]+\.[0-9] ms/step( input-bound [0-9]+%)? ETA [0-9]+:[0-9]{2}:[0-9]{2}$' "$TMP/log.out"
+  '^epoch 1/2 step 20/100 loss [0-9.]+ lr [0-9.e-]+ [0-9.]+ img/s slowest rank [0-9]+\.[0-9] ms/step( input-bound [0-9]+%)? ETA [0-9]+:[0-9]{2}:[0-9]{2}$' "$TMP/log.out"
 expect_eq "no carriage return or escape in stdout" 0 "$(grep -c "[$CR$ESC]" "$TMP/log.out")"
 expect_eq "no carriage return or escape in stderr" 0 "$(grep -c "[$CR$ESC]" "$TMP/log.err")"
 python3 - "$TMP/run/metrics.jsonl" >"$TMP/m.out" 2>&1 <<'PY'

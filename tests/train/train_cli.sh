@@ -94,7 +94,7 @@ expect_eq "prep exit status" 0 "$?"
 timeout 300 $M -n 3 "$CNNSCALE" train --data "$TMP/fm" --model "$SMALL" --batch-size 16 --max-steps 4 --log-every 2 \
   --run-dir "$TMP/run3" >"$TMP/run3.out" 2>&1
 expect_eq "3-rank run exit status" 0 "$?"
-expect_grep "progress line" '^epoch 1/1 step 2/4 loss [0-9.]+ lr [0-9.e-]+ [0-9]+ img/s slowest rank [0-9.]+ ms/step( input-bound [0-9]+%)? ETA [0-9:]+$' "$TMP/run3.out"
+expect_grep "progress line" '^epoch 1/1 step 2/4 loss [0-9.]+ lr [0-9.e-]+ [0-9.]+ img/s slowest rank [0-9.]+ ms/step( input-bound [0-9]+%)? ETA [0-9:]+$' "$TMP/run3.out"
 expect_grep "every test sample once on 3 ranks" 'test accuracy 0\.[0-9]+ loss [0-9.]+ \(10000 samples\)' "$TMP/run3.out"
 python3 - "$TMP/run3" <<'PY' >"$TMP/fields.txt" 2>&1
 import json, sys
