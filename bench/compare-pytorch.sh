@@ -23,11 +23,17 @@
 # --model unet|unet(D,W): the U-Net on images with label maps (tests/data/make_shapes.py at
 # --image-size, prepped, --cache memory) against tests/nn/unet_reference.py's PyTorch U-Net on a
 # random batch with random label maps; batch 16 per rank by default; no roofline row.
+# --model cosmoflow|cosmoflow(W,K): the MLPerf HPC CosmoFlow regression network on volumes
+# --channels×S×S×S (S = --image-size, the cube's side, default 64; --channels default 4) with 4
+# float targets: tests/data/make_grf.py's Gaussian random fields (float32, no transform), prepped
+# (`prep --format hdf5 --images /x --targets /y`), --cache memory, against bench/pytorch_ddp_resnet.py's
+# cosmoflow() on a random batch with random targets (mse); batch 8 per rank by default; the table
+# counts volumes/s; no roofline row.
 #
 # Usage: bench/compare-pytorch.sh [--build DIR] [--rounds N] [--steps N] [--bind core|none]
 #                                 [--out DIR] [--accuracy [--with-pytorch]] [--epochs N] [--no-install]
 #                                 [--model mnist_cnn|resnet50|resnet18] [--image-size S] [--batch B]
-#                                 [--threads T] [--classes K] [--precision both|fp32|bf16]
+#                                 [--threads T] [--classes K] [--channels C] [--precision both|fp32|bf16]
 #   --precision  run only that precision's pairs (default both; bf16 needs AVX512-BF16 or AMX)
 #   --accuracy   instead of the throughput table: 5-epoch (--epochs) runs on 2 ranks of
 #                cnnscale fp32 and bf16 (and, with --with-pytorch, PyTorch fp32), test
@@ -41,11 +47,13 @@ BUILD="$ROOT/build"
 ROUNDS=3
 STEPS=""
 MODEL=mnist_cnn
-IMAGE=224
+IMAGE=""
 BATCH=""
 THREADS=1
 CLASSES=1000
+CHANNELS=4
 SEG=0
+VOL=0
 BIND=core
 OUT=""
 ACCURACY=0
@@ -69,8 +77,9 @@ while [ $# -gt 0 ]; do
     --batch) BATCH=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --classes) CLASSES=$2; shift 2 ;;
+    --channels) CHANNELS=$2; shift 2 ;;
     --precision) PRECISION=$2; shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
     *) echo "compare-pytorch.sh: error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -86,8 +95,11 @@ case "$MODEL" in
     RESNET=1; STEPS=${STEPS:-30}; BATCH=${BATCH:-32} ;;
   unet|unet\(*\))
     RESNET=1; SEG=1; STEPS=${STEPS:-30}; BATCH=${BATCH:-16}; CLASSES=4 ;;
-  *) echo "compare-pytorch.sh: error: --model mnist_cnn, unet(D,W) or a built-in torchvision model (resnet*, resnext*, wide_resnet*, mobilenet_v2, mobilenet_v3_*, efficientnet_b*, convnext_*, shufflenet_v2_*, vgg*, densenet*, squeezenet*, regnet_*, mnasnet*)" >&2; exit 2 ;;
+  cosmoflow|cosmoflow\(*\))
+    RESNET=1; VOL=1; STEPS=${STEPS:-30}; BATCH=${BATCH:-8}; IMAGE=${IMAGE:-64}; CLASSES=4 ;;
+  *) echo "compare-pytorch.sh: error: --model mnist_cnn, unet(D,W), cosmoflow(W,K) or a built-in torchvision model (resnet*, resnext*, wide_resnet*, mobilenet_v2, mobilenet_v3_*, efficientnet_b*, convnext_*, shufflenet_v2_*, vgg*, densenet*, squeezenet*, regnet_*, mnasnet*)" >&2; exit 2 ;;
 esac
+IMAGE=${IMAGE:-224}
 if [ "$RESNET" = 1 ] && [ "$ACCURACY" = 1 ]; then
   echo "compare-pytorch.sh: error: --accuracy is for mnist_cnn (synthetic data has no test accuracy)" >&2; exit 2
 fi
@@ -144,6 +156,18 @@ if [ "$RESNET" = 1 ]; then
     "$CNNSCALE" prep --format hdf5 --input "$OUT/shapes-$IMAGE.h5" --images /x_train --labels /y_train --shards 2 \
       --output "$SEGDATA" >"$OUT/prep.log"
     DATA_ARGS=(--data "$SEGDATA" --cache memory --model "$MODEL")
+  fi
+  if [ "$VOL" = 1 ]; then
+    # cosmoflow(W,K): tests/data/make_grf.py's volumes CHANNELS×S×S×S with 4 float targets (CLASSES
+    # holds the target count), prepped once, read from memory; PyTorch's peer trains on one random
+    # batch with random targets per rank.
+    VOLDATA="$OUT/grf-$IMAGE"
+    $PY "$ROOT/tests/data/make_grf.py" "$OUT/grf-$IMAGE.h5" --n $((BATCH * 2 * 4)) --size "$IMAGE" \
+      --channels "$CHANNELS" --targets "$CLASSES"
+    "$CNNSCALE" prep --format hdf5 --input "$OUT/grf-$IMAGE.h5" --images /x --targets /y --shards 2 \
+      --output "$VOLDATA" >"$OUT/prep.log"
+    DATA_ARGS=(--data "$VOLDATA" --cache memory --model "$MODEL")
+    PT_ARGS=(--model "$MODEL" --image-size "$IMAGE" --channels "$CHANNELS" --targets "$CLASSES")
   fi
 else
   DATA_ARGS=(--data "$DATA" --cache memory --model mnist_cnn)
@@ -237,7 +261,7 @@ EOF2
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "model: $MODEL; batch $BATCH/rank; $THREADS thread(s)/rank; $STEPS steps; bf16 compared: $BF16"
 } | tee "$OUT/machine.txt"
-$PY -c "import json, sys; json.dump(dict(model='$MODEL', batch=$BATCH, threads=$THREADS, steps=$STEPS, image_size=$IMAGE, classes=$CLASSES, bf16=bool($BF16), amx=bool($AMX), seg=bool($SEG)), open(sys.argv[1], 'w'))" "$OUT/meta.json"
+$PY -c "import json, sys; json.dump(dict(model='$MODEL', batch=$BATCH, threads=$THREADS, steps=$STEPS, image_size=$IMAGE, classes=$CLASSES, bf16=bool($BF16), amx=bool($AMX), seg=bool($SEG), vol=bool($VOL), channels=$CHANNELS), open(sys.argv[1], 'w'))" "$OUT/meta.json"
 
 if [ "$ACCURACY" = 1 ]; then
   : >"$OUT/results.jsonl"
@@ -282,7 +306,7 @@ done
 echo "== roofline (1 thread)"
 ROOF_ARGS=()
 # the model's FLOPs; its fwd+bwd timed at a small batch (ResNet-50 at 224 takes seconds per step)
-[ "$RESNET" = 1 ] && [ "$SEG" = 0 ] && ROOF_ARGS=(--model "$MODEL" --image-size "$IMAGE" --channels 3 --classes "$CLASSES" --batch 2 --steps 3)
+[ "$RESNET" = 1 ] && [ "$SEG" = 0 ] && [ "$VOL" = 0 ] && ROOF_ARGS=(--model "$MODEL" --image-size "$IMAGE" --channels 3 --classes "$CLASSES" --batch 2 --steps 3)
 "$ROOFLINE" "${ROOF_ARGS[@]}" --json >"$OUT/roofline.json"
 "$ROOFLINE" "${ROOF_ARGS[@]}" >"$OUT/roofline.txt" && cat "$OUT/roofline.txt"
 echo "== cnnscale allreduce, 2 ranks"

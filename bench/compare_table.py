@@ -62,7 +62,15 @@ torch_v = next((r["impl"] for r in rows if r["impl"].startswith("pytorch")), "py
 rounds = max((len(v) for k, v in groups.items() if k[0] == "pytorch" and k[2] == 1), default=0)
 
 seg = meta.get("seg", False)  # unet(D,W): images with label maps; no roofline of the model
-if resnet:
+vol = meta.get("vol", False)  # cosmoflow(W,K): volumes with float targets; no roofline of the model
+if vol:
+    side = meta["image_size"]
+    print(f"\n{meta['model']}, volumes {meta['channels']}x{side}x{side}x{side} with {meta['classes']} float "
+          "targets (cnnscale: make_grf.py's, prepped, --cache memory; PyTorch: one random batch per rank), mse, "
+          f"batch {meta['batch']}/rank, {meta['threads']} thread(s)/rank, {meta['steps']} steps, {rounds} alternating "
+          "round(s); volumes/s = median over rounds of each run's median [min..max over rounds]; PyTorch format: "
+          + ", ".join(f"{p} {w} rank(s) {f}" for (_, p, w), f in sorted(pt_format.items())))
+elif resnet:
     data = ("images with label maps (cnnscale: make_shapes.py's, prepped, --cache memory; PyTorch: one random batch "
             "per rank)" if seg else "synthetic")
     print(f"\n{meta['model']}, {data} {meta['image_size']}x{meta['image_size']}x3, {meta['classes']} classes, "
@@ -72,6 +80,7 @@ if resnet:
 else:
     print(f"\nmnist_cnn, Fashion-MNIST, batch 64/rank, 1 thread/rank, {rounds} alternating round(s); "
           "images/s = median over rounds of each run's median [min..max over rounds]")
+no_flops = seg or vol  # the roofline has no FLOPs of these models
 hdr = f"{'':36s}{'1 rank':>22s}{'2 ranks':>22s}{'eff 1->2':>10s}{'RSS/rank MiB':>14s}"
 print(hdr)
 print("-" * len(hdr))
@@ -129,7 +138,8 @@ pair = groups.get(("cnnscale-independent-pair", "fp32", 2), [])
 if pair:
     pm = statistics.median(r["images_per_s"] for r in pair)
     per = [p for r in pair for p in r["per_process"]]
-    print(f"  control: two independent 1-rank cnnscale runs at once (no communication): {pm:.0f} img/s summed "
+    print(f"  control: two independent 1-rank cnnscale runs at once (no communication): {pm:.0f} "
+          f"{'volumes' if vol else 'img'}/s summed "
           f"({min(per):.0f}..{max(per):.0f} per process) = {pm / (2 * med(('cnnscale', 'fp32', 1))) * 100:.1f}% of "
           f"2x the lone 1-rank run; 2-rank DDP reaches {med(('cnnscale', 'fp32', 2)) / pm * 100:.1f}% of this pair")
 for prec in ("fp32", "bf16"):
@@ -140,7 +150,7 @@ for prec in ("fp32", "bf16"):
 print()
 B = meta.get("batch", 64)
 print(f"roofline: single-core sgemm roof {rooff:.1f} GFLOP/s (best rate measured below)" + (
-      "; the model's FLOPs are not counted for unet" if seg else
+      f"; the model's FLOPs are not counted for {meta['model']}" if no_flops else
       f"; {roof.get('model', 'mnist_cnn')} training = {fps:,.0f} FLOP/sample ({fps * B / 1e9:.2f} GFLOP/step at {B}); "
       f"per rank the roof is {meta.get('threads', 1)} x this (threads/rank)"))
 for s in roof["sgemm"]:
@@ -148,17 +158,17 @@ for s in roof["sgemm"]:
     print(f"  sgemm {s['shape']:50s} oneDNN {s['onednn_gflops']:6.1f}  OpenBLAS "
           + (f"{ob:6.1f}" if ob is not None else "   n/a"))
 fb = roof["fwd_bwd"]
-if seg:
+if no_flops:
     fb = None
 if fb:
     print(f"  cnnscale fwd+bwd only (roofline, 1 thread): {fb['step_ms']:.1f} ms/step = {fb['gflops']:.1f} GFLOP/s "
       f"= {fb['fraction_of_roof'] * 100:.0f}% of roof")
 T = meta.get("threads", 1)
-for w in (1, 2) if ("cnnscale", "fp32", 1) in groups and not seg else ():
+for w in (1, 2) if ("cnnscale", "fp32", 1) in groups and not no_flops else ():
     g = fps * med(("cnnscale", "fp32", w)) / w / 1e9
     print(f"  cnnscale train fp32, {w} rank(s), whole step: {g:.1f} GFLOP/s per rank = {g / (T * rooff) * 100:.0f}% "
           "of roof (target >= 70%)")
-for w in (1, 2) if ("pytorch", "fp32", 1) in groups and not seg else ():
+for w in (1, 2) if ("pytorch", "fp32", 1) in groups and not no_flops else ():
     g = fps * med(("pytorch", "fp32", w)) / w / 1e9
     print(f"  PyTorch fp32, {w} rank(s): {g:.1f} GFLOP/s per rank = {g / (T * rooff) * 100:.0f}% of roof")
 print()
