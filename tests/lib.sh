@@ -139,6 +139,16 @@ json.dump({"world_size": 1, "nodes": 1, "ranks_per_node": 1, "backend": "mpi", "
 PY
 }
 expect_file() { if [ -s "$2" ]; then ok "$1"; else bad "$1 (missing or empty: $2)"; fi; }
+# ort_python: $ORT_PY becomes the first python that imports onnxruntime and numpy
+# ($CNNSCALE_ORT_PYTHON, then scripts/python-venv.sh's venv), "" when none does.
+ort_python() {
+  ORT_PY=""
+  local p
+  for p in ${CNNSCALE_ORT_PYTHON:-} /var/cache/cnnscale/pypi-venv/bin/python; do
+    if [ -x "$p" ] && "$p" -c "import onnxruntime, numpy" 2>/dev/null; then ORT_PY=$p; return 0; fi
+  done
+}
+
 # require_python "MODULES" "PACKAGES": $PY becomes the first of python3 and
 # /usr/bin/python3 that runs `import MODULES` (comma-separated, as import takes them);
 # neither: SKIP (exit 77) naming the modules and the Debian packages that bring them.

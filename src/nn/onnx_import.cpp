@@ -542,7 +542,7 @@ bool Importer::fold(const onnx::NodeProto& n) {
       int64_t i = v < -1e18 ? INT64_MIN / 2 : v > 1e18 ? INT64_MAX / 2 : static_cast<int64_t>(v);
       if (i < 0) i += len;
       if (step > 0) return std::clamp<int64_t>(i, 0, len);
-      return std::clamp<int64_t>(i, -1, len - 1) + (is_end ? 0 : 0);
+      return std::clamp<int64_t>(i, is_end ? -1 : 0, len - 1);  // negative steps
     };
     const int64_t b = clampi(st, false), e = clampi(en, true);
     std::vector<int64_t> idx;
@@ -784,7 +784,7 @@ ModelGraph Importer::run(int classes) {
     fail(file_, ": the input '", in.name(), "' is not float32 (ONNX type ", tt.elem_type(), ")");
   const auto& dims = tt.shape().dim();
   const bool vol = in_.volume();
-  if (dims.size() != (vol ? 5u : 4u))
+  if (dims.size() != (vol ? 5 : 4))
     fail(file_, ": the input '", in.name(), "' has ", dims.size(), " dimensions; cnnscale feeds ",
          vol ? "N×C×D×H×W (the data set holds volumes)" : "N×C×H×W");
   auto fixed = [&](int i) { return dims[i].has_dim_value() ? dims[i].dim_value() : -1; };
@@ -793,11 +793,11 @@ ModelGraph Importer::run(int classes) {
   want.insert(want.end(), {in_.height, in_.width});
   auto d = [&](int j) { return fixed(j) >= 0 ? std::to_string(fixed(j)) : dims[j].dim_param(); };
   std::string theirs = d(1);
-  for (int j = 2; j < dims.size(); ++j) theirs += "x" + d(j);
+  for (int j = 2; j < dims.size(); ++j) theirs.append("x").append(d(j));
   theirs += vol ? " (C×D×H×W)" : " (C×H×W)";
   const std::string data = in_.text();
   std::string shape_arg = std::to_string(in_.channels);
-  for (size_t j = 1; j < want.size(); ++j) shape_arg += "," + std::to_string(want[j]);
+  for (size_t j = 1; j < want.size(); ++j) shape_arg.append(",").append(std::to_string(want[j]));
   if (fixed(1) >= 0 && fixed(1) != want[0])
     fail(file_, ": the model takes inputs of ", theirs, " but the data set's are ", data, "; export it for ",
          in_.channels, " input channels (scripts/export-onnx.py --input-shape ", shape_arg, ")");

@@ -15,6 +15,12 @@ std::string format_duration(double s) {
   return buf;
 }
 
+std::string format_rate(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), v >= 10 || v <= 0 ? "%.0f" : "%.3g", v);
+  return buf;
+}
+
 std::string progress_bar_line(const ProgressState& s, int columns) {
   const double frac =
       s.steps_per_epoch > 0

@@ -28,14 +28,6 @@
 namespace cnnscale {
 namespace {
 
-// A rate for the progress and done lines: whole numbers from 10 up (as always), 3 significant
-// digits below (a CosmoFlow step on 128³ volumes runs at 0.4 samples/s, which "%.0f" showed as 0).
-std::string rate_text(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, v >= 10 || v <= 0 ? "%.0f" : "%.3g", v);
-  return b;
-}
-
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -960,7 +952,7 @@ void Trainer::log_progress(int64_t step, double lr, const StepTimes& t) {
   const char* per_s = task_->kind() == TaskKind::classification ? "img/s" : "samples/s";
   std::snprintf(line, sizeof(line), "epoch %d/%d step %lld/%lld %s lr %.4g %s %s%s ETA %s", batch_.epoch + 1,
                 epochs_planned_, static_cast<long long>(step + 1), static_cast<long long>(total_steps_), loss_text, lr,
-                rate_text(ips).c_str(), per_s, slowest, format_duration(eta).c_str());
+                format_rate(ips).c_str(), per_s, slowest, format_duration(eta).c_str());
   log_info(line);
   nlohmann::json line_json = {{"step", step + 1},
                               {"epoch", batch_.epoch + 1},
@@ -1170,7 +1162,7 @@ void Trainer::summarize(const std::string& ended) {
   tm.mean = {sums.parts.data / n,      sums.parts.compute / n, sums.parts.comm_exposed / n,
              sums.parts.optimizer / n, sums.parts.bn_sync / n, sums.parts.comm_total / n};
   log_info(std::string(finished ? "done: " : "stopped: ") + std::to_string(steps_run) + " steps in " +
-           format_duration(tm.wall_s) + ", median " + rate_text(tm.images_per_s.median) +
+           format_duration(tm.wall_s) + ", median " + format_rate(tm.images_per_s.median) +
            (task_->kind() == TaskKind::classification ? " img/s" : " samples/s") + ", step " +
            std::to_string(tm.step.median * 1e3) + " ms (data " + std::to_string(tm.mean.data * 1e3) + ", compute " +
            std::to_string(tm.mean.compute * 1e3) + ", comm exposed " + std::to_string(tm.mean.comm_exposed * 1e3) +

@@ -215,27 +215,10 @@ report_lines "$d/cmp.txt"
 # MaxPool 3-D, Tanh, Mul by 1.2), which ONNX Runtime runs to cnnscale's eval outputs (rel 1e-5).
 "$CNNSCALE" export "$x/ckpt.h5" --onnx "$d/out.onnx" --input-shape 4,32,32,32 --classes 4 >"$d/export-out.log" 2>&1
 expect_eq "cnnscale export of cosmoflow(4,2)" 0 "$?"
-ORT_PY=""
-for p in ${CNNSCALE_ORT_PYTHON:-} /var/cache/cnnscale/pypi-venv/bin/python; do
-  if [ -x "$p" ] && "$p" -c "import onnxruntime, numpy" 2>/dev/null; then ORT_PY=$p; break; fi
-done
+ort_python
 expect_eq "a python that imports onnxruntime (scripts/python-venv.sh)" 1 "$([ -n "$ORT_PY" ] && echo 1 || echo 0)"
 if [ -n "$ORT_PY" ]; then
-  "$ORT_PY" - "$d/out.onnx" "$x" >"$d/ort.txt" 2>&1 <<'PYEOF'
-import sys
-
-import numpy as np
-import onnxruntime as ort
-
-model, x = sys.argv[1:3]
-s = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-z = s.run(None, {s.get_inputs()[0].name: np.fromfile(f"{x}/x.f32", np.float32).reshape(3, 4, 32, 32, 32)})[0]
-ours = np.fromfile(f"{x}/eval.f32", np.float32).reshape(3, 4)
-err = float(np.abs(z - ours).max() / np.abs(ours).max())
-print(("ok" if s.get_inputs()[0].shape[1:] == [4, 32, 32, 32] else "FAIL")
-      + f" the exported input is N×4×32×32×32 (declared {s.get_inputs()[0].shape})")
-print(("ok" if err <= 1e-5 else "FAIL") + f" ONNX Runtime's outputs are cnnscale's eval outputs (rel {err:.1e} <= 1e-5)")
-PYEOF
+  "$ORT_PY" "$CNNSCALE_SOURCE/tests/nn/onnx_builtin_step.py" ort "$d/out.onnx" "$x" 4,32,32,32 4 input >"$d/ort.txt" 2>&1
   expect_eq "the ONNX Runtime check ran" 0 "$?"
   report_lines "$d/ort.txt"
 fi

@@ -1,6 +1,6 @@
-"""onnx_builtin_step.py — "an imported ONNX model trains as the built-in model it exports", the
-two checks tests/nn/unet_torch.sh and tests/nn/cosmoflow_torch.sh share, on what
-cnnscale_resnet_tool wrote into DIR:
+"""onnx_builtin_step.py — "an imported ONNX model trains as the built-in model it exports" and
+"the exported model runs in ONNX Runtime", the checks tests/nn/unet_torch.sh and
+tests/nn/cosmoflow_torch.sh share, on what cnnscale_resnet_tool wrote into DIR:
 
   onnx_builtin_step.py map DIR NAME COUNT
       DIR/onnx-params.txt and DIR/builtin-params.txt (the tool's "param NAME OFFSET NUMEL" lines):
@@ -11,6 +11,10 @@ cnnscale_resnet_tool wrote into DIR:
       DIR/grad-onnx.{txt,f32} and DIR/grad-builtin.{txt,f32} (two `resnet_tool grad` runs): the same
       loss (rel 1e-6) and the same gradient of every parameter but the batch-norm buffers (rel 1e-6
       of the largest).
+  onnx_builtin_step.py ort OUT.onnx X_DIR IN_SHAPE OUT_SHAPE input|output
+      (a python with onnxruntime) `cnnscale export`'s OUT.onnx run by ONNX Runtime on X_DIR/x.f32
+      (N samples of IN_SHAPE, e.g. 3,32,48) gives X_DIR/eval.f32 (cnnscale's eval outputs, N of
+      OUT_SHAPE) within rel 1e-5; and the file declares that input (or output) shape.
 Prints "ok ..." / "FAIL ..." lines."""
 import sys
 
@@ -48,10 +52,29 @@ def compare(d):
           f"parameters (rel {err:.1e} <= 1e-6)")
 
 
+def ort_check(model, x, in_shape, out_shape, declared):
+    import onnxruntime as ort
+    s = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    xs = np.fromfile(f"{x}/x.f32", np.float32)
+    n = xs.size // int(np.prod(in_shape))
+    z = s.run(None, {s.get_inputs()[0].name: xs.reshape(n, *in_shape)})[0]
+    ours = np.fromfile(f"{x}/eval.f32", np.float32).reshape(n, *out_shape)
+    err = float(np.abs(z - ours).max() / np.abs(ours).max())
+    io = s.get_inputs()[0] if declared == "input" else s.get_outputs()[0]
+    want = in_shape if declared == "input" else out_shape
+    print(("ok" if io.shape[1:] == want and z.shape == ours.shape else "FAIL")
+          + f" the exported {declared} is N×{'×'.join(map(str, want))} (declared {io.shape})")
+    print(("ok" if err <= 1e-5 else "FAIL") + f" ONNX Runtime's outputs are cnnscale's eval outputs (rel {err:.1e} <= 1e-5)")
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "map":
         map_params(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     elif len(sys.argv) == 3 and sys.argv[1] == "compare":
         compare(sys.argv[2])
+    elif len(sys.argv) == 7 and sys.argv[1] == "ort" and sys.argv[6] in ("input", "output"):
+        shape = lambda t: [int(v) for v in t.split(",")]  # noqa: E731
+        ort_check(sys.argv[2], sys.argv[3], shape(sys.argv[4]), shape(sys.argv[5]), sys.argv[6])
     else:
-        sys.exit("usage: onnx_builtin_step.py map DIR NAME COUNT | compare DIR")
+        sys.exit("usage: onnx_builtin_step.py map DIR NAME COUNT | compare DIR | "
+                 "ort OUT.onnx X_DIR IN_SHAPE OUT_SHAPE input|output")

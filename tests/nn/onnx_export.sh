@@ -20,10 +20,7 @@ set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 TOOL="$CNNSCALE_BUILD/tests/cnnscale_resnet_tool"
 require_python "onnx, h5py" "python3-onnx python3-h5py"
-ORT_PY=""
-for p in ${CNNSCALE_ORT_PYTHON:-} /var/cache/cnnscale/pypi-venv/bin/python; do
-  if [ -x "$p" ] && "$p" -c "import onnxruntime, numpy" 2>/dev/null; then ORT_PY=$p; break; fi
-done
+ort_python
 if [ -z "$ORT_PY" ]; then
   echo "SKIP: no python imports onnxruntime (scripts/python-venv.sh installs it; or set CNNSCALE_ORT_PYTHON)"
   exit 77

@@ -133,28 +133,10 @@ report_lines "$d/cmp.txt"
 # (logits N×K×H×W), which ONNX Runtime runs to cnnscale's eval logits (rel 1e-5).
 "$CNNSCALE" export "$x/ckpt.h5" --onnx "$d/out.onnx" --input-shape 3,32,48 --classes 5 >"$d/export-out.log" 2>&1
 expect_eq "cnnscale export of unet(2,8)" 0 "$?"
-ORT_PY=""
-for p in ${CNNSCALE_ORT_PYTHON:-} /var/cache/cnnscale/pypi-venv/bin/python; do
-  if [ -x "$p" ] && "$p" -c "import onnxruntime, numpy" 2>/dev/null; then ORT_PY=$p; break; fi
-done
+ort_python
 expect_eq "a python that imports onnxruntime (scripts/python-venv.sh)" 1 "$([ -n "$ORT_PY" ] && echo 1 || echo 0)"
 if [ -n "$ORT_PY" ]; then
-  "$ORT_PY" - "$d/out.onnx" "$x" >"$d/ort.txt" 2>&1 <<'PYEOF'
-import sys
-
-import numpy as np
-import onnxruntime as ort
-
-model, x = sys.argv[1:3]
-s = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-out = s.get_outputs()[0]
-z = s.run(None, {s.get_inputs()[0].name: np.fromfile(f"{x}/x.f32", np.float32).reshape(3, 3, 32, 48)})[0]
-ours = np.fromfile(f"{x}/eval.f32", np.float32).reshape(3, 5, 32, 48)
-err = float(np.abs(z - ours).max() / np.abs(ours).max())
-print(("ok" if out.shape[1:] == [5, 32, 48] and z.shape == ours.shape else "FAIL")
-      + f" the exported output is N×5×32×48 (declared {out.shape})")
-print(("ok" if err <= 1e-5 else "FAIL") + f" ONNX Runtime's logits are cnnscale's eval logits (rel {err:.1e} <= 1e-5)")
-PYEOF
+  "$ORT_PY" "$CNNSCALE_SOURCE/tests/nn/onnx_builtin_step.py" ort "$d/out.onnx" "$x" 3,32,48 5,32,48 output >"$d/ort.txt" 2>&1
   expect_eq "the ONNX Runtime check ran" 0 "$?"
   report_lines "$d/ort.txt"
 fi
