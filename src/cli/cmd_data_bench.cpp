@@ -8,6 +8,7 @@
 #include "cli/options.hpp"
 #include "comm/world.hpp"
 #include "data/data_bench.hpp"
+#include "train/progress.hpp"
 #include "util/atomic_file.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
@@ -86,11 +87,15 @@ int cmd_data_bench(int argc, char** argv) {
               "--augment %s, --cache %s\n",
               o.data.dir.c_str(), size, world.ctx.num_nodes, o.data.data_threads,
               static_cast<long long>(o.data.batch_per_rank), o.data.augment.c_str(), o.data.cache.c_str());
-  std::printf("%.0f images in %.2f s: %.0f images/s (%.0f per rank), %.0f images per CPU-second\n", sums.images, wall,
-              ips, ips / size, per_cpu);
+  // The samples by their kind: "images", or "volumes" (C×D×H×W) in the printed lines; the JSON
+  // keys stay images_* for every kind.
+  const std::string many = r.volumes ? "volumes" : "images", one = r.volumes ? "volume" : "image";
+  const char *ns = many.c_str(), *n1 = one.c_str();
+  std::printf("%.0f %s in %.2f s: %s %s/s (%s per rank), %s %s per CPU-second\n", sums.images, ns, wall,
+              format_rate(ips).c_str(), ns, format_rate(ips / size).c_str(), format_rate(per_cpu).c_str(), ns);
   if (bytes_known)
-    std::printf("read %.1f MB/s from files, %.1f KB per image = %.2f bytes read per delivered image byte (%lld B)\n",
-                wall > 0 ? sums.bytes / wall / 1e6 : 0, per_image / 1e3, per_byte,
+    std::printf("read %.1f MB/s from files, %.1f KB per %s = %.2f bytes read per delivered %s byte (%lld B)\n",
+                wall > 0 ? sums.bytes / wall / 1e6 : 0, per_image / 1e3, n1, per_byte, n1,
                 static_cast<long long>(r.image_bytes));
   else std::printf("bytes read: not known (no /proc/self/io here)\n");
   // Where the reader threads' time went, per delivered image (the stages of the batches made
@@ -98,14 +103,14 @@ int cmd_data_bench(int argc, char** argv) {
   // the compute stages in CPU time, and the process's CPU time per image beside them (the rest
   // of it: reads' system time, sampling, copies, hand-offs between threads).
   const double us = sums.images > 0 ? 1e6 / sums.images : 0;
-  std::printf("per image: read %.1f us (wall), HDF5 lock wait %.1f us (wall); CPU: checksum %.1f us, decode %.1f us, "
+  std::printf("per %s: read %.1f us (wall), HDF5 lock wait %.1f us (wall); CPU: checksum %.1f us, decode %.1f us, "
               "augment %.1f us, normalise %.1f us, of %.1f us for the whole process\n",
-              sums.read * us, sums.lock_wait * us, sums.checksum * us, sums.decode * us, sums.augment * us,
+              n1, sums.read * us, sums.lock_wait * us, sums.checksum * us, sums.decode * us, sums.augment * us,
               sums.normalize * us, sums.cpu_s * us);
   if (o.batches * o.data.batch_per_rank < r.epoch_images / 10)
     log_info("timed " + std::to_string(o.batches * o.data.batch_per_rank) + " of this rank's " +
              std::to_string(r.epoch_images) +
-             " images per epoch; with --cache memory the first epoch reads the "
+             " " + many + " per epoch; with --cache memory the first epoch reads the "
              "files and later ones do not — raise --batches to see both");
   if (auto it = parsed.vm.find("json"); it != parsed.vm.end()) {
     const nlohmann::json j = {

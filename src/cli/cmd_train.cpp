@@ -61,8 +61,9 @@ int cmd_train(int argc, char** argv) {
       "training augmentation, comma-separated steps applied in order in the reader thread (evaluation never "
       "augments): crop<S>pad<P> = RandomCrop(S, padding=P) with zero padding, S the image size (e.g. crop32pad4); "
       "hflip = RandomHorizontalFlip(p=0.5); rrc<S> = RandomResizedCrop(S) (the sample becomes S×S; evaluation then "
-      "center-crops to S); center<S> = CenterCrop(S); resize<S> = Resize(S); none. Each sample's draws depend only on "
-      "(seed, epoch, sample index)")(
+      "center-crops to S); center<S> = CenterCrop(S); resize<S> = Resize(S); volumes (C×D×H×W): flip3d = each of "
+      "D, H, W reversed with probability 1/2, transpose3d = a random permutation of D, H, W (cubes), as CosmoFlow; "
+      "none. A label map moves with its sample. Each sample's draws depend only on (seed, epoch, sample index)")(
       "data-threads", po::value(&o.data.data_threads)->default_value(o.data.data_threads),
       "threads per rank that read, augment and normalise each batch (the reader thread and N-1 workers), or "
       "make the --synthetic batches; the batches are identical for any count. Default on a rank that trains on "

@@ -27,7 +27,8 @@ std::string trim(const std::string& s) {
 std::string augment_valid_names() {
   return "crop<S>pad<P> (RandomCrop(S, padding=P), S = the image size, e.g. crop32pad4), hflip "
          "(RandomHorizontalFlip(p=0.5)), rrc<S> (RandomResizedCrop(S), e.g. rrc224), center<S> (CenterCrop(S)) and "
-         "resize<S> (Resize(S)), comma-separated, or none";
+         "resize<S> (Resize(S)); for volumes flip3d (each of D, H, W reversed with probability 1/2) and transpose3d "
+         "(a random permutation of D, H, W; cubes); comma-separated, or none";
 }
 
 std::vector<AugmentStep> parse_augment(const std::string& list) {
@@ -50,6 +51,8 @@ std::vector<AugmentStep> parse_augment(const std::string& list) {
     std::smatch m;
     if (name == "hflip") {
       s.kind = AugmentStep::Kind::hflip;
+    } else if (name == "flip3d" || name == "transpose3d") {
+      s.kind = name == "flip3d" ? AugmentStep::Kind::flip3d : AugmentStep::Kind::transpose3d;
     } else if (std::regex_match(name, m, crop_re)) {
       s.kind = AugmentStep::Kind::crop;
       s.size = std::stoi(m[1]);
@@ -89,6 +92,10 @@ AugmentDraw augment_draw(const AugmentStep& step, int k, uint64_t seed, int epoc
     d.left = static_cast<int>(rng.below(static_cast<uint64_t>(shape.width + 2 * step.pad - step.size + 1)));
   } else if (step.kind == AugmentStep::Kind::hflip) {
     d.flip = (rng.next() >> 63) != 0;
+  } else if (step.kind == AugmentStep::Kind::flip3d) {
+    d.axes = static_cast<int>(rng.next() >> 61);  // 3 bits: D, H, W
+  } else if (step.kind == AugmentStep::Kind::transpose3d) {
+    d.axes = static_cast<int>(rng.below(6));
   } else if (step.kind == AugmentStep::Kind::rrc) {
     // torchvision RandomResizedCrop.get_params, scale (0.08, 1), ratio (3/4, 4/3).
     const int H = shape.height, W = shape.width;
@@ -204,6 +211,22 @@ void resize_planes(const uint8_t* src, uint8_t* dst, SampleShape shape, int size
 
 Augmenter::Augmenter(const std::string& list, SampleShape shape, uint64_t seed, bool ragged)
     : steps_(parse_augment(list)), shape_(shape), out_shape_(shape), seed_(seed), ragged_(ragged) {
+  volume_ = shape.volume() && !steps_.empty();
+  for (const auto& s : steps_) {
+    if (s.volume() && !shape.volume())
+      fail("--augment ", s.name, " moves the voxels of volumes, but this data set holds images (", shape.text(),
+           "); for images use ", "hflip, crop<S>pad<P>, rrc<S>, center<S> or resize<S>");
+    if (!s.volume() && shape.volume())
+      fail("--augment ", s.name, " works on images, but this data set holds volumes (", shape.text(),
+           "); for volumes use flip3d and transpose3d (e.g. --augment flip3d,transpose3d)");
+    if (s.kind == AugmentStep::Kind::transpose3d && (shape.depth != shape.height || shape.height != shape.width))
+      fail("--augment transpose3d permutes the axes D, H, W, which keeps the shape only of a cube; this data set's "
+           "volumes are ", shape.text(), "; use flip3d alone");
+  }
+  if (volume_) {
+    shapes_.assign(steps_.size(), shape);
+    return;
+  }
   bool variable = ragged;  // the image reaching the step has a per-sample size
   for (const auto& s : steps_) {
     shapes_.push_back(variable ? SampleShape{shape.channels, 0, 0} : out_shape_);
@@ -250,6 +273,67 @@ Augmenter Augmenter::for_evaluation() const {
   return Augmenter(list, shape_, seed_, ragged_);
 }
 
+template <class T>
+void permute_flip_volume(const T* src, T* dst, int channels, const int dims[3], const int perm[3], const bool flip[3]) {
+  const int64_t in_stride[3] = {int64_t{dims[1]} * dims[2], dims[2], 1};
+  int64_t n[3], st[3], base = 0;
+  for (int a = 0; a < 3; ++a) {
+    n[a] = dims[perm[a]];
+    st[a] = in_stride[perm[a]];
+    if (flip[a]) {
+      base += (n[a] - 1) * st[a];
+      st[a] = -st[a];
+    }
+  }
+  const int64_t plane = int64_t{dims[0]} * dims[1] * dims[2];
+  for (int c = 0; c < channels; ++c) {
+    const T* s = src + c * plane + base;
+    T* d = dst + c * plane;
+    for (int64_t i0 = 0; i0 < n[0]; ++i0)
+      for (int64_t i1 = 0; i1 < n[1]; ++i1) {
+        const T* r = s + i0 * st[0] + i1 * st[1];
+        if (st[2] == 1) d = std::copy_n(r, n[2], d);
+        else
+          for (int64_t i2 = 0; i2 < n[2]; ++i2) *d++ = r[i2 * st[2]];
+      }
+  }
+}
+template void permute_flip_volume<float>(const float*, float*, int, const int[3], const int[3], const bool[3]);
+template void permute_flip_volume<int32_t>(const int32_t*, int32_t*, int, const int[3], const int[3], const bool[3]);
+
+namespace {
+
+// Step s's draw d as a permutation and flips (permute_flip_volume's arguments).
+void volume_step(const AugmentStep& s, const AugmentDraw& d, int perm[3], bool flip[3]) {
+  static constexpr int kPerms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+  for (int a = 0; a < 3; ++a) {
+    perm[a] = s.kind == AugmentStep::Kind::transpose3d ? kPerms[d.axes][a] : a;
+    flip[a] = s.kind == AugmentStep::Kind::flip3d && ((d.axes >> a) & 1);
+  }
+}
+
+// The volume steps on one C×D×H×W (label map: 1×D×H×W) sample in place.
+template <class T>
+void apply_volume_steps(const Augmenter& a, T* x, int channels, int epoch, int64_t g, std::vector<T>& scratch) {
+  const SampleShape in = a.input_shape();
+  const int dims[3] = {in.depth, in.height, in.width};
+  for (size_t k = 0; k < a.steps().size(); ++k) {
+    int perm[3];
+    bool flip[3];
+    volume_step(a.steps()[k], a.draw(k, epoch, g, in), perm, flip);
+    if (perm[0] == 0 && perm[1] == 1 && perm[2] == 2 && !flip[0] && !flip[1] && !flip[2]) continue;
+    scratch.assign(x, x + channels * in.plane());
+    permute_flip_volume(scratch.data(), x, channels, dims, perm, flip);
+  }
+}
+
+}  // namespace
+
+void Augmenter::apply_volume(float* x, int epoch, int64_t g, std::vector<float>& scratch) const {
+  if (!volume_) internal_error("Augmenter::apply_volume on an image pipeline");
+  apply_volume_steps(*this, x, shape_.channels, epoch, g, scratch);
+}
+
 void Augmenter::apply(const uint8_t* src, uint8_t* dst, int epoch, int64_t g, std::vector<uint8_t>& scratch) const {
   apply(src, shape_, dst, epoch, g, scratch);
 }
@@ -261,6 +345,7 @@ void Augmenter::apply(const uint8_t* src, SampleShape in, uint8_t* dst, int epoc
 
 void Augmenter::apply_from(size_t first, const uint8_t* src, SampleShape in, uint8_t* dst, int epoch, int64_t g,
                            std::vector<uint8_t>& scratch) const {
+  if (volume_) internal_error("Augmenter::apply on a volume pipeline (apply_volume)");
   if (in.channels != shape_.channels)
     internal_error("augment: a ", in.channels, "-channel sample in a ", shape_.channels, "-channel pipeline");
   if (first >= steps_.size()) {
@@ -308,6 +393,8 @@ void Augmenter::apply_from(size_t first, const uint8_t* src, SampleShape in, uin
       }
       case AugmentStep::Kind::center: center_crop_planes(cur, out, in, s.size); break;
       case AugmentStep::Kind::resize: resize_planes(cur, out, in, s.size); break;
+      case AugmentStep::Kind::flip3d:
+      case AugmentStep::Kind::transpose3d: internal_error("a volume step in an image pipeline");
     }
     cur = out;
     in = out_sh;
@@ -321,6 +408,7 @@ namespace cnnscale {
 
 void Augmenter::check_label_maps(int fill) const {
   for (const AugmentStep& s : steps_) {
+    if (s.volume()) continue;  // voxels move with their label
     if (s.kind != AugmentStep::Kind::hflip && s.kind != AugmentStep::Kind::crop)
       fail("--augment step ", s.name, " resamples the image, which a label map cannot follow pixel for pixel; a ",
            "segmentation data set takes hflip and crop<S>pad<P> (resize or crop the images and label maps alike ",
@@ -334,6 +422,10 @@ void Augmenter::check_label_maps(int fill) const {
 
 void augment_label_map(const Augmenter& a, int32_t* map, int epoch, int64_t g, int32_t fill,
                        std::vector<int32_t>& scratch) {
+  if (a.volume()) {
+    apply_volume_steps(a, map, 1, epoch, g, scratch);
+    return;
+  }
   const SampleShape in = a.input_shape();
   const int H = in.height, W = in.width;
   for (size_t k = 0; k < a.steps().size(); ++k) {

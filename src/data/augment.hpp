@@ -22,6 +22,16 @@
 //                  no randomness. The sample becomes C×S×S.
 //   resize<S>      torchvision Resize(S) (shorter side to S, the longer int(S·long/short),
 //                  PIL bilinear with antialias, each channel plane alike); no randomness.
+// Volumes (C×D×H×W samples of any dtype: CosmoFlow's, a 3-D U-Net's) take their own steps,
+// applied to the normalised float32 sample (they move voxels within each channel, so they
+// commute with the per-channel normalisation: the same numbers as before it):
+//   flip3d         each spatial axis D, H, W reversed with probability 1/2, independently
+//                  (np.flip(x, axis) per drawn axis; CosmoFlow's random flips).
+//   transpose3d    the spatial axes permuted by one of the 6 permutations, uniform
+//                  (np.transpose(x, (0, 1+p0, 1+p1, 1+p2)); CosmoFlow's random
+//                  transposes); cube volumes only (D = H = W: the shape must not change).
+// The image steps refuse volumes and the volume steps images. A label map per volume moves
+// with its volume (augment_label_map), voxel for voxel.
 // Evaluation applies the deterministic counterpart of the list: center<S> for rrc<S> and
 // center<S> steps, resize<S> kept, nothing for crop and hflip, so test samples get the
 // training shape (for rrc224 on 256×256 prepped images: CenterCrop(224), ImageNet's
@@ -55,7 +65,8 @@ namespace cnnscale {
 constexpr int kMaxAugmentSide = 65535;
 
 struct AugmentStep {
-  enum class Kind { crop, hflip, rrc, center, resize };
+  enum class Kind { crop, hflip, rrc, center, resize, flip3d, transpose3d };
+  bool volume() const { return kind == Kind::flip3d || kind == Kind::transpose3d; }
   Kind kind = Kind::hflip;
   int size = 0, pad = 0;  // crop: size and pad; rrc, center, resize: size
   std::string name;       // as written, e.g. "crop32pad4"
@@ -72,7 +83,15 @@ std::vector<AugmentStep> parse_augment(const std::string& list);
 struct AugmentDraw {
   int top = 0, left = 0, h = 0, w = 0;
   bool flip = false;
+  int axes = 0;  // flip3d: bit 0 D, bit 1 H, bit 2 W reversed; transpose3d: the permutation (0..5,
+                 // lexicographic: 0 = (0,1,2) none, 5 = (2,1,0))
 };
+
+// The volume geometry, exposed for tests: dst(c, i0, i1, i2) = src(c, j) with
+// j[perm[a]] = flip[a] ? n_a − 1 − i_a : i_a (n_a = dims[perm[a]]), for C channels of
+// dims[0]×dims[1]×dims[2] (D×H×W). src and dst not aliased.
+template <class T>
+void permute_flip_volume(const T* src, T* dst, int channels, const int dims[3], const int perm[3], const bool flip[3]);
 
 // The draw of `step` (at position k of the pipeline) for sample g of epoch e; `shape` is
 // the sample's shape when the step runs.
@@ -97,6 +116,7 @@ class Augmenter;
 // Segmentation: moves a sample's H×W label map (int32) as apply() moves its image, with
 // the same draws: hflip mirrors it, crop<S>pad<P> shifts it, the padded pixels taking
 // `fill`. Only those two steps (Augmenter::check_label_maps); `scratch` is the caller's.
+// A volume's D×H×W label map: flip3d and transpose3d as apply_volume() moves the volume.
 void augment_label_map(const Augmenter& a, int32_t* map, int epoch, int64_t g, int32_t fill,
                        std::vector<int32_t>& scratch);
 
@@ -120,6 +140,10 @@ class Augmenter {
   void apply(const uint8_t* src, SampleShape in, uint8_t* dst, int epoch, int64_t g,
              std::vector<uint8_t>& scratch) const;
   bool ragged() const { return ragged_; }
+  // A list of volume steps (flip3d, transpose3d): apply_volume() runs it, on the normalised
+  // float32 sample in place, after Normalize (apply() is for images).
+  bool volume() const { return volume_; }
+  void apply_volume(float* x, int epoch, int64_t g, std::vector<float>& scratch) const;
   // Segmentation data: throws UserError unless every step is hflip or crop<S>pad<P> (the
   // steps that move a label map pixel for pixel), and for a padded crop without a fill
   // label (fill < 0: no --ignore-index).
@@ -140,6 +164,7 @@ class Augmenter {
   SampleShape shape_, out_shape_;
   uint64_t seed_ = 0;
   bool ragged_ = false;
+  bool volume_ = false;  // the steps are volume steps
 };
 
 }  // namespace cnnscale

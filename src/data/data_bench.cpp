@@ -44,6 +44,7 @@ DataBenchResult run_data_bench(const DataBenchOptions& o, int rank, int world) {
   // A sample's stored bytes: uint8 pixels, or a science data set's int16/float16/float32 values.
   r.image_bytes = d.train->shape().numel() * (d.dataset ? sample_type_bytes(d.dataset->dtype) : 1);
   r.epoch_images = d.train->steps_per_epoch() * o.data.batch_per_rank;
+  r.volumes = d.train->shape().volume();
   uint64_t read0 = 0, read1 = 0;
   const bool have0 = bytes_read(&read0);
   d.train->take_stage_times();  // the warm-up's are not timed

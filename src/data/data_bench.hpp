@@ -34,7 +34,8 @@ struct DataBenchResult {
   double wall_s = 0, cpu_s = 0;  // of the timed batches
   uint64_t bytes_read = 0;       // rchar delta over the timed batches (0 where /proc/self/io is not readable)
   bool bytes_known = false;
-  int64_t image_bytes = 0;   // C·H·W of a delivered image
+  int64_t image_bytes = 0;   // C·H·W of a delivered image (C·D·H·W of a volume)
+  bool volumes = false;      // the samples are volumes (the printed lines say "volumes", not "images")
   int64_t epoch_images = 0;  // this rank's images per epoch (steps_per_epoch × batch)
   ReaderStageTimes stages;   // where the reader's threads spent the timed batches
 };

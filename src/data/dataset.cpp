@@ -131,7 +131,7 @@ std::string check_shard(const DatasetInfo& info, SplitInfo& split, const ShardIn
     bool same = true;
     for (int i = 1; i < rank; ++i) {
       same = same && dims[i] == want[i];
-      if (i > 1) got += "x" + std::to_string(dims[i]);
+      if (i > 1) got.append("x").append(std::to_string(dims[i]));
     }
     if (!same)
       fail("shard ", sh.path, ": /images samples are ", got, " but ", json_path, " says ", info.shape.text(), "; ",
@@ -183,18 +183,25 @@ std::string check_shard(const DatasetInfo& info, SplitInfo& split, const ShardIn
   if (d < 0) fail("shard ", sh.path, " has no /labels dataset (", h5_error_cause(), "); ", kRerun);
   H5Id labels = h5_dataset(d);
   H5Id lspace = h5_space(H5Dget_space(labels));
-  hsize_t ldims[8] = {0};
-  // Segmentation: a label map of the samples' H×W each (/labels N×H×W).
+  hsize_t ldims[8] = {0}, want[4] = {0};
+  // Segmentation: a label map of the samples' H×W (volumes: D×H×W) each (/labels N×H×W,
+  // N×D×H×W).
   const bool maps = info.task == TaskKind::segmentation;
-  if (H5Sget_simple_extent_ndims(lspace) != (maps ? 3 : 1))
-    fail("shard ", sh.path, ": /labels is not ", maps ? "N×H×W (label maps, as " + json_path + " says)" : "one-dimensional",
-         "; ", kRerun);
+  const int lrank = maps ? h5_label_map_dims(info.shape, 0, want) : 1;
+  const char* map_dims = lrank == 4 ? "N×D×H×W" : "N×H×W";
+  if (H5Sget_simple_extent_ndims(lspace) != lrank)
+    fail("shard ", sh.path, ": /labels is not ",
+         maps ? std::string(map_dims) + " (label maps, as " + json_path + " says)" : std::string("one-dimensional"), "; ",
+         kRerun);
   H5Sget_simple_extent_dims(lspace, ldims, nullptr);
   if (static_cast<int64_t>(ldims[0]) != sh.samples)
     fail("shard ", sh.path, " holds ", ldims[0], " labels but ", json_path, " says ", sh.samples, " samples; ", kRerun);
-  if (maps && (static_cast<int>(ldims[1]) != info.shape.height || static_cast<int>(ldims[2]) != info.shape.width))
-    fail("shard ", sh.path, ": its label maps are ", ldims[1], "x", ldims[2], " but ", json_path, " says samples of ",
-         info.shape.height, "x", info.shape.width, "; ", kRerun);
+  if (maps && !std::equal(want + 1, want + lrank, ldims + 1)) {
+    std::string got;
+    for (int i = 1; i < lrank; ++i) got.append(i > 1 ? "x" : "").append(std::to_string(ldims[i]));
+    fail("shard ", sh.path, ": its label maps are ", got, " but ", json_path, " says samples of ", info.shape.text(),
+         "; ", kRerun);
+  }
   H5Id ltype = h5_type(H5Dget_type(labels));
   if (H5Tget_class(ltype) != H5T_INTEGER) fail("shard ", sh.path, ": /labels is not an integer dataset; ", kRerun);
   // Label maps stay in the shard (the readers read each batch's, and check their range); the
@@ -354,9 +361,8 @@ DatasetInfo load_dataset(const std::string& dir_in) {
   } else if (layout != "fixed") {
     fail(json_path, ": sample_layout '", layout, "' is not fixed, ragged or jpeg; ", kRerun);
   }
-  if (info.shape.volume() && (info.ragged || info.task == TaskKind::segmentation))
-    fail(json_path, ": a volume data set (sample_shape ", info.shape.text(), ") has fixed-size samples and one label ",
-         "or target row per sample; ", kRerun);
+  if (info.shape.volume() && info.ragged)
+    fail(json_path, ": a volume data set (sample_shape ", info.shape.text(), ") has fixed-size samples; ", kRerun);
 
   info.chunk_samples = j.value("chunk_samples", int64_t{0});
   info.compression = j.value("compression", std::string("none"));

@@ -64,17 +64,16 @@ struct DatasetInfo {
   SampleType dtype = SampleType::u8;
   int64_t sample_bytes() const { return shape.numel() * sample_type_bytes(dtype); }
   // What the targets are (dataset.json "task"): class labels (/labels int32 N, `classes`),
-  // label maps (segmentation: /labels int32 N×H×W, `classes`; read per batch from the
+  // label maps (segmentation: /labels int32 N×H×W or N×D×H×W, `classes`; read per batch from the
   // shards, not held in memory), or `targets` floats per sample (/targets float32 N×K: regression; multilabel: each 0 or 1).
   TaskKind task = TaskKind::classification;
   int targets = 0;                       // regression, multilabel: K
   int outputs() const {
     return task == TaskKind::classification || task == TaskKind::segmentation ? classes : targets;
   }
-  // Labels per sample: H·W for segmentation (/labels N×H×W, a class per pixel), else 1.
-  int64_t label_pixels() const {
-    return task == TaskKind::segmentation ? int64_t{shape.height} * shape.width : 1;
-  }
+  // Labels per sample: H·W for segmentation (/labels N×H×W, a class per pixel; volumes D·H·W,
+  // /labels N×D×H×W, a class per voxel), else 1.
+  int64_t label_pixels() const { return task == TaskKind::segmentation ? shape.plane() : 1; }
   // "log1p": the reader feeds log(1 + x) (CosmoFlow's counts; prep --transform); "none".
   std::string transform = "none";
   int classes = 0;

@@ -81,4 +81,15 @@ inline int h5_image_dims(const SampleShape& shape, hsize_t n, hsize_t dims[5]) {
   return r;
 }
 
+// A shard's /labels dims for n label maps of samples of `shape` (segmentation): N×H×W (rank
+// 3) or a volume's N×D×H×W (rank 4), a class per pixel (voxel), into dims[0..rank); returns
+// the rank.
+inline int h5_label_map_dims(const SampleShape& shape, hsize_t n, hsize_t dims[4]) {
+  hsize_t img[5];
+  const int r = h5_image_dims(shape, n, img);
+  dims[0] = n;
+  for (int i = 2; i < r; ++i) dims[i - 1] = img[i];
+  return r - 1;
+}
+
 }  // namespace cnnscale

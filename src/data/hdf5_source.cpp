@@ -210,7 +210,7 @@ class ShardReader {
   }
 
   // Segmentation: shard s's label maps of samples local[0..n) (ascending, distinct) into dst
-  // (n × H·W int32), through HDF5 (its Fletcher32 checked per chunk, an 8 MiB chunk cache per
+  // (n × H·W int32; volumes n × D·H·W), through HDF5 (its Fletcher32 checked per chunk, an 8 MiB chunk cache per
   // shard), each label checked to be a class: a UserError names the shard, sample and pixel.
   void read_label_maps(int s, const int64_t* local, int64_t n, int32_t* dst, ReadTimes* times = nullptr) {
     TimedHdf5Lock lock(times);
@@ -223,20 +223,20 @@ class ShardReader {
       o.labels = h5_dataset(H5Dopen2(o.file, "/labels", dapl));
       if (!o.labels.valid()) fail("shard ", si.path, " has no /labels (", h5_error_cause(), ")", kDamaged);
     }
-    const hsize_t H = static_cast<hsize_t>(info_->shape.height), W = static_cast<hsize_t>(info_->shape.width);
+    hsize_t md[4];  // N×H×W or N×D×H×W
+    const int rank = h5_label_map_dims(info_->shape, static_cast<hsize_t>(n), md);
     H5Id fspace = h5_space(H5Dget_space(o.labels));
     int64_t k = 0;
     bool first = true;
     while (k < n) {  // runs of consecutive samples: one hyperslab block each
       int64_t e = k + 1;
       while (e < n && local[e] == local[e - 1] + 1) ++e;
-      const hsize_t st[3] = {static_cast<hsize_t>(local[k]), 0, 0}, ct[3] = {static_cast<hsize_t>(e - k), H, W};
+      hsize_t st[4] = {static_cast<hsize_t>(local[k]), 0, 0, 0}, ct[4] = {static_cast<hsize_t>(e - k), md[1], md[2], md[3]};
       H5Sselect_hyperslab(fspace, first ? H5S_SELECT_SET : H5S_SELECT_OR, st, nullptr, ct, nullptr);
       first = false;
       k = e;
     }
-    const hsize_t md[3] = {static_cast<hsize_t>(n), H, W};
-    H5Id mspace = h5_space(H5Screate_simple(3, md, nullptr));
+    H5Id mspace = h5_space(H5Screate_simple(rank, md, nullptr));
     if (n > 0 && H5Dread(o.labels, H5T_NATIVE_INT32, mspace, fspace, H5P_DEFAULT, dst) < 0)
       fail("shard ", si.path, " is damaged: reading the label maps of ", n, " sample(s) from index ", local[0],
            " failed (", h5_error_cause(), ")", kDamaged);
@@ -358,6 +358,7 @@ class ShardedHdf5Source : public BatchSource {
         pool_(o.threads),
         augmented_(static_cast<size_t>(o.threads)),
         scratch_(static_cast<size_t>(o.threads)),
+        volume_scratch_(static_cast<size_t>(o.threads)),
         samples_(static_cast<size_t>(o.threads)),
         chunks_(static_cast<size_t>(o.threads)),
         decoded_(static_cast<size_t>(o.threads)),
@@ -494,6 +495,14 @@ class ShardedHdf5Source : public BatchSource {
       return;
     }
     double t0 = thread_cpu_seconds();
+    if (augment_.volume()) {  // volumes: normalised, then their voxels moved (augment.hpp)
+      norm_.apply(src, dst);
+      const double t1 = thread_cpu_seconds();
+      clocks_.add(t, StageClocks::normalize, t1 - t0);
+      augment_.apply_volume(dst, epoch, g, volume_scratch_[static_cast<size_t>(t)]);
+      clocks_.add(t, StageClocks::augment, thread_cpu_seconds() - t1);
+      return;
+    }
     if (augment_.active() || info_->ragged) {
       std::vector<uint8_t>& a = augmented_[static_cast<size_t>(t)];
       a.resize(static_cast<size_t>(augment_.output_shape().numel()));
@@ -603,6 +612,7 @@ class ShardedHdf5Source : public BatchSource {
   std::vector<uint8_t> staging_;
   WorkerPool pool_;                                        // --data-threads
   std::vector<std::vector<uint8_t>> augmented_, scratch_;  // per worker
+  std::vector<std::vector<float>> volume_scratch_;         // per worker: apply_volume's
   std::vector<std::vector<uint8_t>> samples_, chunks_;     // per worker: a sample, the chunks read for it
   std::vector<std::vector<uint8_t>> decoded_, windows_;    // per worker: a decoded JPEG, its resized window
   bool exact_jpeg_ = false;                                // --jpeg-decode exact
@@ -736,10 +746,9 @@ std::unique_ptr<BatchSource> make_hdf5_train_source(std::shared_ptr<const Datase
     fail("--batch-size ", o.batch_per_rank, " on ", world, " rank(s) needs ", g,
          " samples per step but the train split of ", info->dir, " has only ", n, "; use --batch-size ",
          std::max<int64_t>(1, n / world), " or less");
-  if (info->shape.volume() && !parse_augment(o.augment).empty())
-    fail("--augment ", o.augment, " works on images; ", info->dir, " holds volumes (", info->shape.text(),
-         "), which cnnscale does not augment yet; leave out --augment");
-  if (info->dtype != SampleType::u8 && !parse_augment(o.augment).empty())
+  const auto steps = parse_augment(o.augment);
+  if (!info->shape.volume() && info->dtype != SampleType::u8 &&
+      std::any_of(steps.begin(), steps.end(), [](const AugmentStep& s) { return !s.volume(); }))
     fail("--augment ", o.augment, " works on uint8 images; ", info->dir, " holds ", sample_type_name(info->dtype),
          " samples, which cnnscale does not augment yet; leave out --augment");
   if (info->task == TaskKind::segmentation) Augmenter(o.augment, info->shape, o.seed).check_label_maps(o.label_fill);

@@ -237,19 +237,32 @@ class Hdf5Stream : public SampleStream {
     hsize_t ld[8] = {0};
     const int lnd = H5Sget_simple_extent_ndims(lsp);
     H5Sget_simple_extent_dims(lsp, ld, nullptr);
-    if (shape_.volume() && lnd >= 3)
-      fail(file, ": dataset '", labels, "' holds a label map per volume (", lnd, "-D); 3-D segmentation is not built ",
-           "yet: volumes take one class label per sample (--labels, N) or float targets (--targets, N×K)");
-    // N×H×W: a label map per image (segmentation), one class per pixel of the image's H×W.
-    if (lnd == 3 && static_cast<int64_t>(ld[0]) == n_) {
-      if (static_cast<int>(ld[1]) != shape_.height || static_cast<int>(ld[2]) != shape_.width)
-        fail(file, ": the label maps in '", labels, "' are ", ld[1], "x", ld[2], " but the images in '", images,
-             "' are ", shape_.height, "x", shape_.width, "; a label map holds one class per image pixel, so it must ",
-             "have the image's height and width (crop or resize both alike before prep)");
-      pixels_ = static_cast<int64_t>(ld[1]) * static_cast<int64_t>(ld[2]);
+    // N×H×W: a label map per image (segmentation), one class per pixel of the image's H×W;
+    // N×D×H×W: one per volume, a class per voxel (3-D segmentation).
+    const int map_rank = shape_.volume() ? 4 : 3;
+    const char* what = shape_.volume() ? "volume" : "image";
+    if (lnd == map_rank && static_cast<int64_t>(ld[0]) == n_) {
+      const bool same = static_cast<int>(ld[lnd - 2]) == shape_.height && static_cast<int>(ld[lnd - 1]) == shape_.width &&
+                        (!shape_.volume() || static_cast<int>(ld[1]) == shape_.depth);
+      std::string got;
+      for (int i = 1; i < lnd; ++i) got.append(i > 1 ? "x" : "").append(std::to_string(ld[i]));
+      const std::string want = shape_.volume() ? std::to_string(shape_.depth) + "x" + std::to_string(shape_.height) +
+                                                     "x" + std::to_string(shape_.width)
+                                               : std::to_string(shape_.height) + "x" + std::to_string(shape_.width);
+      if (!same)
+        fail(file, ": the label maps in '", labels, "' are ", got, " but the ", what, "s in '", images, "' are ", want,
+             "; a label map holds one class per ", shape_.volume() ? "voxel" : "image pixel", ", so it must have the ",
+             what, "'s ", shape_.volume() ? "depth, height and width" : "height and width",
+             " (crop or resize both alike before prep)");
+      pixels_ = shape_.plane();
+    } else if (shape_.volume() && lnd == 3 && static_cast<int64_t>(ld[0]) == n_) {
+      fail(file, ": dataset '", labels, "' holds a 2-D label map per sample (", ld[0], "x", ld[1], "x", ld[2],
+           "), but the samples in '", images, "' are volumes (", shape_.text(), "); a volume's label map is D×H×W, ",
+           "one class per voxel: give --labels an N×", shape_.depth, "x", shape_.height, "x", shape_.width, " dataset");
     } else if (lnd < 1 || lnd > 2 || (lnd == 2 && ld[1] != 1) || static_cast<int64_t>(ld[0]) != n_) {
-      fail(file, ": dataset '", labels, "' must hold one integer label per image (", n_, ") or one label map of ",
-           shape_.height, "x", shape_.width, " per image (N×H×W: segmentation); it is ", lnd, "-D with ", ld[0],
+      fail(file, ": dataset '", labels, "' must hold one integer label per ", what, " (", n_, ") or one label map of ",
+           shape_.volume() ? std::to_string(shape_.depth) + "x" : std::string(), shape_.height, "x", shape_.width,
+           " per ", what, " (", shape_.volume() ? "N×D×H×W" : "N×H×W", ": segmentation); it is ", lnd, "-D with ", ld[0],
            " rows");
     }
     std::vector<int64_t> raw(static_cast<size_t>(n_ * pixels_));

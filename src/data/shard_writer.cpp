@@ -59,7 +59,7 @@ void ShardWriter::build(const ShardWriteOptions& opts) {
   const hsize_t n = static_cast<hsize_t>(samples);
   hsize_t dims[5] = {0};
   const int irank = h5_image_dims(shape, n, dims);  // 5: a volume's N×C×D×H×W
-  if (irank == 5 && (ragged_ || opts.label_maps)) internal_error("a ragged or label-mapped shard of volumes");
+  if (irank == 5 && ragged_) internal_error("a ragged shard of volumes");
   // Science samples (int16/float16/float32: volumes of MiBs each) get chunks of at most
   // 4 MiB or one sample, as a reader reads and checksums a chunk whole.
   int64_t rows = std::min(opts.chunk_samples, samples);
@@ -93,18 +93,18 @@ void ShardWriter::build(const ShardWriteOptions& opts) {
   H5Id itype = h5_sample_type(opts.dtype);
   images_ = h5_dataset(H5Dcreate2(file_, "/images", itype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT));
   if (!images_.valid()) fail("cannot create /images in ", path, " (", h5_error_cause(), ")");
-  // Per sample: its label (/labels int32 N), its label map (/labels int32 N×H×W:
+  // Per sample: its label (/labels int32 N), its label map (/labels int32 N×H×W or N×D×H×W:
   // segmentation) or its K targets (/targets float32 N×K: regression, multilabel), in chunks
   // of 16,384 rows (label maps: of at most 4 MiB, at least one map) with the fletcher32 checksum.
   if (opts.label_maps && (opts.targets > 0 || ragged_)) internal_error("label maps with targets or ragged samples");
   const bool targets = opts.targets > 0;
   const char* name = targets ? "/targets" : "/labels";
-  const int64_t map = int64_t{shape.height} * shape.width;
+  const int64_t map = shape.plane();
   const int64_t lrows = opts.label_maps ? std::max<int64_t>(1, std::min<int64_t>(samples, (int64_t{1} << 20) / map))
                                         : std::min<int64_t>(16384, samples);
-  const hsize_t ldims[3] = {n, opts.label_maps ? dims[2] : static_cast<hsize_t>(opts.targets), dims[3]};
-  const hsize_t lchunk[3] = {static_cast<hsize_t>(std::max<int64_t>(1, lrows)), ldims[1], ldims[2]};
-  const int rank = opts.label_maps ? 3 : targets ? 2 : 1;
+  hsize_t ldims[4] = {n, static_cast<hsize_t>(opts.targets), 0, 0};
+  const int rank = opts.label_maps ? h5_label_map_dims(shape, n, ldims) : targets ? 2 : 1;  // maps: N×H×W, N×D×H×W
+  hsize_t lchunk[4] = {static_cast<hsize_t>(std::max<int64_t>(1, lrows)), ldims[1], ldims[2], ldims[3]};
   H5Id lspace = h5_space(H5Screate_simple(rank, ldims, nullptr));
   H5Id lcpl = h5_plist(H5Pcreate(H5P_DATASET_CREATE));
   H5Pset_chunk(lcpl, rank, lchunk);
@@ -170,9 +170,8 @@ void ShardWriter::append_ragged(const uint8_t* bytes, const SampleShape* shapes,
 }
 
 void ShardWriter::write_labels(const int32_t* labels, int64_t n) {
-  hsize_t start[3] = {static_cast<hsize_t>(written_), 0, 0},
-          count[3] = {static_cast<hsize_t>(n), static_cast<hsize_t>(shape_.height), static_cast<hsize_t>(shape_.width)};
-  const int rank = label_maps_ ? 3 : 1;
+  hsize_t start[4] = {static_cast<hsize_t>(written_), 0, 0, 0}, count[4] = {static_cast<hsize_t>(n), 0, 0, 0};
+  const int rank = label_maps_ ? h5_label_map_dims(shape_, static_cast<hsize_t>(n), count) : 1;
   H5Id lfs = h5_space(H5Dget_space(labels_));
   H5Sselect_hyperslab(lfs, H5S_SELECT_SET, start, nullptr, count, nullptr);
   H5Id lms = h5_space(H5Screate_simple(rank, count, nullptr));

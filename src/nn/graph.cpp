@@ -93,15 +93,22 @@ int GraphBuilder::conv(int x, const std::string& name, int out, int k, int strid
 int GraphBuilder::deconv(int x, const std::string& name, int out, int k, int stride, int pad, bool bias) {
   const Shape s = shape(x);
   if (s.flat) fail("deconv needs a c×h×w input, got a flat one (deconv after flatten/linear)");
-  no_volume(x, "deconv (ConvTranspose)");
   if (k < 1 || stride < 1 || pad < 0) fail("deconv needs kernel ≥ 1, stride ≥ 1 and padding ≥ 0");
-  const int64_t oh = int64_t{s.h - 1} * stride - 2 * pad + k, ow = int64_t{s.w - 1} * stride - 2 * pad + k;
-  if (oh < 1 || ow < 1)
-    fail("deconv padding ", pad, " leaves no output for its ", s.h, "x", s.w, " input (kernel ", k, ", stride ", stride,
+  auto size = [&](int i) { return int64_t{i - 1} * stride - 2 * pad + k; };
+  const int64_t oh = size(s.h), ow = size(s.w), od = s.volume() ? size(s.d) : 1;
+  if (oh < 1 || ow < 1 || od < 1)
+    fail("deconv padding ", pad, " leaves no output for its ", shape_text(s), " input (kernel ", k, ", stride ", stride,
          ")");
-  // A ConvTranspose2d weight is in × out × k × k: torch.nn.init's fan_in is its dim 1 (out·k²).
-  return windowed(Op::deconv, x, name, out, k, stride, pad, bias, 1, {s.c, out, k, k},
-                  Shape{out, static_cast<int>(oh), static_cast<int>(ow), false});
+  if (oh > (1 << 24) || ow > (1 << 24) || od > (1 << 24)) fail("deconv output of its ", shape_text(s), " input is too large");
+  // A ConvTranspose2d weight is in × out × k × k (ConvTranspose3d: × k): torch.nn.init's
+  // fan_in is its dim 1 (out·k², out·k³).
+  std::vector<int64_t> w{s.c, out, k, k};
+  Shape o{out, static_cast<int>(oh), static_cast<int>(ow), false};
+  if (s.volume()) {
+    w.push_back(k);
+    o.d = static_cast<int>(od);
+  }
+  return windowed(Op::deconv, x, name, out, k, stride, pad, bias, 1, w, o);
 }
 
 // conv and deconv: the node, its weight (PyTorch's dims `w`, fans dims 1 and 0 times k²) and
@@ -419,16 +426,15 @@ Graph GraphBuilder::finish(int output, int classes) {
     output = flatten(output);
     s = shape(output);
   }
-  // A C×H×W output stays dense (segmentation); build_model_graph checks it fits the task.
-  if (!s.flat && s.volume())
-    fail("the model ends in a volume (", shape_text(s), "); dense 3-D outputs (3-D segmentation) are not built yet: end ",
-         "in flatten and linear(", classes, ")");
+  // A C×H×W (C×D×H×W) output stays dense (segmentation); build_model_graph checks it fits
+  // the task.
   if (!s.flat) {
     g_.dense_output = true;
+    g_.out_d = s.volume() ? s.d : 0;
     g_.out_h = s.h;
     g_.out_w = s.w;
     if (s.c != classes)
-      fail("the model ends in ", s.c, "x", s.h, "x", s.w, " outputs but the data needs ", classes,
+      fail("the model ends in ", shape_text(s), " outputs but the data needs ", classes,
            " per position (its classes); make the last layer conv(", classes, ",1)");
   } else if (s.c != classes)
     fail("the model ends in ", s.c, " outputs but the data needs ", classes, " per sample (its classes, or its ",

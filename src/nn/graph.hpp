@@ -130,12 +130,14 @@ struct Graph {
   std::vector<ParamDef> params;  // registration (state_dict) order; info.offset = flat layout
   std::vector<ParamInfo> infos;  // same order, for Model::params()
   size_t param_count = 0;
-  int output = 0;                // tensor id of the logits (flat, classes; dense: classes×H×W)
+  int output = 0;                // tensor id of the logits (flat, classes; dense: classes×H×W or ×D×H×W)
   // A dense output (segmentation): the logits are classes × H × W per sample, a score per
   // class and pixel, as PyTorch's segmentation models end (a 1×1 conv to the classes).
   bool dense_output = false;
   int out_h = 1, out_w = 1;      // the dense output's H×W (1×1 when flat)
-  int64_t output_numel() const { return int64_t{classes} * out_h * out_w; }  // per sample
+  int out_d = 0;                 // a dense 3-D output's depth (3-D segmentation: classes × D × H × W); else 0
+  int64_t out_positions() const { return int64_t{out_d > 0 ? out_d : 1} * out_h * out_w; }  // per sample
+  int64_t output_numel() const { return int64_t{classes} * out_positions(); }                 // per sample
   int tensor_count() const { return static_cast<int>(nodes.size()) + 1; }
 };
 

@@ -1,6 +1,6 @@
 // layer_concat.cpp — torch.cat(xs, dim=1) (Op::concat: DenseNet's dense blocks, SqueezeNet's
 // Fire modules, Inception branches, a U-Net's skip connections). The layout: when every input
-// is fp32 in one channel-blocked layout (nChw8c on AVX2, nChw16c on AVX-512: what oneDNN's
+// is fp32 in one channel-blocked layout (nChw8c on AVX2, nChw16c on AVX-512, nCdhw8c/16c for volumes: what oneDNN's
 // convolutions, pools and batch norms write) and every input's channel count is a multiple of
 // the block, the output is that layout too — a sample's channels are then one contiguous run
 // per input in both, so the concatenation is the same per-sample copy as in plain NCHW, and
@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -73,7 +74,7 @@ class ConcatExec : public Exec {
 
  private:
   static float* ptr(const dnnl::memory& m) { return static_cast<float*>(m.get_data_handle()); }
-  // nChw8c / nChw16c when every input is fp32 in exactly that layout with a channel count
+  // nChw8c / nChw16c (volumes: nCdhw8c / nCdhw16c) when every input is fp32 in exactly that layout with a channel count
   // that the block divides (no padded channels); tag::undef otherwise (plain NCHW).
   // CNNSCALE_CONCAT_PLAIN=1 keeps plain NCHW (for A/B timing).
   static tag shared_block(const std::vector<Tensor*>& in) {
@@ -82,10 +83,12 @@ class ConcatExec : public Exec {
       return e && *e && std::string(e) != "0";
     }();
     if (plain) return tag::undef;
-    for (auto [t, b] : {std::pair{tag::nChw8c, 8}, std::pair{tag::nChw16c, 16}}) {
-      bool all = true;
+    const size_t rank = in[0]->dims.size();  // 4, or 5 for volumes (nCdhw8c / nCdhw16c)
+    for (auto [t4, t5, b] : {std::tuple{tag::nChw8c, tag::nCdhw8c, 8}, std::tuple{tag::nChw16c, tag::nCdhw16c, 16}}) {
+      const tag t = rank == 5 ? t5 : t4;
+      bool all = rank == 4 || rank == 5;
       for (const Tensor* x : in)
-        all = all && x->dims.size() == 4 && x->dims[1] % b == 0 && x->md == md_t(x->dims, dt::f32, t);
+        all = all && x->dims.size() == rank && x->dims[1] % b == 0 && x->md == md_t(x->dims, dt::f32, t);
       if (all) return t;
     }
     return tag::undef;

@@ -1,4 +1,4 @@
-// layer_weighted.cpp — conv2d and conv3d on oneDNN convolution_* primitives and ConvTranspose2d on
+// layer_weighted.cpp — conv2d and conv3d on oneDNN convolution_* primitives and ConvTranspose2d/3d on
 // deconvolution_* primitives (written generic over the primitive family), fp32 or bf16 compute, oneDNN-chosen (blocked) layouts with
 // reorders only where a layout or type differs.
 // bf16 (issue 30): src, weights, dst, diff_dst and diff_src are bf16 — the activations
@@ -71,8 +71,8 @@ struct ConvTraits {
 };
 
 // ConvTranspose2d: oneDNN's deconvolution with weights in its OC × IC × k × k dims, which
-// PyTorch stores as IC × OC × k × k: the plain layout iohw is PyTorch's bytes. Output size
-// (in − 1)·stride − 2·pad + k: padding pad on both sides.
+// PyTorch stores as IC × OC × k × k: the plain layout iohw is PyTorch's bytes (ConvTranspose3d:
+// iodhw). Output size (in − 1)·stride − 2·pad + k: padding pad on both sides.
 struct DeconvTraits {
   using Fwd = dnnl::deconvolution_forward;
   using BwdD = dnnl::deconvolution_backward_data;
@@ -80,7 +80,13 @@ struct DeconvTraits {
   dnnl::memory::dims strides, pl, pr;
   static constexpr algorithm alg = algorithm::deconvolution_direct;
 
-  explicit DeconvTraits(const Node& n) : strides{n.stride, n.stride}, pl{n.pad, n.pad}, pr{n.pad, n.pad} {}
+  explicit DeconvTraits(const Node& n) : strides{n.stride, n.stride}, pl{n.pad, n.pad}, pr{n.pad, n.pad} {
+    if (n.in.volume()) {  // ConvTranspose3d
+      strides.push_back(n.stride);
+      pl.push_back(n.pad);
+      pr.push_back(n.pad);
+    }
+  }
   Fwd::primitive_desc fwd(const md_t& src, const md_t& w, const md_t* b, const md_t& dst, const dnnl::engine& e,
                           const dnnl::primitive_attr& attr) const {
     if (b) return {Fwd::desc(prop_kind::forward_training, alg, src, w, *b, dst, strides, pl, pr), attr, e};
@@ -95,7 +101,7 @@ struct DeconvTraits {
     if (db) return {BwdW::desc(alg, src, dw, *db, ddst, strides, pl, pr), e, h};
     return {BwdW::desc(alg, src, dw, ddst, strides, pl, pr), e, h};
   }
-  static tag user_weights(const Node&) { return tag::iohw; }
+  static tag user_weights(const Node& n) { return n.in.volume() ? tag::iodhw : tag::iohw; }
 };
 
 template <class Traits>
@@ -305,7 +311,6 @@ std::unique_ptr<Exec> make_conv(const Node& node, Tensor* in, Tensor* out, const
 }
 
 std::unique_ptr<Exec> make_deconv(const Node& node, Tensor* in, Tensor* out, const ExecEnv& env) {
-  if (node.in.volume()) internal_error("node ", node.index, ": a 3-D deconv");
   return make_weighted<DeconvTraits>(node, in, out, env, true, nullptr);
 }
 

@@ -284,10 +284,11 @@ ModelGraph any_model_graph(const std::string& name_or_spec, const SampleShape& i
   if (classes < (classifier ? 2 : 1))
     fail(classifier ? "a classifier needs at least 2 classes, got " : "a model needs at least 1 output, got ", classes);
   const auto& names = builtin_models();
-  if (input.volume() && name_or_spec != "cosmoflow" &&
-      (std::find(names.begin(), names.end(), name_or_spec) != names.end() || name_or_spec.rfind("unet(", 0) == 0))
+  if (input.volume() && name_or_spec != "cosmoflow" && name_or_spec != "unet" &&
+      std::find(names.begin(), names.end(), name_or_spec) != names.end())
     fail("--model ", name_or_spec, " is a 2-D network, but the data are volumes (", input.text(), "); for volumes use ",
-         "cosmoflow, a one-line spec (conv, maxpool, avgpool and bn are 3-D on volumes) or an ONNX export of a 3-D model");
+         "cosmoflow, unet (3-D on volumes), a one-line spec (conv, maxpool, avgpool and bn are 3-D on volumes) or an ",
+         "ONNX export of a 3-D model");
   if (is_torchvision_resnet(name_or_spec)) return torchvision_resnet(name_or_spec, input, classes, options);
   if (options.zero_init_residual)
     fail("--zero-init-residual applies to the torchvision ResNets (resnet18/34/50/101/152, resnext*, wide_resnet*), "
@@ -323,14 +324,20 @@ ModelGraph build_model_graph(const std::string& name_or_spec, const SampleShape&
   const Graph& g = mg.graph;
   if (options.any_output) return mg;
   const bool segmentation = options.task && options.task->kind() == TaskKind::segmentation;
+  // A dense output's and the input's positions: "K×H×W" / "K×D×H×W".
+  auto dense = [&](int d, int h, int w) {
+    return std::to_string(classes) + "x" + (d > 0 ? std::to_string(d) + "x" : "") + std::to_string(h) + "x" +
+           std::to_string(w);
+  };
+  const int in_d = input.volume() ? input.depth : 0;
   if (!segmentation && g.dense_output)
-    fail("the model must end in ", classes, " features (end with flatten/linear or gap), got ", classes, "x", g.out_h,
-         "x", g.out_w, " (a score per pixel is a segmentation model's output: its data set needs label maps, N×H×W)");
-  if (segmentation && (!g.dense_output || g.out_h != input.height || g.out_w != input.width))
-    fail("a segmentation data set needs a model that ends in ", classes, "x", input.height, "x", input.width,
-         " (a score per class and pixel of its ", input.height, "x", input.width, " samples), but ", mg.name, " ends in ",
-         g.dense_output ? std::to_string(classes) + "x" + std::to_string(g.out_h) + "x" + std::to_string(g.out_w)
-                        : std::to_string(classes) + " features",
+    fail("the model must end in ", classes, " features (end with flatten/linear or gap), got ",
+         dense(g.out_d, g.out_h, g.out_w), " (a score per ", g.out_d > 0 ? "voxel" : "pixel",
+         " is a segmentation model's output: its data set needs label maps, ", g.out_d > 0 ? "N×D×H×W" : "N×H×W", ")");
+  if (segmentation && (!g.dense_output || g.out_d != in_d || g.out_h != input.height || g.out_w != input.width))
+    fail("a segmentation data set needs a model that ends in ", dense(in_d, input.height, input.width),
+         " (a score per class and ", in_d > 0 ? "voxel" : "pixel", " of its ", input.text(), " samples), but ", mg.name,
+         " ends in ", g.dense_output ? dense(g.out_d, g.out_h, g.out_w) : std::to_string(classes) + " features",
          "; end the model in conv(", classes, ",1) at the input's size (an encoder–decoder such as unet)");
   return mg;
 }

@@ -16,6 +16,9 @@
 // are padded (the output has the input's H×W, as the segmentation data's label maps); the
 // original's unpadded convolutions with cropped skips are not offered. H and W must be
 // multiples of 2^D (milesial pads odd sizes inside the forward; cnnscale refuses them).
+// On a volume (C×D×H×W) it is the 3-D U-Net (Çiçek et al. 2016) in the same layout and names:
+// Conv3d, BatchNorm3d, MaxPool3d(2), ConvTranspose3d(…, 2, stride 2), ending in K×D×H×W (3-D
+// segmentation; tests/nn/unet_reference.py's UNet(dims=3)); D too a multiple of 2^D.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -55,9 +58,10 @@ ModelGraph unet_model(const std::string& name, const SampleShape& in, int classe
   int D = 0, W = 0;
   if (!parse_unet_name(name, &D, &W)) internal_error("unet_model: not a unet name: ", name);
   const int m = 1 << D;
-  if (in.height % m || in.width % m)
-    fail(name, " halves the image ", D, " times: its height and width must be multiples of ", m, ", got ", in.height,
-         "x", in.width, " (crop or pad the data set, or lower the depth: unet(D,W))");
+  if (in.height % m || in.width % m || (in.volume() && in.depth % m))
+    fail(name, " halves the ", in.volume() ? "volume " : "image ", D, " times: its ",
+         in.volume() ? "depth, height and width" : "height and width", " must be multiples of ", m, ", got ",
+         in.text(), " (crop or pad the data set, or lower the depth: unet(D,W))");
   GraphBuilder b(in);
   std::vector<int> skips;
   int x = double_conv(b, b.input(), "inc", W);

@@ -128,13 +128,16 @@ void Writer::emit(const Node& n) {
       integer(c, "group", n.groups);
       break;
     }
-    case Op::deconv: {  // ConvTranspose: weight in × out × k × k, as PyTorch's
-      std::vector<std::string> ins = {in(0), param(n, 0, {s.c, n.out_channels, n.kernel, n.kernel})};
+    case Op::deconv: {  // ConvTranspose: weight in × out × k × k (× k in 3-D), as PyTorch's
+      const size_t sp = s.volume() ? 3 : 2;
+      std::vector<int64_t> wshape{s.c, n.out_channels};
+      wshape.resize(2 + sp, n.kernel);
+      std::vector<std::string> ins = {in(0), param(n, 0, wshape)};
       if (n.bias) ins.push_back(param(n, 1, {n.out_channels}));
       auto* c = node("ConvTranspose", ins, out);
-      ints(c, "kernel_shape", {n.kernel, n.kernel});
-      ints(c, "strides", {n.stride, n.stride});
-      ints(c, "pads", {n.pad, n.pad, n.pad, n.pad});
+      ints(c, "kernel_shape", std::vector<int64_t>(sp, n.kernel));
+      ints(c, "strides", std::vector<int64_t>(sp, n.stride));
+      ints(c, "pads", std::vector<int64_t>(2 * sp, n.pad));
       break;
     }
     case Op::upsample: {  // Resize (opset 13+) with scales [1, 1, s, s], as torch.onnx writes nn.Upsample
@@ -309,7 +312,9 @@ std::string Writer::run(const std::string& version) {
         is.volume() ? std::vector<int64_t>{is.channels, is.depth, is.height, is.width}
                     : std::vector<int64_t>{is.channels, is.height, is.width});
   value(graph_->add_output(), "logits",
-        g_.dense_output ? std::vector<int64_t>{g_.classes, g_.out_h, g_.out_w} : std::vector<int64_t>{g_.classes});
+        !g_.dense_output ? std::vector<int64_t>{g_.classes}
+        : g_.out_d > 0   ? std::vector<int64_t>{g_.classes, g_.out_d, g_.out_h, g_.out_w}
+                         : std::vector<int64_t>{g_.classes, g_.out_h, g_.out_w});
   for (const Node& n : g_.nodes) emit(n);
   try {
     onnx::checker::check_model(m);

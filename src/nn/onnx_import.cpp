@@ -692,25 +692,30 @@ void Importer::conv(const onnx::NodeProto& n, int pad_extra, int end_extra) {
   set(n.output(0), y);
 }
 
-// ConvTranspose (PyTorch's ConvTranspose2d): groups 1, no output padding or output shape, the
-// window rules of Conv (square kernel, one stride, one padding, dilation 1).
+// ConvTranspose (PyTorch's ConvTranspose2d, ConvTranspose3d on volumes): groups 1, no output
+// padding or output shape, the window rules of Conv (square or cube kernel, one stride, one
+// padding, dilation 1).
 void Importer::deconv(const onnx::NodeProto& n) {
   auto bad = [&](const std::string& w) { node_fail(n, "has " + w); };
   if (n.input_size() < 2) node_fail(n, "has no weight input");
   auto it = inits_.find(n.input(1));
   if (it == inits_.end()) node_fail(n, "its weight '" + n.input(1) + "' is not an initializer");
   const auto& wt = *it->second;
-  if (wt.dims_size() != 4)
-    node_fail(n, "its weight has " + std::to_string(wt.dims_size()) + " dimensions (ConvTranspose2d only)");
+  const bool volume = b_.shape(tensor(n, 0)).volume();
+  if (wt.dims_size() != (volume ? 5 : 4))
+    node_fail(n, "its weight has " + std::to_string(wt.dims_size()) + " dimensions (" +
+                     (volume ? "ConvTranspose3d on volumes" : "ConvTranspose2d on images") + ")");
   auto kernel = attr_ints(n, "kernel_shape");
-  if (kernel.empty()) kernel = {wt.dims(2), wt.dims(3)};
+  if (kernel.empty())
+    for (int i = 2; i < wt.dims_size(); ++i) kernel.push_back(wt.dims(i));
   const Window w = window(n, kernel, bad);
+  if (w.dims != static_cast<size_t>(wt.dims_size() - 2)) bad("a kernel_shape of another rank than its weight");
   if (attr_i(n, "group", 1) != 1) bad("groups (cnnscale's transposed convolution has one group)");
   for (int64_t v : attr_ints(n, "output_padding"))
     if (v != 0) bad("output_padding (cnnscale's transposed convolution has none yet)");
   if (attr(n, "output_shape")) bad("an output_shape (give pads instead, as PyTorch exports)");
   const int64_t cin = b_.shape(tensor(n, 0)).c;
-  if (wt.dims(0) != cin || wt.dims(1) < 1 || wt.dims(2) != w.k || wt.dims(3) != w.k)
+  if (wt.dims(0) != cin || wt.dims(1) < 1 || wt.dims(2) != w.k || wt.dims(3) != w.k || (volume && wt.dims(4) != w.k))
     bad("a weight of " + std::to_string(wt.dims(0)) + "x" + std::to_string(wt.dims(1)) + "x" +
         std::to_string(wt.dims(2)) + "x" + std::to_string(wt.dims(3)) + " for " + std::to_string(cin) +
         " input channels and a " + std::to_string(w.k) + "x" + std::to_string(w.k) + " kernel");

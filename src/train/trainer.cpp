@@ -196,7 +196,7 @@ void Trainer::setup() {
     if (!opt_.loss_given) to.loss = default_loss(train_->task());
     // Segmentation: a loss term per pixel of the (augmented) sample's H×W.
     const SampleShape in = train_->shape();
-    const int64_t pixels = train_->task() == TaskKind::segmentation ? int64_t{in.height} * in.width : 1;
+    const int64_t pixels = train_->task() == TaskKind::segmentation ? in.plane() : 1;  // H·W (D·H·W)
     task_ = std::make_shared<const Task>(train_->task(), train_->classes(), std::move(to), pixels);
   }
   ModelOptions mo = opt_.model_options;

@@ -278,3 +278,84 @@ TEST(Augment, LabelMapsRefuseResamplingAndUnfilledPadding) {
             std::string::npos);
   EXPECT_NO_THROW(Augmenter("crop32pad0,hflip", s, 0).check_label_maps(-1));
 }
+
+// Volumes: flip3d and transpose3d against their numpy definitions written out index by index
+// (np.flip per drawn axis; np.transpose(x, (0, 1+p0, 1+p1, 1+p2))), every flip combination
+// and permutation drawn, draws keyed by (seed, epoch, sample) only, label maps moved voxel for
+// voxel with their volumes, and the refusals.
+TEST(Augment, VolumeFlipsAndTransposes) {
+  const SampleShape cube{2, 6, 6, 6};
+  const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+  std::vector<float> x(static_cast<size_t>(cube.numel()));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) + 0.5f;
+  auto at = [&](const std::vector<float>& v, int c, int z, int y, int w) {
+    return v[static_cast<size_t>(((c * 6 + z) * 6 + y) * 6 + w)];
+  };
+  // The geometry on a non-cube, every permutation and flip set: dst(c, i) = src(c, j) with
+  // j[perm[a]] = flip[a] ? n_a - 1 - i_a : i_a.
+  {
+    const int dims[3] = {3, 4, 5};
+    std::vector<float> src(2 * 60), dst(src.size());
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
+    for (const auto& p : perms)
+      for (int f = 0; f < 8; ++f) {
+        const bool flip[3] = {(f & 1) != 0, (f & 2) != 0, (f & 4) != 0};
+        permute_flip_volume(src.data(), dst.data(), 2, dims, p, flip);
+        const int n[3] = {dims[p[0]], dims[p[1]], dims[p[2]]};
+        for (int c = 0; c < 2; ++c)
+          for (int i0 = 0; i0 < n[0]; ++i0)
+            for (int i1 = 0; i1 < n[1]; ++i1)
+              for (int i2 = 0; i2 < n[2]; ++i2) {
+                const int i[3] = {i0, i1, i2};
+                int j[3];
+                for (int a = 0; a < 3; ++a) j[p[a]] = flip[a] ? n[a] - 1 - i[a] : i[a];
+                ASSERT_EQ(dst[static_cast<size_t>(((c * n[0] + i0) * n[1] + i1) * n[2] + i2)],
+                          src[static_cast<size_t>(((c * 3 + j[0]) * 4 + j[1]) * 5 + j[2])])
+                    << "perm " << p[0] << p[1] << p[2] << " flips " << f;
+              }
+      }
+  }
+  // The pipeline: each sample's draws, applied in order, are what apply_volume does.
+  Augmenter aug("flip3d,transpose3d", cube, 11);
+  ASSERT_TRUE(aug.volume());
+  EXPECT_EQ(aug.output_shape().text(), cube.text());
+  std::set<int> flips_seen, perms_seen;
+  std::vector<float> scratch;
+  std::vector<int32_t> mscratch;
+  for (int epoch = 0; epoch < 2; ++epoch)
+    for (int64_t g = 0; g < 60; ++g) {
+      const AugmentDraw fd = aug.draw(0, epoch, g, cube), td = aug.draw(1, epoch, g, cube);
+      ASSERT_TRUE(fd.axes >= 0 && fd.axes < 8 && td.axes >= 0 && td.axes < 6);
+      flips_seen.insert(fd.axes);
+      perms_seen.insert(td.axes);
+      std::vector<float> y = x;
+      aug.apply_volume(y.data(), epoch, g, scratch);
+      for (int c = 0; c < 2; ++c)
+        for (int i0 = 0; i0 < 6; ++i0)
+          for (int i1 = 0; i1 < 6; ++i1)
+            for (int i2 = 0; i2 < 6; ++i2) {
+              const int i[3] = {i0, i1, i2}, *p = perms[td.axes];
+              int j[3], k[3];
+              for (int a = 0; a < 3; ++a) j[p[a]] = i[a];                            // transpose3d's source ...
+              for (int a = 0; a < 3; ++a) k[a] = (fd.axes >> a) & 1 ? 5 - j[a] : j[a];  // ... flip3d's
+              ASSERT_EQ(y[static_cast<size_t>(((c * 6 + i0) * 6 + i1) * 6 + i2)], at(x, c, k[0], k[1], k[2]))
+                  << "epoch " << epoch << " sample " << g;
+            }
+      // The label map of channel 0 moves as channel 0 of the volume.
+      std::vector<int32_t> map(216);
+      for (size_t v = 0; v < map.size(); ++v) map[v] = static_cast<int32_t>(v);
+      augment_label_map(aug, map.data(), epoch, g, 255, mscratch);
+      for (size_t v = 0; v < map.size(); ++v) ASSERT_EQ(static_cast<float>(map[v]) + 0.5f, y[v]);
+      // Keyed by (seed, epoch, sample): another Augmenter of the list draws the same.
+      EXPECT_EQ(Augmenter("flip3d,transpose3d", cube, 11).draw(1, epoch, g, cube).axes, td.axes);
+    }
+  EXPECT_EQ(flips_seen.size(), 8u);
+  EXPECT_EQ(perms_seen.size(), 6u);
+  EXPECT_TRUE(aug.for_evaluation().steps().empty());
+  // Refusals: volume steps on images, image steps on volumes, transpose3d on a non-cube.
+  EXPECT_NE(error_of([&] { Augmenter("flip3d", kCifar, 0); }).find("moves the voxels of volumes"), std::string::npos);
+  EXPECT_NE(error_of([&] { Augmenter("hflip", cube, 0); }).find("use flip3d and transpose3d"), std::string::npos);
+  EXPECT_NE(error_of([&] { Augmenter("transpose3d", SampleShape{1, 4, 6, 6}, 0); }).find("only of a cube"),
+            std::string::npos);
+  EXPECT_NO_THROW(Augmenter("flip3d", SampleShape{1, 4, 6, 8}, 0).check_label_maps(-1));
+}

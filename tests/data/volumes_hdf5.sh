@@ -17,9 +17,11 @@
 #    `cnnscale watch` show it;
 #  - a class label per volume trains a 3-D classifier (with BatchNorm3d); a single target a model
 #    of one output;
-#  - one `cnnscale: error:` each for: --augment on volumes, a 2-D built-in model on volumes,
-#    cosmoflow on images, cosmoflow on volumes smaller than 32 a side, a layer without a 3-D
-#    form in a spec (deconv), a label map per volume (3-D segmentation: not yet).
+#  - --augment flip3d,transpose3d with a label map per volume: the map moves with its volume
+#    (a 1×1×1 conv trains as without the moves), 1 rank == 2 ranks, data-bench counts volumes;
+#  - one `cnnscale: error:` each for: an image --augment step on volumes, a 2-D built-in model
+#    on volumes, cosmoflow on images, cosmoflow on volumes smaller than 32 a side, a layer
+#    without a 3-D form in a spec (upsample), transpose3d on images.
 set -u
 source "$CNNSCALE_SOURCE/tests/lib.sh"
 require_python "numpy, h5py" "python3-numpy python3-h5py"
@@ -211,18 +213,53 @@ expect_grep "its run.json: mse over 1 target" '"loss": "mse over 1 target' "$TMP
 
 # Mistakes: one clear error each.
 T=("$CNNSCALE" train --data "$TMP/f32" --batch-size 8 --max-steps 1)
-expect_refused "--augment on volumes" "--augment hflip works on images; .* holds volumes \\(4x16x16x16\\)" \
+expect_refused "an image --augment step on volumes" "--augment hflip works on images, but this data set holds volumes \\(4x16x16x16\\); for volumes use flip3d and transpose3d" \
   "${T[@]}" --model "flatten linear(4)" --augment hflip
 expect_refused "a 2-D built-in on volumes" "--model resnet18 is a 2-D network, but the data are volumes \\(4x16x16x16\\)" \
   "${T[@]}" --model resnet18
 expect_refused "cosmoflow on volumes under 32 a side" "cosmoflow\\(8,2\\) halves its input five times: each side must be at least 32, got 4x16x16x16" \
   "${T[@]}" --model "cosmoflow(8,2)"
-expect_refused "deconv on a volume" "deconv \\(ConvTranspose\\) has no 3-D form in cnnscale yet and its input is a volume" \
-  "${T[@]}" --model "conv(4,3,1,1) deconv(4,2,2) flatten linear(4)"
+expect_refused "upsampling on a volume" "upsampling has no 3-D form in cnnscale yet and its input is a volume" \
+  "${T[@]}" --model "conv(4,3,1,1) upsample(2) flatten linear(4)"
 "${P[@]}" --images /img --targets /y --output "$TMP/img" >"$TMP/prep-img.log" 2>&1
 expect_eq "prep the volumes' first slices as images" 0 "$?"
 expect_refused "cosmoflow on images" "cosmoflow is a 3-D network and takes volumes \\(N×C×D×H×W\\), but the data are 4x16x16 images" \
   "$CNNSCALE" train --data "$TMP/img" --batch-size 8 --max-steps 1 --model cosmoflow
-expect_refused "a label map per volume" "holds a label map per volume \\(4-D\\); 3-D segmentation is not built yet" \
-  "${P[@]}" --images /x --labels /maps --output "$TMP/bad"
+
+# Volume augmentation (--augment flip3d,transpose3d) in the reader, with a label map per volume
+# (3-D segmentation; tests/data/segmentation3d_hdf5.sh trains it): a 1×1×1 convolution's loss
+# and gradients are sums over the voxels, unchanged when a volume and its map move together —
+# so 3 steps with the augmentation give the checkpoint of 3 without (to rounding), which they
+# would not if a map moved otherwise than its volume; a 3×3×3 convolution sees the moves (the
+# checkpoints differ); and 1 rank × 8 trains as 2 ranks × 4 with the augmentation (the draws
+# keyed by the sample, not the rank). data-bench says volumes and times the augmentation.
+"${P[@]}" --images /x --labels /maps --output "$TMP/maps" >"$TMP/prep-maps.log" 2>&1
+expect_eq "prep volumes with a label map each (N×D×H×W)" 0 "$?"
+expect_grep "prep says label maps" "48 train \\+ 0 test samples, 2 classes \\(label maps\\)" "$TMP/prep-maps.log"
+A=(train --data "$TMP/maps" --max-steps 3 --lr 0.1 --seed 5)
+for aug in none flip3d,transpose3d; do
+  for m in "conv(2,1)" "conv(2,3,1,1)"; do
+    "$CNNSCALE" "${A[@]}" --batch-size 8 --model "$m" --augment "$aug" --run-dir "$TMP/aug-$aug-${m:7:1}" >"$TMP/aug.log" 2>&1
+    expect_eq "3 steps of $m --augment $aug on volumes with label maps" 0 "$?"
+  done
+done
+expect_ckpt_close "conv(2,1), voxels and labels moved together: the unaugmented checkpoint" \
+  "$TMP/aug-none-1/checkpoints/step-00000003.h5" "$TMP/aug-flip3d,transpose3d-1/checkpoints/step-00000003.h5"
+"$CNNSCALE_BUILD/tests/ckpt_diff" "$TMP/aug-none-3/checkpoints/step-00000003.h5" \
+  "$TMP/aug-flip3d,transpose3d-3/checkpoints/step-00000003.h5" >"$TMP/aug-diff.txt" 2>&1
+rel=$(awk '{print $8}' "$TMP/aug-diff.txt")
+expect_eq "conv(2,3,1,1) sees the moves: its checkpoint differs (rel $rel > 1e-3)" 1 \
+  "$(python3 -c "print(int(float('${rel:-0}') > 1e-3))")"
+timeout 300 $M -n 2 "$CNNSCALE" "${A[@]}" --batch-size 4 --model "conv(2,3,1,1)" --augment flip3d,transpose3d \
+  --run-dir "$TMP/aug-2ranks" >"$TMP/aug-2ranks.log" 2>&1
+expect_eq "2 ranks with --augment flip3d,transpose3d" 0 "$?"
+expect_ckpt_close "--augment flip3d,transpose3d: 1 rank x 8 == 2 ranks x 4" \
+  "$TMP/aug-flip3d,transpose3d-3/checkpoints/step-00000003.h5" "$TMP/aug-2ranks/checkpoints/step-00000003.h5"
+"$CNNSCALE" data-bench --data "$TMP/maps" --augment flip3d,transpose3d --batch-size 8 --batches 4 --warmup 1 \
+  >"$TMP/bench.txt" 2>&1
+expect_eq "data-bench of volumes with --augment flip3d,transpose3d" 0 "$?"
+expect_grep "data-bench counts volumes" "^[0-9]+ volumes in [0-9.]+ s: [0-9.]+ volumes/s" "$TMP/bench.txt"
+expect_grep "data-bench times the volume augmentation" "^per volume: .* augment [0-9.]*[1-9][0-9.]* us" "$TMP/bench.txt"
+expect_refused "a volume --augment step on images" "--augment transpose3d moves the voxels of volumes, but this data set holds images" \
+  "$CNNSCALE" train --data "$TMP/img" --batch-size 8 --max-steps 1 --model "flatten linear(4)" --augment transpose3d
 finish

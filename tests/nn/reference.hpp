@@ -72,24 +72,27 @@ inline Result forward(const Graph& g, const std::vector<double>& P, const float*
                 }
         break;
       }
-      case Op::deconv: {  // PyTorch's ConvTranspose2d, written as its scatter: weight in × out × k × k
-        const int K = nd.kernel;
+      case Op::deconv: {  // PyTorch's ConvTranspose2d/3d, written as its scatter: weight in × out × k × k (× k)
+        const int K = nd.kernel, KD = is.volume() ? K : 1, ID = is.volume() ? is.d : 1, OD = os.volume() ? os.d : 1;
+        const size_t plane = size_t(OD) * os.h * os.w;
         for (int64_t b = 0; b < n; ++b) {
           for (int o = 0; o < os.c; ++o)
-            for (int p = 0; p < os.h * os.w; ++p)
-              y[(size_t(b) * os.c + o) * os.h * os.w + p] = nd.bias ? P[off(1) + o] : 0.0;
+            for (size_t p = 0; p < plane; ++p) y[(size_t(b) * os.c + o) * plane + p] = nd.bias ? P[off(1) + o] : 0.0;
           for (int i = 0; i < is.c; ++i)
-            for (int iy = 0; iy < is.h; ++iy)
-              for (int ix = 0; ix < is.w; ++ix)
-                for (int o = 0; o < os.c; ++o)
-                  for (int ky = 0; ky < K; ++ky)
-                    for (int kx = 0; kx < K; ++kx) {
-                      const int oy = iy * nd.stride - nd.pad + ky, ox = ix * nd.stride - nd.pad + kx;
-                      if (oy < 0 || oy >= os.h || ox < 0 || ox >= os.w) continue;
-                      y[((size_t(b) * os.c + o) * os.h + oy) * os.w + ox] +=
-                          P[off(0) + ((size_t(i) * os.c + o) * K + ky) * K + kx] *
-                          x[((size_t(b) * is.c + i) * is.h + iy) * is.w + ix];
-                    }
+            for (int iz = 0; iz < ID; ++iz)
+              for (int iy = 0; iy < is.h; ++iy)
+                for (int ix = 0; ix < is.w; ++ix)
+                  for (int o = 0; o < os.c; ++o)
+                    for (int kz = 0; kz < KD; ++kz)
+                      for (int ky = 0; ky < K; ++ky)
+                        for (int kx = 0; kx < K; ++kx) {
+                          const int oz = is.volume() ? iz * nd.stride - nd.pad + kz : 0;
+                          const int oy = iy * nd.stride - nd.pad + ky, ox = ix * nd.stride - nd.pad + kx;
+                          if (oz < 0 || oz >= OD || oy < 0 || oy >= os.h || ox < 0 || ox >= os.w) continue;
+                          y[(((size_t(b) * os.c + o) * OD + oz) * os.h + oy) * os.w + ox] +=
+                              P[off(0) + (((size_t(i) * os.c + o) * KD + kz) * K + ky) * K + kx] *
+                              x[(((size_t(b) * is.c + i) * ID + iz) * is.h + iy) * is.w + ix];
+                        }
         }
         break;
       }

@@ -41,7 +41,7 @@
 //                     what tests/nn/torch_reference.py follows at float32 ties
 //   --segmentation    (any mode) the model's task is segmentation: it ends in CLASSES × H × W,
 //                     grad's LABELS.i32 holds N label maps of H×W (the loss the mean over the
-//                     pixels) and eval writes N×CLASSES×H×W
+//                     pixels) and eval writes N×CLASSES×H×W (with --depth: D×H×W maps, voxels)
 //   --depth D         (any mode) the samples are C×D×H×W volumes (IN.f32 holds N of them): the
 //                     model's conv, pools and batch norms are 3-D (cosmoflow, a spec)
 //   --regression      (any mode) the task is regression with F.mse_loss (mean over N×CLASSES):
@@ -207,7 +207,7 @@ int main(int argc, char** argv) try {
   mo.zero_init_residual = zero_init_residual;
   mo.tf32 = tf32;
   mo.cudnn_benchmark = bench;
-  const int64_t pixels = segmentation ? int64_t{shape.height} * shape.width : 1;
+  const int64_t pixels = segmentation ? shape.plane() : 1;  // H·W (volumes: D·H·W)
   if (segmentation) mo.task = std::make_shared<const Task>(TaskKind::segmentation, classes, TaskOptions{}, pixels);
   if (regression) {
     TaskOptions to;

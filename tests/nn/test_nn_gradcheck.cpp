@@ -198,5 +198,18 @@ TEST(GradCheck, Volume3dLayers) {
 TEST(GradCheck, Volume3dStridePaddingAndMaxPoolPadding) {
   gradcheck("conv(3,3,2,1) relu maxpool(3,2,1) conv(4,1) bn flatten linear(3)", volume(1, 7, 6, 8), 3, 4, 0);
 }
+// A 3-D U-Net's pieces: ConvTranspose3d (stride 2 and a padded stride-1 one) and a skip
+// concatenation of volumes.
+TEST(GradCheck, Volume3dDeconvAndConcat) {
+  gradcheck("conv(4,3,1,1) maxpool(2) deconv(3,2,2) cat(conv(2,1) relu|) deconv(2,3,1,1) bn flatten linear(3)",
+            volume(2, 4, 6, 4), 3, 3, 0);
+}
+// Channel counts of 8: the concatenation's inputs (a max-pool's and a 1×1×1 conv's outputs)
+// come in oneDNN's blocked nCdhw8c layout, which it keeps (layer_concat.cpp); on AVX2 the
+// 3-D deconvolution is oneDNN's GEMM kernel in plain ncdhw.
+TEST(GradCheck, Volume3dBlockedConcat) {
+  gradcheck("conv(8,3,1,1) relu maxpool(2) cat(conv(8,1) relu|) deconv(8,2,2) conv(4,1) flatten linear(3)",
+            volume(2, 4, 4, 4), 3, 2, 80);
+}
 // CosmoFlow's Conv3d(k=2, padding='same'): one zero row at the end of every dim.
 TEST(GradCheck, CosmoflowSubset) { gradcheck("cosmoflow(2,2)", volume(2, 32, 32, 32), 3, 2, 60); }

@@ -361,7 +361,8 @@ def _state(path):
 
 def main(argv):
     """torch_reference.py torchvision|graph|unet|cosmoflow MODEL C H W CLASSES DIR [FLOOR] [--depth D]:
-    DIR holds ckpt.h5 (the weights), x.f32 and y.i32 (the batch: N labels, or N label maps of H×W)
+    DIR holds ckpt.h5 (the weights), x.f32 and y.i32 (the batch: N labels, or N label maps of H×W,
+    of D×H×W with --depth)
     or y.f32 (regression: N×CLASSES float32 targets, the loss F.mse_loss), and what
     `cnnscale_resnet_tool grad ... --capture DIR/cap` wrote: grad.f32, grad.txt, cap/. --depth D:
     the samples are volumes, x.f32 holds N×C×D×H×W. Prints "ok ..." / "FAIL ..." lines."""
@@ -391,8 +392,8 @@ def main(argv):
             return F.mse_loss(out, y.to(out.dtype))
     else:
         y = torch.from_numpy(np.fromfile(f"{d}/y.i32", np.int32).astype(np.int64))
-        if y.numel() == n * H * W:  # label maps (segmentation): F.cross_entropy over N×K×H×W and N×H×W
-            y = y.reshape(n, H, W)
+        if y.numel() == n * int(np.prod(sample[1:])):  # label maps (segmentation): F.cross_entropy over
+            y = y.reshape([n] + sample[1:])  # N×K×H×W and N×H×W (volumes: N×K×D×H×W and N×D×H×W)
 
         def criterion(out):
             return F.cross_entropy(out, y)
@@ -403,9 +404,11 @@ def main(argv):
     for dt, mode in ((torch.float64, "decide"), (torch.float32, "replay")):
         follow.reset(mode)
         if kind == "unet":  # unet(D,W): tests/nn/unet_reference.py, ReLUs and max-pools through follow
+            # (--depth: the 3-D U-Net, UNet(dims=3), its max-pools follow.maxpool's max_pool3d)
             from unet_reference import UNet
             depth, width = (int(v) for v in model[5:-1].split(",")) if model != "unet" else (4, 64)
-            net = UNet(C, K, depth, width, relu=follow.relu, maxpool=follow.maxpool)
+            net = UNet(C, K, depth, width, relu=follow.relu, maxpool=follow.maxpool,
+                       dims=2 if volume_depth is None else 3)
             net.load_state_dict(sd)  # strict
             net = net.to(dt).train()
             loss = criterion(net(x.to(dt)))
