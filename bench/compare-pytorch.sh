@@ -23,6 +23,10 @@
 # --model unet|unet(D,W): the U-Net on images with label maps (tests/data/make_shapes.py at
 # --image-size, prepped, --cache memory) against tests/nn/unet_reference.py's PyTorch U-Net on a
 # random batch with random label maps; batch 16 per rank by default; no roofline row.
+# --model unet(D,W) --volume: the 3-D U-Net on volumes 1×S×S×S with a label map each
+# (tests/data/make_shapes3d.py at --image-size, prepped, --cache memory) against
+# unet_reference.py's UNet(dims=3) on a random batch; batch 4 per rank by default; the table
+# counts volumes/s.
 # --model cosmoflow|cosmoflow(W,K): the MLPerf HPC CosmoFlow regression network on volumes
 # --channels×S×S×S (S = --image-size, the cube's side, default 64; --channels default 4) with 4
 # float targets: tests/data/make_grf.py's Gaussian random fields (float32, no transform), prepped
@@ -33,7 +37,7 @@
 # Usage: bench/compare-pytorch.sh [--build DIR] [--rounds N] [--steps N] [--bind core|none]
 #                                 [--out DIR] [--accuracy [--with-pytorch]] [--epochs N] [--no-install]
 #                                 [--model mnist_cnn|resnet50|resnet18] [--image-size S] [--batch B]
-#                                 [--threads T] [--classes K] [--channels C] [--precision both|fp32|bf16]
+#                                 [--threads T] [--classes K] [--channels C] [--precision both|fp32|bf16] [--volume]
 #   --precision  run only that precision's pairs (default both; bf16 needs AVX512-BF16 or AMX)
 #   --accuracy   instead of the throughput table: 5-epoch (--epochs) runs on 2 ranks of
 #                cnnscale fp32 and bf16 (and, with --with-pytorch, PyTorch fp32), test
@@ -54,6 +58,7 @@ CLASSES=1000
 CHANNELS=4
 SEG=0
 VOL=0
+VOLUME=0
 BIND=core
 OUT=""
 ACCURACY=0
@@ -78,8 +83,9 @@ while [ $# -gt 0 ]; do
     --threads) THREADS=$2; shift 2 ;;
     --classes) CLASSES=$2; shift 2 ;;
     --channels) CHANNELS=$2; shift 2 ;;
+    --volume) VOLUME=1; shift ;;
     --precision) PRECISION=$2; shift 2 ;;
-    -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,47p' "$0"; exit 0 ;;
     *) echo "compare-pytorch.sh: error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -94,7 +100,8 @@ case "$MODEL" in
   regnet_[xy]_*|mnasnet*)
     RESNET=1; STEPS=${STEPS:-30}; BATCH=${BATCH:-32} ;;
   unet|unet\(*\))
-    RESNET=1; SEG=1; STEPS=${STEPS:-30}; BATCH=${BATCH:-16}; CLASSES=4 ;;
+    RESNET=1; SEG=1; STEPS=${STEPS:-30}; CLASSES=4
+    if [ "$VOLUME" = 1 ]; then BATCH=${BATCH:-4}; IMAGE=${IMAGE:-32}; else BATCH=${BATCH:-16}; fi ;;
   cosmoflow|cosmoflow\(*\))
     RESNET=1; VOL=1; STEPS=${STEPS:-30}; BATCH=${BATCH:-8}; IMAGE=${IMAGE:-64}; CLASSES=4 ;;
   *) echo "compare-pytorch.sh: error: --model mnist_cnn, unet(D,W), cosmoflow(W,K) or a built-in torchvision model (resnet*, resnext*, wide_resnet*, mobilenet_v2, mobilenet_v3_*, efficientnet_b*, convnext_*, shufflenet_v2_*, vgg*, densenet*, squeezenet*, regnet_*, mnasnet*)" >&2; exit 2 ;;
@@ -152,7 +159,12 @@ if [ "$RESNET" = 1 ]; then
     # prepped once, read from memory (--cache memory); PyTorch's peer trains on one random
     # batch with random label maps per rank (as for the ResNets).
     SEGDATA="$OUT/shapes-$IMAGE"
-    $PY "$ROOT/tests/data/make_shapes.py" "$OUT/shapes-$IMAGE.h5" --size "$IMAGE" --train $((BATCH * 2 * 4)) --test 1
+    if [ "$VOLUME" = 1 ]; then  # the 3-D U-Net: make_shapes3d.py's 1×S×S×S volumes with label maps
+      $PY "$ROOT/tests/data/make_shapes3d.py" "$OUT/shapes-$IMAGE.h5" --size "$IMAGE" --train $((BATCH * 2 * 4)) --test 1
+      PT_ARGS+=(--channels 1 --volume)
+    else
+      $PY "$ROOT/tests/data/make_shapes.py" "$OUT/shapes-$IMAGE.h5" --size "$IMAGE" --train $((BATCH * 2 * 4)) --test 1
+    fi
     "$CNNSCALE" prep --format hdf5 --input "$OUT/shapes-$IMAGE.h5" --images /x_train --labels /y_train --shards 2 \
       --output "$SEGDATA" >"$OUT/prep.log"
     DATA_ARGS=(--data "$SEGDATA" --cache memory --model "$MODEL")
@@ -261,7 +273,7 @@ EOF2
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "model: $MODEL; batch $BATCH/rank; $THREADS thread(s)/rank; $STEPS steps; bf16 compared: $BF16"
 } | tee "$OUT/machine.txt"
-$PY -c "import json, sys; json.dump(dict(model='$MODEL', batch=$BATCH, threads=$THREADS, steps=$STEPS, image_size=$IMAGE, classes=$CLASSES, bf16=bool($BF16), amx=bool($AMX), seg=bool($SEG), vol=bool($VOL), channels=$CHANNELS), open(sys.argv[1], 'w'))" "$OUT/meta.json"
+$PY -c "import json, sys; json.dump(dict(model='$MODEL', batch=$BATCH, threads=$THREADS, steps=$STEPS, image_size=$IMAGE, classes=$CLASSES, bf16=bool($BF16), amx=bool($AMX), seg=bool($SEG), vol=bool($VOL or $VOLUME), channels=$CHANNELS), open(sys.argv[1], 'w'))" "$OUT/meta.json"
 
 if [ "$ACCURACY" = 1 ]; then
   : >"$OUT/results.jsonl"

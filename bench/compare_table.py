@@ -62,11 +62,15 @@ torch_v = next((r["impl"] for r in rows if r["impl"].startswith("pytorch")), "py
 rounds = max((len(v) for k, v in groups.items() if k[0] == "pytorch" and k[2] == 1), default=0)
 
 seg = meta.get("seg", False)  # unet(D,W): images with label maps; no roofline of the model
-vol = meta.get("vol", False)  # cosmoflow(W,K): volumes with float targets; no roofline of the model
+vol = meta.get("vol", False)  # cosmoflow(W,K): volumes with float targets (with seg: the 3-D U-Net); no roofline
 if vol:
     side = meta["image_size"]
-    print(f"\n{meta['model']}, volumes {meta['channels']}x{side}x{side}x{side} with {meta['classes']} float "
-          "targets (cnnscale: make_grf.py's, prepped, --cache memory; PyTorch: one random batch per rank), mse, "
+    what = (f"volumes 1x{side}x{side}x{side} with a label map each, {meta['classes']} classes (cnnscale: "
+            "make_shapes3d.py's, prepped, --cache memory; PyTorch: one random batch per rank), per-voxel cross-entropy"
+            if seg else
+            f"volumes {meta['channels']}x{side}x{side}x{side} with {meta['classes']} float targets (cnnscale: "
+            "make_grf.py's, prepped, --cache memory; PyTorch: one random batch per rank), mse")
+    print(f"\n{meta['model']}, {what}, "
           f"batch {meta['batch']}/rank, {meta['threads']} thread(s)/rank, {meta['steps']} steps, {rounds} alternating "
           "round(s); volumes/s = median over rounds of each run's median [min..max over rounds]; PyTorch format: "
           + ", ".join(f"{p} {w} rank(s) {f}" for (_, p, w), f in sorted(pt_format.items())))

@@ -5,7 +5,8 @@ dependency); with --model unet(D,W), the PyTorch U-Net of tests/nn/unet_referenc
 random images with random label maps (cross-entropy per pixel); with --model cosmoflow(W,K), the
 MLPerf HPC CosmoFlow network (cosmoflow() below, as cnnscale's built-in) on random float volumes
 --channels×S×S×S with --targets random float targets in [-1, 1] (F.mse_loss; images_per_s is then
-volumes per second).
+volumes per second); --volume with unet(D,W): the 3-D U-Net (UNet(dims=3)) on C×S×S×S volumes with
+a label map each (per-voxel cross-entropy).
 
 One process per rank, launched without torchrun: the caller sets RANK, WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT. torchvision.models.resnetXX(num_classes=K), synthetic data
@@ -70,13 +71,14 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--channels-last", action="store_true")
+    ap.add_argument("--volume", action="store_true", help="unet: the 3-D U-Net on C×S×S×S volumes")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(args.seed)
-    vol = args.model.startswith("cosmoflow")
+    vol = args.model.startswith("cosmoflow") or args.volume
     fmt = (torch.channels_last_3d if vol else torch.channels_last) if args.channels_last else torch.contiguous_format
     B, S, C = args.batch_size, args.image_size, args.channels
 
@@ -85,7 +87,7 @@ def main():
         sys.path.insert(0, os.path.join(HERE, "..", "tests", "nn"))
         from unet_reference import UNet
         depth, width = (int(v) for v in args.model[5:-1].split(",")) if args.model != "unet" else (4, 64)
-        model = UNet(C, args.classes, depth, width).to(memory_format=fmt)
+        model = UNet(C, args.classes, depth, width, dims=3 if args.volume else 2).to(memory_format=fmt)
     elif vol:  # cosmoflow, cosmoflow(W) or cosmoflow(W,K), as cnnscale's --model
         wk = [int(v) for v in args.model[10:-1].split(",")] if args.model != "cosmoflow" else []
         model = cosmoflow(C, S, args.targets, *wk).to(memory_format=fmt)
@@ -97,11 +99,14 @@ def main():
     x = torch.randn((B, C, S, S, S) if vol else (B, C, S, S), generator=g).to(memory_format=fmt)
     # unet: a label map per image (per-pixel cross-entropy, as cnnscale's segmentation task);
     # cosmoflow: float targets (mse, as cnnscale's regression task)
-    if vol:
+    seg = args.model.startswith("unet")
+    if seg:  # a label map per image (volume: per voxel)
+        y = torch.randint(0, args.classes, (B, S, S, S) if vol else (B, S, S), generator=g)
+    elif vol:
         y = torch.rand(B, args.targets, generator=g) * 2 - 1
     else:
-        y = torch.randint(0, args.classes, (B, S, S) if args.model.startswith("unet") else (B,), generator=g)
-    loss_fn = F.mse_loss if vol else F.cross_entropy
+        y = torch.randint(0, args.classes, (B,), generator=g)
+    loss_fn = F.mse_loss if vol and not seg else F.cross_entropy
 
     times = []
     ddp.train()
