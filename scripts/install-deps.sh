@@ -10,11 +10,14 @@
 # that the runtime list stays lean. PyPI-only test peers (TensorBoard's reader, torch ≥ 2
 # for a real torchrun) come from scripts/python-venv.sh.
 # scripts/check-deps.sh proves both lists together cover what the build, tests and demo use.
+# FUZZ_PACKAGES (--fuzz: scripts/fuzz.sh passes it) are Debian's clang 16, its libFuzzer,
+# sanitizer runtimes and OpenMP, which build the fuzz targets (tests/fuzz/) under
+# AddressSanitizer and UBSan.
 # A third-party apt source that cannot be read (NVIDIA's CUDA repository unreachable, a
 # NodeSource list with no Release file) does not stop it: apt-get update's failures are
 # named in one warning and the install goes on with the lists apt has; if apt-get install
 # still fails, the error line names those sources and how to disable them.
-# Usage: scripts/install-deps.sh [--tests]
+# Usage: scripts/install-deps.sh [--tests] [--fuzz]
 set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config git python3
@@ -30,13 +33,16 @@ PACKAGES=(
   patchelf debootstrap debian-archive-keyring
 )
 TEST_PACKAGES=(python3-torch python3-torchvision python3-h5py python3-numpy python3-onnx libonnx-testdata)
+FUZZ_PACKAGES=(clang-16 libfuzzer-16-dev libclang-rt-16-dev libomp-16-dev)
 DEBS_TO_KEEP=(environment-modules)
 WANT=("${PACKAGES[@]}")
-case "${1:-}" in
-  --tests) WANT+=("${TEST_PACKAGES[@]}") ;;
-  "") ;;
-  *) echo "install-deps: unknown argument '$1' (usage: scripts/install-deps.sh [--tests])" >&2; exit 2 ;;
-esac
+for arg in "$@"; do
+  case "$arg" in
+    --tests) WANT+=("${TEST_PACKAGES[@]}") ;;
+    --fuzz) WANT+=("${FUZZ_PACKAGES[@]}") ;;
+    *) echo "install-deps: unknown argument '$arg' (usage: scripts/install-deps.sh [--tests] [--fuzz])" >&2; exit 2 ;;
+  esac
+done
 DEB_CACHE=${CNNSCALE_DEB_CACHE:-/var/cache/cnnscale/debs}  # CNNSCALE_DEB_CACHE: tests/tools/install_deps.sh
 UNREAD=""  # the apt sources apt-get update could not read
 apt_update() {

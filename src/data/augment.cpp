@@ -193,7 +193,10 @@ void center_crop_planes(const uint8_t* src, uint8_t* dst, SampleShape shape, int
 SampleShape resize_shape(SampleShape shape, int size) {
   const bool w_short = shape.width <= shape.height;
   const int s = w_short ? shape.width : shape.height, l = w_short ? shape.height : shape.width;
-  const int new_long = static_cast<int>(static_cast<double>(int64_t{size} * l) / s);
+  // int(size·long/short) as torchvision; beyond int's range (an extreme aspect ratio, which
+  // the Augmenter's size bound then refuses) held at INT_MAX rather than overflowing.
+  const double want = static_cast<double>(int64_t{size} * l) / s;
+  const int new_long = want >= 2147483647.0 ? 2147483647 : static_cast<int>(want);
   return {shape.channels, w_short ? new_long : size, w_short ? size : new_long};
 }
 
@@ -228,15 +231,26 @@ Augmenter::Augmenter(const std::string& list, SampleShape shape, uint64_t seed, 
     return;
   }
   bool variable = ragged;  // the image reaching the step has a per-sample size
+  // Every step's output is held by each reader thread (twice, between steps): a size that
+  // only a mistake asks for (rrc48476 before rrc224) is refused here rather than running the
+  // reader out of memory (found by tests/fuzz/fuzz_augment).
+  auto bounded = [&](const AugmentStep& s) {
+    if (out_shape_.numel() > kMaxAugmentSampleBytes)
+      fail("--augment ", s.name, " makes samples of ", out_shape_.text(), " (", out_shape_.numel() >> 20,
+           " MiB each), more than the ", kMaxAugmentSampleBytes >> 20, " MiB a reader thread holds per sample; ",
+           "give that step a smaller size");
+  };
   for (const auto& s : steps_) {
     shapes_.push_back(variable ? SampleShape{shape.channels, 0, 0} : out_shape_);
     if (s.kind == AugmentStep::Kind::rrc || s.kind == AugmentStep::Kind::center) {
       out_shape_ = {shape.channels, s.size, s.size};
       variable = false;
+      bounded(s);
       continue;
     }
     if (s.kind == AugmentStep::Kind::resize) {
       if (!variable) out_shape_ = resize_shape(out_shape_, s.size);
+      bounded(s);
       continue;
     }
     if (variable)

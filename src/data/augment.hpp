@@ -63,6 +63,9 @@ namespace cnnscale {
 // The largest size an --augment step takes (resize<S>: twice that, since rrc<S>'s
 // evaluation resizes to S / 0.875 first).
 constexpr int kMaxAugmentSide = 65535;
+// The largest sample (bytes: uint8 C×H×W) an --augment step may make, the last or one before
+// it: 256 MiB (3×9459×9459), beyond any CNN input, and held per reader thread.
+constexpr int64_t kMaxAugmentSampleBytes = int64_t{256} << 20;
 
 struct AugmentStep {
   enum class Kind { crop, hflip, rrc, center, resize, flip3d, transpose3d };

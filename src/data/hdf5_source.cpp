@@ -223,7 +223,7 @@ class ShardReader {
       o.labels = h5_dataset(H5Dopen2(o.file, "/labels", dapl));
       if (!o.labels.valid()) fail("shard ", si.path, " has no /labels (", h5_error_cause(), ")", kDamaged);
     }
-    hsize_t md[4];  // N×H×W or N×D×H×W
+    hsize_t md[4] = {0, 0, 0, 0};  // N×H×W or N×D×H×W
     const int rank = h5_label_map_dims(info_->shape, static_cast<hsize_t>(n), md);
     H5Id fspace = h5_space(H5Dget_space(o.labels));
     int64_t k = 0;
@@ -354,6 +354,7 @@ class ShardedHdf5Source : public BatchSource {
         reader_(info, info->train, o.cache_memory, /*direct=*/true),
         augment_(o.augment, info->shape, o.seed, info->ragged),
         label_fill_(o.label_fill),
+        label_scratch_(static_cast<size_t>(o.threads)),
         norm_(augment_.output_shape(), info->mean, info->std, info->dtype, info->transform == "log1p"),
         pool_(o.threads),
         augmented_(static_cast<size_t>(o.threads)),
@@ -480,11 +481,16 @@ class ShardedHdf5Source : public BatchSource {
     }
     clocks_.add(0, StageClocks::lock_wait, rt.lock_wait);
     clocks_.add(0, StageClocks::read, rt.read);
-    for (int64_t k = 0; k < n; ++k) {
+    // Each map to its sample's place, moved there by its draws: on the workers (a 128³ map's
+    // transpose takes milliseconds), timed as augmentation (thread CPU).
+    pool_.run(n, [&](int64_t k, int t) {
       int32_t* map = b.labels.data() + order_[k] * P;
       std::copy_n(maps_.data() + k * P, P, map);
-      if (augment_.active()) augment_label_map(augment_, map, epoch, ids_[order_[k]], label_fill_, label_scratch_);
-    }
+      if (!augment_.active()) return;
+      const double t0 = thread_cpu_seconds();
+      augment_label_map(augment_, map, epoch, ids_[order_[k]], label_fill_, label_scratch_[static_cast<size_t>(t)]);
+      clocks_.add(t, StageClocks::augment, thread_cpu_seconds() - t0);
+    });
   }
 
   // Augment and normalise sample g (shape `in`; `len` stored bytes: a JPEG to decode
@@ -603,9 +609,10 @@ class ShardedHdf5Source : public BatchSource {
   int64_t per_rank_;
   Sampler sampler_;
   ShardReader reader_;
-  Augmenter augment_;  // applied to the uint8 sample before norm_, in the reader thread
+  Augmenter augment_;  // on the workers: to the uint8 sample before norm_ (a volume's steps: after it)
   int32_t label_fill_;  // segmentation: a padded crop's label (ReaderOptions::label_fill)
-  std::vector<int32_t> label_scratch_, maps_;  // segmentation: augment_label_map's; the maps read
+  std::vector<std::vector<int32_t>> label_scratch_;  // segmentation, per worker: augment_label_map's
+  std::vector<int32_t> maps_;                        // segmentation: the maps read
   std::vector<int64_t> map_local_;
   Normalizer norm_;    // on augment_'s output shape
   std::vector<int64_t> ids_, order_, local_, at_;

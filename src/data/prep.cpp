@@ -382,7 +382,7 @@ PrepResult run_prep(const PrepOptions& o) {
   const bool regression = train->target_count() > 0;
   const bool segmentation = train->label_pixels() > 1;
   if (test && (test->label_pixels() > 1) != segmentation)
-    fail("the ", segmentation ? "train" : "test", " labels are label maps (N×H×W) but the ",
+    fail("the ", segmentation ? "train" : "test", " labels are label maps (N×H×W, or N×D×H×W) but the ",
          segmentation ? "test" : "train", " labels are one class per sample; prep both splits with labels of one kind");
   if (o.multilabel && !regression) fail("--task multilabel goes with --targets (K labels of 0 or 1 per sample)");
   if (o.multilabel)

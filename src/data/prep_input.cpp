@@ -265,16 +265,30 @@ class Hdf5Stream : public SampleStream {
            " per ", what, " (", shape_.volume() ? "N×D×H×W" : "N×H×W", ": segmentation); it is ", lnd, "-D with ", ld[0],
            " rows");
     }
-    std::vector<int64_t> raw(static_cast<size_t>(n_ * pixels_));
-    if (n_ > 0 && H5Dread(lab, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()) < 0)
-      fail(file, ": reading '", labels, "' failed (", h5_error_cause(), ")");
-    labels_.resize(raw.size());
-    for (size_t i = 0; i < raw.size(); ++i) {
-      if (raw[i] < 0 || raw[i] > INT32_MAX)
-        fail(file, ": label ", raw[i], " of sample ", i / static_cast<size_t>(pixels_),
-             pixels_ > 1 ? " (pixel " + std::to_string(i % static_cast<size_t>(pixels_)) + ")" : std::string(), " in '",
-             labels, "' is negative or too large; labels must be class numbers 0..classes-1");
-      labels_[i] = static_cast<int32_t>(raw[i]);
+    // Read as int64 (every integer type fits, so a value beyond int32 is seen, not clipped)
+    // in blocks of rows of at most 8 MiB, each checked and kept as int32: label maps of
+    // volumes are 4 bytes a voxel here, not 12.
+    labels_.resize(static_cast<size_t>(n_ * pixels_));
+    const int64_t rows = std::max<int64_t>(1, (int64_t{1} << 20) / pixels_);
+    std::vector<int64_t> raw;
+    H5Id lfile_space = h5_space(H5Dget_space(lab));
+    for (int64_t r0 = 0; r0 < n_; r0 += rows) {
+      const int64_t nr = std::min(rows, n_ - r0);
+      raw.resize(static_cast<size_t>(nr * pixels_));
+      hsize_t start[4] = {static_cast<hsize_t>(r0), 0, 0, 0}, count[4] = {static_cast<hsize_t>(nr), 0, 0, 0};
+      for (int i = 1; i < lnd; ++i) count[i] = ld[i];
+      H5Sselect_hyperslab(lfile_space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+      H5Id mem_space = h5_space(H5Screate_simple(lnd, count, nullptr));
+      if (H5Dread(lab, H5T_NATIVE_INT64, mem_space, lfile_space, H5P_DEFAULT, raw.data()) < 0)
+        fail(file, ": reading '", labels, "' failed (", h5_error_cause(), ")");
+      for (size_t k = 0; k < raw.size(); ++k) {
+        const size_t i = static_cast<size_t>(r0 * pixels_) + k;
+        if (raw[k] < 0 || raw[k] > INT32_MAX)
+          fail(file, ": label ", raw[k], " of sample ", i / static_cast<size_t>(pixels_),
+               pixels_ > 1 ? " (pixel " + std::to_string(i % static_cast<size_t>(pixels_)) + ")" : std::string(),
+               " in '", labels, "' is negative or too large; labels must be class numbers 0..classes-1");
+        labels_[i] = static_cast<int32_t>(raw[k]);
+      }
     }
     desc_ = file + ":" + images + " + " + labels;
   }

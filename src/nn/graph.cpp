@@ -33,7 +33,8 @@ GraphBuilder::GraphBuilder(const SampleShape& input) {
 void GraphBuilder::no_volume(int x, const char* what) const {
   if (shape(x).volume())
     fail(what, " has no 3-D form in cnnscale yet and its input is a volume (", shape_text(shape(x)),
-         "); the 3-D layers are conv, maxpool, avgpool, bn, relu, the activations, dropout, add, concat and flatten");
+         "); the 3-D layers are conv, deconv, maxpool, avgpool, bn, relu, the activations, dropout, add, concat "
+         "and flatten");
 }
 
 int GraphBuilder::push(Node n, Shape out) {
@@ -434,8 +435,11 @@ Graph GraphBuilder::finish(int output, int classes) {
     g_.out_h = s.h;
     g_.out_w = s.w;
     if (s.c != classes)
-      fail("the model ends in ", shape_text(s), " outputs but the data needs ", classes,
-           " per position (its classes); make the last layer conv(", classes, ",1)");
+      fail("the model ends in ", shape_text(s), " outputs but the data needs ", classes, " per sample or, for ",
+           "segmentation (label maps), per position: end in flatten and linear(", classes, ")",
+           s.volume() ? std::string() : " (or gap and linear(" + std::to_string(classes) + "))",
+           " for one output row per sample, or in conv(", classes, ",1) for a score per class and ",
+           s.volume() ? "voxel" : "pixel");
   } else if (s.c != classes)
     fail("the model ends in ", s.c, " outputs but the data needs ", classes, " per sample (its classes, or its ",
          "regression targets); make the last linear linear(", classes, ")");

@@ -612,6 +612,17 @@ bool Importer::reshape(const onnx::NodeProto& n) {
 // Conv2d / Conv3d / pools with int arguments (GraphBuilder's layers). With `end_pad`
 // (Conv), the ends may be padded one step more than the begins: PyTorch's padding='same' of
 // an even kernel (Window::pad_end).
+// "AxBxCxD" of a weight's dims; "kxk" (a volume's "kxkxk") of a window (messages).
+std::string dims_text(const onnx::TensorProto& t) {
+  std::string out;
+  for (int i = 0; i < t.dims_size(); ++i) out.append(i ? "x" : "").append(std::to_string(t.dims(i)));
+  return out;
+}
+std::string kernel_text(int k, bool volume) {
+  const std::string s = std::to_string(k);
+  return volume ? s + "x" + s + "x" + s : s + "x" + s;
+}
+
 struct Window {
   int k = 0, stride = 1, pad = 0, pad_end = 0;
   size_t dims = 2;  // 3: a 3-D window (Conv3d, MaxPool3d)
@@ -673,10 +684,8 @@ void Importer::conv(const onnx::NodeProto& n, int pad_extra, int end_extra) {
   const int64_t group = attr_i(n, "group", 1), cin = b_.shape(tensor(n, 0)).c;
   if (group < 1 || cin % group != 0 || wt.dims(0) < 1 || wt.dims(1) != cin / group || wt.dims(2) != w.k ||
       wt.dims(3) != w.k || (volume && wt.dims(4) != w.k))
-    bad("a weight of " + std::to_string(wt.dims(0)) + "x" + std::to_string(wt.dims(1)) + "x" +
-        std::to_string(wt.dims(2)) + "x" + std::to_string(wt.dims(3)) + " for " + std::to_string(cin) +
-        " input channels in " + std::to_string(group) + " groups and a " + std::to_string(w.k) + "x" +
-        std::to_string(w.k) + " kernel");
+    bad("a weight of " + dims_text(wt) + " for " + std::to_string(cin) + " input channels in " +
+        std::to_string(group) + " groups and a " + kernel_text(w.k, volume) + " kernel");
   const std::string p = prefix(n, n.input(1));
   const bool bias = n.input_size() > 2 && !n.input(2).empty();
   if (bias) check_param(n, n.input(2), p + ".bias");
@@ -716,9 +725,8 @@ void Importer::deconv(const onnx::NodeProto& n) {
   if (attr(n, "output_shape")) bad("an output_shape (give pads instead, as PyTorch exports)");
   const int64_t cin = b_.shape(tensor(n, 0)).c;
   if (wt.dims(0) != cin || wt.dims(1) < 1 || wt.dims(2) != w.k || wt.dims(3) != w.k || (volume && wt.dims(4) != w.k))
-    bad("a weight of " + std::to_string(wt.dims(0)) + "x" + std::to_string(wt.dims(1)) + "x" +
-        std::to_string(wt.dims(2)) + "x" + std::to_string(wt.dims(3)) + " for " + std::to_string(cin) +
-        " input channels and a " + std::to_string(w.k) + "x" + std::to_string(w.k) + " kernel");
+    bad("a weight of " + dims_text(wt) + " for " + std::to_string(cin) + " input channels and a " +
+        kernel_text(w.k, volume) + " kernel");
   const std::string p = prefix(n, n.input(1));
   const bool bias = n.input_size() > 2 && !n.input(2).empty();
   if (bias) check_param(n, n.input(2), p + ".bias");

@@ -359,3 +359,26 @@ TEST(Augment, VolumeFlipsAndTransposes) {
             std::string::npos);
   EXPECT_NO_THROW(Augmenter("flip3d", SampleShape{1, 4, 6, 8}, 0).check_label_maps(-1));
 }
+
+// Found by tests/fuzz/fuzz_augment (its input is a seed there now): `rrc48476,rrc418` on a
+// 3×33×33 image ends at 3×418×418, but its first step's 3×48476×48476 samples (7 GB) ran the
+// reader out of memory. A step whose samples exceed kMaxAugmentSampleBytes is refused, the
+// last one or one before it, on fixed-size and ragged data alike.
+TEST(Augment, OversizedStepsAreRefused) {
+  const SampleShape small{3, 33, 33};
+  EXPECT_NE(error_of([&] { Augmenter("rrc48476,rrc418", small, 0); }).find("--augment rrc48476 makes samples of "
+                                                                             "3x48476x48476 (6723 MiB each)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { Augmenter("resize60000", small, 0); }).find("give that step a smaller size"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { Augmenter("center10000", SampleShape{3, 500, 400}, 0, /*ragged=*/true); })
+                .find("--augment center10000 makes samples of 3x10000x10000"),
+            std::string::npos);
+  // The largest sizes a CNN takes stay allowed.
+  EXPECT_NO_THROW(Augmenter("rrc4096,hflip", small, 0));
+  EXPECT_NO_THROW(Augmenter("resize1024,center1024", SampleShape{3, 480, 640}, 0));
+  // resize<S> on an extreme aspect ratio: int(S·long/short) beyond int's range is held, then refused.
+  EXPECT_EQ(resize_shape(SampleShape{1, 65535, 1}, 131070).height, 2147483647);
+  EXPECT_NE(error_of([&] { Augmenter("resize131070", SampleShape{1, 65535, 1}, 0); }).find("MiB each"),
+            std::string::npos);
+}
