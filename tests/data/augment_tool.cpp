@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
         case AugmentStep::Kind::rrc: std::printf(" rrc %d %d %d %d %d", s.size, d.top, d.left, d.h, d.w); break;
         case AugmentStep::Kind::center: std::printf(" center %d", s.size); break;
         case AugmentStep::Kind::resize: std::printf(" resize %d", s.size); break;
+        case AugmentStep::Kind::flip3d:  // volumes: apply() above refuses them (images only here)
+        case AugmentStep::Kind::transpose3d: std::printf(" %s %d", s.name.c_str(), d.axes); break;
       }
       if (s.kind == AugmentStep::Kind::rrc || s.kind == AugmentStep::Kind::center) cur = {cur.channels, s.size, s.size};
       if (s.kind == AugmentStep::Kind::resize) cur = resize_shape(cur, s.size);
