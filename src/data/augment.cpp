@@ -326,19 +326,29 @@ void volume_step(const AugmentStep& s, const AugmentDraw& d, int perm[3], bool f
   }
 }
 
-// The volume steps on one C×D×H×W (label map: 1×D×H×W) sample in place.
+// The volume steps on one C×D×H×W (label map: 1×D×H×W) sample in place, composed into one
+// pass: step (q, g) after (perm, flip) reads output axis a from input axis perm[q[a]],
+// reversed when g[a] xor flip[q[a]].
 template <class T>
 void apply_volume_steps(const Augmenter& a, T* x, int channels, int epoch, int64_t g, std::vector<T>& scratch) {
   const SampleShape in = a.input_shape();
   const int dims[3] = {in.depth, in.height, in.width};
+  int perm[3] = {0, 1, 2};
+  bool flip[3] = {false, false, false};
   for (size_t k = 0; k < a.steps().size(); ++k) {
-    int perm[3];
-    bool flip[3];
-    volume_step(a.steps()[k], a.draw(k, epoch, g, in), perm, flip);
-    if (perm[0] == 0 && perm[1] == 1 && perm[2] == 2 && !flip[0] && !flip[1] && !flip[2]) continue;
-    scratch.assign(x, x + channels * in.plane());
-    permute_flip_volume(scratch.data(), x, channels, dims, perm, flip);
+    int q[3];
+    bool f[3];
+    volume_step(a.steps()[k], a.draw(k, epoch, g, in), q, f);
+    const int p0[3] = {perm[0], perm[1], perm[2]};
+    const bool f0[3] = {flip[0], flip[1], flip[2]};
+    for (int i = 0; i < 3; ++i) {
+      perm[i] = p0[q[i]];
+      flip[i] = f[i] != f0[q[i]];
+    }
   }
+  if (perm[0] == 0 && perm[1] == 1 && perm[2] == 2 && !flip[0] && !flip[1] && !flip[2]) return;
+  scratch.assign(x, x + channels * in.plane());
+  permute_flip_volume(scratch.data(), x, channels, dims, perm, flip);
 }
 
 }  // namespace
