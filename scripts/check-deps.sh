@@ -19,6 +19,7 @@
 #                    on PATH), one per line: what the run-time check below reads
 #   --without PKG    drop PKG from the install list (to show that the check catches it)
 #   --packages LIST  judge against LIST instead of install-deps.sh's PACKAGES + TEST_PACKAGES
+#                    + FUZZ_PACKAGES
 # Exit 0: every used package is installed by the list; 1: names each missing package with a
 # file that needs it; 2: usage or no build tree.
 set -euo pipefail
@@ -67,8 +68,10 @@ fi
 [ -f "$BUILD/CMakeCache.txt" ] || { echo "check-deps: no build tree at $BUILD (run scripts/build.sh first)" >&2; exit 2; }
 if [ -z "$LIST" ]; then
   # shellcheck disable=SC1090
-  source <(sed -n '/^PACKAGES=(/,/^)/p; /^TEST_PACKAGES=(/p' scripts/install-deps.sh)
-  LIST="${PACKAGES[*]} ${TEST_PACKAGES[*]}"
+  # FUZZ_PACKAGES count: scripts/fuzz.sh (a script this check reads) installs them itself
+  # with install-deps.sh --fuzz before it runs clang-16
+  source <(sed -n '/^PACKAGES=(/,/^)/p; /^TEST_PACKAGES=(/p; /^FUZZ_PACKAGES=(/p' scripts/install-deps.sh)
+  LIST="${PACKAGES[*]} ${TEST_PACKAGES[*]} ${FUZZ_PACKAGES[*]}"
 fi
 read -r -a PKGS <<<"$LIST"
 for w in "${WITHOUT[@]+"${WITHOUT[@]}"}"; do

@@ -3,7 +3,8 @@
 # fails, naming the package and a file that needs it, when a package the build or the
 # tests use is left out: ocl-icd-opencl-dev (what libdnnl-dev's CMake config needs but
 # Debian only recommends; the list once lacked it and a fresh machine could not build),
-# lmod (run time: the templates and the modules test) and libxml2-utils (a test's xmllint).
+# lmod (run time: the templates and the modules test), libxml2-utils (a test's xmllint) and
+# clang-16 (scripts/fuzz.sh's compiler, from install-deps.sh's FUZZ_PACKAGES).
 # And the run-time reading of the scripts' shell text (--commands-in): a command in
 # `bash -c "…"` or after && counts, Python's open( inside `python3 -c "…"` / `"$PY" -c
 # "…"` does not (it once made the check fail wherever xdg-utils, which installs an `open`
@@ -36,9 +37,14 @@ CD="$CNNSCALE_SOURCE/scripts/check-deps.sh"
 expect_eq "check-deps passes with scripts/install-deps.sh's list" 0 "$?"
 expect_grep "it says OK" '^check-deps: OK$' "$TMP/ok.txt"
 expect_grep "it counts what the build used" '^check-deps: [0-9]+ Debian packages used' "$TMP/ok.txt"
-# The three runs without a package at once (each is ~1 CPU-minute of dpkg lookups; CI time).
-for p in ocl-icd-opencl-dev lmod libxml2-utils; do
-  ("$CD" --build "$CNNSCALE_BUILD" --without "$p" >"$TMP/no-$p.txt" 2>&1; echo $? >"$TMP/no-$p.rc") &
+# The four runs without a package at once (each is ~1 CPU-minute of dpkg lookups; CI time).
+# clang-16: scripts/fuzz.sh runs it and installs it with install-deps.sh --fuzz, so the
+# FUZZ_PACKAGES list counts (CI once failed when the check read only PACKAGES and
+# TEST_PACKAGES); libfuzzer-16-dev depends on clang-16, so both are left out for it.
+for p in ocl-icd-opencl-dev lmod libxml2-utils clang-16; do
+  extra=()
+  [ "$p" != clang-16 ] || extra=(--without libfuzzer-16-dev)
+  ("$CD" --build "$CNNSCALE_BUILD" --without "$p" "${extra[@]}" >"$TMP/no-$p.txt" 2>&1; echo $? >"$TMP/no-$p.rc") &
 done
 wait
 check_without() { # PKG FILE-REGEX
@@ -48,6 +54,7 @@ check_without() { # PKG FILE-REGEX
 check_without ocl-icd-opencl-dev '/usr/lib/x86_64-linux-gnu/libOpenCL\.so'
 check_without lmod '/usr/share/lmod/'
 check_without libxml2-utils '/usr/bin/xmllint'
+check_without clang-16 '/usr/bin/clang-16 \(scripts/[a-z-]+\.sh runs clang-16\)'
 "$CD" --build "$TMP/nowhere" >"$TMP/nobuild.txt" 2>&1
 expect_eq "no build tree: usage status 2" 2 "$?"
 expect_grep "no build tree: says what to run" 'no build tree at .*scripts/build.sh' "$TMP/nobuild.txt"
