@@ -15,7 +15,7 @@
 #   --seconds N   per target (default 30: CI's smoke; a campaign is 900 and more)
 #   --build DIR   the fuzzing build folder (default build-fuzz)
 #   --no-install  do not run scripts/install-deps.sh --fuzz (clang-16, libfuzzer-16-dev, libclang-rt-16-dev, libomp-16-dev)
-#   TARGET        fuzz_model_spec, fuzz_launch_env, fuzz_json, fuzz_augment (default: all)
+#   TARGET        one of tests/fuzz/fuzz_*.cpp's names, e.g. fuzz_model_spec (default: all)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SECONDS_PER=30
@@ -33,7 +33,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$SECONDS_PER" in ''|*[!0-9]*) echo "fuzz.sh: error: --seconds takes a whole number of seconds" >&2; exit 2 ;; esac
-ALL=(fuzz_model_spec fuzz_launch_env fuzz_json fuzz_augment)
+ALL=()  # every tests/fuzz/fuzz_*.cpp is a target
+for f in "$ROOT"/tests/fuzz/fuzz_*.cpp; do f=${f##*/}; ALL+=("${f%.cpp}"); done
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=("${ALL[@]}")
 for t in "${TARGETS[@]}"; do
   [[ " ${ALL[*]} " == *" $t "* ]] || { echo "fuzz.sh: error: no target $t (targets: ${ALL[*]})" >&2; exit 2; }

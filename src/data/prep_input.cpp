@@ -74,6 +74,21 @@ class GzFile {
       bytes -= static_cast<size_t>(got);
     }
   }
+  // After the last item the header declares: the file must end there, and a gzip file's
+  // trailer (its CRC-32 and length) must be present and agree — zlib checks it only when
+  // a read reaches the end (fuzz_prep_input: a gzip file cut inside its trailer, or with a
+  // changed byte that still inflated, was read as good data).
+  void expect_end(const char* what, int64_t items) {
+    char extra;
+    const int got = gzread(f_, &extra, 1);
+    int errnum = Z_OK;
+    const char* msg = gzerror(f_, &errnum);
+    if (got < 0 || errnum != Z_OK)
+      fail(path_, " is damaged (", msg, ") after its ", items, " ", what, "; download it again");
+    if (got > 0)
+      fail(path_, " is longer than its header declares (", items, " ", what,
+           "): a damaged or wrong file; download it again");
+  }
   const std::string& path() const { return path_; }
 
  private:
@@ -164,6 +179,7 @@ class IdxStream : public SampleStream {
       }
       done += m;
     }
+    lf.expect_end("labels", n_);
     labels_.assign(raw.begin(), raw.end());
     desc_ = images + " + " + labels;
   }
@@ -173,11 +189,13 @@ class IdxStream : public SampleStream {
   const std::vector<int32_t>& labels() const override { return labels_; }
   void read_images(uint8_t* dst, int64_t n) override {
     images_.read(dst, static_cast<size_t>(n * shape_.numel()), "images");
+    read_ += n;
+    if (read_ == n_) images_.expect_end("images", n_);
   }
 
  private:
   GzFile images_;
-  int64_t n_ = 0;
+  int64_t n_ = 0, read_ = 0;
   SampleShape shape_;
   std::vector<int32_t> labels_;
   std::string desc_;

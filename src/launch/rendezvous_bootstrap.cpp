@@ -23,6 +23,7 @@
 #include "launch/rendezvous_token.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
+#include "util/utf8.hpp"
 #include "util/log.hpp"
 #include "util/process.hpp"
 
@@ -243,7 +244,7 @@ ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& 
       if (doubted < 0) doubted = r;
       if (claims.size() < 400)
         claims += (claims.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " joined as host '" +
-                  host.substr(0, 64) + "' from " + at;
+                  escape_unprintable(host, 64) + "' from " + at;
     }
     if (doubted >= 0) {
       const std::string mark = kClaimedTwicePrefix + std::to_string(doubted);
@@ -253,10 +254,10 @@ ProcessContext bootstrap_rendezvous(ProcessContext ctx, const BootstrapOptions& 
         store.try_get(mark, &second);
         const size_t nl = second.find('\n');
         fail("rank ", doubted, " joined the rendezvous at ", store.where(), " as host '",
-             hosts[static_cast<size_t>(doubted)].substr(0, 64), "' from ",
+             escape_unprintable(hosts[static_cast<size_t>(doubted)], 64), "' from ",
              store.claim_address(keys[static_cast<size_t>(doubted)]), " (an address of this host, ", ctx.host,
-             "), then a second process claimed rank ", doubted, " as host '", second.substr(0, nl), "' from ",
-             nl == std::string::npos ? "?" : second.substr(nl + 1),
+             "), then a second process claimed rank ", doubted, " as host '", escape_unprintable(second.substr(0, nl), 64),
+             "' from ", nl == std::string::npos ? "?" : escape_unprintable(second.substr(nl + 1), 64),
              " (refused: \"joined twice\"). Two processes were started as rank ", doubted,
              ", or the first is not this job's: a process that holds the job's rendezvous token claimed it. Stop "
              "it (on ", ctx.host, ", `ss -tnp` shows who is connected to the store's port) and start the job again");

@@ -19,6 +19,7 @@
 
 #include "launch/rendezvous_token.hpp"
 #include "util/error.hpp"
+#include "util/utf8.hpp"
 #include "util/log.hpp"
 #include "util/memory.hpp"
 #include "util/stop_signal.hpp"
@@ -443,7 +444,7 @@ class RendezvousStore::Server {
       if (c.in.compare(0, kHelloLen - 1, kHello, kHelloLen - 1) == 0)
         note(other_version, c.peer, [&] {
           return "dropped a client at " + c.peer + " of another cnnscale version (its hello is " +
-                 c.in.substr(0, kHelloLen) + ", this one's " + kHello + ")";
+                 escape_unprintable(c.in.substr(0, kHelloLen)) + ", this one's " + kHello + ")";
         });
       else
         note(stranger, c.peer,
@@ -624,9 +625,11 @@ class RendezvousStore::Server {
   void second_claim_of(Conn& c, const std::string& key, const std::string& first_value) {
     const std::string rank = key.substr(std::strlen(kJoinPrefix));
     const std::string second_value = c.in.substr(5 + key.size() + 4, get_le(&c.in[5 + key.size()], 4));
+    // A stranger's bytes (fuzz_rendezvous: control characters reached rank 0's terminal).
+    const std::string shown_rank = escape_unprintable(rank, 32);
     const auto host = [](const std::string& v) {
-      std::string h(1, '\'');
-      h.append(v, 0, std::min<size_t>(v.find('\n'), 64));
+      std::string h(1, '\'');  // (not "'" + …: GCC 12's -Wrestrict false positive)
+      h += escape_unprintable(v.substr(0, v.find('\n')), 64);
       h.push_back('\'');
       return h;
     };
@@ -636,9 +639,9 @@ class RendezvousStore::Server {
       first_at = claims_.count(key) ? claims_[key] : "?";
     }
     note(second_claim, c.peer, [&] {
-      return "rank " + rank + " was claimed again, by host " + host(second_value) + " at " + c.peer +
+      return "rank " + shown_rank + " was claimed again, by host " + host(second_value) + " at " + c.peer +
              "; it had joined from host " + host(first_value) + " at " + first_at +
-             ": two processes were started as rank " + rank + ", or one that is not this job's rank claimed it";
+             ": two processes were started as rank " + shown_rank + ", or one that is not this job's rank claimed it";
     });
     const std::string mark = std::string(kClaimedTwicePrefix) + rank;
     if (!kv_.count(mark) && kv_.size() < lim_.max_keys + 64) {  // one per rank: bounded by the world

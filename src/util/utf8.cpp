@@ -1,6 +1,7 @@
 // utf8.cpp — see utf8.hpp.
 #include "util/utf8.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace cnnscale {
@@ -48,6 +49,23 @@ std::string escape_non_ascii(const std::string& s) {
       out += buf;
     }
   }
+  return out;
+}
+
+std::string escape_unprintable(const std::string& s, size_t max_bytes) {
+  std::string out;
+  const size_t n = std::min(s.size(), max_bytes);
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7F) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    }
+  }
+  if (n < s.size()) out += "...";
   return out;
 }
 

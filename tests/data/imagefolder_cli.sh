@@ -67,11 +67,13 @@ run cfg "$C" train --config "$CNNSCALE_SOURCE/configs/imagefolder.ini" --data "$
   --no-eval
 expect_eq "configs/imagefolder.ini runs" 0 "$st"
 expect_grep "configs/imagefolder.ini: resnet50" 'model resnet50' "$TMP/cfg.out"
-# A size that cannot fit names the input shape it makes (once: "choose a smaller --model"),
-# and one beyond any CNN input is refused by name (once: "unknown step 'resize114284'",
-# the evaluation's derived resize of rrc99999): issue 26 item 12
+# A size that cannot fit names the input shape it makes, once (issue 26 item 12: it was an
+# out-of-memory error for the parameters; since issue 51's fuzzing every step's samples are
+# bounded, kMaxAugmentSampleBytes, so it is refused before any model is built), and one
+# beyond any CNN input is refused by name (once: "unknown step 'resize114284'", the
+# evaluation's derived resize of rrc99999)
 run bigrrc "$C" train --data "$TMP/ds" --augment rrc60000 --batch-size 2 --max-steps 1
-expect_error bigrrc "out of memory while allocating the parameters .*; choose a smaller --model or a smaller input \(its input is 3x60000x60000: the data set's sample shape, or the size that --augment or --image-size sets"
+expect_error bigrrc "--augment rrc60000 makes samples of 3x60000x60000 \(10299 MiB each\), more than the 256 MiB a reader thread holds per sample; give that step a smaller size"
 run hugerrc "$C" train --data "$TMP/ds" --augment rrc99999 --batch-size 2 --max-steps 1
 expect_error hugerrc "--augment rrc99999: sizes above 65535 are not CNN inputs; give a smaller size"
 run trainflip "$C" train --data "$TMP/ds" --model "$SMALL" --augment hflip,rrc16 --batch-size 4 --epochs 1

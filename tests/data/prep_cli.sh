@@ -52,6 +52,18 @@ zcat /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz | head -c 50000
 run idxtrunc prep --input "$TMP/idx" --output "$TMP/x2"
 expect_error idxtrunc "$TMP/idx/t10k-images-idx3-ubyte is truncated: it ends inside the images"
 expect_eq "failed prep leaves no output" "" "$(ls -d "$TMP"/x2* 2>/dev/null)"
+# A gzip file must end where its header says, with its trailer (CRC-32, length) intact:
+# zlib checks it only when a read reaches the end (fuzz_prep_input found both read as good).
+FM=/usr/share/datasets/fashion-mnist
+rm -f "$TMP/idx/t10k-images-idx3-ubyte" "$TMP/idx/t10k-labels-idx1-ubyte"
+cp "$FM/t10k-images-idx3-ubyte.gz" "$TMP/idx/"
+head -c $(( $(stat -c %s "$FM/t10k-labels-idx1-ubyte.gz") - 4 )) "$FM/t10k-labels-idx1-ubyte.gz" >"$TMP/idx/t10k-labels-idx1-ubyte.gz"
+run gztrailer prep --input "$TMP/idx" --output "$TMP/x2g"
+expect_error gztrailer "$TMP/idx/t10k-labels-idx1-ubyte.gz is damaged \\(.*unexpected end of file\\) after its 10000 labels; download it again"
+{ zcat "$FM/t10k-labels-idx1-ubyte.gz"; printf 'x'; } | gzip >"$TMP/idx/t10k-labels-idx1-ubyte.gz"
+run gzlonger prep --input "$TMP/idx" --output "$TMP/x2g"
+expect_error gzlonger "$TMP/idx/t10k-labels-idx1-ubyte.gz is longer than its header declares \\(10000 labels\\)"
+expect_eq "failed preps leave no output" "" "$(ls -d "$TMP"/x2g* 2>/dev/null)"
 
 # ---- HDF5 input: a small fixture, 3 + 2 shards
 "$TOOL" write "$TMP/fx.h5" 500 120 10

@@ -35,3 +35,15 @@ TEST(Utf8, EscapeShowsNonAsciiBytesAsHex) {
   EXPECT_EQ(escape_non_ascii("a\xFF" "b\xC3\xA9"), "a\\xFFb\\xC3\\xA9");
   EXPECT_EQ(escape_non_ascii("plain"), "plain");
 }
+
+// A rendezvous client's bytes in rank 0's warnings (fuzz_rendezvous found an ESC sequence and
+// other control bytes reaching the terminal): control bytes, DEL and bytes from 0x80 up are
+// shown as \xHH, printable ASCII as it is, and the text is cut at max_bytes with "...".
+TEST(Utf8, EscapeUnprintableShowsControlBytesAndCuts) {
+  EXPECT_EQ(escape_unprintable("CNSTORE\x02"), "CNSTORE\\x02");
+  EXPECT_EQ(escape_unprintable("n\x1b[2Jde\x7f\xC3\xA9"), "n\\x1B[2Jde\\x7F\\xC3\\xA9");
+  EXPECT_EQ(escape_unprintable("node01 ~!"), "node01 ~!");
+  EXPECT_EQ(escape_unprintable("abcdef", 4), "abcd...");
+  EXPECT_EQ(escape_unprintable("abcd", 4), "abcd");
+  EXPECT_EQ(escape_unprintable(std::string("a\0b", 3)), "a\\x00b");
+}
