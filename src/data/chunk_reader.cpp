@@ -133,9 +133,12 @@ std::unique_ptr<DirectChunkReader> DirectChunkReader::open(const std::string& pa
     const size_t cols = two_d && td[0] == static_cast<hsize_t>(n) && (td[1] == 2 || td[1] == 3) ? td[1] : 0;
     std::vector<uint64_t> rows(static_cast<size_t>(3 * n));
     r->list_ = ChunkList::unusable;
+    const std::string layout = cols == 0 ? std::string() : h5_layout_problem(table);  // h5util.hpp
     if (cols == 0) {
       r->list_problem_ = "has " + std::to_string(two_d ? td[0] : 0) + " rows of " + std::to_string(two_d ? td[1] : 0) +
                          " values but /images has " + std::to_string(n) + " chunks (rows of 3 values)";
+    } else if (!layout.empty()) {
+      r->list_problem_ = "cannot be read (" + layout + ")";
     } else if (H5Dread(table, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) < 0) {
       const std::string cause = h5_error_cause();
       r->list_problem_ =

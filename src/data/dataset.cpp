@@ -51,6 +51,13 @@ T get_field(const json& j, const char* key, const std::string& json_path) {
   }
 }
 
+// A dataset HDF5 would read past its buffers (h5util.hpp: h5_layout_problem) is refused
+// before anything reads it.
+void check_layout(const ShardInfo& sh, const char* name, hid_t ds, bool each_chunk = true) {
+  if (const std::string p = h5_layout_problem(ds, each_chunk); !p.empty())
+    fail("shard ", sh.path, ": ", name, " is damaged: ", p, "; copy the file again or ", kRerun);
+}
+
 // A ragged shard: /images is 1-D, /offsets (N+1) and /shapes (N×3) describe the samples
 // back to back; appends them to split.offsets / split.shapes.
 // Leaves the shard's own /offsets and /shapes in off / shp (for its digest).
@@ -76,6 +83,7 @@ void check_ragged_shard(const DatasetInfo& info, SplitInfo& split, const ShardIn
         (H5Sget_simple_extent_dims(sp, dd, nullptr), static_cast<int64_t>(dd[0]) != want || (rank == 2 && dd[1] != 3)))
       fail("shard ", sh.path, ": ", name, " does not describe the ", sh.samples, " samples ", json_path, " lists; ",
            kRerun);
+    check_layout(sh, name, ds);
     if (H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
       fail("shard ", sh.path, ": reading ", name, " failed (", h5_error_cause(), "): the file is damaged; ", kRerun);
   }
@@ -149,6 +157,7 @@ std::string check_shard(const DatasetInfo& info, SplitInfo& split, const ShardIn
   }
   if (!type_ok || H5Tget_order(type) != H5T_ORDER_LE)
     fail("shard ", sh.path, ": /images is not ", sample_type_name(info.dtype), " as ", json_path, " says; ", kRerun);
+  check_layout(sh, "/images", images, /*each_chunk=*/false);  // shard_digest() sizes each chunk
 
   if (info.task == TaskKind::regression || info.task == TaskKind::multilabel) {
     d = H5Dopen2(f, "/targets", H5P_DEFAULT);
@@ -161,6 +170,7 @@ std::string check_shard(const DatasetInfo& info, SplitInfo& split, const ShardIn
     if (static_cast<int64_t>(tdims[0]) != sh.samples || static_cast<int>(tdims[1]) != info.targets)
       fail("shard ", sh.path, " holds ", tdims[0], "x", tdims[1], " targets but ", json_path, " says ", sh.samples,
            " samples of ", info.targets, "; ", kRerun);
+    check_layout(sh, "/targets", targets);
     const size_t at = split.targets.size(), count = static_cast<size_t>(sh.samples) * static_cast<size_t>(info.targets);
     split.targets.resize(at + count);
     if (count > 0 &&
@@ -206,6 +216,7 @@ std::string check_shard(const DatasetInfo& info, SplitInfo& split, const ShardIn
   if (H5Tget_class(ltype) != H5T_INTEGER) fail("shard ", sh.path, ": /labels is not an integer dataset; ", kRerun);
   // Label maps stay in the shard (the readers read each batch's, and check their range); the
   // digest covers them by their chunks' checksums, as the images.
+  check_layout(sh, "/labels", labels, /*each_chunk=*/!maps);  // maps: shard_digest() sizes each chunk
   if (maps) return shard_digest(sh.path, images, sh.samples, nullptr, nullptr, nullptr, nullptr, 0, labels);
   const size_t at = split.labels.size(), count = static_cast<size_t>(sh.samples);
   split.labels.resize(at + count);

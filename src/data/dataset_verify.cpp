@@ -59,7 +59,9 @@ void check_stored_jpeg(const DatasetInfo& info, const SplitInfo& split, const Sh
 
 void verify_dataset(const DatasetInfo& info, const std::function<void(int64_t, int64_t)>& progress) {
   const int64_t total = info.train.samples + info.test.samples;
-  const int64_t numel = info.shape.numel();
+  // Bytes per sample: int16/float16/float32 samples are read as stored (no conversion), as
+  // the readers read them, so that the list's reading of the same bytes can be compared.
+  const int64_t sample_bytes = info.sample_bytes();
   int64_t done = 0;
   std::vector<uint8_t> buf, piece, chunks;
   for (const SplitInfo* split : {&info.train, &info.test}) {
@@ -104,6 +106,7 @@ void verify_dataset(const DatasetInfo& info, const std::function<void(int64_t, i
       } else {
         hsize_t cdims[5] = {0};
         int64_t step = 256;
+        const H5Id stored_type = h5_sample_type(info.dtype);
         const int rank = h5_image_dims(info.shape, 0, cdims);
         if (H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, rank, cdims) == rank)
           step = static_cast<int64_t>(cdims[0]);
@@ -114,11 +117,12 @@ void verify_dataset(const DatasetInfo& info, const std::function<void(int64_t, i
           h5_image_dims(info.shape, static_cast<hsize_t>(n), count);
           H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, count, nullptr);
           H5Id mspace = h5_space(H5Screate_simple(rank, count, nullptr));
-          buf.resize(static_cast<size_t>(n * numel));
-          if (H5Dread(d, H5T_NATIVE_UINT8, mspace, fspace, H5P_DEFAULT, buf.data()) < 0)
+          buf.resize(static_cast<size_t>(n * sample_bytes));
+          if (H5Dread(d, stored_type, mspace, fspace, H5P_DEFAULT, buf.data()) < 0)
             fail("shard ", sh.path, " is damaged: reading images ", at, "..", at + n - 1, " failed (", h5_error_cause(),
                  "); the data no longer match their checksum — copy the file again or re-run `cnnscale prep`");
-          if (through) compare_through_list(sh.path, *through, at * numel, (at + n) * numel, buf, piece, chunks);
+          if (through)
+            compare_through_list(sh.path, *through, at * sample_bytes, (at + n) * sample_bytes, buf, piece, chunks);
           done += n;
           if (progress) progress(done, total);
         }

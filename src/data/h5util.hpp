@@ -60,6 +60,23 @@ void h5_quiet();
 // e.g. "Fletcher32 checksum error" or "truncated file: eof = ...". Clears the stack.
 std::string h5_error_cause();
 
+// Why libhdf5 must not be asked to read dataset `ds` (H5Dread), or "" when nothing is wrong
+// with its layout. HDF5 1.10 unfilters a chunk into a buffer of the size the filters return
+// and then copies a whole chunk's bytes out of it, so a file whose layout message claims a
+// larger chunk than is stored made it read past that buffer (tests/fuzz/hdf5-crashes/).
+// HDF5's writer never makes such a file; refused here: a chunk dimension of 0 or above a
+// fixed dimension's maximum, a compact dataset whose stored bytes are not its elements',
+// and (each_chunk) more than 2^20 chunks or a stored chunk of another size than
+// h5_stored_chunk_bytes() — for /images and label maps, whose chunks may be many,
+// shard_digest() checks that while it visits them anyway. Caller holds hdf5_mutex().
+std::string h5_layout_problem(hid_t ds, bool each_chunk = true);
+
+// The bytes a chunk of `ds` with filter mask `mask` has in the file, where they are known
+// before it is unfiltered: its values' bytes, + 4 where Fletcher32 is the only filter and
+// applied (every dataset prep writes but gzip'd /images). 0: not known (other filters, gzip:
+// sized only when inflated; a layout that is not chunked).
+hsize_t h5_stored_chunk_bytes(hid_t ds, unsigned mask);
+
 // Opens an existing HDF5 file read-only (sec2 driver, serial), or returns an invalid
 // handle; `cause` then says why.
 H5Id h5_open_readonly(const std::string& path, std::string& cause);

@@ -65,6 +65,9 @@ std::string shard_digest(const std::string& path, hid_t images, int64_t samples,
     for (int d = 1; d < rank; ++d)
       if (chunk[d] != dims[d]) fail("shard ", path, ": ", name, " is chunked along more than its first dimension; ", kFix);
     const int64_t n = chunk[0] ? static_cast<int64_t>((dims[0] + chunk[0] - 1) / chunk[0]) : 0;
+    // The stored size each chunk must have, where it is known before HDF5 unfilters it
+    // (h5util.hpp: a chunk stored shorter than its layout says made libhdf5 read past its buffer).
+    const hsize_t want = h5_stored_chunk_bytes(ds, 0), want_unfiltered = h5_stored_chunk_bytes(ds, 1);
     for (int64_t c = 0; c < n; ++c) {
       hsize_t at[8] = {static_cast<hsize_t>(c) * chunk[0]};
       unsigned mask = 0;
@@ -77,6 +80,9 @@ std::string shard_digest(const std::string& path, hid_t images, int64_t samples,
       if (addr != HADDR_UNDEF && size >= 4 && ::pread(fd, last, 4, static_cast<off_t>(addr + size - 4)) != 4)
         fail("shard ", path, ": reading ", name, " chunk ", c, " at offset ", addr, " failed (",
              errno ? std::strerror(errno) : "the file ends before it", "): the file is truncated or damaged; ", kFix);
+      if (const hsize_t w = mask & 1u ? want_unfiltered : want; addr != HADDR_UNDEF && w != 0 && size != w)
+        fail("shard ", path, ": ", name, " chunk ", c, " stores ", size, " bytes, not the ", w,
+             " its chunk shape makes: the file is damaged; ", kFix);
       const uint64_t stored = addr == HADDR_UNDEF ? ~uint64_t{0} : static_cast<uint64_t>(size);
       add(&stored, sizeof stored);
       add(&mask, sizeof mask);

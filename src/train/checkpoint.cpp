@@ -16,6 +16,7 @@
 #include <map>
 #include <sstream>
 
+#include "data/h5util.hpp"
 #include "nn/conv_algo.hpp"
 #include "nn/host_params.hpp"
 #include "util/atomic_file.hpp"
@@ -166,6 +167,9 @@ DatasetProblem read_dataset(hid_t parent, const std::string& name, const std::ve
     for (auto x : want) join(exp, static_cast<long long>(x));
     return {"parameter '" + name + "' has shape " + got + " but the configured model needs " + exp, true};
   }
+  // A layout libhdf5 would read past its buffers for (data/h5util.hpp) is damage too.
+  if (const std::string p = h5_layout_problem(d); !p.empty())
+    return {"dataset '" + name + "' cannot be read (damaged file: " + p + ")"};
   if (H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
     return {"dataset '" + name + "' fails its checksum or cannot be read (damaged file)"};
   size_t n = 1;
