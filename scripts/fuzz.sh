@@ -14,7 +14,7 @@
 # Usage: scripts/fuzz.sh [--seconds N] [--build DIR] [--no-install] [TARGET...]
 #   --seconds N   per target (default 30: CI's smoke; a campaign is 900 and more)
 #   --build DIR   the fuzzing build folder (default build-fuzz)
-#   --no-install  do not run scripts/install-deps.sh --fuzz (clang-16, libfuzzer-16-dev, libclang-rt-16-dev, libomp-16-dev)
+#   --no-install  do not run scripts/install-deps.sh --fuzz (clang-16, libfuzzer-16-dev, libclang-rt-16-dev, libomp-16-dev, llvm-16)
 #   TARGET        one of tests/fuzz/fuzz_*.cpp's names, e.g. fuzz_model_spec (default: all)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,9 +57,8 @@ mkdir -p "$BUILD/corpus" "$BUILD/artifacts" "$BUILD/logs"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # Function names and lines in the reports (clang-16's symbolizer is not on PATH).
-for sym in /usr/lib/llvm-16/bin/llvm-symbolizer /usr/bin/llvm-symbolizer-16 /usr/bin/llvm-symbolizer; do
-  [ -x "$sym" ] && { export ASAN_SYMBOLIZER_PATH=$sym; break; }
-done
+# (llvm-16, installed with the others by install-deps.sh --fuzz)
+[ -x /usr/lib/llvm-16/bin/llvm-symbolizer ] && export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-16/bin/llvm-symbolizer
 failed=()
 for t in "${TARGETS[@]}"; do
   work="$BUILD/corpus/$t"

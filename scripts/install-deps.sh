@@ -11,7 +11,8 @@
 # for a real torchrun) come from scripts/python-venv.sh.
 # scripts/check-deps.sh proves both lists together cover what the build, tests and demo use.
 # FUZZ_PACKAGES (--fuzz: scripts/fuzz.sh passes it) are Debian's clang 16, its libFuzzer,
-# sanitizer runtimes and OpenMP, which build the fuzz targets (tests/fuzz/) under
+# sanitizer runtimes, OpenMP and LLVM 16 (its llvm-symbolizer names the frames of a report),
+# which build the fuzz targets (tests/fuzz/) under
 # AddressSanitizer and UBSan.
 # A third-party apt source that cannot be read (NVIDIA's CUDA repository unreachable, a
 # NodeSource list with no Release file) does not stop it: apt-get update's failures are
@@ -33,7 +34,7 @@ PACKAGES=(
   patchelf debootstrap debian-archive-keyring
 )
 TEST_PACKAGES=(python3-torch python3-torchvision python3-h5py python3-numpy python3-onnx libonnx-testdata)
-FUZZ_PACKAGES=(clang-16 libfuzzer-16-dev libclang-rt-16-dev libomp-16-dev)
+FUZZ_PACKAGES=(clang-16 libfuzzer-16-dev libclang-rt-16-dev libomp-16-dev llvm-16)
 DEBS_TO_KEEP=(environment-modules)
 WANT=("${PACKAGES[@]}")
 for arg in "$@"; do

@@ -6,8 +6,8 @@
 // describe_unfinished, lock_squatter over run.lock's text).
 // Input: up to six parts separated by a line "%%": run A's run.json, its metrics.jsonl,
 // run B's run.json, its metrics.jsonl, the --points CSV (none when empty), run A's run.lock
-// (none when empty). The report runs over A and B with --allow-missing, --epochs 3, a
-// 3-replicate bootstrap and --project 4,8x2 (when it has a scalable group).
+// (none when empty). The report runs over A and B with --allow-missing, --epochs 3,
+// --train-samples 60000, --node-hour-cost 1.5, a 3-replicate bootstrap and --project 4,8x2.
 // A UserError is the expected answer to a file report refuses; anything else escaping (an
 // nlohmann::json exception: once a run.json's bytes that are not UTF-8 reached report.json's
 // dump), a crash, a hang or a sanitizer report is a defect. watch never refuses a line: a
@@ -117,6 +117,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.allow_missing = true;
   o.bootstrap = 3;
   o.epochs = 3;
+  o.train_samples = 60000;  // synthetic runs: the budget's data set size
+  o.node_hour_cost = 1.5;
   o.project = "4,8x2";
   if (!part[4].empty()) o.points_file = d + "/points.csv";
   try {
