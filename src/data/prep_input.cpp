@@ -139,7 +139,9 @@ std::vector<int64_t> read_idx_header(GzFile& f, int want_min_dims, int want_max_
 void check_idx_size(const std::string& path, const std::vector<int64_t>& dims, const char* what) {
   if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0) return;  // size unknown until read
   int64_t want = 4 + 4 * static_cast<int64_t>(dims.size()), items = 1;
-  for (int64_t d : dims) items *= d;
+  for (int64_t d : dims)  // four dimensions of up to 2^32 - 1 overflow int64 (fuzz_prep_input)
+    if (__builtin_mul_overflow(items, d, &items))
+      fail(path, " declares ", dims[0], " ", what, " of more than 2^63 bytes: a damaged or wrong file; download it again");
   want += items;
   std::error_code ec;
   const auto have = static_cast<int64_t>(fs::file_size(path, ec));
@@ -155,6 +157,12 @@ class IdxStream : public SampleStream {
  public:
   IdxStream(const std::string& images, const std::string& labels) : images_(images) {
     auto d = read_idx_header(images_, 3, 4);
+    // Each side and the channels fit an int (and a CNN input): a header's 32-bit sizes cast
+    // to int turned negative, and two negatives made a positive sample size (fuzz_prep_input).
+    for (size_t i = 1; i < d.size(); ++i)
+      if (d[i] < 1 || d[i] > 65535)
+        fail(images, " declares images of ", d[1], "x", d[2], d.size() == 4 ? "x" + std::to_string(d[3]) : "",
+             ": a size of ", d[i], " is no image; a damaged or wrong file, download it again");
     n_ = d[0];
     shape_ = d.size() == 3 ? SampleShape{1, static_cast<int>(d[1]), static_cast<int>(d[2])}
                            : SampleShape{static_cast<int>(d[1]), static_cast<int>(d[2]), static_cast<int>(d[3])};

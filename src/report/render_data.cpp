@@ -255,4 +255,8 @@ nlohmann::json render_json(const Report& rep) {
   return out;
 }
 
+std::string render_json_text(const Report& rep) {
+  return render_json(rep).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 }  // namespace cnnscale::report

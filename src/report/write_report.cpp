@@ -34,7 +34,7 @@ void write_report(const Report& rep) {
   write_file_atomic((dir / "report.md").string(), render_markdown(rep));
   write_file_atomic((dir / "report.html").string(), render_html(rep));
   write_file_atomic((dir / "scaling.csv").string(), render_csv(rep));
-  write_file_atomic((dir / "report.json").string(), render_json(rep).dump(2) + "\n");
+  write_file_atomic((dir / "report.json").string(), render_json_text(rep));
 }
 
 }  // namespace cnnscale::report

@@ -64,6 +64,16 @@ expect_error gztrailer "$TMP/idx/t10k-labels-idx1-ubyte.gz is damaged \\(.*unexp
 run gzlonger prep --input "$TMP/idx" --output "$TMP/x2g"
 expect_error gzlonger "$TMP/idx/t10k-labels-idx1-ubyte.gz is longer than its header declares \\(10000 labels\\)"
 expect_eq "failed preps leave no output" "" "$(ls -d "$TMP"/x2g* 2>/dev/null)"
+# Header sizes beyond any image (once cast to int they turned negative, and two negatives
+# made a positive sample size; four sizes near 2^32 overflowed the file-size check:
+# fuzz_prep_input). Big-endian: magic 0x00000803, then N, H, W.
+mkdir -p "$TMP/idxbig"
+printf '\x00\x00\x08\x03\x00\x00\x00\x01\xff\xff\xff\xff\xff\xff\xff\xff' >"$TMP/idxbig/train-images-idx3-ubyte"
+printf '\x00\x00\x08\x01\x00\x00\x00\x01\x03' >"$TMP/idxbig/train-labels-idx1-ubyte"
+cp "$TMP/idxbig/train-images-idx3-ubyte" "$TMP/idxbig/t10k-images-idx3-ubyte"
+cp "$TMP/idxbig/train-labels-idx1-ubyte" "$TMP/idxbig/t10k-labels-idx1-ubyte"
+run idxbig prep --input "$TMP/idxbig" --output "$TMP/x2h"
+expect_error idxbig "train-images-idx3-ubyte declares images of 4294967295x4294967295: a size of 4294967295 is no image"
 
 # ---- HDF5 input: a small fixture, 3 + 2 shards
 "$TOOL" write "$TMP/fx.h5" 500 120 10

@@ -138,6 +138,16 @@ expect_grep "dir without run.json: message" "^cnnscale: error: '.*/empty' has no
 "$CNNSCALE" report "$TMP/r1" "$TMP/r2" "$TMP/empty" --allow-missing --output "$TMP/o3b" >"$TMP/e1b.out" 2>&1
 expect_eq "--allow-missing skips it" 0 "$?"
 expect_grep "--allow-missing says what it skipped" '^skipped: .*empty.* has no run.json' "$TMP/e1b.out"
+# A damaged run.json with a byte that is not UTF-8: the skipped run's reason quotes what the
+# JSON parser last read, and report.json still gets written, valid (fuzz_report: the dump threw).
+mkdir -p "$TMP/badbyte"
+printf '{\n \xa0 "x": 1}\n' >"$TMP/badbyte/run.json"
+"$CNNSCALE" report "$TMP/r1" "$TMP/r2" "$TMP/badbyte" --allow-missing --output "$TMP/o3c" >"$TMP/e1c.out" 2>&1
+expect_eq "--allow-missing with a non-UTF-8 run.json: exit 0" 0 "$?"
+expect_grep "... it says what it skipped" '^skipped: .*badbyte.*run.json' "$TMP/e1c.out"
+python3 -c 'import json, sys; j = json.load(open(sys.argv[1], encoding="utf-8")); assert any("badbyte" in s for s in j["skipped"]), j["skipped"]' \
+  "$TMP/o3c/report.json" 2>"$TMP/e1c.py"
+expect_eq "... report.json is UTF-8 JSON naming the skipped run" 0 "$?"
 mkdir -p "$TMP/broken" && echo '{"world_size": 2, ' >"$TMP/broken/run.json"
 "$CNNSCALE" report "$TMP/broken" --output "$TMP/o4" >"$TMP/e2.out" 2>"$TMP/e2.err"
 expect_eq "malformed run.json: exit 2" 2 "$?"
