@@ -167,6 +167,11 @@ class IdxStream : public SampleStream {
     shape_ = d.size() == 3 ? SampleShape{1, static_cast<int>(d[1]), static_cast<int>(d[2])}
                            : SampleShape{static_cast<int>(d[1]), static_cast<int>(d[2]), static_cast<int>(d[3])};
     if (shape_.numel() <= 0) fail(images, " declares empty images (", d[1], "x", d[2], ")");
+    // prep reads at least one sample at a time: a header claiming a huge one (a gzip file's
+    // real length shows only while reading) would be allocated first. IDX images are small.
+    if (shape_.numel() > (int64_t{1} << 30))
+      fail(images, " declares images of ", shape_.text(), " (", shape_.numel() >> 20,
+           " MiB each); IDX holds small images: a damaged or wrong file, download it again");
     check_idx_size(images, d, "images");
     GzFile lf(labels);
     auto ld = read_idx_header(lf, 1, 1);

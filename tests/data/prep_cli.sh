@@ -74,6 +74,11 @@ cp "$TMP/idxbig/train-images-idx3-ubyte" "$TMP/idxbig/t10k-images-idx3-ubyte"
 cp "$TMP/idxbig/train-labels-idx1-ubyte" "$TMP/idxbig/t10k-labels-idx1-ubyte"
 run idxbig prep --input "$TMP/idxbig" --output "$TMP/x2h"
 expect_error idxbig "train-images-idx3-ubyte declares images of 4294967295x4294967295: a size of 4294967295 is no image"
+printf '\x00\x00\x08\x03\x00\x00\x00\x01\x00\x00\xff\xff\x00\x00\xff\xff' >"$TMP/idxbig/train-images-idx3-ubyte.gz.raw"
+gzip -c "$TMP/idxbig/train-images-idx3-ubyte.gz.raw" >"$TMP/idxbig/train-images-idx3-ubyte.gz"
+rm "$TMP/idxbig/train-images-idx3-ubyte" "$TMP/idxbig/train-images-idx3-ubyte.gz.raw"
+run idxhuge prep --input "$TMP/idxbig" --output "$TMP/x2h"
+expect_error idxhuge "train-images-idx3-ubyte.gz declares images of 1x65535x65535 \\(4095 MiB each\\); IDX holds small images"
 
 # ---- HDF5 input: a small fixture, 3 + 2 shards
 "$TOOL" write "$TMP/fx.h5" 500 120 10
