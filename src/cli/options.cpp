@@ -14,6 +14,31 @@ void print_help(const CommandSpec& spec, const po::options_description& desc) {
   if (!spec.epilog.empty()) std::cout << spec.epilog << "\n";
 }
 
+namespace {
+
+// Boost's error_with_option_name::what() replaces each %token% of its message by the option
+// name or value the user gave, in a loop that never ends when that text holds the token
+// itself: `--batch-size 'x%value%'` hung every subcommand (fuzz_train_config). The texts are
+// copied with each '%' shown as \x25 first. (Its substitutions are protected: reached
+// through a pointer to member named in a derived class, which C++ allows on the base.)
+struct SubstitutionsOf : po::error_with_option_name {
+  static constexpr auto member = &SubstitutionsOf::m_substitutions;
+};
+
+std::string error_text(const po::error& e) {
+  const auto* named = dynamic_cast<const po::error_with_option_name*>(&e);
+  if (!named) return e.what();
+  po::error_with_option_name copy = *named;
+  for (auto& [token, text] : copy.*SubstitutionsOf::member) {
+    std::string safe;
+    for (char c : text) safe += c == '%' ? std::string("\\x25") : std::string(1, c);
+    text = safe;
+  }
+  return copy.what();
+}
+
+}  // namespace
+
 ParsedOptions parse_options(const CommandSpec& spec, int argc, char** argv,
                             const po::options_description& desc,
                             const std::vector<Positional>& positional, bool allow_config) {
@@ -52,13 +77,13 @@ ParsedOptions parse_options(const CommandSpec& spec, int argc, char** argv,
       try {
         po::store(po::parse_config_file(in, desc, /*allow_unregistered=*/false), out.vm);
       } catch (const po::error& e) {
-        fail("in --config file '", path, "': ", e.what(), hint);
+        fail("in --config file '", path, "': ", error_text(e), hint);
       }
     }
     po::notify(out.vm);
   } catch (const po::error& e) {
     // The launcher gives every rank the same command line: rank 0 says it once.
-    fail_collective(launcher_rank_or_zero(), spec.name, ": ", e.what(), hint);
+    fail_collective(launcher_rank_or_zero(), spec.name, ": ", error_text(e), hint);
   }
   return out;
 }
