@@ -495,6 +495,7 @@ bool Importer::fold(const onnx::NodeProto& n) {
     for (double d : a.v) {
       if (!(d >= 0 && d <= 64)) return false;
       count *= static_cast<int64_t>(d);
+      if (count > 4096) return false;  // (before eleven 64s overflow it)
       r.dims.push_back(static_cast<int64_t>(d));
     }
     if (count > 4096) return false;
@@ -502,12 +503,14 @@ bool Importer::fold(const onnx::NodeProto& n) {
   } else if (op == "Reshape") {  // of a small constant, by a constant shape (-1: the rest, 0: copy)
     const Const& sh = *constant(n.input(1));
     int64_t known = 1, infer = -1;
+    // Sizes beyond 2^31 are no shape of a small constant (and overflowed known and total:
+    // fuzz_onnx_import); such a Reshape is not folded.
     for (size_t i = 0; i < sh.v.size(); ++i) {
+      if (!(sh.v[i] >= -1 && sh.v[i] <= 2147483647.0)) return false;
       int64_t d = static_cast<int64_t>(sh.v[i]);
       if (d == 0 && i < a.dims.size()) d = a.dims[i];
       if (d == -1) infer = static_cast<int64_t>(i);
-      else if (d < 1) return false;
-      else known *= d;
+      else if (d < 1 || __builtin_mul_overflow(known, d, &known)) return false;
       r.dims.push_back(d);
     }
     if (infer >= 0) {
@@ -515,7 +518,8 @@ bool Importer::fold(const onnx::NodeProto& n) {
       r.dims[static_cast<size_t>(infer)] = static_cast<int64_t>(a.v.size()) / known;
     }
     int64_t total = 1;
-    for (int64_t d : r.dims) total *= d;
+    for (int64_t d : r.dims)
+      if (__builtin_mul_overflow(total, d, &total)) return false;
     if (total != static_cast<int64_t>(a.v.size())) return false;
     r.v = a.v;
   } else if (op == "Transpose") {  // a 2-D constant

@@ -29,7 +29,8 @@
 namespace {
 
 const std::string& image_path() {
-  static const std::string path = "/dev/shm/cnnscale-fuzz-image-" + std::to_string(getpid());
+  // Never destroyed: RemoveAtExit (a global, made before it) uses it at exit.
+  static const std::string& path = *new std::string("/dev/shm/cnnscale-fuzz-image-" + std::to_string(getpid()));
   return path;
 }
 

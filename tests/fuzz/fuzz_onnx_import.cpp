@@ -24,7 +24,8 @@ namespace {
 
 // One file per process, rewritten for each input (/dev/shm: no disk traffic).
 const std::string& model_path() {
-  static const std::string path = "/dev/shm/cnnscale-fuzz-onnx-" + std::to_string(getpid()) + ".onnx";
+  // Never destroyed: RemoveAtExit (a global, made before it) uses it at exit.
+  static const std::string& path = *new std::string("/dev/shm/cnnscale-fuzz-onnx-" + std::to_string(getpid()) + ".onnx");
   return path;
 }
 

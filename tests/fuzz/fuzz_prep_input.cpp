@@ -32,11 +32,12 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::string& dir() {
-  static const std::string d = [] {
+  // Never destroyed: RemoveAtExit (a global, made before it) uses it at exit.
+  static const std::string& d = *new std::string([] {
     const std::string p = "/dev/shm/cnnscale-fuzz-prep-" + std::to_string(getpid());
     fs::create_directories(p);
     return p;
-  }();
+  }());
   return d;
 }
 

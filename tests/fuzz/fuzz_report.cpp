@@ -35,12 +35,13 @@ namespace rp = cnnscale::report;
 namespace {
 
 const std::string& dir() {
-  static const std::string d = [] {
+  // Never destroyed: RemoveAtExit (a global, made before it) uses it at exit.
+  static const std::string& d = *new std::string([] {
     const std::string p = "/dev/shm/cnnscale-fuzz-report-" + std::to_string(getpid());
     fs::create_directories(p + "/a");
     fs::create_directories(p + "/b");
     return p;
-  }();
+  }());
   return d;
 }
 

@@ -26,7 +26,8 @@
 namespace {
 
 const std::string& ini_path() {
-  static const std::string path = "/dev/shm/cnnscale-fuzz-config-" + std::to_string(getpid()) + ".ini";
+  // Never destroyed: RemoveAtExit (a global, made before it) uses it at exit.
+  static const std::string& path = *new std::string("/dev/shm/cnnscale-fuzz-config-" + std::to_string(getpid()) + ".ini");
   return path;
 }
 
